@@ -1,0 +1,127 @@
+"""Broker settings: defaults, the TOML file, and command-line overrides.
+
+Precedence: command-line flags > the TOML file > the defaults below. Every
+setting is documented in ``docs/configuration.md`` and in
+``magnetar.example.toml``; unknown keys in a file are an error (a typo must
+not silently fall back to a default).
+
+The ``[storage]`` table maps onto :class:`magnetar.storage.StorageConfig`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from magnetar.storage.config import StorageConfig
+
+
+class ConfigError(ValueError):
+    """A setting is unknown or has a bad value."""
+
+
+@dataclass
+class BrokerConfig:
+    #: Address the Pulsar protocol listener binds to.
+    bind_address: str = "127.0.0.1"
+    #: Pulsar protocol port (6650 is Pulsar's).
+    port: int = 6650
+    #: Admin HTTP port (REST, metrics); 0 picks a free port, -1 disables it.
+    admin_port: int = 8080
+    #: Host name clients are told to connect to (lookup answers, close redirects).
+    advertised_address: str = "localhost"
+    #: Where ledgers and the metadata database live.
+    data_dir: str = "./data"
+    #: Metadata store URL; empty means ``sqlite:<data_dir>/metadata.db``.
+    metadata_url: str = ""
+    #: Name of this cluster.
+    cluster_name: str = "standalone"
+    #: Create a topic the first time a producer or consumer names it.
+    allow_auto_topic_creation: bool = True
+    #: Largest message (payload + metadata) a client may send, advertised in CONNECTED.
+    max_message_size: int = 5 * 1024 * 1024
+    #: Seconds between keepalive PINGs; a connection silent for 2x this is closed.
+    keepalive_interval_s: float = 30.0
+    #: Most entries one dispatcher read takes from storage.
+    dispatcher_max_read_batch: int = 100
+    #: Log level (DEBUG, INFO, WARNING, ERROR).
+    log_level: str = "INFO"
+    storage: StorageConfig = field(default_factory=StorageConfig)
+
+    @property
+    def data_path(self) -> Path:
+        return Path(self.data_dir)
+
+    @property
+    def resolved_metadata_url(self) -> str:
+        return self.metadata_url or f"sqlite:{self.data_path.resolve() / 'metadata.db'}"
+
+    @property
+    def service_url(self) -> str:
+        return f"pulsar://{self.advertised_address}:{self.port}"
+
+    def validate(self) -> None:
+        if not (0 <= self.port <= 65535):
+            raise ConfigError(f"port must be 0..65535, got {self.port}")
+        if not (-1 <= self.admin_port <= 65535):
+            raise ConfigError(f"admin_port must be -1..65535, got {self.admin_port}")
+        if self.max_message_size < 1024:
+            raise ConfigError(f"max_message_size must be at least 1024 bytes, got {self.max_message_size}")
+        if self.keepalive_interval_s <= 0:
+            raise ConfigError("keepalive_interval_s must be positive")
+        if self.dispatcher_max_read_batch < 1:
+            raise ConfigError("dispatcher_max_read_batch must be at least 1")
+        if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+            raise ConfigError(f"log_level must be DEBUG, INFO, WARNING or ERROR, got {self.log_level!r}")
+
+
+def _apply(target: Any, values: dict[str, Any], where: str) -> None:
+    names = {f.name: f for f in dataclasses.fields(target)}
+    for key, value in values.items():
+        if key not in names:
+            raise ConfigError(f"unknown setting {where}{key!r}; known: {', '.join(sorted(names))}")
+        current = getattr(target, key)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where}{key} must be a table")
+            _apply(current, value, f"{where}{key}.")
+            continue
+        setattr(target, key, _coerce(names[key], value, where))
+
+
+_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
+
+
+def _coerce(f: dataclasses.Field, value: Any, where: str) -> Any:
+    """Check ``value`` against the field's declared type (an int is a fine float)."""
+    kind = _TYPES.get(f.type if isinstance(f.type, str) else getattr(f.type, "__name__", ""))
+    if kind is None:
+        return value
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ConfigError(f"{where}{f.name} must be {kind.__name__}, got {value!r}")
+    return value
+
+
+def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> BrokerConfig:
+    """Defaults, then the TOML file at ``path``, then ``overrides`` (None values skipped)."""
+    config = BrokerConfig()
+    if path is not None:
+        try:
+            data = tomllib.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"config file {path} does not exist") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+        _apply(config, data, "")
+    _apply(config, {k: v for k, v in (overrides or {}).items() if v is not None}, "")
+    config.validate()
+    try:
+        # StorageConfig validates on construction; rebuild it from the merged values.
+        config.storage = StorageConfig(**dataclasses.asdict(config.storage))
+    except ValueError as exc:
+        raise ConfigError(f"[storage] {exc}") from None
+    return config

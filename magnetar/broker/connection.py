@@ -1,0 +1,492 @@
+"""ServerConnection: the thin asyncio shell around the sans-io protocol.
+
+Bytes from the socket go to :class:`magnetar.protocol.Connection`; each frame
+is routed to a handler here, which calls into topics and subscriptions and
+writes the answer. Handlers never let an exception escape: a bad request gets
+the protocol's error code and a message; bytes that break framing close this
+connection (with the reason logged) and nothing else.
+
+Flow control: while more than ``MAX_PENDING_SENDS`` sends of this connection
+wait for storage, the socket is not read (the client's pending queue fills and
+it blocks, as with Pulsar). While the socket's write buffer is full,
+dispatchers skip this connection's consumers.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from typing import Callable
+
+from magnetar import __version__
+from magnetar.protocol import Connection, ProtocolError, Role, ServerError, pb
+from magnetar.protocol.commands import Type, command, error, message_id, success, type_name
+from magnetar.protocol.frames import FRAME_OVERHEAD, Frame
+from magnetar.storage import Entry, Position
+
+from .consumer import Consumer
+from .entry_format import strip_broker_entry_metadata
+from .errors import BrokerError, ConsumerBusy, ExpectedOffsetMismatch, InvalidTopic, NotAllowed
+from .producer import Producer
+from .service import BrokerService
+from .topic_name import InvalidTopicName, parse
+
+log = logging.getLogger(__name__)
+
+PROTOCOL_VERSION = 20
+UINT64_MAX = (1 << 64) - 1
+MAX_PENDING_SENDS = 10_000
+_names = itertools.count()
+
+
+class ServerConnection(asyncio.Protocol):
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+        self.config = service.config
+        self.proto = Connection(Role.SERVER, max_frame_size=self.config.max_message_size + FRAME_OVERHEAD)
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.producers: dict[int, Producer] = {}
+        self.consumers: dict[int, Consumer] = {}
+        self.pending_sends = 0
+        self.reading_paused = False
+        self.writing_paused = False
+        self.last_received = time.monotonic()
+        self._keepalive: asyncio.Task | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self._handlers: dict[int, Callable[[Frame], None]] = {
+            Type.CONNECT: self._on_connect,
+            Type.PING: self._on_ping,
+            Type.PONG: lambda f: None,
+            Type.PARTITIONED_METADATA: self._on_partitioned_metadata,
+            Type.LOOKUP: self._on_lookup,
+            Type.PRODUCER: lambda f: self._spawn(self._on_producer(f.command.producer)),
+            Type.SEND: self._on_send,
+            Type.CLOSE_PRODUCER: self._on_close_producer,
+            Type.SUBSCRIBE: lambda f: self._spawn(self._on_subscribe(f.command.subscribe)),
+            Type.FLOW: self._on_flow,
+            # Consumers are resolved when the frame arrives, not when the task
+            # runs: a CLOSE_CONSUMER right behind an ACK must not orphan it.
+            Type.ACK: lambda f: self._spawn(self._on_ack(f.command.ack, self._consumer(f.command.ack))),
+            Type.REDELIVER_UNACKNOWLEDGED_MESSAGES: self._on_redeliver,
+            Type.UNSUBSCRIBE: lambda f: self._spawn(
+                self._on_unsubscribe(f.command.unsubscribe, self._consumer(f.command.unsubscribe))),
+            Type.CLOSE_CONSUMER: self._on_close_consumer,
+            Type.SEEK: lambda f: self._spawn(self._on_seek(f.command.seek, self._consumer(f.command.seek))),
+            Type.GET_LAST_MESSAGE_ID: lambda f: self._spawn(self._on_get_last_message_id(
+                f.command.getLastMessageId, self._consumer(f.command.getLastMessageId))),
+            Type.GET_TOPICS_OF_NAMESPACE: lambda f: self._spawn(self._on_get_topics(f.command.getTopicsOfNamespace)),
+            Type.GET_SCHEMA: self._on_get_schema,
+            Type.GET_NEXT_OFFSET: lambda f: self._spawn(self._on_get_next_offset(f.command.getNextOffset)),
+        }
+
+    # -- asyncio.Protocol ----------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self._keepalive = asyncio.get_running_loop().create_task(self._keepalive_loop())
+        self.service.connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.last_received = time.monotonic()
+        try:
+            frames = self.proto.receive_data(data)
+        except ProtocolError as exc:
+            log.warning("closing connection from %s: %s", self.peer, exc)
+            self.close()
+            return
+        for frame in frames:
+            handler = self._handlers.get(frame.command.type)
+            try:
+                if handler is None:
+                    self._on_unsupported(frame)
+                else:
+                    handler(frame)
+            except ProtocolError as exc:
+                log.warning("closing connection from %s: %s", self.peer, exc)
+                self.close()
+                return
+            except Exception:
+                log.exception("error handling %s from %s", type_name(frame.command), self.peer)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.proto.close()
+        self.service.connections.discard(self)
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+        for producer in list(self.producers.values()):
+            producer.topic.remove_producer(producer)
+        self.producers.clear()
+        for consumer in list(self.consumers.values()):
+            consumer.subscription.topic.remove_consumer(consumer)
+        self.consumers.clear()
+        for task in list(self._tasks):
+            task.cancel()
+
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        for consumer in self.consumers.values():
+            consumer.subscription.on_new_entries()
+
+    # -- plumbing ------------------------------------------------------------
+    def close(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    def write(self, cmd: pb.BaseCommand) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(self.proto.send(cmd))
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _keepalive_loop(self) -> None:
+        interval = self.config.keepalive_interval_s
+        while True:
+            await asyncio.sleep(interval)
+            if time.monotonic() - self.last_received > 2 * interval:
+                log.info("closing connection from %s: no keepalive for %.0f s", self.peer, 2 * interval)
+                self.close()
+                return
+            if self.proto.state.name == "CONNECTED":
+                self.write(command(Type.PING))
+
+    # -- handshake, lookup ------------------------------------------------------
+    def _on_connect(self, frame: Frame) -> None:
+        version = min(PROTOCOL_VERSION, frame.command.connect.protocol_version or PROTOCOL_VERSION)
+        self.write(
+            command(
+                Type.CONNECTED,
+                server_version=f"Magnetar {__version__}",
+                protocol_version=version,
+                max_message_size=self.config.max_message_size,
+                feature_flags=pb.FeatureFlags(supports_broker_entry_metadata=True),
+            )
+        )
+
+    def _on_ping(self, frame: Frame) -> None:
+        self.write(command(Type.PONG))
+
+    def _on_partitioned_metadata(self, frame: Frame) -> None:
+        req = frame.command.partitionMetadata
+        Lookup = pb.CommandPartitionedTopicMetadataResponse
+        try:
+            parse(req.topic)
+        except InvalidTopicName as exc:
+            self.write(command(Type.PARTITIONED_METADATA_RESPONSE, request_id=req.request_id,
+                               response=Lookup.Failed, error=ServerError.InvalidTopicName, message=str(exc)))
+            return
+        self.write(command(Type.PARTITIONED_METADATA_RESPONSE, request_id=req.request_id, partitions=0,
+                           response=Lookup.Success))
+
+    def _on_lookup(self, frame: Frame) -> None:
+        req = frame.command.lookupTopic
+        Lookup = pb.CommandLookupTopicResponse
+        try:
+            parse(req.topic)
+        except InvalidTopicName as exc:
+            self.write(command(Type.LOOKUP_RESPONSE, request_id=req.request_id, response=Lookup.Failed,
+                               error=ServerError.InvalidTopicName, message=str(exc)))
+            return
+        # One broker owns everything: the client keeps using the URL it dialled.
+        self.write(command(Type.LOOKUP_RESPONSE, request_id=req.request_id, response=Lookup.Connect,
+                           brokerServiceUrl=self.config.service_url, authoritative=True,
+                           proxy_through_service_url=True))
+
+    def _on_unsupported(self, frame: Frame) -> None:
+        name = type_name(frame.command)
+        body = getattr(frame.command, frame.command.DESCRIPTOR.fields_by_number[frame.command.type].name, None) \
+            if frame.command.type in frame.command.DESCRIPTOR.fields_by_number else None
+        request_id = getattr(body, "request_id", None) if body is not None else None
+        log.warning("unsupported command %s from %s", name, self.peer)
+        if request_id is not None:
+            self.write(error(request_id, ServerError.NotAllowedError, f"{name} is not supported by this broker"))
+
+    def _topic_name(self, raw: str):
+        try:
+            return parse(raw)
+        except InvalidTopicName as exc:
+            raise InvalidTopic(str(exc)) from None
+
+    # -- producers ---------------------------------------------------------------
+    async def _on_producer(self, req: pb.CommandProducer) -> None:
+        existing = self.producers.get(req.producer_id)
+        if existing is not None:
+            # A retried create for a producer that is already there: same answer.
+            self.write(command(Type.PRODUCER_SUCCESS, request_id=req.request_id, producer_name=existing.name,
+                               last_sequence_id=-1, topic_epoch=existing.epoch or None))
+            return
+        try:
+            name = self._topic_name(req.topic)
+            if req.encrypted:
+                raise NotAllowed("encrypted producers are not supported")
+            topic = await self.service.get_topic(name)
+            producer = Producer(
+                producer_id=req.producer_id,
+                name=req.producer_name or f"{self.config.cluster_name}-{self.service.broker_id}-{next(_names)}",
+                topic=topic,
+                access_mode=req.producer_access_mode,
+                user_provided_name=req.user_provided_producer_name and bool(req.producer_name),
+                address=self.peer,
+            )
+            producer.on_result = lambda seq, high, fut, p=producer: self._send_result(p, seq, high, fut)
+            producer.disconnect = lambda p=producer: self._disconnect_producer(p)
+            self.producers[req.producer_id] = producer
+            requested_epoch = req.topic_epoch if req.HasField("topic_epoch") else None
+            try:
+                waiter = await topic.add_producer(producer, requested_epoch)
+            except BaseException:
+                self.producers.pop(req.producer_id, None)
+                raise
+            if waiter is not None:
+                self.write(command(Type.PRODUCER_SUCCESS, request_id=req.request_id, producer_name=producer.name,
+                                   producer_ready=False))
+                try:
+                    await waiter
+                except BaseException:
+                    self.producers.pop(req.producer_id, None)
+                    raise
+            self.write(command(
+                Type.PRODUCER_SUCCESS, request_id=req.request_id, producer_name=producer.name,
+                last_sequence_id=topic.last_sequence_id(producer.name),
+                topic_epoch=producer.epoch if producer.access_mode != pb.Shared else None,
+                producer_ready=True,
+            ))
+        except BrokerError as exc:
+            self.write(error(req.request_id, exc.code, str(exc)))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("cannot create producer on %s", req.topic)
+            self.write(error(req.request_id, ServerError.ServiceNotReady, f"cannot create producer: {exc}"))
+
+    def _disconnect_producer(self, producer: Producer) -> None:
+        if self.producers.get(producer.producer_id) is producer:
+            del self.producers[producer.producer_id]
+            self.write(command(Type.CLOSE_PRODUCER, producer_id=producer.producer_id, request_id=UINT64_MAX))
+
+    def _on_send(self, frame: Frame) -> None:
+        send = frame.command.send
+        producer = self.producers.get(send.producer_id)
+        if frame.block is None:
+            raise ProtocolError("SEND without a payload")
+        if producer is None:
+            self.write(command(Type.SEND_ERROR, producer_id=send.producer_id, sequence_id=send.sequence_id,
+                               error=ServerError.NotAllowedError, message="unknown producer id"))
+            return
+        if not frame.block.verify_checksum():
+            fut = asyncio.get_running_loop().create_future()
+            fut.set_exception(BrokerError("checksum mismatch", ServerError.ChecksumError))
+        else:
+            fut = producer.topic.publish(producer, send, frame.block)
+        self.pending_sends += 1
+        if self.pending_sends > MAX_PENDING_SENDS and not self.reading_paused and self.transport is not None:
+            self.reading_paused = True
+            self.transport.pause_reading()
+        producer.enqueue(send.sequence_id, send.highest_sequence_id, fut)
+
+    def _send_result(self, producer: Producer, seq: int, highest: int, fut: asyncio.Future) -> None:
+        self.pending_sends -= 1
+        if self.reading_paused and self.pending_sends < MAX_PENDING_SENDS // 2 and self.transport is not None:
+            self.reading_paused = False
+            self.transport.resume_reading()
+        exc = fut.exception()
+        if exc is None:
+            res = fut.result()
+            self.write(command(Type.SEND_RECEIPT, producer_id=producer.producer_id, sequence_id=seq,
+                               highest_sequence_id=highest, offset=res.first_offset,
+                               message_id=message_id(res.ledger_id, res.entry_id)))
+            return
+        code = exc.code if isinstance(exc, BrokerError) else ServerError.PersistenceError
+        cmd = command(Type.SEND_ERROR, producer_id=producer.producer_id, sequence_id=seq, error=code,
+                      message=str(exc))
+        if isinstance(exc, ExpectedOffsetMismatch):
+            cmd.send_error.next_offset = exc.next_offset
+        self.write(cmd)
+
+    def _on_close_producer(self, frame: Frame) -> None:
+        req = frame.command.close_producer
+        producer = self.producers.pop(req.producer_id, None)
+        if producer is not None:
+            producer.topic.remove_producer(producer)
+        self.write(success(req.request_id))
+
+    # -- consumers ---------------------------------------------------------------
+    async def _on_subscribe(self, req: pb.CommandSubscribe) -> None:
+        if req.consumer_id in self.consumers:
+            self.write(success(req.request_id))
+            return
+        try:
+            name = self._topic_name(req.topic)
+            topic = await self.service.get_topic(name, create=None if req.force_topic_creation else False)
+            consumer = Consumer(
+                consumer_id=req.consumer_id,
+                name=req.consumer_name or f"consumer-{next(_names)}",
+                subscription=None,  # type: ignore[arg-type]  (set by subscribe)
+                priority_level=req.priority_level,
+                address=self.peer,
+            )
+            consumer.deliver = self._deliver
+            consumer.writable = lambda: not self.writing_paused
+            consumer.disconnect = lambda c=consumer: self._disconnect_consumer(c)
+            consumer.active_change = lambda active, c=consumer: self.write(
+                command(Type.ACTIVE_CONSUMER_CHANGE, consumer_id=c.consumer_id, is_active=active)
+            ) if c.subscription is not None and c.subscription.type == pb.CommandSubscribe.Failover else None
+            self.consumers[req.consumer_id] = consumer
+            try:
+                await topic.subscribe(
+                    req.subscription, req.subType, consumer,
+                    durable=req.durable,
+                    initial_position=req.initialPosition,
+                    start_message_id=req.start_message_id if req.HasField("start_message_id") else None,
+                )
+            except BaseException:
+                self.consumers.pop(req.consumer_id, None)
+                raise
+            self.write(success(req.request_id))
+        except BrokerError as exc:
+            self.write(error(req.request_id, exc.code, str(exc)))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("cannot subscribe to %s", req.topic)
+            self.write(error(req.request_id, ServerError.ServiceNotReady, f"cannot subscribe: {exc}"))
+
+    def _deliver(self, consumer: Consumer, entries: list[Entry], redeliveries: list[int]) -> None:
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        strip = not self.proto.peer_supports_broker_entry_metadata
+        pieces: list = []
+        for entry, count in zip(entries, redeliveries):
+            cmd = command(Type.MESSAGE, consumer_id=consumer.consumer_id,
+                          message_id=message_id(entry.position.ledger_id, entry.position.entry_id))
+            if count:
+                cmd.message.redelivery_count = count
+            data = strip_broker_entry_metadata(entry.data) if strip else entry.data
+            pieces.extend(self.proto.send_payload(cmd, data))
+        transport.writelines(pieces)
+
+    def _disconnect_consumer(self, consumer: Consumer) -> None:
+        if self.consumers.get(consumer.consumer_id) is consumer:
+            del self.consumers[consumer.consumer_id]
+            self.write(command(Type.CLOSE_CONSUMER, consumer_id=consumer.consumer_id, request_id=UINT64_MAX))
+
+    def _on_flow(self, frame: Frame) -> None:
+        req = frame.command.flow
+        consumer = self.consumers.get(req.consumer_id)
+        if consumer is not None:
+            consumer.permits += req.messagePermits
+            consumer.subscription.on_new_entries()
+
+    def _consumer(self, req) -> Consumer | None:
+        return self.consumers.get(req.consumer_id)
+
+    async def _on_ack(self, req: pb.CommandAck, consumer: Consumer | None) -> None:
+        try:
+            if consumer is None:
+                raise BrokerError("unknown consumer id", ServerError.ConsumerNotFound)
+            sub = consumer.subscription
+            if req.ack_type == pb.CommandAck.Cumulative:
+                if sub.type == pb.CommandSubscribe.Shared:
+                    raise NotAllowed("cumulative ack is not allowed on a Shared subscription")
+                if req.message_id:
+                    mid = req.message_id[0]
+                    await sub.acknowledge_cumulative(Position(mid.ledgerId, mid.entryId))
+            else:
+                # An ack_set with bits still set acknowledges part of a batch:
+                # the entry stays until its last message is acknowledged.
+                positions = [Position(m.ledgerId, m.entryId) for m in req.message_id
+                             if not any(m.ack_set)]
+                if positions:
+                    await sub.acknowledge(positions)
+            if req.HasField("request_id"):
+                self.write(command(Type.ACK_RESPONSE, consumer_id=req.consumer_id, request_id=req.request_id))
+        except BrokerError as exc:
+            if req.HasField("request_id"):
+                self.write(command(Type.ACK_RESPONSE, consumer_id=req.consumer_id, request_id=req.request_id,
+                                   error=exc.code, message=str(exc)))
+            else:
+                log.info("ack from %s refused: %s", self.peer, exc)
+
+    def _on_redeliver(self, frame: Frame) -> None:
+        req = frame.command.redeliverUnacknowledgedMessages
+        consumer = self.consumers.get(req.consumer_id)
+        if consumer is None:
+            return
+        positions = [Position(m.ledgerId, m.entryId) for m in req.message_ids] or None
+        consumer.subscription.redeliver(consumer, positions)
+
+    async def _on_unsubscribe(self, req: pb.CommandUnsubscribe, consumer: Consumer | None) -> None:
+        try:
+            if consumer is None:
+                raise BrokerError("unknown consumer id", ServerError.ConsumerNotFound)
+            sub = consumer.subscription
+            others = [c for c in sub.consumers if c is not consumer]
+            if others and not req.force:
+                raise ConsumerBusy(f"subscription {sub.name} has {len(others)} other consumer(s)")
+            self.consumers.pop(req.consumer_id, None)
+            await sub.topic.unsubscribe(sub.name)
+            self.write(success(req.request_id))
+        except BrokerError as exc:
+            self.write(error(req.request_id, exc.code, str(exc)))
+
+    def _on_close_consumer(self, frame: Frame) -> None:
+        req = frame.command.close_consumer
+        consumer = self.consumers.pop(req.consumer_id, None)
+        if consumer is not None:
+            consumer.subscription.topic.remove_consumer(consumer)
+        self.write(success(req.request_id))
+
+    async def _on_seek(self, req: pb.CommandSeek, consumer: Consumer | None) -> None:
+        try:
+            if consumer is None:
+                raise BrokerError("unknown consumer id", ServerError.ConsumerNotFound)
+            sub = consumer.subscription
+            topic = sub.topic
+            if req.HasField("message_publish_time"):
+                position = await topic.find_position_by_time(req.message_publish_time)
+            elif req.HasField("message_id"):
+                position = topic.read_position_for(req.message_id)
+            else:
+                raise BrokerError("seek needs a message id or a publish time", ServerError.UnknownError)
+            await sub.reset_cursor(position)
+            self.write(success(req.request_id))
+        except BrokerError as exc:
+            self.write(error(req.request_id, exc.code, str(exc)))
+
+    async def _on_get_last_message_id(self, req: pb.CommandGetLastMessageId, consumer: Consumer | None) -> None:
+        if consumer is None:
+            self.write(error(req.request_id, ServerError.ConsumerNotFound, "unknown consumer id"))
+            return
+        sub = consumer.subscription
+        last = await sub.topic.last_message_id()
+        mark = sub.cursor.mark_delete_position
+        self.write(command(Type.GET_LAST_MESSAGE_ID_RESPONSE, request_id=req.request_id, last_message_id=last,
+                           consumer_mark_delete_position=message_id(mark.ledger_id, mark.entry_id & UINT64_MAX)))
+
+    async def _on_get_topics(self, req: pb.CommandGetTopicsOfNamespace) -> None:
+        topics = await self.service.topics_of_namespace(req.namespace)
+        self.write(command(Type.GET_TOPICS_OF_NAMESPACE_RESPONSE, request_id=req.request_id, topics=topics,
+                           filtered=False, changed=True))
+
+    def _on_get_schema(self, frame: Frame) -> None:
+        req = frame.command.getSchema
+        self.write(command(Type.GET_SCHEMA_RESPONSE, request_id=req.request_id,
+                           error_code=ServerError.TopicNotFound, error_message="topic has no schema"))
+
+    async def _on_get_next_offset(self, req: pb.CommandGetNextOffset) -> None:
+        try:
+            topic = await self.service.get_topic(self._topic_name(req.topic))
+            self.write(command(Type.GET_NEXT_OFFSET_RESPONSE, request_id=req.request_id,
+                               next_offset=topic.next_offset))
+        except BrokerError as exc:
+            self.write(command(Type.GET_NEXT_OFFSET_RESPONSE, request_id=req.request_id, error=exc.code,
+                               message=str(exc)))

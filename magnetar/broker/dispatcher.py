@@ -1,0 +1,255 @@
+"""Dispatchers: move entries from a subscription's cursor to its consumers.
+
+Two kinds, as in Pulsar:
+
+- :class:`SingleActiveDispatcher` (Exclusive, Failover): one consumer receives
+  everything in order; redelivery rewinds the cursor.
+- :class:`SharedDispatcher` (Shared): entries go round-robin to consumers that
+  have permits; each entry is owned by one consumer until acked; a consumer's
+  unacked entries are redelivered (replayed before new entries) when it
+  closes, nacks or times out.
+
+A dispatcher runs one read at a time (``_run``) and is woken by
+:meth:`schedule` whenever something changed: new entries, permits, consumers,
+redeliveries, a write buffer that drained.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from magnetar.storage import Entry, Position
+
+from .consumer import Consumer
+from .entry_format import entry_info
+
+if TYPE_CHECKING:
+    from .subscription import Subscription
+
+log = logging.getLogger(__name__)
+
+
+class Dispatcher:
+    def __init__(self, subscription: "Subscription", max_read_batch: int) -> None:
+        self.subscription = subscription
+        self.cursor = subscription.cursor
+        self.consumers: list[Consumer] = []
+        self.max_read_batch = max_read_batch
+        self.redelivery_counts: dict[Position, int] = {}
+        self._task: asyncio.Task | None = None
+        self._again = False
+        self.closed = False
+
+    # -- consumers ---------------------------------------------------------
+    def add_consumer(self, consumer: Consumer) -> None:
+        self.consumers.append(consumer)
+        self.schedule()
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+        self.schedule()
+
+    # -- waking ------------------------------------------------------------
+    def schedule(self) -> None:
+        """Run a dispatch round soon (coalesced)."""
+        if self.closed:
+            return
+        if self._task is not None and not self._task.done():
+            self._again = True
+            return
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        try:
+            while not self.closed:
+                self._again = False
+                progressed = await self.dispatch_round()
+                if not progressed and not self._again:
+                    return
+        except Exception:  # a dispatcher must never die silently
+            log.exception("dispatcher of %s failed", self.subscription.name)
+
+    async def dispatch_round(self) -> bool:
+        raise NotImplementedError  # pragma: no cover (abstract)
+
+    # -- helpers -----------------------------------------------------------
+    def _send(self, consumer: Consumer, entries: list[Entry]) -> None:
+        counts = []
+        for entry in entries:
+            n = entry_info(entry.data).num_messages
+            consumer.permits -= n
+            consumer.pending[entry.position] = n
+            consumer.msg_out += n
+            consumer.bytes_out += len(entry.data)
+            counts.append(self.redelivery_counts.get(entry.position, 0))
+        if consumer.deliver is not None:
+            consumer.deliver(consumer, entries, counts)
+
+    def acked(self, positions: list[Position]) -> None:
+        for consumer in self.consumers:
+            for pos in positions:
+                consumer.pending.pop(pos, None)
+        for pos in positions:
+            self.redelivery_counts.pop(pos, None)
+
+    def acked_cumulative(self, upto: Position) -> None:
+        for consumer in self.consumers:
+            for pos in [p for p in consumer.pending if p <= upto]:
+                del consumer.pending[pos]
+        for pos in [p for p in self.redelivery_counts if p <= upto]:
+            del self.redelivery_counts[pos]
+
+    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
+        raise NotImplementedError  # pragma: no cover (abstract)
+
+    def reset(self) -> None:
+        """Forget deliveries after a cursor reset (seek)."""
+        for consumer in self.consumers:
+            consumer.pending.clear()
+        self.redelivery_counts.clear()
+
+    def close(self) -> None:
+        self.closed = True
+        if self._task is not None:
+            self._task.cancel()
+
+
+class SingleActiveDispatcher(Dispatcher):
+    """Exclusive and Failover: the active consumer is the first by (priority, name, arrival)."""
+
+    def __init__(self, subscription: "Subscription", max_read_batch: int) -> None:
+        super().__init__(subscription, max_read_batch)
+        self.active: Consumer | None = None
+
+    def _pick_active(self) -> None:
+        ordered = sorted(self.consumers, key=lambda c: (c.priority_level, c.name))
+        new = ordered[0] if ordered else None
+        if new is not self.active:
+            old = self.active
+            self.active = new
+            # Whatever the old consumer had not acked goes to the new one, in order.
+            self.cursor.rewind()
+            for consumer in self.consumers:
+                for pos in consumer.pending:
+                    self.redelivery_counts[pos] = self.redelivery_counts.get(pos, 0) + 1
+                consumer.pending.clear()
+            if old is not None and old in self.consumers:
+                old.active_change(False)
+            if new is not None:
+                new.active_change(True)
+                for other in self.consumers:
+                    if other is not new:
+                        other.active_change(False)
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        self.consumers.append(consumer)
+        self._pick_active()
+        self.schedule()
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+        if consumer is self.active:
+            for pos in consumer.pending:
+                self.redelivery_counts[pos] = self.redelivery_counts.get(pos, 0) + 1
+            consumer.pending.clear()
+            self.active = None
+        self._pick_active()
+        self.schedule()
+
+    async def dispatch_round(self) -> bool:
+        consumer = self.active
+        if consumer is None or not consumer.can_receive() or not self.cursor.has_more_entries():
+            return False
+        want = min(self.max_read_batch, max(1, consumer.permits))
+        entries = await self.cursor.read_entries(want)
+        if not entries:
+            return False
+        if consumer is not self.active or consumer.closed:
+            # The active consumer changed while we read; the new one starts over.
+            self.cursor.rewind()
+            return True
+        self._send(consumer, entries)
+        return True
+
+    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
+        if consumer is not self.active:
+            return
+        # Order matters for exclusive consumers: replay everything unacked.
+        for pos in consumer.pending:
+            self.redelivery_counts[pos] = self.redelivery_counts.get(pos, 0) + 1
+        consumer.pending.clear()
+        self.cursor.rewind()
+        self.schedule()
+
+
+class SharedDispatcher(Dispatcher):
+    """Shared: round-robin by entry over consumers with permits; replays first."""
+
+    def __init__(self, subscription: "Subscription", max_read_batch: int) -> None:
+        super().__init__(subscription, max_read_batch)
+        self.replay: set[Position] = set()
+        self._next = 0
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        self._to_replay(consumer, list(consumer.pending))
+        super().remove_consumer(consumer)
+
+    def _to_replay(self, consumer: Consumer, positions: list[Position]) -> None:
+        for pos in positions:
+            if consumer.pending.pop(pos, None) is not None:
+                self.replay.add(pos)
+                self.redelivery_counts[pos] = self.redelivery_counts.get(pos, 0) + 1
+
+    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
+        self._to_replay(consumer, list(consumer.pending) if positions is None else positions)
+        self.schedule()
+
+    def reset(self) -> None:
+        super().reset()
+        self.replay.clear()
+
+    def _next_consumer(self) -> Consumer | None:
+        n = len(self.consumers)
+        for i in range(n):
+            consumer = self.consumers[(self._next + i) % n]
+            if consumer.can_receive():
+                self._next = (self._next + i + 1) % n
+                return consumer
+        return None
+
+    def _total_permits(self) -> int:
+        return sum(c.permits for c in self.consumers if c.can_receive())
+
+    async def dispatch_round(self) -> bool:
+        if self._next_consumer_available() is False:
+            return False
+        budget = min(self.max_read_batch, max(1, self._total_permits()))
+        entries: list[Entry] = []
+        if self.replay:
+            ml = self.subscription.ledger
+            for pos in sorted(self.replay)[:budget]:
+                self.replay.discard(pos)
+                if self.cursor.is_deleted(pos) or pos <= self.cursor.mark_delete_position:
+                    self.redelivery_counts.pop(pos, None)
+                    continue
+                got = await ml.read_entries(pos, 1)
+                if got and got[0].position == pos:
+                    entries.append(got[0])
+        elif self.cursor.has_more_entries():
+            entries = await self.cursor.read_entries(budget)
+        if not entries:
+            return bool(self.replay)
+        for entry in entries:
+            consumer = self._next_consumer()
+            if consumer is None:
+                # Nobody can take it now: keep it for the next round.
+                self.replay.add(entry.position)
+                continue
+            self._send(consumer, [entry])
+        return True
+
+    def _next_consumer_available(self) -> bool:
+        return any(c.can_receive() for c in self.consumers)

@@ -1,0 +1,59 @@
+"""Refusals the broker answers with a ServerError code and a message."""
+from __future__ import annotations
+
+from magnetar.protocol import ServerError
+
+
+class BrokerError(Exception):
+    """A request is refused; ``code`` is the ServerError sent to the client."""
+
+    code: int = ServerError.UnknownError
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+
+class TopicNotFound(BrokerError):
+    code = ServerError.TopicNotFound
+
+
+class InvalidTopic(BrokerError):
+    code = ServerError.InvalidTopicName
+
+
+class ServiceNotReady(BrokerError):
+    code = ServerError.ServiceNotReady
+
+
+class ProducerBusy(BrokerError):
+    code = ServerError.ProducerBusy
+
+
+class ProducerFenced(BrokerError):
+    code = ServerError.ProducerFenced
+
+
+class ConsumerBusy(BrokerError):
+    code = ServerError.ConsumerBusy
+
+
+class NotAllowed(BrokerError):
+    code = ServerError.NotAllowedError
+
+
+class PersistenceError(BrokerError):
+    code = ServerError.PersistenceError
+
+
+class ExpectedOffsetMismatch(BrokerError):
+    code = ServerError.ExpectedOffsetMismatch
+
+    def __init__(self, message: str, next_offset: int) -> None:
+        super().__init__(message)
+        self.next_offset = next_offset
+
+
+class OutOfOrderSequence(BrokerError):
+    code = ServerError.OutOfOrderSequence

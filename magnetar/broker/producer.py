@@ -1,0 +1,71 @@
+"""A producer attached to a topic, and the in-order delivery of its receipts.
+
+Every SEND yields a future (stored, refused or failed). Receipts must reach
+the client in send order even when a refusal is known at once while earlier
+entries are still being synced, so results queue here and leave from the
+head only.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+from magnetar.protocol import pb
+
+if TYPE_CHECKING:
+    from .topic import Topic
+
+AccessMode = pb.ProducerAccessMode
+
+
+@dataclass(frozen=True, slots=True)
+class PublishResult:
+    """Where an entry landed."""
+
+    ledger_id: int
+    entry_id: int
+    first_offset: int
+    num_messages: int
+
+
+@dataclass(eq=False)
+class Producer:
+    producer_id: int
+    name: str
+    topic: "Topic"
+    access_mode: int = AccessMode.Shared
+    #: The topic epoch this producer was admitted under (exclusive modes).
+    epoch: int = 0
+    user_provided_name: bool = False
+    #: Set once the producer lost its access: nothing it sends may land.
+    fenced: bool = False
+    #: Where to write receipts: callable(seq, highest_seq, result_future).
+    on_result: Callable[[int, int, asyncio.Future], None] | None = None
+    #: Tells the client the broker closed this producer (fenced, unloaded).
+    disconnect: Callable[[], None] = lambda: None
+    address: str = ""
+    connected_since: float = 0.0
+    msg_in: int = 0
+    bytes_in: int = 0
+    _pending: deque = field(default_factory=deque)
+
+    def enqueue(self, sequence_id: int, highest_sequence_id: int, result: asyncio.Future) -> None:
+        """Queue a send's outcome; it is reported after every earlier one."""
+        self._pending.append((sequence_id, highest_sequence_id, result))
+        if len(self._pending) == 1:
+            result.add_done_callback(self._drain)
+
+    def _drain(self, _fut: asyncio.Future | None = None) -> None:
+        pending = self._pending
+        while pending and pending[0][2].done():
+            seq, highest, fut = pending.popleft()
+            if self.on_result is not None:
+                self.on_result(seq, highest, fut)
+        if pending:
+            pending[0][2].add_done_callback(self._drain)
+
+    @property
+    def pending_count(self) -> int:
+        return len(self._pending)

@@ -1,0 +1,105 @@
+"""BrokerService: the topics this broker serves, loaded on demand.
+
+Owns the metadata store and the managed ledger factory. A topic is loaded
+once even when many clients ask for it at the same time; a topic whose
+storage failed is unloaded, so the next request reloads it from disk.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from magnetar.metadata import MetadataStore
+from magnetar.storage import ManagedLedgerFactory
+
+from .config import BrokerConfig
+from .errors import ServiceNotReady, TopicNotFound
+from .producer import Producer
+from .topic import Topic
+from .topic_name import TopicName
+
+log = logging.getLogger(__name__)
+
+
+class BrokerService:
+    def __init__(self, config: BrokerConfig, store: MetadataStore, factory: ManagedLedgerFactory) -> None:
+        self.config = config
+        self.store = store
+        self.factory = factory
+        self.topics: dict[str, Topic] = {}
+        self._loading: dict[str, asyncio.Future] = {}
+        self.connections: set = set()
+        self.broker_id = 0
+        self.closing = False
+
+    async def get_topic(self, name: TopicName, create: bool | None = None) -> Topic:
+        """The loaded topic; loads (and, if allowed, creates) it first.
+
+        Raises TopicNotFound when it does not exist and may not be created.
+        """
+        if self.closing:
+            raise ServiceNotReady("broker is shutting down")
+        key = str(name)
+        topic = self.topics.get(key)
+        if topic is not None and not topic.closed:
+            return topic
+        pending = self._loading.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        fut = asyncio.get_running_loop().create_future()
+        self._loading[key] = fut
+        try:
+            topic = await self._load(name, self.config.allow_auto_topic_creation if create is None else create)
+        except BaseException as exc:
+            fut.set_exception(exc)
+            fut.exception()  # retrieved: waiters re-raise it themselves
+            raise
+        finally:
+            self._loading.pop(key, None)
+        fut.set_result(topic)
+        return topic
+
+    async def _load(self, name: TopicName, create: bool) -> Topic:
+        ml_name = name.managed_ledger_name
+        if not create and ml_name not in await self.factory.list_names():
+            raise TopicNotFound(f"topic {name} does not exist")
+        ledger = await self.factory.open(ml_name)
+        topic = await Topic.load(self, name, ledger)
+        self.topics[str(name)] = topic
+        log.info("loaded topic %s (next offset %d, epoch %d)", name, topic.next_offset, topic.topic_epoch)
+        return topic
+
+    async def topic_exists(self, name: TopicName) -> bool:
+        return str(name) in self.topics or name.managed_ledger_name in await self.factory.list_names()
+
+    async def topics_of_namespace(self, namespace: str) -> list[str]:
+        """Fully qualified names of the persistent topics stored under ``tenant/namespace``."""
+        prefix = namespace.strip("/") + "/persistent/"
+        names = {n for n in await self.factory.list_names() if n.startswith(prefix)}
+        names.update(t.name.managed_ledger_name for t in self.topics.values())
+        return sorted(f"persistent://{namespace.strip('/')}/{n[len(prefix):]}" for n in names if n.startswith(prefix))
+
+    def notify_producer_closed(self, producer: Producer) -> None:
+        producer.disconnect()
+
+    def fail_topic(self, topic: Topic, exc: BaseException) -> None:
+        """Storage failed under ``topic``: unload it so it is rebuilt from disk."""
+        log.error("storage failure on %s, unloading it: %s", topic.name, exc)
+        asyncio.get_running_loop().create_task(self.unload(topic))
+
+    async def unload(self, topic: Topic) -> None:
+        await topic.close()
+        if self.topics.get(str(topic.name)) is topic:
+            del self.topics[str(topic.name)]
+        await topic.ledger.close()
+
+    async def delete_topic(self, name: TopicName) -> None:
+        topic = self.topics.get(str(name))
+        if topic is not None:
+            await self.unload(topic)
+        await self.factory.delete(name.managed_ledger_name)
+
+    async def close(self) -> None:
+        self.closing = True
+        for topic in list(self.topics.values()):
+            await topic.close()
+        self.topics.clear()

@@ -1,0 +1,105 @@
+"""A subscription: a named cursor on a topic, its consumers and its dispatcher.
+
+Durable subscriptions keep their cursor (mark-delete position and individually
+acknowledged ranges) in storage; readers use non-durable ones that vanish with
+their consumer. The subscription type is fixed by its first consumer; a
+consumer asking for another type while consumers are attached gets
+ConsumerBusy, as in Pulsar.
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from magnetar.protocol import pb
+from magnetar.storage import ManagedCursor, Position
+
+from .consumer import Consumer
+from .dispatcher import Dispatcher, SharedDispatcher, SingleActiveDispatcher
+from .errors import ConsumerBusy, NotAllowed
+
+if TYPE_CHECKING:
+    from .topic import Topic
+
+log = logging.getLogger(__name__)
+SubType = pb.CommandSubscribe.SubType
+
+
+class Subscription:
+    def __init__(self, topic: "Topic", name: str, cursor: ManagedCursor, durable: bool = True) -> None:
+        self.topic = topic
+        self.ledger = topic.ledger
+        self.name = name
+        self.cursor = cursor
+        self.durable = durable
+        self.type: int | None = None
+        self.dispatcher: Dispatcher | None = None
+        self.consumers: list[Consumer] = []
+        self.msg_rate_redeliver = 0
+
+    def add_consumer(self, consumer: Consumer, sub_type: int) -> None:
+        """Attach a consumer; raise ConsumerBusy/NotAllowed when the type forbids it."""
+        if sub_type == SubType.Key_Shared:
+            raise NotAllowed("Key_Shared subscriptions are not supported yet; use Shared or Failover")
+        if self.consumers:
+            if sub_type != self.type:
+                raise ConsumerBusy(
+                    f"subscription {self.name} is of type {SubType.Name(self.type)}, "
+                    f"not {SubType.Name(sub_type)}"
+                )
+            if sub_type == SubType.Exclusive:
+                raise ConsumerBusy(f"exclusive subscription {self.name} already has a consumer")
+        if self.dispatcher is None or self.type != sub_type:
+            if self.dispatcher is not None:
+                self.dispatcher.close()
+            self.type = sub_type
+            batch = self.topic.config.dispatcher_max_read_batch
+            self.dispatcher = (
+                SharedDispatcher(self, batch) if sub_type == SubType.Shared else SingleActiveDispatcher(self, batch)
+            )
+        self.consumers.append(consumer)
+        self.dispatcher.add_consumer(consumer)
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        consumer.closed = True
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+        if self.dispatcher is not None:
+            self.dispatcher.remove_consumer(consumer)
+
+    def on_new_entries(self) -> None:
+        if self.dispatcher is not None:
+            self.dispatcher.schedule()
+
+    async def acknowledge(self, positions: list[Position]) -> None:
+        if self.dispatcher is not None:
+            self.dispatcher.acked(positions)
+        await self.cursor.delete(positions)
+
+    async def acknowledge_cumulative(self, position: Position) -> None:
+        if self.dispatcher is not None:
+            self.dispatcher.acked_cumulative(position)
+        await self.cursor.mark_delete(position)
+
+    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
+        if self.dispatcher is not None:
+            self.dispatcher.redeliver(consumer, positions)
+
+    async def reset_cursor(self, position: Position) -> None:
+        """Seek: consumers are told to reconnect, then the cursor moves."""
+        for consumer in list(self.consumers):
+            consumer.disconnect()
+            self.remove_consumer(consumer)
+        if self.dispatcher is not None:
+            self.dispatcher.reset()
+        await self.cursor.reset(position)
+
+    def backlog(self) -> int:
+        return self.cursor.backlog()
+
+    def close(self) -> None:
+        for consumer in list(self.consumers):
+            consumer.disconnect()
+            self.remove_consumer(consumer)
+        if self.dispatcher is not None:
+            self.dispatcher.close()

@@ -1,0 +1,453 @@
+"""A persistent topic: its managed ledger, producers, subscriptions, and the
+single ordered append path.
+
+The ordered append path (:meth:`Topic.publish`) is the one place where every
+single-writer rule is checked, synchronously and in arrival order, before the
+entry is handed to storage:
+
+1. access: the producer is attached, not fenced, and (exclusive modes) holds
+   the current topic epoch;
+2. idempotence / deduplication (see :mod:`.dedup`);
+3. conditional publish: the send's expected offset equals the upcoming offset.
+
+Because no ``await`` separates the checks from ``ManagedLedger.append`` (which
+assigns positions in call order), no rule can race another. A refusal never
+has a partial effect: offsets and sequence state only move for appended entries.
+
+Offsets are dense per topic: the first message of the topic has offset 0, an
+entry of N messages takes N offsets. The upcoming offset is recovered at load
+from the last entry's broker entry metadata.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from typing import TYPE_CHECKING
+
+from magnetar.protocol import pb
+from magnetar.protocol.frames import PayloadBlock
+from magnetar.storage import Entry, ManagedLedger, Position
+
+from .consumer import Consumer
+from .entry_format import build_entry, entry_info
+from .errors import (
+    BrokerError,
+    ExpectedOffsetMismatch,
+    PersistenceError,
+    ProducerBusy,
+    ProducerFenced,
+    ServiceNotReady,
+)
+from .producer import AccessMode, Producer, PublishResult
+from .subscription import SubType, Subscription
+from .topic_name import TopicName
+
+if TYPE_CHECKING:
+    from .config import BrokerConfig
+    from .service import BrokerService
+
+log = logging.getLogger(__name__)
+
+TOPIC_EPOCH = "topic_epoch"
+UINT64_MAX = (1 << 64) - 1
+INT64_MAX = (1 << 63) - 1
+
+
+def _before(pos: Position) -> Position:
+    return Position(pos.ledger_id, pos.entry_id - 1)
+
+
+class Topic:
+    def __init__(self, service: "BrokerService", name: TopicName, ledger: ManagedLedger) -> None:
+        self.service = service
+        self.config: BrokerConfig = service.config
+        self.name = name
+        self.ledger = ledger
+        self.producers: dict[str, Producer] = {}
+        self.subscriptions: dict[str, Subscription] = {}
+        self.next_offset = 0
+        self.topic_epoch = 0
+        self.exclusive_producer: Producer | None = None
+        #: WaitForExclusive producers in arrival order, with the future that promotes them.
+        self.waiting: deque[tuple[Producer, asyncio.Future]] = deque()
+        self._admission = asyncio.Lock()
+        self.closed = False
+        self.msg_in = 0
+        self.bytes_in = 0
+        self._unlisten = ledger.add_listener(self._on_new_entries)
+
+    # -- loading -------------------------------------------------------------
+    @classmethod
+    async def load(cls, service: "BrokerService", name: TopicName, ledger: ManagedLedger) -> "Topic":
+        topic = cls(service, name, ledger)
+        topic.topic_epoch = int(ledger.properties.get(TOPIC_EPOCH, "0"))
+        last = ledger.last_confirmed
+        if last is not None:
+            entries = await ledger.read_entries(last, 1)
+            if entries:
+                topic.next_offset = entry_info(entries[0].data).last_offset + 1
+        for cursor_name, cursor in ledger.cursors.items():
+            topic.subscriptions[cursor_name] = Subscription(topic, cursor_name, cursor, durable=True)
+        return topic
+
+    # -- producers -----------------------------------------------------------
+    async def add_producer(self, producer: Producer, requested_epoch: int | None) -> asyncio.Future | None:
+        """Admit ``producer`` under its access mode.
+
+        Returns None when the producer is ready now, or a future that completes
+        when a WaitForExclusive producer is promoted (it fails with
+        ProducerFenced if a fencing producer evicts it while waiting).
+        Raises ProducerBusy / ProducerFenced when refused. The topic epoch is
+        persisted before this returns for every exclusive admission.
+        """
+        async with self._admission:
+            self._check_open()
+            if producer.name in self.producers:
+                raise ProducerBusy(f"producer with name '{producer.name}' is already connected to {self.name}")
+            mode = producer.access_mode
+            if mode == AccessMode.Shared:
+                if self.exclusive_producer is not None:
+                    raise ProducerBusy(f"topic {self.name} has an exclusive producer ({self.exclusive_producer.name})")
+                self._attach(producer)
+                return None
+            self._check_epoch(requested_epoch)
+            if mode == AccessMode.ExclusiveWithFencing:
+                self._fence_all(f"fenced by exclusive producer {producer.name}")
+            elif self.producers or self.exclusive_producer is not None:
+                if mode == AccessMode.Exclusive:
+                    raise ProducerBusy(
+                        f"topic {self.name} has {len(self.producers)} producer(s); exclusive access refused"
+                    )
+                waiter = asyncio.get_running_loop().create_future()
+                self.waiting.append((producer, waiter))
+                producer.requested_epoch = requested_epoch  # type: ignore[attr-defined]
+                return waiter
+            elif self.waiting and mode == AccessMode.Exclusive:
+                raise ProducerBusy(f"topic {self.name} has producers waiting for exclusive access")
+            await self._take_exclusive(producer, requested_epoch)
+            return None
+
+    def last_sequence_id(self, producer_name: str) -> int:
+        """The last sequence id stored for ``producer_name`` (-1: none known)."""
+        return -1
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ServiceNotReady(f"topic {self.name} is being unloaded; retry")
+
+    def _check_epoch(self, requested: int | None) -> None:
+        if requested is not None and requested < self.topic_epoch:
+            raise ProducerFenced(
+                f"topic epoch has moved on: current {self.topic_epoch}, producer's {requested}"
+            )
+
+    async def _take_exclusive(self, producer: Producer, requested: int | None) -> None:
+        # A producer reconnecting with the current epoch keeps it; anyone else
+        # starts a new epoch, persisted before the client hears of it.
+        epoch = requested if requested is not None and requested >= self.topic_epoch else self.topic_epoch + 1
+        self.exclusive_producer = producer  # reserve the slot before the await
+        try:
+            if epoch != self.topic_epoch:
+                await self.ledger.set_properties({TOPIC_EPOCH: str(epoch)})
+        except Exception:
+            self.exclusive_producer = None
+            raise
+        self.topic_epoch = epoch
+        producer.epoch = epoch
+        self._attach(producer)
+
+    def _attach(self, producer: Producer) -> None:
+        producer.connected_since = time.time()
+        self.producers[producer.name] = producer
+
+    def _fence_all(self, reason: str) -> None:
+        for other in list(self.producers.values()):
+            other.fenced = True
+            self.producers.pop(other.name, None)
+            self.service.notify_producer_closed(other)
+        self.exclusive_producer = None
+        while self.waiting:
+            waiter, fut = self.waiting.popleft()
+            waiter.fenced = True
+            if not fut.done():
+                fut.set_exception(ProducerFenced(reason))
+
+    def remove_producer(self, producer: Producer) -> None:
+        """Detach (close or lost connection); frees exclusive access for the next waiter."""
+        producer.fenced = True
+        if self.producers.get(producer.name) is producer:
+            del self.producers[producer.name]
+        for i, (waiter, fut) in enumerate(self.waiting):
+            if waiter is producer:
+                del self.waiting[i]
+                if not fut.done():
+                    fut.cancel()
+                break
+        if self.exclusive_producer is producer:
+            self.exclusive_producer = None
+        if not self.producers and self.waiting:
+            asyncio.get_running_loop().create_task(self._promote_next())
+
+    async def _promote_next(self) -> None:
+        async with self._admission:
+            while self.waiting and not self.producers and self.exclusive_producer is None:
+                producer, fut = self.waiting.popleft()
+                if fut.done():
+                    continue
+                try:
+                    await self._take_exclusive(producer, getattr(producer, "requested_epoch", None))
+                except BrokerError as exc:
+                    fut.set_exception(exc)
+                    continue
+                except Exception as exc:
+                    fut.set_exception(PersistenceError(f"cannot persist topic epoch: {exc}"))
+                    continue
+                fut.set_result(None)
+                return
+
+    # -- the ordered append path ----------------------------------------------
+    def publish(self, producer: Producer, send: pb.CommandSend, block: PayloadBlock) -> asyncio.Future:
+        """Check every single-writer rule, then append. Never awaits.
+
+        Returns a future of :class:`PublishResult`, or already failed with a
+        :class:`BrokerError` (refused: nothing was appended).
+        """
+        loop = asyncio.get_running_loop()
+        result = loop.create_future()
+        try:
+            self._check_access(producer)
+            if send.HasField("expected_offset") and send.expected_offset != self.next_offset:
+                raise ExpectedOffsetMismatch(
+                    f"expected offset {send.expected_offset}, upcoming offset is {self.next_offset}",
+                    self.next_offset,
+                )
+        except BrokerError as exc:
+            result.set_exception(exc)
+            return result
+        n = max(1, send.num_messages)
+        first = self.next_offset
+        data = build_entry(block.checksummed, int(time.time() * 1000), first, n)
+        self.next_offset = first + n
+        self.msg_in += n
+        self.bytes_in += len(data)
+        producer.msg_in += n
+        producer.bytes_in += len(data)
+        appended = self.ledger.append(data)
+        appended.add_done_callback(lambda f: self._on_appended(f, result, first, n))
+        return result
+
+    def _check_access(self, producer: Producer) -> None:
+        if self.closed:
+            raise ServiceNotReady(f"topic {self.name} is being unloaded; retry")
+        if producer.fenced or self.producers.get(producer.name) is not producer:
+            raise ProducerFenced(f"producer {producer.name} no longer has access to {self.name}")
+        if producer.access_mode != AccessMode.Shared and producer.epoch != self.topic_epoch:
+            raise ProducerFenced(
+                f"producer {producer.name} holds epoch {producer.epoch}, the topic is at {self.topic_epoch}"
+            )
+
+    def _on_appended(self, appended: asyncio.Future, result: asyncio.Future, first: int, n: int) -> None:
+        if result.done():
+            return
+        exc = appended.exception()
+        if exc is not None:
+            result.set_exception(PersistenceError(f"cannot store entry: {exc}"))
+            # Offsets and sequence state assumed this entry landed: reload the
+            # topic from storage rather than continue on a wrong picture.
+            self.service.fail_topic(self, exc)
+            return
+        pos: Position = appended.result()
+        result.set_result(PublishResult(pos.ledger_id, pos.entry_id, first, n))
+
+    def _on_new_entries(self) -> None:
+        for sub in self.subscriptions.values():
+            sub.on_new_entries()
+
+    # -- subscriptions -------------------------------------------------------
+    def end_position(self) -> Position:
+        """A mark-delete position that has every stored entry behind it."""
+        last = self.ledger.last_confirmed
+        if last is not None:
+            return last
+        return _before(self.ledger.next_position(Position(0, -1)))
+
+    def start_position(self) -> Position:
+        """A mark-delete position that has every stored entry ahead of it."""
+        first = self.ledger.first_position()
+        return _before(first) if first is not None else self.end_position()
+
+    def mark_delete_for_start(self, mid: pb.MessageIdData) -> Position:
+        """Where a reader's cursor starts for a start message id.
+
+        The entry holding the start message is delivered again: the client
+        filters what precedes it (batch indexes, exclusive starts).
+        """
+        ledger_id, entry_id = mid.ledgerId, mid.entryId
+        if ledger_id == UINT64_MAX or entry_id == UINT64_MAX:
+            return self.start_position()
+        if ledger_id >= INT64_MAX or entry_id >= INT64_MAX:
+            return self.end_position()
+        return Position(ledger_id, entry_id - 1)
+
+    async def subscribe(
+        self,
+        name: str,
+        sub_type: int,
+        consumer: Consumer,
+        *,
+        durable: bool = True,
+        initial_position: int = pb.CommandSubscribe.Latest,
+        start_message_id: pb.MessageIdData | None = None,
+    ) -> Subscription:
+        self._check_open()
+        sub = self.subscriptions.get(name)
+        if sub is None:
+            if durable:
+                initial = "earliest" if initial_position == pb.CommandSubscribe.Earliest else "latest"
+                cursor = await self.ledger.open_cursor(name, initial)
+            else:
+                if start_message_id is not None:
+                    mark = self.mark_delete_for_start(start_message_id)
+                elif initial_position == pb.CommandSubscribe.Earliest:
+                    mark = self.start_position()
+                else:
+                    mark = self.end_position()
+                cursor = self.ledger.new_non_durable_cursor(mark)
+            sub = self.subscriptions.get(name)  # another subscribe may have won the await
+            if sub is None:
+                sub = Subscription(self, name, cursor, durable=durable)
+                self.subscriptions[name] = sub
+        consumer.subscription = sub
+        sub.add_consumer(consumer, sub_type)
+        return sub
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        sub = consumer.subscription
+        sub.remove_consumer(consumer)
+        if not sub.durable and not sub.consumers:
+            sub.close()
+            if self.subscriptions.get(sub.name) is sub:
+                del self.subscriptions[sub.name]
+
+    async def unsubscribe(self, name: str) -> None:
+        sub = self.subscriptions.pop(name, None)
+        if sub is None:
+            return
+        sub.close()
+        if sub.durable:
+            await self.ledger.delete_cursor(name)
+
+    def next_write_position(self) -> Position:
+        """The position the next appended entry will get."""
+        return self.ledger.next_position(self.end_position())
+
+    async def find_position_by_time(self, publish_time_ms: int) -> Position:
+        """The first entry published at or after the time (or the next write position)."""
+        pos = await self.ledger.find_first(lambda e: entry_info(e.data).publish_time >= publish_time_ms)
+        return pos if pos is not None else self.next_write_position()
+
+    def read_position_for(self, mid: pb.MessageIdData) -> Position:
+        """The first entry to read when seeking to ``mid``."""
+        if mid.ledgerId == UINT64_MAX or mid.entryId == UINT64_MAX:
+            first = self.ledger.first_position()
+            return first if first is not None else self.next_write_position()
+        if mid.ledgerId >= INT64_MAX or mid.entryId >= INT64_MAX:
+            return self.next_write_position()
+        return Position(mid.ledgerId, mid.entryId)
+
+    async def last_message_id(self) -> pb.MessageIdData:
+        last = self.ledger.last_confirmed
+        if last is None:
+            end = self.end_position()
+            return pb.MessageIdData(ledgerId=end.ledger_id, entryId=end.entry_id & UINT64_MAX)
+        mid = pb.MessageIdData(ledgerId=last.ledger_id, entryId=last.entry_id)
+        entries: list[Entry] = await self.ledger.read_entries(last, 1)
+        if entries:
+            n = entry_info(entries[0].data).num_messages
+            if n > 1:
+                mid.batch_index = n - 1
+        return mid
+
+    # -- lifecycle -------------------------------------------------------------
+    async def close(self) -> None:
+        """Disconnect producers and consumers (they reconnect and reload the topic)."""
+        if self.closed:
+            return
+        self.closed = True
+        self._unlisten()
+        for producer in list(self.producers.values()):
+            self.producers.pop(producer.name, None)
+            self.service.notify_producer_closed(producer)
+        for _, fut in self.waiting:
+            if not fut.done():
+                fut.set_exception(ServiceNotReady("topic unloaded"))
+        self.waiting.clear()
+        for sub in list(self.subscriptions.values()):
+            sub.close()
+
+    # -- stats -----------------------------------------------------------------
+    def stats(self) -> dict:
+        return {
+            "msgInCounter": self.msg_in,
+            "bytesInCounter": self.bytes_in,
+            "storageSize": self.ledger.total_size,
+            "publishers": [
+                {
+                    "producerId": p.producer_id,
+                    "producerName": p.name,
+                    "accessMode": AccessMode.Name(p.access_mode),
+                    "msgInCounter": p.msg_in,
+                    "bytesInCounter": p.bytes_in,
+                    "address": p.address,
+                    "connectedSince": p.connected_since,
+                }
+                for p in self.producers.values()
+            ],
+            "waitingPublishers": len(self.waiting),
+            "subscriptions": {
+                name: {
+                    "type": SubType.Name(sub.type) if sub.type is not None else None,
+                    "msgBacklog": sub.backlog(),
+                    "isDurable": sub.durable,
+                    "consumers": [
+                        {
+                            "consumerName": c.name,
+                            "availablePermits": c.permits,
+                            "unackedMessages": c.unacked_messages(),
+                            "msgOutCounter": c.msg_out,
+                            "bytesOutCounter": c.bytes_out,
+                            "address": c.address,
+                        }
+                        for c in sub.consumers
+                    ],
+                }
+                for name, sub in self.subscriptions.items()
+            },
+            "topicEpoch": self.topic_epoch,
+        }
+
+    def internal_stats(self) -> dict:
+        ml = self.ledger
+        return {
+            "entriesAddedCounter": ml.entry_count,
+            "numberOfEntries": ml.entry_count,
+            "totalSize": ml.total_size,
+            "lastConfirmedEntry": str(ml.last_confirmed) if ml.last_confirmed else None,
+            "nextOffset": self.next_offset,
+            "topicEpoch": self.topic_epoch,
+            "ledgers": [dict(info) if isinstance(info, dict) else vars(info) for info in ml.ledgers],
+            "cursors": {
+                name: {
+                    "markDeletePosition": str(sub.cursor.mark_delete_position),
+                    "readPosition": str(sub.cursor.read_position),
+                    "individuallyDeletedMessages": str(
+                        [(str(a), str(b)) for a, b in sub.cursor.individually_deleted_ranges()]
+                    ),
+                    "durable": sub.durable,
+                }
+                for name, sub in self.subscriptions.items()
+            },
+            "properties": dict(ml.properties),
+        }

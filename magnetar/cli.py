@@ -1,0 +1,131 @@
+"""The ``magnetar`` command: run a broker, produce and consume from a shell."""
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+app = typer.Typer(help="Magnetar: a streaming broker that speaks the Apache Pulsar protocol.",
+                  no_args_is_help=True, add_completion=False)
+err = Console(stderr=True)
+
+DEFAULT_URL = "pulsar://localhost:6650"
+
+
+@app.command()
+def standalone(
+    data_dir: Optional[str] = typer.Option(None, "--data-dir", help="Where ledgers and metadata live [./data]"),
+    port: Optional[int] = typer.Option(None, "--port", help="Pulsar protocol port [6650]"),
+    admin_port: Optional[int] = typer.Option(None, "--admin-port", help="Admin HTTP port; -1 disables it [8080]"),
+    config: Optional[str] = typer.Option(None, "--config", help="TOML config file (see magnetar.example.toml)"),
+    bind_address: Optional[str] = typer.Option(None, "--bind-address", help="Listen address [127.0.0.1]"),
+    advertised_address: Optional[str] = typer.Option(None, "--advertised-address",
+                                                     help="Host name clients are told to use [localhost]"),
+    sync_policy: Optional[str] = typer.Option(None, "--sync-policy",
+                                              help="always | interval | never [always]"),
+    log_level: Optional[str] = typer.Option(None, "--log-level", help="DEBUG, INFO, WARNING, ERROR [INFO]"),
+) -> None:
+    """Run a single-process broker (Pulsar protocol + admin HTTP) until Ctrl-C or SIGTERM."""
+    from magnetar.broker.config import ConfigError, load_config
+    from magnetar.broker.server import run
+
+    overrides = {
+        "data_dir": data_dir, "port": port, "admin_port": admin_port, "bind_address": bind_address,
+        "advertised_address": advertised_address, "log_level": log_level,
+    }
+    if sync_policy is not None:
+        overrides["storage"] = {"sync_policy": sync_policy}
+    try:
+        cfg = load_config(config, overrides)
+    except ConfigError as exc:
+        err.print(f"[red]configuration error:[/red] {exc}")
+        raise typer.Exit(2)
+    run(cfg)
+
+
+@app.command()
+def produce(
+    topic: str = typer.Argument(..., help="Topic name (short names go to public/default)"),
+    message: list[str] = typer.Option(..., "-m", "--message", help="Message body; repeat for several"),
+    num: int = typer.Option(1, "-n", "--num-produce", help="Send the message list this many times"),
+    key: Optional[str] = typer.Option(None, "-k", "--key", help="Partition key"),
+    service_url: str = typer.Option(DEFAULT_URL, "--service-url", "-u"),
+) -> None:
+    """Publish messages and print each message id."""
+    from magnetar.client import Client, PulsarError
+
+    if num < 1:
+        err.print("[red]--num-produce must be at least 1[/red]")
+        raise typer.Exit(2)
+    client = Client(service_url)
+    try:
+        producer = client.create_producer(topic)
+        for _ in range(num):
+            for body in message:
+                msg_id = producer.send(body.encode(), partition_key=key)
+                typer.echo(str(msg_id))
+        producer.close()
+    except PulsarError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1)
+    finally:
+        client.close()
+
+
+@app.command()
+def consume(
+    topic: str = typer.Argument(...),
+    subscription: str = typer.Option(..., "-s", "--subscription-name"),
+    num: int = typer.Option(1, "-n", "--num-messages", help="Stop after this many messages; 0 = forever"),
+    subscription_type: str = typer.Option("Exclusive", "-t", "--subscription-type",
+                                          help="Exclusive, Shared or Failover"),
+    position: str = typer.Option("earliest", "-p", "--subscription-position", help="earliest or latest"),
+    timeout: float = typer.Option(0, "--timeout", help="Give up after this many seconds without a message; 0 = wait"),
+    service_url: str = typer.Option(DEFAULT_URL, "--service-url", "-u"),
+) -> None:
+    """Receive, print and acknowledge messages."""
+    from magnetar.client import Client, ConsumerType, InitialPosition, PulsarError, Timeout
+
+    types = {"exclusive": ConsumerType.Exclusive, "shared": ConsumerType.Shared, "failover": ConsumerType.Failover}
+    positions = {"earliest": InitialPosition.Earliest, "latest": InitialPosition.Latest}
+    if subscription_type.lower() not in types:
+        err.print(f"[red]unknown subscription type {subscription_type!r}[/red]: use Exclusive, Shared or Failover")
+        raise typer.Exit(2)
+    if position.lower() not in positions:
+        err.print(f"[red]unknown position {position!r}[/red]: use earliest or latest")
+        raise typer.Exit(2)
+    client = Client(service_url)
+    try:
+        consumer = client.subscribe(topic, subscription, consumer_type=types[subscription_type.lower()],
+                                    initial_position=positions[position.lower()])
+        received = 0
+        while num == 0 or received < num:
+            try:
+                msg = consumer.receive(timeout_millis=int(timeout * 1000) if timeout else None)
+            except Timeout:
+                err.print(f"no message within {timeout} s")
+                raise typer.Exit(1)
+            data = msg.data()
+            try:
+                text = data.decode()
+            except UnicodeDecodeError:
+                text = data.hex()
+            typer.echo(f"{msg.message_id()} {text}")
+            consumer.acknowledge(msg)
+            received += 1
+        consumer.close()
+    except PulsarError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1)
+    finally:
+        client.close()
+
+
+def main() -> None:  # pragma: no cover
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

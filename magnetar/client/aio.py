@@ -1,0 +1,240 @@
+"""AsyncClient: the asyncio entry point.
+
+One client holds a pool of broker connections (one per broker URL, shared by
+all its producers and consumers) and hands out producers, consumers and
+readers. Every coroutine must run on the loop the client was first used on.
+
+    client = AsyncClient("pulsar://localhost:6650")
+    producer = await client.create_producer("my-topic")
+    await producer.send(b"hello")
+    consumer = await client.subscribe("my-topic", "my-sub")
+    msg = await consumer.receive()
+    consumer.acknowledge(msg)
+    await client.close()
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import uuid
+from typing import Mapping
+
+from magnetar.protocol import Type, command, pb
+
+from .connection import BrokerConnection, open_connection, parse_service_url
+from .consumer import AsyncConsumer
+from .enums import CompressionType, ConsumerType, InitialPosition, ProducerAccessMode
+from .errors import AlreadyClosed, InvalidConfiguration, LookupError, OperationNotSupported
+from .link import BrokerLink
+from .message_id import MessageId
+from .producer import AsyncProducer
+from .reader import AsyncReader
+from .topic import full_topic_name, partition_name
+
+log = logging.getLogger(__name__)
+
+MAX_LOOKUP_REDIRECTS = 20
+
+
+class AsyncClient:
+    """Raises InvalidUrl at once for a malformed ``service_url``; everything
+    else (unreachable broker, ...) surfaces from the first operation."""
+
+    def __init__(self, service_url: str, operation_timeout_seconds: float = 30, *,
+                 connection_timeout_ms: int = 10000, keep_alive_interval_seconds: float = 30,
+                 backoff_initial_seconds: float = 0.1, backoff_max_seconds: float = 30.0) -> None:
+        parse_service_url(service_url)
+        self.service_url = service_url.rstrip("/")
+        self.operation_timeout = float(operation_timeout_seconds)
+        self.connection_timeout = connection_timeout_ms / 1000
+        self.keepalive_seconds = keep_alive_interval_seconds
+        self.backoff_initial = backoff_initial_seconds
+        self.backoff_max = backoff_max_seconds
+        self._request_ids = itertools.count()
+        self._producer_ids = itertools.count()
+        self._consumer_ids = itertools.count()
+        self._connections: dict[str, asyncio.Task] = {}
+        self._links: set[BrokerLink] = set()
+        self._closed = False
+
+    # -- plumbing used by producers and consumers -------------------------------------
+    def new_request_id(self) -> int:
+        return next(self._request_ids)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise AlreadyClosed("client is closed")
+
+    async def connection_to(self, url: str, timeout: float | None = None) -> BrokerConnection:
+        """The pooled connection to ``url``, connecting if needed.
+
+        Raises ConnectError / Timeout / InvalidUrl; a failed attempt is not
+        cached, so the next call tries again.
+        """
+        self._check_open()
+        task = self._connections.get(url)
+        if task is not None and task.done() and (task.cancelled() or task.exception() is not None
+                                                 or task.result().closed.done()):
+            task = None
+        if task is None:
+            task = asyncio.get_running_loop().create_task(
+                open_connection(url, min(timeout or self.connection_timeout, self.connection_timeout),
+                                self.keepalive_seconds))
+            self._connections[url] = task
+            task.add_done_callback(lambda t, url=url: self._connection_settled(url, t))
+        return await asyncio.shield(task)
+
+    def _connection_settled(self, url: str, task: asyncio.Task) -> None:
+        if task.cancelled() or task.exception() is not None:
+            if self._connections.get(url) is task:
+                del self._connections[url]
+            return
+        conn = task.result()
+
+        def forget(_: object) -> None:
+            if self._connections.get(url) is task:
+                del self._connections[url]
+
+        conn.closed.add_done_callback(forget)
+
+    async def lookup(self, topic: str, timeout: float | None = None) -> str:
+        """The service URL of the broker that serves ``topic`` (following redirects)."""
+        timeout = self.operation_timeout if timeout is None else timeout
+        conn = await self.connection_to(self.service_url, timeout)
+        authoritative = False
+        for _ in range(MAX_LOOKUP_REDIRECTS):
+            reply = (await conn.request(command(Type.LOOKUP, topic=topic, request_id=self.new_request_id(),
+                                                authoritative=authoritative), timeout)).lookupTopicResponse
+            if reply.proxy_through_service_url:
+                return self.service_url
+            url = reply.brokerServiceUrl or self.service_url
+            if reply.response == pb.CommandLookupTopicResponse.Connect:
+                return url
+            authoritative = reply.authoritative
+            conn = await self.connection_to(url, timeout)
+        raise LookupError(f"lookup of {topic} redirected more than {MAX_LOOKUP_REDIRECTS} times")
+
+    async def _partitions(self, topic: str) -> int:
+        conn = await self.connection_to(self.service_url, self.operation_timeout)
+        reply = await conn.request(command(Type.PARTITIONED_METADATA, topic=topic,
+                                           request_id=self.new_request_id()), self.operation_timeout)
+        return reply.partitionMetadataResponse.partitions
+
+    def _forget(self, link: BrokerLink) -> None:
+        self._links.discard(link)
+
+    async def _start(self, link: BrokerLink) -> None:
+        self._links.add(link)
+        try:
+            await link._create()
+        except BaseException:
+            self._links.discard(link)
+            raise
+
+    async def _single_partition_topic(self, topic: str) -> str:
+        topic = full_topic_name(topic)
+        if await self._partitions(topic) > 0:
+            # Extension point: a partitioned producer/consumer fanning out
+            # over partition_name(topic, i).
+            raise OperationNotSupported(f"{topic} is partitioned; use one of its partitions")
+        return topic
+
+    # -- public API ------------------------------------------------------------------------
+    async def get_topic_partitions(self, topic: str) -> list[str]:
+        """The partition topics of ``topic``, or ``[topic]`` if it is not partitioned."""
+        self._check_open()
+        topic = full_topic_name(topic)
+        n = await self._partitions(topic)
+        return [partition_name(topic, i) for i in range(n)] if n > 0 else [topic]
+
+    async def create_producer(
+        self, topic: str, producer_name: str | None = None, initial_sequence_id: int | None = None,
+        send_timeout_millis: int = 30000, compression_type: CompressionType = CompressionType.NONE,
+        max_pending_messages: int = 1000, block_if_queue_full: bool = False, batching_enabled: bool = False,
+        batching_max_messages: int = 1000, batching_max_allowed_size_in_bytes: int = 128 * 1024,
+        batching_max_publish_delay_ms: int = 10, properties: Mapping[str, str] | None = None,
+        access_mode: ProducerAccessMode = ProducerAccessMode.Shared,
+    ) -> AsyncProducer:
+        """A connected producer. Raises ProducerBusy / ProducerFenced /
+        TopicNotFound ... at once, Timeout if retryable errors persist for
+        the operation timeout."""
+        self._check_open()
+        topic = await self._single_partition_topic(topic)
+        producer = AsyncProducer(
+            self, topic, next(self._producer_ids), producer_name=producer_name,
+            initial_sequence_id=initial_sequence_id, send_timeout_millis=send_timeout_millis,
+            compression_type=compression_type, max_pending_messages=max_pending_messages,
+            block_if_queue_full=block_if_queue_full, batching_enabled=batching_enabled,
+            batching_max_messages=batching_max_messages,
+            batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
+            batching_max_publish_delay_ms=batching_max_publish_delay_ms, access_mode=access_mode,
+            properties=properties,
+        )
+        await self._start(producer)
+        return producer
+
+    async def subscribe(
+        self, topic: str, subscription_name: str, consumer_type: ConsumerType = ConsumerType.Exclusive,
+        receiver_queue_size: int = 1000, consumer_name: str | None = None,
+        unacked_messages_timeout_ms: int | None = None, negative_ack_redelivery_delay_ms: int = 60000,
+        is_read_compacted: bool = False, properties: Mapping[str, str] | None = None,
+        initial_position: InitialPosition = InitialPosition.Latest,
+        replicate_subscription_state_enabled: bool = False, ack_group_time_ms: int = 100,
+    ) -> AsyncConsumer:
+        """A subscribed consumer. Raises ConsumerBusy / TopicNotFound ... at
+        once, Timeout if retryable errors persist for the operation timeout."""
+        self._check_open()
+        if not isinstance(topic, str):
+            raise OperationNotSupported("multi-topic subscriptions are not supported yet")
+        if not subscription_name:
+            raise InvalidConfiguration("subscription_name is required")
+        topic = await self._single_partition_topic(topic)
+        consumer = AsyncConsumer(
+            self, topic, subscription_name, next(self._consumer_ids), consumer_type=consumer_type,
+            initial_position=initial_position, receiver_queue_size=receiver_queue_size,
+            consumer_name=consumer_name, negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
+            unacked_messages_timeout_ms=unacked_messages_timeout_ms, ack_group_time_ms=ack_group_time_ms,
+            properties=properties, is_read_compacted=is_read_compacted,
+            replicate_subscription_state_enabled=replicate_subscription_state_enabled,
+        )
+        await self._start(consumer)
+        return consumer
+
+    async def create_reader(
+        self, topic: str, start_message_id: MessageId, start_message_id_inclusive: bool = False,
+        receiver_queue_size: int = 1000, reader_name: str | None = None,
+        subscription_role_prefix: str | None = None, is_read_compacted: bool = False,
+    ) -> AsyncReader:
+        """A reader positioned at ``start_message_id``."""
+        self._check_open()
+        if not isinstance(start_message_id, MessageId):
+            raise InvalidConfiguration("start_message_id must be a MessageId")
+        topic = await self._single_partition_topic(topic)
+        subscription = f"{subscription_role_prefix or 'reader'}-{uuid.uuid4().hex[:10]}"
+        consumer = AsyncConsumer(
+            self, topic, subscription, next(self._consumer_ids), consumer_type=ConsumerType.Exclusive,
+            receiver_queue_size=receiver_queue_size, consumer_name=reader_name,
+            is_read_compacted=is_read_compacted, durable=False, start_message_id=start_message_id,
+            start_message_id_inclusive=start_message_id_inclusive,
+        )
+        await self._start(consumer)
+        return AsyncReader(consumer)
+
+    async def close(self) -> None:
+        """Close every producer, consumer and connection. Idempotent."""
+        if self._closed:
+            return
+        for link in list(self._links):
+            try:
+                await link.close()
+            except Exception:
+                log.exception("error closing %s on %s", link.kind, link.topic())
+        self._closed = True
+        tasks = list(self._connections.values())
+        self._connections.clear()
+        for task in tasks:
+            if task.done() and not task.cancelled() and task.exception() is None:
+                task.result().close("client closed")
+            else:
+                task.cancel()

@@ -1,0 +1,174 @@
+"""BrokerLink: a producer's or consumer's registration on a broker, kept alive.
+
+A link finds the broker that owns its topic (LOOKUP), gets a connection to it
+from the client's pool and registers there (PRODUCER / SUBSCRIBE: the
+subclass's :meth:`_register`). When the connection drops, or the broker
+closes the producer/consumer (CLOSE_PRODUCER / CLOSE_CONSUMER, possibly
+naming the broker to go to next), the link registers again in the background
+with exponential backoff, under the same id.
+
+Creation retries retryable errors until the operation timeout and fails at
+once on fatal ones (:func:`errors.is_fatal`). A background reconnect retries
+forever, except for errors that end the producer/consumer for good
+(fencing, termination), which reach :meth:`_on_fatal`.
+"""
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from typing import TYPE_CHECKING
+
+from .backoff import Backoff
+from .connection import BrokerConnection
+from .errors import AlreadyClosed, PulsarError, Timeout, is_fatal
+
+if TYPE_CHECKING:
+    from .aio import AsyncClient
+
+log = logging.getLogger(__name__)
+
+
+class LinkState(enum.Enum):
+    CONNECTING = "connecting"   # creating, or re-registering after a loss
+    READY = "ready"
+    CLOSING = "closing"
+    CLOSED = "closed"
+    FAILED = "failed"           # ended by a fatal error (fenced, terminated, ...)
+
+
+class BrokerLink:
+    kind = "link"
+
+    def __init__(self, client: "AsyncClient", topic: str) -> None:
+        self._client = client
+        self._topic = topic
+        self.conn: BrokerConnection | None = None
+        self.state = LinkState.CONNECTING
+        self.registrations = 0  # successful registrations so far
+        self._backoff = Backoff(client.backoff_initial, client.backoff_max)
+        self._assigned_url: str | None = None
+        self._reconnector: asyncio.Task | None = None
+        self._failure: PulsarError | None = None
+
+    def topic(self) -> str:
+        return self._topic
+
+    def is_connected(self) -> bool:
+        return self.state is LinkState.READY and self.conn is not None and self.conn.is_open
+
+    # -- subclass hooks ---------------------------------------------------------
+    async def _register(self, conn: BrokerConnection, timeout: float) -> None:
+        """Attach to ``conn`` and register (PRODUCER/SUBSCRIBE); raise on refusal."""
+        raise NotImplementedError
+
+    def _detach(self, conn: BrokerConnection) -> None:
+        raise NotImplementedError
+
+    def _on_link_up(self) -> None:
+        """Registered and READY: resend what is pending, ask for messages."""
+
+    def _on_link_down(self) -> None:
+        """The registration is gone; a reconnect follows."""
+
+    def _on_fatal(self, exc: PulsarError) -> None:
+        """The link is over for good (state FAILED)."""
+
+    # -- establishing -------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self.state is LinkState.FAILED and self._failure is not None:
+            raise self._failure
+        if self.state in (LinkState.CLOSING, LinkState.CLOSED, LinkState.FAILED):
+            raise AlreadyClosed(f"{self.kind} on {self._topic} is closed")
+
+    async def _establish(self, *, reconnecting: bool, deadline: float | None) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            self._check_open()
+            conn: BrokerConnection | None = None
+            try:
+                timeout = self._client.operation_timeout
+                if deadline is not None:
+                    timeout = max(0.001, min(timeout, deadline - loop.time()))
+                url = self._assigned_url
+                self._assigned_url = None
+                if url is None:
+                    url = await self._client.lookup(self._topic, timeout)
+                conn = await self._client.connection_to(url, timeout)
+                self._check_open()
+                await self._register(conn, timeout)
+            except PulsarError as exc:
+                if conn is not None:
+                    self._detach(conn)
+                if is_fatal(exc, reconnecting=reconnecting):
+                    raise
+                log.info("%s on %s: registration failed (%s), retrying", self.kind, self._topic, exc)
+                delay = self._backoff.next()
+                if deadline is not None and loop.time() + delay >= deadline:
+                    if isinstance(exc, Timeout):
+                        raise
+                    raise Timeout(f"creating {self.kind} on {self._topic} timed out; last error: {exc}") from exc
+                await asyncio.sleep(delay)
+                continue
+            if self.state is not LinkState.CONNECTING or conn.closed.done():
+                # Closed while registering, or the connection died right after.
+                self._detach(conn)
+                if conn.closed.done() and self.state is LinkState.CONNECTING:
+                    continue
+                self._check_open()
+            self.conn = conn
+            self.state = LinkState.READY
+            self.registrations += 1
+            self._backoff.reset()
+            self._on_link_up()
+            return
+
+    async def _create(self) -> None:
+        """First registration, bounded by the client's operation timeout."""
+        loop = asyncio.get_running_loop()
+        try:
+            await self._establish(reconnecting=False, deadline=loop.time() + self._client.operation_timeout)
+        except BaseException:
+            self.state = LinkState.CLOSED
+            raise
+
+    # -- losing the link --------------------------------------------------------
+    def connection_lost(self, conn: BrokerConnection) -> None:
+        self._link_lost(conn, None)
+
+    def on_closed_by_broker(self, conn: BrokerConnection, assigned_url: str | None) -> None:
+        self._link_lost(conn, assigned_url)
+
+    def _link_lost(self, conn: BrokerConnection, assigned_url: str | None) -> None:
+        if conn is not self.conn or self.state is not LinkState.READY:
+            return
+        log.info("%s on %s: lost its registration on %s", self.kind, self._topic, conn.url)
+        self._detach(conn)
+        self.conn = None
+        self.state = LinkState.CONNECTING
+        self._assigned_url = assigned_url
+        self._on_link_down()
+        self._reconnector = asyncio.get_running_loop().create_task(self._reconnect())
+
+    async def _reconnect(self) -> None:
+        try:
+            await self._establish(reconnecting=True, deadline=None)
+        except AlreadyClosed:
+            pass
+        except PulsarError as exc:
+            if self.state is LinkState.CONNECTING:
+                log.warning("%s on %s: giving up: %s", self.kind, self._topic, exc)
+                self._fail(exc)
+
+    def _fail(self, exc: PulsarError) -> None:
+        self.state = LinkState.FAILED
+        self._failure = exc
+        if self.conn is not None:
+            self._detach(self.conn)
+            self.conn = None
+        self._on_fatal(exc)
+
+    def _stop_reconnecting(self) -> None:
+        task, self._reconnector = self._reconnector, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()

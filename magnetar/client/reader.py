@@ -1,0 +1,45 @@
+"""AsyncReader: reads a topic from a chosen position, with no durable state.
+
+A reader is a consumer on a non-durable, exclusive subscription that starts
+at ``start_message_id`` (``MessageId.earliest``, ``MessageId.latest`` or a
+message's id, that message included only with
+``start_message_id_inclusive``). Nothing is acknowledged; after a reconnect
+it resumes after the last message it returned.
+"""
+from __future__ import annotations
+
+from .consumer import AsyncConsumer
+from .message import Message
+from .message_id import MessageId
+
+
+class AsyncReader:
+    def __init__(self, consumer: AsyncConsumer) -> None:
+        self._consumer = consumer
+
+    def topic(self) -> str:
+        return self._consumer.topic()
+
+    def subscription_name(self) -> str:
+        return self._consumer.subscription_name()
+
+    def is_connected(self) -> bool:
+        return self._consumer.is_connected()
+
+    async def read_next(self, timeout_millis: int | None = None) -> Message:
+        """The next message; raises Timeout after ``timeout_millis``."""
+        return await self._consumer.receive(timeout_millis)
+
+    async def has_message_available(self) -> bool:
+        return await self._consumer.has_message_available()
+
+    async def seek(self, target: MessageId | int) -> None:
+        """Continue from a message id (respecting the inclusive setting) or
+        from the first message published at or after a time in ms."""
+        await self._consumer.seek(target)
+
+    async def get_last_message_id(self) -> MessageId:
+        return await self._consumer.get_last_message_id()
+
+    async def close(self) -> None:
+        await self._consumer.close()

@@ -1,0 +1,77 @@
+"""Metadata layer: versioned keys, compare-and-set, watches, sessions, counters.
+
+The contract is :class:`MetadataStore` (see :mod:`magnetar.metadata.store`).
+Pick a backend by URL with :func:`open_store`:
+
+- ``memory:`` — in-process, nothing survives (tests);
+- ``sqlite:///abs/path/meta.db`` or ``sqlite:relative/meta.db`` — durable,
+  one process (the standalone broker).
+"""
+from __future__ import annotations
+
+from .election import LeaderElection
+from .memory import MemoryMetadataStore
+from .sqlite import SqliteMetadataStore
+from .store import (
+    BadVersion,
+    EventType,
+    MetadataError,
+    MetadataStore,
+    NotFound,
+    Notification,
+    Record,
+    Session,
+    SessionExpired,
+    Watch,
+    parent_of,
+)
+
+__all__ = [
+    "BadVersion",
+    "EventType",
+    "LeaderElection",
+    "MemoryMetadataStore",
+    "MetadataError",
+    "MetadataStore",
+    "NotFound",
+    "Notification",
+    "Record",
+    "Session",
+    "SessionExpired",
+    "SqliteMetadataStore",
+    "Watch",
+    "open_store",
+    "parent_of",
+]
+
+
+async def open_store(url: str) -> MetadataStore:
+    """Open the store named by ``url``.
+
+    ``memory:`` (or ``memory://``) gives a new in-memory store.
+    ``sqlite:///abs/path.db`` (or ``sqlite:/abs/path.db``) names an absolute
+    path, ``sqlite:rel/path.db`` a path relative to the working directory; the
+    path is taken literally (no %-decoding). Raises ValueError for any other form, and whatever the
+    backend's ``open`` raises (e.g. MetadataError if the file is in use).
+    """
+    scheme, sep, rest = url.partition(":")
+    scheme = scheme.lower()
+    if sep and scheme == "memory" and rest in ("", "//"):
+        return await MemoryMetadataStore.open()
+    if sep and scheme == "sqlite":
+        if rest.startswith("//"):
+            if not rest.startswith("///"):
+                raise ValueError(
+                    f"bad metadata store URL {url!r}: sqlite URLs have no host; "
+                    "use sqlite:///abs/path.db or sqlite:relative/path.db"
+                )
+            rest = rest[2:]
+        if "?" in rest or "#" in rest:
+            raise ValueError(f"bad metadata store URL {url!r}: '?' and '#' are not allowed in sqlite paths")
+        if not rest or rest.endswith("/"):
+            raise ValueError(f"bad metadata store URL {url!r}: no database file name")
+        return await SqliteMetadataStore.open(rest)
+    raise ValueError(
+        f"unknown metadata store URL {url!r}: expected 'memory:', "
+        "'sqlite:///abs/path.db' or 'sqlite:relative/path.db'"
+    )

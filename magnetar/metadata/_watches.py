@@ -1,0 +1,43 @@
+"""Prefix watches shared by the backends. Used on the event loop thread only."""
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Callable, Iterable
+
+from .store import Notification, Watch, check_key, key_matches
+
+Callback = Callable[[Notification], None]
+
+
+class WatchRegistry:
+    """Registered watches and their delivery.
+
+    ``dispatch`` picks the matching watches at the moment it is called and
+    schedules each callback with ``loop.call_soon``, so a slow or failing
+    callback cannot stall the writer or the other callbacks. A watch cancelled
+    between dispatch and delivery is skipped: after ``cancel()`` nothing arrives.
+    """
+
+    def __init__(self) -> None:
+        self._watches: dict[int, tuple[str, Callback]] = {}
+        self._ids = itertools.count()
+
+    def add(self, prefix: str, callback: Callback) -> Watch:
+        check_key(prefix)
+        wid = next(self._ids)
+        self._watches[wid] = (prefix, callback)
+        return Watch(lambda: self._watches.pop(wid, None))
+
+    def dispatch(self, loop: asyncio.AbstractEventLoop, notifications: Iterable[Notification]) -> None:
+        for note in notifications:
+            for wid, (prefix, callback) in list(self._watches.items()):
+                if key_matches(prefix, note.key):
+                    loop.call_soon(self._deliver, wid, callback, note)
+
+    def _deliver(self, wid: int, callback: Callback, note: Notification) -> None:
+        if wid in self._watches:
+            callback(note)
+
+    def clear(self) -> None:
+        self._watches.clear()

@@ -1,0 +1,224 @@
+"""The MetadataStore contract: versioned keys, compare-and-set, watches, sessions.
+
+Keys are ``/``-separated absolute paths (``/managed-ledgers/persistent/public/default/t``);
+a malformed key (relative, ``//``, trailing ``/``, NUL) raises ``ValueError``.
+Values are bytes; callers choose their encoding (JSON everywhere in Magnetar).
+
+Versions: every key has an integer version that starts at 0 when the key is
+created and grows by one on every put. A deleted and re-created key starts
+again at 0. ``expected_version`` makes a write conditional:
+
+- ``None``: unconditional;
+- ``-1``: the key must not exist (create);
+- ``n >= 0``: the key must exist with version ``n``.
+
+A failed condition raises :class:`BadVersion`; a delete or conditional update
+of a missing key raises :class:`NotFound`. Nothing is changed when either is
+raised. Any other ``expected_version`` raises ``ValueError``. Every operation
+is atomic: a compare-and-set is checked and applied as one step.
+
+Sessions: a key written with a session is ephemeral; it is deleted when the
+session is closed or expires (its keepalive stops for longer than its TTL).
+Writing with a session that is closed or expired raises :class:`SessionExpired`.
+An unconditional put over an ephemeral key hands the key to the new writer's
+session (or makes it persistent if written without one).
+
+Watches: ``watch(prefix, callback)`` calls ``callback(Notification)`` for every
+create, update and delete of a key equal to or under ``prefix``, after the
+change is durable. Callbacks run on the event loop and must not block; an
+exception in one is reported to the loop's exception handler and does not stop
+the others. Notifications arrive in commit order. A watch is told of every
+change made by an operation started after ``watch()`` returned, of none made by
+an operation whose ``await`` had returned before ``watch()`` was called (changes
+in flight at that moment may go either way), and of nothing once ``cancel()``
+returned. Counters do not notify.
+
+Counters: ``increment(key, delta)`` atomically adds ``delta >= 1`` to a durable
+integer (initially 0) and returns the new value; it never returns the same
+value twice, even across restarts (the basis of unique ledger ids and
+producer-id blocks). Counters live in their own namespace, apart from keys.
+
+Closing: ``close()`` closes the store's sessions (deleting their ephemeral
+keys) and cancels every watch; notifications not yet delivered are dropped.
+Stores are async context managers that close on exit.
+"""
+from __future__ import annotations
+
+import abc
+import enum
+from dataclasses import dataclass
+from typing import Callable
+
+
+class MetadataError(Exception):
+    """Base class of the store's errors."""
+
+
+class BadVersion(MetadataError):
+    """A compare-and-set condition did not hold; nothing was written."""
+
+
+class NotFound(MetadataError):
+    """The key does not exist."""
+
+
+class SessionExpired(MetadataError):
+    """The session is closed or expired; its ephemeral keys are gone."""
+
+
+@dataclass(frozen=True)
+class Record:
+    key: str
+    value: bytes
+    version: int
+    ephemeral: bool = False
+
+
+class EventType(enum.Enum):
+    CREATED = "created"
+    MODIFIED = "modified"
+    DELETED = "deleted"
+
+
+@dataclass(frozen=True)
+class Notification:
+    type: EventType
+    key: str
+
+
+class Watch:
+    """Handle returned by :meth:`MetadataStore.watch`; ``cancel()`` stops it."""
+
+    def __init__(self, cancel: Callable[[], None]) -> None:
+        self._cancel = cancel
+
+    def cancel(self) -> None:
+        self._cancel()
+
+
+class Session(abc.ABC):
+    """A liveness lease. Ephemeral keys written under it vanish with it."""
+
+    id: str
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """End the session now, deleting its ephemeral keys."""
+
+    @property
+    @abc.abstractmethod
+    def alive(self) -> bool:
+        """False once the session is closed or has expired."""
+
+
+def parent_of(key: str) -> str:
+    head, _, _ = key.rstrip("/").rpartition("/")
+    return head or "/"
+
+
+def check_key(key: str) -> None:
+    """Raise ValueError unless ``key`` is an absolute ``/a/b`` path."""
+    if (
+        not isinstance(key, str)
+        or not key.startswith("/")
+        or "//" in key
+        or (len(key) > 1 and key.endswith("/"))
+        or "\x00" in key
+    ):
+        raise ValueError(f"invalid metadata key {key!r}: keys are absolute '/a/b' paths")
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"invalid metadata key {key!r}: not encodable as UTF-8") from None
+
+
+def check_expected_version(expected_version: int | None) -> None:
+    """Raise ValueError unless ``expected_version`` is None, -1 or a version >= 0."""
+    if expected_version is None:
+        return
+    if not isinstance(expected_version, int) or isinstance(expected_version, bool) or expected_version < -1:
+        raise ValueError(f"expected_version must be None, -1 or >= 0, not {expected_version!r}")
+
+
+def check_value(value: bytes | bytearray | memoryview) -> bytes:
+    """The value as immutable bytes. TypeError for anything not bytes-like.
+
+    ``bytes(5)`` would silently store five zero bytes, so ints are refused.
+    """
+    if not isinstance(value, (bytes, bytearray, memoryview)):
+        raise TypeError(f"metadata values are bytes, not {type(value).__name__}")
+    return bytes(value)
+
+
+def check_delta(delta: int) -> None:
+    """Raise ValueError unless ``delta >= 1``: a counter must never repeat a value."""
+    if not isinstance(delta, int) or isinstance(delta, bool) or delta < 1:
+        raise ValueError(f"counter delta must be an int >= 1, not {delta!r}")
+
+
+def key_matches(prefix: str, key: str) -> bool:
+    """True if ``key`` is ``prefix`` or lies below it."""
+    return key == prefix or key.startswith(prefix.rstrip("/") + "/")
+
+
+class MetadataStore(abc.ABC):
+    """Abstract store; see the module docstring for the contract."""
+
+    @abc.abstractmethod
+    async def get(self, key: str) -> Record | None:
+        """The record at ``key``, or None."""
+
+    @abc.abstractmethod
+    async def put(
+        self,
+        key: str,
+        value: bytes,
+        expected_version: int | None = None,
+        *,
+        session: Session | None = None,
+    ) -> int:
+        """Write ``value``; return the new version. See module doc for conditions.
+
+        Raises ValueError (bad key or expected_version), TypeError (value not
+        bytes), SessionExpired, BadVersion or NotFound; nothing is written then.
+        """
+
+    @abc.abstractmethod
+    async def delete(self, key: str, expected_version: int | None = None) -> None:
+        """Delete ``key``. Raises NotFound if missing, BadVersion on mismatch."""
+
+    @abc.abstractmethod
+    async def children(self, key: str) -> list[str]:
+        """Sorted names (last path segment) of the keys directly below ``key``.
+
+        A child counts if any key exists at or below ``key/name``.
+        """
+
+    @abc.abstractmethod
+    async def increment(self, key: str, delta: int = 1) -> int:
+        """Atomically add ``delta`` (>= 1, else ValueError) to the durable counter
+        ``key``; return the new value. The first call on a key returns ``delta``."""
+
+    @abc.abstractmethod
+    def watch(self, prefix: str, callback: Callable[[Notification], None]) -> Watch:
+        """Call ``callback`` for every change of a key equal to or below ``prefix``."""
+
+    @abc.abstractmethod
+    async def create_session(self, ttl_s: float = 10.0) -> Session:
+        """Start a session kept alive by the store until closed or ``ttl_s`` without keepalive.
+
+        ``ttl_s`` must be > 0 (ValueError).
+        """
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Release resources; ephemeral keys of this store's sessions are deleted."""
+
+    async def exists(self, key: str) -> bool:
+        return (await self.get(key)) is not None
+
+    async def __aenter__(self) -> "MetadataStore":
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()

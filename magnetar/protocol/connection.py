@@ -1,0 +1,110 @@
+"""The connection state machine: handshake rules on top of the frame codec.
+
+No sockets here. The I/O shell feeds received bytes to
+:meth:`Connection.receive_data` and gets frames back; it asks
+:meth:`Connection.send` / :meth:`Connection.send_payload` for the bytes to write.
+
+Rules enforced (a violation raises ProtocolError, after which the shell closes
+the socket):
+
+- the client's first frame is CONNECT, and CONNECT comes once;
+- the server sends nothing before CONNECTED; the client sends nothing but
+  CONNECT before it receives CONNECTED;
+- after ``close`` nothing more is accepted.
+"""
+from __future__ import annotations
+
+import enum
+
+from . import magnetar_api_pb2 as pb
+from .commands import Type, type_name
+from .errors import ProtocolError
+from .frames import Frame, FrameDecoder, encode_command, encode_payload_command
+
+
+class Role(enum.Enum):
+    CLIENT = "client"
+    SERVER = "server"
+
+
+class State(enum.Enum):
+    AWAITING_CONNECT = "awaiting-connect"   # nothing exchanged yet
+    CONNECTING = "connecting"               # CONNECT sent/received, CONNECTED not yet
+    CONNECTED = "connected"
+    CLOSED = "closed"
+
+
+class Connection:
+    """One side of a Pulsar binary-protocol connection, with no I/O."""
+
+    def __init__(self, role: Role, max_frame_size: int | None = None) -> None:
+        self.role = role
+        self.state = State.AWAITING_CONNECT
+        self.decoder = FrameDecoder() if max_frame_size is None else FrameDecoder(max_frame_size)
+        self.peer_protocol_version = 0
+        self.peer_supports_broker_entry_metadata = False
+
+    def receive_data(self, data: bytes) -> list[Frame]:
+        """Feed received bytes; return the whole frames now available, in order."""
+        if self.state is State.CLOSED:
+            raise ProtocolError("connection is closed")
+        self.decoder.feed(data)
+        frames: list[Frame] = []
+        while (frame := self.decoder.next_frame()) is not None:
+            self._on_receive(frame.command)
+            frames.append(frame)
+        return frames
+
+    def _on_receive(self, cmd: pb.BaseCommand) -> None:
+        t = cmd.type
+        if self.role is Role.SERVER:
+            if self.state is State.AWAITING_CONNECT:
+                if t != Type.CONNECT:
+                    raise ProtocolError(f"expected CONNECT first, got {type_name(cmd)}")
+                self.state = State.CONNECTING
+                self.peer_protocol_version = cmd.connect.protocol_version
+                self.peer_supports_broker_entry_metadata = (
+                    cmd.connect.feature_flags.supports_broker_entry_metadata
+                )
+            elif t == Type.CONNECT:
+                raise ProtocolError("CONNECT sent twice")
+        else:
+            if t == Type.CONNECTED:
+                if self.state is not State.CONNECTING:
+                    raise ProtocolError("CONNECTED without a CONNECT")
+                self.state = State.CONNECTED
+                self.peer_protocol_version = cmd.connected.protocol_version
+            elif self.state is not State.CONNECTED and t not in (Type.ERROR, Type.AUTH_CHALLENGE):
+                raise ProtocolError(f"{type_name(cmd)} before CONNECTED")
+
+    def _check_send(self, cmd: pb.BaseCommand) -> None:
+        if self.state is State.CLOSED:
+            raise ProtocolError("connection is closed")
+        t = cmd.type
+        if self.role is Role.CLIENT:
+            if self.state is State.AWAITING_CONNECT:
+                if t != Type.CONNECT:
+                    raise ProtocolError("the client must send CONNECT first")
+                self.state = State.CONNECTING
+            elif self.state is State.CONNECTING and t != Type.PING:
+                raise ProtocolError(f"cannot send {type_name(cmd)} before CONNECTED")
+        else:
+            if t == Type.CONNECTED:
+                if self.state is not State.CONNECTING:
+                    raise ProtocolError("CONNECTED before the client's CONNECT")
+                self.state = State.CONNECTED
+            elif self.state is not State.CONNECTED and t != Type.ERROR:
+                raise ProtocolError(f"cannot send {type_name(cmd)} before CONNECTED")
+
+    def send(self, cmd: pb.BaseCommand) -> bytes:
+        """Bytes of a simple frame for ``cmd``."""
+        self._check_send(cmd)
+        return encode_command(cmd)
+
+    def send_payload(self, cmd: pb.BaseCommand, block: bytes | memoryview) -> list[bytes | memoryview]:
+        """Pieces of a payload frame (``cmd`` + a prebuilt block) for writelines."""
+        self._check_send(cmd)
+        return encode_payload_command(cmd, block)
+
+    def close(self) -> None:
+        self.state = State.CLOSED

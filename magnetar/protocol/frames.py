@@ -1,0 +1,217 @@
+"""Frame codec: bytes <-> (command, payload block). No I/O.
+
+Wire layout (all integers big-endian)::
+
+    simple:   [total u32][cmd_size u32][BaseCommand]
+    payload:  [total u32][cmd_size u32][BaseCommand]
+              ([0x0e02][bem_size u32][BrokerEntryMetadata])?      MESSAGE only
+              [0x0e01][crc32c u32][meta_size u32][MessageMetadata][payload]
+
+``total`` counts every byte after itself. The CRC32C covers ``meta_size``,
+the metadata and the payload.
+
+The broker treats everything after the command as an opaque *payload block*:
+a SEND's block is stored as received and later sent back verbatim behind a
+MESSAGE command. :class:`PayloadBlock` parses the block lazily, so a broker
+pays only for what it reads.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from . import magnetar_api_pb2 as pb
+from .checksum import crc32c
+from .errors import FrameTooLarge, ProtocolError
+
+MAGIC_CRC32C = 0x0E01
+MAGIC_BROKER_ENTRY_METADATA = 0x0E02
+
+#: Pulsar's default max message size (5 MiB) is what CONNECTED advertises;
+#: frames may carry that much payload plus command and metadata overhead.
+DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
+FRAME_OVERHEAD = 64 * 1024
+
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+_U32U32 = struct.Struct(">II")
+_CRC_HEADER = struct.Struct(">HI")
+
+
+def encode_command(cmd: pb.BaseCommand) -> bytes:
+    """A simple frame holding ``cmd``."""
+    body = cmd.SerializeToString()
+    return _U32U32.pack(len(body) + 4, len(body)) + body
+
+
+def checksummed_block(metadata: bytes, payload: bytes | memoryview) -> bytes:
+    """The ``[0x0e01][crc][meta_size][metadata][payload]`` block of a SEND."""
+    tail = _U32.pack(len(metadata)) + metadata + bytes(payload)
+    return _CRC_HEADER.pack(MAGIC_CRC32C, crc32c(tail)) + tail
+
+
+def broker_entry_metadata_block(bem: bytes) -> bytes:
+    """The ``[0x0e02][size][BrokerEntryMetadata]`` prefix."""
+    return _U16.pack(MAGIC_BROKER_ENTRY_METADATA) + _U32.pack(len(bem)) + bem
+
+
+def encode_payload_command(cmd: pb.BaseCommand, block: bytes | memoryview) -> list[bytes | memoryview]:
+    """A payload frame: ``cmd`` followed by an already built payload block.
+
+    Returned as pieces for ``transport.writelines`` so the block (often a stored
+    entry) is never copied into a new buffer.
+    """
+    body = cmd.SerializeToString()
+    return [_U32U32.pack(4 + len(body) + len(block), len(body)) + body, block]
+
+
+def encode_send(cmd: pb.BaseCommand, metadata: bytes, payload: bytes | memoryview) -> bytes:
+    """A whole SEND frame with its checksum (client side)."""
+    return b"".join(encode_payload_command(cmd, checksummed_block(metadata, payload)))
+
+
+@dataclass(slots=True)
+class PayloadBlock:
+    """The bytes after a payload command, parsed on demand.
+
+    ``raw`` is the whole block. A block may start with broker entry metadata
+    (MESSAGE); the checksummed part follows. Accessors raise ProtocolError
+    when the block is malformed.
+    """
+
+    raw: memoryview
+
+    def _split(self) -> tuple[memoryview | None, memoryview]:
+        raw = self.raw
+        if len(raw) >= 6 and _U16.unpack_from(raw, 0)[0] == MAGIC_BROKER_ENTRY_METADATA:
+            (size,) = _U32.unpack_from(raw, 2)
+            if 6 + size > len(raw):
+                raise ProtocolError("broker entry metadata overruns the frame")
+            return raw[6 : 6 + size], raw[6 + size :]
+        return None, raw
+
+    @property
+    def broker_entry_metadata(self) -> pb.BrokerEntryMetadata | None:
+        bem, _ = self._split()
+        if bem is None:
+            return None
+        msg = pb.BrokerEntryMetadata()
+        _parse(msg, bem)
+        return msg
+
+    @property
+    def checksummed(self) -> memoryview:
+        """The block from the 0x0e01 magic on (what a SEND stores), or the
+        metadata-size field on if the peer did not checksum."""
+        return self._split()[1]
+
+    def _sections(self) -> tuple[int | None, memoryview, memoryview, memoryview]:
+        part = self.checksummed
+        crc: int | None = None
+        if len(part) >= 2 and _U16.unpack_from(part, 0)[0] == MAGIC_CRC32C:
+            if len(part) < 6:
+                raise ProtocolError("truncated checksum header")
+            crc = _U32.unpack_from(part, 2)[0]
+            part = part[6:]
+        if len(part) < 4:
+            raise ProtocolError("payload frame without metadata size")
+        (meta_size,) = _U32.unpack_from(part, 0)
+        if 4 + meta_size > len(part):
+            raise ProtocolError(f"metadata size {meta_size} overruns the frame")
+        return crc, part, part[4 : 4 + meta_size], part[4 + meta_size :]
+
+    def verify_checksum(self) -> bool:
+        """True if there is no checksum or it matches; False on a mismatch."""
+        crc, covered, _, _ = self._sections()
+        return crc is None or crc32c(covered) == crc
+
+    @property
+    def metadata_bytes(self) -> memoryview:
+        return self._sections()[2]
+
+    @property
+    def metadata(self) -> pb.MessageMetadata:
+        msg = pb.MessageMetadata()
+        _parse(msg, self._sections()[2])
+        return msg
+
+    @property
+    def payload(self) -> memoryview:
+        return self._sections()[3]
+
+
+@dataclass(slots=True)
+class Frame:
+    """One decoded frame: the command and, for SEND/MESSAGE, its payload block."""
+
+    command: pb.BaseCommand
+    block: PayloadBlock | None = None
+
+
+def _parse(msg, data: bytes | memoryview) -> None:
+    try:
+        msg.ParseFromString(bytes(data))
+    except Exception as exc:  # protobuf's DecodeError and friends
+        raise ProtocolError(f"cannot parse {type(msg).__name__}: {exc}") from None
+    if not msg.IsInitialized():
+        missing = ", ".join(msg.FindInitializationErrors())
+        raise ProtocolError(f"{type(msg).__name__} lacks required fields: {missing}")
+
+
+def decode_frame(frame: memoryview) -> Frame:
+    """Decode one frame body (the bytes after ``total``)."""
+    if len(frame) < 4:
+        raise ProtocolError("frame shorter than its command size field")
+    (cmd_size,) = _U32.unpack_from(frame, 0)
+    if cmd_size == 0 or 4 + cmd_size > len(frame):
+        raise ProtocolError(f"command size {cmd_size} does not fit a {len(frame)}-byte frame")
+    cmd = pb.BaseCommand()
+    _parse(cmd, frame[4 : 4 + cmd_size])
+    rest = frame[4 + cmd_size :]
+    return Frame(cmd, PayloadBlock(rest) if len(rest) else None)
+
+
+class FrameDecoder:
+    """A receive buffer: feed bytes in any chunking, take whole frames out.
+
+    Raises :class:`FrameTooLarge` as soon as a frame header declares more than
+    ``max_frame_size`` bytes, so a peer cannot make us buffer gigabytes.
+    """
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_MESSAGE_SIZE + FRAME_OVERHEAD) -> None:
+        self.max_frame_size = max_frame_size
+        self._buf = bytearray()
+        self._pos = 0
+
+    def feed(self, data: bytes) -> None:
+        self._buf += data
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf) - self._pos
+
+    def next_frame(self) -> Frame | None:
+        """The next whole frame, or None until more bytes arrive."""
+        buf, pos = self._buf, self._pos
+        if len(buf) - pos < 4:
+            self._compact()
+            return None
+        (total,) = _U32.unpack_from(buf, pos)
+        if total > self.max_frame_size:
+            raise FrameTooLarge(f"frame of {total} bytes exceeds the {self.max_frame_size}-byte limit")
+        if total < 4:
+            raise ProtocolError(f"frame size {total} is too small")
+        end = pos + 4 + total
+        if len(buf) < end:
+            self._compact()
+            return None
+        # The frame gets its own bytes: the buffer is reused and a stored block
+        # must not change under the storage layer's feet.
+        body = bytes(buf[pos + 4 : end])
+        self._pos = end
+        return decode_frame(memoryview(body))
+
+    def _compact(self) -> None:
+        if self._pos:
+            del self._buf[: self._pos]
+            self._pos = 0

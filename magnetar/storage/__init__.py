@@ -1,0 +1,42 @@
+"""Storage: ledgers in segment files, group commit, managed ledgers, cursors.
+
+Stores opaque entry bytes; knows nothing of topics, producers or the Pulsar
+protocol. Start with :class:`ManagedLedgerFactory`.
+"""
+from .config import StorageConfig
+from .cursor import ManagedCursor
+from .errors import (
+    CorruptLedgerError,
+    CursorFencedError,
+    LedgerFencedError,
+    ManagedLedgerClosedError,
+    ManagedLedgerFailedError,
+    ManagedLedgerFencedError,
+    ManagedLedgerNotFoundError,
+    StorageError,
+)
+from .group_commit import GroupCommitWriter
+from .ledger import Ledger, LedgerState
+from .managed_ledger import Entry, LedgerInfo, ManagedLedger, ManagedLedgerFactory
+from .position import Position
+
+__all__ = [
+    "CorruptLedgerError",
+    "CursorFencedError",
+    "Entry",
+    "GroupCommitWriter",
+    "Ledger",
+    "LedgerFencedError",
+    "LedgerInfo",
+    "LedgerState",
+    "ManagedCursor",
+    "ManagedLedger",
+    "ManagedLedgerClosedError",
+    "ManagedLedgerFactory",
+    "ManagedLedgerFailedError",
+    "ManagedLedgerFencedError",
+    "ManagedLedgerNotFoundError",
+    "Position",
+    "StorageConfig",
+    "StorageError",
+]

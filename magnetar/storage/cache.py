@@ -1,0 +1,115 @@
+"""The tail cache: the most recently appended entries of one managed ledger.
+
+Consumers that keep up read what producers just wrote; serving those reads
+from memory avoids a pread per dispatch. The cache keeps, per ledger, one
+contiguous run of entries ending at the newest one put, and evicts the oldest
+entries first once it holds more than ``max_bytes`` of entry data.
+
+It may hold entries that are not yet durable; the managed ledger never reads
+past its last confirmed entry, and calls :meth:`truncate` when writes fail.
+"""
+from __future__ import annotations
+
+
+class _Run:
+    __slots__ = ("first", "items", "head")
+
+    def __init__(self, first: int) -> None:
+        self.first = first  # entry id of items[head]
+        self.items: list[bytes] = []
+        self.head = 0  # items before head were evicted; compacted lazily
+
+    def end(self) -> int:
+        """Entry id just past the last cached entry."""
+        return self.first + len(self.items) - self.head
+
+
+class TailCache:
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._runs: dict[int, _Run] = {}  # ledger id -> run; insertion order = age
+        self._last_id = -1
+        self._last: _Run | None = None
+
+    def put(self, ledger_id: int, entry_id: int, data: bytes) -> None:
+        if not self.max_bytes:
+            return
+        run = self._last
+        if run is None or ledger_id != self._last_id or entry_id != run.end():
+            run = self._start(ledger_id, entry_id)
+        run.items.append(data)
+        self.bytes += len(data)
+        if self.bytes > self.max_bytes:
+            self._evict()
+
+    def _start(self, ledger_id: int, entry_id: int) -> _Run:
+        self.drop(ledger_id)
+        run = _Run(entry_id)
+        self._runs[ledger_id] = run
+        self._last_id = ledger_id
+        self._last = run
+        return run
+
+    def get(self, ledger_id: int, first: int, last: int) -> list[bytes]:
+        """Cached entries from ``first`` on, up to ``last`` (inclusive), if
+        ``first`` is cached; else ``[]``."""
+        run = self._runs.get(ledger_id)
+        if run is None or not run.first <= first < run.end():
+            return []
+        start = run.head + first - run.first
+        return run.items[start : start + last - first + 1]
+
+    def first_cached(self, ledger_id: int) -> int | None:
+        """Lowest cached entry id of the ledger, or None."""
+        run = self._runs.get(ledger_id)
+        if run is None or run.end() == run.first:
+            return None
+        return run.first
+
+    def truncate(self, ledger_id: int, from_entry: int) -> None:
+        """Forget entries ``>= from_entry`` of the ledger (they failed)."""
+        run = self._runs.get(ledger_id)
+        if run is None:
+            return
+        keep = max(0, from_entry - run.first)
+        if keep >= run.end() - run.first:
+            return
+        cut = run.items[run.head + keep :]
+        self.bytes -= sum(map(len, cut))
+        del run.items[run.head + keep :]
+
+    def drop(self, ledger_id: int) -> None:
+        run = self._runs.pop(ledger_id, None)
+        if run is None:
+            return
+        self.bytes -= sum(map(len, run.items[run.head :]))
+        if run is self._last:
+            self._last = None
+            self._last_id = -1
+
+    def clear(self) -> None:
+        self._runs.clear()
+        self._last = None
+        self._last_id = -1
+        self.bytes = 0
+
+    def _evict(self) -> None:
+        while self.bytes > self.max_bytes and self._runs:
+            ledger_id, run = next(iter(self._runs.items()))
+            items = run.items
+            while run.head < len(items) and self.bytes > self.max_bytes:
+                self.bytes -= len(items[run.head])
+                items[run.head] = b""
+                run.head += 1
+                run.first += 1
+            if run.head == len(items):
+                if run is self._last:
+                    # keep the (empty) newest run so appends stay on the fast path
+                    items.clear()
+                    run.head = 0
+                    return
+                del self._runs[ledger_id]
+            elif run.head > 1024 and run.head * 2 > len(items):
+                del items[: run.head]
+                run.head = 0

@@ -1,0 +1,78 @@
+"""Storage configuration, validated on construction."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SYNC_POLICIES = ("always", "interval", "never")
+
+
+@dataclass
+class StorageConfig:
+    """Knobs of the storage layer. Invalid values raise ``ValueError``.
+
+    sync_policy:
+        ``"always"``: an append completes only after its bytes are written and
+        fdatasync'ed. Group commit: every append that arrives while an fsync
+        runs is written and synced together in the next round, so one fsync
+        covers many appends.
+        ``"interval"``: an append completes after write(); the writer fsyncs
+        every ``sync_interval_ms``. Survives a process crash, not a power loss
+        of the last interval.
+        ``"never"``: an append completes after write(); flushing is left to
+        the OS. Ledgers are still fsynced when sealed.
+    sync_interval_ms: fsync period for ``"interval"``.
+    max_entries_per_ledger, max_ledger_bytes, max_ledger_age_s: roll over to a
+        new ledger when the current one reaches any of these (bytes count the
+        8-byte frame header of each entry; age is checked by a timer).
+    retention_time_s, retention_size_bytes: a fully consumed closed ledger is
+        deleted only when it was closed more than ``retention_time_s`` ago and
+        the managed ledger's size (counting it) exceeds
+        ``retention_size_bytes``. Both 0: consumed ledgers go at once.
+    cursor_persist_interval_ms: minimum time between two metadata writes of
+        one cursor. Acks in between wait and share the next write. 0: write as
+        soon as the previous write finished (acks still coalesce while it runs).
+    read_cache_bytes: size of each managed ledger's tail cache (the most
+        recently appended entries, served to readers without disk reads).
+        0 disables it.
+    """
+
+    sync_policy: str = "always"
+    sync_interval_ms: int = 100
+    max_entries_per_ledger: int = 50_000
+    max_ledger_bytes: int = 512 * 1024 * 1024
+    max_ledger_age_s: float = 4 * 3600
+    retention_time_s: float = 0
+    retention_size_bytes: int = 0
+    cursor_persist_interval_ms: int = 0
+    read_cache_bytes: int = 32 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if self.sync_policy not in SYNC_POLICIES:
+            raise ValueError(
+                f"sync_policy must be one of {', '.join(SYNC_POLICIES)}; got {self.sync_policy!r}"
+            )
+        _positive(self, "sync_interval_ms")
+        _positive(self, "max_entries_per_ledger")
+        _positive(self, "max_ledger_bytes")
+        _positive(self, "max_ledger_age_s")
+        _non_negative(self, "retention_time_s")
+        _non_negative(self, "retention_size_bytes")
+        _non_negative(self, "cursor_persist_interval_ms")
+        _non_negative(self, "read_cache_bytes")
+
+
+def _number(config: StorageConfig, name: str) -> float:
+    value = getattr(config, name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number; got {value!r}")
+    return value
+
+
+def _positive(config: StorageConfig, name: str) -> None:
+    if not _number(config, name) > 0:
+        raise ValueError(f"{name} must be > 0; got {getattr(config, name)!r}")
+
+
+def _non_negative(config: StorageConfig, name: str) -> None:
+    if not _number(config, name) >= 0:
+        raise ValueError(f"{name} must be >= 0; got {getattr(config, name)!r}")

@@ -1,0 +1,433 @@
+"""One ledger: an append-only segment file of framed entries.
+
+Layout: ``<data_dir>/ledgers/<ledger_id:020d>.log`` holds records
+``[u32 length][u32 crc32c(data)][data]`` (big-endian), one per entry; entry
+ids are 0, 1, 2... in file order. Entries are never empty: a zero-filled tail
+(what some filesystems show after a crash) must never parse as entries.
+
+The offset index lives in memory: ``ends[i]`` is the file offset just past
+entry ``i`` (entry ``i`` starts at ``ends[i-1]``, or 0). Sealing writes it to
+``<ledger_id:020d>.idx`` (fsynced, then atomically renamed into place):
+``b"MGLX" u32 version u64 count u64 data_size`` + ``count`` big-endian u64
+ends + ``u32 crc32c`` of everything before, so a sealed ledger reopens
+without reading its data. A ledger without a valid index is recovered by
+scanning: the scan stops at the first short, zero-length or CRC-bad record
+and the file is truncated there (the torn tail a ``kill -9`` or power loss
+leaves behind).
+
+States: ``OPEN`` accepts writes; ``CLOSED`` is sealed (its index is on disk,
+its last entry id is final); ``FENCED`` refuses writes (after a failed write,
+or when recovery takes the ledger away from a writer) and may still be read
+and sealed.
+
+Threading: writes, syncs, seals and truncations run on one thread at a time
+(the group-commit writer, or startup code before the ledger is shared). Reads
+may run on any thread concurrently with writes: they use ``os.pread`` and only
+touch entries that are already written, whose index slots never change.
+"""
+from __future__ import annotations
+
+import enum
+import os
+import struct
+import sys
+import threading
+from array import array
+from bisect import bisect_right
+from pathlib import Path
+
+import google_crc32c
+
+from .errors import CorruptLedgerError, LedgerFencedError, StorageError
+
+HEADER = struct.Struct(">II")
+HEADER_SIZE = HEADER.size
+MAX_ENTRY_SIZE = 0xFFFF_FFFF
+
+_INDEX_HEAD = struct.Struct(">4sIQQ")
+_INDEX_MAGIC = b"MGLX"
+_INDEX_VERSION = 1
+_SCAN_CHUNK = 8 * 1024 * 1024
+_crc = google_crc32c.value
+
+
+class LedgerState(str, enum.Enum):
+    OPEN = "open"
+    CLOSED = "closed"
+    FENCED = "fenced"
+
+
+def ledger_dir(data_dir: Path) -> Path:
+    return Path(data_dir) / "ledgers"
+
+
+def log_path(directory: Path, ledger_id: int) -> Path:
+    return Path(directory) / f"{ledger_id:020d}.log"
+
+
+def index_path(directory: Path, ledger_id: int) -> Path:
+    return Path(directory) / f"{ledger_id:020d}.idx"
+
+
+def frame(data: bytes) -> bytes:
+    """The on-disk record of one entry (for tests and tools)."""
+    return HEADER.pack(len(data), _crc(data)) + data
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make a create, rename or unlink in ``directory`` durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_datasync = getattr(os, "fdatasync", os.fsync)
+
+
+class Ledger:
+    """A segment file plus its offset index. See the module docstring."""
+
+    def __init__(self, ledger_id: int, directory: Path, fd: int, ends: array, state: LedgerState):
+        self.ledger_id = ledger_id
+        self.directory = Path(directory)
+        self.state = state
+        self._fd = fd
+        self._ends = ends
+        self._size = ends[-1] if ends else 0
+        self._lock = threading.Lock()  # guards the fd's lifetime against readers on threads
+        self._readers = 0
+        self._retired = False
+
+    # ------------------------------------------------------------------ open
+
+    @classmethod
+    def create(cls, directory: Path, ledger_id: int) -> "Ledger":
+        """Create an empty OPEN ledger. The new file's directory entry is fsynced.
+
+        Raises ``FileExistsError`` if the ledger already exists (ids never
+        repeat, so that means two writers share a data directory).
+        """
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(log_path(directory, ledger_id), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        try:
+            fsync_dir(directory)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(ledger_id, directory, fd, array("Q"), LedgerState.OPEN)
+
+    @classmethod
+    def recover(cls, directory: Path, ledger_id: int) -> "Ledger":
+        """Open a ledger that may not have been sealed (its writer may have crashed).
+
+        With a valid index the ledger was sealed: it comes back CLOSED.
+        Otherwise the file is scanned, cut after the last complete record
+        (and that cut fsynced), and the ledger comes back OPEN.
+        Raises ``FileNotFoundError`` if the segment file does not exist.
+        """
+        fd = os.open(log_path(directory, ledger_id), os.O_RDWR | os.O_APPEND)
+        try:
+            file_size = os.fstat(fd).st_size
+            ends = _load_index(index_path(directory, ledger_id), file_size)
+            if ends is not None:
+                return cls(ledger_id, directory, fd, ends, LedgerState.CLOSED)
+            ends, valid = _scan(fd, file_size)
+            if valid != file_size:
+                os.ftruncate(fd, valid)
+                os.fsync(fd)
+            return cls(ledger_id, directory, fd, ends, LedgerState.OPEN)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    @classmethod
+    def open_sealed(cls, directory: Path, ledger_id: int, entries: int) -> "Ledger":
+        """Open a ledger that metadata says was sealed with ``entries`` entries.
+
+        Uses the index file when valid, otherwise scans (never modifying the
+        file). Raises ``CorruptLedgerError`` if fewer entries are found, and
+        ``FileNotFoundError`` if the file is missing.
+        """
+        fd = os.open(log_path(directory, ledger_id), os.O_RDONLY)
+        try:
+            file_size = os.fstat(fd).st_size
+            ends = _load_index(index_path(directory, ledger_id), file_size)
+            if ends is None:
+                ends, _ = _scan(fd, file_size, limit=entries)
+            if len(ends) < entries:
+                raise CorruptLedgerError(
+                    f"ledger {ledger_id}: metadata says {entries} entries, file holds {len(ends)}"
+                )
+            del ends[entries:]
+            return cls(ledger_id, directory, fd, ends, LedgerState.CLOSED)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    # ----------------------------------------------------------------- state
+
+    @property
+    def entry_count(self) -> int:
+        return len(self._ends)
+
+    @property
+    def last_entry_id(self) -> int:
+        """Id of the last entry; -1 when empty."""
+        return len(self._ends) - 1
+
+    @property
+    def size(self) -> int:
+        """Bytes in the segment file (records including their headers)."""
+        return self._size
+
+    def fence(self) -> None:
+        """Refuse further writes. Idempotent; a CLOSED ledger stays CLOSED."""
+        if self.state is LedgerState.OPEN:
+            self.state = LedgerState.FENCED
+
+    # ---------------------------------------------------------------- writes
+
+    def write_entries(self, datas: list[bytes]) -> None:
+        """Append ``datas`` as consecutive entries with a single write().
+
+        Not durable until :meth:`sync`. On failure the file is cut back to
+        where it was, the ledger is FENCED and ``StorageError`` is raised.
+        Raises ``LedgerFencedError`` if the ledger is not OPEN.
+        """
+        if self.state is not LedgerState.OPEN:
+            raise LedgerFencedError(f"ledger {self.ledger_id} is {self.state.value}")
+        pack = HEADER.pack
+        crc = _crc
+        parts = []
+        add = parts.append
+        new_ends = []
+        add_end = new_ends.append
+        pos = self._size
+        for data in datas:
+            n = len(data)
+            if not 0 < n <= MAX_ENTRY_SIZE:
+                raise ValueError(f"entry size {n} out of range 1..{MAX_ENTRY_SIZE}")
+            add(pack(n, crc(data)))
+            add(data)
+            pos += n + HEADER_SIZE
+            add_end(pos)
+        buf = b"".join(parts)
+        try:
+            view = memoryview(buf)
+            while view:
+                view = view[os.write(self._fd, view):]
+        except OSError as exc:
+            self._fail(self.entry_count)
+            raise StorageError(f"write to ledger {self.ledger_id} failed: {exc}") from exc
+        self._ends.extend(new_ends)
+        self._size = pos
+
+    def sync(self) -> None:
+        """fdatasync the segment file; raises StorageError if it fails.
+
+        After a failed fsync nothing since the last good one can be trusted;
+        the caller cuts those entries with :meth:`rollback_to`.
+        """
+        try:
+            _datasync(self._fd)
+        except OSError as exc:
+            raise StorageError(f"fsync of ledger {self.ledger_id} failed: {exc}") from exc
+
+    def rollback_to(self, count: int) -> None:
+        """Forget entries from ``count`` on and fence the ledger (after a failed
+        write or fsync whose outcome is unknown). Best effort on the file."""
+        self._fail(count)
+
+    def _fail(self, count: int) -> None:
+        self.fence()
+        del self._ends[count:]
+        self._size = self._ends[-1] if self._ends else 0
+        try:
+            os.ftruncate(self._fd, self._size)
+        except OSError:
+            pass  # the index is the truth; a later scan or the seal's index ignores the tail
+
+    def seal(self) -> tuple[int, int]:
+        """fsync, write the index file, become CLOSED. Returns (entries, size).
+
+        Works on OPEN and FENCED ledgers; idempotent on CLOSED ones. A file
+        longer than the index (after a failed write) is cut to the index.
+        Raises StorageError if the disk refuses.
+        """
+        if self.state is LedgerState.CLOSED:
+            return self.entry_count, self._size
+        self.fence()
+        try:
+            if os.fstat(self._fd).st_size != self._size:
+                os.ftruncate(self._fd, self._size)
+            os.fsync(self._fd)
+            _write_index(self.directory, self.ledger_id, self._ends)
+        except OSError as exc:
+            raise StorageError(f"sealing ledger {self.ledger_id} failed: {exc}") from exc
+        self.state = LedgerState.CLOSED
+        return self.entry_count, self._size
+
+    # ----------------------------------------------------------------- reads
+
+    def range_bytes(self, first: int, last: int) -> int:
+        """Bytes on disk of entries ``first..last`` (inclusive)."""
+        ends = self._ends
+        return ends[last] - (ends[first - 1] if first else 0)
+
+    def last_within(self, first: int, last: int, nbytes: int) -> int:
+        """The highest id in ``first..last`` such that entries ``first..id``
+        fit in ``nbytes`` on disk; at least ``first``."""
+        start = self._ends[first - 1] if first else 0
+        return max(first, bisect_right(self._ends, start + nbytes, first, last + 1) - 1)
+
+    def read_range(self, first: int, last: int) -> list[bytes]:
+        """Entries ``first..last`` (inclusive, all written) with one pread.
+
+        Raises ``IndexError`` for entries that do not exist,
+        ``CorruptLedgerError`` if a record fails its CRC, and
+        ``StorageError`` if the ledger was closed.
+        """
+        ends = self._ends
+        if first < 0 or last >= len(ends) or first > last:
+            raise IndexError(f"ledger {self.ledger_id} has no entries {first}..{last}")
+        start = ends[first - 1] if first else 0
+        length = ends[last] - start
+        self._acquire()
+        try:
+            buf = os.pread(self._fd, length, start)
+        finally:
+            self._release()
+        if len(buf) != length:
+            raise CorruptLedgerError(f"ledger {self.ledger_id}: short read at offset {start}")
+        out = []
+        off = 0
+        unpack = HEADER.unpack_from
+        crc = _crc
+        for end in ends[first : last + 1]:
+            n, checksum = unpack(buf, off)
+            off += HEADER_SIZE
+            data = buf[off : off + n]
+            off += n
+            if off != end - start or crc(data) != checksum:
+                raise CorruptLedgerError(f"ledger {self.ledger_id}: bad record before offset {end}")
+            out.append(data)
+        return out
+
+    def read(self, entry_id: int) -> bytes:
+        return self.read_range(entry_id, entry_id)[0]
+
+    # ------------------------------------------------------------- lifetime
+
+    def _acquire(self) -> None:
+        with self._lock:
+            if self._retired:
+                raise StorageError(f"ledger {self.ledger_id} is closed")
+            self._readers += 1
+
+    def _release(self) -> None:
+        with self._lock:
+            self._readers -= 1
+            close = self._retired and self._readers == 0
+        if close:
+            os.close(self._fd)
+
+    def close(self) -> None:
+        """Close the file once no read is in flight. Idempotent. Does not seal."""
+        with self._lock:
+            if self._retired:
+                return
+            self._retired = True
+            close = self._readers == 0
+        if close:
+            os.close(self._fd)
+
+    def delete_files(self) -> None:
+        """Close and unlink the segment and index files (missing files are fine)."""
+        self.close()
+        delete_ledger_files(self.directory, self.ledger_id)
+
+
+def delete_ledger_files(directory: Path, ledger_id: int) -> None:
+    for path in (log_path(directory, ledger_id), index_path(directory, ledger_id)):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
+def _scan(fd: int, file_size: int, limit: int | None = None) -> tuple[array, int]:
+    """Offsets past each intact record from the start; and where they stop."""
+    ends = array("Q")
+    pos = 0
+    buf = b""
+    buf_start = 0
+    unpack = HEADER.unpack_from
+    while limit is None or len(ends) < limit:
+        rel = pos - buf_start
+        if len(buf) - rel < HEADER_SIZE:
+            buf = os.pread(fd, _SCAN_CHUNK, pos)
+            buf_start, rel = pos, 0
+            if len(buf) < HEADER_SIZE:
+                break
+        n, checksum = unpack(buf, rel)
+        if n == 0 or pos + HEADER_SIZE + n > file_size:
+            break
+        if len(buf) - rel < HEADER_SIZE + n:
+            buf = os.pread(fd, max(_SCAN_CHUNK, HEADER_SIZE + n), pos)
+            buf_start, rel = pos, 0
+            if len(buf) < HEADER_SIZE + n:
+                break
+        if _crc(buf[rel + HEADER_SIZE : rel + HEADER_SIZE + n]) != checksum:
+            break
+        pos += HEADER_SIZE + n
+        ends.append(pos)
+    return ends, pos
+
+
+def _write_index(directory: Path, ledger_id: int, ends: array) -> None:
+    body = array("Q", ends)
+    if sys.byteorder == "little":
+        body.byteswap()
+    data = _INDEX_HEAD.pack(_INDEX_MAGIC, _INDEX_VERSION, len(ends), ends[-1] if ends else 0) + body.tobytes()
+    data += struct.pack(">I", _crc(data))
+    final = index_path(directory, ledger_id)
+    tmp = final.with_suffix(".idx.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, final)
+    fsync_dir(directory)
+
+
+def _load_index(path: Path, file_size: int) -> array | None:
+    """The ends array from a valid index file, or None (missing or invalid)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    head = _INDEX_HEAD.size
+    if len(data) < head + 4:
+        return None
+    magic, version, count, data_size = _INDEX_HEAD.unpack_from(data)
+    if magic != _INDEX_MAGIC or version != _INDEX_VERSION or len(data) != head + 8 * count + 4:
+        return None
+    if struct.unpack_from(">I", data, len(data) - 4)[0] != _crc(data[:-4]):
+        return None
+    if data_size > file_size:
+        return None
+    ends = array("Q")
+    ends.frombytes(data[head:-4])
+    if sys.byteorder == "little":
+        ends.byteswap()
+    if (ends[-1] if count else 0) != data_size:
+        return None
+    return ends

@@ -1,0 +1,134 @@
+"""Bad bytes close one connection; the broker and its other clients carry on."""
+from __future__ import annotations
+
+import os
+import socket
+import struct
+
+import pulsar
+import pytest
+
+from magnetar.protocol import Connection, Role, pb
+from magnetar.protocol.commands import Type, command
+from magnetar.protocol.frames import FrameDecoder, encode_send
+
+
+def _raw(broker) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", broker.port), timeout=10)
+    return sock
+
+
+def _closed_by_peer(sock: socket.socket) -> bool:
+    sock.settimeout(10)
+    try:
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except socket.timeout:
+        return False
+
+
+def _handshake(sock):
+    conn = Connection(Role.CLIENT)
+    sock.sendall(conn.send(command(Type.CONNECT, client_version="raw-test", protocol_version=20)))
+    frames = []
+    while not frames:
+        frames = conn.receive_data(sock.recv(65536))
+    assert frames[0].command.type == Type.CONNECTED
+    return conn
+
+
+def _read_frames(sock, conn, want: int):
+    frames = []
+    while len(frames) < want:
+        data = sock.recv(65536)
+        assert data, "connection closed"
+        frames.extend(conn.receive_data(data))
+    return frames
+
+
+def _check_store_intact(pulsar_client, topic, expected):
+    reader = pulsar_client.create_reader(topic, pulsar.MessageId.earliest)
+    got = [reader.read_next(5000).data() for _ in range(len(expected))]
+    assert got == expected
+    reader.close()
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        os.urandom(4096),
+        struct.pack(">I", 2**31) + b"\x00" * 64,  # a frame that claims 2 GiB
+        struct.pack(">II", 100, 200) + b"\x01" * 96,  # command size larger than the frame
+        struct.pack(">I", 2),  # a frame too small to hold a command size
+    ],
+    ids=["random", "two-gib", "bad-command-size", "tiny"],
+)
+def test_garbage_closes_only_that_connection(broker, pulsar_client, garbage):
+    producer = pulsar_client.create_producer("intact")
+    producer.send(b"before")
+    sock = _raw(broker)
+    sock.sendall(garbage)
+    assert _closed_by_peer(sock)
+    sock.close()
+    # Garbage after a good handshake, too.
+    sock = _raw(broker)
+    _handshake(sock)
+    sock.sendall(garbage)
+    assert _closed_by_peer(sock)
+    producer.send(b"after")
+    _check_store_intact(pulsar_client, "intact", [b"before", b"after"])
+    assert broker.alive
+
+
+def test_truncated_frame_then_hangup(broker, pulsar_client):
+    sock = _raw(broker)
+    conn = _handshake(sock)
+    frame = conn.send(command(Type.PING))
+    sock.sendall(frame[: len(frame) - 2])
+    sock.close()
+    producer = pulsar_client.create_producer("after-truncation")
+    producer.send(b"ok")
+    _check_store_intact(pulsar_client, "after-truncation", [b"ok"])
+
+
+def test_wrong_checksum_gets_checksum_error_and_stores_nothing(broker, pulsar_client):
+    sock = _raw(broker)
+    conn = _handshake(sock)
+    sock.sendall(conn.send(command(Type.PRODUCER, topic="checksum", producer_id=1, request_id=1)))
+    (ok,) = _read_frames(sock, conn, 1)
+    assert ok.command.type == Type.PRODUCER_SUCCESS
+    md = pb.MessageMetadata(producer_name=ok.command.producer_success.producer_name, sequence_id=0,
+                            publish_time=1).SerializeToString()
+    good = encode_send(command(Type.SEND, producer_id=1, sequence_id=0), md, b"good")
+    bad = bytearray(encode_send(command(Type.SEND, producer_id=1, sequence_id=1), md, b"evil"))
+    bad[-1] ^= 0x55
+    sock.sendall(good + bytes(bad))
+    receipt, refusal = _read_frames(sock, conn, 2)
+    assert receipt.command.type == Type.SEND_RECEIPT
+    assert refusal.command.type == Type.SEND_ERROR
+    assert refusal.command.send_error.error == pb.ChecksumError
+    sock.close()
+    _check_store_intact(pulsar_client, "checksum", [b"good"])
+    reader = pulsar_client.create_reader("checksum", pulsar.MessageId.earliest)
+    reader.read_next(5000)
+    assert not reader.has_message_available()
+
+
+def test_bad_requests_get_errors_not_crashes(broker):
+    sock = _raw(broker)
+    conn = _handshake(sock)
+    sock.sendall(conn.send(command(Type.PRODUCER, topic="persistent://a/b/c/d", producer_id=1, request_id=7)))
+    sock.sendall(conn.send(command(Type.LOOKUP, topic="bad://x", request_id=8)))
+    sock.sendall(conn.send(command(Type.FLOW, consumer_id=99, messagePermits=10)))
+    sock.sendall(conn.send(command(Type.SUBSCRIBE, topic="ok-topic", subscription="s", subType=3,
+                                   consumer_id=1, request_id=9)))
+    frames = _read_frames(sock, conn, 3)
+    by_type = {f.command.type: f.command for f in frames}
+    assert by_type[Type.ERROR].error.request_id in (7, 9)
+    assert by_type[Type.LOOKUP_RESPONSE].lookupTopicResponse.response == pb.CommandLookupTopicResponse.Failed
+    sock.close()
+    assert broker.alive

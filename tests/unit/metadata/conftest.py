@@ -1,0 +1,70 @@
+"""Fixtures for the metadata contract tests: one ``store`` per backend.
+
+A new backend joins every contract test by being added to BACKENDS.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Awaitable, Callable
+
+import pytest
+
+from magnetar.metadata import MemoryMetadataStore, Notification, SqliteMetadataStore
+
+BACKENDS = ["memory", "sqlite"]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+async def store(backend, tmp_path):
+    if backend == "memory":
+        s = await MemoryMetadataStore.open()
+    else:
+        s = await SqliteMetadataStore.open(tmp_path / "meta.db")
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+class Recorder:
+    """A watch callback that queues notifications for the test to await."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[Notification] = asyncio.Queue()
+
+    def __call__(self, note: Notification) -> None:
+        self.queue.put_nowait(note)
+
+    async def next(self, timeout: float = 5.0) -> Notification:
+        return await asyncio.wait_for(self.queue.get(), timeout)
+
+    def pending(self) -> list[Notification]:
+        notes = []
+        while not self.queue.empty():
+            notes.append(self.queue.get_nowait())
+        return notes
+
+
+@pytest.fixture
+def recorder() -> Callable[[], Recorder]:
+    return Recorder
+
+
+async def _wait_until(predicate: Callable[[], Awaitable[bool]], timeout: float = 5.0) -> None:
+    """Poll an async predicate until it holds; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not await predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+def wait_until():
+    return _wait_until

@@ -1,0 +1,122 @@
+"""Frame codec: round trips, any chunking, garbage input."""
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from magnetar.protocol import Connection, ProtocolError, Role, pb
+from magnetar.protocol.commands import Type, command
+from magnetar.protocol.frames import (
+    FrameDecoder,
+    FrameTooLarge,
+    broker_entry_metadata_block,
+    checksummed_block,
+    encode_command,
+    encode_send,
+)
+
+
+def _send(seq: int, payload: bytes, props: dict[str, str]) -> bytes:
+    md = pb.MessageMetadata(producer_name="p", sequence_id=seq, publish_time=1)
+    for k, v in props.items():
+        md.properties.add(key=k, value=v)
+    return encode_send(command(Type.SEND, producer_id=7, sequence_id=seq), md.SerializeToString(), payload)
+
+
+@given(
+    frames=st.lists(
+        st.tuples(st.integers(0, 2**63), st.binary(max_size=2000), st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=3)),
+        min_size=1, max_size=8,
+    ),
+    cuts=st.lists(st.integers(1, 500), max_size=20),
+)
+@settings(max_examples=200, deadline=None)
+def test_payload_frames_round_trip_in_any_chunking(frames, cuts):
+    wire = b"".join(_send(seq, payload, props) for seq, payload, props in frames)
+    decoder = FrameDecoder()
+    got = []
+    pos = 0
+    for cut in cuts + [len(wire)]:
+        decoder.feed(wire[pos : pos + cut])
+        pos += cut
+        while (frame := decoder.next_frame()) is not None:
+            got.append(frame)
+    assert len(got) == len(frames)
+    for frame, (seq, payload, props) in zip(got, frames):
+        assert frame.command.send.sequence_id == seq
+        assert frame.block.verify_checksum()
+        assert bytes(frame.block.payload) == payload
+        assert {kv.key: kv.value for kv in frame.block.metadata.properties} == props
+
+
+@given(st.binary(max_size=300))
+@settings(max_examples=300, deadline=None)
+def test_garbage_raises_only_protocol_error(data):
+    decoder = FrameDecoder(max_frame_size=1 << 20)
+    decoder.feed(data)
+    try:
+        while decoder.next_frame() is not None:
+            pass
+    except ProtocolError:
+        pass
+
+
+def test_a_frame_claiming_two_gib_is_refused_at_once():
+    decoder = FrameDecoder()
+    decoder.feed(struct.pack(">I", 2**31) + b"\x00" * 10)
+    with pytest.raises(FrameTooLarge):
+        decoder.next_frame()
+
+
+def test_wrong_checksum_is_detected():
+    wire = bytearray(_send(1, b"payload", {}))
+    wire[-1] ^= 0xFF
+    decoder = FrameDecoder()
+    decoder.feed(bytes(wire))
+    frame = decoder.next_frame()
+    assert not frame.block.verify_checksum()
+
+
+def test_missing_required_field_is_a_protocol_error():
+    cmd = pb.BaseCommand(type=Type.SEND)
+    cmd.send.producer_id = 1  # sequence_id (required) missing
+    body = cmd.SerializePartialToString()
+    decoder = FrameDecoder()
+    decoder.feed(struct.pack(">II", len(body) + 4, len(body)) + body)
+    with pytest.raises(ProtocolError, match="required"):
+        decoder.next_frame()
+
+
+def test_broker_entry_metadata_block_is_skipped_for_the_checksum():
+    md = pb.MessageMetadata(producer_name="p", sequence_id=1, publish_time=1).SerializeToString()
+    bem = pb.BrokerEntryMetadata(broker_timestamp=5, index=9).SerializeToString()
+    block = broker_entry_metadata_block(bem) + checksummed_block(md, b"x")
+    from magnetar.protocol.frames import encode_payload_command
+
+    wire = b"".join(bytes(p) for p in encode_payload_command(
+        command(Type.MESSAGE, consumer_id=1, message_id=pb.MessageIdData(ledgerId=1, entryId=2)), block))
+    decoder = FrameDecoder()
+    decoder.feed(wire)
+    frame = decoder.next_frame()
+    assert frame.block.broker_entry_metadata.index == 9
+    assert frame.block.verify_checksum()
+    assert bytes(frame.block.payload) == b"x"
+
+
+def test_handshake_rules():
+    server = Connection(Role.SERVER)
+    with pytest.raises(ProtocolError, match="CONNECT first"):
+        server.receive_data(encode_command(command(Type.PING)))
+    client = Connection(Role.CLIENT)
+    with pytest.raises(ProtocolError):
+        client.send(command(Type.PING))
+    server = Connection(Role.SERVER)
+    server.receive_data(client.send(command(Type.CONNECT, client_version="t", protocol_version=20)))
+    with pytest.raises(ProtocolError, match="before CONNECTED"):
+        server.send(command(Type.PONG))
+    client.receive_data(server.send(command(Type.CONNECTED, server_version="m", protocol_version=20)))
+    with pytest.raises(ProtocolError, match="twice"):
+        server.receive_data(client.send(command(Type.CONNECT, client_version="t")))

@@ -1,0 +1,249 @@
+"""Cursors: acks, persistence, reset, backlog, reading, and trimming."""
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+
+from magnetar.metadata.memory import MemoryMetadataStore
+from magnetar.storage import CursorFencedError, ManagedLedgerClosedError, Position
+from magnetar.storage.ledger import log_path
+
+
+async def fill(ml, count: int) -> list[Position]:
+    return list(await asyncio.gather(*(ml.append(b"m%d" % i) for i in range(count))))
+
+
+async def test_initial_positions(factories):
+    ml = await factories().open("t")
+    positions = await fill(ml, 5)
+    latest = await ml.open_cursor("latest")
+    earliest = await ml.open_cursor("earliest", "earliest")
+    assert latest.mark_delete_position == positions[-1]
+    assert latest.backlog() == 0 and not latest.has_more_entries()
+    assert earliest.mark_delete_position == Position(positions[0].ledger_id, -1)
+    assert earliest.backlog() == 5 and earliest.has_more_entries()
+    assert earliest.read_position == positions[0]
+    assert await ml.open_cursor("latest") is latest
+    assert set(ml.cursors) == {"latest", "earliest"}
+    with pytest.raises(ValueError):
+        await ml.open_cursor("bad", "middle")
+
+
+async def test_mark_delete_and_individual_acks_across_ledgers(factories):
+    ml = await factories(max_entries_per_ledger=4).open("t")
+    p = await fill(ml, 12)  # ledgers of 4 entries
+    c = await ml.open_cursor("sub", "earliest")
+    await c.delete([p[1], p[2], p[3], p[5], p[9]])
+    assert c.mark_delete_position == Position(p[0].ledger_id, -1)
+    assert c.backlog() == 7
+    assert c.individually_deleted_ranges() == [(p[1], p[3]), (p[5], p[5]), (p[9], p[9])]
+    await c.delete([p[0]])  # fills the hole: md jumps over the run, up to the ledger's end
+    assert c.mark_delete_position == p[3]
+    await c.delete([p[4]])  # crosses the ledger boundary onto the acked p[5]
+    assert c.mark_delete_position == p[5]
+    assert c.individually_deleted_ranges() == [(p[9], p[9])]
+    assert c.is_deleted(p[2]) and c.is_deleted(p[9]) and not c.is_deleted(p[6])
+    assert c.backlog() == 5
+    await c.mark_delete(p[2])  # behind mark-delete: ignored
+    assert c.mark_delete_position == p[5]
+    await c.mark_delete(p[8])  # joins the acked p[9]
+    assert c.mark_delete_position == p[9]
+    assert c.individually_deleted_ranges() == []
+    assert c.backlog() == 2
+    await c.delete([p[9], Position(p[9].ledger_id, 100), Position(999, 0)])  # ignored
+    assert c.backlog() == 2
+    await c.mark_delete(Position(10**6, 0))  # clamped to the last confirmed entry
+    assert c.mark_delete_position == p[-1]
+    assert c.backlog() == 0
+
+
+async def test_read_entries_skips_acked_and_advances(factories):
+    ml = await factories(max_entries_per_ledger=3).open("t")
+    p = await fill(ml, 10)
+    c = await ml.open_cursor("sub", "earliest")
+    await c.delete([p[1], p[3], p[4], p[5]])
+    got = await c.read_entries(3)
+    assert [e.position for e in got] == [p[0], p[2], p[6]]
+    assert c.read_position == p[7]
+    got = await c.read_entries(100)
+    assert [e.position for e in got] == [p[7], p[8], p[9]]
+    assert not c.has_more_entries()
+    assert await c.read_entries(10) == []
+    c.rewind()
+    assert c.read_position == p[0]
+    c.seek(p[8])
+    assert [e.position for e in await c.read_entries(10)] == [p[8], p[9]]
+    assert c.mark_delete_position == Position(p[0].ledger_id, -1)  # seek moves no acks
+
+
+async def test_reset(factories):
+    ml = await factories(max_entries_per_ledger=3).open("t")
+    p = await fill(ml, 9)
+    c = await ml.open_cursor("sub", "earliest")
+    await ml.open_cursor("holder", "earliest")  # keeps every ledger from trimming
+    await c.mark_delete(p[7])
+    await c.reset(p[3])  # first entry of the second ledger
+    assert c.mark_delete_position == Position(p[3].ledger_id, -1)
+    assert c.read_position == p[3]
+    assert c.backlog() == 6
+    await c.delete([p[5]])
+    await c.reset(p[4])
+    assert c.mark_delete_position == p[3]
+    assert c.individually_deleted_ranges() == []
+    await c.reset(Position(10**6, 5))  # past the end: everything acked
+    assert c.backlog() == 0
+    new = await ml.append(b"new")
+    assert c.backlog() == 1
+    assert [e.position for e in await c.read_entries(5)] == [new]
+
+
+async def test_state_survives_reopen_and_crash(factories):
+    factory = factories(max_entries_per_ledger=4)
+    ml = await factory.open("t")
+    p = await fill(ml, 10)
+    c = await ml.open_cursor("odd/name %?", "earliest")
+    await c.mark_delete(p[2])
+    await c.delete([p[4], p[6], p[7]])
+    await c.set_properties({"k": 5})
+    factory.abandon()  # crash: nothing closed cleanly
+    ml2 = await factories().open("t")
+    c2 = ml2.cursors["odd/name %?"]
+    assert c2.mark_delete_position == p[2]
+    assert c2.individually_deleted_ranges() == [(p[4], p[4]), (p[6], p[7])]
+    assert c2.properties == {"k": 5}
+    assert c2.read_position == p[3]
+    assert c2.backlog() == 4
+    assert [e.position for e in await c2.read_entries(10)] == [p[3], p[5], p[8], p[9]]
+    await ml2.close()
+    ml3 = await factories().open("t")
+    assert ml3.cursors["odd/name %?"].individually_deleted_ranges() == [(p[4], p[4]), (p[6], p[7])]
+
+
+async def test_persists_coalesce(factories, store):
+    puts = []
+    real_put = store.put
+
+    async def counting_put(key, value, expected_version=None, *, session=None):
+        if "/cursors/" in key:
+            puts.append(key)
+            await asyncio.sleep(0.01)  # a slow metadata store
+        return await real_put(key, value, expected_version, session=session)
+
+    store.put = counting_put
+    ml = await factories().open("t")
+    p = await fill(ml, 100)
+    c = await ml.open_cursor("sub", "earliest")
+    puts.clear()
+    await asyncio.gather(*(c.delete([pos]) for pos in reversed(p)))
+    assert c.mark_delete_position == p[-1]
+    assert 1 <= len(puts) <= 3
+    raw = (await store.get(f"/managed-ledgers/t/cursors/sub")).value
+    assert b'"mark_delete":[%d,%d]' % (p[-1].ledger_id, p[-1].entry_id) in raw
+
+
+async def test_non_durable_cursor(factories, store):
+    ml = await factories().open("t")
+    p = await fill(ml, 5)
+    reader = ml.new_non_durable_cursor(p[1])
+    assert not reader.durable
+    assert [e.position for e in await reader.read_entries(10)] == p[2:]
+    await reader.mark_delete(p[3])
+    assert reader.backlog() == 1
+    assert ml.cursors == {}
+    assert await store.children("/managed-ledgers/t/cursors") == []
+
+
+async def test_delete_cursor(factories, store):
+    ml = await factories().open("t")
+    c = await ml.open_cursor("sub")
+    await ml.delete_cursor("sub")
+    assert ml.cursors == {}
+    assert await store.children("/managed-ledgers/t/cursors") == []
+    with pytest.raises(ManagedLedgerClosedError):
+        await c.mark_delete(Position(0, 0))
+    await ml.delete_cursor("never-existed")
+
+
+async def test_cursor_fenced_by_concurrent_writer(factories, store):
+    ml = await factories().open("t")
+    await fill(ml, 3)
+    c = await ml.open_cursor("sub", "earliest")
+    await store.put("/managed-ledgers/t/cursors/sub", b'{"name":"sub","mark_delete":[0,-1]}')
+    with pytest.raises(CursorFencedError):
+        await c.mark_delete(ml.last_confirmed)
+
+
+def ledger_files(factory) -> set[int]:
+    return {int(name[:20]) for name in os.listdir(factory.ledger_dir) if name.endswith(".log")}
+
+
+async def test_trimming_deletes_consumed_ledgers(factories, wait_until):
+    factory = factories(max_entries_per_ledger=5)
+    ml = await factory.open("t")
+    p = await fill(ml, 23)  # ledgers: 5 5 5 5 3(open)
+    ids = [i.ledger_id for i in ml.ledgers]
+    fast = await ml.open_cursor("fast", "earliest")
+    slow = await ml.open_cursor("slow", "earliest")
+    await fast.mark_delete(p[-1])
+    await asyncio.sleep(0)
+    assert [i.ledger_id for i in ml.ledgers] == ids  # slow holds everything
+    await slow.mark_delete(p[9])  # consumes the first two ledgers exactly
+    await wait_until(lambda: ledger_files(factory) == set(ids[2:]), what="trim")
+    assert [i.ledger_id for i in ml.ledgers] == ids[2:]
+    assert ml.first_position() == p[10]
+    assert ml.entry_count == 13
+    assert slow.backlog() == 13
+    await slow.mark_delete(p[12])  # inside ledger 3: it stays
+    await asyncio.sleep(0.01)
+    assert [i.ledger_id for i in ml.ledgers] == ids[2:]
+    # trimmed state survives reopen
+    await ml.close()
+    ml2 = await factories().open("t")
+    assert ml2.first_position() == p[10]
+    assert await ml2.read_entries(p[0], 1) == [await ml2.read_entries(p[10], 1)][0]
+
+
+async def test_no_durable_cursor_keeps_everything(factories):
+    factory = factories(max_entries_per_ledger=3)
+    ml = await factory.open("t")
+    p = await fill(ml, 10)
+    reader = ml.new_non_durable_cursor(p[-1])
+    await reader.mark_delete(p[-1])
+    c = await ml.open_cursor("tmp", "latest")
+    await ml.delete_cursor("tmp")
+    await asyncio.sleep(0.01)
+    assert ml.entry_count == 10
+    assert len(ledger_files(factory)) == 4
+
+
+async def test_retention_keeps_consumed_ledgers(factories, wait_until):
+    factory = factories(max_entries_per_ledger=5, retention_size_bytes=120)
+    ml = await factory.open("t")
+    p = await fill(ml, 20)  # closed ledgers of 50, 50, 55, 55 bytes, then an empty open one
+    c = await ml.open_cursor("sub", "latest")
+    await c.mark_delete(p[-1])
+    # a ledger goes while the size, counting it, exceeds the retention size
+    await wait_until(lambda: len(ml.ledgers) == 3, what="size-based trim")
+    await ml.append(b"more")
+    await asyncio.sleep(0.01)
+    assert ml.total_size == 55 + 55 + 12
+    aged = await factories(max_entries_per_ledger=2, retention_time_s=0.2).open("aged")
+    q = await fill(aged, 4)
+    c = await aged.open_cursor("sub", "latest")
+    await c.mark_delete(q[-1])
+    await asyncio.sleep(0.05)
+    assert aged.entry_count == 4  # too young
+    await wait_until(lambda: aged.entry_count == 0, timeout=5, what="time-based trim")
+
+
+async def test_trim_with_sqlite_like_restart(factories, tmp_path):
+    """Cursor keys with odd names round-trip through the store."""
+    ml = await factories().open("t")
+    names = ["a/b", "%41", ".", "..", "ünï", "x y"]
+    for name in names:
+        await ml.open_cursor(name)
+    await ml.close()
+    ml2 = await factories().open("t")
+    assert sorted(ml2.cursors) == sorted(names)
