@@ -46,6 +46,13 @@ class BrokerConfig:
     keepalive_interval_s: float = 30.0
     #: Most entries one dispatcher read takes from storage.
     dispatcher_max_read_batch: int = 100
+    #: Pulsar-style deduplication (producer name + sequence id) for namespaces
+    #: whose policy does not say otherwise.
+    deduplication_enabled: bool = False
+    #: Entries between two snapshots of a topic's producer sequences.
+    dedup_snapshot_interval_entries: int = 1000
+    #: A leased producer id unused for this long (and out of lease) is dropped.
+    pid_expiry_s: float = 7 * 24 * 3600.0
     #: Log level (DEBUG, INFO, WARNING, ERROR).
     log_level: str = "INFO"
     storage: StorageConfig = field(default_factory=StorageConfig)
@@ -71,6 +78,10 @@ class BrokerConfig:
             raise ConfigError(f"max_message_size must be at least 1024 bytes, got {self.max_message_size}")
         if self.keepalive_interval_s <= 0:
             raise ConfigError("keepalive_interval_s must be positive")
+        if self.dedup_snapshot_interval_entries < 1:
+            raise ConfigError("dedup_snapshot_interval_entries must be at least 1")
+        if self.pid_expiry_s <= 0:
+            raise ConfigError("pid_expiry_s must be positive")
         if self.dispatcher_max_read_batch < 1:
             raise ConfigError("dispatcher_max_read_batch must be at least 1")
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):

@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 PROTOCOL_VERSION = 20
 UINT64_MAX = (1 << 64) - 1
 MAX_PENDING_SENDS = 10_000
+DEFAULT_LEASE_MS = 60_000
 _names = itertools.count()
 
 
@@ -79,6 +80,10 @@ class ServerConnection(asyncio.Protocol):
             Type.GET_TOPICS_OF_NAMESPACE: lambda f: self._spawn(self._on_get_topics(f.command.getTopicsOfNamespace)),
             Type.GET_SCHEMA: self._on_get_schema,
             Type.GET_NEXT_OFFSET: lambda f: self._spawn(self._on_get_next_offset(f.command.getNextOffset)),
+            Type.LEASE_PID: lambda f: self._spawn(self._on_lease_pid(f.command.leasePid.request_id,
+                                                                     [f.command.leasePid])),
+            Type.LEASE_PID_BATCH: lambda f: self._spawn(self._on_lease_pid(f.command.leasePidBatch.request_id,
+                                                                           list(f.command.leasePidBatch.leases))),
         }
 
     # -- asyncio.Protocol ----------------------------------------------------
@@ -234,6 +239,7 @@ class ServerConnection(asyncio.Protocol):
                 topic=topic,
                 access_mode=req.producer_access_mode,
                 user_provided_name=req.user_provided_producer_name and bool(req.producer_name),
+                idempotent=any(kv.key == "magnetar.idempotent" and kv.value == "true" for kv in req.metadata),
                 address=self.peer,
             )
             producer.on_result = lambda seq, high, fut, p=producer: self._send_result(p, seq, high, fut)
@@ -300,6 +306,11 @@ class ServerConnection(asyncio.Protocol):
         exc = fut.exception()
         if exc is None:
             res = fut.result()
+            if res.ledger_id < 0:
+                # A duplicate whose original is no longer remembered: Pulsar's -1:-1.
+                self.write(command(Type.SEND_RECEIPT, producer_id=producer.producer_id, sequence_id=seq,
+                                   highest_sequence_id=highest, message_id=message_id(UINT64_MAX, UINT64_MAX)))
+                return
             self.write(command(Type.SEND_RECEIPT, producer_id=producer.producer_id, sequence_id=seq,
                                highest_sequence_id=highest, offset=res.first_offset,
                                message_id=message_id(res.ledger_id, res.entry_id)))
@@ -490,3 +501,27 @@ class ServerConnection(asyncio.Protocol):
         except BrokerError as exc:
             self.write(command(Type.GET_NEXT_OFFSET_RESPONSE, request_id=req.request_id, error=exc.code,
                                message=str(exc)))
+
+    async def _on_lease_pid(self, request_id: int, requests: list[pb.CommandLeasePid]) -> None:
+        leases = []
+        for req in requests:
+            lease = pb.PidLease(topic=req.topic, partition=req.partition)
+            try:
+                name = self._topic_name(req.topic)
+                if req.partition >= 0 and name.partition_index < 0:
+                    name = name.partition(req.partition)
+                topic = await self.service.get_topic(name)
+                granted = await topic.dedup.lease(
+                    self.service.pid_allocator, req.pid,
+                    req.generation if req.HasField("generation") else None,
+                    req.expire_ms or DEFAULT_LEASE_MS,
+                )
+                lease.pid, lease.generation = granted.pid, granted.generation
+                lease.sequence_number, lease.expire_ms = granted.next_sequence, granted.expire_ms
+            except BrokerError as exc:
+                lease.error, lease.message = exc.code, str(exc)
+            except Exception as exc:  # storage or metadata trouble: the client may retry
+                log.exception("lease on %s failed", req.topic)
+                lease.error, lease.message = ServerError.ServiceNotReady, f"lease failed: {exc}"
+            leases.append(lease)
+        self.write(command(Type.LEASE_PID_RESPONSE, request_id=request_id, leases=leases))

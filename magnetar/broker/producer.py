@@ -39,6 +39,9 @@ class Producer:
     #: The topic epoch this producer was admitted under (exclusive modes).
     epoch: int = 0
     user_provided_name: bool = False
+    #: Declared with producer metadata ``magnetar.idempotent=true``: its
+    #: entries carry pid, generation and sequence in their MessageMetadata.
+    idempotent: bool = False
     #: Set once the producer lost its access: nothing it sends may land.
     fenced: bool = False
     #: Where to write receipts: callable(seq, highest_seq, result_future).

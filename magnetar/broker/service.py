@@ -7,17 +7,22 @@ storage failed is unloaded, so the next request reloads it from disk.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from magnetar.metadata import MetadataStore
 from magnetar.storage import ManagedLedgerFactory
 
 from .config import BrokerConfig
+from .dedup import PidAllocator
 from .errors import ServiceNotReady, TopicNotFound
 from .producer import Producer
 from .topic import Topic
 from .topic_name import TopicName
 
 log = logging.getLogger(__name__)
+
+#: Namespace policies as the admin API stores them (Pulsar's field names).
+POLICIES_ROOT = "/admin/policies"
 
 
 class BrokerService:
@@ -29,6 +34,8 @@ class BrokerService:
         self._loading: dict[str, asyncio.Future] = {}
         self.connections: set = set()
         self.broker_id = 0
+        self.pid_allocator = PidAllocator(store)
+        self._policy_watch = store.watch(POLICIES_ROOT, self._on_policy_change)
         self.closing = False
 
     async def get_topic(self, name: TopicName, create: bool | None = None) -> Topic:
@@ -78,6 +85,28 @@ class BrokerService:
         names.update(t.name.managed_ledger_name for t in self.topics.values())
         return sorted(f"persistent://{namespace.strip('/')}/{n[len(prefix):]}" for n in names if n.startswith(prefix))
 
+    async def namespace_policies(self, namespace: str) -> dict:
+        record = await self.store.get(f"{POLICIES_ROOT}/{namespace}")
+        if record is None:
+            return {}
+        try:
+            return json.loads(record.value)
+        except ValueError:
+            log.warning("namespace %s has unreadable policies; using defaults", namespace)
+            return {}
+
+    async def deduplication_enabled(self, name: TopicName) -> bool:
+        """The namespace's ``deduplicationEnabled`` policy, else the broker default."""
+        value = (await self.namespace_policies(name.namespace_name)).get("deduplicationEnabled")
+        return self.config.deduplication_enabled if value is None else bool(value)
+
+    def _on_policy_change(self, note) -> None:
+        asyncio.get_running_loop().create_task(self._refresh_policies())
+
+    async def _refresh_policies(self) -> None:
+        for topic in list(self.topics.values()):
+            topic.dedup.enabled = await self.deduplication_enabled(topic.name)
+
     def notify_producer_closed(self, producer: Producer) -> None:
         producer.disconnect()
 
@@ -100,6 +129,7 @@ class BrokerService:
 
     async def close(self) -> None:
         self.closing = True
+        self._policy_watch.cancel()
         for topic in list(self.topics.values()):
             await topic.close()
         self.topics.clear()

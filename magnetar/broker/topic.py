@@ -31,6 +31,7 @@ from magnetar.protocol.frames import PayloadBlock
 from magnetar.storage import Entry, ManagedLedger, Position
 
 from .consumer import Consumer
+from .dedup import Deduplicator, Duplicate
 from .entry_format import build_entry, entry_info
 from .errors import (
     BrokerError,
@@ -55,6 +56,25 @@ UINT64_MAX = (1 << 64) - 1
 INT64_MAX = (1 << 63) - 1
 
 
+def _chain(source: asyncio.Future, target: asyncio.Future) -> None:
+    """Complete ``target`` like ``source`` (now or when it completes)."""
+
+    def copy(src: asyncio.Future) -> None:
+        if target.done():
+            return
+        if src.cancelled():
+            target.cancel()
+        elif src.exception() is not None:
+            target.set_exception(src.exception())
+        else:
+            target.set_result(src.result())
+
+    if source.done():
+        copy(source)
+    else:
+        source.add_done_callback(copy)
+
+
 def _before(pos: Position) -> Position:
     return Position(pos.ledger_id, pos.entry_id - 1)
 
@@ -73,6 +93,11 @@ class Topic:
         #: WaitForExclusive producers in arrival order, with the future that promotes them.
         self.waiting: deque[tuple[Producer, asyncio.Future]] = deque()
         self._admission = asyncio.Lock()
+        self.dedup = Deduplicator(
+            service.store, ledger.name, enabled=service.config.deduplication_enabled,
+            snapshot_interval=service.config.dedup_snapshot_interval_entries,
+            pid_expiry_ms=int(service.config.pid_expiry_s * 1000),
+        )
         self.closed = False
         self.msg_in = 0
         self.bytes_in = 0
@@ -90,6 +115,8 @@ class Topic:
                 topic.next_offset = entry_info(entries[0].data).last_offset + 1
         for cursor_name, cursor in ledger.cursors.items():
             topic.subscriptions[cursor_name] = Subscription(topic, cursor_name, cursor, durable=True)
+        topic.dedup.enabled = await service.deduplication_enabled(name)
+        await topic.dedup.recover(ledger)
         return topic
 
     # -- producers -----------------------------------------------------------
@@ -130,8 +157,8 @@ class Topic:
             return None
 
     def last_sequence_id(self, producer_name: str) -> int:
-        """The last sequence id stored for ``producer_name`` (-1: none known)."""
-        return -1
+        """The last sequence id stored for ``producer_name`` (-1: none known or dedup off)."""
+        return self.dedup.last_sequence_id(producer_name)
 
     def _check_open(self) -> None:
         if self.closed:
@@ -216,17 +243,25 @@ class Topic:
         """
         loop = asyncio.get_running_loop()
         result = loop.create_future()
+        n = max(1, send.num_messages)
         try:
             self._check_access(producer)
+            token = self.dedup.check(producer, send, block)
             if send.HasField("expected_offset") and send.expected_offset != self.next_offset:
                 raise ExpectedOffsetMismatch(
                     f"expected offset {send.expected_offset}, upcoming offset is {self.next_offset}",
                     self.next_offset,
                 )
+        except Duplicate as dup:
+            # A retry of an appended entry: answer with the original outcome.
+            if dup.result is None:
+                result.set_result(PublishResult(-1, -1, -1, n))
+            else:
+                _chain(dup.result, result)
+            return result
         except BrokerError as exc:
             result.set_exception(exc)
             return result
-        n = max(1, send.num_messages)
         first = self.next_offset
         data = build_entry(block.checksummed, int(time.time() * 1000), first, n)
         self.next_offset = first + n
@@ -235,7 +270,8 @@ class Topic:
         producer.msg_in += n
         producer.bytes_in += len(data)
         appended = self.ledger.append(data)
-        appended.add_done_callback(lambda f: self._on_appended(f, result, first, n))
+        self.dedup.record(token, result)
+        appended.add_done_callback(lambda f: self._on_appended(f, result, first, n, token))
         return result
 
     def _check_access(self, producer: Producer) -> None:
@@ -248,7 +284,8 @@ class Topic:
                 f"producer {producer.name} holds epoch {producer.epoch}, the topic is at {self.topic_epoch}"
             )
 
-    def _on_appended(self, appended: asyncio.Future, result: asyncio.Future, first: int, n: int) -> None:
+    def _on_appended(self, appended: asyncio.Future, result: asyncio.Future, first: int, n: int,
+                     token: tuple | None) -> None:
         if result.done():
             return
         exc = appended.exception()
@@ -259,6 +296,7 @@ class Topic:
             self.service.fail_topic(self, exc)
             return
         pos: Position = appended.result()
+        self.dedup.on_durable(token, pos)
         result.set_result(PublishResult(pos.ledger_id, pos.entry_id, first, n))
 
     def _on_new_entries(self) -> None:
@@ -386,6 +424,7 @@ class Topic:
         self.waiting.clear()
         for sub in list(self.subscriptions.values()):
             sub.close()
+        await self.dedup.close()
 
     # -- stats -----------------------------------------------------------------
     def stats(self) -> dict:
@@ -426,6 +465,7 @@ class Topic:
                 for name, sub in self.subscriptions.items()
             },
             "topicEpoch": self.topic_epoch,
+            "deduplicationEnabled": self.dedup.enabled,
         }
 
     def internal_stats(self) -> dict:
@@ -450,4 +490,5 @@ class Topic:
                 for name, sub in self.subscriptions.items()
             },
             "properties": dict(ml.properties),
+            "idempotentProducerIds": len(self.dedup.pids),
         }

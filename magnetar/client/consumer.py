@@ -438,10 +438,8 @@ class AsyncConsumer(BrokerLink):
 
     # -- positions ------------------------------------------------------------------------------
     async def _last_message_id_reply(self) -> pb.CommandGetLastMessageIdResponse:
-        self._check_open()
-        if self.state is not LinkState.READY or self.conn is None:
-            raise NotConnected(f"consumer on {self._topic} is not connected")
-        reply = await self.conn.request(
+        conn = await self.wait_ready()
+        reply = await conn.request(
             command(Type.GET_LAST_MESSAGE_ID, consumer_id=self.consumer_id, request_id=self._client.new_request_id()),
             self._client.operation_timeout)
         return reply.getLastMessageIdResponse
@@ -480,13 +478,9 @@ class AsyncConsumer(BrokerLink):
         reader follows its ``start_message_id_inclusive`` setting. Messages
         queued before the seek are dropped.
         """
-        self._check_open()
-        if self.state is not LinkState.READY or self.conn is None:
-            raise NotConnected(f"consumer on {self._topic} is not connected")
+        await self.wait_ready()
         await self._flush_acks_confirmed()
-        if self.state is not LinkState.READY or self.conn is None:
-            raise NotConnected(f"consumer on {self._topic} is not connected")
-        conn = self.conn
+        conn = await self.wait_ready()
         fields: dict = {}
         if isinstance(target, MessageId):
             fields["message_id"] = target.to_proto(with_batch=False)
@@ -523,14 +517,18 @@ class AsyncConsumer(BrokerLink):
                     conn.send_command(command(Type.FLOW, consumer_id=self.consumer_id,
                                               messagePermits=self._permits_owed))
                     self._permits_owed = 0
+        # The broker usually closes the consumer to reset it: return once it
+        # is subscribed again, so the next call sees the new position.
+        try:
+            await self.wait_ready()
+        except NotConnected:
+            pass
 
     # -- ending -----------------------------------------------------------------------------------
     async def unsubscribe(self) -> None:
         """Delete the subscription (fails if other consumers are attached)."""
-        self._check_open()
-        if self.state is not LinkState.READY or self.conn is None:
-            raise NotConnected(f"consumer on {self._topic} is not connected")
-        await self.conn.request(command(Type.UNSUBSCRIBE, consumer_id=self.consumer_id,
+        conn = await self.wait_ready()
+        await conn.request(command(Type.UNSUBSCRIBE, consumer_id=self.consumer_id,
                                         request_id=self._client.new_request_id()),
                                 self._client.operation_timeout)
         await self._shut(send_close=False)

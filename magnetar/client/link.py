@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from .backoff import Backoff
 from .connection import BrokerConnection
-from .errors import AlreadyClosed, PulsarError, Timeout, is_fatal
+from .errors import AlreadyClosed, NotConnected, PulsarError, Timeout, is_fatal
 
 if TYPE_CHECKING:
     from .aio import AsyncClient
@@ -50,6 +50,7 @@ class BrokerLink:
         self._assigned_url: str | None = None
         self._reconnector: asyncio.Task | None = None
         self._failure: PulsarError | None = None
+        self._ready = asyncio.Event()
 
     def topic(self) -> str:
         return self._topic
@@ -73,6 +74,22 @@ class BrokerLink:
 
     def _on_fatal(self, exc: PulsarError) -> None:
         """The link is over for good (state FAILED)."""
+
+    async def wait_ready(self, timeout: float | None = None) -> BrokerConnection:
+        """The current connection once the link is READY.
+
+        Raises NotConnected after ``timeout`` seconds (default: the client's
+        operation timeout), AlreadyClosed or the link's fatal error.
+        """
+        self._check_open()
+        if self.state is not LinkState.READY or self.conn is None:
+            try:
+                await asyncio.wait_for(self._ready.wait(), self._client.operation_timeout if timeout is None else timeout)
+            except asyncio.TimeoutError:
+                raise NotConnected(f"{self.kind} on {self._topic} is not connected") from None
+            self._check_open()
+        assert self.conn is not None
+        return self.conn
 
     # -- establishing -------------------------------------------------------------
     def _check_open(self) -> None:
@@ -121,6 +138,7 @@ class BrokerLink:
             self.registrations += 1
             self._backoff.reset()
             self._on_link_up()
+            self._ready.set()
             return
 
     async def _create(self) -> None:
@@ -146,6 +164,7 @@ class BrokerLink:
         self._detach(conn)
         self.conn = None
         self.state = LinkState.CONNECTING
+        self._ready.clear()
         self._assigned_url = assigned_url
         self._on_link_down()
         self._reconnector = asyncio.get_running_loop().create_task(self._reconnect())
@@ -163,12 +182,14 @@ class BrokerLink:
     def _fail(self, exc: PulsarError) -> None:
         self.state = LinkState.FAILED
         self._failure = exc
+        self._ready.set()  # wake waiters: they find the failure
         if self.conn is not None:
             self._detach(self.conn)
             self.conn = None
         self._on_fatal(exc)
 
     def _stop_reconnecting(self) -> None:
+        self._ready.set()  # wake waiters: they find the link closed
         task, self._reconnector = self._reconnector, None
         if task is not None and task is not asyncio.current_task():
             task.cancel()

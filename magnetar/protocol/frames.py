@@ -211,6 +211,27 @@ class FrameDecoder:
         self._pos = end
         return decode_frame(memoryview(body))
 
+    def next_frame_raw(self) -> tuple[int, bytes] | None:
+        """The next whole frame as (command type, the frame's exact bytes), or None.
+
+        For proxies and tools that forward frames untouched.
+        """
+        buf, pos = self._buf, self._pos
+        if len(buf) - pos < 8:
+            self._compact()
+            return None
+        total, cmd_size = _U32U32.unpack_from(buf, pos)
+        if total > self.max_frame_size:
+            raise FrameTooLarge(f"frame of {total} bytes exceeds the {self.max_frame_size}-byte limit")
+        end = pos + 4 + total
+        if len(buf) < end:
+            self._compact()
+            return None
+        raw = bytes(buf[pos:end])
+        self._pos = end
+        frame = decode_frame(memoryview(raw)[4:])
+        return frame.command.type, raw
+
     def _compact(self) -> None:
         if self._pos:
             del self._buf[: self._pos]

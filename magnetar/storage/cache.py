@@ -43,6 +43,18 @@ class TailCache:
         if self.bytes > self.max_bytes:
             self._evict()
 
+    def put_many(self, ledger_id: int, first: int, datas: list[bytes]) -> None:
+        """``put`` of consecutive entries ``first, first+1...``."""
+        if not self.max_bytes or not datas:
+            return
+        run = self._last
+        if run is None or ledger_id != self._last_id or first != run.end():
+            run = self._start(ledger_id, first)
+        run.items.extend(datas)
+        self.bytes += sum(map(len, datas))
+        if self.bytes > self.max_bytes:
+            self._evict()
+
     def _start(self, ledger_id: int, entry_id: int) -> _Run:
         self.drop(ledger_id)
         run = _Run(entry_id)

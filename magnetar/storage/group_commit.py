@@ -71,7 +71,7 @@ class GroupCommitWriter:
         self._queue: list[_Write | _Call] = []
         self._stopping = False
         self._abandoned = False
-        self._unsynced: dict[Ledger, int] = {}  # interval policy: ledger -> entry count at last write
+        self._unsynced: set[Ledger] = set()  # interval policy: written since the last fsync
         self._next_sync = 0.0
         self.fsync_count = 0
         self.write_count = 0
@@ -210,16 +210,14 @@ class GroupCommitWriter:
         elif self.sync_policy == "interval":
             if not self._unsynced:
                 self._next_sync = time.monotonic() + self._interval
-            for ledger in groups:
-                if ledger not in errors:
-                    self._unsynced[ledger] = ledger.entry_count
+            self._unsynced.update(ledger for ledger in groups if ledger not in errors)
         for ledger, group in groups.items():
             error = errors.get(ledger)
             for w in group:
                 done.append((w.loop, w.callback, (error,)))
 
     def _sync_unsynced(self) -> None:
-        pending, self._unsynced = self._unsynced, {}
+        pending, self._unsynced = self._unsynced, set()
         for ledger in pending:
             try:
                 ledger.sync()

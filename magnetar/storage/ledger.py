@@ -34,6 +34,7 @@ import sys
 import threading
 from array import array
 from bisect import bisect_right
+from itertools import accumulate
 from pathlib import Path
 
 import google_crc32c
@@ -199,21 +200,16 @@ class Ledger:
         """
         if self.state is not LedgerState.OPEN:
             raise LedgerFencedError(f"ledger {self.ledger_id} is {self.state.value}")
-        pack = HEADER.pack
-        crc = _crc
-        parts = []
-        add = parts.append
-        new_ends = []
-        add_end = new_ends.append
-        pos = self._size
-        for data in datas:
-            n = len(data)
-            if not 0 < n <= MAX_ENTRY_SIZE:
-                raise ValueError(f"entry size {n} out of range 1..{MAX_ENTRY_SIZE}")
-            add(pack(n, crc(data)))
-            add(data)
-            pos += n + HEADER_SIZE
-            add_end(pos)
+        # map/slice assignment keep the per-entry work in C (this is the hot path)
+        lens = list(map(len, datas))
+        if lens and (min(lens) == 0 or max(lens) > MAX_ENTRY_SIZE):
+            raise ValueError(f"entry sizes must be in 1..{MAX_ENTRY_SIZE}")
+        parts: list = [None] * (2 * len(lens))
+        parts[::2] = map(HEADER.pack, lens, map(_crc, datas))
+        parts[1::2] = datas
+        new_ends = list(accumulate([n + HEADER_SIZE for n in lens], initial=self._size))
+        del new_ends[0]
+        pos = new_ends[-1] if new_ends else self._size
         buf = b"".join(parts)
         try:
             view = memoryview(buf)
@@ -298,6 +294,8 @@ class Ledger:
         self._acquire()
         try:
             buf = os.pread(self._fd, length, start)
+        except OSError as exc:
+            raise StorageError(f"reading ledger {self.ledger_id} failed: {exc}") from exc
         finally:
             self._release()
         if len(buf) != length:

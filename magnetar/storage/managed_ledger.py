@@ -206,11 +206,15 @@ class ManagedLedger:
         self._notify_scheduled = False
         self._idle_waiters: list[asyncio.Future] = []
         self._cache = TailCache(self._config.read_cache_bytes)
+        self._max_entries = self._config.max_entries_per_ledger
+        self._max_bytes = self._config.max_ledger_bytes
         self._age_timer: asyncio.TimerHandle | None = None
         self._trim_task: asyncio.Task | None = None
         self._trim_again = False
         self._trim_timer: asyncio.TimerHandle | None = None
         self._non_durable_ids = itertools.count()
+        self._watch = None
+        self._owner_check: asyncio.Task | None = None
         self.cursors: dict[str, ManagedCursor] = {}
         self._cursor_opening: dict[str, asyncio.Task] = {}
 
@@ -264,13 +268,23 @@ class ManagedLedger:
             return _failed_future(self._loop, self._refusal())
         if type(data) is not bytes:
             data = bytes(data)
-        if not 0 < len(data) <= MAX_ENTRY_SIZE:
-            raise ValueError(f"entry size {len(data)} out of range 1..{MAX_ENTRY_SIZE}")
+        size = len(data)
+        if not 0 < size <= MAX_ENTRY_SIZE:
+            raise ValueError(f"entry size {size} out of range 1..{MAX_ENTRY_SIZE}")
         fut = self._loop.create_future()
         if self._rolling:
             self._waiting.append((data, fut))
-        else:
-            self._enqueue(data, fut)
+            return fut
+        # _enqueue inlined: this runs once per entry
+        self._buf.append(data)
+        self._buf_futures.append(fut)
+        self._next_entry += 1
+        self._current_bytes += size + HEADER_SIZE
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+        if self._next_entry >= self._max_entries or self._current_bytes >= self._max_bytes:
+            self._start_rollover()
         return fut
 
     def _refusal(self) -> StorageError:
@@ -279,17 +293,15 @@ class ManagedLedger:
         return ManagedLedgerClosedError(f"managed ledger {self.name!r} is {self._state}")
 
     def _enqueue(self, data: bytes, fut: asyncio.Future) -> None:
-        entry_id = self._next_entry
-        self._next_entry = entry_id + 1
-        self._current_bytes += len(data) + HEADER_SIZE
+        """``append`` after the checks (appends queued during a rollover)."""
         self._buf.append(data)
         self._buf_futures.append(fut)
-        self._cache.put(self._current_meta.ledger_id, entry_id, data)
+        self._next_entry += 1
+        self._current_bytes += len(data) + HEADER_SIZE
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
-        config = self._config
-        if self._next_entry >= config.max_entries_per_ledger or self._current_bytes >= config.max_ledger_bytes:
+        if self._next_entry >= self._max_entries or self._current_bytes >= self._max_bytes:
             self._start_rollover()
 
     def _flush(self) -> None:
@@ -303,8 +315,9 @@ class ManagedLedger:
         self._buf = []
         self._buf_futures = []
         meta = self._current_meta
-        batch = _Batch(meta.ledger_id, self._next_entry - len(datas), futures,
-                       sum(map(len, datas)) + HEADER_SIZE * len(datas))
+        first = self._next_entry - len(datas)
+        batch = _Batch(meta.ledger_id, first, futures, sum(map(len, datas)) + HEADER_SIZE * len(datas))
+        self._cache.put_many(meta.ledger_id, first, datas)
         self._inflight.append(batch)
         try:
             self._writer.submit_write(self._current, datas, functools.partial(self._on_written, batch), self._loop)
@@ -526,6 +539,8 @@ class ManagedLedger:
             error = ManagedLedgerFencedError(f"managed ledger {self.name!r} was changed elsewhere: {exc}")
             self._state = _FENCED
             self._error = error
+            if self._current is not None:
+                self._current.fence()
             raise error from exc
         except MetadataError as exc:
             raise StorageError(f"writing metadata of {self.name!r} failed: {exc}") from exc
@@ -676,6 +691,9 @@ class ManagedLedger:
                 Ledger.open_sealed, self._dir, meta.ledger_id, meta.entries))
         try:
             ledger = await asyncio.shield(meta.opening)
+        except OSError as exc:
+            meta.opening = None
+            raise StorageError(f"{self.name}: cannot open ledger {meta.ledger_id}: {exc}") from exc
         except BaseException:
             meta.opening = None
             raise
@@ -900,6 +918,8 @@ class ManagedLedger:
         for timer in (self._age_timer, self._trim_timer):
             if timer is not None:
                 timer.cancel()
+        if self._spare_task is not None:
+            self._spare_task.cancel()
         if self._trim_task is not None:
             try:
                 await self._trim_task
@@ -918,6 +938,8 @@ class ManagedLedger:
         if self._current is not None:
             self._current.close()
         self._cache.clear()
+        if self._watch is not None:
+            self._watch.cancel()
         if self._state in (_OPEN, _CLOSING):
             self._state = _CLOSED
         self._factory._forget(self)
@@ -929,6 +951,8 @@ class ManagedLedger:
         """Stop dead, as a crash would (see ``ManagedLedgerFactory.abandon``):
         pending appends are cancelled, nothing is written."""
         self._state = _CLOSED
+        if self._watch is not None:
+            self._watch.cancel()
         pending = [f for b in self._inflight for f in b.futures]
         pending += self._buf_futures + [f for _, f in self._waiting]
         self._buf, self._buf_futures, self._waiting = [], [], []
@@ -1023,7 +1047,37 @@ class ManagedLedger:
                 self._last_confirmed = Position(meta.ledger_id, meta.entries - 1)
         self._install(new_meta, new_ledger)
         await self._load_cursors()
+        self._watch = self._store.watch(self._key, self._on_metadata_change)
         self._schedule_trim()
+
+    # ============================================================ ownership
+
+    def _on_metadata_change(self, notification) -> None:
+        if notification.key == self._key and self._state in (_OPEN, _CLOSING) and self._owner_check is None:
+            self._owner_check = self._loop.create_task(self._check_owner())
+
+    async def _check_owner(self) -> None:
+        """Someone else may have written our record (another broker opened
+        this managed ledger): if so, stop writing now rather than at our
+        next metadata write."""
+        try:
+            async with self._meta_lock:
+                record = await self._store.get(self._key)
+                if record is not None and record.version == self._meta_version:
+                    return
+                if self._state not in (_OPEN, _CLOSING):
+                    return
+                self._state = _FENCED
+                self._error = ManagedLedgerFencedError(
+                    f"managed ledger {self.name!r} was taken over or deleted elsewhere")
+                log.warning("%s: %s", self.name, self._error)
+                if self._current is not None:
+                    self._current.fence()  # the writer refuses batches still queued
+                self._fail(self._error)
+        except MetadataError as exc:
+            log.warning("%s: could not check ownership: %s", self.name, exc)
+        finally:
+            self._owner_check = None
 
 
 class ManagedLedgerFactory:

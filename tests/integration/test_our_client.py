@@ -306,13 +306,12 @@ def publish(client, topic, n, batching=False):
     return ids
 
 
-def read_all(reader, timeout_ms=1000):
+def read_all(reader):
+    """Everything up to the end of the topic, by has_message_available."""
     out = []
-    while True:
-        try:
-            out.append(reader.read_next(timeout_ms))
-        except errors.Timeout:
-            return out
+    while reader.has_message_available():
+        out.append(reader.read_next(5000))
+    return out
 
 
 @pytest.mark.parametrize("batching", [False, True])
@@ -321,7 +320,7 @@ def test_readers(client, batching):
     ids = publish(client, topic, 10, batching)
     assert [m.data() for m in read_all(client.create_reader(topic, MessageId.earliest))] == \
         [b"%d" % i for i in range(10)]
-    assert read_all(client.create_reader(topic, MessageId.latest), 300) == []
+    assert read_all(client.create_reader(topic, MessageId.latest)) == []
     after = read_all(client.create_reader(topic, ids[4]))
     assert [m.data() for m in after] == [b"%d" % i for i in range(5, 10)]
     inclusive = read_all(client.create_reader(topic, ids[4], start_message_id_inclusive=True))
@@ -390,11 +389,11 @@ def test_reader_seek(client):
     topic = unique()
     ids = publish(client, topic, 10)
     reader = client.create_reader(topic, MessageId.earliest)
-    assert len(read_all(reader, 500)) == 10
+    assert len(read_all(reader)) == 10
     reader.seek(ids[6])
-    assert [m.data() for m in read_all(reader, 500)] == [b"7", b"8", b"9"]
+    assert [m.data() for m in read_all(reader)] == [b"7", b"8", b"9"]
     reader.seek(MessageId.earliest)
-    assert len(read_all(reader, 500)) == 10
+    assert len(read_all(reader)) == 10
 
 
 # -- failures and reconnects --------------------------------------------------------
@@ -433,6 +432,43 @@ def test_pending_sends_resent_after_crash(broker, client):
     assert results == [Result.Ok] * 5
     got = [m.data() for m in receive_n(consumer, 6, timeout_ms=20000)]
     assert got == [b"before"] + [b"%d" % i for i in range(5)]
+
+
+async def test_wait_for_exclusive_producer_waits_its_turn(broker):
+    client = AsyncClient(broker.service_url, operation_timeout_seconds=5)
+    topic = unique()
+    owner = await client.create_producer(topic, access_mode=ProducerAccessMode.Exclusive)
+    waiting = asyncio.ensure_future(client.create_producer(topic, access_mode=ProducerAccessMode.WaitForExclusive))
+    await asyncio.sleep(0.3)
+    assert not waiting.done()
+    await owner.send(b"first")
+    await owner.close()
+    successor = await asyncio.wait_for(waiting, 10)
+    await successor.send(b"second")
+    await client.close()
+
+
+def test_ack_timeout_redelivers(client):
+    topic = unique()
+    consumer = client.subscribe(topic, "sub", consumer_type=ConsumerType.Shared, unacked_messages_timeout_ms=300)
+    producer = client.create_producer(topic)
+    producer.send(b"x")
+    first = consumer.receive(5000)
+    again = consumer.receive(5000)
+    assert again.message_id() == first.message_id()
+    consumer.acknowledge(again)
+    assert_nothing_more(consumer, 800)
+
+
+def test_send_times_out_while_broker_is_down(broker):
+    client = Client(broker.service_url, operation_timeout_seconds=5)
+    producer = client.create_producer(unique(), send_timeout_millis=500)
+    broker.kill()
+    with pytest.raises(errors.Timeout):
+        producer.send(b"lost")
+    broker.restart()
+    producer.send(b"after")  # the producer itself recovers
+    client.close()
 
 
 def test_unreachable_broker_fails_create_in_time():

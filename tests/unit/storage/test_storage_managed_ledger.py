@@ -172,16 +172,29 @@ async def test_properties_persist(factories, store):
         await ml2.set_properties({"n": 1})
 
 
-async def test_second_owner_fences_the_first(factories):
+async def test_second_owner_fences_the_first(factories, wait_until):
     ml = await factories().open("t")
     await ml.append(b"a")
     other = await factories().open("t")  # another broker took over the metadata
     await other.append(b"b")
+    await wait_until(lambda: ml.state == "fenced", what="the old owner noticing")
     with pytest.raises(ManagedLedgerFencedError):
         await ml.set_properties({"k": "v"})
     with pytest.raises(ManagedLedgerFencedError):
         await ml.append(b"c")
     assert await read_all(other) == [b"a", b"b"]
+
+
+async def test_metadata_conflict_fences_even_without_watch(factories, store):
+    ml = await factories().open("t")
+    ml._watch.cancel()  # as if the notification were lost
+    record = await store.get("/managed-ledgers/t")
+    await store.put("/managed-ledgers/t", record.value, record.version)
+    with pytest.raises(ManagedLedgerFencedError):
+        await ml.set_properties({"k": "v"})
+    assert ml.state == "fenced"
+    with pytest.raises(ManagedLedgerFencedError):
+        await ml.append(b"c")
 
 
 async def test_find_first_across_ledgers(factories):
@@ -260,3 +273,51 @@ async def test_entries_may_be_memoryview(factories):
     assert entry.data == b"world" and type(entry.data) is bytes
     with pytest.raises(ValueError):
         ml.append(b"")
+
+
+async def test_durable_across_store_restart_with_sqlite(tmp_path):
+    """With the SQLite store, a new process (new store and factory) sees
+    every confirmed entry, the cursor and the properties after a crash."""
+    from magnetar.metadata import SqliteMetadataStore
+    from magnetar.storage import ManagedLedgerFactory, StorageConfig
+
+    db = tmp_path / "meta.db"
+    store = await SqliteMetadataStore.open(db)
+    factory = ManagedLedgerFactory(tmp_path / "data", store, StorageConfig(max_entries_per_ledger=8))
+    ml = await factory.open("tenant/ns/persistent/topic")
+    positions = await append_all(ml, 30)
+    await ml.set_properties({"epoch": "3"})
+    cursor = await ml.open_cursor("sub", "earliest")
+    await cursor.delete([positions[0], positions[1], positions[5]])
+    factory.abandon()
+    await store.close()
+
+    store = await SqliteMetadataStore.open(db)
+    factory = ManagedLedgerFactory(tmp_path / "data", store, StorageConfig())
+    try:
+        ml = await factory.open("tenant/ns/persistent/topic")
+        assert await read_all(ml) == [payload(i) for i in range(30)]
+        assert ml.properties == {"epoch": "3"}
+        cursor = ml.cursors["sub"]
+        assert cursor.mark_delete_position == positions[1]
+        assert cursor.individually_deleted_ranges() == [(positions[5], positions[5])]
+        assert await factory.list_names() == ["tenant/ns/persistent/topic"]
+        later = await ml.append(b"later")
+        assert later.ledger_id > positions[-1].ledger_id
+    finally:
+        await factory.close()
+        await store.close()
+
+
+async def test_missing_ledger_file_is_a_storage_error(factories):
+    from magnetar.storage import StorageError
+
+    factory = factories(max_entries_per_ledger=5, read_cache_bytes=0)
+    ml = await factory.open("t")
+    positions = await append_all(ml, 12)
+    await ml.close()
+    os.unlink(log_path(factory.ledger_dir, positions[0].ledger_id))
+    ml = await factories(read_cache_bytes=0).open("t")
+    with pytest.raises(StorageError):
+        await ml.read_entries(positions[0], 1)
+    assert [e.position for e in await ml.read_entries(positions[5], 1)] == [positions[5]]

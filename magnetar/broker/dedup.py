@@ -1,0 +1,352 @@
+"""Deduplication and idempotent producers: sequence tables checked in the
+topic's ordered append path.
+
+Two kinds of writer identity share one mechanism (:class:`SequenceState`):
+
+- **Pulsar deduplication** (the official client): keyed by producer name; a
+  SEND carries ``sequence_id`` and, for a batch, ``highest_sequence_id``. Used
+  when the topic's ``deduplication`` policy is on. A batch whose highest
+  sequence is new is stored whole even if it starts below the highwater (Pulsar
+  bug #6273 dropped such batches); chunks of one message share a sequence id
+  and are told apart by ``chunk_id`` (a later chunk is not a duplicate).
+- **Magnetar idempotent producers**: keyed by a leased producer id (pid) carried
+  in the entry's MessageMetadata with a generation and the sequence number of
+  its first message. An entry is appended only if its first sequence is
+  exactly highwater + 1 and its generation equals the stored one or is one
+  greater (a new incarnation); an older generation is fenced; a gap is
+  OutOfOrderSequence. Always on for producers that declared themselves
+  idempotent.
+
+A retry of something already appended is answered with the original result
+(message id and offset) while it is in the recent window, even if the
+original is still being synced; beyond the window it is answered as a
+duplicate with message id -1:-1, as Pulsar does.
+
+Durability: checks use the *pending* highwater (what has been handed to
+storage), snapshots use the *durable* one. If storage fails the topic is
+unloaded and rebuilt from the last snapshot plus a replay of the log, so a
+retry of an entry that never reached the disk is not mistaken for a duplicate
+(Pulsar bug #5218).
+
+Recovery: snapshots (both tables and the log position they cover) live in the
+metadata store under ``/dedup/<managed ledger name>``; loading a topic reads
+the snapshot and replays the entries after it, so a new owner knows every
+producer and pid the old one knew. Leases are written to the snapshot before
+the client hears of them.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from magnetar.metadata import MetadataStore
+from magnetar.protocol import pb
+from magnetar.protocol.frames import PayloadBlock
+from magnetar.storage import Position
+
+from .entry_format import entry_info, producer_block
+from .errors import BrokerError, NotAllowed, OutOfOrderSequence, ProducerFenced
+
+if TYPE_CHECKING:
+    from .producer import Producer
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_ROOT = "/dedup"
+PID_BLOCK_COUNTER = "/counters/pid-block"
+PID_BLOCK_SIZE = 100
+#: Results kept per writer to answer retries with the original message id.
+RECENT_WINDOW = 1000
+
+
+class Duplicate(Exception):
+    """Internal: the send repeats an appended entry; ``result`` answers it."""
+
+    def __init__(self, result: asyncio.Future | None) -> None:
+        self.result = result
+
+
+@dataclass
+class SequenceState:
+    """What the broker knows of one writer (a producer name or a pid)."""
+
+    highwater: int = -1
+    durable_highwater: int = -1
+    generation: int = 0
+    last_chunk: int = -1
+    last_used_ms: int = 0
+    lease_expiry_ms: int = 0
+    recent: "OrderedDict[int, asyncio.Future]" = field(default_factory=OrderedDict)
+
+    def remember(self, last_sequence: int, result: asyncio.Future) -> None:
+        self.recent[last_sequence] = result
+        while len(self.recent) > RECENT_WINDOW:
+            self.recent.popitem(last=False)
+
+    def original(self, last_sequence: int) -> asyncio.Future | None:
+        return self.recent.get(last_sequence)
+
+    def doc(self) -> list:
+        return [self.durable_highwater, self.generation, self.last_used_ms, self.lease_expiry_ms]
+
+    @classmethod
+    def from_doc(cls, doc: list) -> "SequenceState":
+        hw, gen, used, expiry = (list(doc) + [0, 0, 0, 0])[:4]
+        return cls(highwater=hw, durable_highwater=hw, generation=gen, last_used_ms=used, lease_expiry_ms=expiry)
+
+
+@dataclass(frozen=True, slots=True)
+class PidLease:
+    pid: int
+    generation: int
+    next_sequence: int
+    expire_ms: int
+
+
+class PidAllocator:
+    """Unique producer ids, taken from a durable counter in blocks.
+
+    A block is reserved before any of its pids is handed out, so a pid is never
+    issued twice, even when a broker dies with most of its block unused.
+    """
+
+    def __init__(self, store: MetadataStore, block_size: int = PID_BLOCK_SIZE) -> None:
+        self.store = store
+        self.block_size = block_size
+        self._next = 0
+        self._end = 0
+        self._lock = asyncio.Lock()
+
+    async def allocate(self) -> int:
+        async with self._lock:
+            if self._next >= self._end:
+                block = await self.store.increment(PID_BLOCK_COUNTER)
+                self._next = (block - 1) * self.block_size + 1
+                self._end = block * self.block_size + 1
+            pid = self._next
+            self._next += 1
+            return pid
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Deduplicator:
+    """The sequence tables of one topic. See the module docstring."""
+
+    def __init__(self, store: MetadataStore, ledger_name: str, *, enabled: bool,
+                 snapshot_interval: int = 1000, pid_expiry_ms: int = 7 * 24 * 3600 * 1000) -> None:
+        self.store = store
+        self.key = f"{SNAPSHOT_ROOT}/{ledger_name}"
+        self.enabled = enabled
+        self.snapshot_interval = snapshot_interval
+        self.pid_expiry_ms = pid_expiry_ms
+        self.names: dict[str, SequenceState] = {}
+        self.pids: dict[int, SequenceState] = {}
+        self.durable_position: Position | None = None
+        self._since_snapshot = 0
+        self._snapshot_task: asyncio.Task | None = None
+        self._snapshot_again = False
+        self._version: int | None = None
+
+    # -- the check, in the ordered append path ---------------------------------
+    def check(self, producer: "Producer", send: pb.CommandSend, block: PayloadBlock) -> tuple | None:
+        """Decide on a send. Returns a token for :meth:`record`, or None.
+
+        Raises :class:`Duplicate` (answer with the original), ProducerFenced,
+        OutOfOrderSequence or NotAllowed (refuse; nothing changes).
+        """
+        n = max(1, send.num_messages)
+        if producer.idempotent:
+            md = block.metadata
+            if md.magnetar_pid:
+                return self._check_pid(md.magnetar_pid, md.magnetar_generation, md.magnetar_sequence, n)
+        first = send.sequence_id
+        last = max(send.highest_sequence_id, first)
+        chunk = -1
+        if send.is_chunk:
+            chunk = block.metadata.chunk_id
+        state = self.names.get(producer.name)
+        if self.enabled and state is not None:
+            if chunk >= 0:
+                if last < state.highwater or (last == state.highwater and chunk <= state.last_chunk):
+                    raise Duplicate(state.original(last) if chunk == state.last_chunk else None)
+            elif last <= state.highwater:
+                raise Duplicate(state.original(last))
+        return ("name", producer.name, last, chunk)
+
+    def _check_pid(self, pid: int, generation: int, first: int, n: int) -> tuple:
+        state = self.pids.get(pid)
+        if state is None:
+            raise NotAllowed(f"producer id {pid} is not leased on this topic (expired or never leased); lease again")
+        if generation < state.generation:
+            raise ProducerFenced(f"producer id {pid} generation {generation} is fenced by generation {state.generation}")
+        if generation > state.generation + 1:
+            raise ProducerFenced(f"producer id {pid} generation {generation} skips ahead of {state.generation}")
+        last = first + n - 1
+        if last <= state.highwater:
+            raise Duplicate(state.original(last))
+        if first != state.highwater + 1:
+            raise OutOfOrderSequence(
+                f"producer id {pid}: sequence {first} is not the next one ({state.highwater + 1})"
+            )
+        return ("pid", pid, last, generation)
+
+    def record(self, token: tuple | None, result: asyncio.Future) -> None:
+        """The entry was handed to storage: move the pending highwater."""
+        if token is None:
+            return
+        kind, key, last, extra = token
+        table = self.pids if kind == "pid" else self.names
+        state = table.get(key)
+        if state is None:
+            state = table[key] = SequenceState()
+        state.highwater = max(state.highwater, last)
+        if kind == "pid":
+            state.generation = max(state.generation, extra)
+        else:
+            state.last_chunk = extra
+        state.last_used_ms = _now_ms()
+        state.remember(last, result)
+
+    def on_durable(self, token: tuple | None, position: Position) -> None:
+        """The entry is on disk: the durable highwater may follow."""
+        self.durable_position = position
+        if token is not None:
+            kind, key, last, _ = token
+            state = (self.pids if kind == "pid" else self.names).get(key)
+            if state is not None:
+                state.durable_highwater = max(state.durable_highwater, last)
+        self._since_snapshot += 1
+        if self._since_snapshot >= self.snapshot_interval:
+            self.request_snapshot()
+
+    def last_sequence_id(self, producer_name: str) -> int:
+        state = self.names.get(producer_name)
+        return state.highwater if (self.enabled and state is not None) else -1
+
+    # -- leases ------------------------------------------------------------------
+    async def lease(self, allocator: PidAllocator, pid: int, generation: int | None, expire_ms: int) -> PidLease:
+        """Grant or renew a pid lease; persisted before it returns.
+
+        ``pid < 0`` asks for a new pid (random starting generation, sequence 0).
+        A known pid with its current ``generation`` renews; a known pid without a
+        generation is a takeover: the generation moves up by one, fencing the
+        previous holder. An unknown or expired pid raises NotAllowed.
+        """
+        now = _now_ms()
+        if pid < 0:
+            pid = await allocator.allocate()
+            state = SequenceState(generation=random.randrange(1, 1 << 31))
+            self.pids[pid] = state
+        else:
+            state = self.pids.get(pid)
+            if state is None:
+                raise NotAllowed(f"producer id {pid} is unknown or expired on this topic; ask for a new one")
+            if generation is None:
+                state.generation += 1
+            elif generation != state.generation:
+                raise ProducerFenced(f"producer id {pid} is at generation {state.generation}, not {generation}")
+        state.last_used_ms = now
+        state.lease_expiry_ms = now + expire_ms
+        await self.snapshot()
+        return PidLease(pid, state.generation, state.highwater + 1, state.lease_expiry_ms)
+
+    def expire(self, now_ms: int | None = None) -> int:
+        """Drop pids unused for the expiry period whose lease ran out; return how many."""
+        now = _now_ms() if now_ms is None else now_ms
+        gone = [pid for pid, s in self.pids.items()
+                if s.last_used_ms + self.pid_expiry_ms < now and s.lease_expiry_ms < now]
+        for pid in gone:
+            del self.pids[pid]
+        return len(gone)
+
+    # -- snapshots and recovery ----------------------------------------------------
+    def _snapshot_doc(self) -> dict:
+        pos = self.durable_position
+        return {
+            "position": [pos.ledger_id, pos.entry_id] if pos is not None else None,
+            "names": {name: s.doc() for name, s in self.names.items()},
+            "pids": {str(pid): s.doc() for pid, s in sorted(self.pids.items())},
+        }
+
+    def request_snapshot(self) -> None:
+        if self._snapshot_task is not None and not self._snapshot_task.done():
+            self._snapshot_again = True
+            return
+        self._snapshot_task = asyncio.get_running_loop().create_task(self._snapshot_loop())
+
+    async def _snapshot_loop(self) -> None:
+        try:
+            while True:
+                self._snapshot_again = False
+                await self._write_snapshot()
+                if not self._snapshot_again:
+                    return
+        except Exception:
+            log.exception("dedup snapshot of %s failed", self.key)
+
+    async def snapshot(self) -> None:
+        """Write a snapshot now (and wait for it)."""
+        while self._snapshot_task is not None and not self._snapshot_task.done():
+            await asyncio.shield(self._snapshot_task)
+        await self._write_snapshot()
+
+    async def _write_snapshot(self) -> None:
+        self.expire()
+        self._since_snapshot = 0
+        await self.store.put(self.key, json.dumps(self._snapshot_doc()).encode())
+
+    async def recover(self, ledger) -> None:
+        """Load the snapshot, then replay the log after the position it covers."""
+        record = await self.store.get(self.key)
+        start: Position | None = None
+        if record is not None:
+            doc = json.loads(record.value)
+            self.names = {name: SequenceState.from_doc(v) for name, v in doc.get("names", {}).items()}
+            self.pids = {int(pid): SequenceState.from_doc(v) for pid, v in doc.get("pids", {}).items()}
+            if doc.get("position"):
+                start = ledger.next_position(Position(*doc["position"]))
+        if start is None:
+            start = ledger.first_position()
+        replayed = 0
+        while start is not None:
+            entries = await ledger.read_entries(start, 500)
+            if not entries:
+                break
+            for entry in entries:
+                self._replay(entry.data)
+                self.durable_position = entry.position
+            replayed += len(entries)
+            start = ledger.next_position(entries[-1].position)
+        if replayed:
+            log.info("%s: replayed %d entries to rebuild producer sequences", self.key, replayed)
+
+    def _replay(self, data: bytes) -> None:
+        n = entry_info(data).num_messages
+        try:
+            md = PayloadBlock(producer_block(data)).metadata
+        except Exception:
+            return
+        if md.magnetar_pid:
+            state = self.pids.setdefault(md.magnetar_pid, SequenceState())
+            last = md.magnetar_sequence + n - 1
+            state.generation = max(state.generation, md.magnetar_generation)
+        else:
+            state = self.names.setdefault(md.producer_name, SequenceState())
+            last = max(md.sequence_id, md.highest_sequence_id)
+            state.last_chunk = md.chunk_id if md.HasField("chunk_id") else -1
+        state.highwater = state.durable_highwater = max(state.highwater, last)
+
+    async def close(self) -> None:
+        try:
+            await self.snapshot()
+        except Exception:
+            log.exception("final dedup snapshot of %s failed", self.key)
