@@ -187,3 +187,10 @@ def is_fatal(exc: BaseException, *, reconnecting: bool) -> bool:
     if not isinstance(exc, PulsarError):
         return True
     return isinstance(exc, _FATAL_ON_RECONNECT if reconnecting else _FATAL_ON_CREATE)
+
+
+__all__ = sorted(
+    [name for name, value in list(globals().items())
+     if isinstance(value, type) and issubclass(value, PulsarError)]
+    + ["PulsarException", "Result", "from_server_error"]
+)

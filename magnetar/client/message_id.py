@@ -87,15 +87,23 @@ class MessageId:
         return hash(self._key())
 
     def __lt__(self, other: "MessageId") -> bool:
+        if not isinstance(other, MessageId):
+            return NotImplemented
         return self._key() < other._key()
 
     def __le__(self, other: "MessageId") -> bool:
+        if not isinstance(other, MessageId):
+            return NotImplemented
         return self._key() <= other._key()
 
     def __gt__(self, other: "MessageId") -> bool:
+        if not isinstance(other, MessageId):
+            return NotImplemented
         return self._key() > other._key()
 
     def __ge__(self, other: "MessageId") -> bool:
+        if not isinstance(other, MessageId):
+            return NotImplemented
         return self._key() >= other._key()
 
     def __repr__(self) -> str:

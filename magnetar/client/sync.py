@@ -47,7 +47,14 @@ class _LoopThread:
         if self.loop.is_closed():
             coro.close()
             raise AlreadyClosed("client is closed")
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return fut.result()
+        except BaseException:
+            # Interrupted (KeyboardInterrupt): do not leave e.g. a receive
+            # behind that would swallow the next message.
+            fut.cancel()
+            raise
 
     def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
         if self.loop.is_closed():

@@ -3,7 +3,7 @@
 Stores opaque entry bytes; knows nothing of topics, producers or the Pulsar
 protocol. Start with :class:`ManagedLedgerFactory`.
 """
-from .config import StorageConfig
+from .config import RetentionPolicy, StorageConfig
 from .cursor import ManagedCursor
 from .errors import (
     CorruptLedgerError,
@@ -37,6 +37,7 @@ __all__ = [
     "ManagedLedgerFencedError",
     "ManagedLedgerNotFoundError",
     "Position",
+    "RetentionPolicy",
     "StorageConfig",
     "StorageError",
 ]

@@ -32,19 +32,9 @@ class TailCache:
         self._last_id = -1
         self._last: _Run | None = None
 
-    def put(self, ledger_id: int, entry_id: int, data: bytes) -> None:
-        if not self.max_bytes:
-            return
-        run = self._last
-        if run is None or ledger_id != self._last_id or entry_id != run.end():
-            run = self._start(ledger_id, entry_id)
-        run.items.append(data)
-        self.bytes += len(data)
-        if self.bytes > self.max_bytes:
-            self._evict()
-
     def put_many(self, ledger_id: int, first: int, datas: list[bytes]) -> None:
-        """``put`` of consecutive entries ``first, first+1...``."""
+        """Cache ``datas`` as entries ``first, first+1...`` of the ledger. A
+        gap after what is cached for the ledger restarts its run."""
         if not self.max_bytes or not datas:
             return
         run = self._last

@@ -1,6 +1,7 @@
 """Storage configuration, validated on construction."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 SYNC_POLICIES = ("always", "interval", "never")
@@ -59,6 +60,30 @@ class StorageConfig:
         _non_negative(self, "retention_size_bytes")
         _non_negative(self, "cursor_persist_interval_ms")
         _non_negative(self, "read_cache_bytes")
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    """One managed ledger's retention, replacing the ``retention_*`` settings
+    of :class:`StorageConfig` for it (``ManagedLedger.set_retention``).
+
+    The rule is Pulsar's namespace retention: a closed ledger that every
+    durable cursor has consumed is deleted once *either* limit is exceeded:
+    it was closed more than ``time_s`` ago, or the managed ledger's size
+    (counting it) is above ``size_bytes``. ``math.inf`` removes a limit; both
+    infinite keeps consumed ledgers forever; both 0 deletes them at once.
+    (StorageConfig's own rule differs: there both limits must be exceeded.)
+    Negative or NaN values raise ``ValueError``.
+    """
+
+    time_s: float
+    size_bytes: float
+
+    def __post_init__(self) -> None:
+        for name in ("time_s", "size_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value < 0:
+                raise ValueError(f"{name} must be a number >= 0 (math.inf: no limit); got {value!r}")
 
 
 def _number(config: StorageConfig, name: str) -> float:

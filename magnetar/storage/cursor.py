@@ -102,7 +102,9 @@ class ManagedCursor:
         """
         self._check_open()
         last = self._ml.last_confirmed
-        if last is not None and pos > last:
+        if last is None:
+            pos = self.mark_delete_position  # nothing stored: nothing to acknowledge
+        elif pos > last:
             pos = last
         if pos > self.mark_delete_position:
             self.mark_delete_position = pos
@@ -159,6 +161,7 @@ class ManagedCursor:
 
         Returns ``[]`` when nothing is available, or when a seek/rewind/reset
         happened while reading (the caller reads again from the new position).
+        One read at a time per cursor: concurrent reads return the same entries.
         """
         self._check_open()
         ml = self._ml

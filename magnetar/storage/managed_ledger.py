@@ -3,7 +3,9 @@
 A managed ledger writes to one open ledger at a time and rolls over to a new
 one when the current one is full (entries, bytes) or old. Closed ledgers are
 deleted (trimmed) once every durable cursor has consumed them and retention
-allows. Its metadata lives in the metadata store; entries live in segment
+allows (the factory's ``StorageConfig``, or a per managed ledger
+:class:`~.config.RetentionPolicy` given to ``open``/``set_retention``, which
+the broker derives from namespace policies). Its metadata lives in the metadata store; entries live in segment
 files under ``<data_dir>/ledgers``; the :class:`ManagedLedgerFactory` owns
 the single group-commit writer thread that every ledger's writes go through.
 
@@ -17,10 +19,6 @@ Metadata (JSON):
   :mod:`.cursor`); the name is percent-encoded with no safe characters, so
   any name maps to one key segment.
 
-Every metadata write is a compare-and-set against the version this instance
-last read or wrote. A conflict means another instance (another broker) took
-the managed ledger over: this instance becomes *fenced* and refuses writes.
-
 Write failures: if a write or fsync fails, the failed append's future and
 every append issued before the failure became known (in any ledger of this
 managed ledger) fail with ``StorageError``, in order. The failed ledger is
@@ -29,6 +27,22 @@ ledger, so no entry is ever reported durable after a failed one in the same
 ledger, and a failure is always a contiguous block of appends. If the roll
 to a new ledger fails too, the managed ledger is *failed*: every append fails
 until it is closed and opened again.
+
+Trimming: a closed ledger is deleted (metadata first, then its files) when
+there is at least one durable cursor, every durable cursor's *persisted*
+mark-delete position is at or past its last entry, it was closed at least
+``retention_time_s`` ago, and the managed ledger's size counting it exceeds
+``retention_size_bytes`` (as in Pulsar, so what remains may be smaller than
+that). Ledgers go oldest first, never skipping one. Trimming runs in the
+background after a cursor persists a new mark-delete, after rollover, after
+a cursor is deleted, and when retention time next lets a ledger go. With no
+durable cursor nothing is trimmed; non-durable cursors never hold data.
+
+Ownership: every metadata write is a compare-and-set against the version
+this instance last read or wrote. A conflict, or a watch notification that
+someone else wrote the record, means another instance (another broker) took
+the managed ledger over: this instance is *fenced* and appends fail with
+``ManagedLedgerFencedError`` from then on.
 
 Recovery (``ManagedLedgerFactory.open``): a ledger left open by a crash is
 scanned, its torn tail cut, and it is sealed at its last intact entry; then a
@@ -43,6 +57,7 @@ import functools
 import itertools
 import json
 import logging
+import math
 import time
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
@@ -52,7 +67,7 @@ from urllib.parse import quote
 
 from ..metadata.store import BadVersion, MetadataError, MetadataStore, NotFound
 from .cache import TailCache
-from .config import StorageConfig
+from .config import RetentionPolicy, StorageConfig
 from .cursor import ManagedCursor
 from .errors import (
     ManagedLedgerClosedError,
@@ -212,6 +227,7 @@ class ManagedLedger:
         self._trim_task: asyncio.Task | None = None
         self._trim_again = False
         self._trim_timer: asyncio.TimerHandle | None = None
+        self._retention: RetentionPolicy | None = None  # None: the factory config's rule
         self._non_durable_ids = itertools.count()
         self._watch = None
         self._owner_check: asyncio.Task | None = None
@@ -567,6 +583,20 @@ class ManagedLedger:
             await self._save([m.doc() for m in self._ledgers.values()], props)
             self._properties = props
 
+    # ============================================================= retention
+
+    @property
+    def retention(self) -> RetentionPolicy | None:
+        """This managed ledger's retention override; None: the factory config's."""
+        return self._retention
+
+    def set_retention(self, policy: RetentionPolicy | None) -> None:
+        """Replace the retention override (None: back to the factory config)
+        and re-check what can be trimmed. Not persisted: whoever opens the
+        managed ledger sets it again (the broker, from namespace policies)."""
+        self._retention = policy
+        self._schedule_trim()
+
     def _check_usable(self) -> None:
         if self._state in (_CLOSED, _FENCED):
             raise self._refusal()
@@ -835,7 +865,6 @@ class ManagedLedger:
         if not self.cursors:
             return []
         slowest = min(c._persisted_mark_delete for c in self.cursors.values())
-        config = self._config
         now = time.time()
         remaining = self.total_size
         victims = []
@@ -844,16 +873,28 @@ class ManagedLedger:
                 break
             if meta.entries and Position(meta.ledger_id, meta.entries - 1) > slowest:
                 break
-            if meta.entries:
-                ripe_at = (meta.closed or meta.created) + config.retention_time_s
-                if now < ripe_at:
-                    self._arm_trim_timer(ripe_at - now)
-                    break
-                if not remaining > config.retention_size_bytes:
-                    break
+            if meta.entries and self._retained(meta, now, remaining):
+                break
             victims.append(meta)
             remaining -= meta.size
         return victims
+
+    def _retained(self, meta: _LedgerMeta, now: float, remaining: int) -> bool:
+        """Whether retention keeps the consumed ledger ``meta`` (``remaining``:
+        the managed ledger's size counting it). Arms the trim timer when its
+        age is what keeps it."""
+        policy = self._retention
+        if policy is None:  # StorageConfig: kept while young enough OR small enough
+            time_s, size, either = self._config.retention_time_s, self._config.retention_size_bytes, False
+        else:  # RetentionPolicy (Pulsar): kept while young enough AND small enough
+            time_s, size, either = policy.time_s, policy.size_bytes, True
+        ripe_at = (meta.closed or meta.created) + time_s
+        young = now < ripe_at
+        small = not remaining > size
+        kept = (young and small) if either else (young or small)
+        if kept and young and ripe_at != math.inf:
+            self._arm_trim_timer(ripe_at - now)
+        return kept
 
     def _arm_trim_timer(self, delay: float) -> None:
         if self._trim_timer is not None:
@@ -1098,10 +1139,12 @@ class ManagedLedgerFactory:
         self._opening: dict[str, asyncio.Task] = {}
         self._closed = False
 
-    async def open(self, name: str) -> ManagedLedger:
+    async def open(self, name: str, *, retention: RetentionPolicy | None = None) -> ManagedLedger:
         """Open (recovering if needed) or create the managed ledger ``name``.
 
         Opening a name that is already open returns the same instance.
+        ``retention`` becomes its retention override (``set_retention``; on a
+        new instance before anything is trimmed).
         Raises ``ValueError`` for a bad name, ``StorageError`` if recovery
         fails (``CorruptLedgerError`` if a ledger lost entries it had
         confirmed, ``ManagedLedgerFencedError`` if another instance changed
@@ -1111,17 +1154,20 @@ class ManagedLedgerFactory:
         if self._closed:
             raise ManagedLedgerClosedError("factory is closed")
         ml = self._open.get(name)
-        if ml is not None:
-            return ml
-        task = self._opening.get(name)
-        if task is None:
-            task = asyncio.get_running_loop().create_task(self._open_new(name))
-            self._opening[name] = task
-            task.add_done_callback(lambda _: self._opening.pop(name, None))
-        return await asyncio.shield(task)
+        if ml is None:
+            task = self._opening.get(name)
+            if task is None:
+                task = asyncio.get_running_loop().create_task(self._open_new(name, retention))
+                self._opening[name] = task
+                task.add_done_callback(lambda _: self._opening.pop(name, None))
+            ml = await asyncio.shield(task)
+        if ml.retention != retention:
+            ml.set_retention(retention)
+        return ml
 
-    async def _open_new(self, name: str) -> ManagedLedger:
+    async def _open_new(self, name: str, retention: RetentionPolicy | None = None) -> ManagedLedger:
         ml = ManagedLedger(self, name)
+        ml._retention = retention
         try:
             await ml._recover()
         except (MetadataError, OSError) as exc:

@@ -183,7 +183,7 @@ def test_failover_handover(client):
     first = []
     for c in (a, b):
         try:
-            first.append((c, receive_n(c, 10, timeout_ms=2000)))
+            first.append((c, receive_n(c, 10, timeout_ms=1000)))
         except errors.Timeout:
             pass
     assert len(first) == 1

@@ -247,3 +247,15 @@ async def test_trim_with_sqlite_like_restart(factories, tmp_path):
     await ml.close()
     ml2 = await factories().open("t")
     assert sorted(ml2.cursors) == sorted(names)
+
+
+async def test_acks_on_an_empty_managed_ledger_are_ignored(factories):
+    ml = await factories().open("t")
+    c = await ml.open_cursor("sub")
+    md = c.mark_delete_position
+    await c.mark_delete(Position(md.ledger_id, 10))
+    await c.delete([Position(md.ledger_id, 0)])
+    assert c.mark_delete_position == md
+    first = await ml.append(b"first")
+    assert c.backlog() == 1
+    assert [e.position for e in await c.read_entries(5)] == [first]

@@ -1,0 +1,351 @@
+"""Admin resources in the metadata store: clusters, tenants, namespaces and
+their policies, partitioned topic metadata.
+
+This module is the one place that knows where they live. Layout (every value
+is a JSON object with Pulsar's field names):
+
+====================================================================  ==================================
+``/admin/clusters/<cluster>``                                          ``{"serviceUrl", "brokerServiceUrl"}``
+``/admin/policies/<tenant>``                                           ``{"adminRoles", "allowedClusters"}``
+``/admin/policies/<tenant>/<namespace>``                               namespace policies (:data:`POLICY_FIELDS`)
+``/admin/partitioned-topics/<tenant>/<namespace>/persistent/<topic>``  ``{"partitions": n}``
+====================================================================  ==================================
+
+A namespace's key lies below its tenant's, so the tenant's namespaces are the
+children of the tenant key. Topics themselves are managed ledgers (see
+:mod:`magnetar.storage.managed_ledger`); this module knows nothing of them.
+
+Functions here only read and write the store. They raise
+:class:`ResourceError` subclasses, which the admin API maps to HTTP codes:
+:class:`NotFound` (404), :class:`AlreadyExists` (409), :class:`NotEmpty` (409),
+:class:`InvalidInput` (400), :class:`PreconditionFailed` (412). Nothing is
+written when one is raised. Updates are read-modify-write with compare-and-set,
+retried when another writer got in between, so concurrent changes to
+different policies of one namespace are all kept.
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Callable
+
+from magnetar.metadata import BadVersion, MetadataStore
+from magnetar.metadata import NotFound as KeyNotFound
+
+from .topic_name import TopicName
+
+CLUSTERS = "/admin/clusters"
+POLICIES = "/admin/policies"
+PARTITIONED = "/admin/partitioned-topics"
+
+_NAME = re.compile(r"^[-=:.\w]+$")
+_CAS_ATTEMPTS = 20
+
+#: The namespace policies Magnetar keeps, with their values when unset.
+#: ``None`` means "not set here: the broker's default applies".
+POLICY_FIELDS: dict[str, Any] = {
+    "replication_clusters": [],
+    "retention_policies": None,
+    "message_ttl_in_seconds": None,
+    "deduplicationEnabled": None,
+    "backlog_quota_map": {},
+}
+
+
+class ResourceError(Exception):
+    """A request about admin resources is refused; nothing was changed."""
+
+
+class NotFound(ResourceError):
+    pass
+
+
+class AlreadyExists(ResourceError):
+    pass
+
+
+class NotEmpty(ResourceError):
+    pass
+
+
+class InvalidInput(ResourceError):
+    pass
+
+
+class PreconditionFailed(ResourceError):
+    pass
+
+
+def check_name(kind: str, name: str) -> None:
+    """Raise InvalidInput unless ``name`` is a valid cluster/tenant/namespace segment."""
+    if not isinstance(name, str) or not _NAME.match(name) or name in (".", ".."):
+        raise InvalidInput(f"invalid {kind} name {name!r}: use letters, digits and - _ = : .")
+
+
+def split_namespace(namespace: str) -> tuple[str, str]:
+    """``"tenant/ns"`` -> ``("tenant", "ns")``; InvalidInput if malformed."""
+    parts = namespace.strip("/").split("/") if isinstance(namespace, str) else []
+    if len(parts) != 2:
+        raise InvalidInput(f"invalid namespace {namespace!r}: expected tenant/namespace")
+    check_name("tenant", parts[0])
+    check_name("namespace", parts[1])
+    return parts[0], parts[1]
+
+
+# -- generic helpers ----------------------------------------------------------
+async def _read(store: MetadataStore, key: str) -> tuple[dict, int] | None:
+    record = await store.get(key)
+    if record is None:
+        return None
+    try:
+        doc = json.loads(record.value)
+    except ValueError:
+        doc = {}
+    return (doc if isinstance(doc, dict) else {}), record.version
+
+
+def _encode(doc: dict) -> bytes:
+    return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
+
+
+async def _create(store: MetadataStore, key: str, doc: dict, what: str) -> None:
+    try:
+        await store.put(key, _encode(doc), -1)
+    except BadVersion:
+        raise AlreadyExists(f"{what} already exists") from None
+
+
+async def _update(store: MetadataStore, key: str, change: Callable[[dict], dict], what: str) -> dict:
+    """Apply ``change`` to the document at ``key`` with compare-and-set; return the new document."""
+    for _ in range(_CAS_ATTEMPTS):
+        current = await _read(store, key)
+        if current is None:
+            raise NotFound(f"{what} does not exist")
+        doc, version = current
+        new = change(dict(doc))
+        try:
+            await store.put(key, _encode(new), version)
+        except (BadVersion, KeyNotFound):
+            continue  # someone else wrote it meanwhile: read again
+        return new
+    raise PreconditionFailed(f"{what} is being changed concurrently; try again")
+
+
+async def _delete(store: MetadataStore, key: str, what: str) -> None:
+    try:
+        await store.delete(key)
+    except KeyNotFound:
+        raise NotFound(f"{what} does not exist") from None
+
+
+# -- clusters -------------------------------------------------------------------
+async def list_clusters(store: MetadataStore) -> list[str]:
+    return await store.children(CLUSTERS)
+
+
+async def get_cluster(store: MetadataStore, cluster: str) -> dict:
+    check_name("cluster", cluster)
+    found = await _read(store, f"{CLUSTERS}/{cluster}")
+    if found is None:
+        raise NotFound(f"Cluster {cluster} does not exist")
+    return found[0]
+
+
+async def ensure_cluster(store: MetadataStore, cluster: str, data: dict) -> None:
+    """Create or refresh the cluster record (the broker does this at start)."""
+    check_name("cluster", cluster)
+    key = f"{CLUSTERS}/{cluster}"
+    found = await _read(store, key)
+    if found is None or found[0] != data:
+        await store.put(key, _encode(data))
+
+
+# -- tenants ----------------------------------------------------------------------
+async def list_tenants(store: MetadataStore) -> list[str]:
+    return await store.children(POLICIES)
+
+
+async def get_tenant(store: MetadataStore, tenant: str) -> dict:
+    check_name("tenant", tenant)
+    found = await _read(store, f"{POLICIES}/{tenant}")
+    if found is None:
+        raise NotFound(f"Tenant {tenant} does not exist")
+    return found[0]
+
+
+async def _tenant_info(store: MetadataStore, body: Any) -> dict:
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        raise InvalidInput("tenant info must be a JSON object {adminRoles, allowedClusters}")
+    unknown = set(body) - {"adminRoles", "allowedClusters"}
+    if unknown:
+        raise InvalidInput(f"unknown tenant info fields: {', '.join(sorted(unknown))}")
+    roles = body.get("adminRoles", [])
+    clusters = body.get("allowedClusters")
+    if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
+        raise InvalidInput("adminRoles must be a list of strings")
+    known = await list_clusters(store)
+    if clusters is None:
+        clusters = known  # like pulsar-admin: every cluster when none is named
+    if not isinstance(clusters, list) or not all(isinstance(c, str) for c in clusters):
+        raise InvalidInput("allowedClusters must be a list of cluster names")
+    missing = sorted(set(clusters) - set(known))
+    if missing:
+        raise PreconditionFailed(f"Clusters do not exist: {', '.join(missing)}")
+    return {"adminRoles": sorted(set(roles)), "allowedClusters": sorted(set(clusters))}
+
+
+async def create_tenant(store: MetadataStore, tenant: str, body: Any = None) -> dict:
+    """Create ``tenant``; ``body`` is Pulsar's TenantInfo (optional)."""
+    check_name("tenant", tenant)
+    info = await _tenant_info(store, body)
+    await _create(store, f"{POLICIES}/{tenant}", info, f"Tenant {tenant}")
+    return info
+
+
+async def update_tenant(store: MetadataStore, tenant: str, body: Any) -> dict:
+    check_name("tenant", tenant)
+    info = await _tenant_info(store, body)
+    return await _update(store, f"{POLICIES}/{tenant}", lambda _: info, f"Tenant {tenant}")
+
+
+async def delete_tenant(store: MetadataStore, tenant: str) -> None:
+    """Delete an empty tenant; NotEmpty while it has namespaces."""
+    await get_tenant(store, tenant)
+    namespaces = await list_namespaces(store, tenant)
+    if namespaces:
+        raise NotEmpty(f"The tenant {tenant} still has namespaces: {', '.join(namespaces)}")
+    await _delete(store, f"{POLICIES}/{tenant}", f"Tenant {tenant}")
+
+
+# -- namespaces -----------------------------------------------------------------
+def _ns_key(namespace: str) -> str:
+    tenant, ns = split_namespace(namespace)
+    return f"{POLICIES}/{tenant}/{ns}"
+
+
+async def list_namespaces(store: MetadataStore, tenant: str) -> list[str]:
+    """``tenant/ns`` names of the tenant's namespaces; NotFound if no such tenant."""
+    await get_tenant(store, tenant)
+    return [f"{tenant}/{ns}" for ns in await store.children(f"{POLICIES}/{tenant}")]
+
+
+async def namespace_exists(store: MetadataStore, namespace: str) -> bool:
+    try:
+        return await store.exists(_ns_key(namespace))
+    except InvalidInput:
+        return False
+
+
+async def get_namespace(store: MetadataStore, namespace: str) -> dict:
+    """The namespace's policies (every field of POLICY_FIELDS); NotFound if missing."""
+    found = await _read(store, _ns_key(namespace))
+    if found is None:
+        raise NotFound(f"Namespace {namespace} does not exist")
+    return {**POLICY_FIELDS, **found[0]}
+
+
+async def namespace_policies(store: MetadataStore, namespace: str) -> dict:
+    """The namespace's policies, for broker features (dedup, retention, TTL).
+
+    Every field of :data:`POLICY_FIELDS` is present; ``None`` means "unset:
+    use the broker default". A namespace that does not exist (or a malformed
+    name) gives the unset policies rather than an error, so a topic whose
+    namespace was deleted under it keeps working on defaults.
+    """
+    try:
+        return await get_namespace(store, namespace)
+    except (NotFound, InvalidInput):
+        return dict(POLICY_FIELDS)
+
+
+async def create_namespace(store: MetadataStore, namespace: str, policies: dict | None = None) -> dict:
+    """Create ``namespace`` under an existing tenant with (validated) ``policies``."""
+    tenant, _ = split_namespace(namespace)
+    info = await get_tenant(store, tenant)
+    doc = dict(POLICY_FIELDS)
+    doc["replication_clusters"] = list(info.get("allowedClusters", []))[:1]
+    doc.update(policies or {})
+    await _create(store, _ns_key(namespace), doc, f"Namespace {namespace}")
+    return doc
+
+
+async def set_policy(store: MetadataStore, namespace: str, field: str, value: Any) -> dict:
+    """Set one (already validated) policy field; ``None`` unsets it."""
+    if field not in POLICY_FIELDS:
+        raise InvalidInput(f"unknown policy {field!r}")
+
+    def change(doc: dict) -> dict:
+        doc[field] = value if value is not None else POLICY_FIELDS[field]
+        return doc
+
+    return await _update(store, _ns_key(namespace), change, f"Namespace {namespace}")
+
+
+async def delete_namespace(store: MetadataStore, namespace: str) -> None:
+    """Delete the namespace's record (the caller removed its topics first)."""
+    await _delete(store, _ns_key(namespace), f"Namespace {namespace}")
+
+
+# -- partitioned topics ---------------------------------------------------------
+def _partitioned_key(name: TopicName) -> str:
+    return f"{PARTITIONED}/{name.tenant}/{name.namespace}/{name.domain}/{name.local}"
+
+
+async def get_partitions(store: MetadataStore, name: TopicName) -> int:
+    """The partition count of a partitioned topic; 0 if ``name`` is not one."""
+    found = await _read(store, _partitioned_key(name))
+    if found is None:
+        return 0
+    count = found[0].get("partitions", 0)
+    return count if isinstance(count, int) and count > 0 else 0
+
+
+async def create_partitioned(store: MetadataStore, name: TopicName, partitions: int) -> None:
+    await _create(store, _partitioned_key(name), {"partitions": partitions}, f"Partitioned topic {name}")
+
+
+async def update_partitions(store: MetadataStore, name: TopicName, partitions: int) -> int:
+    """Raise the partition count to ``partitions``; returns the previous count.
+
+    The count only grows: anything else is AlreadyExists (409, as in Pulsar).
+    """
+    before: list[int] = []
+
+    def change(doc: dict) -> dict:
+        current = doc.get("partitions", 0)
+        if partitions <= current:
+            raise AlreadyExists(f"number of partitions must be more than existing {current}")
+        before.append(current)
+        return {**doc, "partitions": partitions}
+
+    await _update(store, _partitioned_key(name), change, f"Partitioned topic {name}")
+    return before[-1]
+
+
+async def delete_partitioned(store: MetadataStore, name: TopicName) -> None:
+    await _delete(store, _partitioned_key(name), f"Partitioned topic {name}")
+
+
+async def list_partitioned(store: MetadataStore, namespace: str, domain: str = "persistent") -> list[str]:
+    """Fully qualified names of the namespace's partitioned topics."""
+    tenant, ns = split_namespace(namespace)
+    locals_ = await store.children(f"{PARTITIONED}/{tenant}/{ns}/{domain}")
+    return [f"{domain}://{tenant}/{ns}/{local}" for local in locals_]
+
+
+# -- first start ----------------------------------------------------------------------
+async def bootstrap(store: MetadataStore, cluster: str, cluster_data: dict) -> None:
+    """What a standalone broker needs, as Pulsar standalone does: the cluster
+    record (refreshed at every start), and tenant ``public`` with namespace
+    ``public/default`` when they do not exist."""
+    await ensure_cluster(store, cluster, cluster_data)
+    try:
+        await create_tenant(store, "public", {"adminRoles": [], "allowedClusters": [cluster]})
+    except AlreadyExists:
+        pass
+    try:
+        await create_namespace(store, "public/default")
+    except AlreadyExists:
+        pass

@@ -1,0 +1,122 @@
+"""Exclusive producer access modes with the official client (PIP-68)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+import urllib.request
+
+import pulsar
+import pytest
+
+from ..conftest import wait_for
+
+Mode = pulsar.ProducerAccessMode
+
+
+def _stats(broker, topic, internal=False):
+    kind = "internalStats" if internal else "stats"
+    url = f"{broker.admin_url}/admin/v2/persistent/public/default/{topic}/{kind}"
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+def _read_all(client, topic) -> list[bytes]:
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    out = []
+    while reader.has_message_available():
+        out.append(reader.read_next(5000).data())
+    reader.close()
+    return out
+
+
+def test_second_exclusive_producer_fails_at_once(pulsar_client, broker):
+    first = pulsar_client.create_producer("excl", access_mode=Mode.Exclusive)
+    with pytest.raises(pulsar.ProducerBusy):
+        pulsar_client.create_producer("excl", access_mode=Mode.Exclusive)
+    with pytest.raises(pulsar.ProducerBusy):
+        pulsar_client.create_producer("excl")  # Shared is refused too
+    stats = _stats(broker, "excl")
+    assert [p["accessMode"] for p in stats["publishers"]] == ["Exclusive"]
+    assert _stats(broker, "excl", internal=True)["topicEpoch"] == 1
+    first.close()
+    pulsar_client.create_producer("excl", access_mode=Mode.Exclusive).send(b"ok")
+
+
+def test_wait_for_exclusive_blocks_then_takes_over(pulsar_client):
+    first = pulsar_client.create_producer("wait", access_mode=Mode.Exclusive)
+    first.send(b"from-first")
+    created = []
+
+    def create_waiting():
+        producer = pulsar_client.create_producer("wait", access_mode=Mode.WaitForExclusive)
+        created.append(producer)
+
+    thread = threading.Thread(target=create_waiting, daemon=True)
+    thread.start()
+    thread.join(1.0)
+    assert not created, "WaitForExclusive must block while another producer owns the topic"
+    first.close()
+    wait_for(lambda: created, what="the waiting producer to be promoted")
+    created[0].send(b"from-second")
+    assert _read_all(pulsar_client, "wait") == [b"from-first", b"from-second"]
+
+
+def test_exclusive_with_fencing_evicts_and_fenced_sends_fail(broker, pulsar_client):
+    old = pulsar_client.create_producer("fence", access_mode=Mode.Exclusive, send_timeout_millis=3000)
+    old.send(b"old-1")
+    other = pulsar.Client(broker.service_url, operation_timeout_seconds=5)
+    new = other.create_producer("fence", access_mode=Mode.ExclusiveWithFencing)
+    new.send(b"new-1")
+    # The old producer lost its access for good: every later send fails.
+    for _ in range(3):
+        with pytest.raises(Exception):
+            old.send(b"old-late")
+    new.send(b"new-2")
+    assert _read_all(pulsar_client, "fence") == [b"old-1", b"new-1", b"new-2"]
+    assert _stats(broker, "fence", internal=True)["topicEpoch"] == 2
+    other.close()
+
+
+def test_killing_the_owner_process_frees_the_topic(broker, pulsar_client):
+    owner = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, time, pulsar
+        c = pulsar.Client({broker.service_url!r})
+        p = c.create_producer("owned", access_mode=pulsar.ProducerAccessMode.Exclusive)
+        p.send(b"owner")
+        print("ready", flush=True)
+        time.sleep(600)
+    """)], stdout=subprocess.PIPE)
+    for line in owner.stdout:  # the C++ client logs to stdout too
+        if line.strip() == b"ready":
+            break
+    with pytest.raises(pulsar.ProducerBusy):
+        pulsar_client.create_producer("owned", access_mode=Mode.Exclusive)
+    owner.kill()
+    owner.wait()
+    # The broker sees the connection drop and frees the topic.
+    producer = wait_for(lambda: _try_exclusive(pulsar_client, "owned"), timeout=20, what="topic freed")
+    producer.send(b"successor")
+    assert _read_all(pulsar_client, "owned") == [b"owner", b"successor"]
+
+
+def _try_exclusive(client, topic):
+    try:
+        return client.create_producer(topic, access_mode=Mode.Exclusive)
+    except pulsar.ProducerBusy:
+        return None
+
+
+def test_epoch_survives_a_broker_restart(broker):
+    client = pulsar.Client(broker.service_url)
+    client.create_producer("epoch", access_mode=Mode.Exclusive).close()
+    client.create_producer("epoch", access_mode=Mode.ExclusiveWithFencing).close()
+    assert _stats(broker, "epoch", internal=True)["topicEpoch"] == 2
+    client.close()
+    broker.restart()
+    client = pulsar.Client(broker.service_url)
+    client.create_producer("epoch", access_mode=Mode.Exclusive).send(b"x")
+    assert _stats(broker, "epoch", internal=True)["topicEpoch"] == 3
+    client.close()

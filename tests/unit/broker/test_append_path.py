@@ -1,0 +1,132 @@
+"""The topic's ordered append path: conditional publish and idempotent producers."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from magnetar.broker.errors import ExpectedOffsetMismatch, NotAllowed, OutOfOrderSequence, ProducerFenced
+from magnetar.broker.dedup import PidAllocator
+from magnetar.metadata import SqliteMetadataStore
+
+from .harness import close_service, make_service, producer, send_of, topic_of
+
+
+async def _publish(topic, prod, *args, **kwargs):
+    send, block = send_of(prod.name, *args, **kwargs)
+    return await topic.publish(prod, send, block)
+
+
+async def test_expected_offset_mismatch_refuses_the_whole_batch(tmp_path):
+    service = await make_service(tmp_path)
+    topic = await topic_of(service)
+    p = producer(topic, 1)
+    await topic.add_producer(p, None)
+    first = await _publish(topic, p, 0, n=3, expected_offset=0)
+    assert (first.first_offset, first.num_messages) == (0, 3)
+    with pytest.raises(ExpectedOffsetMismatch) as info:
+        await _publish(topic, p, 3, n=5, expected_offset=2)
+    assert info.value.next_offset == 3
+    assert topic.next_offset == 3 and topic.ledger.entry_count == 1
+    ok = await _publish(topic, p, 3, n=5, expected_offset=3)
+    assert ok.first_offset == 3 and topic.next_offset == 8
+    await close_service(service)
+
+
+async def test_pipelined_conditional_sends_after_a_refusal_are_refused(tmp_path):
+    service = await make_service(tmp_path)
+    topic = await topic_of(service)
+    p = producer(topic, 1)
+    await topic.add_producer(p, None)
+    futures = []
+    for i, expected in enumerate([0, 1, 5, 2, 3]):  # the third is wrong; the rest assumed it landed
+        send, block = send_of(p.name, i, expected_offset=expected if expected != 2 else 3)
+        futures.append(topic.publish(p, send, block))
+    results = await asyncio.gather(*futures, return_exceptions=True)
+    assert [type(r).__name__ for r in results] == [
+        "PublishResult", "PublishResult", "ExpectedOffsetMismatch", "ExpectedOffsetMismatch",
+        "ExpectedOffsetMismatch",
+    ]
+    assert topic.next_offset == 2
+    await close_service(service)
+
+
+async def test_idempotent_retry_answers_original_result_not_a_mismatch(tmp_path):
+    service = await make_service(tmp_path)
+    topic = await topic_of(service)
+    p = producer(topic, 1, idempotent=True)
+    await topic.add_producer(p, None)
+    lease = await topic.dedup.lease(service.pid_allocator, -1, None, 60_000)
+    assert lease.next_sequence == 0
+    g = lease.generation
+    original = await _publish(topic, p, 0, n=2, expected_offset=0, pid=lease.pid, generation=g, pid_sequence=0)
+    retry = await _publish(topic, p, 0, n=2, expected_offset=0, pid=lease.pid, generation=g, pid_sequence=0)
+    assert retry == original
+    assert topic.ledger.entry_count == 1
+    await close_service(service)
+
+
+async def test_sequences_generations_and_fencing(tmp_path):
+    service = await make_service(tmp_path)
+    topic = await topic_of(service)
+    p = producer(topic, 1, idempotent=True)
+    await topic.add_producer(p, None)
+    lease = await topic.dedup.lease(service.pid_allocator, -1, None, 60_000)
+    pid, g = lease.pid, lease.generation
+    await _publish(topic, p, 0, pid=pid, generation=g, pid_sequence=0)
+    with pytest.raises(OutOfOrderSequence):
+        await _publish(topic, p, 5, pid=pid, generation=g, pid_sequence=5)  # a gap
+    # A new incarnation (generation + 1) continues the sequence and fences the old one.
+    await _publish(topic, p, 1, pid=pid, generation=g + 1, pid_sequence=1)
+    with pytest.raises(ProducerFenced):
+        await _publish(topic, p, 2, pid=pid, generation=g, pid_sequence=2)  # the zombie
+    with pytest.raises(ProducerFenced):
+        await _publish(topic, p, 2, pid=pid, generation=g + 3, pid_sequence=2)
+    with pytest.raises(NotAllowed):
+        await _publish(topic, p, 0, pid=pid + 1000, generation=1, pid_sequence=0)  # never leased
+    # A takeover lease moves the generation on as well.
+    takeover = await topic.dedup.lease(service.pid_allocator, pid, None, 60_000)
+    assert takeover.generation == g + 2 and takeover.next_sequence == 2
+    with pytest.raises(ProducerFenced):
+        await _publish(topic, p, 2, pid=pid, generation=g + 1, pid_sequence=2)
+    assert topic.ledger.entry_count == 2
+    await close_service(service)
+
+
+async def test_pids_and_sequences_survive_a_crash_and_blocks_never_repeat(tmp_path):
+    store = await SqliteMetadataStore.open(tmp_path / "meta.db")
+    service = await make_service(tmp_path, store)
+    topic = await topic_of(service)
+    p = producer(topic, 1, idempotent=True)
+    await topic.add_producer(p, None)
+    unused = await topic.dedup.lease(service.pid_allocator, -1, None, 60_000)  # leased, never used
+    used = await topic.dedup.lease(service.pid_allocator, -1, None, 60_000)
+    for i in range(7):
+        await _publish(topic, p, i, pid=used.pid, generation=used.generation, pid_sequence=i)
+    # A crash: nothing closed cleanly, no final snapshot.
+    service.factory.abandon()
+    await store.close()
+
+    store = await SqliteMetadataStore.open(tmp_path / "meta.db")
+    service = await make_service(tmp_path, store)
+    topic = await topic_of(service)
+    assert topic.dedup.pids[unused.pid].generation == unused.generation
+    assert topic.dedup.pids[used.pid].highwater == 6  # replayed from the log
+    fresh = await PidAllocator(store).allocate()
+    assert fresh > max(unused.pid, used.pid)
+    assert fresh % 100 == 1  # a new block: the rest of the dead broker's block is never issued
+    await close_service(service)
+    await store.close()
+
+
+async def test_expiry_drops_idle_pids_and_keeps_live_ones(tmp_path):
+    service = await make_service(tmp_path)
+    topic = await topic_of(service)
+    idle = await topic.dedup.lease(service.pid_allocator, -1, None, 1)
+    live = await topic.dedup.lease(service.pid_allocator, -1, None, 60_000)
+    week = topic.dedup.pid_expiry_ms
+    now = topic.dedup.pids[live.pid].last_used_ms + week + 1
+    topic.dedup.pids[live.pid].lease_expiry_ms = now + 1  # renewed: still leased
+    assert topic.dedup.expire(now) == 1
+    assert idle.pid not in topic.dedup.pids and live.pid in topic.dedup.pids
+    await close_service(service)

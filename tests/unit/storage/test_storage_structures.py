@@ -1,0 +1,70 @@
+"""The small data structures: position ranges and the tail cache."""
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from magnetar.storage import Position
+from magnetar.storage.cache import TailCache
+from magnetar.storage.ranges import PositionRangeSet
+
+positions = st.builds(Position, st.integers(1, 3), st.integers(0, 30))
+
+
+@given(st.lists(positions, max_size=60), positions)
+def test_range_set_matches_a_set(added, cut):
+    ranges = PositionRangeSet()
+    model: set[Position] = set()
+    for pos in added:
+        assert ranges.add(pos) == (pos not in model)
+        model.add(pos)
+    assert len(ranges) == len(model)
+    assert all((p in ranges) == (p in model) for p in map(Position, [1, 2, 3] * 31, sorted(range(31)) * 3))
+    pairs = ranges.ranges()
+    assert pairs == sorted(pairs)
+    for (a, b), (c, _) in zip(pairs, pairs[1:]):
+        assert b < c and not (a.ledger_id == c.ledger_id and b.entry_id + 1 == c.entry_id)  # merged
+    for first, last in pairs:
+        assert ranges.run_end(first) == last
+    ranges.remove_through(cut)
+    model = {p for p in model if p > cut}
+    assert len(ranges) == len(model)
+    assert {Position(l, e) for l, s, t in ranges.runs() for e in range(s, t + 1)} == model
+
+
+def test_range_set_runs():
+    ranges = PositionRangeSet()
+    assert ranges.add_run(1, 5, 9) == 5
+    assert ranges.add_run(1, 0, 3) == 4
+    assert ranges.add_run(1, 2, 6) == 1  # bridges both runs
+    assert ranges.ranges() == [(Position(1, 0), Position(1, 9))]
+    assert ranges.count_in_ledger(1) == 10 and ranges.count_in_ledger(2) == 0
+
+
+def test_tail_cache_evicts_oldest_and_truncates():
+    cache = TailCache(max_bytes=10)
+    cache.put_many(1, 0, [b"aaa", b"bbb"])
+    cache.put_many(2, 0, [b"ccc", b"ddd"])  # 12 bytes: evicts 1:0
+    assert cache.bytes == 9
+    assert cache.get(1, 0, 1) == []
+    assert cache.get(1, 1, 5) == [b"bbb"]
+    assert cache.first_cached(1) == 1
+    assert cache.get(2, 0, 1) == [b"ccc", b"ddd"]
+    cache.put_many(2, 2, [b"eeeeeeeeee"])  # bigger than everything else together
+    assert cache.get(1, 1, 1) == [] and cache.get(2, 0, 0) == []
+    assert cache.get(2, 2, 2) == [b"eeeeeeeeee"]
+    cache.put_many(2, 3, [b"f"])
+    cache.truncate(2, 3)
+    assert cache.get(2, 3, 3) == []
+    cache.put_many(2, 3, [b"g"])  # appends continue after a truncate
+    assert cache.get(2, 3, 3) == [b"g"]
+    cache.put_many(2, 9, [b"h"])  # a gap restarts the run
+    assert cache.get(2, 3, 3) == [] and cache.get(2, 9, 9) == [b"h"]
+    cache.drop(2)
+    assert cache.bytes == 0
+
+
+def test_disabled_cache():
+    cache = TailCache(0)
+    cache.put_many(1, 0, [b"x"])
+    assert cache.get(1, 0, 0) == [] and cache.bytes == 0
