@@ -1,0 +1,87 @@
+"""Message TTL: a periodic task that expires old backlog.
+
+Every ``interval_s`` the task looks at each loaded topic whose namespace sets
+``message_ttl_in_seconds`` and moves each durable subscription's cursor past
+the entries published longer ago than the TTL (:func:`.cursor_ops.expire`),
+as if they had been acknowledged. Consumed ledgers then go the usual way
+(trimming, under the namespace's retention).
+
+Readers (non-durable subscriptions) are left alone: they chose their position
+and hold no data back. A failure on one topic is logged and the others are
+still checked; the task never dies of one.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from . import cursor_ops
+from .policies import message_ttl_s
+from .resources import namespace_policies
+
+if TYPE_CHECKING:
+    from .service import BrokerService
+
+log = logging.getLogger(__name__)
+
+
+class MessageExpiry:
+    def __init__(self, service: "BrokerService", interval_s: float) -> None:
+        self.service = service
+        self.interval_s = interval_s
+        self._task: asyncio.Task | None = None
+        #: Messages expired since start, per topic name (for stats and tests).
+        self.expired: dict[str, int] = {}
+
+    def start(self) -> "MessageExpiry":
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._loop())
+        return self
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            try:
+                await self.check_all()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("message expiry round failed")
+
+    async def check_all(self) -> int:
+        """One round over every loaded topic; returns the entries expired."""
+        ttl_by_namespace: dict[str, int | None] = {}
+        total = 0
+        for topic in list(self.service.topics.values()):
+            if topic.closed:
+                continue
+            ns = topic.name.namespace_name
+            if ns not in ttl_by_namespace:
+                ttl_by_namespace[ns] = message_ttl_s(await namespace_policies(self.service.store, ns))
+            ttl = ttl_by_namespace[ns]
+            if ttl is None:
+                continue
+            for sub in list(topic.subscriptions.values()):
+                if not sub.durable:
+                    continue
+                try:
+                    n = await cursor_ops.expire(sub, ttl)
+                except Exception as exc:  # storage trouble on one topic must not stop the round
+                    log.warning("cannot expire messages of %s/%s: %s", topic.name, sub.name, exc)
+                    continue
+                if n:
+                    log.info("expired %d entries of %s subscription %s (TTL %d s)", n, topic.name, sub.name, ttl)
+                    key = str(topic.name)
+                    self.expired[key] = self.expired.get(key, 0) + n
+                    total += n
+        return total
