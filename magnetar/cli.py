@@ -14,6 +14,17 @@ err = Console(stderr=True)
 DEFAULT_URL = "pulsar://localhost:6650"
 
 
+def _register_perf() -> None:
+    # magnetar.perf.cli keeps its heavy imports (pulsar, hdrh) inside the
+    # commands, so `magnetar standalone` does not pay for the load generator.
+    from magnetar.perf.cli import app as perf_app
+
+    app.add_typer(perf_app, name="perf")
+
+
+_register_perf()
+
+
 @app.command()
 def standalone(
     data_dir: Optional[str] = typer.Option(None, "--data-dir", help="Where ledgers and metadata live [./data]"),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import re
 import time
 from typing import Callable
 
@@ -25,6 +26,7 @@ from magnetar.protocol.commands import Type, command, error, message_id, success
 from magnetar.protocol.frames import FRAME_OVERHEAD, Frame
 from magnetar.storage import Entry, Position
 
+from . import lifecycle, topic_list
 from .consumer import Consumer
 from .entry_format import strip_broker_entry_metadata
 from .errors import BrokerError, ConsumerBusy, ExpectedOffsetMismatch, InvalidTopic, NotAllowed
@@ -60,7 +62,7 @@ class ServerConnection(asyncio.Protocol):
             Type.CONNECT: self._on_connect,
             Type.PING: self._on_ping,
             Type.PONG: lambda f: None,
-            Type.PARTITIONED_METADATA: self._on_partitioned_metadata,
+            Type.PARTITIONED_METADATA: lambda f: self._spawn(self._on_partitioned_metadata(f.command.partitionMetadata)),
             Type.LOOKUP: self._on_lookup,
             Type.PRODUCER: lambda f: self._spawn(self._on_producer(f.command.producer)),
             Type.SEND: self._on_send,
@@ -179,16 +181,21 @@ class ServerConnection(asyncio.Protocol):
     def _on_ping(self, frame: Frame) -> None:
         self.write(command(Type.PONG))
 
-    def _on_partitioned_metadata(self, frame: Frame) -> None:
-        req = frame.command.partitionMetadata
+    async def _on_partitioned_metadata(self, req: pb.CommandPartitionedTopicMetadata) -> None:
         Lookup = pb.CommandPartitionedTopicMetadataResponse
         try:
-            parse(req.topic)
-        except InvalidTopicName as exc:
+            partitions = await lifecycle.partitioned_metadata(
+                self.service, self._topic_name(req.topic), auto_create=req.metadata_auto_creation_enabled)
+        except BrokerError as exc:
             self.write(command(Type.PARTITIONED_METADATA_RESPONSE, request_id=req.request_id,
-                               response=Lookup.Failed, error=ServerError.InvalidTopicName, message=str(exc)))
+                               response=Lookup.Failed, error=exc.code, message=str(exc)))
             return
-        self.write(command(Type.PARTITIONED_METADATA_RESPONSE, request_id=req.request_id, partitions=0,
+        except Exception as exc:  # metadata trouble: the client retries ServiceNotReady
+            log.exception("partitioned metadata of %s failed", req.topic)
+            self.write(command(Type.PARTITIONED_METADATA_RESPONSE, request_id=req.request_id,
+                               response=Lookup.Failed, error=ServerError.ServiceNotReady, message=str(exc)))
+            return
+        self.write(command(Type.PARTITIONED_METADATA_RESPONSE, request_id=req.request_id, partitions=partitions,
                            response=Lookup.Success))
 
     def _on_lookup(self, frame: Frame) -> None:
@@ -320,6 +327,7 @@ class ServerConnection(asyncio.Protocol):
                       message=str(exc))
         if isinstance(exc, ExpectedOffsetMismatch):
             cmd.send_error.next_offset = exc.next_offset
+            cmd.send_error.offset_epoch = exc.offset_epoch
         self.write(cmd)
 
     def _on_close_producer(self, frame: Frame) -> None:
@@ -484,9 +492,28 @@ class ServerConnection(asyncio.Protocol):
                            consumer_mark_delete_position=message_id(mark.ledger_id, mark.entry_id & UINT64_MAX)))
 
     async def _on_get_topics(self, req: pb.CommandGetTopicsOfNamespace) -> None:
-        topics = await self.service.topics_of_namespace(req.namespace)
+        try:
+            topics: list[str] = []
+            if req.mode != pb.CommandGetTopicsOfNamespace.NON_PERSISTENT:  # only persistent topics exist
+                topics = await lifecycle.namespace_topics(self.service, req.namespace)
+        except Exception as exc:
+            log.info("topics of namespace %r refused: %s", req.namespace, exc)
+            self.write(error(req.request_id, ServerError.MetadataError, f"cannot list {req.namespace!r}: {exc}"))
+            return
+        filtered = False
+        if req.HasField("topics_pattern"):
+            try:
+                topics = topic_list.filter_topics(topics, req.topics_pattern)
+                filtered = True
+            except re.error as exc:  # the client filters an unfiltered list itself
+                log.info("ignoring bad topics pattern %r from %s: %s", req.topics_pattern, self.peer, exc)
+        digest = topic_list.topics_hash(topics)
+        if req.HasField("topics_hash") and req.topics_hash == digest:
+            self.write(command(Type.GET_TOPICS_OF_NAMESPACE_RESPONSE, request_id=req.request_id,
+                               filtered=filtered, topics_hash=digest, changed=False))
+            return
         self.write(command(Type.GET_TOPICS_OF_NAMESPACE_RESPONSE, request_id=req.request_id, topics=topics,
-                           filtered=False, changed=True))
+                           filtered=filtered, topics_hash=digest, changed=True))
 
     def _on_get_schema(self, frame: Frame) -> None:
         req = frame.command.getSchema

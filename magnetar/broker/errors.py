@@ -50,10 +50,17 @@ class PersistenceError(BrokerError):
 class ExpectedOffsetMismatch(BrokerError):
     code = ServerError.ExpectedOffsetMismatch
 
-    def __init__(self, message: str, next_offset: int) -> None:
+    def __init__(self, message: str, next_offset: int, offset_epoch: int = 0) -> None:
         super().__init__(message)
         self.next_offset = next_offset
+        self.offset_epoch = offset_epoch
 
 
 class OutOfOrderSequence(BrokerError):
     code = ServerError.OutOfOrderSequence
+
+
+class TopicTerminated(BrokerError):
+    """The topic was terminated (admin ``terminate``): nothing more is published."""
+
+    code = ServerError.TopicTerminatedError

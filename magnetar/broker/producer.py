@@ -44,6 +44,8 @@ class Producer:
     idempotent: bool = False
     #: Set once the producer lost its access: nothing it sends may land.
     fenced: bool = False
+    #: Conditional sends must carry this epoch; each refusal moves it on.
+    offset_epoch: int = 0
     #: Where to write receipts: callable(seq, highest_seq, result_future).
     on_result: Callable[[int, int, asyncio.Future], None] | None = None
     #: Tells the client the broker closed this producer (fenced, unloaded).

@@ -16,7 +16,9 @@ from magnetar.metadata import open_store
 from magnetar.storage import ManagedLedgerFactory
 
 from .config import BrokerConfig
+from . import resources
 from .connection import ServerConnection
+from .expiry import MessageExpiry
 from .service import BrokerService
 
 log = logging.getLogger(__name__)
@@ -30,6 +32,7 @@ class Broker:
         self.service: BrokerService | None = None
         self._server: asyncio.base_events.Server | None = None
         self._admin = None
+        self.expiry: MessageExpiry | None = None
         self.port = config.port
         self.admin_port = config.admin_port
 
@@ -39,7 +42,10 @@ class Broker:
         data.mkdir(parents=True, exist_ok=True)
         self.store = await open_store(config.resolved_metadata_url)
         self.factory = ManagedLedgerFactory(data, self.store, config.storage)
+        # Before clients can connect: cluster, tenant public, namespace public/default.
+        await resources.bootstrap(self.store, config.cluster_name, self._cluster_data())
         self.service = BrokerService(config, self.store, self.factory)
+        self.expiry = MessageExpiry(self.service, config.message_expiry_check_interval_s).start()
         self._server = await asyncio.get_running_loop().create_server(
             lambda: ServerConnection(self.service), config.bind_address, config.port, reuse_address=True
         )
@@ -50,12 +56,22 @@ class Broker:
             from magnetar.admin.app import start_admin
 
             self._admin, self.admin_port = await start_admin(self, config.bind_address, config.admin_port)
+        await resources.ensure_cluster(self.store, config.cluster_name, self._cluster_data())
         log.info("Magnetar broker ready: pulsar://%s:%d, admin on port %s, data in %s",
                  config.bind_address, self.port, self.admin_port, data.resolve())
+
+    def _cluster_data(self) -> dict:
+        """The cluster record (Pulsar's ClusterData) with this start's URLs."""
+        return {
+            "serviceUrl": f"http://{self.config.advertised_address}:{self.admin_port}",
+            "brokerServiceUrl": self.config.service_url,
+        }
 
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
+        if self.expiry is not None:
+            await self.expiry.stop()
         if self.service is not None:
             for cnx in list(self.service.connections):
                 cnx.close()

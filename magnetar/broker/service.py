@@ -7,22 +7,22 @@ storage failed is unloaded, so the next request reloads it from disk.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from magnetar.metadata import MetadataStore
 from magnetar.storage import ManagedLedgerFactory
 
 from .config import BrokerConfig
 from .dedup import PidAllocator
-from .errors import ServiceNotReady, TopicNotFound
+from .errors import ServiceNotReady
+from .lifecycle import check_creatable
+from .policies import retention_policy
 from .producer import Producer
+from .resources import POLICIES as POLICIES_ROOT  # namespace policies live below it
+from .resources import namespace_policies
 from .topic import Topic
 from .topic_name import TopicName
 
 log = logging.getLogger(__name__)
-
-#: Namespace policies as the admin API stores them (Pulsar's field names).
-POLICIES_ROOT = "/admin/policies"
 
 
 class BrokerService:
@@ -67,9 +67,10 @@ class BrokerService:
 
     async def _load(self, name: TopicName, create: bool) -> Topic:
         ml_name = name.managed_ledger_name
-        if not create and ml_name not in await self.factory.list_names():
-            raise TopicNotFound(f"topic {name} does not exist")
-        ledger = await self.factory.open(ml_name)
+        if ml_name not in await self.factory.list_names():
+            await check_creatable(self, name, create)  # namespace exists, partition rules
+        policies = await self.namespace_policies(name.namespace_name)
+        ledger = await self.factory.open(ml_name, retention=retention_policy(policies))
         topic = await Topic.load(self, name, ledger)
         self.topics[str(name)] = topic
         log.info("loaded topic %s (next offset %d, epoch %d)", name, topic.next_offset, topic.topic_epoch)
@@ -86,14 +87,8 @@ class BrokerService:
         return sorted(f"persistent://{namespace.strip('/')}/{n[len(prefix):]}" for n in names if n.startswith(prefix))
 
     async def namespace_policies(self, namespace: str) -> dict:
-        record = await self.store.get(f"{POLICIES_ROOT}/{namespace}")
-        if record is None:
-            return {}
-        try:
-            return json.loads(record.value)
-        except ValueError:
-            log.warning("namespace %s has unreadable policies; using defaults", namespace)
-            return {}
+        """See :func:`.resources.namespace_policies` (None values: unset)."""
+        return await namespace_policies(self.store, namespace)
 
     async def deduplication_enabled(self, name: TopicName) -> bool:
         """The namespace's ``deduplicationEnabled`` policy, else the broker default."""
@@ -106,6 +101,8 @@ class BrokerService:
     async def _refresh_policies(self) -> None:
         for topic in list(self.topics.values()):
             topic.dedup.enabled = await self.deduplication_enabled(topic.name)
+            policies = await self.namespace_policies(topic.name.namespace_name)
+            topic.ledger.set_retention(retention_policy(policies))
 
     def notify_producer_closed(self, producer: Producer) -> None:
         producer.disconnect()

@@ -8,7 +8,9 @@ entry is handed to storage:
 1. access: the producer is attached, not fenced, and (exclusive modes) holds
    the current topic epoch;
 2. idempotence / deduplication (see :mod:`.dedup`);
-3. conditional publish: the send's expected offset equals the upcoming offset.
+3. conditional publish: the send's expected offset equals the upcoming offset,
+   and it was planned in the producer's current offset epoch (a refusal starts
+   a new epoch, so sends pipelined behind a refused one are refused too).
 
 Because no ``await`` separates the checks from ``ManagedLedger.append`` (which
 assigns positions in call order), no rule can race another. A refusal never
@@ -40,6 +42,7 @@ from .errors import (
     ProducerBusy,
     ProducerFenced,
     ServiceNotReady,
+    TopicTerminated,
 )
 from .producer import AccessMode, Producer, PublishResult
 from .subscription import SubType, Subscription
@@ -52,6 +55,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TOPIC_EPOCH = "topic_epoch"
+#: Managed ledger property set by terminate(): the position of the last entry.
+TERMINATED_AT = "terminated_at"
 UINT64_MAX = (1 << 64) - 1
 INT64_MAX = (1 << 63) - 1
 
@@ -99,6 +104,8 @@ class Topic:
             pid_expiry_ms=int(service.config.pid_expiry_s * 1000),
         )
         self.closed = False
+        #: Set by terminate(): the last entry the topic will ever have.
+        self.terminated_at: Position | None = None
         self.msg_in = 0
         self.bytes_in = 0
         self._unlisten = ledger.add_listener(self._on_new_entries)
@@ -108,6 +115,8 @@ class Topic:
     async def load(cls, service: "BrokerService", name: TopicName, ledger: ManagedLedger) -> "Topic":
         topic = cls(service, name, ledger)
         topic.topic_epoch = int(ledger.properties.get(TOPIC_EPOCH, "0"))
+        if TERMINATED_AT in ledger.properties:
+            topic.terminated_at = Position.parse(ledger.properties[TERMINATED_AT])
         last = ledger.last_confirmed
         if last is not None:
             entries = await ledger.read_entries(last, 1)
@@ -131,6 +140,7 @@ class Topic:
         """
         async with self._admission:
             self._check_open()
+            self._check_not_terminated()
             if producer.name in self.producers:
                 raise ProducerBusy(f"producer with name '{producer.name}' is already connected to {self.name}")
             mode = producer.access_mode
@@ -247,11 +257,8 @@ class Topic:
         try:
             self._check_access(producer)
             token = self.dedup.check(producer, send, block)
-            if send.HasField("expected_offset") and send.expected_offset != self.next_offset:
-                raise ExpectedOffsetMismatch(
-                    f"expected offset {send.expected_offset}, upcoming offset is {self.next_offset}",
-                    self.next_offset,
-                )
+            if send.HasField("expected_offset"):
+                self._check_expected_offset(producer, send)
         except Duplicate as dup:
             # A retry of an appended entry: answer with the original outcome.
             if dup.result is None:
@@ -274,9 +281,23 @@ class Topic:
         appended.add_done_callback(lambda f: self._on_appended(f, result, first, n, token))
         return result
 
+    def _check_expected_offset(self, producer: Producer, send: pb.CommandSend) -> None:
+        if send.offset_epoch != producer.offset_epoch:
+            raise ExpectedOffsetMismatch(
+                f"send planned in offset epoch {send.offset_epoch}; a refusal started epoch "
+                f"{producer.offset_epoch}", self.next_offset, producer.offset_epoch,
+            )
+        if send.expected_offset != self.next_offset:
+            producer.offset_epoch += 1
+            raise ExpectedOffsetMismatch(
+                f"expected offset {send.expected_offset}, upcoming offset is {self.next_offset}",
+                self.next_offset, producer.offset_epoch,
+            )
+
     def _check_access(self, producer: Producer) -> None:
         if self.closed:
             raise ServiceNotReady(f"topic {self.name} is being unloaded; retry")
+        self._check_not_terminated()
         if producer.fenced or self.producers.get(producer.name) is not producer:
             raise ProducerFenced(f"producer {producer.name} no longer has access to {self.name}")
         if producer.access_mode != AccessMode.Shared and producer.epoch != self.topic_epoch:
@@ -409,6 +430,42 @@ class Topic:
         return mid
 
     # -- lifecycle -------------------------------------------------------------
+    def _check_not_terminated(self) -> None:
+        if self.terminated_at is not None:
+            raise TopicTerminated(f"topic {self.name} was terminated at {self.terminated_at}")
+
+    async def terminate(self) -> Position:
+        """Refuse every later publish, for good; returns the last entry's position.
+
+        Sends already accepted still complete (their receipts go out first);
+        then the position is persisted as a managed ledger property and the
+        producers are disconnected (reconnecting, they get TopicTerminated).
+        Idempotent. If the property cannot be written the topic is not
+        terminated and the storage error propagates.
+        """
+        if self.terminated_at is not None:
+            return self.terminated_at
+        self._check_open()
+        self.terminated_at = Position(-1, -1)  # refuse publishes from now on
+        try:
+            pending = [fut for p in self.producers.values() for _, _, fut in p._pending if not fut.done()]
+            await asyncio.gather(*pending, return_exceptions=True)
+            last = self.end_position()
+            await self.ledger.set_properties({TERMINATED_AT: str(last)})
+        except BaseException:
+            self.terminated_at = None
+            raise
+        self.terminated_at = last
+        while self.waiting:
+            _, fut = self.waiting.popleft()
+            if not fut.done():
+                fut.set_exception(TopicTerminated(f"topic {self.name} was terminated"))
+        for producer in list(self.producers.values()):
+            self.remove_producer(producer)
+            self.service.notify_producer_closed(producer)
+        log.info("terminated topic %s at %s", self.name, last)
+        return last
+
     async def close(self) -> None:
         """Disconnect producers and consumers (they reconnect and reload the topic)."""
         if self.closed:
@@ -490,5 +547,6 @@ class Topic:
                 for name, sub in self.subscriptions.items()
             },
             "properties": dict(ml.properties),
+            "state": "Terminated" if self.terminated_at is not None else "LedgerOpened",
             "idempotentProducerIds": len(self.dedup.pids),
         }

@@ -61,3 +61,22 @@ class CpuMeter:
         else:
             self.percent = round(100 * (c1 - self._c0) / elapsed, 1)
         return self.percent
+
+
+def machine_jiffies() -> tuple[int, int] | None:
+    """(busy, total) jiffies of all cores since boot, from ``/proc/stat``."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    total = sum(fields[:8])  # guest time is already inside user/nice
+    return total - idle, total
+
+
+def busy_percent(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    """Share of all cores busy between two :func:`machine_jiffies` readings."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return round(100 * (after[0] - before[0]) / (after[1] - before[1]), 1)

@@ -2,7 +2,7 @@
 
 A worker process sends dicts to the runner through a multiprocessing queue:
 
-- ``{"kind": "ready", "worker", "role"}`` once its producers/consumers exist;
+- ``{"kind": "ready", "worker", "role", "cpu"}`` once its producers/consumers exist;
 - ``{"kind": "stats", "worker", "role", "msgs", "bytes", "errors", "hist",
   "first", "last", "cpu", "final", "error"}`` at most every ``interval``
   seconds with the *deltas* since the previous one (``hist``: encoded HDR
@@ -41,7 +41,7 @@ class Reporter:
         self._next = time.monotonic() + interval
 
     def ready(self) -> None:
-        self.queue.put({"kind": "ready", "worker": self.worker, "role": self.role})
+        self.queue.put({"kind": "ready", "worker": self.worker, "role": self.role, "cpu": time.process_time()})
 
     def add(self, msgs: int, nbytes: int, now: float | None = None) -> None:
         """Count ``msgs`` completed messages (acknowledged or received)."""

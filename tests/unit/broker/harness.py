@@ -17,6 +17,9 @@ async def make_service(data_dir: Path, store: MetadataStore | None = None, **ove
     config = BrokerConfig(data_dir=str(data_dir), **overrides)
     store = store or MemoryMetadataStore()
     factory = ManagedLedgerFactory(Path(data_dir), store, config.storage)
+    from magnetar.broker import resources
+
+    await resources.bootstrap(store, config.cluster_name, {})  # public/default, as standalone has
     return BrokerService(config, store, factory)
 
 
@@ -34,7 +37,7 @@ def producer(topic, pid: int, name: str | None = None, mode: int = pb.Shared, id
 
 
 def send_of(producer_name: str, seq: int, payload: bytes = b"x", n: int = 1, *, expected_offset: int | None = None,
-            pid: int = 0, generation: int = 0, pid_sequence: int = 0) -> tuple[pb.CommandSend, PayloadBlock]:
+            pid: int = 0, generation: int = 0, pid_sequence: int = 0, offset_epoch: int = 0) -> tuple[pb.CommandSend, PayloadBlock]:
     md = pb.MessageMetadata(producer_name=producer_name, sequence_id=seq, publish_time=1)
     if n > 1:
         md.num_messages_in_batch = n
@@ -45,4 +48,5 @@ def send_of(producer_name: str, seq: int, payload: bytes = b"x", n: int = 1, *, 
         send.highest_sequence_id = seq + n - 1
     if expected_offset is not None:
         send.expected_offset = expected_offset
+        send.offset_epoch = offset_epoch
     return send, PayloadBlock(memoryview(checksummed_block(md.SerializeToString(), payload)))

@@ -26,9 +26,12 @@ async def test_expected_offset_mismatch_refuses_the_whole_batch(tmp_path):
     assert (first.first_offset, first.num_messages) == (0, 3)
     with pytest.raises(ExpectedOffsetMismatch) as info:
         await _publish(topic, p, 3, n=5, expected_offset=2)
-    assert info.value.next_offset == 3
+    assert info.value.next_offset == 3 and info.value.offset_epoch == 1
     assert topic.next_offset == 3 and topic.ledger.entry_count == 1
-    ok = await _publish(topic, p, 3, n=5, expected_offset=3)
+    # A send planned before the refusal was known is refused even though its offset fits.
+    with pytest.raises(ExpectedOffsetMismatch):
+        await _publish(topic, p, 3, n=5, expected_offset=3)
+    ok = await _publish(topic, p, 3, n=5, expected_offset=3, offset_epoch=info.value.offset_epoch)
     assert ok.first_offset == 3 and topic.next_offset == 8
     await close_service(service)
 

@@ -259,3 +259,21 @@ async def test_acks_on_an_empty_managed_ledger_are_ignored(factories):
     first = await ml.append(b"first")
     assert c.backlog() == 1
     assert [e.position for e in await c.read_entries(5)] == [first]
+
+
+async def test_persist_interval_batches_acks(factories, store):
+    puts = []
+    real_put = store.put
+
+    async def counting_put(key, value, expected_version=None, *, session=None):
+        if "/cursors/" in key:
+            puts.append(value)
+        return await real_put(key, value, expected_version, session=session)
+
+    store.put = counting_put
+    ml = await factories(cursor_persist_interval_ms=50).open("t")
+    p = await fill(ml, 10)
+    c = await ml.open_cursor("sub", "earliest")  # first write: at once
+    await asyncio.gather(*(c.delete([pos]) for pos in p))  # all wait for one write
+    assert c.mark_delete_position == p[-1]
+    assert len(puts) == 2

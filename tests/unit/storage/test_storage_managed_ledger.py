@@ -321,3 +321,12 @@ async def test_missing_ledger_file_is_a_storage_error(factories):
     with pytest.raises(StorageError):
         await ml.read_entries(positions[0], 1)
     assert [e.position for e in await ml.read_entries(positions[5], 1)] == [positions[5]]
+
+
+async def test_close_completes_pending_appends(factories):
+    ml = await factories(max_entries_per_ledger=30).open("t")
+    futures = [ml.append(payload(i)) for i in range(100)]
+    await ml.close()
+    assert all(f.done() and not f.exception() for f in futures)
+    ml2 = await factories().open("t")
+    assert await read_all(ml2) == [payload(i) for i in range(100)]
