@@ -11,6 +11,11 @@ app = typer.Typer(help="Magnetar: a streaming broker that speaks the Apache Puls
                   no_args_is_help=True, add_completion=False)
 err = Console(stderr=True)
 
+# `magnetar admin ...`: the admin REST API from a shell (light: stdlib HTTP only).
+from magnetar.admin.cli import app as admin_app  # noqa: E402
+
+app.add_typer(admin_app, name="admin")
+
 DEFAULT_URL = "pulsar://localhost:6650"
 
 

@@ -1,7 +1,11 @@
-"""The admin HTTP server: health, metrics, topic stats (Pulsar admin v2 paths).
+"""The admin HTTP server: Pulsar's admin v2 REST API, health, metrics.
 
-Served by the broker process on ``admin_port``. Errors are JSON
-``{"reason": ...}`` with Pulsar's status codes.
+Served by the broker process on ``admin_port``. This module wires the parts:
+each area of the API is a module with a :class:`~.routes.RouteTable`
+(:mod:`.clusters`, :mod:`.tenants`, :mod:`.namespaces`, :mod:`.topics`,
+:mod:`.subscriptions`); their routes are registered here, described at
+``/admin/v2/openapi.json`` (:mod:`.openapi`), and every error leaves as JSON
+``{"reason": ...}`` with Pulsar's status (:mod:`.errors`). See docs/admin.md.
 """
 from __future__ import annotations
 
@@ -9,87 +13,46 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily
 
-from magnetar.broker.topic_name import InvalidTopicName, parse
+from . import clusters, namespaces, openapi, subscriptions, tenants, topics
+from .errors import json_errors
+from .metrics import registry_for
+from .params import BROKER
+from .routes import OBJECT, RouteTable, add_to, json_answer
 
 if TYPE_CHECKING:
     from magnetar.broker.server import Broker
 
+REGISTRY = web.AppKey("registry", object)
+OPENAPI = web.AppKey("openapi", dict)
 
-def _reason(status: int, reason: str) -> web.Response:
-    return web.json_response({"reason": reason}, status=status)
+broker_table = RouteTable("broker")
+TABLES = [broker_table, clusters.table, tenants.table, namespaces.table, topics.table, subscriptions.table]
 
 
-class _TopicCollector:
-    """Prometheus collector reading live topic state at scrape time."""
+@broker_table.route("GET", "/admin/v2/brokers/health", "Health check: answers ok while the broker serves",
+                    answer={"type": "string"}, errors=())
+async def health(request: web.Request) -> web.Response:
+    return web.Response(text="ok")
 
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
 
-    def collect(self):
-        msg_in = CounterMetricFamily("magnetar_topic_messages_in", "Messages published", labels=["topic"])
-        bytes_in = CounterMetricFamily("magnetar_topic_bytes_in", "Bytes stored", labels=["topic"])
-        storage = GaugeMetricFamily("magnetar_topic_storage_bytes", "Bytes in storage", labels=["topic"])
-        backlog = GaugeMetricFamily("magnetar_subscription_backlog_entries", "Entries not yet acknowledged",
-                                    labels=["topic", "subscription"])
-        producers = GaugeMetricFamily("magnetar_topic_producers", "Attached producers", labels=["topic"])
-        service = self.broker.service
-        for topic in list(service.topics.values()) if service else []:
-            name = str(topic.name)
-            msg_in.add_metric([name], topic.msg_in)
-            bytes_in.add_metric([name], topic.bytes_in)
-            storage.add_metric([name], topic.ledger.total_size)
-            producers.add_metric([name], len(topic.producers))
-            for sub_name, sub in topic.subscriptions.items():
-                backlog.add_metric([name, sub_name], sub.backlog())
-        yield from (msg_in, bytes_in, storage, backlog, producers)
+@broker_table.route("GET", "/metrics", "Prometheus metrics (text exposition format)", answer={"type": "string"},
+                    errors=())
+async def metrics(request: web.Request) -> web.Response:
+    registry = request.app[REGISTRY]
+    return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+@broker_table.route("GET", "/admin/v2/openapi.json", "This API's OpenAPI 3 description", answer=OBJECT, errors=())
+async def openapi_json(request: web.Request) -> web.Response:
+    return json_answer(request.app[OPENAPI])
 
 
 def build_app(broker: "Broker") -> web.Application:
-    registry = CollectorRegistry()
-    registry.register(_TopicCollector(broker))
-    routes = web.RouteTableDef()
-
-    @routes.get("/admin/v2/brokers/health")
-    async def health(request: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
-    @routes.get("/metrics")
-    async def metrics(request: web.Request) -> web.Response:
-        return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-    @routes.get("/admin/v2/persistent/{tenant}/{namespace}")
-    async def list_topics(request: web.Request) -> web.Response:
-        ns = f"{request.match_info['tenant']}/{request.match_info['namespace']}"
-        return web.json_response(await broker.service.topics_of_namespace(ns))
-
-    async def _topic(request: web.Request):
-        raw = "persistent://{tenant}/{namespace}/{topic}".format(**request.match_info)
-        try:
-            name = parse(raw)
-        except InvalidTopicName as exc:
-            raise web.HTTPException(reason=str(exc)) from None
-        if not await broker.service.topic_exists(name):
-            return None
-        return await broker.service.get_topic(name, create=False)
-
-    @routes.get("/admin/v2/persistent/{tenant}/{namespace}/{topic}/stats")
-    async def stats(request: web.Request) -> web.Response:
-        topic = await _topic(request)
-        if topic is None:
-            return _reason(404, "Topic not found")
-        return web.json_response(topic.stats())
-
-    @routes.get("/admin/v2/persistent/{tenant}/{namespace}/{topic}/internalStats")
-    async def internal_stats(request: web.Request) -> web.Response:
-        topic = await _topic(request)
-        if topic is None:
-            return _reason(404, "Topic not found")
-        return web.json_response(topic.internal_stats())
-
-    app = web.Application()
-    app.add_routes(routes)
+    app = web.Application(middlewares=[json_errors], client_max_size=2 * 1024 * 1024)
+    app[BROKER] = broker
+    app[REGISTRY] = registry_for(broker)
+    app[OPENAPI] = openapi.build(add_to(app, TABLES))
     return app
 
 

@@ -351,6 +351,8 @@ class ServerConnection(asyncio.Protocol):
                 subscription=None,  # type: ignore[arg-type]  (set by subscribe)
                 priority_level=req.priority_level,
                 address=self.peer,
+                key_shared_meta=req.keySharedMeta if req.HasField("keySharedMeta") else None,
+                read_compacted=req.read_compacted,
             )
             consumer.deliver = self._deliver
             consumer.writable = lambda: not self.writing_paused
@@ -414,8 +416,8 @@ class ServerConnection(asyncio.Protocol):
                 raise BrokerError("unknown consumer id", ServerError.ConsumerNotFound)
             sub = consumer.subscription
             if req.ack_type == pb.CommandAck.Cumulative:
-                if sub.type == pb.CommandSubscribe.Shared:
-                    raise NotAllowed("cumulative ack is not allowed on a Shared subscription")
+                if sub.type in (pb.CommandSubscribe.Shared, pb.CommandSubscribe.Key_Shared):
+                    raise NotAllowed("cumulative ack is not allowed on a Shared or Key_Shared subscription")
                 if req.message_id:
                     mid = req.message_id[0]
                     await sub.acknowledge_cumulative(Position(mid.ledgerId, mid.entryId))

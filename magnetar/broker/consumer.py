@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from magnetar.storage import Entry, Position
 
@@ -32,6 +32,10 @@ class Consumer:
     #: Tells a failover consumer whether it is the active one.
     active_change: Callable[[bool], None] = lambda active: None
     permits: int = 0
+    #: Key_Shared: the consumer's KeySharedMeta (mode, sticky ranges, out-of-order), None if not given.
+    key_shared_meta: Any = None
+    #: Reads the topic's compacted view first (Exclusive/Failover subscriptions and readers).
+    read_compacted: bool = False
     pending: dict[Position, int] = field(default_factory=dict)
     address: str = ""
     connected_since: float = field(default_factory=time.time)

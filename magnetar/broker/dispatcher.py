@@ -5,9 +5,14 @@ Two kinds, as in Pulsar:
 - :class:`SingleActiveDispatcher` (Exclusive, Failover): one consumer receives
   everything in order; redelivery rewinds the cursor.
 - :class:`SharedDispatcher` (Shared): entries go round-robin to consumers that
-  have permits; each entry is owned by one consumer until acked; a consumer's
-  unacked entries are redelivered (replayed before new entries) when it
-  closes, nacks or times out.
+  have permits, highest priority first (the lowest ``priority_level``; a
+  lower level gets entries only while every higher one has no permits); each
+  entry is owned by one consumer until acked; a consumer's unacked entries
+  are redelivered (replayed before new entries) when it closes, nacks or
+  times out. Entries with a future ``deliver_at_time`` wait in a
+  :class:`~.delayed.DelayedIndex` and are replayed when due.
+- :class:`~.key_shared.KeySharedDispatcher` (Key_Shared) extends Shared with
+  routing by message key.
 
 A dispatcher runs one read at a time (``_run``) and is woken by
 :meth:`schedule` whenever something changed: new entries, permits, consumers,
@@ -22,7 +27,9 @@ from typing import TYPE_CHECKING
 from magnetar.storage import Entry, Position
 
 from .consumer import Consumer
+from .delayed import DelayedIndex, now_ms
 from .entry_format import entry_info
+from .message_peek import deliver_at
 
 if TYPE_CHECKING:
     from .subscription import Subscription
@@ -103,6 +110,9 @@ class Dispatcher:
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
         raise NotImplementedError  # pragma: no cover (abstract)
+
+    def acks_applied(self) -> None:
+        """Called once acknowledgements reached the cursor (its mark-delete may have moved)."""
 
     def reset(self) -> None:
         """Forget deliveries after a cursor reset (seek)."""
@@ -186,12 +196,14 @@ class SingleActiveDispatcher(Dispatcher):
 
 
 class SharedDispatcher(Dispatcher):
-    """Shared: round-robin by entry over consumers with permits; replays first."""
+    """Shared: round-robin by entry over the highest-priority consumers with
+    permits; replays (redeliveries, due delayed entries) first."""
 
     def __init__(self, subscription: "Subscription", max_read_batch: int) -> None:
         super().__init__(subscription, max_read_batch)
         self.replay: set[Position] = set()
         self._next = 0
+        self.delayed = DelayedIndex(self._on_delayed_due)
 
     def remove_consumer(self, consumer: Consumer) -> None:
         self._to_replay(consumer, list(consumer.pending))
@@ -207,41 +219,96 @@ class SharedDispatcher(Dispatcher):
         self._to_replay(consumer, list(consumer.pending) if positions is None else positions)
         self.schedule()
 
+    def _on_delayed_due(self, positions: list[Position]) -> None:
+        self.replay.update(positions)
+        self.schedule()
+
     def reset(self) -> None:
         super().reset()
         self.replay.clear()
+        self.delayed.clear()
+
+    def close(self) -> None:
+        super().close()
+        self.delayed.close()
 
     def _next_consumer(self) -> Consumer | None:
-        n = len(self.consumers)
+        """The next consumer by round robin among those of the best priority that can receive."""
+        consumers = self.consumers
+        n = len(consumers)
+        best = None
+        for c in consumers:
+            if (best is None or c.priority_level < best) and c.can_receive():
+                best = c.priority_level
+        if best is None:
+            return None
         for i in range(n):
-            consumer = self.consumers[(self._next + i) % n]
-            if consumer.can_receive():
-                self._next = (self._next + i + 1) % n
+            idx = (self._next + i) % n
+            consumer = consumers[idx]
+            if consumer.priority_level == best and consumer.can_receive():
+                self._next = (idx + 1) % n
                 return consumer
-        return None
+        return None  # pragma: no cover (best was found above)
 
     def _total_permits(self) -> int:
         return sum(c.permits for c in self.consumers if c.can_receive())
+
+    def _hold_delayed(self, entries: list[Entry]) -> list[Entry]:
+        """Keep back freshly read entries whose delivery time is in the future."""
+        out = []
+        now = None
+        for entry in entries:
+            at = deliver_at(entry.data)
+            if at is not None:
+                now = now_ms() if now is None else now
+                if at > now:
+                    self.delayed.add(entry.position, at)
+                    continue
+            out.append(entry)
+        return out
+
+    async def _read_replay(self, limit: int) -> tuple[list[Entry], bool]:
+        """Up to ``limit`` replay entries in position order (acked or trimmed ones
+        are dropped). Returns the entries and whether any was dropped."""
+        entries: list[Entry] = []
+        moved = False
+        ml = self.subscription.ledger
+        for pos in sorted(self.replay)[:limit]:
+            if self.cursor.is_deleted(pos) or pos <= self.cursor.mark_delete_position:
+                self.replay.discard(pos)
+                self.redelivery_counts.pop(pos, None)
+                moved = True
+                continue
+            got = await ml.read_entries(pos, 1)
+            if got and got[0].position == pos:
+                if pos in self.replay:  # not reset meanwhile
+                    self.replay.discard(pos)
+                    entries.append(got[0])
+            else:  # trimmed: nothing left to deliver
+                self.replay.discard(pos)
+                moved = True
+        return entries, moved
+
+    async def _read_new(self, budget: int) -> tuple[list[Entry], bool]:
+        """New entries from the cursor, delayed ones held back; and whether any was read."""
+        if not self.cursor.has_more_entries():
+            return [], False
+        fresh = await self.cursor.read_entries(budget)
+        return self._hold_delayed(fresh), bool(fresh)
+
+    async def _read_round(self, budget: int) -> tuple[list[Entry], bool]:
+        """Replays if there are any (they go first), else new entries."""
+        if self.replay:
+            return await self._read_replay(budget)
+        return await self._read_new(budget)
 
     async def dispatch_round(self) -> bool:
         if self._next_consumer_available() is False:
             return False
         budget = min(self.max_read_batch, max(1, self._total_permits()))
-        entries: list[Entry] = []
-        if self.replay:
-            ml = self.subscription.ledger
-            for pos in sorted(self.replay)[:budget]:
-                self.replay.discard(pos)
-                if self.cursor.is_deleted(pos) or pos <= self.cursor.mark_delete_position:
-                    self.redelivery_counts.pop(pos, None)
-                    continue
-                got = await ml.read_entries(pos, 1)
-                if got and got[0].position == pos:
-                    entries.append(got[0])
-        elif self.cursor.has_more_entries():
-            entries = await self.cursor.read_entries(budget)
+        entries, moved = await self._read_round(budget)
         if not entries:
-            return bool(self.replay)
+            return moved
         for entry in entries:
             consumer = self._next_consumer()
             if consumer is None:

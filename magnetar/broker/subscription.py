@@ -17,6 +17,7 @@ from magnetar.storage import ManagedCursor, Position
 from .consumer import Consumer
 from .dispatcher import Dispatcher, SharedDispatcher, SingleActiveDispatcher
 from .errors import ConsumerBusy, NotAllowed
+from .key_shared import KeySharedDispatcher
 
 if TYPE_CHECKING:
     from .topic import Topic
@@ -38,9 +39,10 @@ class Subscription:
         self.msg_rate_redeliver = 0
 
     def add_consumer(self, consumer: Consumer, sub_type: int) -> None:
-        """Attach a consumer; raise ConsumerBusy/NotAllowed when the type forbids it."""
-        if sub_type == SubType.Key_Shared:
-            raise NotAllowed("Key_Shared subscriptions are not supported yet; use Shared or Failover")
+        """Attach a consumer; raise ConsumerBusy/NotAllowed/ConsumerAssignError when
+        the type, compacted reads or Key_Shared ranges forbid it (nothing changes then)."""
+        if consumer.read_compacted and sub_type not in (SubType.Exclusive, SubType.Failover):
+            raise NotAllowed("read_compacted is only allowed on Exclusive or Failover subscriptions")
         if self.consumers:
             if sub_type != self.type:
                 raise ConsumerBusy(
@@ -49,16 +51,24 @@ class Subscription:
                 )
             if sub_type == SubType.Exclusive:
                 raise ConsumerBusy(f"exclusive subscription {self.name} already has a consumer")
-        if self.dispatcher is None or self.type != sub_type:
+        if self.dispatcher is None or self.type != sub_type or (
+                sub_type == SubType.Key_Shared and not self.consumers
+                and self.dispatcher.mode != KeySharedDispatcher.mode_of(consumer)):
             if self.dispatcher is not None:
                 self.dispatcher.close()
+                # The old dispatcher's replays and delayed entries die with it:
+                # read again from the first unacknowledged entry.
+                self.cursor.rewind()
             self.type = sub_type
             batch = self.topic.config.dispatcher_max_read_batch
-            self.dispatcher = (
-                SharedDispatcher(self, batch) if sub_type == SubType.Shared else SingleActiveDispatcher(self, batch)
-            )
+            if sub_type == SubType.Shared:
+                self.dispatcher = SharedDispatcher(self, batch)
+            elif sub_type == SubType.Key_Shared:
+                self.dispatcher = KeySharedDispatcher(self, batch, KeySharedDispatcher.mode_of(consumer))
+            else:
+                self.dispatcher = SingleActiveDispatcher(self, batch)
+        self.dispatcher.add_consumer(consumer)  # may refuse (Key_Shared ranges) before anything changed
         self.consumers.append(consumer)
-        self.dispatcher.add_consumer(consumer)
 
     def remove_consumer(self, consumer: Consumer) -> None:
         consumer.closed = True
@@ -75,11 +85,15 @@ class Subscription:
         if self.dispatcher is not None:
             self.dispatcher.acked(positions)
         await self.cursor.delete(positions)
+        if self.dispatcher is not None:
+            self.dispatcher.acks_applied()
 
     async def acknowledge_cumulative(self, position: Position) -> None:
         if self.dispatcher is not None:
             self.dispatcher.acked_cumulative(position)
         await self.cursor.mark_delete(position)
+        if self.dispatcher is not None:
+            self.dispatcher.acks_applied()
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
         if self.dispatcher is not None:

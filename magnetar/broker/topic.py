@@ -534,7 +534,10 @@ class Topic:
             "lastConfirmedEntry": str(ml.last_confirmed) if ml.last_confirmed else None,
             "nextOffset": self.next_offset,
             "topicEpoch": self.topic_epoch,
-            "ledgers": [dict(info) if isinstance(info, dict) else vars(info) for info in ml.ledgers],
+            # Pulsar's field names (ledgerId, entries, size), plus our state and times.
+            "ledgers": [{"ledgerId": info.ledger_id, "entries": info.entries, "size": info.size,
+                         "offloaded": False, "state": info.state, "created": info.created, "closed": info.closed}
+                        for info in ml.ledgers],
             "cursors": {
                 name: {
                     "markDeletePosition": str(sub.cursor.mark_delete_position),

@@ -20,7 +20,8 @@ from .spec import WorkloadSpec
 
 app = typer.Typer(help="Load generation and measurement (official pulsar-client, several processes).",
                   no_args_is_help=True, add_completion=False)
-out = Console(stderr=True)
+# Wide enough for the summary table when stderr is a pipe (rich would use 80).
+out = Console(stderr=True, width=None if Console(stderr=True).is_terminal else 132)
 
 Url = Annotated[str, typer.Option("--service-url", "-u", help="Broker URL")]
 Topic = Annotated[str, typer.Option("--topic", "-t", help="Topic name (prefix when --topics > 1)")]

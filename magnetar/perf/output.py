@@ -14,7 +14,14 @@ def save_json(result: dict, path: str | Path) -> None:
 
 
 def _fmt(v) -> str:
-    return "-" if v is None else f"{v:,.3f}" if isinstance(v, float) and v < 100 else f"{v:,.0f}"
+    """Latencies: 3 significant-ish digits; None: a dash."""
+    if v is None:
+        return "-"
+    return f"{v:,.3f}" if v < 10 else f"{v:,.1f}" if v < 1000 else f"{v:,.0f}"
+
+
+def _pct(v) -> str:
+    return "?" if v is None else f"{v:.0f}"
 
 
 def print_summary(result: dict, console) -> None:
@@ -33,12 +40,12 @@ def print_summary(result: dict, console) -> None:
     cpu = ", ".join(f"{c:.0f}%" for c in gen["producer_cpu_percent"] + gen["consumer_cpu_percent"])
     console.print(f"load generator: {gen['producer_workers']} producer + {gen['consumer_workers']} consumer "
                   f"process(es), CPU per process [{cpu}] (100% = one core), machine busy "
-                  f"{_fmt(gen['machine_busy_percent'])}%"
+                  f"{_pct(gen['machine_busy_percent'])}%"
                   + ("  [yellow]saturated: figures are a lower bound for the broker[/yellow]"
                      if gen["saturated"] else ""), highlight=False)
     if result.get("broker"):
         b = result["broker"]
-        console.print(f"broker pid {b['pid']}: CPU {_fmt(b['cpu_percent'])}% of a core, RSS {_fmt(b['rss_mb'])} MB",
+        console.print(f"broker pid {b['pid']}: CPU {_pct(b['cpu_percent'])}% of a core, RSS {_pct(b['rss_mb'])} MB",
                       highlight=False)
     ceiling = result.get("ceiling")
     if ceiling:

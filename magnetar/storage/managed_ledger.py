@@ -867,9 +867,16 @@ class ManagedLedger:
         slowest = min(c._persisted_mark_delete for c in self.cursors.values())
         now = time.time()
         remaining = self.total_size
+        # The ledger holding the last confirmed entry is always kept: the last
+        # entry must stay readable (upper layers recover state from it, e.g.
+        # the broker's upcoming topic offset), even after a restart leaves an
+        # empty current ledger behind it.
+        last = self.last_confirmed
         victims = []
         for meta in self._ledgers.values():
             if meta.state != "closed" or meta is self._current_meta:
+                break
+            if last is not None and meta.ledger_id == last.ledger_id:
                 break
             if meta.entries and Position(meta.ledger_id, meta.entries - 1) > slowest:
                 break

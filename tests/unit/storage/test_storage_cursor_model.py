@@ -114,7 +114,7 @@ class CursorModel(RuleBasedStateMachine):
 
 
 CursorModel.TestCase.settings = settings(
-    max_examples=60,
+    max_examples=40,
     stateful_step_count=25,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

@@ -1,0 +1,446 @@
+"""``magnetar admin ...``: the admin REST API from a shell.
+
+Options before the area name: ``--admin-url`` (default http://localhost:8080,
+or ``$MAGNETAR_ADMIN_URL``) and ``--json`` (raw JSON answers instead of
+tables). Exit codes: 0 done, 1 the broker refused or could not be reached
+(the reason is printed on stderr), 2 bad command-line arguments.
+
+Areas mirror ``pulsar-admin``: ``clusters``, ``tenants``, ``namespaces``,
+``topics``. Durations take a unit suffix (``30s``, ``10m``, ``2h``, ``1d``,
+``1w``) and sizes one of ``k``, ``M``, ``G``, ``T``; ``-1`` means no limit.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from .client import AdminApiError, AdminClient, AdminUnreachable
+
+DEFAULT_ADMIN_URL = "http://localhost:8080"
+
+app = typer.Typer(help="Administer a Magnetar broker through its REST API (Pulsar admin v2 paths).",
+                  no_args_is_help=True, add_completion=False)
+clusters_app = typer.Typer(help="Clusters (read-only).", no_args_is_help=True)
+tenants_app = typer.Typer(help="Tenants.", no_args_is_help=True)
+namespaces_app = typer.Typer(help="Namespaces and their policies.", no_args_is_help=True)
+topics_app = typer.Typer(help="Topics, partitioned topics and subscriptions.", no_args_is_help=True)
+app.add_typer(clusters_app, name="clusters")
+app.add_typer(tenants_app, name="tenants")
+app.add_typer(namespaces_app, name="namespaces")
+app.add_typer(topics_app, name="topics")
+
+err = Console(stderr=True, soft_wrap=True)
+
+
+@dataclass
+class Settings:
+    url: str
+    json: bool
+
+
+@app.callback()
+def _options(
+    ctx: typer.Context,
+    admin_url: str = typer.Option(DEFAULT_ADMIN_URL, "--admin-url", envvar="MAGNETAR_ADMIN_URL",
+                                  help="The broker's admin HTTP address"),
+    json_output: bool = typer.Option(False, "--json", help="Print raw JSON instead of tables"),
+) -> None:
+    ctx.obj = Settings(admin_url, json_output)
+
+
+# -- parsing -------------------------------------------------------------------------
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_BYTES = {"": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3, "t": 1024 ** 4}
+
+
+def _usage(message: str) -> typer.Exit:
+    err.print(f"[red]error:[/red] {escape(message)}")
+    return typer.Exit(2)
+
+
+def parse_duration(text: str, default_unit: str = "s") -> int:
+    """``"10m"`` -> 600 seconds; ``"-1"`` -> -1; a bare number uses ``default_unit``."""
+    text = text.strip().lower()
+    if text == "-1":
+        return -1
+    match = re.fullmatch(r"(\d+)([smhdw]?)", text)
+    if not match:
+        raise _usage(f"invalid duration {text!r}: use a number with s, m, h, d or w (or -1)")
+    return int(match.group(1)) * _SECONDS[match.group(2) or default_unit]
+
+
+def parse_size(text: str) -> int:
+    """``"10M"`` -> bytes; ``"-1"`` -> -1; a bare number is bytes."""
+    text = text.strip().lower()
+    if text == "-1":
+        return -1
+    match = re.fullmatch(r"(\d+)([kmgt]?)", text)
+    if not match:
+        raise _usage(f"invalid size {text!r}: use a number with k, M, G or T (or -1)")
+    return int(match.group(1)) * _BYTES[match.group(2)]
+
+
+# -- calling and printing ----------------------------------------------------------
+def _out() -> Console:
+    console = Console()
+    # Tables must not wrap names when piped (scripts, tests read them).
+    return console if console.is_terminal else Console(width=250)
+
+
+def _call(ctx: typer.Context, call: Callable[[AdminClient], Any], render: Callable[[Any], None] | None = None,
+          done: str | None = None) -> None:
+    settings: Settings = ctx.obj
+    try:
+        result = call(AdminClient(settings.url))
+    except AdminApiError as exc:
+        err.print(f"[red]error:[/red] {exc.status} {escape(exc.reason)}")
+        raise typer.Exit(1)
+    except AdminUnreachable as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(1)
+    except ValueError as exc:  # a malformed name or id given on the command line
+        raise _usage(str(exc))
+    if settings.json:
+        if result is not None:
+            typer.echo(json.dumps(result, indent=2, sort_keys=True))
+        return
+    if render is not None:
+        render(result)
+    elif done is not None:
+        _out().print(escape(done))
+
+
+def _list(header: str) -> Callable[[Any], None]:
+    def render(items: list) -> None:
+        table = Table(header)
+        for item in items:
+            table.add_row(escape(str(item)))
+        _out().print(table)
+
+    return render
+
+
+def _cell(value: Any) -> str:
+    return escape(value if isinstance(value, str) else json.dumps(value, sort_keys=True))
+
+
+def _fields(doc: Any) -> None:
+    """A document as a two-column table; nested values as compact JSON."""
+    if not isinstance(doc, dict):
+        _out().print(_cell(doc))
+        return
+    table = Table("Field", "Value")
+    for key, value in doc.items():
+        table.add_row(escape(str(key)), _cell(value))
+    _out().print(table)
+
+
+def _stats(doc: dict) -> None:
+    """Topic stats: scalar fields, then one row per subscription and publisher."""
+    _fields({k: v for k, v in doc.items() if k not in ("subscriptions", "publishers")})
+    subs = doc.get("subscriptions") or {}
+    if subs:
+        table = Table("Subscription", "Type", "Backlog", "Consumers")
+        for name, sub in subs.items():
+            table.add_row(escape(name), _cell(sub.get("type")), _cell(sub.get("msgBacklog")),
+                          str(len(sub.get("consumers", []))))
+        _out().print(table)
+    pubs = doc.get("publishers") or []
+    if pubs:
+        table = Table("Producer", "Access mode", "Messages in")
+        for pub in pubs:
+            table.add_row(_cell(pub.get("producerName")), _cell(pub.get("accessMode")), _cell(pub.get("msgInCounter")))
+        _out().print(table)
+
+
+# -- clusters ----------------------------------------------------------------------------
+@clusters_app.command("list")
+def clusters_list(ctx: typer.Context) -> None:
+    """List the clusters."""
+    _call(ctx, lambda c: c.clusters(), _list("Cluster"))
+
+
+@clusters_app.command("get")
+def clusters_get(ctx: typer.Context, cluster: str) -> None:
+    """Show a cluster's URLs."""
+    _call(ctx, lambda c: c.cluster(cluster), _fields)
+
+
+# -- tenants --------------------------------------------------------------------------------
+@tenants_app.command("list")
+def tenants_list(ctx: typer.Context) -> None:
+    """List the tenants."""
+    _call(ctx, lambda c: c.tenants(), _list("Tenant"))
+
+
+@tenants_app.command("get")
+def tenants_get(ctx: typer.Context, tenant: str) -> None:
+    """Show a tenant's admin roles and allowed clusters."""
+    _call(ctx, lambda c: c.tenant(tenant), _fields)
+
+
+@tenants_app.command("create")
+def tenants_create(
+    ctx: typer.Context,
+    tenant: str,
+    allowed_clusters: Optional[str] = typer.Option(None, "--allowed-clusters", "-c",
+                                                   help="Comma-separated clusters [all]"),
+    admin_roles: Optional[str] = typer.Option(None, "--admin-roles", "-r", help="Comma-separated roles"),
+) -> None:
+    """Create a tenant."""
+    clusters = [c for c in (allowed_clusters or "").split(",") if c]
+    roles = [r for r in (admin_roles or "").split(",") if r]
+    _call(ctx, lambda c: c.create_tenant(tenant, clusters or None, roles), done=f"Created tenant {tenant}")
+
+
+@tenants_app.command("delete")
+def tenants_delete(ctx: typer.Context, tenant: str) -> None:
+    """Delete a tenant (it must have no namespaces)."""
+    _call(ctx, lambda c: c.delete_tenant(tenant), done=f"Deleted tenant {tenant}")
+
+
+# -- namespaces --------------------------------------------------------------------------------
+@namespaces_app.command("list")
+def namespaces_list(ctx: typer.Context, tenant: str) -> None:
+    """List a tenant's namespaces."""
+    _call(ctx, lambda c: c.namespaces(tenant), _list("Namespace"))
+
+
+@namespaces_app.command("create")
+def namespaces_create(ctx: typer.Context, namespace: str = typer.Argument(..., help="tenant/namespace")) -> None:
+    """Create a namespace."""
+    _call(ctx, lambda c: c.create_namespace(namespace), done=f"Created namespace {namespace}")
+
+
+@namespaces_app.command("delete")
+def namespaces_delete(ctx: typer.Context, namespace: str,
+                      force: bool = typer.Option(False, "--force", "-f", help="Delete its topics too")) -> None:
+    """Delete a namespace (it must have no topics, unless --force)."""
+    _call(ctx, lambda c: c.delete_namespace(namespace, force), done=f"Deleted namespace {namespace}")
+
+
+@namespaces_app.command("policies")
+def namespaces_policies(ctx: typer.Context, namespace: str) -> None:
+    """Show a namespace's policies."""
+    _call(ctx, lambda c: c.policies(namespace), _fields)
+
+
+@namespaces_app.command("set-retention")
+def namespaces_set_retention(
+    ctx: typer.Context,
+    namespace: str,
+    time_: str = typer.Option(..., "--time", "-t", help="How long consumed data is kept: 30m, 12h, 7d; -1: no limit"),
+    size: str = typer.Option(..., "--size", "-s", help="How much consumed data is kept: 100M, 10G; -1: no limit"),
+) -> None:
+    """Keep consumed messages up to a time and a size (both 0: keep none)."""
+    seconds, nbytes = parse_duration(time_, "m"), parse_size(size)
+    minutes = -1 if seconds < 0 else seconds // 60
+    size_mb = -1 if nbytes < 0 else nbytes // (1024 * 1024)
+    if seconds > 0 and minutes == 0 or nbytes > 0 and size_mb == 0:
+        raise _usage("retention is counted in whole minutes and megabytes: use at least 1m and 1M")
+    _call(ctx, lambda c: c.set_retention(namespace, minutes, size_mb),
+          done=f"Retention of {namespace}: {minutes} min, {size_mb} MB")
+
+
+@namespaces_app.command("set-message-ttl")
+def namespaces_set_message_ttl(
+    ctx: typer.Context,
+    namespace: str,
+    ttl: str = typer.Option(..., "--ttl", "-t", help="Unacknowledged messages expire after this: 3600, 1h; 0: never"),
+) -> None:
+    """Expire unacknowledged messages older than a TTL."""
+    seconds = parse_duration(ttl)
+    if seconds < 0:
+        raise _usage("the TTL must be >= 0 (0: messages never expire)")
+    _call(ctx, lambda c: c.set_message_ttl(namespace, seconds), done=f"Message TTL of {namespace}: {seconds} s")
+
+
+@namespaces_app.command("set-deduplication")
+def namespaces_set_deduplication(
+    ctx: typer.Context,
+    namespace: str,
+    enable: bool = typer.Option(..., "--enable/--disable", help="Turn deduplication on or off"),
+) -> None:
+    """Turn message deduplication on or off for a namespace."""
+    _call(ctx, lambda c: c.set_deduplication(namespace, enable),
+          done=f"Deduplication of {namespace}: {'on' if enable else 'off'}")
+
+
+# -- topics --------------------------------------------------------------------------------------
+@topics_app.command("list")
+def topics_list(ctx: typer.Context, namespace: str) -> None:
+    """List a namespace's topics (partitions included)."""
+    _call(ctx, lambda c: c.topics(namespace), _list("Topic"))
+
+
+@topics_app.command("list-partitioned-topics")
+def topics_list_partitioned(ctx: typer.Context, namespace: str) -> None:
+    """List a namespace's partitioned topics."""
+    _call(ctx, lambda c: c.partitioned_topics(namespace), _list("Partitioned topic"))
+
+
+@topics_app.command("create")
+def topics_create(ctx: typer.Context, topic: str) -> None:
+    """Create a non-partitioned topic."""
+    _call(ctx, lambda c: c.create_topic(topic), done=f"Created topic {topic}")
+
+
+@topics_app.command("delete")
+def topics_delete(ctx: typer.Context, topic: str,
+                  force: bool = typer.Option(False, "--force", "-f", help="Even with producers or consumers")) -> None:
+    """Delete a topic with its subscriptions and data."""
+    _call(ctx, lambda c: c.delete_topic(topic, force), done=f"Deleted topic {topic}")
+
+
+@topics_app.command("create-partitioned-topic")
+def topics_create_partitioned(ctx: typer.Context, topic: str,
+                              partitions: int = typer.Option(..., "--partitions", "-p")) -> None:
+    """Create a partitioned topic."""
+    _call(ctx, lambda c: c.create_partitioned_topic(topic, partitions),
+          done=f"Created {topic} with {partitions} partitions")
+
+
+@topics_app.command("update-partitioned-topic")
+def topics_update_partitioned(ctx: typer.Context, topic: str,
+                              partitions: int = typer.Option(..., "--partitions", "-p")) -> None:
+    """Grow a partitioned topic (partitions are only ever added)."""
+    _call(ctx, lambda c: c.update_partitioned_topic(topic, partitions),
+          done=f"{topic} now has {partitions} partitions")
+
+
+@topics_app.command("get-partitioned-topic-metadata")
+def topics_partitioned_metadata(ctx: typer.Context, topic: str) -> None:
+    """Show a topic's partition count (0: not partitioned)."""
+    _call(ctx, lambda c: c.partitioned_topic_metadata(topic), _fields)
+
+
+@topics_app.command("delete-partitioned-topic")
+def topics_delete_partitioned(ctx: typer.Context, topic: str,
+                              force: bool = typer.Option(False, "--force", "-f")) -> None:
+    """Delete a partitioned topic and all its partitions."""
+    _call(ctx, lambda c: c.delete_partitioned_topic(topic, force), done=f"Deleted partitioned topic {topic}")
+
+
+@topics_app.command("stats")
+def topics_stats(ctx: typer.Context, topic: str) -> None:
+    """Show a topic's stats."""
+    _call(ctx, lambda c: c.stats(topic), _stats)
+
+
+@topics_app.command("partitioned-stats")
+def topics_partitioned_stats(ctx: typer.Context, topic: str) -> None:
+    """Show a partitioned topic's stats, summed over its partitions."""
+    _call(ctx, lambda c: c.partitioned_stats(topic), _stats)
+
+
+@topics_app.command("stats-internal")
+def topics_stats_internal(ctx: typer.Context, topic: str) -> None:
+    """Show a topic's storage: ledgers, cursors, properties."""
+    _call(ctx, lambda c: c.internal_stats(topic), _fields)
+
+
+@topics_app.command("unload")
+def topics_unload(ctx: typer.Context, topic: str) -> None:
+    """Unload a topic (clients reconnect; it is reloaded on demand)."""
+    _call(ctx, lambda c: c.unload(topic), done=f"Unloaded {topic}")
+
+
+@topics_app.command("terminate")
+def topics_terminate(ctx: typer.Context, topic: str) -> None:
+    """Terminate a topic: no more messages can be published to it."""
+    _call(ctx, lambda c: c.terminate(topic),
+          lambda mid: _out().print(f"Terminated {escape(topic)} at {mid['ledgerId']}:{mid['entryId']}"))
+
+
+@topics_app.command("subscriptions")
+def topics_subscriptions(ctx: typer.Context, topic: str) -> None:
+    """List a topic's subscriptions."""
+    _call(ctx, lambda c: c.subscriptions(topic), _list("Subscription"))
+
+
+@topics_app.command("create-subscription")
+def topics_create_subscription(
+    ctx: typer.Context,
+    topic: str,
+    subscription: str = typer.Option(..., "--subscription", "-s"),
+    message_id: str = typer.Option("latest", "--message-id", "-m", help="earliest, latest or ledger:entry"),
+) -> None:
+    """Create a durable subscription at a position."""
+    _call(ctx, lambda c: c.create_subscription(topic, subscription, message_id),
+          done=f"Created subscription {subscription} on {topic}")
+
+
+@topics_app.command("unsubscribe")
+def topics_unsubscribe(ctx: typer.Context, topic: str, subscription: str = typer.Option(..., "--subscription", "-s"),
+                       force: bool = typer.Option(False, "--force", "-f", help="Even with connected consumers")) -> None:
+    """Delete a subscription."""
+    _call(ctx, lambda c: c.delete_subscription(topic, subscription, force),
+          done=f"Deleted subscription {subscription} of {topic}")
+
+
+@topics_app.command("reset-cursor")
+def topics_reset_cursor(
+    ctx: typer.Context,
+    topic: str,
+    subscription: str = typer.Option(..., "--subscription", "-s"),
+    time_: Optional[str] = typer.Option(None, "--time", "-t", help="Go back this long: 10m, 2h, 1d"),
+    timestamp: Optional[int] = typer.Option(None, "--timestamp", help="Publish time to go to (ms since epoch)"),
+    message_id: Optional[str] = typer.Option(None, "--message-id", "-m", help="earliest, latest or ledger:entry"),
+) -> None:
+    """Move a subscription to a time or a message id (its consumers reconnect)."""
+    given = [x for x in (time_, timestamp, message_id) if x is not None]
+    if len(given) != 1:
+        raise _usage("give exactly one of --time, --timestamp or --message-id")
+    if message_id is not None:
+        _call(ctx, lambda c: c.reset_cursor_to_message(topic, subscription, message_id),
+              done=f"Reset {subscription} to {message_id}")
+        return
+    if timestamp is None:
+        seconds = parse_duration(time_, "m")
+        if seconds < 0:
+            raise _usage("--time must be a duration >= 0")
+        timestamp = int(time.time() * 1000) - seconds * 1000
+    _call(ctx, lambda c: c.reset_cursor_to_time(topic, subscription, timestamp),
+          done=f"Reset {subscription} to publish time {timestamp}")
+
+
+@topics_app.command("skip")
+def topics_skip(
+    ctx: typer.Context,
+    topic: str,
+    subscription: str = typer.Option(..., "--subscription", "-s"),
+    count: Optional[int] = typer.Option(None, "--count", "-n", help="Entries to skip"),
+    all_: bool = typer.Option(False, "--all", help="Skip the whole backlog"),
+) -> None:
+    """Skip entries of a subscription's backlog."""
+    if all_ == (count is not None):
+        raise _usage("give either --count N or --all")
+    if all_:
+        _call(ctx, lambda c: c.skip_all(topic, subscription), done=f"Cleared the backlog of {subscription}")
+        return
+    if count < 1:
+        raise _usage("--count must be at least 1")
+    _call(ctx, lambda c: c.skip(topic, subscription, count), done=f"Skipped {count} entries of {subscription}")
+
+
+@topics_app.command("expire-messages")
+def topics_expire_messages(
+    ctx: typer.Context,
+    topic: str,
+    subscription: str = typer.Option(..., "--subscription", "-s"),
+    expire_time: str = typer.Option(..., "--expire-time", "-t", help="Expire what is older than this: 60, 10m"),
+) -> None:
+    """Acknowledge a subscription's messages older than an age."""
+    seconds = parse_duration(expire_time)
+    if seconds < 0:
+        raise _usage("--expire-time must be >= 0")
+    _call(ctx, lambda c: c.expire_messages(topic, subscription, seconds),
+          done=f"Expired messages of {subscription} older than {seconds} s")

@@ -1,0 +1,220 @@
+"""A small blocking client of the admin REST API (standard library only).
+
+``AdminClient(url)`` has one method per operation; each returns the decoded
+JSON answer (None for 204) or raises :class:`AdminApiError` with the HTTP
+status and the broker's reason. A broker that cannot be reached raises
+:class:`AdminUnreachable`. Topic arguments take full names
+(``persistent://t/ns/x``) or Pulsar's short forms (``x``, ``t/ns/x``).
+
+It never imports the broker: the CLI uses it from any machine.
+"""
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+from urllib.parse import quote
+
+_NO_BODY = object()
+
+
+class AdminApiError(Exception):
+    """The broker refused the request: ``status`` and ``reason`` say why."""
+
+    def __init__(self, status: int, reason: str, method: str, path: str) -> None:
+        super().__init__(f"{status}: {reason}")
+        self.status = status
+        self.reason = reason
+        self.method = method
+        self.path = path
+
+
+class AdminUnreachable(Exception):
+    """No answer from the admin URL (refused, timed out, bad URL)."""
+
+
+def _seg(text: str) -> str:
+    return quote(text, safe="")
+
+
+def topic_path(topic: str) -> str:
+    """``persistent://t/ns/x`` (or ``x``, ``t/ns/x``) -> ``persistent/t/ns/x`` (segments quoted)."""
+    domain, rest = ("persistent", topic)
+    if "://" in topic:
+        domain, rest = topic.split("://", 1)
+    parts = rest.split("/")
+    if len(parts) == 1:
+        parts = ["public", "default", parts[0]]
+    if domain != "persistent" or len(parts) != 3 or not all(parts):
+        raise ValueError(f"invalid topic {topic!r}: expected persistent://tenant/namespace/topic or a short name")
+    return "persistent/" + "/".join(_seg(p) for p in parts)
+
+
+def namespace_path(namespace: str) -> str:
+    parts = namespace.strip("/").split("/")
+    if len(parts) != 2 or not all(parts):
+        raise ValueError(f"invalid namespace {namespace!r}: expected tenant/namespace")
+    return "/".join(_seg(p) for p in parts)
+
+
+def message_id_body(text: str) -> Any:
+    """``earliest`` / ``latest`` / ``ledger:entry`` -> the JSON body the API takes."""
+    if text in ("earliest", "latest"):
+        return text
+    ledger, sep, entry = text.partition(":")
+    if sep and ledger.lstrip("-").isdigit() and entry.lstrip("-").isdigit():
+        return {"ledgerId": int(ledger), "entryId": int(entry)}
+    raise ValueError(f"invalid message id {text!r}: use earliest, latest or ledger:entry")
+
+
+class AdminClient:
+    def __init__(self, url: str = "http://localhost:8080", timeout: float = 30.0) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+
+    # -- transport ----------------------------------------------------------------
+    def request(self, method: str, path: str, body: Any = _NO_BODY, query: dict | None = None) -> Any:
+        url = f"{self.url}/admin/v2/{path}"
+        if query:
+            url += "?" + "&".join(f"{k}={_seg(str(v).lower() if isinstance(v, bool) else str(v))}"
+                                  for k, v in query.items())
+        data = None if body is _NO_BODY else json.dumps(body).encode()
+        req = urllib.request.Request(url, data=data, method=method,
+                                     headers={"Content-Type": "application/json", "Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as exc:
+            raw = exc.read()
+            try:
+                reason = json.loads(raw)["reason"]
+            except (ValueError, KeyError, TypeError):
+                reason = raw.decode(errors="replace") or exc.reason
+            raise AdminApiError(exc.code, reason, method, path) from None
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            cause = getattr(exc, "reason", exc)
+            raise AdminUnreachable(f"cannot reach the admin API at {self.url}: {cause}") from None
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw.decode(errors="replace")
+
+    # -- clusters, tenants ---------------------------------------------------------
+    def clusters(self) -> list[str]:
+        return self.request("GET", "clusters")
+
+    def cluster(self, name: str) -> dict:
+        return self.request("GET", f"clusters/{_seg(name)}")
+
+    def tenants(self) -> list[str]:
+        return self.request("GET", "tenants")
+
+    def tenant(self, name: str) -> dict:
+        return self.request("GET", f"tenants/{_seg(name)}")
+
+    def create_tenant(self, name: str, allowed_clusters: list[str] | None = None,
+                      admin_roles: list[str] | None = None) -> None:
+        body: dict = {"adminRoles": admin_roles or []}
+        if allowed_clusters:
+            body["allowedClusters"] = allowed_clusters
+        self.request("PUT", f"tenants/{_seg(name)}", body)
+
+    def delete_tenant(self, name: str) -> None:
+        self.request("DELETE", f"tenants/{_seg(name)}")
+
+    # -- namespaces ----------------------------------------------------------------
+    def namespaces(self, tenant: str) -> list[str]:
+        return self.request("GET", f"namespaces/{_seg(tenant)}")
+
+    def create_namespace(self, namespace: str) -> None:
+        self.request("PUT", f"namespaces/{namespace_path(namespace)}")
+
+    def delete_namespace(self, namespace: str, force: bool = False) -> None:
+        self.request("DELETE", f"namespaces/{namespace_path(namespace)}", query={"force": force} if force else None)
+
+    def policies(self, namespace: str) -> dict:
+        return self.request("GET", f"namespaces/{namespace_path(namespace)}")
+
+    def set_retention(self, namespace: str, minutes: int, size_mb: int) -> None:
+        self.request("POST", f"namespaces/{namespace_path(namespace)}/retention",
+                     {"retentionTimeInMinutes": minutes, "retentionSizeInMB": size_mb})
+
+    def retention(self, namespace: str) -> dict | None:
+        return self.request("GET", f"namespaces/{namespace_path(namespace)}/retention")
+
+    def set_message_ttl(self, namespace: str, seconds: int) -> None:
+        self.request("POST", f"namespaces/{namespace_path(namespace)}/messageTTL", seconds)
+
+    def set_deduplication(self, namespace: str, enabled: bool) -> None:
+        self.request("POST", f"namespaces/{namespace_path(namespace)}/deduplication", enabled)
+
+    # -- topics ----------------------------------------------------------------------
+    def topics(self, namespace: str) -> list[str]:
+        return self.request("GET", f"persistent/{namespace_path(namespace)}")
+
+    def partitioned_topics(self, namespace: str) -> list[str]:
+        return self.request("GET", f"persistent/{namespace_path(namespace)}/partitioned")
+
+    def create_topic(self, topic: str) -> None:
+        self.request("PUT", topic_path(topic))
+
+    def delete_topic(self, topic: str, force: bool = False) -> None:
+        self.request("DELETE", topic_path(topic), query={"force": force} if force else None)
+
+    def create_partitioned_topic(self, topic: str, partitions: int) -> None:
+        self.request("PUT", f"{topic_path(topic)}/partitions", partitions)
+
+    def update_partitioned_topic(self, topic: str, partitions: int) -> None:
+        self.request("POST", f"{topic_path(topic)}/partitions", partitions)
+
+    def partitioned_topic_metadata(self, topic: str) -> dict:
+        return self.request("GET", f"{topic_path(topic)}/partitions")
+
+    def delete_partitioned_topic(self, topic: str, force: bool = False) -> None:
+        self.request("DELETE", f"{topic_path(topic)}/partitions", query={"force": force} if force else None)
+
+    def stats(self, topic: str) -> dict:
+        return self.request("GET", f"{topic_path(topic)}/stats")
+
+    def internal_stats(self, topic: str) -> dict:
+        return self.request("GET", f"{topic_path(topic)}/internalStats")
+
+    def partitioned_stats(self, topic: str) -> dict:
+        return self.request("GET", f"{topic_path(topic)}/partitioned-stats")
+
+    def unload(self, topic: str) -> None:
+        self.request("PUT", f"{topic_path(topic)}/unload")
+
+    def terminate(self, topic: str) -> dict:
+        return self.request("POST", f"{topic_path(topic)}/terminate")
+
+    # -- subscriptions -------------------------------------------------------------
+    def subscriptions(self, topic: str) -> list[str]:
+        return self.request("GET", f"{topic_path(topic)}/subscriptions")
+
+    def _sub(self, topic: str, subscription: str) -> str:
+        return f"{topic_path(topic)}/subscription/{_seg(subscription)}"
+
+    def create_subscription(self, topic: str, subscription: str, message_id: str = "latest") -> None:
+        self.request("PUT", self._sub(topic, subscription), message_id_body(message_id))
+
+    def delete_subscription(self, topic: str, subscription: str, force: bool = False) -> None:
+        self.request("DELETE", self._sub(topic, subscription), query={"force": force} if force else None)
+
+    def reset_cursor_to_time(self, topic: str, subscription: str, timestamp_ms: int) -> None:
+        self.request("POST", f"{self._sub(topic, subscription)}/resetcursor/{int(timestamp_ms)}")
+
+    def reset_cursor_to_message(self, topic: str, subscription: str, message_id: str) -> None:
+        self.request("POST", f"{self._sub(topic, subscription)}/resetcursor", message_id_body(message_id))
+
+    def skip(self, topic: str, subscription: str, count: int) -> None:
+        self.request("POST", f"{self._sub(topic, subscription)}/skip/{int(count)}")
+
+    def skip_all(self, topic: str, subscription: str) -> None:
+        self.request("POST", f"{self._sub(topic, subscription)}/skip_all")
+
+    def expire_messages(self, topic: str, subscription: str, seconds: int) -> None:
+        self.request("POST", f"{self._sub(topic, subscription)}/expireMessages/{int(seconds)}")

@@ -1,0 +1,207 @@
+"""Persistent topics: ``/admin/v2/persistent/{tenant}/{namespace}/{topic}``.
+
+Listing, creating and deleting topics (non-partitioned and partitioned, with
+the rules of :mod:`magnetar.broker.lifecycle`), stats, unload and terminate.
+Subscription operations are in :mod:`.subscriptions`.
+
+Operations that act on one topic's state (stats, internalStats, terminate)
+refuse a partitioned topic's base name with 404 and a hint, as Pulsar does;
+use a partition's name or ``partitioned-stats``. Unload applies to every
+partition.
+
+More topic routes (e.g. ``PUT/GET {TOPIC}/compaction``) are added here with
+``@table.route`` like the ones below; the OpenAPI description follows.
+"""
+from __future__ import annotations
+
+from aiohttp import web
+
+from magnetar.broker import lifecycle, resources
+from magnetar.broker.topic_name import TopicName
+
+from .errors import AdminError, bad_request, not_found
+from .params import flag, json_body, namespace_of, service_of, topic_of
+from .routes import FORCE, INTEGER, MESSAGE_ID, OBJECT, STRING_LIST, RouteTable, json_answer, no_content
+
+table = RouteTable("topics")
+
+NS = "/admin/v2/persistent/{tenant}/{namespace}"
+TOPIC = NS + "/{topic}"
+PARTITIONS = {"type": "object", "properties": {"partitions": INTEGER}}
+PARTITION_COUNT = {"type": "integer", "minimum": 1, "maximum": lifecycle.MAX_PARTITIONS}
+
+
+async def _require_namespace(request: web.Request) -> str:
+    namespace = namespace_of(request)
+    if not await resources.namespace_exists(service_of(request).store, namespace):
+        raise not_found(f"Namespace {namespace} does not exist")
+    return namespace
+
+
+async def loaded_topic(request: web.Request, name: TopicName | None = None):
+    """The topic named in the path, loaded; 404 if it does not exist (or is
+    a partitioned topic's base name)."""
+    service = service_of(request)
+    name = name or topic_of(request)
+    if await resources.get_partitions(service.store, name):
+        raise not_found(f"{name} is a partitioned topic: use a partition ({name}-partition-<i>) "
+                        "or partitioned-stats")
+    if not await service.topic_exists(name):
+        raise not_found(f"Topic {name} does not exist")
+    return await service.get_topic(name, create=False)
+
+
+# -- listing ------------------------------------------------------------------------
+@table.route("GET", NS, "List a namespace's topics (partitions included)", answer=STRING_LIST, errors=(404, 412))
+async def list_topics(request: web.Request) -> web.Response:
+    namespace = await _require_namespace(request)
+    return json_answer(await lifecycle.namespace_topics(service_of(request), namespace))
+
+
+@table.route("GET", NS + "/partitioned", "List a namespace's partitioned topics", answer=STRING_LIST,
+             errors=(404, 412))
+async def list_partitioned(request: web.Request) -> web.Response:
+    namespace = await _require_namespace(request)
+    return json_answer(await resources.list_partitioned(service_of(request).store, namespace))
+
+
+# -- non-partitioned topics --------------------------------------------------------
+@table.route("PUT", TOPIC, "Create a non-partitioned topic", errors=(404, 409, 412))
+async def create_topic(request: web.Request) -> web.Response:
+    await lifecycle.create_topic(service_of(request), topic_of(request))
+    return no_content()
+
+
+@table.route("DELETE", TOPIC, "Delete a topic (or one partition) with its subscriptions and data",
+             query=(FORCE,), errors=(404, 409, 412),
+             description="Refused (412) while producers or consumers are attached, unless force=true.")
+async def delete_topic(request: web.Request) -> web.Response:
+    await lifecycle.delete_topic(service_of(request), topic_of(request), force=flag(request, "force"))
+    return no_content()
+
+
+# -- partitioned topics ------------------------------------------------------------
+async def _partition_count(request: web.Request) -> int:
+    body = await json_body(request)
+    try:
+        return lifecycle.check_partition_count(body)
+    except resources.InvalidInput as exc:
+        raise bad_request(str(exc)) from None
+
+
+@table.route("PUT", TOPIC + "/partitions", "Create a partitioned topic", body=PARTITION_COUNT,
+             errors=(400, 404, 409, 412))
+async def create_partitioned(request: web.Request) -> web.Response:
+    name = topic_of(request)
+    count = await _partition_count(request)
+    await lifecycle.create_partitioned_topic(service_of(request), name, count)
+    return no_content()
+
+
+@table.route("POST", TOPIC + "/partitions", "Grow a partitioned topic (the count only increases)",
+             body=PARTITION_COUNT, errors=(400, 404, 409, 412))
+async def update_partitioned(request: web.Request) -> web.Response:
+    name = topic_of(request)
+    count = await _partition_count(request)
+    await lifecycle.update_partitioned_topic(service_of(request), name, count)
+    return no_content()
+
+
+@table.route("GET", TOPIC + "/partitions", "Get a topic's partition count (0: not partitioned)",
+             answer=PARTITIONS, errors=(404, 412))
+async def get_partitions(request: web.Request) -> web.Response:
+    service = service_of(request)
+    name = topic_of(request)
+    count = await resources.get_partitions(service.store, name)
+    if not count and not await service.topic_exists(name):
+        raise not_found(f"Topic {name} does not exist")
+    return json_answer({"partitions": count})
+
+
+@table.route("DELETE", TOPIC + "/partitions", "Delete a partitioned topic and all its partitions",
+             query=(FORCE,), errors=(404, 412))
+async def delete_partitioned(request: web.Request) -> web.Response:
+    await lifecycle.delete_partitioned_topic(service_of(request), topic_of(request), force=flag(request, "force"))
+    return no_content()
+
+
+# -- state -----------------------------------------------------------------------------
+@table.route("GET", TOPIC + "/stats", "Get a topic's stats", answer=OBJECT, errors=(404, 412))
+async def stats(request: web.Request) -> web.Response:
+    return json_answer((await loaded_topic(request)).stats())
+
+
+@table.route("GET", TOPIC + "/internalStats", "Get a topic's storage-level stats", answer=OBJECT, errors=(404, 412))
+async def internal_stats(request: web.Request) -> web.Response:
+    return json_answer((await loaded_topic(request)).internal_stats())
+
+
+_SUMMED = ("msgInCounter", "bytesInCounter", "storageSize")
+
+
+@table.route("GET", TOPIC + "/partitioned-stats", "Get a partitioned topic's stats, summed over its partitions",
+             answer=OBJECT, errors=(404, 412))
+async def partitioned_stats(request: web.Request) -> web.Response:
+    service = service_of(request)
+    name = topic_of(request)
+    count = await resources.get_partitions(service.store, name)
+    if not count:
+        raise not_found(f"Partitioned topic {name} does not exist")
+    per_partition = {}
+    for partition in _partitions(name, count):
+        per_partition[str(partition)] = (await service.get_topic(partition, create=True)).stats()
+    total: dict = {key: sum(s.get(key, 0) for s in per_partition.values()) for key in _SUMMED}
+    total["metadata"] = {"partitions": count}
+    total["publishers"] = [p for s in per_partition.values() for p in s.get("publishers", [])]
+    subscriptions: dict = {}
+    for s in per_partition.values():
+        for sub, sub_stats in s.get("subscriptions", {}).items():
+            merged = subscriptions.setdefault(sub, {"msgBacklog": 0, "consumers": []})
+            merged["msgBacklog"] += sub_stats.get("msgBacklog", 0)
+            merged["consumers"] += sub_stats.get("consumers", [])
+            merged.setdefault("type", sub_stats.get("type"))
+    total["subscriptions"] = subscriptions
+    if flag(request, "perPartition", default=True):
+        total["partitions"] = per_partition
+    return json_answer(total)
+
+
+def _partitions(name: TopicName, count: int) -> list[TopicName]:
+    return [name.partition(i) for i in range(count)]
+
+
+@table.route("GET", TOPIC + "/lastMessageId", "Get the id of the topic's last message", answer=MESSAGE_ID,
+             errors=(404, 412))
+async def last_message_id(request: web.Request) -> web.Response:
+    topic = await loaded_topic(request)
+    mid = await topic.last_message_id()
+    return json_answer({"ledgerId": _signed(mid.ledgerId), "entryId": _signed(mid.entryId), "partitionIndex": -1})
+
+
+def _signed(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+# -- lifecycle actions -------------------------------------------------------------------
+@table.route("PUT", TOPIC + "/unload", "Unload a topic (clients reconnect; it is reloaded on demand)",
+             errors=(404, 412))
+async def unload(request: web.Request) -> web.Response:
+    service = service_of(request)
+    for name in await lifecycle.targets(service, topic_of(request)):
+        topic = service.topics.get(str(name))
+        if topic is not None:
+            await service.unload(topic)
+    return no_content()
+
+
+@table.route("POST", TOPIC + "/terminate", "Terminate a topic: no more publishes, ever", answer=MESSAGE_ID,
+             errors=(404, 405, 412),
+             description="Answers the last message id. Later producers get TopicTerminatedError.")
+async def terminate(request: web.Request) -> web.Response:
+    service = service_of(request)
+    name = topic_of(request)
+    if await resources.get_partitions(service.store, name):
+        raise AdminError(405, f"{name} is partitioned: terminate its partitions one by one")
+    topic = await loaded_topic(request, name)
+    last = await topic.terminate()
+    return json_answer({"ledgerId": last.ledger_id, "entryId": last.entry_id, "partitionIndex": -1})
