@@ -79,6 +79,9 @@ class ExclusiveProducers(RuleBasedStateMachine):
             self.lost.add(id(p))
             return
         self.current[writer] = p
+        old_waiter = self.waiting.pop(writer, None)
+        if old_waiter is not None and old_waiter.done() and not old_waiter.cancelled():
+            old_waiter.exception()  # retrieved: it belonged to the writer's previous producer
         if waiter is not None:
             self.waiting[writer] = waiter
         self.settle()

@@ -1,0 +1,275 @@
+"""The six bench workloads, each run against every system under test.
+
+A *system* is ``(label, factory)``: ``factory(workdir)`` returns a started
+server with ``url``, ``pid`` and ``stop()`` (see :mod:`servers`). Each
+workload starts a fresh server per system (fresh data directory), runs the
+same :class:`WorkloadSpec` through ``magnetar.perf.runner.run`` with that
+system's driver, stops the server, and returns rows::
+
+    {"workload", "metric", "unit", "better": "higher"|"lower",
+     "values": {label: number | None}, "detail": {label: perf result dict}}
+
+A system that fails a workload gets ``None`` and its error in ``detail``:
+one broken side never stops the whole bench.
+"""
+from __future__ import annotations
+
+import asyncio
+import statistics
+import subprocess
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from magnetar.perf import procstat
+from magnetar.perf.runner import run
+from magnetar.perf.spec import WorkloadSpec
+
+from servers import MagnetarServer, NatsServer, create_streams, free_port, wait_port
+
+PULSAR = "magnetar.perf.pulsar_driver"
+NATS = "nats_driver"
+
+
+@dataclass
+class System:
+    label: str
+    kind: str  # "magnetar" or "nats"
+    sync_policy: str | None = None
+    nats_binary: str | None = None
+
+    @property
+    def driver(self) -> str:
+        return PULSAR if self.kind == "magnetar" else NATS
+
+    def start(self, workdir: Path):
+        if self.kind == "magnetar":
+            return MagnetarServer(workdir, self.sync_policy or "always").start()
+        return NatsServer(self.nats_binary, workdir).start()
+
+
+@dataclass
+class Timing:
+    """Durations of one bench profile (full or --quick)."""
+
+    seconds: float
+    backlog: int
+    cold_trials: int
+    ceiling_seconds: float
+
+
+FULL = Timing(seconds=15, backlog=1_000_000, cold_trials=3, ceiling_seconds=4)
+QUICK = Timing(seconds=4, backlog=100_000, cold_trials=1, ceiling_seconds=2)
+
+
+def _measure(system: System, spec: WorkloadSpec, log, produce: bool = True, consume: bool = True,
+             prepare=None, workdir: Path | None = None) -> dict:
+    """Run ``spec`` once against a fresh server of ``system``; the perf result
+    (with ``error`` set instead when it failed)."""
+    workdir = Path(tempfile.mkdtemp(prefix=f"{system.label}-", dir=workdir))
+    server = None
+    try:
+        server = system.start(workdir)
+        spec = replace(spec, service_url=server.url)
+        if system.kind == "nats":
+            asyncio.run(create_streams(server.url, spec.topic_names()))
+        if prepare is not None:
+            prepare(system, server, spec)
+        result = run(spec, produce=produce, consume=consume, driver=system.driver, broker_pid=server.pid,
+                     command=spec.topic)
+        return result
+    except Exception as exc:  # one side failing must not sink the bench
+        log(f"[red]{system.label}: {spec.topic} failed: {exc}[/red]")
+        return {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()[-2000:]}
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def _value(result: dict, side: str, key: str, sub: str | None = None):
+    part = (result or {}).get(side)
+    if not part:
+        return None
+    v = part[key]
+    return v[sub] if sub else v
+
+
+def _row(workload, metric, unit, better, results, side, key, sub=None) -> dict:
+    return {"workload": workload, "metric": metric, "unit": unit, "better": better,
+            "values": {label: _value(r, side, key, sub) for label, r in results.items()}}
+
+
+def _broker_row(workload, results) -> dict:
+    """Throughput per broker core: msg/s divided by the broker's CPU share.
+
+    An extrapolation, labelled as such: the load generator, not the broker,
+    limits every max-rate run on a 2-core machine, so this is the best
+    available estimate of what one broker core could absorb."""
+    values = {}
+    for label, r in results.items():
+        rate = _value(r, "produce", "msg_per_s")
+        cpu = ((r or {}).get("broker") or {}).get("cpu_percent")
+        values[label] = round(rate / (cpu / 100)) if rate and cpu else None
+    return {"workload": workload, "metric": "msg/s per broker core (extrapolated from broker CPU)",
+            "unit": "msg/s", "better": "higher", "values": values}
+
+
+def max_produce(systems, timing, size, log, workdir) -> tuple[list, dict]:
+    name = f"produce max, {size} B, batched, 1 topic"
+    spec = WorkloadSpec(topic=f"w-produce-{size}", size=size, producers=2, producer_workers=2, rate=0,
+                        duration=timing.seconds, batching=True, batch_max_messages=1000, batch_delay_ms=1,
+                        max_pending=10_000, subscriptions=[], consumers=0)
+    results = {}
+    for s in systems:
+        log(f"{name}: {s.label}")
+        results[s.label] = _measure(s, spec, log, consume=False, workdir=workdir)
+    rows = [
+        _row(name, "throughput", "msg/s", "higher", results, "produce", "msg_per_s"),
+        _row(name, "throughput", "MB/s", "higher", results, "produce", "mb_per_s"),
+        _broker_row(name, results),
+        _row(name, "publish latency p99 (at max rate: queueing)", "ms", "lower", results, "produce",
+             "latency_ms", "p99"),
+    ]
+    return rows, results
+
+
+def e2e_latency(systems, timing, rate, log, workdir) -> tuple[list, dict]:
+    name = f"end-to-end at {rate:,} msg/s, 100 B"
+    spec = WorkloadSpec(topic=f"w-e2e-{rate}", size=100, producers=1, consumers=1, rate=rate,
+                        duration=timing.seconds, batching=True, batch_max_messages=1000, batch_delay_ms=1,
+                        max_pending=10_000, subscriptions=["e2e"], receive_mode="single")
+    results = {}
+    for s in systems:
+        log(f"{name}: {s.label}")
+        results[s.label] = _measure(s, spec, log, workdir=workdir)
+    rows = [_row(name, f"e2e latency {p}", "ms", "lower", results, "consume", "latency_ms", p)
+            for p in ("p50", "p99", "p99.9")]
+    rows.append(_row(name, "publish latency p99", "ms", "lower", results, "produce", "latency_ms", "p99"))
+    rows.append(_row(name, "achieved rate", "msg/s", "higher", results, "consume", "msg_per_s"))
+    return rows, results
+
+
+def fan_out(systems, timing, rate, log, workdir) -> tuple[list, dict]:
+    name = f"fan-out: 1 producer at {rate:,} msg/s, 4 subscriptions"
+    spec = WorkloadSpec(topic="w-fanout", size=100, producers=1, consumers=1, rate=rate,
+                        duration=timing.seconds, subscriptions=[f"fan-{i}" for i in range(4)],
+                        consumer_workers=2, batching=True, batch_delay_ms=1, receive_mode="batch")
+    results = {}
+    for s in systems:
+        log(f"{name}: {s.label}")
+        results[s.label] = _measure(s, spec, log, workdir=workdir)
+    rows = [
+        _row(name, "deliveries (all subscriptions)", "msg/s", "higher", results, "consume", "msg_per_s"),
+        _row(name, "e2e latency p50", "ms", "lower", results, "consume", "latency_ms", "p50"),
+        _row(name, "e2e latency p99", "ms", "lower", results, "consume", "latency_ms", "p99"),
+    ]
+    return rows, results
+
+
+def catch_up(systems, timing, log, workdir) -> tuple[list, dict]:
+    n = timing.backlog
+    name = f"catch-up read of a {n:,}-message backlog, 100 B"
+    fill = WorkloadSpec(topic="w-backlog", size=100, producers=2, producer_workers=2, rate=0, duration=0,
+                        messages=n, batching=True, batch_delay_ms=1, max_pending=10_000, subscriptions=[],
+                        consumers=0)
+    read = replace(fill, subscriptions=["catch-up"], consumers=1, producers=0, messages=n, duration=0,
+                   initial_position="earliest", receive_mode="batch", receiver_queue=5000)
+    results = {}
+    for s in systems:
+        log(f"{name}: {s.label}")
+        filled = {}
+
+        def prepare(system, server, spec, filled=filled):
+            # Fill first (not timed here), then the measured run only reads.
+            filled.update(run(replace(fill, service_url=server.url), produce=True, consume=False,
+                              driver=system.driver, command="fill"))
+        results[s.label] = _measure(s, read, log, produce=False, prepare=prepare, workdir=workdir)
+        results[s.label]["fill"] = filled.get("produce")
+    rows = [
+        _row(name, "read throughput", "msg/s", "higher", results, "consume", "msg_per_s"),
+        _row(name, "read throughput", "MB/s", "higher", results, "consume", "mb_per_s"),
+    ]
+    return rows, results
+
+
+# ---------------------------------------------------------------- cold start
+
+def _cold_magnetar(system: System, workdir: Path, idle: float) -> tuple[float, int | None]:
+    import pulsar
+
+    port = free_port()
+    cmd = MagnetarServer.command(workdir / "data", port, system.sync_policy or "always")
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(workdir / "broker.log", "ab"))
+    try:
+        wait_port(port, 30, proc)
+        client = pulsar.Client(f"pulsar://127.0.0.1:{port}", logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+        client.create_producer("cold-start").send(b"first")
+        elapsed = time.monotonic() - t0
+        client.close()
+        time.sleep(idle)
+        return elapsed, procstat.rss_bytes(proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+def _cold_nats(system: System, workdir: Path, idle: float) -> tuple[float, int | None]:
+    async def go() -> tuple[float, int | None]:
+        import nats
+        from nats.js.api import StorageType, StreamConfig
+
+        server = NatsServer(system.nats_binary, workdir)
+        server.write_config()
+        t0 = time.monotonic()
+        server.spawn()
+        try:
+            # Poll the port as for Magnetar: nats.connect() retries on its own clock.
+            wait_port(server.port, 30, server.proc)
+
+            async def quiet(_exc) -> None:
+                pass
+
+            nc = await nats.connect(server.url, allow_reconnect=False, error_cb=quiet)
+            js = nc.jetstream()
+            # JetStream has no auto-created streams: creating one is part of the path to a first ack.
+            await js.add_stream(StreamConfig(name="COLD", subjects=["cold-start"], storage=StorageType.FILE))
+            await js.publish("cold-start", b"first")
+            elapsed = time.monotonic() - t0
+            await nc.close()
+            await asyncio.sleep(idle)
+            return elapsed, procstat.rss_bytes(server.pid)
+        finally:
+            server.stop()
+
+    return asyncio.run(go())
+
+
+def cold_start(systems, timing, log, workdir) -> tuple[list, dict]:
+    name = "cold start (empty data dir) and idle RSS"
+    results: dict = {}
+    for s in systems:
+        log(f"{name}: {s.label}")
+        times, rss = [], []
+        try:
+            for i in range(timing.cold_trials):
+                d = Path(tempfile.mkdtemp(prefix=f"cold-{s.label}-{i}-", dir=workdir))
+                t, r = (_cold_magnetar if s.kind == "magnetar" else _cold_nats)(s, d, idle=2.0)
+                times.append(t)
+                if r is not None:
+                    rss.append(r)
+            results[s.label] = {"trials_s": [round(t, 3) for t in times],
+                                "cold_start_s": round(statistics.median(times), 3),
+                                "idle_rss_mb": round(statistics.median(rss) / 1e6, 1) if rss else None}
+        except Exception as exc:
+            log(f"[red]{s.label}: cold start failed: {exc}[/red]")
+            results[s.label] = {"error": f"{type(exc).__name__}: {exc}"}
+    rows = [
+        {"workload": name, "metric": "process start to first receipt (median)", "unit": "s", "better": "lower",
+         "values": {k: v.get("cold_start_s") for k, v in results.items()}},
+        {"workload": name, "metric": "idle RSS after first message", "unit": "MB", "better": "lower",
+         "values": {k: v.get("idle_rss_mb") for k, v in results.items()}},
+    ]
+    return rows, results

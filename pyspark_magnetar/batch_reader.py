@@ -1,0 +1,67 @@
+"""Batch reads: ``spark.read.format("magnetar")``.
+
+Planning (driver, :meth:`MagnetarBatchReader.partitions`) resolves the
+topics, then each partition's start and end: ``earliest`` is the first
+retained offset, ``latest`` the next offset at planning time, explicit
+offsets are taken as given. The read is the snapshot ``[start, end)``
+fixed at planning; messages published later are not included.
+
+Planning errors (all OptionError): unknown topic, offsets JSON naming a
+partition the query does not read, start after end, an end beyond the
+partition's next offset (those messages do not exist yet).
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from magnetar.client import AsyncClient
+
+from .errors import OptionError
+from .offsets import EARLIEST, LATEST, TopicPartition
+from .options import ReadOptions
+from .ranges import OffsetRange, read_range, split_ranges
+from .session import BrokerSession
+from .topics import earliest_offset, next_offset, resolve_partitions
+
+
+class MagnetarBatchReader(DataSourceReader):
+    """Picklable: holds only options until ``partitions()``/``read()`` run."""
+
+    def __init__(self, opts: ReadOptions) -> None:
+        self._opts = opts
+
+    def partitions(self) -> list[InputPartition]:
+        with BrokerSession(self._opts.service_url, self._opts.operation_timeout_s) as session:
+            starts, ends = session.run(self._bounds(session.client))
+        return list(split_ranges(starts, ends, self._opts.max_records_per_partition))
+
+    async def _bounds(self, client: AsyncClient) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+        opts = self._opts
+        parts = await resolve_partitions(client, opts.subscription)
+        opts.starting.check_covered_by("startingOffsets", parts)
+        opts.ending.check_covered_by("endingOffsets", parts)
+        starts: dict[TopicPartition, int] = {}
+        ends: dict[TopicPartition, int] = {}
+        for tp in parts:
+            nxt = await next_offset(client, tp)
+            start = opts.starting.for_partition(tp)
+            if start == EARLIEST:
+                start = await earliest_offset(client, tp, nxt, opts.poll_timeout_ms)
+            elif start == LATEST:
+                start = nxt
+            end = opts.ending.for_partition(tp)
+            end = nxt if end == LATEST else end
+            if end > nxt:
+                raise OptionError(f"endingOffsets {end} of {tp} is beyond its next offset {nxt}: "
+                                  "those messages do not exist yet")
+            if start > end:
+                raise OptionError(f"startingOffsets {start} of {tp} is after its end offset {end}")
+            starts[tp], ends[tp] = start, end
+        return starts, ends
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, OffsetRange), f"unexpected partition {partition!r}"
+        return read_range(partition, self._opts)

@@ -1,0 +1,92 @@
+"""Offset ranges: the unit of work of one Spark read task.
+
+An :class:`OffsetRange` is a picklable InputPartition naming one partition
+topic and ``[start, end)``. :func:`split_ranges` turns per-partition start
+and end offsets into ranges of at most ``max_records`` messages, so one big
+topic can be read by several tasks. Each split scans from the earliest
+retained message (see :mod:`.scan`), so splitting buys parallelism at the
+price of re-reading the prefix: keep ``maxRecordsPerPartition`` large unless
+the per-row work after the read dominates.
+
+:func:`read_range` is what a task runs: it opens its own broker session
+(readers are pickled to executors; nothing is opened before ``read()``),
+scans, and yields Arrow record batches.
+"""
+from __future__ import annotations
+
+from typing import Iterator, Mapping
+
+import pyarrow as pa
+from pyspark.sql.datasource import InputPartition
+
+from .offsets import TopicPartition
+from .options import ReadOptions
+from .scan import RangeScanner
+from .schema import messages_to_batch
+from .session import BrokerSession
+
+#: Rows per Arrow record batch handed to Spark.
+CHUNK_ROWS = 8192
+
+
+class OffsetRange(InputPartition):
+    """Offsets ``[start, end)`` of partition ``tp``."""
+
+    def __init__(self, tp: TopicPartition, start: int, end: int) -> None:
+        super().__init__((tp.topic, tp.partition, start, end))
+        self.tp = tp
+        self.start = start
+        self.end = end
+
+    def __len__(self) -> int:
+        return max(0, self.end - self.start)
+
+    def __repr__(self) -> str:
+        return f"OffsetRange({self.tp}, {self.start}, {self.end})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, OffsetRange) and (self.tp, self.start, self.end) == (other.tp, other.start, other.end)
+
+    def __hash__(self) -> int:
+        return hash((self.tp, self.start, self.end))
+
+
+def split_ranges(starts: Mapping[TopicPartition, int], ends: Mapping[TopicPartition, int],
+                 max_records: int) -> list[OffsetRange]:
+    """Ranges covering ``[starts[tp], ends[tp])`` for every ``tp`` in both
+    maps, each of at most ``max_records`` offsets, in partition then offset
+    order. Empty or inverted ranges produce nothing."""
+    out: list[OffsetRange] = []
+    for tp in sorted(set(starts) & set(ends)):
+        start, end = starts[tp], ends[tp]
+        if end <= start:
+            continue
+        pieces = -(-(end - start) // max_records)  # ceil
+        for i in range(pieces):
+            # Even pieces (not max_records then a stub) so the tasks take similar time.
+            lo = start + (end - start) * i // pieces
+            hi = start + (end - start) * (i + 1) // pieces
+            out.append(OffsetRange(tp, lo, hi))
+    return out
+
+
+def read_range(rng: OffsetRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
+    """The rows of ``rng`` as record batches of up to CHUNK_ROWS rows.
+
+    Raises DataLossError and the client's errors (see RangeScanner). If
+    Spark stops early (a limit), closing the generator closes the reader.
+    """
+    if rng.end <= rng.start:
+        return
+    with BrokerSession(opts.service_url, opts.operation_timeout_s) as session:
+        scanner = session.run(RangeScanner.open(
+            session.client, rng.tp, rng.start, rng.end,
+            poll_timeout_ms=opts.poll_timeout_ms, fail_on_data_loss=opts.fail_on_data_loss))
+        try:
+            while True:
+                chunk = session.run(scanner.next_chunk(CHUNK_ROWS))
+                if not chunk:
+                    break
+                yield messages_to_batch(rng.tp, chunk)
+        finally:
+            session.run(scanner.close())

@@ -1,0 +1,110 @@
+"""Driver-side questions to the broker: which partitions a query reads,
+where each one ends (its next offset) and where it begins (its earliest
+retained offset).
+
+All functions are coroutines on a :class:`magnetar.client.AsyncClient` (run
+them through :class:`~pyspark_magnetar.session.BrokerSession`). The client
+has no call for GET_NEXT_OFFSET or GET_TOPICS_OF_NAMESPACE yet, so this
+module sends those commands over the client's pooled connection; when the
+client grows ``get_next_offset`` this is the one place to switch.
+"""
+from __future__ import annotations
+
+import re
+
+from magnetar.client import AsyncClient, MessageId
+from magnetar.client.errors import Timeout
+from magnetar.client.topic import PARTITION_SUFFIX, partition_index
+from magnetar.protocol import Type, command, pb
+
+from .errors import TopicNotFoundError
+from .offsets import TopicPartition
+from .options import Subscription
+
+
+async def next_offset(client: AsyncClient, tp: TopicPartition) -> int:
+    """The offset the next message of ``tp`` will get (its high-water mark).
+
+    Asks the broker that owns the topic. Note: with auto topic creation on
+    (the broker's default) this creates a missing topic; check existence
+    with :func:`resolve_partitions` first. Raises the client's errors
+    (TopicNotFound, Timeout, ConnectError, ...).
+    """
+    url = await client.lookup(tp.name)
+    conn = await client.connection_to(url)
+    reply = await conn.request(
+        command(Type.GET_NEXT_OFFSET, request_id=client.new_request_id(), topic=tp.name),
+        client.operation_timeout)
+    return reply.getNextOffsetResponse.next_offset
+
+
+async def earliest_offset(client: AsyncClient, tp: TopicPartition, next_off: int, timeout_ms: int) -> int:
+    """The offset of the first message still stored in ``tp``; ``next_off``
+    (the caller's fresh next offset) when nothing is stored.
+
+    Costs one short-lived reader. A topic whose every message was removed by
+    retention answers only after ``timeout_ms`` (the reader waits for a first
+    message that never comes).
+    """
+    if next_off == 0:
+        return 0
+    reader = await client.create_reader(tp.name, MessageId.earliest, receiver_queue_size=1)
+    try:
+        try:
+            msg = await reader.read_next(timeout_ms)
+        except Timeout:
+            return next_off
+        return next_off if msg.offset is None else min(msg.offset, next_off)
+    finally:
+        await reader.close()
+
+
+async def namespace_topics(client: AsyncClient, namespace: str) -> list[str]:
+    """Fully qualified names of the persistent topics (and partitions) of ``tenant/namespace``."""
+    conn = await client.connection_to(client.service_url)
+    reply = await conn.request(
+        command(Type.GET_TOPICS_OF_NAMESPACE, request_id=client.new_request_id(), namespace=namespace,
+                mode=pb.CommandGetTopicsOfNamespace.PERSISTENT),
+        client.operation_timeout)
+    return list(reply.getTopicsOfNamespaceResponse.topics)
+
+
+async def resolve_partitions(client: AsyncClient, sub: Subscription) -> list[TopicPartition]:
+    """The partitions ``sub`` reads now, sorted.
+
+    Explicit topics must exist (TopicNotFoundError otherwise: reading must
+    not create topics). A pattern may match nothing, which is an empty list;
+    the streaming source checks again at every trigger.
+    """
+    if sub.pattern is not None:
+        regex = re.compile(sub.pattern)
+        bases = {_base_name(name) for name in await namespace_topics(client, sub.namespace or "public/default")}
+        out: list[TopicPartition] = []
+        for base in sorted(b for b in bases if regex.fullmatch(b)):
+            out.extend(await _partitions_of(client, base))
+        return sorted(out)
+    listed: dict[str, set[str]] = {}
+    out = []
+    for topic in sub.topics:
+        parts = await _partitions_of(client, topic)
+        if parts == [TopicPartition(topic)]:
+            namespace = topic.split("://", 1)[1].rsplit("/", 1)[0]
+            if namespace not in listed:
+                listed[namespace] = set(await namespace_topics(client, namespace))
+            if topic not in listed[namespace]:
+                raise TopicNotFoundError(f"topic {topic} does not exist (namespace {namespace} has "
+                                         f"{len(listed[namespace])} topics)")
+        out.extend(parts)
+    return sorted(set(out))
+
+
+async def _partitions_of(client: AsyncClient, topic: str) -> list[TopicPartition]:
+    names = await client.get_topic_partitions(topic)
+    if names == [topic]:
+        return [TopicPartition(topic)]
+    return [TopicPartition(topic, partition_index(name)) for name in names]
+
+
+def _base_name(name: str) -> str:
+    """``.../t-partition-3`` -> ``.../t``; other names unchanged."""
+    return name if partition_index(name) < 0 else name.rsplit(PARTITION_SUFFIX, 1)[0]
