@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install standalone test unit integration proto proto-check bench clean
+.PHONY: install standalone test unit integration proto proto-check bench bench-quick profile clean
 
 install: $(STAMP)
 
@@ -32,8 +32,22 @@ proto: $(STAMP)
 proto-check: $(STAMP)
 	$(BIN)/python -m magnetar.protocol.generate --check
 
-bench: $(STAMP)
-	$(BIN)/python bench/produce_throughput.py
+BENCH_STAMP := $(VENV)/.bench-installed
+
+$(BENCH_STAMP): pyproject.toml $(STAMP)
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	touch $(BENCH_STAMP)
+
+# Magnetar vs NATS JetStream, every workload (~10 min on 2 cores); see bench/README.md.
+bench: $(BENCH_STAMP)
+	$(BIN)/python bench/run.py
+
+bench-quick: $(BENCH_STAMP)
+	$(BIN)/python bench/run.py --quick
+
+# py-spy profile of the broker under workload 1.
+profile: $(BENCH_STAMP)
+	$(BIN)/python bench/profile.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -10,6 +10,7 @@ with a note, never an exception.
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 
@@ -38,7 +39,7 @@ def plot(report: dict, out_dir: Path) -> list[Path]:
             vals = [(r["values"].get(label) or 0) for r in bars]
             ax.bar([x + i * width for x in range(len(bars))], vals, width, label=label)
         ax.set_xticks([x + width * (len(labels) - 1) / 2 for x in range(len(bars))])
-        ax.set_xticklabels([f"{r['workload']}\n{r['metric']}" for r in bars], fontsize=7)
+        ax.set_xticklabels([textwrap.fill(f"{r['workload']}: {r['metric']}", 30) for r in bars], fontsize=7)
         ax.set_ylabel("msg/s")
         ax.set_title("Throughput (higher is better)")
         ax.legend()
@@ -61,7 +62,7 @@ def plot(report: dict, out_dir: Path) -> list[Path]:
             ax.set_yscale("log")
             ax.set_xlabel("percentile")
             ax.set_ylabel("end-to-end latency (ms)")
-            ax.set_title(workload, fontsize=9)
+            ax.set_title(f"{workload} (lower is better)", fontsize=9)
             ax.grid(True, which="both", alpha=0.3)
             ax.legend()
         fig.tight_layout()

@@ -66,6 +66,26 @@ def background_busy(seconds: float = 1.0) -> float | None:
     return procstat.busy_percent(before, procstat.machine_jiffies())
 
 
+def fsync_probe(directory: Path, count: int = 200) -> dict:
+    """Latency of append + fdatasync of 8 KiB in ``directory`` (the disk under
+    test): the floor of a receipt under sync_policy=always."""
+    path = directory / "fsync-probe"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    times = []
+    try:
+        for _ in range(count):
+            os.write(fd, b"\0" * 8192)
+            t = time.perf_counter()
+            os.fdatasync(fd)
+            times.append((time.perf_counter() - t) * 1000)
+    finally:
+        os.close(fd)
+        path.unlink()
+    times.sort()
+    return {"count": count, "p50_ms": round(times[count // 2], 3), "p99_ms": round(times[int(count * 0.99) - 1], 3),
+            "max_ms": round(times[-1], 3)}
+
+
 def ratio(row: dict, label: str) -> float | None:
     a, b = row["values"].get(label), row["values"].get(NATS_LABEL)
     if a is None or not b:
@@ -138,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     started = time.monotonic()
     workdir = Path(tempfile.mkdtemp(prefix="magnetar-bench-"))
+    report["fsync_probe"] = fsync_probe(workdir)
+    log(f"fdatasync of 8 KiB on the bench disk: {report['fsync_probe']}")
 
     def step(key: str, fn, *a) -> None:
         report["background_busy_percent"][key] = background_busy()
@@ -175,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
                       + (" (sink-bound)" if c["sink_bound"] else ""), highlight=False)
     console.print(f"background CPU load before each workload (%): {report['background_busy_percent']}",
                   highlight=False)
+    console.print(f"fdatasync latency on the bench disk (8 KiB appends): {report['fsync_probe']}", highlight=False)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for row in report["rows"]:

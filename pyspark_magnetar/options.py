@@ -98,10 +98,10 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
 def write_options(options: Mapping[str, str]) -> WriteOptions:
     """Options of a batch or streaming write. Raises OptionError."""
     opts = _lower(options)
-    _reject_misspellings(opts, _WRITE_OPTIONS)
     for name in ("topics", "topicspattern", "startingoffsets", "endingoffsets"):
         if opts.get(name):
             raise OptionError(f"option {name!r} is for reads; a write takes 'topic' (or a 'topic' column)")
+    _reject_misspellings(opts, _WRITE_OPTIONS)
     topic = opts.get("topic")
     if topic is not None:
         topic = _full_name("topic", topic.strip())

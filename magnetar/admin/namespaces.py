@@ -82,6 +82,8 @@ def _policy_routes(suffix: str, field: str, schema: dict, validate: Callable[[An
         await resources.set_policy(store_of(request), namespace_of(request), field, None)
         return no_content()
 
+    for handler, verb in ((get, "get"), (post, "set"), (delete, "remove")):
+        handler.__name__ = f"{verb}_{suffix}"  # OpenAPI operation ids must be unique
     path = f"{NS}/{suffix}"
     table.route("GET", path, f"Get the {what}", answer=schema, errors=(404, 412))(get)
     table.route("POST", path, f"Set the {what}", body=schema, errors=(400, 404, 412))(post)

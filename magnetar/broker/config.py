@@ -58,6 +58,16 @@ class BrokerConfig:
     default_num_partitions: int = 0
     #: Seconds between two rounds of message TTL expiry (namespace messageTTL).
     message_expiry_check_interval_s: float = 60.0
+    #: How a new schema version must relate to the topic's latest one:
+    #: BACKWARD, FORWARD, FULL (Pulsar's default) or ALWAYS_COMPATIBLE.
+    schema_compatibility_strategy: str = "FULL"
+    #: Refuse producers and consumers without a schema on topics that have one.
+    schema_validation_enforced: bool = False
+    #: Compact a topic once this many bytes were written since its last
+    #: compaction (0: only when the admin API asks).
+    compaction_threshold_bytes: int = 0
+    #: Seconds between two checks of the compaction threshold.
+    compaction_check_interval_s: float = 60.0
     #: Log level (DEBUG, INFO, WARNING, ERROR).
     log_level: str = "INFO"
     storage: StorageConfig = field(default_factory=StorageConfig)
@@ -91,6 +101,13 @@ class BrokerConfig:
             raise ConfigError(f"default_num_partitions must be 0..1024, got {self.default_num_partitions}")
         if self.message_expiry_check_interval_s <= 0:
             raise ConfigError("message_expiry_check_interval_s must be positive")
+        if self.schema_compatibility_strategy not in ("BACKWARD", "FORWARD", "FULL", "ALWAYS_COMPATIBLE"):
+            raise ConfigError("schema_compatibility_strategy must be BACKWARD, FORWARD, FULL or ALWAYS_COMPATIBLE, "
+                              f"got {self.schema_compatibility_strategy!r}")
+        if self.compaction_threshold_bytes < 0:
+            raise ConfigError("compaction_threshold_bytes must be 0 (off) or positive")
+        if self.compaction_check_interval_s <= 0:
+            raise ConfigError("compaction_check_interval_s must be positive")
         if self.dispatcher_max_read_batch < 1:
             raise ConfigError("dispatcher_max_read_batch must be at least 1")
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):

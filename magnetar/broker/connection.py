@@ -80,7 +80,8 @@ class ServerConnection(asyncio.Protocol):
             Type.GET_LAST_MESSAGE_ID: lambda f: self._spawn(self._on_get_last_message_id(
                 f.command.getLastMessageId, self._consumer(f.command.getLastMessageId))),
             Type.GET_TOPICS_OF_NAMESPACE: lambda f: self._spawn(self._on_get_topics(f.command.getTopicsOfNamespace)),
-            Type.GET_SCHEMA: self._on_get_schema,
+            Type.GET_SCHEMA: lambda f: self._spawn(self._on_get_schema(f.command.getSchema)),
+            Type.GET_OR_CREATE_SCHEMA: lambda f: self._spawn(self._on_get_or_create_schema(f.command.getOrCreateSchema)),
             Type.GET_NEXT_OFFSET: lambda f: self._spawn(self._on_get_next_offset(f.command.getNextOffset)),
             Type.LEASE_PID: lambda f: self._spawn(self._on_lease_pid(f.command.leasePid.request_id,
                                                                      [f.command.leasePid])),
@@ -240,6 +241,8 @@ class ServerConnection(asyncio.Protocol):
             if req.encrypted:
                 raise NotAllowed("encrypted producers are not supported")
             topic = await self.service.get_topic(name)
+            schema_version = await self.service.schemas.for_producer(
+                topic, req.schema if req.HasField("schema") else None)
             producer = Producer(
                 producer_id=req.producer_id,
                 name=req.producer_name or f"{self.config.cluster_name}-{self.service.broker_id}-{next(_names)}",
@@ -270,7 +273,7 @@ class ServerConnection(asyncio.Protocol):
                 Type.PRODUCER_SUCCESS, request_id=req.request_id, producer_name=producer.name,
                 last_sequence_id=topic.last_sequence_id(producer.name),
                 topic_epoch=producer.epoch if producer.access_mode != pb.Shared else None,
-                producer_ready=True,
+                producer_ready=True, schema_version=schema_version,
             ))
         except BrokerError as exc:
             self.write(error(req.request_id, exc.code, str(exc)))
@@ -345,6 +348,7 @@ class ServerConnection(asyncio.Protocol):
         try:
             name = self._topic_name(req.topic)
             topic = await self.service.get_topic(name, create=None if req.force_topic_creation else False)
+            await self.service.schemas.for_consumer(topic, req.schema if req.HasField("schema") else None)
             consumer = Consumer(
                 consumer_id=req.consumer_id,
                 name=req.consumer_name or f"consumer-{next(_names)}",
@@ -488,7 +492,10 @@ class ServerConnection(asyncio.Protocol):
             self.write(error(req.request_id, ServerError.ConsumerNotFound, "unknown consumer id"))
             return
         sub = consumer.subscription
-        last = await sub.topic.last_message_id()
+        if consumer.read_compacted:
+            last = await self.service.compactor.last_message_id(sub.topic)
+        else:
+            last = await sub.topic.last_message_id()
         mark = sub.cursor.mark_delete_position
         self.write(command(Type.GET_LAST_MESSAGE_ID_RESPONSE, request_id=req.request_id, last_message_id=last,
                            consumer_mark_delete_position=message_id(mark.ledger_id, mark.entry_id & UINT64_MAX)))
@@ -517,10 +524,19 @@ class ServerConnection(asyncio.Protocol):
         self.write(command(Type.GET_TOPICS_OF_NAMESPACE_RESPONSE, request_id=req.request_id, topics=topics,
                            filtered=filtered, topics_hash=digest, changed=True))
 
-    def _on_get_schema(self, frame: Frame) -> None:
-        req = frame.command.getSchema
-        self.write(command(Type.GET_SCHEMA_RESPONSE, request_id=req.request_id,
-                           error_code=ServerError.TopicNotFound, error_message="topic has no schema"))
+    async def _on_get_schema(self, req: pb.CommandGetSchema) -> None:
+        try:
+            fields = await self.service.schemas.get_schema_response(req, self._topic_name(req.topic))
+        except BrokerError as exc:
+            fields = {"error_code": exc.code, "error_message": str(exc)}
+        self.write(command(Type.GET_SCHEMA_RESPONSE, request_id=req.request_id, **fields))
+
+    async def _on_get_or_create_schema(self, req: pb.CommandGetOrCreateSchema) -> None:
+        try:
+            fields = await self.service.schemas.get_or_create_response(req, self._topic_name(req.topic))
+        except BrokerError as exc:
+            fields = {"error_code": exc.code, "error_message": str(exc)}
+        self.write(command(Type.GET_OR_CREATE_SCHEMA_RESPONSE, request_id=req.request_id, **fields))
 
     async def _on_get_next_offset(self, req: pb.CommandGetNextOffset) -> None:
         try:

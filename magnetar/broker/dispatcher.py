@@ -174,6 +174,15 @@ class SingleActiveDispatcher(Dispatcher):
         if consumer is None or not consumer.can_receive() or not self.cursor.has_more_entries():
             return False
         want = min(self.max_read_batch, max(1, consumer.permits))
+        if consumer.read_compacted:
+            # Up to the compaction horizon the compacted view stands in for the topic.
+            compacted = await self.subscription.topic.service.compactor.read(self, consumer, want)
+            if compacted is not None:
+                if consumer is not self.active or consumer.closed:
+                    self.cursor.rewind()
+                elif compacted:
+                    self._send(consumer, compacted)
+                return True
         entries = await self.cursor.read_entries(want)
         if not entries:
             return False

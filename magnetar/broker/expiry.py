@@ -31,8 +31,6 @@ class MessageExpiry:
         self.service = service
         self.interval_s = interval_s
         self._task: asyncio.Task | None = None
-        #: Messages expired since start, per topic name (for stats and tests).
-        self.expired: dict[str, int] = {}
 
     def start(self) -> "MessageExpiry":
         if self._task is None:
@@ -81,7 +79,5 @@ class MessageExpiry:
                     continue
                 if n:
                     log.info("expired %d entries of %s subscription %s (TTL %d s)", n, topic.name, sub.name, ttl)
-                    key = str(topic.name)
-                    self.expired[key] = self.expired.get(key, 0) + n
                     total += n
         return total

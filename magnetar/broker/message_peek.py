@@ -45,15 +45,17 @@ def producer_metadata(data: bytes | memoryview) -> pb.MessageMetadata | None:
 def deliver_at(data: bytes | memoryview) -> int | None:
     """The entry's ``deliver_at_time`` (ms since the epoch), or None if it has none."""
     try:
-        raw = metadata_bytes(data)
+        raw = bytes(metadata_bytes(data))  # `in` on a memoryview tests items, not substrings
     except ProtocolError:
         return None
     if _DELIVER_AT_TAG not in raw:
         return None
-    meta = producer_metadata(data)
-    if meta is None or not meta.HasField("deliver_at_time"):
+    meta = pb.MessageMetadata()
+    try:
+        meta.ParseFromString(raw)
+    except Exception:  # unparseable: deliver now rather than never
         return None
-    return meta.deliver_at_time
+    return meta.deliver_at_time if meta.HasField("deliver_at_time") else None
 
 
 def sticky_key_of(meta: pb.MessageMetadata | pb.SingleMessageMetadata | None) -> bytes:

@@ -19,6 +19,8 @@ from .policies import retention_policy
 from .producer import Producer
 from .resources import POLICIES as POLICIES_ROOT  # namespace policies live below it
 from .resources import namespace_policies
+from .compaction import Compactor
+from .schemas import SchemaRegistry
 from .topic import Topic
 from .topic_name import TopicName
 
@@ -35,6 +37,8 @@ class BrokerService:
         self.connections: set = set()
         self.broker_id = 0
         self.pid_allocator = PidAllocator(store)
+        self.schemas = SchemaRegistry(store, config.schema_compatibility_strategy, config.schema_validation_enforced)
+        self.compactor = Compactor(self)
         self._policy_watch = store.watch(POLICIES_ROOT, self._on_policy_change)
         self.closing = False
 
@@ -67,7 +71,7 @@ class BrokerService:
 
     async def _load(self, name: TopicName, create: bool) -> Topic:
         ml_name = name.managed_ledger_name
-        if ml_name not in await self.factory.list_names():
+        if not await self.factory.exists(ml_name):
             await check_creatable(self, name, create)  # namespace exists, partition rules
         policies = await self.namespace_policies(name.namespace_name)
         ledger = await self.factory.open(ml_name, retention=retention_policy(policies))
@@ -77,14 +81,16 @@ class BrokerService:
         return topic
 
     async def topic_exists(self, name: TopicName) -> bool:
-        return str(name) in self.topics or name.managed_ledger_name in await self.factory.list_names()
+        return str(name) in self.topics or await self.factory.exists(name.managed_ledger_name)
 
     async def topics_of_namespace(self, namespace: str) -> list[str]:
         """Fully qualified names of the persistent topics stored under ``tenant/namespace``."""
         prefix = namespace.strip("/") + "/persistent/"
         names = {n for n in await self.factory.list_names() if n.startswith(prefix)}
         names.update(t.name.managed_ledger_name for t in self.topics.values())
-        return sorted(f"persistent://{namespace.strip('/')}/{n[len(prefix):]}" for n in names if n.startswith(prefix))
+        # Deeper names (``t/__compaction/1``: compacted views) are not topics.
+        return sorted(f"persistent://{namespace.strip('/')}/{n[len(prefix):]}" for n in names
+                      if n.startswith(prefix) and "/" not in n[len(prefix):])
 
     async def namespace_policies(self, namespace: str) -> dict:
         """See :func:`.resources.namespace_policies` (None values: unset)."""
@@ -123,10 +129,12 @@ class BrokerService:
         if topic is not None:
             await self.unload(topic)
         await self.factory.delete(name.managed_ledger_name)
+        await self.compactor.delete_views(name)
 
     async def close(self) -> None:
         self.closing = True
         self._policy_watch.cancel()
+        self.compactor.close()
         for topic in list(self.topics.values()):
             await topic.close()
         self.topics.clear()

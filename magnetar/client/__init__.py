@@ -12,6 +12,7 @@ Names follow the official ``pulsar`` package, so switching is an import::
 - :mod:`.connection` the socket shell around ``magnetar.protocol``
 - :mod:`.link`       registration on a broker and reconnects
 - :mod:`.batch_builder`, :mod:`.inbound`  entries out, messages in
+- :mod:`.idempotence` idempotent producers: pid leases, sequence numbers
 - :mod:`.acks`       ack bookkeeping; :mod:`.backoff` reconnect delays
 - :mod:`.errors`     exceptions and Result codes
 """

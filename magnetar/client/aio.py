@@ -18,7 +18,7 @@ import asyncio
 import itertools
 import logging
 import uuid
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from magnetar.protocol import Type, command, pb
 
@@ -30,6 +30,9 @@ from .link import BrokerLink
 from .message_id import MessageId
 from .producer import AsyncProducer
 from .reader import AsyncReader
+
+if TYPE_CHECKING:
+    from .table_view import AsyncTableView
 from .topic import full_topic_name, partition_name
 
 log = logging.getLogger(__name__)
@@ -154,11 +157,20 @@ class AsyncClient:
         max_pending_messages: int = 1000, block_if_queue_full: bool = False, batching_enabled: bool = False,
         batching_max_messages: int = 1000, batching_max_allowed_size_in_bytes: int = 128 * 1024,
         batching_max_publish_delay_ms: int = 10, properties: Mapping[str, str] | None = None,
-        access_mode: ProducerAccessMode = ProducerAccessMode.Shared,
+        access_mode: ProducerAccessMode = ProducerAccessMode.Shared, idempotent: bool = False,
+        pid: int | None = None, pid_lease_ms: int = 60000,
     ) -> AsyncProducer:
         """A connected producer. Raises ProducerBusy / ProducerFenced /
         TopicNotFound ... at once, Timeout if retryable errors persist for
-        the operation timeout."""
+        the operation timeout.
+
+        ``idempotent=True`` leases a producer id for the topic (renewed every
+        ``pid_lease_ms / 2``) and numbers every message, so retries never
+        store a message twice (see :mod:`.idempotence`). ``pid=`` resumes a
+        known identity instead (a takeover: the generation moves up, which
+        fences any older holder, and numbering continues where the broker's
+        stops); NotAllowedError if the broker no longer knows that pid.
+        """
         self._check_open()
         topic = await self._single_partition_topic(topic)
         producer = AsyncProducer(
@@ -169,10 +181,23 @@ class AsyncClient:
             batching_max_messages=batching_max_messages,
             batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
             batching_max_publish_delay_ms=batching_max_publish_delay_ms, access_mode=access_mode,
-            properties=properties,
+            properties=properties, idempotent=idempotent, pid=pid, pid_lease_ms=pid_lease_ms,
         )
         await self._start(producer)
         return producer
+
+    async def get_next_offset(self, topic: str) -> int:
+        """The offset the next message appended to ``topic`` will get: the
+        number of messages ever appended (offsets are dense from 0), what a
+        conditional send expects to append at the end. Raises
+        OperationNotSupported for a partitioned topic (ask per partition),
+        TopicNotFound, Timeout."""
+        self._check_open()
+        topic = await self._single_partition_topic(topic)
+        conn = await self.connection_to(await self.lookup(topic), self.operation_timeout)
+        reply = await conn.request(command(Type.GET_NEXT_OFFSET, request_id=self.new_request_id(), topic=topic),
+                                   self.operation_timeout)
+        return reply.getNextOffsetResponse.next_offset
 
     async def subscribe(
         self, topic: str, subscription_name: str, consumer_type: ConsumerType = ConsumerType.Exclusive,
@@ -220,6 +245,12 @@ class AsyncClient:
         )
         await self._start(consumer)
         return AsyncReader(consumer)
+
+    async def create_table_view(self, topic: str) -> "AsyncTableView":
+        """A key -> latest value map of ``topic`` (see :mod:`.table_view`)."""
+        from .table_view import AsyncTableView
+
+        return await AsyncTableView.create(self, topic)
 
     async def close(self) -> None:
         """Close every producer, consumer and connection. Idempotent."""

@@ -9,6 +9,10 @@ and ``highest_sequence_id`` of the last; compression covers the whole run.
 
 The builder keeps the application's payload objects as they are and joins
 everything once, when the batch is sealed.
+
+An idempotent producer passes ``pid_fields`` = (pid, generation, first
+sequence) when it seals an entry; they go into the outer metadata
+(``magnetar_pid`` / ``magnetar_generation`` / ``magnetar_sequence``).
 """
 from __future__ import annotations
 
@@ -35,6 +39,11 @@ def _ordering_key(key: bytes | str | None) -> bytes | None:
     return key.encode() if isinstance(key, str) else key
 
 
+def _stamp(meta: pb.MessageMetadata, pid_fields: tuple[int, int, int] | None) -> None:
+    if pid_fields is not None:
+        meta.magnetar_pid, meta.magnetar_generation, meta.magnetar_sequence = pid_fields
+
+
 @dataclass(slots=True)
 class Entry:
     """A sealed entry, ready for a SEND.
@@ -57,12 +66,14 @@ def single_entry(
     partition_key: str | None = None, ordering_key: bytes | str | None = None,
     event_timestamp: int | None = None, compression_type: int = compression.NONE,
     completion: Any = None, publish_time: int | None = None,
+    pid_fields: tuple[int, int, int] | None = None,
 ) -> Entry:
     """An entry holding one non-batched message."""
     meta = pb.MessageMetadata(
         producer_name=producer_name, sequence_id=sequence_id,
         publish_time=now_ms() if publish_time is None else publish_time,
     )
+    _stamp(meta, pid_fields)
     _properties(meta.properties, properties)
     if partition_key is not None:
         meta.partition_key = partition_key
@@ -132,7 +143,7 @@ class BatchBuilder:
         self._completions.append(completion)
 
     def seal(self, producer_name: str, compression_type: int = compression.NONE,
-             publish_time: int | None = None) -> Entry:
+             publish_time: int | None = None, pid_fields: tuple[int, int, int] | None = None) -> Entry:
         n = len(self._completions)
         if n == 0:
             raise ValueError("cannot seal an empty batch")
@@ -142,6 +153,7 @@ class BatchBuilder:
             publish_time=now_ms() if publish_time is None else publish_time,
             num_messages_in_batch=n, highest_sequence_id=self._highest_sequence_id,
         )
+        _stamp(meta, pid_fields)
         if compression_type != compression.NONE:
             meta.compression = compression_type
             meta.uncompressed_size = len(payload)

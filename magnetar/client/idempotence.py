@@ -30,9 +30,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
-from magnetar.protocol import Type, command, pb
+from magnetar.protocol import ServerError, Type, command, pb
 
 from .backoff import Backoff
 from .errors import NotAllowedError, ProducerFenced, PulsarError, from_server_error
@@ -74,7 +74,7 @@ async def lease_pid(conn: "BrokerConnection", request_id: int, topic: str, *, pi
                   generation=generation)
     reply = (await conn.request(cmd, timeout)).leasePidResponse
     if not reply.leases:
-        raise from_server_error(pb.UnknownError, "LEASE_PID_RESPONSE without a lease")
+        raise from_server_error(ServerError.UnknownError, "LEASE_PID_RESPONSE without a lease")
     lease = reply.leases[0]
     if lease.HasField("error"):
         raise from_server_error(lease.error, lease.message)
@@ -91,16 +91,12 @@ class Identity:
         self.generation = lease.generation
         self.next_sequence = lease.next_sequence
 
-    def take(self, n: int) -> int:
-        """Reserve ``n`` contiguous numbers for one entry; return the first."""
+    def take(self, n: int) -> tuple[int, int, int]:
+        """Reserve ``n`` contiguous numbers for one entry of ``n`` messages;
+        return its (pid, generation, first sequence) metadata fields."""
         first = self.next_sequence
         self.next_sequence += n
-        return first
-
-    def stamp(self, meta: pb.MessageMetadata, first_sequence: int) -> None:
-        meta.magnetar_pid = self.pid
-        meta.magnetar_generation = self.generation
-        meta.magnetar_sequence = first_sequence
+        return (self.pid, self.generation, first)
 
 
 def restamp(metadata: bytes, first_sequence: int) -> bytes:
@@ -119,7 +115,7 @@ class LeaseRenewer:
     broker busy) are retried with backoff, well before the lease runs out.
     """
 
-    def __init__(self, renew: Callable[[], "asyncio.Future[PidLease] | object"], lease_ms: int,
+    def __init__(self, renew: Callable[[], Awaitable[PidLease]], lease_ms: int,
                  on_lost: Callable[[PulsarError], None]) -> None:
         self._renew = renew
         self._interval = max(lease_ms / 2000, 0.05)

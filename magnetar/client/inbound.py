@@ -59,15 +59,15 @@ def decode_entry(topic: str, cmd: pb.CommandMessage, block: PayloadBlock | None,
         entry = cmd.message_id.entryId
         redeliveries = cmd.redelivery_count
         if not is_batch:
-            mid = MessageId(ledger, entry, -1, partition)
+            mid = MessageId(ledger, entry, -1, partition, offset=first_offset)
             return [Message(topic, mid, meta, None, bytes(payload), redeliveries, first_offset)], 1
         ack_set = list(cmd.ack_set)
         out: list[Message] = []
         for i, single in enumerate(decode_batch(payload, count)):
             if ack_set and _masked_out(ack_set, i):
                 continue
-            mid = MessageId(ledger, entry, i, partition, count)
             offset = None if first_offset is None else first_offset + i
+            mid = MessageId(ledger, entry, i, partition, count, offset)
             out.append(Message(topic, mid, meta, single.metadata, single.payload, redeliveries, offset))
         return out, count
     except ProtocolError as exc:

@@ -29,23 +29,26 @@ class MessageId:
     Constructor order is (ledger_id, entry_id, batch_index, partition);
     pass keywords when porting code written for the official client, whose
     constructor starts with ``partition``. ``batch_size`` is the number of
-    messages in the entry when known; it is not part of equality.
+    messages in the entry when known; ``offset`` is the message's dense topic
+    offset when known (set on the ids ``send`` returns and on received
+    messages' ids). Neither is part of equality.
     """
 
-    __slots__ = ("_ledger", "_entry", "_batch", "_partition", "_batch_size")
+    __slots__ = ("_ledger", "_entry", "_batch", "_partition", "_batch_size", "_offset")
 
     earliest: "MessageId"
     latest: "MessageId"
 
     def __init__(
         self, ledger_id: int = -1, entry_id: int = -1, batch_index: int = -1, partition: int = -1,
-        batch_size: int = 0,
+        batch_size: int = 0, offset: int | None = None,
     ) -> None:
         self._ledger = ledger_id
         self._entry = entry_id
         self._batch = batch_index
         self._partition = partition
         self._batch_size = batch_size
+        self._offset = offset
 
     # -- accessors named like the official client's -------------------------
     def ledger_id(self) -> int:
@@ -62,6 +65,14 @@ class MessageId:
 
     def batch_size(self) -> int:
         return self._batch_size
+
+    @property
+    def offset(self) -> int | None:
+        """The message's dense offset in its topic (first offset of its entry
+        + batch index), or None when not known: ids built by hand or
+        deserialized, and the -1:-1 answer to a duplicate the broker no
+        longer remembers."""
+        return self._offset
 
     @property
     def entry_key(self) -> tuple[int, int]:

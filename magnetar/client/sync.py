@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any, Callable, Coroutine, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Mapping, TypeVar
 
 from .aio import AsyncClient
 from .consumer import _SHARED_TYPES, AsyncConsumer
@@ -24,6 +24,9 @@ from .message import Message
 from .message_id import MessageId
 from .producer import AsyncProducer
 from .reader import AsyncReader
+
+if TYPE_CHECKING:
+    from .table_view import TableView
 
 T = TypeVar("T")
 
@@ -87,8 +90,10 @@ class Client:
         max_pending_messages: int = 1000, block_if_queue_full: bool = False, batching_enabled: bool = False,
         batching_max_messages: int = 1000, batching_max_allowed_size_in_bytes: int = 128 * 1024,
         batching_max_publish_delay_ms: int = 10, properties: Mapping[str, str] | None = None,
-        access_mode: ProducerAccessMode = ProducerAccessMode.Shared,
+        access_mode: ProducerAccessMode = ProducerAccessMode.Shared, idempotent: bool = False,
+        pid: int | None = None, pid_lease_ms: int = 60000,
     ) -> "Producer":
+        """See :meth:`AsyncClient.create_producer` (idempotence, ``pid``)."""
         producer = self._loop.run(self._aio.create_producer(
             topic, producer_name=producer_name, initial_sequence_id=initial_sequence_id,
             send_timeout_millis=send_timeout_millis, compression_type=compression_type,
@@ -96,7 +101,7 @@ class Client:
             batching_enabled=batching_enabled, batching_max_messages=batching_max_messages,
             batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
             batching_max_publish_delay_ms=batching_max_publish_delay_ms, properties=properties,
-            access_mode=access_mode,
+            access_mode=access_mode, idempotent=idempotent, pid=pid, pid_lease_ms=pid_lease_ms,
         ))
         return Producer(self._loop, producer)
 
@@ -130,8 +135,18 @@ class Client:
         ))
         return Reader(self._loop, reader)
 
+    def create_table_view(self, topic: str) -> "TableView":
+        """A key -> latest value map of ``topic`` (see :mod:`.table_view`)."""
+        from .table_view import TableView
+
+        return TableView(self._loop, self._loop.run(self._aio.create_table_view(topic)))
+
     def get_topic_partitions(self, topic: str) -> list[str]:
         return self._loop.run(self._aio.get_topic_partitions(topic))
+
+    def get_next_offset(self, topic: str) -> int:
+        """The offset the next message appended to ``topic`` will get."""
+        return self._loop.run(self._aio.get_next_offset(topic))
 
     def close(self) -> None:
         """Close everything and stop the loop thread. Idempotent."""
@@ -165,13 +180,30 @@ class Producer:
     def last_sequence_id(self) -> int:
         return self._p.last_sequence_id()
 
+    @property
+    def pid(self) -> int | None:
+        """The leased producer id (idempotent producers), else None."""
+        return self._p.pid
+
+    @property
+    def generation(self) -> int | None:
+        """The generation of the leased producer id, else None."""
+        return self._p.generation
+
+    @property
+    def next_sequence(self) -> int | None:
+        """The next sequence number under the pid (idempotent producers), else None."""
+        return self._p.next_sequence
+
     def is_connected(self) -> bool:
         return self._p.is_connected()
 
     def send(self, content: bytes, properties: Mapping[str, str] | None = None, partition_key: str | None = None,
              ordering_key: bytes | str | None = None, event_timestamp: int | None = None,
              sequence_id: int | None = None, expected_offset: int | None = None) -> MessageId:
-        """Publish and wait for the receipt; returns the message's id."""
+        """Publish and wait for the receipt; returns the message's id, whose
+        ``.offset`` is the message's topic offset. With ``expected_offset``
+        the publish is conditional (ExpectedOffsetMismatch when refused)."""
         return self._loop.run(self._p.send(content, properties, partition_key, ordering_key, event_timestamp,
                                            sequence_id, expected_offset))
 

@@ -1241,6 +1241,15 @@ class ManagedLedgerFactory:
         for ledger_doc in doc.get("ledgers", []):
             await asyncio.to_thread(delete_ledger_files, self.ledger_dir, int(ledger_doc["id"]))
 
+    async def exists(self, name: str) -> bool:
+        """Whether the managed ledger ``name`` is stored (one metadata read,
+        unlike scanning ``list_names``). ValueError for a bad name."""
+        check_name(name)
+        if name in self._open:
+            return True
+        record = await self.store.get(f"{ROOT}/{name}")
+        return record is not None and _is_ml_record(record.value)
+
     async def list_names(self) -> list[str]:
         """Names of all managed ledgers in the metadata store, sorted."""
         names: list[str] = []

@@ -124,11 +124,12 @@ def test_bad_requests_get_errors_not_crashes(broker):
     sock.sendall(conn.send(command(Type.PRODUCER, topic="persistent://a/b/c/d", producer_id=1, request_id=7)))
     sock.sendall(conn.send(command(Type.LOOKUP, topic="bad://x", request_id=8)))
     sock.sendall(conn.send(command(Type.FLOW, consumer_id=99, messagePermits=10)))
-    sock.sendall(conn.send(command(Type.SUBSCRIBE, topic="ok-topic", subscription="s", subType=3,
+    sock.sendall(conn.send(command(Type.SUBSCRIBE, topic="bad://x/y/z", subscription="s", subType=1,
                                    consumer_id=1, request_id=9)))
     frames = _read_frames(sock, conn, 3)
     by_type = {f.command.type: f.command for f in frames}
-    assert by_type[Type.ERROR].error.request_id in (7, 9)
+    errors = {f.command.error.request_id: f.command.error.error for f in frames if f.command.type == Type.ERROR}
+    assert errors == {7: pb.InvalidTopicName, 9: pb.InvalidTopicName}
     assert by_type[Type.LOOKUP_RESPONSE].lookupTopicResponse.response == pb.CommandLookupTopicResponse.Failed
     sock.close()
     assert broker.alive

@@ -167,13 +167,14 @@ def test_shared_priority_levels(broker, pulsar_client):
                                        consumer_id=cid, request_id=cid, priority_level=level,
                                        initialPosition=pb.CommandSubscribe.Earliest)))
     assert [f.command.type for f in read(2)] == [Type.SUCCESS, Type.SUCCESS]
-    sock.sendall(conn.send(command(Type.FLOW, consumer_id=1, messagePermits=100)))
-    sock.sendall(conn.send(command(Type.FLOW, consumer_id=2, messagePermits=3)))
+    sock.sendall(conn.send(command(Type.FLOW, consumer_id=1, messagePermits=100))
+                 + conn.send(command(Type.FLOW, consumer_id=2, messagePermits=3))
+                 + conn.send(command(Type.PING)))
+    assert read(1)[0].command.type == Type.PONG  # both FLOWs were handled
     producer = pulsar_client.create_producer("priority", batching_enabled=False)
     for i in range(8):
         producer.send(f"m{i}".encode())
     got = [(f.command.message.consumer_id, bytes(f.block.payload)) for f in read(8)]
-    print(got)
     # The better level takes everything while it has permits, then the next level.
     assert got == [(2, b"m0"), (2, b"m1"), (2, b"m2")] + [(1, f"m{i}".encode()) for i in range(3, 8)]
     sock.close()

@@ -1,0 +1,94 @@
+"""Fixtures for the Spark connector tests: one broker and one SparkSession
+per test module (starting Spark costs seconds; its JVM is reused by the
+next module's session).
+
+The broker runs with Pulsar-style deduplication on, which the exactly-once
+sink needs. Spark runs as ``local[2,4]``: two task threads (``local[2]``)
+and up to four attempts per task, since plain ``local`` mode never retries
+a failed task and the sink tests inject task failures.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+    pytest.skip("the Spark connector tests need Java 17+ (no java on PATH, JAVA_HOME unset)",
+                allow_module_level=True)
+
+from magnetar.client import Client  # noqa: E402
+
+from ..broker_process import BrokerProcess  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    """A standalone broker with deduplication on, for the whole module."""
+    root = tmp_path_factory.mktemp("spark-broker")
+    config = root / "magnetar.toml"
+    config.write_text("deduplication_enabled = true\n")
+    proc = BrokerProcess(root / "data", ["--config", str(config)]).start()
+    yield proc
+    if proc.alive:
+        code = proc.stop()
+        assert code == 0, f"broker exited with {code}; log:\n{proc.log()}"
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from pyspark.sql import SparkSession
+
+    # Python workers must use this interpreter (it has the dependencies) and
+    # see the repository as a plain directory on sys.path: Spark's lookup of
+    # pyspark_* modules cannot see an editable install's import hook.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+    session = (
+        SparkSession.builder.master("local[2,4]")
+        .appName("magnetar-connector-tests")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.streaming.stopTimeout", "30s")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def client(broker):
+    c = Client(broker.service_url, operation_timeout_seconds=20)
+    yield c
+    c.close()
+
+
+def produce(client: Client, topic: str, count: int, *, start: int = 0, key: bool = True) -> None:
+    """``count`` messages ``v<i>`` (key ``k<i % 10>``, property i=<i>) for i from ``start``."""
+    producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=500,
+                                      max_pending_messages=5000, block_if_queue_full=True)
+    for i in range(start, start + count):
+        producer.send_async(f"v{i}".encode(), None, properties={"i": str(i)},
+                            partition_key=f"k{i % 10}" if key else None)
+    producer.flush()
+    producer.close()
+
+
+def next_offset(service_url: str, topic: str) -> int:
+    """The topic's next offset, through the connector's own helper."""
+    from pyspark_magnetar.offsets import TopicPartition
+    from pyspark_magnetar.session import BrokerSession
+    from pyspark_magnetar.topics import next_offset as ask
+    from magnetar.client.topic import full_topic_name
+
+    with BrokerSession(service_url) as session:
+        return session.run(ask(session.client, TopicPartition(full_topic_name(topic))))

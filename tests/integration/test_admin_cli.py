@@ -1,0 +1,161 @@
+"""``magnetar admin ...`` against a real broker.
+
+The commands run in this process (typer's runner: the same app, argument
+parsing, output and exit codes) so the many cases stay fast; one test runs
+``python -m magnetar.cli admin ...`` as a user does, in a subprocess.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pulsar
+import pytest
+from typer.testing import CliRunner
+
+from magnetar.cli import app
+
+from .admin_support import call, ok, quiet_logger, start_broker, stop_broker
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    proc = start_broker(tmp_path_factory.mktemp("cli"))
+    yield proc
+    stop_broker(proc)
+
+
+def _argv(broker, args, json_output: bool, url: str | None) -> list[str]:
+    return ["admin", "--admin-url", url or broker.admin_url, *(["--json"] if json_output else []), *args]
+
+
+def run(broker, *args: str, json_output: bool = False, url: str | None = None) -> subprocess.CompletedProcess:
+    """The command in this process; the answer shaped like a finished subprocess."""
+    result = CliRunner().invoke(app, _argv(broker, args, json_output, url))
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
+
+
+def run_process(broker, *args: str, json_output: bool = False, url: str | None = None):
+    cmd = [sys.executable, "-m", "magnetar.cli", *_argv(broker, args, json_output, url)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=dict(os.environ))
+
+
+def good(broker, *args: str, json_output: bool = False):
+    proc = run(broker, *args, json_output=json_output)
+    assert proc.returncode == 0, f"{args}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return json.loads(proc.stdout) if json_output and proc.stdout.strip() else proc.stdout
+
+
+def bad(broker, *args: str, code: int = 1, says: str = "") -> str:
+    proc = run(broker, *args)
+    assert proc.returncode == code, f"{args}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    assert "error" in proc.stderr.lower() and says.lower() in proc.stderr.lower(), proc.stderr
+    return proc.stderr
+
+
+def test_tenants_and_namespaces(broker):
+    assert "standalone" in good(broker, "clusters", "list")
+    assert "Created tenant acme" in good(broker, "tenants", "create", "acme", "--allowed-clusters", "standalone")
+    assert "acme" in good(broker, "tenants", "list")
+    assert "acme" in good(broker, "tenants", "list", json_output=True)
+    bad(broker, "tenants", "create", "acme", says="409")
+    bad(broker, "tenants", "create", "other", "-c", "mars", says="mars")
+    good(broker, "namespaces", "create", "acme/app")
+    assert good(broker, "namespaces", "list", "acme", json_output=True) == ["acme/app"]
+    bad(broker, "namespaces", "create", "ghost/app", says="Tenant ghost does not exist")
+    bad(broker, "tenants", "delete", "acme", says="still has namespaces")
+
+    good(broker, "namespaces", "set-retention", "acme/app", "--time", "2h", "--size", "-1")
+    good(broker, "namespaces", "set-message-ttl", "acme/app", "--ttl", "10m")
+    good(broker, "namespaces", "set-deduplication", "acme/app", "--enable")
+    policies = good(broker, "namespaces", "policies", "acme/app", json_output=True)
+    assert policies["retention_policies"] == {"retentionTimeInMinutes": 120, "retentionSizeInMB": -1}
+    assert policies["message_ttl_in_seconds"] == 600 and policies["deduplicationEnabled"] is True
+    assert "retention_policies" in good(broker, "namespaces", "policies", "acme/app")  # a table
+
+    # Invalid policies are refused with the broker's reason and change nothing.
+    bad(broker, "namespaces", "set-retention", "acme/app", "--time", "0", "--size", "10M", says="single time")
+    bad(broker, "namespaces", "set-retention", "acme/app", "--time", "soon", "--size", "1M", code=2,
+        says="invalid duration")
+    bad(broker, "namespaces", "set-message-ttl", "acme/ghost", "--ttl", "5", says="does not exist")
+    assert good(broker, "namespaces", "policies", "acme/app", json_output=True) == policies
+
+    good(broker, "namespaces", "delete", "acme/app")
+    good(broker, "tenants", "delete", "acme")
+    assert "acme" not in good(broker, "tenants", "list", json_output=True)
+
+
+def test_topics_and_subscriptions(broker):
+    topic = "persistent://public/default/cli-topic"
+    good(broker, "topics", "create-partitioned-topic", topic, "-p", "2")
+    assert good(broker, "topics", "get-partitioned-topic-metadata", topic, json_output=True) == {"partitions": 2}
+    bad(broker, "topics", "update-partitioned-topic", topic, "-p", "1", says="more than existing")
+    good(broker, "topics", "update-partitioned-topic", topic, "-p", "3")
+    listed = good(broker, "topics", "list", "public/default", json_output=True)
+    assert f"{topic}-partition-2" in listed
+    assert f"{topic}-partition-2" in good(broker, "topics", "list", "public/default")  # table, not wrapped
+
+    plain = "cli-plain"
+    good(broker, "topics", "create", plain)
+    bad(broker, "topics", "create", plain, says="already exists")
+    client = pulsar.Client(broker.service_url, operation_timeout_seconds=10, logger=quiet_logger())
+    try:
+        producer = client.create_producer(plain, batching_enabled=False)
+        for i in range(6):
+            producer.send(f"m{i}".encode())
+        producer.close()
+    finally:
+        client.close()
+    good(broker, "topics", "create-subscription", plain, "-s", "audit", "-m", "earliest")
+    assert good(broker, "topics", "subscriptions", plain, json_output=True) == ["audit"]
+
+    def backlog() -> int:
+        return good(broker, "topics", "stats", plain, json_output=True)["subscriptions"]["audit"]["msgBacklog"]
+
+    assert backlog() == 6
+    assert "audit" in good(broker, "topics", "stats", plain)
+    good(broker, "topics", "skip", plain, "-s", "audit", "-n", "2")
+    assert backlog() == 4
+    good(broker, "topics", "reset-cursor", plain, "-s", "audit", "--time", "1h")
+    assert backlog() == 6
+    good(broker, "topics", "reset-cursor", plain, "-s", "audit", "-m", "latest")
+    assert backlog() == 0
+    good(broker, "topics", "reset-cursor", plain, "-s", "audit", "-m", "earliest")
+    good(broker, "topics", "expire-messages", plain, "-s", "audit", "-t", "1h")
+    assert backlog() == 6  # nothing is an hour old
+    good(broker, "topics", "skip", plain, "-s", "audit", "--all")
+    assert backlog() == 0
+    internal = good(broker, "topics", "stats-internal", plain, json_output=True)
+    assert "audit" in internal["cursors"]
+    bad(broker, "topics", "skip", plain, "-s", "audit", code=2, says="--count")
+    bad(broker, "topics", "reset-cursor", plain, "-s", "audit", "-m", "twelve", code=2, says="invalid message id")
+    bad(broker, "topics", "skip", plain, "-s", "nobody", "-n", "1", says="Subscription nobody not found")
+
+    good(broker, "topics", "unload", plain)
+    assert "Terminated" in good(broker, "topics", "terminate", plain)
+    assert call(broker, "GET", f"persistent/public/default/{plain}/internalStats")[1]["state"] == "Terminated"
+    good(broker, "topics", "unsubscribe", plain, "-s", "audit")
+    good(broker, "topics", "delete", plain)
+    bad(broker, "topics", "stats", plain, says="404")
+    good(broker, "topics", "delete-partitioned-topic", topic)
+    assert ok(broker, "GET", "persistent/public/default/partitioned") == []
+
+
+def test_errors_are_clear(broker):
+    bad(broker, "tenants", "list", "--nope", code=2)
+    proc = run(broker, "tenants", "list", url="http://127.0.0.1:1")
+    assert proc.returncode == 1 and "cannot reach the admin API" in proc.stderr
+    bad(broker, "topics", "stats", "a/b/c/d", code=2, says="invalid topic")
+
+
+def test_the_command_runs_as_a_process(broker):
+    table = run_process(broker, "namespaces", "list", "public")
+    assert table.returncode == 0 and "public/default" in table.stdout, table.stderr
+    policies = run_process(broker, "namespaces", "policies", "public/default", json_output=True)
+    assert policies.returncode == 0 and "replication_clusters" in json.loads(policies.stdout)
+    refused = run_process(broker, "tenants", "delete", "nobody")
+    assert refused.returncode == 1 and "404" in refused.stderr and "nobody" in refused.stderr
+    usage = run_process(broker, "topics", "skip", "t", "-s", "s")
+    assert usage.returncode == 2 and "--count" in usage.stderr
