@@ -4,9 +4,8 @@ retained offset).
 
 All functions are coroutines on a :class:`magnetar.client.AsyncClient` (run
 them through :class:`~pyspark_magnetar.session.BrokerSession`). The client
-has no call for GET_NEXT_OFFSET or GET_TOPICS_OF_NAMESPACE yet, so this
-module sends those commands over the client's pooled connection; when the
-client grows ``get_next_offset`` this is the one place to switch.
+has no call for GET_TOPICS_OF_NAMESPACE yet, so :func:`namespace_topics`
+sends that command over the client's pooled connection.
 """
 from __future__ import annotations
 
@@ -25,17 +24,11 @@ from .options import Subscription
 async def next_offset(client: AsyncClient, tp: TopicPartition) -> int:
     """The offset the next message of ``tp`` will get (its high-water mark).
 
-    Asks the broker that owns the topic. Note: with auto topic creation on
-    (the broker's default) this creates a missing topic; check existence
-    with :func:`resolve_partitions` first. Raises the client's errors
-    (TopicNotFound, Timeout, ConnectError, ...).
+    With auto topic creation on (the broker's default) this creates a
+    missing topic: check existence with :func:`resolve_partitions` first.
+    Raises the client's errors (TopicNotFound, Timeout, ConnectError, ...).
     """
-    url = await client.lookup(tp.name)
-    conn = await client.connection_to(url)
-    reply = await conn.request(
-        command(Type.GET_NEXT_OFFSET, request_id=client.new_request_id(), topic=tp.name),
-        client.operation_timeout)
-    return reply.getNextOffsetResponse.next_offset
+    return await client.get_next_offset(tp.name)
 
 
 async def earliest_offset(client: AsyncClient, tp: TopicPartition, next_off: int, timeout_ms: int) -> int:

@@ -28,17 +28,23 @@ state to ``--state-file`` and exit.
 """
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import random
 import signal
-import sys
 import threading
-import time
-import uuid
 
-import pulsar
+# Installed before anything slow is imported: a SIGTERM that arrives while
+# the process starts must still mean "catch up, save the state, exit 0".
+_stop = threading.Event()
+signal.signal(signal.SIGTERM, lambda *_: _stop.set())
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import random  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import uuid  # noqa: E402
+
+import pulsar  # noqa: E402
 
 KEYS = ["apples", "pears", "plums", "figs"]
 
@@ -71,12 +77,12 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=0.002, help="seconds between updates as leader")
     args = parser.parse_args()
     incarnation = uuid.uuid4().hex[:8]
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    stop = _stop
 
     client = pulsar.Client(args.service_url, operation_timeout_seconds=30)
     state = Counter()
     reader = client.create_reader(args.topic, pulsar.MessageId.earliest)
+    print(f"FOLLOWER {args.id} {incarnation}", flush=True)
     promoted: list = []
 
     def ask_for_leadership() -> None:

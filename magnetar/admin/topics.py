@@ -33,7 +33,7 @@ PARTITION_COUNT = {"type": "integer", "minimum": 1, "maximum": lifecycle.MAX_PAR
 
 async def _require_namespace(request: web.Request) -> str:
     namespace = namespace_of(request)
-    if not await resources.namespace_exists(service_of(request).store, namespace):
+    if not await resources.namespace_exists(service_of(request).store, namespace):  # listing: even while deleted
         raise not_found(f"Namespace {namespace} does not exist")
     return namespace
 

@@ -23,7 +23,7 @@ from typing import Callable
 from magnetar import __version__
 from magnetar.protocol import Connection, ProtocolError, Role, ServerError, pb
 from magnetar.protocol.commands import Type, command, error, message_id, success, type_name
-from magnetar.protocol.frames import FRAME_OVERHEAD, Frame
+from magnetar.protocol.frames import FRAME_OVERHEAD, Frame, encode_command, encode_payload_command
 from magnetar.storage import Entry, Position
 
 from . import lifecycle, topic_list
@@ -40,6 +40,8 @@ PROTOCOL_VERSION = 20
 UINT64_MAX = (1 << 64) - 1
 MAX_PENDING_SENDS = 10_000
 DEFAULT_LEASE_MS = 60_000
+_SEND_RECEIPT = Type.SEND_RECEIPT
+_MESSAGE = Type.MESSAGE
 _names = itertools.count()
 
 
@@ -56,6 +58,8 @@ class ServerConnection(asyncio.Protocol):
         self.reading_paused = False
         self.writing_paused = False
         self.last_received = time.monotonic()
+        self._out: list = []
+        self._flush_scheduled = False
         self._keepalive: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
         self._handlers: dict[int, Callable[[Frame], None]] = {
@@ -144,11 +148,29 @@ class ServerConnection(asyncio.Protocol):
     # -- plumbing ------------------------------------------------------------
     def close(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
+            self._flush()
             self.transport.close()
 
     def write(self, cmd: pb.BaseCommand) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(self.proto.send(cmd))
+        self._queue(self.proto.send(cmd))
+
+    def _queue(self, *pieces) -> None:
+        """Buffer bytes for the socket; one writelines per loop pass.
+
+        Receipts of one group commit and a dispatcher's MESSAGE frames then
+        leave in one system call instead of one each; order is kept because
+        every write goes through here.
+        """
+        self._out.extend(pieces)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        out, self._out = self._out, []
+        if out and self.transport is not None and not self.transport.is_closing():
+            self.transport.writelines(out)
 
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -321,9 +343,11 @@ class ServerConnection(asyncio.Protocol):
                 self.write(command(Type.SEND_RECEIPT, producer_id=producer.producer_id, sequence_id=seq,
                                    highest_sequence_id=highest, message_id=message_id(UINT64_MAX, UINT64_MAX)))
                 return
-            self.write(command(Type.SEND_RECEIPT, producer_id=producer.producer_id, sequence_id=seq,
-                               highest_sequence_id=highest, offset=res.first_offset,
-                               message_id=message_id(res.ledger_id, res.entry_id)))
+            # Built directly: this runs once per stored entry.
+            self._queue(encode_command(pb.BaseCommand(type=_SEND_RECEIPT, send_receipt=pb.CommandSendReceipt(
+                producer_id=producer.producer_id, sequence_id=seq, highest_sequence_id=highest,
+                offset=res.first_offset, message_id=pb.MessageIdData(ledgerId=res.ledger_id, entryId=res.entry_id),
+            ))))
             return
         code = exc.code if isinstance(exc, BrokerError) else ServerError.PersistenceError
         cmd = command(Type.SEND_ERROR, producer_id=producer.producer_id, sequence_id=seq, error=code,
@@ -390,14 +414,16 @@ class ServerConnection(asyncio.Protocol):
             return
         strip = not self.proto.peer_supports_broker_entry_metadata
         pieces: list = []
+        consumer_id = consumer.consumer_id
         for entry, count in zip(entries, redeliveries):
-            cmd = command(Type.MESSAGE, consumer_id=consumer.consumer_id,
-                          message_id=message_id(entry.position.ledger_id, entry.position.entry_id))
+            pos = entry.position
+            message = pb.CommandMessage(consumer_id=consumer_id,
+                                        message_id=pb.MessageIdData(ledgerId=pos.ledger_id, entryId=pos.entry_id))
             if count:
-                cmd.message.redelivery_count = count
+                message.redelivery_count = count
             data = strip_broker_entry_metadata(entry.data) if strip else entry.data
-            pieces.extend(self.proto.send_payload(cmd, data))
-        transport.writelines(pieces)
+            pieces.extend(encode_payload_command(pb.BaseCommand(type=_MESSAGE, message=message), data))
+        self._queue(*pieces)
 
     def _disconnect_consumer(self, consumer: Consumer) -> None:
         if self.consumers.get(consumer.consumer_id) is consumer:

@@ -45,7 +45,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from magnetar.metadata import MetadataStore
+from magnetar.metadata import MetadataStore, NotFound
 from magnetar.protocol import pb
 from magnetar.protocol.frames import PayloadBlock
 from magnetar.storage import Position
@@ -132,6 +132,14 @@ class PidAllocator:
             pid = self._next
             self._next += 1
             return pid
+
+
+async def delete_snapshot(store: MetadataStore, ledger_name: str) -> None:
+    """Forget a deleted topic's producer sequences and pids."""
+    try:
+        await store.delete(f"{SNAPSHOT_ROOT}/{ledger_name}")
+    except NotFound:
+        pass
 
 
 def _now_ms() -> int:

@@ -45,8 +45,11 @@ async def check_creatable(service: "BrokerService", name: TopicName, create: boo
 
     ``create`` says whether the caller may create topics at all (auto
     creation); partitions of a partitioned topic are allowed regardless.
+    Nothing is created in a namespace that is missing or being deleted.
     """
     store = service.store
+    if not await resources.namespace_open_for_topics(store, name.namespace_name):
+        raise TopicNotFound(f"namespace {name.namespace_name} does not exist (or is being deleted)")
     if name.partition_index >= 0:
         count = await resources.get_partitions(store, name.partitioned_base)
         if count:
@@ -55,8 +58,6 @@ async def check_creatable(service: "BrokerService", name: TopicName, create: boo
             raise TopicNotFound(f"{name.partitioned_base} has {count} partitions; {name} is not one of them")
     if not create:
         raise TopicNotFound(f"topic {name} does not exist")
-    if not await resources.namespace_exists(store, name.namespace_name):
-        raise TopicNotFound(f"namespace {name.namespace_name} does not exist")
     if await resources.get_partitions(store, name):
         raise NotAllowed(f"{name} is a partitioned topic: use its partitions ({name}-partition-<i>)")
 
@@ -77,7 +78,7 @@ async def partitioned_metadata(service: "BrokerService", name: TopicName, auto_c
         return count
     if not await resources.namespace_exists(store, name.namespace_name):
         raise TopicNotFound(f"namespace {name.namespace_name} does not exist")
-    default = getattr(service.config, "default_num_partitions", 0)
+    default = service.config.default_num_partitions
     if (default > 0 and auto_create and service.config.allow_auto_topic_creation
             and not await service.topic_exists(name)):
         try:
@@ -101,8 +102,8 @@ async def namespace_topics(service: "BrokerService", namespace: str) -> list[str
 
 # -- non-partitioned topics --------------------------------------------------------
 async def _require_namespace(service: "BrokerService", name: TopicName) -> None:
-    if not await resources.namespace_exists(service.store, name.namespace_name):
-        raise NotFound(f"Namespace {name.namespace_name} does not exist")
+    if not await resources.namespace_open_for_topics(service.store, name.namespace_name):
+        raise NotFound(f"Namespace {name.namespace_name} does not exist (or is being deleted)")
 
 
 async def create_topic(service: "BrokerService", name: TopicName) -> None:
@@ -202,11 +203,19 @@ async def targets(service: "BrokerService", name: TopicName) -> list[TopicName]:
 
 # -- namespaces ------------------------------------------------------------------------
 async def delete_namespace(service: "BrokerService", namespace: str, force: bool = False) -> None:
-    """Delete a namespace; with ``force`` its topics go first, else it must be empty."""
-    await resources.get_namespace(service.store, namespace)  # NotFound
-    partitioned = await resources.list_partitioned(service.store, namespace)
+    """Delete a namespace; with ``force`` its topics go first, else it must be empty.
+
+    The namespace is marked deleted before its topics are looked at, so no
+    client can create a topic in it meanwhile (a refused, non-forced delete
+    takes the mark back). If deleting a topic fails the mark stays: topics
+    cannot be created there until the delete is retried.
+    """
+    store = service.store
+    await resources.set_policy(store, namespace, "deleted", True)  # NotFound
+    partitioned = await resources.list_partitioned(store, namespace)
     plain = await service.topics_of_namespace(namespace)
     if (partitioned or plain) and not force:
+        await resources.set_policy(store, namespace, "deleted", None)
         raise NotEmpty(f"Cannot delete non empty namespace {namespace}: it has {len(plain)} topic(s) "
                        f"and {len(partitioned)} partitioned topic(s) (use force)")
     for full in partitioned:

@@ -49,6 +49,8 @@ POLICY_FIELDS: dict[str, Any] = {
     "message_ttl_in_seconds": None,
     "deduplicationEnabled": None,
     "backlog_quota_map": {},
+    # Set while the namespace is being deleted: no topic may be created in it.
+    "deleted": False,
 }
 
 
@@ -235,6 +237,14 @@ async def namespace_exists(store: MetadataStore, namespace: str) -> bool:
     try:
         return await store.exists(_ns_key(namespace))
     except InvalidInput:
+        return False
+
+
+async def namespace_open_for_topics(store: MetadataStore, namespace: str) -> bool:
+    """Whether topics may be created in the namespace: it exists and is not being deleted."""
+    try:
+        return not (await get_namespace(store, namespace)).get("deleted")
+    except (NotFound, InvalidInput):
         return False
 
 

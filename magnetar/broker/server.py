@@ -8,6 +8,7 @@ and the metadata store, so a restart finds everything that was acknowledged.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import signal
 from pathlib import Path
@@ -53,9 +54,10 @@ class Broker:
         if config.port == 0:
             config.port = self.port  # lookups must name the real port
         if config.admin_port >= 0:
-            from magnetar.admin.app import start_admin
-
-            self._admin, self.admin_port = await start_admin(self, config.bind_address, config.admin_port)
+            # The admin app pulls in aiohttp (about half of the start-up imports):
+            # import it on a thread so the Pulsar listener already serves clients.
+            admin = await asyncio.to_thread(importlib.import_module, "magnetar.admin.app")
+            self._admin, self.admin_port = await admin.start_admin(self, config.bind_address, config.admin_port)
         await resources.ensure_cluster(self.store, config.cluster_name, self._cluster_data())
         log.info("Magnetar broker ready: pulsar://%s:%d, admin on port %s, data in %s",
                  config.bind_address, self.port, self.admin_port, data.resolve())

@@ -12,7 +12,7 @@ from magnetar.metadata import MetadataStore
 from magnetar.storage import ManagedLedgerFactory
 
 from .config import BrokerConfig
-from .dedup import PidAllocator
+from .dedup import PidAllocator, delete_snapshot
 from .errors import ServiceNotReady
 from .lifecycle import check_creatable
 from .policies import retention_policy
@@ -130,6 +130,8 @@ class BrokerService:
             await self.unload(topic)
         await self.factory.delete(name.managed_ledger_name)
         await self.compactor.delete_views(name)
+        # A topic created again under this name starts with no producer history.
+        await delete_snapshot(self.store, name.managed_ledger_name)
 
     async def close(self) -> None:
         self.closing = True

@@ -58,6 +58,7 @@ TOPIC_EPOCH = "topic_epoch"
 #: Managed ledger property set by terminate(): the position of the last entry.
 TERMINATED_AT = "terminated_at"
 UINT64_MAX = (1 << 64) - 1
+SHARED = int(AccessMode.Shared)  # a plain int: the enum wrapper is slow on the hot path
 INT64_MAX = (1 << 63) - 1
 
 
@@ -297,10 +298,11 @@ class Topic:
     def _check_access(self, producer: Producer) -> None:
         if self.closed:
             raise ServiceNotReady(f"topic {self.name} is being unloaded; retry")
-        self._check_not_terminated()
+        if self.terminated_at is not None:  # inlined: this runs once per publish
+            self._check_not_terminated()
         if producer.fenced or self.producers.get(producer.name) is not producer:
             raise ProducerFenced(f"producer {producer.name} no longer has access to {self.name}")
-        if producer.access_mode != AccessMode.Shared and producer.epoch != self.topic_epoch:
+        if producer.access_mode != SHARED and producer.epoch != self.topic_epoch:
             raise ProducerFenced(
                 f"producer {producer.name} holds epoch {producer.epoch}, the topic is at {self.topic_epoch}"
             )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-import google_crc32c
+from magnetar.protocol.checksum import crc32c
 
 from .topic_name import InvalidTopicName, parse
 
@@ -44,5 +44,5 @@ def topics_hash(topics: list[str]) -> str:
     """A digest of the set of names (order does not matter)."""
     crc = 0
     for topic in sorted(topics):
-        crc = google_crc32c.extend(crc, topic.encode() + b"\n")  # names hold no newline
+        crc = crc32c(topic.encode() + b"\n", crc)  # names hold no newline
     return f"{crc:08x}"

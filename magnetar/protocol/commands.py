@@ -10,7 +10,18 @@ from typing import Any
 
 from . import magnetar_api_pb2 as pb
 
-Type = pb.BaseCommand.Type
+class Type:
+    """BaseCommand.Type values as plain ints.
+
+    Attribute access on protobuf's enum wrapper runs Python code; the hot path
+    compares command types on every frame, so the values are copied here once.
+    """
+
+    Name = staticmethod(pb.BaseCommand.Type.Name)
+
+
+for _value in pb.BaseCommand.Type.DESCRIPTOR.values:
+    setattr(Type, _value.name, _value.number)
 
 FIELD_OF_TYPE: dict[int, str] = {
     f.number: f.name for f in pb.BaseCommand.DESCRIPTOR.fields if f.number != 1

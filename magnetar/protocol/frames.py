@@ -150,7 +150,7 @@ class Frame:
 
 def _parse(msg, data: bytes | memoryview) -> None:
     try:
-        msg.ParseFromString(bytes(data))
+        msg.ParseFromString(data)
     except Exception as exc:  # protobuf's DecodeError and friends
         raise ProtocolError(f"cannot parse {type(msg).__name__}: {exc}") from None
     if not msg.IsInitialized():
@@ -174,65 +174,84 @@ def decode_frame(frame: memoryview) -> Frame:
 class FrameDecoder:
     """A receive buffer: feed bytes in any chunking, take whole frames out.
 
+    Frames that arrive whole inside one received chunk are returned as views
+    of that (immutable) chunk, with no copy. Bytes of an incomplete frame are
+    gathered in a bytearray (amortised O(n)) and frozen into one bytes object
+    once a frame is complete, so a large frame that trickles in is copied
+    once, not once per chunk.
+
     Raises :class:`FrameTooLarge` as soon as a frame header declares more than
     ``max_frame_size`` bytes, so a peer cannot make us buffer gigabytes.
     """
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_MESSAGE_SIZE + FRAME_OVERHEAD) -> None:
         self.max_frame_size = max_frame_size
-        self._buf = bytearray()
+        self._data: bytes = b""
         self._pos = 0
+        self._pending: bytearray | None = None
 
     def feed(self, data: bytes) -> None:
-        self._buf += data
+        if self._pending is None and self._pos >= len(self._data):
+            self._data, self._pos = bytes(data), 0  # no copy for bytes
+            return
+        if self._pending is None:
+            self._pending = bytearray(memoryview(self._data)[self._pos :])
+            self._data, self._pos = b"", 0
+        self._pending += data
 
     @property
     def buffered(self) -> int:
-        return len(self._buf) - self._pos
+        return len(self._data) - self._pos + (len(self._pending) if self._pending is not None else 0)
 
-    def next_frame(self) -> Frame | None:
-        """The next whole frame, or None until more bytes arrive."""
-        buf, pos = self._buf, self._pos
-        if len(buf) - pos < 4:
-            self._compact()
+    def _frame_bounds(self) -> tuple[int, int] | None:
+        """(start, end) of the next whole frame in ``_data``, or None."""
+        pending = self._pending
+        if pending is not None:
+            if len(pending) < 4:
+                return None
+            (total,) = _U32.unpack_from(pending, 0)
+            self._check_size(total)
+            if len(pending) < 4 + total:
+                return None
+            self._data, self._pos, self._pending = bytes(pending), 0, None
+        data, pos = self._data, self._pos
+        if len(data) - pos < 4:
+            if pos < len(data):
+                self._pending = bytearray(memoryview(data)[pos:])
+                self._data, self._pos = b"", 0
             return None
-        (total,) = _U32.unpack_from(buf, pos)
+        (total,) = _U32.unpack_from(data, pos)
+        self._check_size(total)
+        end = pos + 4 + total
+        if len(data) < end:
+            self._pending = bytearray(memoryview(data)[pos:])
+            self._data, self._pos = b"", 0
+            return None
+        self._pos = end
+        return pos, end
+
+    def _check_size(self, total: int) -> None:
         if total > self.max_frame_size:
             raise FrameTooLarge(f"frame of {total} bytes exceeds the {self.max_frame_size}-byte limit")
         if total < 4:
             raise ProtocolError(f"frame size {total} is too small")
-        end = pos + 4 + total
-        if len(buf) < end:
-            self._compact()
+
+    def next_frame(self) -> Frame | None:
+        """The next whole frame, or None until more bytes arrive."""
+        bounds = self._frame_bounds()
+        if bounds is None:
             return None
-        # The frame gets its own bytes: the buffer is reused and a stored block
-        # must not change under the storage layer's feet.
-        body = bytes(buf[pos + 4 : end])
-        self._pos = end
-        return decode_frame(memoryview(body))
+        start, end = bounds
+        return decode_frame(memoryview(self._data)[start + 4 : end])
 
     def next_frame_raw(self) -> tuple[int, bytes] | None:
         """The next whole frame as (command type, the frame's exact bytes), or None.
 
         For proxies and tools that forward frames untouched.
         """
-        buf, pos = self._buf, self._pos
-        if len(buf) - pos < 8:
-            self._compact()
+        bounds = self._frame_bounds()
+        if bounds is None:
             return None
-        total, cmd_size = _U32U32.unpack_from(buf, pos)
-        if total > self.max_frame_size:
-            raise FrameTooLarge(f"frame of {total} bytes exceeds the {self.max_frame_size}-byte limit")
-        end = pos + 4 + total
-        if len(buf) < end:
-            self._compact()
-            return None
-        raw = bytes(buf[pos:end])
-        self._pos = end
-        frame = decode_frame(memoryview(raw)[4:])
-        return frame.command.type, raw
-
-    def _compact(self) -> None:
-        if self._pos:
-            del self._buf[: self._pos]
-            self._pos = 0
+        start, end = bounds
+        raw = self._data[start:end]
+        return decode_frame(memoryview(raw)[4:]).command.type, raw

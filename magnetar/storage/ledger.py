@@ -37,7 +37,7 @@ from bisect import bisect_right
 from itertools import accumulate
 from pathlib import Path
 
-import google_crc32c
+import crc32c as _crc32c_module
 
 from .errors import CorruptLedgerError, LedgerFencedError, StorageError
 
@@ -49,7 +49,7 @@ _INDEX_HEAD = struct.Struct(">4sIQQ")
 _INDEX_MAGIC = b"MGLX"
 _INDEX_VERSION = 1
 _SCAN_CHUNK = 8 * 1024 * 1024
-_crc = google_crc32c.value
+_crc = _crc32c_module.crc32c
 
 
 class LedgerState(str, enum.Enum):

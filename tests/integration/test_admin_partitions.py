@@ -15,7 +15,6 @@ import pytest
 from magnetar.protocol import Connection, Role, pb
 from magnetar.protocol.commands import Type, command
 
-from ..conftest import wait_for
 from .admin_support import call, ok, quiet_logger, start_broker, stop_broker
 
 NS = "public/default"

@@ -21,6 +21,7 @@ class Instance:
     def __init__(self, broker, ident: str, state_dir: Path, events: queue.Queue) -> None:
         self.ident = ident
         self.state_file = state_dir / f"state-{ident}.json"
+        self.ready = threading.Event()
         self.proc = subprocess.Popen(
             [sys.executable, str(SERVICE), "--id", ident, "--service-url", broker.service_url,
              "--topic", TOPIC, "--state-file", str(self.state_file)],
@@ -31,6 +32,8 @@ class Instance:
     def _watch(self, events: queue.Queue) -> None:
         for raw in self.proc.stdout:
             line = raw.decode(errors="replace").strip()
+            if line.startswith("FOLLOWER "):
+                self.ready.set()
             if line.startswith(("LEADER ", "FENCED ")):
                 events.put((self, line))
 
@@ -52,6 +55,7 @@ def test_leaders_write_segments_never_interleaved_and_states_agree(broker, tmp_p
             leader.proc.wait()
             instances[leader.ident] = Instance(broker, leader.ident, tmp_path, events)
     for inst in instances.values():
+        assert inst.ready.wait(60), f"instance {inst.ident} never started"
         inst.proc.send_signal(signal.SIGTERM)
     for inst in instances.values():
         assert inst.proc.wait(60) == 0

@@ -72,12 +72,14 @@ def client(broker):
     c.close()
 
 
-def produce(client: Client, topic: str, count: int, *, start: int = 0, key: bool = True) -> None:
-    """``count`` messages ``v<i>`` (key ``k<i % 10>``, property i=<i>) for i from ``start``."""
+def produce(client: Client, topic: str, count: int, *, start: int = 0, key: bool = True, pad: int = 0) -> None:
+    """``count`` messages ``v<i>`` (key ``k<i % 10>``, property i=<i>) for i from
+    ``start``; with ``pad``, the value is ``v<i>-`` followed by ``pad`` x's."""
     producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=500,
                                       max_pending_messages=5000, block_if_queue_full=True)
     for i in range(start, start + count):
-        producer.send_async(f"v{i}".encode(), None, properties={"i": str(i)},
+        value = f"v{i}-{'x' * pad}" if pad else f"v{i}"
+        producer.send_async(value.encode(), None, properties={"i": str(i)},
                             partition_key=f"k{i % 10}" if key else None)
     producer.flush()
     producer.close()

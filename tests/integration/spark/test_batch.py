@@ -96,3 +96,24 @@ def test_writes_refuse_overwrite_and_bad_columns(spark, broker):
     with pytest.raises(Exception, match="append-only"):
         ok.write.format("magnetar").option("service_url", broker.service_url).option("topic", "w") \
             .mode("overwrite").save()
+
+
+def test_partitioned_topic_one_task_per_partition(spark, broker, client):
+    from magnetar.admin.client import AdminClient
+
+    AdminClient(broker.admin_url).create_partitioned_topic("parts", 3)
+    for i, n in enumerate((100, 200, 300)):
+        produce(client, f"parts-partition-{i}", n)
+    df = _reader(spark, broker, topic="parts")
+    assert df.rdd.getNumPartitions() == 3
+    got = {r.partition: (r.n, r.lo, r.hi) for r in df.groupBy("partition").agg(
+        {"offset": "min", "*": "count"}).withColumnRenamed("count(1)", "n").withColumnRenamed("min(offset)", "lo")
+        .join(df.groupBy("partition").agg({"offset": "max"}).withColumnRenamed("max(offset)", "hi"), "partition")
+        .collect()}
+    assert got == {0: (100, 0, 99), 1: (200, 0, 199), 2: (300, 0, 299)}
+    assert {r.topic for r in df.select("topic").distinct().collect()} == {"persistent://public/default/parts"}
+
+    ranged = _reader(spark, broker, topic="parts", startingOffsets='{"parts": {"0": 50, "2": 100}}',
+                     endingOffsets='{"parts": {"1": 150}}')
+    counts = {r.partition: r["count"] for r in ranged.groupBy("partition").count().collect()}
+    assert counts == {0: 50, 1: 150, 2: 200}

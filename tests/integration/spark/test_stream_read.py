@@ -20,16 +20,17 @@ class Batches:
     restart replaces its earlier copy, as an idempotent sink would."""
 
     def __init__(self) -> None:
-        self.by_id: dict[int, list[tuple[str, int, str]]] = {}
+        self.by_id: dict[int, list[tuple[str, int, int, str]]] = {}
         self._lock = threading.Lock()
 
     def __call__(self, df, batch_id: int) -> None:
-        rows = [(r.topic, r.offset, bytes(r.value).decode()) for r in df.select("topic", "offset", "value").collect()]
+        rows = [(r.topic, r.partition, r.offset, bytes(r.value).decode())
+                for r in df.select("topic", "partition", "offset", "value").collect()]
         with self._lock:
             self.by_id[batch_id] = rows
 
     def offsets(self, topic_suffix: str = "") -> list[int]:
-        return sorted(o for rows in self.by_id.values() for t, o, _ in rows if t.endswith(topic_suffix))
+        return sorted(o for rows in self.by_id.values() for t, _, o, _ in rows if t.endswith(topic_suffix))
 
     def sizes(self) -> list[int]:
         return [len(self.by_id[b]) for b in sorted(self.by_id)]
@@ -51,7 +52,7 @@ def test_available_now_reads_backlog_in_bounded_batches(spark, broker, client, t
     sizes = [n for n in sink.sizes() if n]
     assert sizes == [1500, 1500, 1500, 500]
     assert sink.offsets() == list(range(5000))
-    values = sorted(int(v[1:]) for rows in sink.by_id.values() for _, _, v in rows)
+    values = sorted(int(v[1:]) for rows in sink.by_id.values() for _, _, _, v in rows)
     assert values == list(range(5000))
 
 
@@ -77,7 +78,7 @@ def test_restart_from_checkpoint_reads_every_message_once(spark, broker, client,
     # batch id keeps one copy.
     merged = dict(first.by_id)
     merged.update(second.by_id)
-    offsets = sorted(o for rows in merged.values() for _, o, _ in rows)
+    offsets = sorted(o for rows in merged.values() for _, _, o, _ in rows)
     assert offsets == list(range(2000))
     assert min(second.offsets()) <= 1200 and max(second.offsets()) == 1999
 
@@ -97,6 +98,30 @@ def test_pattern_picks_up_new_topics(spark, broker, client, tmp_path):
                        checkpoint)
     assert second.offsets("pat-one") == list(range(100, 110))
     assert second.offsets("pat-two") == list(range(50))
+
+
+def test_partitions_share_the_budget_and_new_partitions_are_read(spark, broker, client, tmp_path):
+    from magnetar.admin.client import AdminClient
+
+    admin = AdminClient(broker.admin_url)
+    admin.create_partitioned_topic("sparts", 2)
+    produce(client, "sparts-partition-0", 900)
+    produce(client, "sparts-partition-1", 300)
+    checkpoint = str(tmp_path / "ckpt")
+    first = Batches()
+    df = _stream(spark, broker, topic="sparts", startingOffsets="earliest", maxRecordsPerTrigger="400")
+    _run_available_now(df, first, checkpoint)
+    assert [n for n in first.sizes() if n] == [400, 400, 400]
+    # The first batch takes from both partitions in proportion to their backlogs (3:1).
+    first_batch = [p for _, p, _, _ in first.by_id[min(b for b, rows in first.by_id.items() if rows)]]
+    assert (first_batch.count(0), first_batch.count(1)) == (300, 100)
+
+    admin.update_partitioned_topic("sparts", 3)
+    produce(client, "sparts-partition-2", 70)
+    second = Batches()
+    _run_available_now(_stream(spark, broker, topic="sparts", startingOffsets="earliest",
+                               maxRecordsPerTrigger="400"), second, checkpoint)
+    assert sum(second.sizes()) == 70 and second.offsets() == list(range(70))
 
 
 def test_unknown_topic_fails_the_stream(spark, broker, tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import struct
 
-import google_crc32c
+from magnetar.protocol.checksum import crc32c
 import pytest
 
 from magnetar.storage import CorruptLedgerError, Ledger, LedgerFencedError, LedgerState
@@ -25,7 +25,7 @@ def test_framing_round_trip(tmp_path):
     assert ledger.read_range(0, 299) == datas
     assert ledger.read(17) == datas[17]
     raw = log_path(tmp_path, 7).read_bytes()
-    assert raw.startswith(struct.pack(">II", 1, google_crc32c.value(b"\x00")) + b"\x00")
+    assert raw.startswith(struct.pack(">II", 1, crc32c(b"\x00")) + b"\x00")
     assert raw == b"".join(frame(d) for d in datas)
     assert ledger.size == len(raw)
     with pytest.raises(IndexError):

@@ -1,4 +1,4 @@
-"""Operator cursor moves on a real topic (in-process service, no sockets)."""
+"""Broker operations behind the admin API: cursor moves, topic and namespace lifecycle, terminate."""
 from __future__ import annotations
 
 import asyncio
@@ -119,3 +119,18 @@ async def test_terminate_refuses_later_publishes(service):
         await topic.add_producer(producer(topic, 2, name="late"), None)
     assert info.value.code == ServerError.TopicTerminatedError
     assert await topic.terminate() == last  # idempotent
+
+
+async def test_namespace_deletion(service):
+    await resources.create_namespace(service.store, "public/busy")
+    await service.get_topic(parse("persistent://public/busy/t"))
+    with pytest.raises(resources.NotEmpty):
+        await lifecycle.delete_namespace(service, "public/busy")
+    # Refused: nothing changed, topics may still be created there.
+    assert not (await resources.get_namespace(service.store, "public/busy"))["deleted"]
+    await service.get_topic(parse("persistent://public/busy/t2"))
+    await lifecycle.delete_namespace(service, "public/busy", force=True)
+    assert not await resources.namespace_exists(service.store, "public/busy")
+    assert await service.topics_of_namespace("public/busy") == []
+    with pytest.raises(TopicNotFound):
+        await service.get_topic(parse("persistent://public/busy/t"))

@@ -1,0 +1,127 @@
+"""Spark connector throughput with local[2]: batch write, batch read, streaming.
+
+    .venv/bin/python bench/spark_bench.py [--rows 200000] [--size 100] [--url pulsar://...]
+
+Without --url it starts a standalone broker (deduplication on, as the
+exactly-once sink expects; default sync policy "always") on free ports in a
+temporary directory. Workloads, each timed around one Spark action (the
+SparkSession is started and warmed up first, so its start-up is excluded):
+
+- batch write:  ``spark.range(rows)`` -> ``value`` of ``size`` bytes -> topic A
+- batch read:   topic A -> Spark's ``noop`` sink (every row materialized)
+- stream read:  topic A as a stream, Trigger.AvailableNow, 5 micro-batches
+                (maxRecordsPerTrigger = rows/5) -> ``noop``
+- stream copy:  the same stream -> magnetar sink into topic B (read, write,
+                exactly-once identities), 5 micro-batches
+
+Prints rows/s per workload. This is a benchmark, not a test: record results
+with the command line, the machine and its load.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# bench/profile.py would shadow the standard library's profile module, which
+# pyspark imports (through cProfile): replace the script's directory by the repo.
+sys.path = [str(REPO)] + [p for p in sys.path if Path(p or ".").resolve() != REPO / "bench"]
+
+from tests.integration.broker_process import BrokerProcess  # noqa: E402
+
+
+def session(master: str):
+    # Python workers: this interpreter, and the repository on sys.path so Spark
+    # finds pyspark_magnetar by itself.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master(master).appName("magnetar-spark-bench")
+             .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def timed(label: str, rows: int, fn) -> dict:
+    start = time.perf_counter()
+    fn()
+    seconds = time.perf_counter() - start
+    result = {"workload": label, "rows": rows, "seconds": round(seconds, 2), "rows_per_s": round(rows / seconds)}
+    print(f"{label:12s} {rows:>9,} rows in {seconds:7.2f} s: {result['rows_per_s']:>9,} rows/s", flush=True)
+    return result
+
+
+def run(spark, url: str, rows: int, size: int, tmp: Path) -> list[dict]:
+    stamp = int(time.time())
+    src, dst = f"bench-spark-{stamp}", f"bench-spark-copy-{stamp}"
+    read = lambda: spark.read.format("magnetar").option("service_url", url).option("topic", src).load()  # noqa: E731
+
+    # Warm-up: Python workers and the data source lookup, outside the timings.
+    spark.range(10).selectExpr("cast(cast(id as string) as binary) as value").write.format("magnetar") \
+        .option("service_url", url).option("topic", f"bench-warmup-{stamp}").mode("append").save()
+    spark.read.format("magnetar").option("service_url", url).option("topic", f"bench-warmup-{stamp}").load().count()
+
+    data = spark.range(0, rows, 1, 2).selectExpr(
+        f"cast(concat(cast(id as string), repeat('x', {max(size - 10, 0)})) as binary) as value",
+        "concat('k', cast(id % 100 as string)) as key")
+    results = [timed("batch write", rows, lambda: data.write.format("magnetar").option("service_url", url)
+                     .option("topic", src).mode("append").save())]
+    assert read().count() == rows
+    results.append(timed("batch read", rows, lambda: read().write.format("noop").mode("overwrite").save()))
+
+    def stream(sink_format: str, checkpoint: str, **options) -> None:
+        df = spark.readStream.format("magnetar").option("service_url", url).option("topic", src) \
+            .option("startingOffsets", "earliest").option("maxRecordsPerTrigger", str(rows // 5)).load()
+        writer = df.select("key", "value").writeStream.format(sink_format) \
+            .option("checkpointLocation", str(tmp / checkpoint)).trigger(availableNow=True)
+        for k, v in options.items():
+            writer = writer.option(k, v)
+        query = writer.start()
+        query.awaitTermination()
+        if query.exception() is not None:
+            raise query.exception()
+
+    results.append(timed("stream read", rows, lambda: stream("noop", "ck-noop")))
+    results.append(timed("stream copy", rows, lambda: stream("magnetar", "ck-copy", service_url=url, topic=dst)))
+    copied = spark.read.format("magnetar").option("service_url", url).option("topic", dst).load().count()
+    assert copied == rows, f"copied {copied} of {rows}"
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--size", type=int, default=100, help="value size in bytes")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--url", default=None, help="use a running broker (dedup on) instead of starting one")
+    parser.add_argument("--json", action="store_true", help="also print the results as JSON")
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="magnetar-spark-bench-"))
+    broker = None
+    url = args.url
+    if url is None:
+        config = tmp / "magnetar.toml"
+        config.write_text("deduplication_enabled = true\n")
+        broker = BrokerProcess(tmp / "data", ["--config", str(config), "--log-level", "WARNING"]).start()
+        url = broker.service_url
+    spark = session(args.master)
+    try:
+        print(f"{args.rows:,} rows of {args.size} B, {args.master}, broker {url}, "
+              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
+        results = run(spark, url, args.rows, args.size, tmp)
+    finally:
+        spark.stop()
+        if broker is not None:
+            broker.stop()
+    if args.json:
+        print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
