@@ -13,10 +13,12 @@ from pyspark.sql.types import StructType
 
 from .batch_reader import MagnetarBatchReader
 from .errors import OptionError
-from .options import read_options, write_options
+from .options import WriteOptions, read_options, write_options
 from .records import check_write_schema
 from .schema import READ_SCHEMA
+from .session import BrokerSession
 from .stream_reader import MagnetarStreamReader
+from .topics import check_writable
 from .writers import MagnetarBatchWriter, MagnetarStreamWriter
 
 
@@ -41,16 +43,23 @@ class MagnetarDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         if overwrite:
             raise OptionError("Magnetar topics are append-only: use mode('append'), not 'overwrite'")
-        opts = write_options(self.options)
-        check_write_schema(schema, opts.topic)
-        return MagnetarBatchWriter(opts)
+        return MagnetarBatchWriter(_checked_write_options(self.options, schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         # ``overwrite`` is Spark's complete output mode: every batch appends the whole result,
         # as with Kafka.
-        opts = write_options(self.options)
-        check_write_schema(schema, opts.topic)
-        return MagnetarStreamWriter(opts)
+        return MagnetarStreamWriter(_checked_write_options(self.options, schema))
+
+
+def _checked_write_options(options, schema: StructType) -> WriteOptions:
+    """Write options, checked against the schema and, for a ``topic`` option,
+    against the broker (a partitioned destination fails here, not in every task)."""
+    opts = write_options(options)
+    check_write_schema(schema, opts.topic)
+    if opts.topic is not None:
+        with BrokerSession(opts.service_url, opts.operation_timeout_s) as session:
+            session.run(check_writable(session.client, opts.topic))
+    return opts
 
 
 def _check_read_schema(schema: StructType) -> None:

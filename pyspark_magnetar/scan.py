@@ -1,13 +1,15 @@
 """Reading the messages with offsets in ``[start, end)`` of one partition.
 
 The Pulsar protocol positions readers by message id, not by offset, and the
-broker offers no offset -> message id lookup yet. So a scan starts a reader
-at the earliest retained message and *skips* messages below ``start``; the
-offsets themselves come from the broker entry metadata on every message
-(``Message.offset``). Cost: reading ``[start, end)`` transfers and decodes
-every retained message below ``end``, so a range deep in a long topic costs
-as much as reading the topic up to it. (A broker-side "seek by offset" would
-make this O(end - start); :class:`RangeScanner` is the only place to change.)
+broker offers no offset -> message id lookup yet. A scan starts a reader at
+an entry known to lie at or before ``start`` (:mod:`.positioning`: an entry
+of the topic's current ledger, else the earliest retained message) and
+*skips* messages below ``start``; the offsets come from the broker entry
+metadata on every message (``Message.offset``). Cost: ``end - start`` plus
+what lies between the starting entry and ``start``, which is the whole
+retained prefix when ``start`` is in an older ledger. (A broker-side "seek
+by offset" would make it ``end - start`` always; :meth:`RangeScanner.open`
+is the only place to change.)
 
 Completeness is checked, not assumed: offsets are dense, so the scan expects
 ``start, start+1, ...`` and treats a jump, or silence for ``pollTimeoutMs``
@@ -18,11 +20,12 @@ from __future__ import annotations
 
 import logging
 
-from magnetar.client import AsyncClient, AsyncReader, Message, MessageId
+from magnetar.client import AsyncClient, AsyncReader, Message
 from magnetar.client.errors import Timeout
 
 from .errors import DataLossError, MagnetarSparkError
 from .offsets import TopicPartition
+from .positioning import start_position
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +56,8 @@ class RangeScanner:
     @classmethod
     async def open(cls, client: AsyncClient, tp: TopicPartition, start: int, end: int, *,
                    poll_timeout_ms: int, fail_on_data_loss: bool) -> "RangeScanner":
-        reader = await client.create_reader(tp.name, MessageId.earliest, start_message_id_inclusive=True,
+        first = await start_position(client, tp, start)
+        reader = await client.create_reader(tp.name, first, start_message_id_inclusive=True,
                                             receiver_queue_size=RECEIVER_QUEUE_SIZE)
         return cls(reader, tp, start, end, poll_timeout_ms=poll_timeout_ms, fail_on_data_loss=fail_on_data_loss)
 

@@ -50,6 +50,14 @@ def test_round_trip_100k_rows_with_exact_offsets(spark, broker):
     same = ranged.alias("r").join(df.alias("a"), "offset").where("r.value = a.value").count()
     assert same == 1500
 
+    # Deep in the topic (the reader is positioned by entry bisection, then skips): exact too.
+    deep = _reader(spark, broker, topic="round-trip", startingOffsets='{"round-trip": {"-1": 77777}}',
+                   endingOffsets='{"round-trip": {"-1": 77787}}')
+    got = [(r.offset, bytes(r.value)) for r in deep.select("offset", "value").orderBy("offset").collect()]
+    want = [(r.offset, bytes(r.value)) for r in df.where("offset >= 77777 and offset < 77787")
+            .select("offset", "value").orderBy("offset").collect()]
+    assert got == want and [o for o, _ in got] == list(range(77777, 77787))
+
     # Splitting: one task per 30,000 offsets, same rows.
     split = _reader(spark, broker, topic="round-trip", maxRecordsPerPartition="30000")
     assert split.rdd.getNumPartitions() == 4
@@ -96,6 +104,12 @@ def test_writes_refuse_overwrite_and_bad_columns(spark, broker):
     with pytest.raises(Exception, match="append-only"):
         ok.write.format("magnetar").option("service_url", broker.service_url).option("topic", "w") \
             .mode("overwrite").save()
+    from magnetar.admin.client import AdminClient
+
+    AdminClient(broker.admin_url).create_partitioned_topic("w-parts", 2)
+    with pytest.raises(Exception, match="is partitioned .2 partitions.; writing to a partitioned topic"):
+        ok.write.format("magnetar").option("service_url", broker.service_url).option("topic", "w-parts") \
+            .mode("append").save()
 
 
 def test_partitioned_topic_one_task_per_partition(spark, broker, client):
