@@ -3,10 +3,9 @@
 An :class:`OffsetRange` is a picklable InputPartition naming one partition
 topic and ``[start, end)``. :func:`split_ranges` turns per-partition start
 and end offsets into ranges of at most ``max_records`` messages, so one big
-topic can be read by several tasks. Each split scans from the earliest
-retained message (see :mod:`.scan`), so splitting buys parallelism at the
-price of re-reading the prefix: keep ``maxRecordsPerPartition`` large unless
-the per-row work after the read dominates.
+topic can be read by several tasks. Each split positions its own reader
+(see :mod:`.scan`); a split whose start lies in an older ledger than the
+topic's current one re-reads the prefix before it.
 
 :func:`read_range` is what a task runs: it opens its own broker session
 (readers are pickled to executors; nothing is opened before ``read()``),

@@ -51,7 +51,7 @@ class RangeScanner:
         self.expected = start  # the next offset the range needs
         self._poll_ms = poll_timeout_ms
         self._strict = fail_on_data_loss
-        self.skipped = 0  # messages read below start: the price of positioning by scan
+        self.skipped = 0  # messages read below start: the price of positioning without an offset seek
 
     @classmethod
     async def open(cls, client: AsyncClient, tp: TopicPartition, start: int, end: int, *,
@@ -60,10 +60,6 @@ class RangeScanner:
         reader = await client.create_reader(tp.name, first, start_message_id_inclusive=True,
                                             receiver_queue_size=RECEIVER_QUEUE_SIZE)
         return cls(reader, tp, start, end, poll_timeout_ms=poll_timeout_ms, fail_on_data_loss=fail_on_data_loss)
-
-    @property
-    def done(self) -> bool:
-        return self.expected >= self.end
 
     async def next_chunk(self, max_rows: int) -> list[Message]:
         """Up to ``max_rows`` next messages of the range; ``[]`` once it is complete."""

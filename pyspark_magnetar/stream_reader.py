@@ -16,7 +16,9 @@ gap and no repeat.
 - A partition that appears later (a topic matching ``topicsPattern``, new
   partitions) enters the offsets at its earliest retained offset in one
   batch and is read from the next one, so its start is checkpointed before
-  any of its rows are read.
+  any of its rows are read. Spark asks for the latest offsets every few
+  milliseconds while a stream is idle, so the partition list is looked up
+  again at most every PARTITION_REFRESH_S; next offsets at every call.
 - A partition whose next offset went below the checkpointed one (topic
   deleted and recreated) is data loss: DataLossError, or with
   ``failOnDataLoss=false`` it restarts at 0.
@@ -26,6 +28,7 @@ gap and no repeat.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Iterator
 
 import pyarrow as pa
@@ -44,6 +47,9 @@ from .topics import earliest_offset, next_offset, resolve_partitions
 
 log = logging.getLogger(__name__)
 
+#: Seconds between two lookups of the partitions a stream reads.
+PARTITION_REFRESH_S = 5.0
+
 
 class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Driver methods share one lazily opened session; ``read`` (on
@@ -54,6 +60,8 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._session: BrokerSession | None = None
         self._target: dict[TopicPartition, int] | None = None  # Trigger.AvailableNow's frozen end
         self._latest: dict[TopicPartition, int] | None = None
+        self._parts: list[TopicPartition] | None = None
+        self._parts_at = 0.0
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -111,8 +119,13 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     async def _available(self, client: AsyncClient) -> dict[TopicPartition, int]:
         """Next offset of every partition the query reads now."""
-        parts = await resolve_partitions(client, self._opts.subscription)
-        return {tp: await next_offset(client, tp) for tp in parts}
+        now = time.monotonic()
+        if self._parts is None or now - self._parts_at >= PARTITION_REFRESH_S:
+            # Existence was checked by initialOffset (or by the first run of the
+            # checkpoint); a topic deleted since shows up as offsets going backwards.
+            self._parts = await resolve_partitions(client, self._opts.subscription, check_exists=False)
+            self._parts_at = now
+        return {tp: await next_offset(client, tp) for tp in self._parts}
 
     async def _register(self, client: AsyncClient, new: list[TopicPartition]) -> dict[TopicPartition, int]:
         out = {}

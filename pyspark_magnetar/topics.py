@@ -62,12 +62,14 @@ async def namespace_topics(client: AsyncClient, namespace: str) -> list[str]:
     return list(reply.getTopicsOfNamespaceResponse.topics)
 
 
-async def resolve_partitions(client: AsyncClient, sub: Subscription) -> list[TopicPartition]:
+async def resolve_partitions(client: AsyncClient, sub: Subscription, *,
+                             check_exists: bool = True) -> list[TopicPartition]:
     """The partitions ``sub`` reads now, sorted.
 
     Explicit topics must exist (TopicNotFoundError otherwise: reading must
-    not create topics). A pattern may match nothing, which is an empty list;
-    the streaming source checks again at every trigger.
+    not create topics); ``check_exists=False`` skips that check (one
+    namespace listing per namespace), for a stream that checked at start.
+    A pattern may match nothing, which is an empty list.
     """
     if sub.pattern is not None:
         regex = re.compile(sub.pattern)
@@ -80,7 +82,7 @@ async def resolve_partitions(client: AsyncClient, sub: Subscription) -> list[Top
     out = []
     for topic in sub.topics:
         parts = await _partitions_of(client, topic)
-        if parts == [TopicPartition(topic)]:
+        if check_exists and parts == [TopicPartition(topic)]:
             namespace = topic.split("://", 1)[1].rsplit("/", 1)[0]
             if namespace not in listed:
                 listed[namespace] = set(await namespace_topics(client, namespace))

@@ -20,6 +20,7 @@ redeliveries, a write buffer that drained.
 """
 from __future__ import annotations
 
+import abc
 import asyncio
 import logging
 from typing import TYPE_CHECKING
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class Dispatcher:
+class Dispatcher(abc.ABC):
     def __init__(self, subscription: "Subscription", max_read_batch: int) -> None:
         self.subscription = subscription
         self.cursor = subscription.cursor
@@ -78,8 +79,9 @@ class Dispatcher:
         except Exception:  # a dispatcher must never die silently
             log.exception("dispatcher of %s failed", self.subscription.name)
 
+    @abc.abstractmethod
     async def dispatch_round(self) -> bool:
-        raise NotImplementedError  # pragma: no cover (abstract)
+        """Deliver what the consumers can take now; True if anything moved."""
 
     # -- helpers -----------------------------------------------------------
     def _send(self, consumer: Consumer, entries: list[Entry]) -> None:
@@ -108,8 +110,9 @@ class Dispatcher:
         for pos in [p for p in self.redelivery_counts if p <= upto]:
             del self.redelivery_counts[pos]
 
+    @abc.abstractmethod
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
-        raise NotImplementedError  # pragma: no cover (abstract)
+        """Hand ``positions`` (None: all of the consumer's unacked entries) out again."""
 
     def acks_applied(self) -> None:
         """Called once acknowledgements reached the cursor (its mark-delete may have moved)."""

@@ -14,6 +14,7 @@ forever, except for errors that end the producer/consumer for good
 """
 from __future__ import annotations
 
+import abc
 import asyncio
 import enum
 import logging
@@ -37,7 +38,7 @@ class LinkState(enum.Enum):
     FAILED = "failed"           # ended by a fatal error (fenced, terminated, ...)
 
 
-class BrokerLink:
+class BrokerLink(abc.ABC):
     kind = "link"
 
     def __init__(self, client: "AsyncClient", topic: str) -> None:
@@ -59,12 +60,13 @@ class BrokerLink:
         return self.state is LinkState.READY and self.conn is not None and self.conn.is_open
 
     # -- subclass hooks ---------------------------------------------------------
+    @abc.abstractmethod
     async def _register(self, conn: BrokerConnection, timeout: float) -> None:
         """Attach to ``conn`` and register (PRODUCER/SUBSCRIBE); raise on refusal."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _detach(self, conn: BrokerConnection) -> None:
-        raise NotImplementedError
+        """Stop routing ``conn``'s frames to this link."""
 
     def _on_link_up(self) -> None:
         """Registered and READY: resend what is pending, ask for messages."""
