@@ -26,6 +26,13 @@ class BrokerProcess:
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}-broker.log"
         self._ready = threading.Event()
 
+    @classmethod
+    def with_config(cls, tmp_path: Path, toml: str) -> "BrokerProcess":
+        """A broker (not started) whose config file holds ``toml``."""
+        config = tmp_path / "broker.toml"
+        config.write_text(toml)
+        return cls(tmp_path / "data", ["--config", str(config)])
+
     @property
     def service_url(self) -> str:
         return f"pulsar://127.0.0.1:{self.port}"

@@ -31,9 +31,7 @@ def test_chunked_message_round_trip(pulsar_client):
 
 
 def test_chunks_are_not_duplicates_with_deduplication_on(tmp_path):
-    config = tmp_path / "broker.toml"
-    config.write_text("deduplication_enabled = true\n")
-    broker = BrokerProcess(tmp_path / "data", ["--config", str(config)]).start()
+    broker = BrokerProcess.with_config(tmp_path, "deduplication_enabled = true\n").start()
     client = pulsar.Client(broker.service_url, operation_timeout_seconds=10)
     try:
         _chunked_round_trip(client, "chunked-dedup")

@@ -151,9 +151,9 @@ def test_our_client_table_view(broker):
 
 
 def test_size_threshold_triggers_compaction(tmp_path):
-    config = tmp_path / "broker.toml"
-    config.write_text("compaction_threshold_bytes = 1000\ncompaction_check_interval_s = 0.2\n")
-    broker = BrokerProcess(tmp_path / "data", ["--config", str(config)]).start()
+    broker = BrokerProcess.with_config(
+        tmp_path, "compaction_threshold_bytes = 1000\ncompaction_check_interval_s = 0.2\n"
+    ).start()
     client = pulsar.Client(broker.service_url, operation_timeout_seconds=10)
     try:
         producer = client.create_producer("threshold", batching_enabled=False)

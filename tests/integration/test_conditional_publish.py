@@ -125,9 +125,7 @@ def test_get_next_offset(broker):
 
 @pytest.fixture
 def small_ledgers_broker(tmp_path):
-    config = tmp_path / "small-ledgers.toml"
-    config.write_text("[storage]\nmax_entries_per_ledger = 10\n")
-    proc = BrokerProcess(tmp_path / "data", ["--config", str(config)]).start()
+    proc = BrokerProcess.with_config(tmp_path, "[storage]\nmax_entries_per_ledger = 10\n").start()
     yield proc
     if proc.alive:
         proc.stop()

@@ -11,26 +11,15 @@ from magnetar.protocol.commands import Type
 from ..conftest import wait_for
 from .broker_process import BrokerProcess
 from .cutting_proxy import CuttingProxy
+from .topic_log import read_topic
 
 
 @pytest.fixture
 def dedup_broker(tmp_path):
-    config = tmp_path / "dedup.toml"
-    config.write_text("deduplication_enabled = true\n")
-    proc = BrokerProcess(tmp_path / "data", ["--config", str(config)]).start()
+    proc = BrokerProcess.with_config(tmp_path, "deduplication_enabled = true\n").start()
     yield proc
     if proc.alive:
         proc.stop()
-
-
-def _read_all(url, topic) -> list[bytes]:
-    client = pulsar.Client(url)
-    reader = client.create_reader(topic, pulsar.MessageId.earliest)
-    out = []
-    while reader.has_message_available():
-        out.append(reader.read_next(5000).data())
-    client.close()
-    return out
 
 
 def test_receipt_lost_after_append_is_retried_without_duplicate(dedup_broker):
@@ -44,7 +33,7 @@ def test_receipt_lost_after_append_is_retried_without_duplicate(dedup_broker):
     assert proxy.cuts == 1
     client.close()
     proxy.close()
-    assert _read_all(dedup_broker.service_url, "cut") == [b"m0", b"m1", b"m2"]
+    assert read_topic(dedup_broker.service_url, "cut") == [b"m0", b"m1", b"m2"]
 
 
 def test_sequence_continues_after_producer_restart(dedup_broker):
@@ -64,7 +53,7 @@ def test_sequence_continues_after_producer_restart(dedup_broker):
     producer = client.create_producer("restarts", producer_name="stable")
     assert producer.last_sequence_id() == 5  # rebuilt from snapshot + log after restart
     client.close()
-    assert _read_all(dedup_broker.service_url, "restarts") == [b"m0", b"m1", b"m2", b"m3", b"m4", b"m5"]
+    assert read_topic(dedup_broker.service_url, "restarts") == [b"m0", b"m1", b"m2", b"m3", b"m4", b"m5"]
 
 
 def test_without_dedup_a_resend_is_stored_twice(broker):
@@ -74,7 +63,7 @@ def test_without_dedup_a_resend_is_stored_twice(broker):
     producer.send(b"a", sequence_id=1)
     producer.send(b"a", sequence_id=1)
     client.close()
-    assert _read_all(broker.service_url, "no-dedup") == [b"a", b"a"]
+    assert read_topic(broker.service_url, "no-dedup") == [b"a", b"a"]
 
 
 @pytest.mark.slow
@@ -111,5 +100,5 @@ def test_kill_minus_nine_repeatedly_during_100k_sends(dedup_broker):
     assert done.wait(300), f"only {count[0]} receipts"
     assert not failures, failures[:5]
     client.close()
-    stored = [int(b) for b in _read_all(dedup_broker.service_url, "crashes")]
+    stored = [int(b) for b in read_topic(dedup_broker.service_url, "crashes")]
     assert stored == list(range(total)), "messages missing, duplicated or out of order"

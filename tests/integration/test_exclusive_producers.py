@@ -12,6 +12,7 @@ import pulsar
 import pytest
 
 from ..conftest import wait_for
+from .topic_log import read_topic
 
 Mode = pulsar.ProducerAccessMode
 
@@ -21,15 +22,6 @@ def _stats(broker, topic, internal=False):
     url = f"{broker.admin_url}/admin/v2/persistent/public/default/{topic}/{kind}"
     with urllib.request.urlopen(url, timeout=5) as resp:
         return json.loads(resp.read())
-
-
-def _read_all(client, topic) -> list[bytes]:
-    reader = client.create_reader(topic, pulsar.MessageId.earliest)
-    out = []
-    while reader.has_message_available():
-        out.append(reader.read_next(5000).data())
-    reader.close()
-    return out
 
 
 def test_second_exclusive_producer_fails_at_once(pulsar_client, broker):
@@ -61,7 +53,7 @@ def test_wait_for_exclusive_blocks_then_takes_over(pulsar_client):
     first.close()
     wait_for(lambda: created, what="the waiting producer to be promoted")
     created[0].send(b"from-second")
-    assert _read_all(pulsar_client, "wait") == [b"from-first", b"from-second"]
+    assert read_topic(pulsar_client, "wait") == [b"from-first", b"from-second"]
 
 
 def test_exclusive_with_fencing_evicts_and_fenced_sends_fail(broker, pulsar_client):
@@ -75,7 +67,7 @@ def test_exclusive_with_fencing_evicts_and_fenced_sends_fail(broker, pulsar_clie
         with pytest.raises(Exception):
             old.send(b"old-late")
     new.send(b"new-2")
-    assert _read_all(pulsar_client, "fence") == [b"old-1", b"new-1", b"new-2"]
+    assert read_topic(pulsar_client, "fence") == [b"old-1", b"new-1", b"new-2"]
     assert _stats(broker, "fence", internal=True)["topicEpoch"] == 2
     other.close()
 
@@ -99,7 +91,7 @@ def test_killing_the_owner_process_frees_the_topic(broker, pulsar_client):
     # The broker sees the connection drop and frees the topic.
     producer = wait_for(lambda: _try_exclusive(pulsar_client, "owned"), timeout=20, what="topic freed")
     producer.send(b"successor")
-    assert _read_all(pulsar_client, "owned") == [b"owner", b"successor"]
+    assert read_topic(pulsar_client, "owned") == [b"owner", b"successor"]
 
 
 def _try_exclusive(client, topic):

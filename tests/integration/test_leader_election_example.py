@@ -12,6 +12,7 @@ from pathlib import Path
 import pulsar
 
 from ..conftest import wait_for
+from .topic_log import read_topic
 
 SERVICE = Path(__file__).resolve().parents[2] / "examples" / "leader_election" / "service.py"
 TOPIC = "leader-election-log"
@@ -84,12 +85,7 @@ def test_leaders_write_segments_never_interleaved_and_states_agree(broker, tmp_p
 
 
 def _read_log(client) -> list[str]:
-    reader = client.create_reader(TOPIC, pulsar.MessageId.earliest)
-    out = []
-    while reader.has_message_available():
-        out.append(reader.read_next(10_000).data().decode())
-    reader.close()
-    return out
+    return [body.decode() for body in read_topic(client, TOPIC)]
 
 
 def _log_length(client) -> int:
