@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -110,15 +111,18 @@ def main() -> None:
         config.write_text("deduplication_enabled = true\n")
         broker = BrokerProcess(tmp / "data", ["--config", str(config), "--log-level", "WARNING"]).start()
         url = broker.service_url
-    spark = session(args.master)
+    spark = None
     try:
+        spark = session(args.master)
         print(f"{args.rows:,} rows of {args.size} B, {args.master}, broker {url}, "
               f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
         results = run(spark, url, args.rows, args.size, tmp)
     finally:
-        spark.stop()
+        if spark is not None:
+            spark.stop()
         if broker is not None:
             broker.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
     if args.json:
         print(json.dumps(results))
 

@@ -121,9 +121,11 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Next offset of every partition the query reads now."""
         now = time.monotonic()
         if self._parts is None or now - self._parts_at >= PARTITION_REFRESH_S:
-            # Existence was checked by initialOffset (or by the first run of the
-            # checkpoint); a topic deleted since shows up as offsets going backwards.
-            self._parts = await resolve_partitions(client, self._opts.subscription, check_exists=False)
+            # Explicit topics must exist when the query (re)starts; later a deleted
+            # topic shows up as its offsets going backwards. (Spark may call this
+            # before initialOffset, and asking for a next offset creates the topic.)
+            self._parts = await resolve_partitions(client, self._opts.subscription,
+                                                   check_exists=self._parts is None)
             self._parts_at = now
         return {tp: await next_offset(client, tp) for tp in self._parts}
 

@@ -53,6 +53,8 @@ class BrokerConfig:
     dedup_snapshot_interval_entries: int = 1000
     #: A leased producer id unused for this long (and out of lease) is dropped.
     pid_expiry_s: float = 7 * 24 * 3600.0
+    #: Pulsar dedup forgets a producer name not attached and unused for this long.
+    dedup_producer_inactivity_s: float = 6 * 3600.0
     #: Partitions of a topic created automatically (PARTITIONED_METADATA of an
     #: unknown topic); 0 creates non-partitioned topics.
     default_num_partitions: int = 0
@@ -97,6 +99,8 @@ class BrokerConfig:
             raise ConfigError("dedup_snapshot_interval_entries must be at least 1")
         if self.pid_expiry_s <= 0:
             raise ConfigError("pid_expiry_s must be positive")
+        if self.dedup_producer_inactivity_s <= 0:
+            raise ConfigError("dedup_producer_inactivity_s must be positive")
         if not (0 <= self.default_num_partitions <= 1024):
             raise ConfigError(f"default_num_partitions must be 0..1024, got {self.default_num_partitions}")
         if self.message_expiry_check_interval_s <= 0:

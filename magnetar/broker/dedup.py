@@ -150,12 +150,14 @@ class Deduplicator:
     """The sequence tables of one topic. See the module docstring."""
 
     def __init__(self, store: MetadataStore, ledger_name: str, *, enabled: bool,
-                 snapshot_interval: int = 1000, pid_expiry_ms: int = 7 * 24 * 3600 * 1000) -> None:
+                 snapshot_interval: int = 1000, pid_expiry_ms: int = 7 * 24 * 3600 * 1000,
+                 name_expiry_ms: int = 6 * 3600 * 1000) -> None:
         self.store = store
         self.key = f"{SNAPSHOT_ROOT}/{ledger_name}"
         self.enabled = enabled
         self.snapshot_interval = snapshot_interval
         self.pid_expiry_ms = pid_expiry_ms
+        self.name_expiry_ms = name_expiry_ms
         self.names: dict[str, SequenceState] = {}
         self.pids: dict[int, SequenceState] = {}
         self.durable_position: Position | None = None
@@ -267,14 +269,24 @@ class Deduplicator:
         await self.snapshot()
         return PidLease(pid, state.generation, state.highwater + 1, state.lease_expiry_ms)
 
-    def expire(self, now_ms: int | None = None) -> int:
-        """Drop pids unused for the expiry period whose lease ran out; return how many."""
+    def expire(self, now_ms: int | None = None, attached: set[str] | frozenset = frozenset()) -> int:
+        """Drop pids unused for their expiry period whose lease ran out, and
+        producer names (Pulsar dedup) not attached and unused for theirs, as
+        Pulsar does after producer inactivity; return how many went.
+
+        A retry from a writer forgotten this way is stored again: the
+        guarantee holds within the expiry periods (7 days / 6 hours by default).
+        """
         now = _now_ms() if now_ms is None else now_ms
         gone = [pid for pid, s in self.pids.items()
                 if s.last_used_ms + self.pid_expiry_ms < now and s.lease_expiry_ms < now]
         for pid in gone:
             del self.pids[pid]
-        return len(gone)
+        names = [name for name, s in self.names.items()
+                 if s.last_used_ms + self.name_expiry_ms < now and name not in attached]
+        for name in names:
+            del self.names[name]
+        return len(gone) + len(names)
 
     # -- snapshots and recovery ----------------------------------------------------
     def _snapshot_doc(self) -> dict:
@@ -284,6 +296,10 @@ class Deduplicator:
             "names": {name: s.doc() for name, s in self.names.items()},
             "pids": {str(pid): s.doc() for pid, s in sorted(self.pids.items())},
         }
+
+    def attached_names(self) -> set[str]:
+        """Names of producers attached now (never expired); set by the topic."""
+        return set()
 
     def request_snapshot(self) -> None:
         if self._snapshot_task is not None and not self._snapshot_task.done():
@@ -308,7 +324,7 @@ class Deduplicator:
         await self._write_snapshot()
 
     async def _write_snapshot(self) -> None:
-        self.expire()
+        self.expire(attached=self.attached_names())
         self._since_snapshot = 0
         await self.store.put(self.key, json.dumps(self._snapshot_doc()).encode())
 
@@ -352,6 +368,8 @@ class Deduplicator:
             last = max(md.sequence_id, md.highest_sequence_id)
             state.last_chunk = md.chunk_id if md.HasField("chunk_id") else -1
         state.highwater = state.durable_highwater = max(state.highwater, last)
+        # Replayed writers count as seen now: their age is unknown, keep them a full period.
+        state.last_used_ms = max(state.last_used_ms, _now_ms())
 
     async def close(self) -> None:
         try:

@@ -103,7 +103,9 @@ class Topic:
             service.store, ledger.name, enabled=service.config.deduplication_enabled,
             snapshot_interval=service.config.dedup_snapshot_interval_entries,
             pid_expiry_ms=int(service.config.pid_expiry_s * 1000),
+            name_expiry_ms=int(service.config.dedup_producer_inactivity_s * 1000),
         )
+        self.dedup.attached_names = lambda: set(self.producers)
         self.closed = False
         #: Set by terminate(): the last entry the topic will ever have.
         self.terminated_at: Position | None = None

@@ -133,3 +133,17 @@ async def test_expiry_drops_idle_pids_and_keeps_live_ones(tmp_path):
     assert topic.dedup.expire(now) == 1
     assert idle.pid not in topic.dedup.pids and live.pid in topic.dedup.pids
     await close_service(service)
+
+
+async def test_idle_producer_names_expire_but_attached_ones_stay(tmp_path):
+    service = await make_service(tmp_path, deduplication_enabled=True)
+    topic = await topic_of(service)
+    idle, attached = producer(topic, 1, name="idle"), producer(topic, 2, name="attached")
+    for p in (idle, attached):
+        await topic.add_producer(p, None)
+        await _publish(topic, p, 0)
+    topic.remove_producer(idle)
+    later = topic.dedup.names["idle"].last_used_ms + topic.dedup.name_expiry_ms + 1
+    assert topic.dedup.expire(later, attached=topic.dedup.attached_names()) == 1
+    assert set(topic.dedup.names) == {"attached"}
+    await close_service(service)
