@@ -22,7 +22,7 @@ from typing import Callable
 
 from magnetar import __version__
 from magnetar.protocol import Connection, ProtocolError, Role, ServerError, pb
-from magnetar.protocol.commands import Type, command, error, message_id, success, type_name
+from magnetar.protocol.commands import FIELD_OF_TYPE, Type, body, command, error, message_id, success, type_name
 from magnetar.protocol.frames import FRAME_OVERHEAD, Frame, encode_command, encode_payload_command
 from magnetar.storage import Entry, Position
 
@@ -237,9 +237,8 @@ class ServerConnection(asyncio.Protocol):
 
     def _on_unsupported(self, frame: Frame) -> None:
         name = type_name(frame.command)
-        body = getattr(frame.command, frame.command.DESCRIPTOR.fields_by_number[frame.command.type].name, None) \
-            if frame.command.type in frame.command.DESCRIPTOR.fields_by_number else None
-        request_id = getattr(body, "request_id", None) if body is not None else None
+        known = frame.command.type in FIELD_OF_TYPE
+        request_id = getattr(body(frame.command), "request_id", None) if known else None
         log.warning("unsupported command %s from %s", name, self.peer)
         if request_id is not None:
             self.write(error(request_id, ServerError.NotAllowedError, f"{name} is not supported by this broker"))

@@ -224,7 +224,10 @@ class Deduplicator:
         else:
             state.last_chunk = extra
         state.last_used_ms = _now_ms()
-        state.remember(last, result)
+        if kind == "pid" or self.enabled:
+            # Only these answer retries with the original result; otherwise the
+            # window would cost an insert and an eviction per entry for nothing.
+            state.remember(last, result)
 
     def on_durable(self, token: tuple | None, position: Position) -> None:
         """The entry is on disk: the durable highwater may follow."""

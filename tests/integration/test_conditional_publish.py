@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.client import AsyncClient, Client, MessageId, errors
+from magnetar.client import AsyncClient, Client, errors
 from magnetar.protocol.commands import Type
 
 from .broker_process import BrokerProcess
 from .cutting_proxy import CuttingProxy
+from .topic_log import read_topic_ours
 
 KVSTORE = Path(__file__).resolve().parents[2] / "examples" / "kvstore" / "kvstore.py"
 
@@ -28,15 +29,7 @@ def unique(prefix: str) -> str:
 
 
 async def read_all(url: str, topic: str) -> list:
-    client = AsyncClient(url, operation_timeout_seconds=15)
-    try:
-        reader = await client.create_reader(topic, MessageId.earliest, receiver_queue_size=2000)
-        out = []
-        while await reader.has_message_available():
-            out.append(await reader.read_next(10_000))
-        return out
-    finally:
-        await client.close()
+    return await read_topic_ours(url, topic, queue_size=2000)
 
 
 async def settle(futures) -> list:

@@ -12,34 +12,21 @@ from collections import deque
 
 import pytest
 
-from magnetar.client import AsyncClient, Client, MessageId, errors
+from magnetar.client import AsyncClient, Client, errors
 from magnetar.client.link import LinkState
 from magnetar.protocol.commands import Type
 
 from ..conftest import wait_for
 from .cutting_proxy import CuttingProxy
+from .topic_log import read_topic_ours
 
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-async def read_all_async(url: str, topic: str) -> list:
-    """Every message of ``topic``, read with our asyncio client (the blocking
-    facade pays a thread hop per call: too slow for 100,000 messages)."""
-    client = AsyncClient(url, operation_timeout_seconds=15)
-    try:
-        reader = await client.create_reader(topic, MessageId.earliest, receiver_queue_size=5000)
-        out = []
-        while await reader.has_message_available():
-            out.append(await reader.read_next(10_000))
-        return out
-    finally:
-        await client.close()
-
-
 def read_all(url: str, topic: str) -> list:
-    return asyncio.run(read_all_async(url, topic))
+    return asyncio.run(read_topic_ours(url, topic))
 
 
 @pytest.mark.parametrize("batching", [False, True])
@@ -107,7 +94,7 @@ async def test_kill_minus_nine_three_times_during_100k_idempotent_sends(broker):
     assert producer.pid == pid  # one identity through every restart
     await client.close()
 
-    stored = await read_all_async(broker.service_url, topic)
+    stored = await read_topic_ours(broker.service_url, topic)
     numbers = [int(m.data()) for m in stored]
     assert numbers == list(range(total)), "messages missing, duplicated or out of order"
     assert [m.offset for m in stored] == list(range(total))
