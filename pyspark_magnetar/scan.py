@@ -1,15 +1,12 @@
 """Reading the messages with offsets in ``[start, end)`` of one partition.
 
-The Pulsar protocol positions readers by message id, not by offset, and the
-broker offers no offset -> message id lookup yet. A scan starts a reader at
-an entry known to lie at or before ``start`` (:mod:`.positioning`: an entry
-of the topic's current ledger, else the earliest retained message) and
-*skips* messages below ``start``; the offsets come from the broker entry
-metadata on every message (``Message.offset``). Cost: ``end - start`` plus
-what lies between the starting entry and ``start``, which is the whole
-retained prefix when ``start`` is in an older ledger. (A broker-side "seek
-by offset" would make it ``end - start`` always; :meth:`RangeScanner.open`
-is the only place to change.)
+A scan starts a reader at an entry known to lie at or before ``start``
+(:mod:`.positioning`: the entry holding ``start``, found by the broker's
+seek by offset, else the earliest retained message) and *skips* messages
+below ``start``; the offsets come from the broker entry metadata on every
+message (``Message.offset``). Cost: ``end - start`` plus the batch members
+of the starting entry below ``start`` (plus one probe; the whole retained
+prefix only when positioning fell back to earliest).
 
 Completeness is checked, not assumed: offsets are dense, so the scan expects
 ``start, start+1, ...`` and treats a jump, or silence for ``pollTimeoutMs``
@@ -51,7 +48,7 @@ class RangeScanner:
         self.expected = start  # the next offset the range needs
         self._poll_ms = poll_timeout_ms
         self._strict = fail_on_data_loss
-        self.skipped = 0  # messages read below start: the price of positioning without an offset seek
+        self.skipped = 0  # messages read below start: the starting entry's members before it
 
     @classmethod
     async def open(cls, client: AsyncClient, tp: TopicPartition, start: int, end: int, *,

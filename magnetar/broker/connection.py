@@ -32,6 +32,7 @@ from .entry_format import strip_broker_entry_metadata
 from .errors import BrokerError, ConsumerBusy, ExpectedOffsetMismatch, InvalidTopic, NotAllowed
 from .producer import Producer
 from .service import BrokerService
+from .topic import Topic
 from .topic_name import InvalidTopicName, parse
 
 log = logging.getLogger(__name__)
@@ -496,21 +497,38 @@ class ServerConnection(asyncio.Protocol):
         self.write(success(req.request_id))
 
     async def _on_seek(self, req: pb.CommandSeek, consumer: Consumer | None) -> None:
+        """Move the consumer's subscription to a message id, a publish time or
+        (Magnetar) a topic offset; exactly one must be given, else NotAllowed.
+        Success once the cursor moved; the subscription's consumers are
+        disconnected so they re-subscribe at the new position."""
         try:
             if consumer is None:
                 raise BrokerError("unknown consumer id", ServerError.ConsumerNotFound)
             sub = consumer.subscription
-            topic = sub.topic
-            if req.HasField("message_publish_time"):
-                position = await topic.find_position_by_time(req.message_publish_time)
-            elif req.HasField("message_id"):
-                position = topic.read_position_for(req.message_id)
-            else:
-                raise BrokerError("seek needs a message id or a publish time", ServerError.UnknownError)
+            position = await self._seek_position(sub.topic, req)
             await sub.reset_cursor(position)
             self.write(success(req.request_id))
         except BrokerError as exc:
             self.write(error(req.request_id, exc.code, str(exc)))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a storage read failed: the client must still get an answer
+            log.exception("seek on consumer %d from %s failed", req.consumer_id, self.peer)
+            self.write(error(req.request_id, ServerError.PersistenceError, f"seek failed: {exc}"))
+
+    @staticmethod
+    async def _seek_position(topic: Topic, req: pb.CommandSeek) -> Position:
+        """The first entry to read for a SEEK; NotAllowed unless it names exactly one target."""
+        given = [f for f in ("message_id", "message_publish_time", "magnetar_offset") if req.HasField(f)]
+        if len(given) != 1:
+            # Pulsar picks one when several are set; a silent choice would hide a client bug.
+            raise NotAllowed("seek takes exactly one of message_id, message_publish_time, magnetar_offset; "
+                             f"got {', '.join(given) or 'none'}")
+        if given[0] == "magnetar_offset":
+            return await topic.position_of_offset(req.magnetar_offset)
+        if given[0] == "message_publish_time":
+            return await topic.find_position_by_time(req.message_publish_time)
+        return topic.read_position_for(req.message_id)
 
     async def _on_get_last_message_id(self, req: pb.CommandGetLastMessageId, consumer: Consumer | None) -> None:
         if consumer is None:

@@ -411,6 +411,25 @@ class Topic:
         pos = await self.ledger.find_first(lambda e: entry_info(e.data).publish_time >= publish_time_ms)
         return pos if pos is not None else self.next_write_position()
 
+    async def position_of_offset(self, offset: int) -> Position:
+        """The entry to read first for the message at topic offset ``offset``.
+
+        That is the entry holding it (the first whose last offset is at or
+        after ``offset``), so messages of the same batch with lower offsets
+        are read too: the client skips them. An offset older than the first
+        retained entry gives that entry (the reader sees the gap); one not
+        yet written (at or past ``next_offset``, any size) gives the next
+        write position, so the reader waits for it. An offset whose entry is
+        still on its way to disk gives the first unconfirmed entry, which is
+        at or before it. Costs about log2(stored entries) entry reads.
+
+        Raises what the storage raises for a failed read.
+        """
+        if offset >= self.next_offset:
+            return self.next_write_position()
+        pos = await self.ledger.find_first(lambda e: entry_info(e.data).last_offset >= offset)
+        return pos if pos is not None else self.next_write_position()
+
     def read_position_for(self, mid: pb.MessageIdData) -> Position:
         """The first entry to read when seeking to ``mid``."""
         if mid.ledgerId == UINT64_MAX or mid.entryId == UINT64_MAX:

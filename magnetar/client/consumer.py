@@ -4,7 +4,8 @@ Flow control: the consumer grants the broker ``receiver_queue_size`` permits
 after subscribing and grants more, in chunks of half the queue, as the
 application takes messages (a batch entry uses one permit per member).
 Messages the consumer drops itself (already acknowledged batch members,
-positions before a reader's start) count as taken.
+positions before a reader's start, offsets before a ``seek_offset`` target)
+count as taken.
 
 Acknowledgements are grouped and sent every ``ack_group_time_ms``. A batch
 member's ack is remembered client side; the entry is acked on the wire when
@@ -42,6 +43,7 @@ from .topic import partition_index
 log = logging.getLogger(__name__)
 
 _SHARED_TYPES = (ConsumerType.Shared, ConsumerType.KeyShared)
+_UINT64_MAX = (1 << 64) - 1
 
 
 def _id_of(msg_or_id: Message | MessageId) -> MessageId:
@@ -119,6 +121,9 @@ class AsyncConsumer(BrokerLink):
         self._start_inclusive = start_message_id_inclusive
         self._filter: tuple[MessageId, bool] | None = None
         self._publish_time_floor: int | None = None
+        #: After seek_offset: messages below this topic offset are skipped
+        #: (the broker starts at the entry holding it, which may begin lower).
+        self._offset_floor: int | None = None
         self._set_start(start_message_id, start_message_id_inclusive)
         self._last_dequeued: MessageId | None = None
         self._queue: deque[Message] = deque()
@@ -237,6 +242,11 @@ class AsyncConsumer(BrokerLink):
                 if msg.publish_timestamp() < self._publish_time_floor:
                     continue
                 self._publish_time_floor = None
+            if self._offset_floor is not None:
+                if msg._offset is not None and msg._offset < self._offset_floor:
+                    self._skip_before_seek(mid)
+                    continue
+                self._offset_floor = None
             if self._tracker.is_acked(mid):
                 continue
             queue.append(msg)
@@ -245,6 +255,15 @@ class AsyncConsumer(BrokerLink):
             self._owe(count - taken)
         if self._waiters:
             self._hand_to_waiters()
+
+    def _skip_before_seek(self, mid: MessageId) -> None:
+        """Drop a message that precedes a ``seek_offset`` target. A durable
+        subscription acknowledges it: the seek moved the subscription past
+        it, and an entry with an unacked member would be redelivered whole
+        after the next reconnect (when the floor is gone)."""
+        if self._durable and self._tracker.ack(mid):
+            self._acks.add(mid.entry())
+            self._schedule_ack_flush()
 
     def _hand_to_waiters(self) -> None:
         while self._waiters and self._queue:
@@ -453,6 +472,9 @@ class AsyncConsumer(BrokerLink):
         queued here, or stored after the current position."""
         if self._queue:
             return True
+        if self._offset_floor is not None:
+            # Nothing taken since a seek_offset: the target exists once written.
+            return await self._next_offset() > self._offset_floor
         reply = await self._last_message_id_reply()
         if self._queue:
             return True
@@ -471,6 +493,14 @@ class AsyncConsumer(BrokerLink):
             return has_more_after(last, mark, False)
         return False
 
+    async def _next_offset(self) -> int:
+        """The topic's next offset, asked of the broker this consumer is on."""
+        conn = await self.wait_ready()
+        reply = await conn.request(
+            command(Type.GET_NEXT_OFFSET, request_id=self._client.new_request_id(), topic=self._topic),
+            self._client.operation_timeout)
+        return reply.getNextOffsetResponse.next_offset
+
     async def seek(self, target: MessageId | int) -> None:
         """Move the subscription to a message id or a publish time (ms).
 
@@ -478,20 +508,58 @@ class AsyncConsumer(BrokerLink):
         reader follows its ``start_message_id_inclusive`` setting. Messages
         queued before the seek are dropped.
         """
+        if isinstance(target, MessageId):
+            inclusive = True if self._durable else self._start_inclusive
+            await self._seek({"message_id": target.to_proto(with_batch=False)}, target, inclusive)
+        elif isinstance(target, int) and not isinstance(target, bool):
+            await self._seek({"message_publish_time": target}, MessageId.earliest, self._start_inclusive,
+                             time_floor=target)
+        else:
+            raise TypeError("seek takes a MessageId or a timestamp in milliseconds")
+
+    async def seek_offset(self, offset: int) -> None:
+        """Move the subscription (or reader) to the message at topic offset
+        ``offset`` (Magnetar brokers only).
+
+        The next message received is the one at ``offset``, then the rest in
+        offset order. The broker starts at the entry that holds ``offset``;
+        this consumer skips that entry's messages below it (and a durable
+        subscription acknowledges them, as the seek moved past them). On a
+        Shared or Key_Shared subscription only this consumer skips: another
+        consumer may be handed the entry and see its lower messages.
+
+        An offset below the first retained message starts at the first
+        retained message (its offset is then above ``offset``: check
+        ``Message.offset`` to notice the gap). An offset not written yet
+        (at or past the topic's next offset) waits for it; messages
+        published before it arrive and are skipped. Messages queued before
+        the seek are dropped.
+
+        Raises ValueError for an offset outside 0..2**64-1, TypeError for a
+        non-int, the broker's refusal (a broker without offset seeks sees
+        no target: UnknownError from older Magnetar, BrokerMetadataError
+        from Apache Pulsar), and the usual Timeout / connection errors.
+        """
+        if not isinstance(offset, int) or isinstance(offset, bool):
+            raise TypeError(f"seek_offset takes an int, not {type(offset).__name__}")
+        if not 0 <= offset <= _UINT64_MAX:
+            raise ValueError(f"offset {offset} is outside 0..2**64-1")
+        await self._seek({"magnetar_offset": offset}, MessageId.earliest, self._start_inclusive,
+                         offset_floor=offset)
+
+    async def _seek(self, fields: dict, start: MessageId, inclusive: bool, *,
+                    time_floor: int | None = None, offset_floor: int | None = None) -> None:
+        """Send SEEK with ``fields`` and start over at the broker's new position.
+
+        ``start`` is where a reader re-subscribes if its subscription is gone
+        (another broker); the floors filter what arrives before the target.
+        """
         await self.wait_ready()
         await self._flush_acks_confirmed()
         conn = await self.wait_ready()
-        fields: dict = {}
-        if isinstance(target, MessageId):
-            fields["message_id"] = target.to_proto(with_batch=False)
-            self._set_start(target, self._start_inclusive if not self._durable else True)
-            self._publish_time_floor = None
-        elif isinstance(target, int):
-            fields["message_publish_time"] = target
-            self._set_start(MessageId.earliest, True)
-            self._publish_time_floor = target
-        else:
-            raise TypeError("seek takes a MessageId or a timestamp in milliseconds")
+        self._set_start(start, inclusive)
+        self._publish_time_floor = time_floor
+        self._offset_floor = offset_floor
         if self._durable:
             self._start = None  # durable subscriptions start where the broker's cursor is
         registrations = self.registrations
@@ -507,6 +575,10 @@ class AsyncConsumer(BrokerLink):
             await conn.request(command(Type.SEEK, consumer_id=self.consumer_id,
                                        request_id=self._client.new_request_id(), **fields),
                                self._client.operation_timeout)
+        except PulsarError:
+            # The cursor did not move (or we cannot tell): skip nothing.
+            self._publish_time_floor = self._offset_floor = None
+            raise
         finally:
             if self.registrations == registrations and self.state is LinkState.READY and self.conn is conn:
                 # The broker reset the cursor without closing us: start over

@@ -3,8 +3,9 @@
 A reader is a consumer on a non-durable, exclusive subscription that starts
 at ``start_message_id`` (``MessageId.earliest``, ``MessageId.latest`` or a
 message's id, that message included only with
-``start_message_id_inclusive``). Nothing is acknowledged; after a reconnect
-it resumes after the last message it returned.
+``start_message_id_inclusive``), and can be moved with ``seek`` (message id,
+publish time) or ``seek_offset`` (topic offset). Nothing is acknowledged;
+after a reconnect it resumes after the last message it returned.
 """
 from __future__ import annotations
 
@@ -37,6 +38,15 @@ class AsyncReader:
         """Continue from a message id (respecting the inclusive setting) or
         from the first message published at or after a time in ms."""
         await self._consumer.seek(target)
+
+    async def seek_offset(self, offset: int) -> None:
+        """Continue from the message at topic offset ``offset``: the next
+        :meth:`read_next` returns exactly that message (messages of its
+        entry with lower offsets are skipped here), whatever the inclusive
+        setting. Older than the first retained message: from the first
+        retained one; not written yet: waits for it. See
+        :meth:`AsyncConsumer.seek_offset` for the errors."""
+        await self._consumer.seek_offset(offset)
 
     async def get_last_message_id(self) -> MessageId:
         return await self._consumer.get_last_message_id()

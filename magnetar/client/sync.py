@@ -273,6 +273,11 @@ class Consumer:
     def seek(self, message_id_or_timestamp_ms: MessageId | int) -> None:
         self._loop.run(self._c.seek(message_id_or_timestamp_ms))
 
+    def seek_offset(self, offset: int) -> None:
+        """Move the subscription to the message at topic ``offset``: the next
+        receive returns it (see AsyncConsumer.seek_offset)."""
+        self._loop.run(self._c.seek_offset(offset))
+
     def get_last_message_id(self) -> MessageId:
         return self._loop.run(self._c.get_last_message_id())
 
@@ -302,6 +307,11 @@ class Reader:
 
     def seek(self, message_id_or_timestamp_ms: MessageId | int) -> None:
         self._loop.run(self._r.seek(message_id_or_timestamp_ms))
+
+    def seek_offset(self, offset: int) -> None:
+        """Continue from the message at topic ``offset``: the next read_next
+        returns it (see AsyncReader.seek_offset)."""
+        self._loop.run(self._r.seek_offset(offset))
 
     def get_last_message_id(self) -> MessageId:
         return self._loop.run(self._r.get_last_message_id())

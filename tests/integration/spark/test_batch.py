@@ -50,7 +50,7 @@ def test_round_trip_100k_rows_with_exact_offsets(spark, broker):
     same = ranged.alias("r").join(df.alias("a"), "offset").where("r.value = a.value").count()
     assert same == 1500
 
-    # Deep in the topic (the reader is positioned by entry bisection, then skips): exact too.
+    # Deep in the topic (the reader is positioned by the broker's seek by offset, then skips): exact too.
     deep = _reader(spark, broker, topic="round-trip", startingOffsets='{"round-trip": {"-1": 77777}}',
                    endingOffsets='{"round-trip": {"-1": 77787}}')
     got = [(r.offset, bytes(r.value)) for r in deep.select("offset", "value").orderBy("offset").collect()]
