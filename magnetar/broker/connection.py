@@ -39,6 +39,22 @@ log = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 20
 UINT64_MAX = (1 << 64) - 1
+
+
+def wire_position(mid: pb.MessageIdData) -> Position:
+    """The position a client's message id names.
+
+    Pulsar's ids are signed 64-bit numbers carried in uint64 fields. A client
+    acknowledging cumulatively up to the message *before* a partly consumed
+    batch in entry 0 of a ledger sends entry -1 (2^64-1 on the wire): "nothing
+    of this ledger". Read unsigned, it would acknowledge the whole ledger and
+    the cursor would skip what was not delivered yet.
+    """
+    return Position(_signed(mid.ledgerId), _signed(mid.entryId))
+
+
+def _signed(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
 MAX_PENDING_SENDS = 10_000
 DEFAULT_LEASE_MS = 60_000
 _SEND_RECEIPT = Type.SEND_RECEIPT
@@ -450,11 +466,11 @@ class ServerConnection(asyncio.Protocol):
                     raise NotAllowed("cumulative ack is not allowed on a Shared or Key_Shared subscription")
                 if req.message_id:
                     mid = req.message_id[0]
-                    await sub.acknowledge_cumulative(Position(mid.ledgerId, mid.entryId))
+                    await sub.acknowledge_cumulative(wire_position(mid))
             else:
                 # An ack_set with bits still set acknowledges part of a batch:
                 # the entry stays until its last message is acknowledged.
-                positions = [Position(m.ledgerId, m.entryId) for m in req.message_id
+                positions = [wire_position(m) for m in req.message_id
                              if not any(m.ack_set)]
                 if positions:
                     await sub.acknowledge(positions)
@@ -472,7 +488,7 @@ class ServerConnection(asyncio.Protocol):
         consumer = self.consumers.get(req.consumer_id)
         if consumer is None:
             return
-        positions = [Position(m.ledgerId, m.entryId) for m in req.message_ids] or None
+        positions = [wire_position(m) for m in req.message_ids] or None
         consumer.subscription.redeliver(consumer, positions)
 
     async def _on_unsubscribe(self, req: pb.CommandUnsubscribe, consumer: Consumer | None) -> None:

@@ -76,6 +76,16 @@ class BrokerProcess:
         except FileNotFoundError:
             return ""
 
+    def notable_log(self, limit: int = 40) -> str:
+        """The broker's warnings and errors (every run since the first start),
+        for assertion messages: why a crash test went wrong is usually there."""
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except FileNotFoundError:
+            return ""
+        notable = [line for line in lines if " WARNING " in line or " ERROR " in line or "Traceback" in line]
+        return "\n".join(notable[-limit:])
+
     def stop(self, timeout: float = 30.0) -> int:
         """SIGTERM: a clean shutdown that syncs and closes ledgers."""
         if self.proc is None:

@@ -11,7 +11,7 @@ from magnetar.protocol.commands import Type
 from ..conftest import wait_for
 from .broker_process import BrokerProcess
 from .cutting_proxy import CuttingProxy
-from .topic_log import read_topic
+from .topic_log import read_topic, sequence_report
 
 
 @pytest.fixture
@@ -101,4 +101,5 @@ def test_kill_minus_nine_repeatedly_during_100k_sends(dedup_broker):
     assert not failures, failures[:5]
     client.close()
     stored = [int(b) for b in read_topic(dedup_broker.service_url, "crashes")]
-    assert stored == list(range(total)), "messages missing, duplicated or out of order"
+    report = sequence_report(stored, total)
+    assert not report, f"{report}\nbroker warnings:\n{dedup_broker.notable_log()}"

@@ -58,8 +58,8 @@ def test_delayed_messages_survive_a_restart(broker, pulsar_client):
     # Acks are grouped by the client: restart only once the broker holds this one.
     wait_for(lambda: _backlog(broker, topic) == 1, what="the ack of 'now' to be stored")
     broker.restart()  # the delayed index is rebuilt from the stored entry
-    with pytest.raises(pulsar.Timeout):
-        consumer.receive(timeout_millis=max(1, int((sent + 2.5 - time.time()) * 1000)))
+    # Not before its time, even though the restart re-reads it at once (a slow
+    # restart may take longer than the delay: then it is simply due).
     msg = consumer.receive(timeout_millis=10_000)
     assert msg.data() == b"later"
     assert time.time() - sent >= 2.95

@@ -235,3 +235,33 @@ def test_unsubscribe_removes_the_subscription(pulsar_client):
     consumer = pulsar_client.subscribe(topic, "gone")
     with pytest.raises(pulsar.Timeout):
         consumer.receive(timeout_millis=300)
+
+
+def test_cumulative_ack_inside_the_first_batch_of_a_ledger_acks_nothing_of_it(broker):
+    """Acknowledging cumulatively up to a message in the middle of a batch,
+    the client acks the entry before that batch; for entry 0 of a ledger that
+    is entry -1, sent as 2^64-1. Read unsigned, it acknowledged the whole
+    ledger and the consumer never saw the rest (a flaky kill -9 test found it)."""
+    topic = "ack-first-batch-of-a-ledger"
+    client = pulsar.Client(broker.service_url, operation_timeout_seconds=10)
+    producer = client.create_producer(topic, batching_enabled=False)
+    producer.send(b"first ledger")
+    client.close()
+    broker.restart()  # a new ledger: the batches below are its entries 0 and 1
+    client = pulsar.Client(broker.service_url, operation_timeout_seconds=10)
+    consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
+    producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=5,
+                                      batching_max_publish_delay_ms=60_000)
+    bodies = [b"batch-%d" % i for i in range(10)]
+    _send_all(producer, 10, body=lambda i: bodies[i])
+    assert consumer.receive(timeout_millis=5000).data() == b"first ledger"
+    first = consumer.receive(timeout_millis=5000)
+    assert first.data() == b"batch-0" and first.message_id().entry_id() == 0
+    consumer.acknowledge_cumulative(first)
+    consumer.close()  # flushes the grouped ack: (ledger, -1)
+
+    consumer = client.subscribe(topic, "sub")
+    # The batch comes back whole (it was not fully acknowledged), then the next one.
+    got = [consumer.receive(timeout_millis=5000).data() for _ in range(10)]
+    assert got == bodies
+    client.close()

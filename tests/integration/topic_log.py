@@ -37,3 +37,19 @@ async def read_topic_ours(url: str, topic: str, queue_size: int = 5000) -> list:
         return out
     finally:
         await client.close()
+
+
+def sequence_report(got: list[int], total: int) -> str:
+    """A short account of how ``got`` differs from ``0 .. total-1`` (empty if
+    it does not): a failed comparison of 100,000-element lists prints them
+    whole and hides what went wrong."""
+    if got == list(range(total)):
+        return ""
+    seen: set[int] = set()
+    duplicated = [n for n in got if n in seen or seen.add(n)]
+    missing = sorted(set(range(total)) - seen)
+    first_bad = next((i for i, n in enumerate(got) if n != i), len(got))
+    window = got[max(0, first_bad - 3): first_bad + 8]
+    return (f"{len(got)} stored for {total} sent; {len(missing)} missing (first {missing[:10]}), "
+            f"{len(duplicated)} duplicated (first {duplicated[:10]}); first difference at index {first_bad}: "
+            f"... {window} ...")
