@@ -1,6 +1,7 @@
 """Magnetar vs NATS JetStream: the same workloads against both, in one invocation.
 
     .venv/bin/python bench/run.py [--quick] [--only produce,e2e,fanout,catchup,cold] [--skip-nats]
+                                  [--raw-producers]
     make bench          # the full run (~10 min on 2 cores)
     make bench-quick    # a few seconds per workload
 
@@ -17,6 +18,11 @@ subscriptions; (5) catch-up read of a backlog (1M messages; 100k with
 --quick); (6) cold start to first receipt and idle RSS. Plus the Pulsar load
 generator's ceiling against a no-op sink.
 
+``--raw-producers`` runs workloads 1 and 2 once more for each Magnetar
+system with the raw generator (``magnetar perf --driver raw``: whole batches
+encoded without the official client's per-message cost) and adds them as
+extra rows ("raw generator"), plus that generator's ceiling.
+
 Output: a table with the ratio Magnetar/NATS for every figure, and under
 ``bench/results/`` (or ``--out``): ``results.json`` (every figure, every
 perf result, the machine), ``throughput.png`` and ``latency_cdf.png``.
@@ -26,6 +32,7 @@ sampled before each workload and saved with the results.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -121,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=",".join(WORKLOADS), help=f"comma-separated subset of {WORKLOADS}")
     parser.add_argument("--skip-nats", action="store_true", help="Magnetar only")
     parser.add_argument("--no-interval", action="store_true", help="skip the Magnetar sync_policy=interval runs")
+    parser.add_argument("--raw-producers", action="store_true",
+                        help="workloads 1 and 2 also with the raw generator for Magnetar (extra rows)")
     parser.add_argument("--out", default=str(HERE / "results"), help="directory for results.json and PNGs")
     args = parser.parse_args(argv)
     only = [w.strip() for w in args.only.split(",") if w.strip()]
@@ -174,8 +183,14 @@ def main(argv: list[str] | None = None) -> int:
             log(f"load generator ceiling (pulsar-client, 2 processes, {size} B) against a no-op sink")
             c = measure_ceiling(WorkloadSpec(**{**spec.as_dict(), "size": size}), timing.ceiling_seconds)
             report.setdefault("ceiling", {})[str(size)] = c
-        step("produce-100", wl.max_produce, 100)
-        step("produce-1024", wl.max_produce, 1024)
+            if args.raw_producers:
+                log(f"load generator ceiling (raw generator, 2 processes, {size} B) against a no-op sink")
+                c = measure_ceiling(WorkloadSpec(**{**spec.as_dict(), "size": size}), timing.ceiling_seconds,
+                                    driver=wl.RAW)
+                report.setdefault("ceiling_raw", {})[str(size)] = c
+        produce = functools.partial(wl.max_produce, raw=args.raw_producers)
+        step("produce-100", produce, 100)
+        step("produce-1024", produce, 1024)
     if "e2e" in only:
         for rate in (10_000, 50_000):
             step(f"e2e-{rate}", wl.e2e_latency, rate)
@@ -193,6 +208,10 @@ def main(argv: list[str] | None = None) -> int:
     print_table(report)
     for size, c in report.get("ceiling", {}).items():
         console.print(f"load generator ceiling, {size} B (pulsar-client, 2 processes, no-op sink): "
+                      f"{c['msg_per_s']:,.0f} msg/s, CPU per process {c['producer_cpu_percent']}"
+                      + (" (sink-bound)" if c["sink_bound"] else ""), highlight=False)
+    for size, c in report.get("ceiling_raw", {}).items():
+        console.print(f"load generator ceiling, {size} B (raw generator, 2 processes, no-op sink): "
                       f"{c['msg_per_s']:,.0f} msg/s, CPU per process {c['producer_cpu_percent']}"
                       + (" (sink-bound)" if c["sink_bound"] else ""), highlight=False)
     console.print(f"background CPU load before each workload (%): {report['background_busy_percent']}",

@@ -11,6 +11,11 @@ system's driver, stops the server, and returns rows::
 
 A system that fails a workload gets ``None`` and its error in ``detail``:
 one broken side never stops the whole bench.
+
+With ``raw=True``, :func:`max_produce` also runs each Magnetar system with
+the raw generator (:mod:`magnetar.perf.raw_driver`) and adds rows whose
+metric says "raw generator"; their results sit in ``detail`` under
+``"<label> (raw generator)"``. The other rows are built as without it.
 """
 from __future__ import annotations
 
@@ -30,7 +35,9 @@ from magnetar.perf.spec import WorkloadSpec
 from servers import MagnetarServer, NatsServer, create_streams, free_port, wait_port
 
 PULSAR = "magnetar.perf.pulsar_driver"
+RAW = "magnetar.perf.raw_driver"
 NATS = "nats_driver"
+RAW_SUFFIX = " (raw generator)"
 
 
 @dataclass
@@ -39,9 +46,13 @@ class System:
     kind: str  # "magnetar" or "nats"
     sync_policy: str | None = None
     nats_binary: str | None = None
+    #: Driver module replacing the system's own (the raw generator's rows).
+    driver_override: str | None = None
 
     @property
     def driver(self) -> str:
+        if self.driver_override:
+            return self.driver_override
         return PULSAR if self.kind == "magnetar" else NATS
 
     def start(self, workdir: Path):
@@ -116,7 +127,7 @@ def _broker_row(workload, results) -> dict:
             "unit": "msg/s", "better": "higher", "values": values}
 
 
-def max_produce(systems, timing, size, log, workdir) -> tuple[list, dict]:
+def max_produce(systems, timing, size, log, workdir, raw: bool = False) -> tuple[list, dict]:
     name = f"produce max, {size} B, batched, 1 topic"
     spec = WorkloadSpec(topic=f"w-produce-{size}", size=size, producers=2, producer_workers=2, rate=0,
                         duration=timing.seconds, batching=True, batch_max_messages=1000, batch_delay_ms=1,
@@ -132,7 +143,32 @@ def max_produce(systems, timing, size, log, workdir) -> tuple[list, dict]:
         _row(name, "publish latency p99 (at max rate: queueing)", "ms", "lower", results, "produce",
              "latency_ms", "p99"),
     ]
+    if raw:
+        rows += _raw_rows(name, systems, spec, log, workdir, results)
     return rows, results
+
+
+def _raw_rows(name, systems, spec, log, workdir, details: dict) -> list:
+    """The same workload with the raw generator, for each Magnetar system:
+    rows keyed by the system's own label (its column), results added to
+    ``details`` under ``"<label> (raw generator)"``."""
+    raw: dict = {}
+    for s in systems:
+        if s.kind != "magnetar":
+            continue
+        label = s.label + RAW_SUFFIX
+        log(f"{name}: {label}")
+        raw[s.label] = details[label] = _measure(replace(s, label=label, driver_override=RAW), spec, log,
+                                                 consume=False, workdir=workdir)
+    per_core = _broker_row(name, raw)
+    per_core["metric"] = "msg/s per broker core, raw generator (extrapolated from broker CPU)"
+    return [
+        _row(name, "throughput, raw generator", "msg/s", "higher", raw, "produce", "msg_per_s"),
+        _row(name, "throughput, raw generator", "MB/s", "higher", raw, "produce", "mb_per_s"),
+        per_core,
+        _row(name, "publish latency p99, raw generator (at max rate: queueing)", "ms", "lower", raw, "produce",
+             "latency_ms", "p99"),
+    ]
 
 
 def e2e_latency(systems, timing, rate, log, workdir) -> tuple[list, dict]:

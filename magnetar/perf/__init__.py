@@ -12,6 +12,9 @@ Layout (each module is small and has one job):
 - :mod:`.reporting`: the worker side of the report protocol.
 - :mod:`.pulsar_driver`: producer and consumer workers on the official
   ``pulsar-client`` (C++ core).
+- :mod:`.raw_driver`: producer workers that write whole batched entries
+  themselves (``--driver raw``), built by :mod:`.raw_batch` with no
+  per-message Python work; consumers stay on the official client.
 - :mod:`.runner`: starts workers, aggregates their reports, prints progress,
   builds the result dict (saved with ``--json``).
 - :mod:`.sink`: a no-op Pulsar-protocol server, to measure the load

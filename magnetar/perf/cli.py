@@ -4,7 +4,9 @@ Options follow ``pulsar-perf``. Every command prints a progress line per
 second and a summary (msg/s, MB/s, latency percentiles from an HDR
 histogram); ``--json PATH`` saves the full result. ``produce`` and ``e2e``
 also measure the load generator's ceiling against a no-op sink first
-(``--ceiling 0`` skips it).
+(``--ceiling 0`` skips it). ``--driver raw`` (``produce``, ``e2e``) makes
+the producers :mod:`.raw_driver`'s instead of the official client's, for
+the run and its ceiling; consumers always use the official client.
 
 Exit codes: 0 success; 1 the run had errors (or measured nothing);
 2 bad options.
@@ -17,6 +19,9 @@ import typer
 from rich.console import Console
 
 from .spec import WorkloadSpec
+
+#: ``--driver`` values: the module whose ``produce`` (and ``consume``) the workers run.
+DRIVERS = {"pulsar": "magnetar.perf.pulsar_driver", "raw": "magnetar.perf.raw_driver"}
 
 app = typer.Typer(help="Load generation and measurement (official pulsar-client, several processes).",
                   no_args_is_help=True, add_completion=False)
@@ -51,6 +56,8 @@ ReceiveMode = Annotated[str, typer.Option("--receive-mode", help="auto, single (
 Json = Annotated[Optional[str], typer.Option("--json", help="Save the full result as JSON here")]
 Ceiling = Annotated[float, typer.Option("--ceiling", help="Seconds against a no-op sink to measure the "
                                                           "generator's own limit; 0 = skip")]
+Driver = Annotated[str, typer.Option("--driver", help="Producers: pulsar (the official client) or raw "
+                                                       "(whole batches encoded by magnetar, no per-message work)")]
 BrokerPid = Annotated[Optional[int], typer.Option("--broker-pid", help="Report this broker process's CPU and RSS")]
 
 
@@ -78,21 +85,31 @@ def _spec(url, topic, topics, partitions, size, rate, batching, batch_max_messag
         raise typer.Exit(2)
 
 
+def _driver(name: str) -> str:
+    if name not in DRIVERS:
+        out.print(f"[red]--driver must be one of {', '.join(DRIVERS)}[/red]")
+        raise typer.Exit(2)
+    return DRIVERS[name]
+
+
 def _go(spec: WorkloadSpec, command: str, produce: bool, consume: bool, json_path, ceiling: float,
-        broker_pid) -> None:
+        broker_pid, driver: str = "pulsar") -> None:
     from .ceiling import measure_ceiling
     from .output import print_summary, save_json
     from .runner import run
 
+    module = _driver(driver)
     out.print(f"magnetar perf {command}: {spec.service_url} topic(s) {', '.join(spec.topic_names())}, "
               f"{spec.size} B, rate {'max' if not spec.rate else f'{spec.rate:,.0f} msg/s'}, "
-              f"batching {'on' if spec.batching else 'off'}", highlight=False)
+              f"batching {'on' if spec.batching else 'off'}"
+              + (f", producers: {driver} driver" if produce else ""), highlight=False)
     ceiling_result = None
     if produce and ceiling > 0:
         out.print(f"measuring the load generator's ceiling against a no-op sink ({ceiling:g} s)...")
-        ceiling_result = measure_ceiling(spec, ceiling)
+        ceiling_result = measure_ceiling(spec, ceiling, driver=module)
     try:
-        result = run(spec, produce=produce, consume=consume, console=out, broker_pid=broker_pid, command=command)
+        result = run(spec, produce=produce, consume=consume, driver=module, console=out, broker_pid=broker_pid,
+                     command=command)
     except (RuntimeError, ValueError) as exc:
         out.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1)
@@ -113,13 +130,13 @@ def produce(
     batch_max_messages: BatchMsgs = 1000, batch_max_bytes: BatchBytes = 128 * 1024, batch_delay_ms: BatchDelay = 1,
     max_pending: MaxPending = 10_000, producers: Producers = 1, duration: Duration = 10.0, messages: Messages = 0,
     producer_workers: PWorkers = 0, sample_every: Sample = 0, json: Json = None, ceiling: Ceiling = 3.0,
-    broker_pid: BrokerPid = None,
+    broker_pid: BrokerPid = None, driver: Driver = "pulsar",
 ) -> None:
     """Publish as fast as possible (or at --rate); report msg/s, MB/s and publish latency."""
     spec = _spec(service_url, topic, topics, partitions, size, rate, batching, batch_max_messages,
                  batch_max_bytes, batch_delay_ms, max_pending, producers, 0, None, 1, "Exclusive", "latest",
                  duration, messages, producer_workers, 0, sample_every, "auto")
-    _go(spec, "produce", True, False, json, ceiling, broker_pid)
+    _go(spec, "produce", True, False, json, ceiling, broker_pid, driver)
 
 
 @app.command()
@@ -146,14 +163,14 @@ def e2e(
     subscription: Subs = None, subscriptions: SubCount = 1, subscription_type: SubType = "Exclusive",
     duration: Duration = 10.0, messages: Messages = 0, producer_workers: PWorkers = 0,
     consumer_workers: CWorkers = 0, sample_every: Sample = 0, receive_mode: ReceiveMode = "auto",
-    json: Json = None, ceiling: Ceiling = 3.0, broker_pid: BrokerPid = None,
+    json: Json = None, ceiling: Ceiling = 3.0, broker_pid: BrokerPid = None, driver: Driver = "pulsar",
 ) -> None:
     """Produce and consume in one run; report publish and end-to-end (send→receive) latency."""
     spec = _spec(service_url, topic, topics, partitions, size, rate, batching, batch_max_messages,
                  batch_max_bytes, batch_delay_ms, max_pending, producers, consumers, subscription, subscriptions,
                  subscription_type, "latest", duration, messages, producer_workers, consumer_workers,
                  sample_every, receive_mode)
-    _go(spec, "e2e", True, True, json, ceiling, broker_pid)
+    _go(spec, "e2e", True, True, json, ceiling, broker_pid, driver)
 
 
 @app.command()
