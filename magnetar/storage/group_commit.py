@@ -21,13 +21,18 @@ fenced, so every later batch for it fails with ``LedgerFencedError`` and no
 entry is ever reported durable after a failed one in the same ledger. With
 policy ``"interval"`` a failed periodic fsync fences the ledger (entries
 already completed cannot be retracted: that is the policy's trade-off).
+
+Policy ``"interval"`` syncs on a second thread (the syncer): an fdatasync
+can take milliseconds, and on the writer thread it would hold up every
+append queued behind it, which is what the policy exists to avoid. The
+syncer pins a ledger's file (the ledger's reader count) while it syncs, so a
+concurrent seal or close never pulls the descriptor from under it.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import threading
-import time
 from typing import Any, Callable
 
 from .errors import StorageError
@@ -72,13 +77,18 @@ class GroupCommitWriter:
         self._stopping = False
         self._abandoned = False
         self._unsynced: set[Ledger] = set()  # interval policy: written since the last fsync
-        self._next_sync = 0.0
+        self._unsynced_lock = threading.Lock()
+        self._syncer_stop = threading.Event()
         self.fsync_count = 0
         self.write_count = 0
         self.round_count = 0
         self.entries_written = 0
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
+        self._syncer: threading.Thread | None = None
+        if sync_policy == "interval":
+            self._syncer = threading.Thread(target=self._sync_periodically, name=f"{name}-syncer", daemon=True)
+            self._syncer.start()
 
     # ------------------------------------------------------------ loop side
 
@@ -111,6 +121,8 @@ class GroupCommitWriter:
             self._stopping = True
             self._cond.notify()
         await asyncio.to_thread(self._thread.join)
+        await asyncio.to_thread(self._stop_syncer)
+        self._sync_unsynced()  # the last writes, now that both threads are gone
 
     def abandon(self) -> None:
         """Stop at once, dropping queued work without completing it: what a
@@ -121,6 +133,7 @@ class GroupCommitWriter:
             self._queue.clear()
             self._cond.notify()
         self._thread.join()
+        self._stop_syncer()
 
     # ---------------------------------------------------------- writer side
 
@@ -129,13 +142,7 @@ class GroupCommitWriter:
         while True:
             with cond:
                 while not self._queue and not self._stopping:
-                    if self._unsynced:
-                        remaining = self._next_sync - time.monotonic()
-                        if remaining <= 0:
-                            break
-                        cond.wait(remaining)
-                    else:
-                        cond.wait()
+                    cond.wait()
                 items = self._queue
                 self._queue = []
                 stopping = self._stopping
@@ -147,8 +154,6 @@ class GroupCommitWriter:
                 except BaseException as exc:  # a bug here must not strand the futures
                     log.exception("storage writer round failed")
                     self._fail_all(items, exc)
-            if self._unsynced and (stopping or time.monotonic() >= self._next_sync):
-                self._sync_unsynced()
             if stopping and not items:
                 return
 
@@ -208,23 +213,36 @@ class GroupCommitWriter:
                     ledger.rollback_to(before[ledger])
                     errors[ledger] = exc
         elif self.sync_policy == "interval":
-            if not self._unsynced:
-                self._next_sync = time.monotonic() + self._interval
-            self._unsynced.update(ledger for ledger in groups if ledger not in errors)
+            with self._unsynced_lock:
+                self._unsynced.update(ledger for ledger in groups if ledger not in errors)
         for ledger, group in groups.items():
             error = errors.get(ledger)
             for w in group:
                 done.append((w.loop, w.callback, (error,)))
 
+    # ---------------------------------------------------------- syncer side
+
+    def _sync_periodically(self) -> None:
+        while not self._syncer_stop.wait(self._interval):
+            self._sync_unsynced()
+
+    def _stop_syncer(self) -> None:
+        if self._syncer is not None:
+            self._syncer_stop.set()
+            self._syncer.join()
+
     def _sync_unsynced(self) -> None:
-        pending, self._unsynced = self._unsynced, set()
+        with self._unsynced_lock:
+            pending, self._unsynced = self._unsynced, set()
         for ledger in pending:
             try:
-                ledger.sync()
-                self.fsync_count += 1
+                synced = ledger.sync_if_open()
             except BaseException:
                 log.exception("periodic fsync of ledger %d failed; fencing it", ledger.ledger_id)
                 ledger.fence()
+                continue
+            if synced:
+                self.fsync_count += 1
 
     def _post(self, done: list) -> None:
         if not done:

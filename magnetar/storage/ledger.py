@@ -232,6 +232,20 @@ class Ledger:
         except OSError as exc:
             raise StorageError(f"fsync of ledger {self.ledger_id} failed: {exc}") from exc
 
+    def sync_if_open(self) -> bool:
+        """fdatasync from a thread other than the writer's, unless the file
+        was closed meanwhile (a sealed ledger was synced by its seal).
+        Returns whether it synced; raises StorageError if the sync failed."""
+        with self._lock:
+            if self._retired:
+                return False
+            self._readers += 1
+        try:
+            self.sync()
+        finally:
+            self._release()
+        return True
+
     def rollback_to(self, count: int) -> None:
         """Forget entries from ``count`` on and fence the ledger (after a failed
         write or fsync whose outcome is unknown). Best effort on the file."""
