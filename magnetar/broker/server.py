@@ -8,6 +8,7 @@ and the metadata store, so a restart finds everything that was acknowledged.
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
 import logging
 import signal
@@ -99,6 +100,12 @@ async def serve(config: BrokerConfig, ready_line: bool = True) -> None:
     """Run a broker until SIGINT or SIGTERM."""
     broker = Broker(config)
     await broker.start()
+    # What start-up built (modules, config, admin app, loaded topics) lives as
+    # long as the process: move it out of the collector's sight, so that a
+    # full collection under load walks only what traffic created (a 25-35 ms
+    # pause before, the largest single stall in the publish path).
+    gc.collect()
+    gc.freeze()
     if ready_line:
         # Machine-readable: tests and scripts wait for this line.
         print(f"READY pulsar={broker.port} admin={broker.admin_port}", flush=True)
