@@ -18,6 +18,7 @@ from aiohttp import web
 
 from magnetar.broker import lifecycle, resources
 from magnetar.broker.topic_name import TopicName
+from magnetar.protocol.commands import signed64
 
 from .errors import AdminError, bad_request, not_found
 from .params import flag, json_body, namespace_of, service_of, topic_of
@@ -175,11 +176,7 @@ def _partitions(name: TopicName, count: int) -> list[TopicName]:
 async def last_message_id(request: web.Request) -> web.Response:
     topic = await loaded_topic(request)
     mid = await topic.last_message_id()
-    return json_answer({"ledgerId": _signed(mid.ledgerId), "entryId": _signed(mid.entryId), "partitionIndex": -1})
-
-
-def _signed(value: int) -> int:
-    return value - (1 << 64) if value >= 1 << 63 else value
+    return json_answer({"ledgerId": signed64(mid.ledgerId), "entryId": signed64(mid.entryId), "partitionIndex": -1})
 
 
 # -- lifecycle actions -------------------------------------------------------------------

@@ -22,7 +22,8 @@ from typing import Callable
 
 from magnetar import __version__
 from magnetar.protocol import Connection, ProtocolError, Role, ServerError, pb
-from magnetar.protocol.commands import FIELD_OF_TYPE, Type, body, command, error, message_id, success, type_name
+from magnetar.protocol.commands import (FIELD_OF_TYPE, Type, body, command, error, message_id, signed64, success,
+                                        type_name)
 from magnetar.protocol.frames import FRAME_OVERHEAD, Frame, encode_command, encode_payload_command
 from magnetar.storage import Entry, Position
 
@@ -50,11 +51,7 @@ def wire_position(mid: pb.MessageIdData) -> Position:
     of this ledger". Read unsigned, it would acknowledge the whole ledger and
     the cursor would skip what was not delivered yet.
     """
-    return Position(_signed(mid.ledgerId), _signed(mid.entryId))
-
-
-def _signed(value: int) -> int:
-    return value - (1 << 64) if value >= 1 << 63 else value
+    return Position(signed64(mid.ledgerId), signed64(mid.entryId))
 MAX_PENDING_SENDS = 10_000
 DEFAULT_LEASE_MS = 60_000
 _SEND_RECEIPT = Type.SEND_RECEIPT

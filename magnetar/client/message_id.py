@@ -14,13 +14,10 @@ this class holds them signed and converts at the edge:
 from __future__ import annotations
 
 from magnetar.protocol import pb
+from magnetar.protocol.commands import signed64
 
 _U64 = (1 << 64) - 1
 INT64_MAX = (1 << 63) - 1
-
-
-def _signed(value: int) -> int:
-    return value - (1 << 64) if value > INT64_MAX else value
 
 
 class MessageId:
@@ -137,7 +134,7 @@ class MessageId:
     @classmethod
     def from_proto(cls, data: pb.MessageIdData, partition: int | None = None) -> "MessageId":
         return cls(
-            _signed(data.ledgerId), _signed(data.entryId), data.batch_index,
+            signed64(data.ledgerId), signed64(data.entryId), data.batch_index,
             data.partition if partition is None else partition, data.batch_size,
         )
 

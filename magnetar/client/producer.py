@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from magnetar.protocol import ServerError, Type, command, pb
+from magnetar.protocol.commands import signed64
 from magnetar.protocol.frames import encode_send
 
 from .batch_builder import BatchBuilder, Entry, single_entry
@@ -53,7 +54,7 @@ from .errors import (AlreadyClosed, ExpectedOffsetMismatch, InvalidConfiguration
                      ProducerQueueIsFull, PulsarError, Result, Timeout, from_server_error)
 from .idempotence import IDEMPOTENT_METADATA, Identity, LeaseRenewer, PidLease, lease_pid, restamp
 from .link import BrokerLink, LinkState
-from .message_id import MessageId, _signed
+from .message_id import MessageId
 from .topic import partition_index
 
 log = logging.getLogger(__name__)
@@ -412,7 +413,7 @@ class AsyncProducer(BrokerLink):
             return
         self._queue.popleft()
         offset = receipt.offset if receipt.HasField("offset") else None
-        self._complete(head.entry, _signed(receipt.message_id.ledgerId), _signed(receipt.message_id.entryId),
+        self._complete(head.entry, signed64(receipt.message_id.ledgerId), signed64(receipt.message_id.entryId),
                        offset)
 
     def _complete(self, entry: Entry, ledger: int, entry_id: int, first_offset: int | None) -> None:

@@ -11,6 +11,7 @@ import struct
 from dataclasses import dataclass, field
 
 from . import magnetar_api_pb2 as pb
+from .commands import signed64
 from .errors import ProtocolError
 
 _U32 = struct.Struct(">I")
@@ -80,12 +81,8 @@ class AckSet:
         words = [0] * ((size + 63) // 64)
         for i in range(size):
             words[i // 64] |= 1 << (i % 64)
-        return cls(size, [_to_signed(w) for w in words])
+        return cls(size, [signed64(w) for w in words])
 
     def is_pending(self, index: int) -> bool:
         word = index // 64
         return word < len(self.words) and bool((self.words[word] & (1 << (index % 64))))
-
-
-def _to_signed(word: int) -> int:
-    return word - (1 << 64) if word >= 1 << 63 else word

@@ -64,6 +64,16 @@ def type_name(cmd: pb.BaseCommand) -> str:
         return f"UNKNOWN({cmd.type})"
 
 
+def signed64(value: int) -> int:
+    """A uint64 field read as the signed 64-bit number Pulsar means by it.
+
+    Pulsar's ids (ledger, entry) and ack-set words are Java longs carried in
+    uint64 fields: -1 ("before the first entry", "earliest") arrives as
+    2^64-1.
+    """
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
 def message_id(ledger_id: int, entry_id: int, partition: int = -1, batch_index: int = -1) -> pb.MessageIdData:
     mid = pb.MessageIdData(ledgerId=ledger_id, entryId=entry_id)
     if partition != -1:
