@@ -44,6 +44,7 @@ class Broker:
         data.mkdir(parents=True, exist_ok=True)
         self.store = await open_store(config.resolved_metadata_url)
         self.factory = ManagedLedgerFactory(data, self.store, config.storage)
+        await self.factory.remove_orphaned_ledgers()
         # Before clients can connect: cluster, tenant public, namespace public/default.
         await resources.bootstrap(self.store, config.cluster_name, self._cluster_data())
         self.service = BrokerService(config, self.store, self.factory)

@@ -47,7 +47,11 @@ the managed ledger over: this instance is *fenced* and appends fail with
 Recovery (``ManagedLedgerFactory.open``): a ledger left open by a crash is
 scanned, its torn tail cut, and it is sealed at its last intact entry; then a
 new ledger is created for writes. Entries that were written but never
-confirmed may survive the crash and become readable.
+confirmed may survive the crash and become readable. Ledger files that no
+managed ledger names (a crash between creating a file and recording it, or
+between un-recording a trimmed ledger and unlinking it) are deleted by
+``ManagedLedgerFactory.remove_orphaned_ledgers``, which the broker runs at
+start-up before any topic loads.
 """
 from __future__ import annotations
 
@@ -1265,10 +1269,66 @@ class ManagedLedgerFactory:
         await walk(ROOT, "")
         return sorted(names)
 
+    async def remove_orphaned_ledgers(self) -> list[int]:
+        """Delete ledger files that no managed ledger's metadata names; return their ids.
+
+        A crash between creating a ledger file and recording it (a rollover,
+        the new ledger of a recovery) or between dropping a trimmed ledger
+        from metadata and unlinking its files leaves such orphans behind;
+        nothing can ever read them. Call before opening any managed ledger
+        (the factory refuses once one is open or opening, as a ledger being
+        created would look orphaned). Deletes nothing when the metadata
+        store names no managed ledger at all while files exist: that is a
+        data directory paired with the wrong (or a lost) metadata store, and
+        the files are left for an operator. Raises StorageError if the
+        metadata cannot be read.
+        """
+        if self._open or self._opening:
+            raise StorageError("orphaned ledgers can only be removed before any managed ledger is opened")
+        on_disk = _ledger_ids_on_disk(self.ledger_dir)
+        if not on_disk:
+            return []
+        referenced: set[int] = set()
+        found_any = False
+
+        async def walk(key: str) -> None:
+            nonlocal found_any
+            for child in await self.store.children(key):
+                path = f"{key}/{child}"
+                record = await self.store.get(path)
+                if record is not None and _is_ml_record(record.value):
+                    found_any = True
+                    referenced.update(int(d["id"]) for d in json.loads(record.value)["ledgers"])
+                await walk(path)
+
+        try:
+            await walk(ROOT)
+        except MetadataError as exc:
+            raise StorageError(f"cannot list managed ledgers to find orphaned ledgers: {exc}") from exc
+        if not found_any:
+            log.warning("%d ledger files in %s but no managed ledger in the metadata store: leaving them",
+                        len(on_disk), self.ledger_dir)
+            return []
+        orphans = sorted(on_disk - referenced)
+        for ledger_id in orphans:
+            log.warning("deleting orphaned ledger %d (no managed ledger names it)", ledger_id)
+            await asyncio.to_thread(delete_ledger_files, self.ledger_dir, ledger_id)
+        return orphans
+
     @property
     def managed_ledgers(self) -> dict[str, ManagedLedger]:
         """The open managed ledgers by name (a copy)."""
         return dict(self._open)
+
+
+def _ledger_ids_on_disk(directory: Path) -> set[int]:
+    """Ids of the ledgers with a segment or index file in ``directory``."""
+    ids = set()
+    for path in directory.iterdir():
+        stem, suffix = path.stem, path.suffix
+        if suffix in (".log", ".idx") and len(stem) == 20 and stem.isdigit():
+            ids.add(int(stem))
+    return ids
 
 
 def _is_ml_record(value: bytes) -> bool:
