@@ -3,14 +3,17 @@
 :class:`TaskSink` owns one producer per destination topic, all named by
 the task's deterministic identity (:mod:`.identity`). When a producer is
 created the broker reports the highest sequence id it has stored under that
-name (``last_sequence_id``, with deduplication on); rows at or below it
+name (``last_sequence_id``); rows at or below it
 were published by an earlier attempt and are skipped, the rest are sent
 with ``sequence_id`` = row position. Skipping first (rather than resending
 and letting the broker drop duplicates) keeps a retried batch entry from
 straddling the stored high-water mark and makes retries cheap.
 
-Without deduplication on the topic the broker reports -1, nothing is
-skipped and a retried task publishes its rows again: at-least-once.
+The producers ask the broker to deduplicate them (producer metadata
+``magnetar.deduplicate=true``), whatever the destination namespace's
+deduplication policy. A broker that ignores that (Apache Pulsar without
+the policy on) reports -1: nothing is skipped and a retried task publishes
+its rows again, at-least-once.
 
 Sends are pipelined: up to ``max_pending_messages // 2`` are in flight, so
 the producer's own queue never refuses one. A failed send fails the task
@@ -31,6 +34,8 @@ from .records import Columns
 
 log = logging.getLogger(__name__)
 
+#: Producer metadata asking a Magnetar broker to deduplicate by name and sequence id.
+DEDUPLICATE = {"magnetar.deduplicate": "true"}
 #: How long a producer may be busy (a previous attempt still attached) before giving up.
 BUSY_RETRY_S = 0.5
 
@@ -59,7 +64,7 @@ class TaskSink:
                     topic, producer_name=self.name, batching_enabled=True,
                     batching_max_messages=self._opts.batching_max_messages,
                     batching_max_allowed_size_in_bytes=256 * 1024, batching_max_publish_delay_ms=5,
-                    max_pending_messages=self._opts.max_pending_messages)
+                    max_pending_messages=self._opts.max_pending_messages, properties=DEDUPLICATE)
                 break
             except ProducerBusy as exc:
                 # A previous attempt of this task still holds the name (its

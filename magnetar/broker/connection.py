@@ -42,6 +42,11 @@ PROTOCOL_VERSION = 20
 UINT64_MAX = (1 << 64) - 1
 
 
+def _metadata_flag(req: pb.CommandProducer, key: str) -> bool:
+    """Whether the producer's metadata (its ``properties``) sets ``key`` to "true"."""
+    return any(kv.key == key and kv.value == "true" for kv in req.metadata)
+
+
 def wire_position(mid: pb.MessageIdData) -> Position:
     """The position a client's message id names.
 
@@ -284,7 +289,8 @@ class ServerConnection(asyncio.Protocol):
                 topic=topic,
                 access_mode=req.producer_access_mode,
                 user_provided_name=req.user_provided_producer_name and bool(req.producer_name),
-                idempotent=any(kv.key == "magnetar.idempotent" and kv.value == "true" for kv in req.metadata),
+                idempotent=_metadata_flag(req, "magnetar.idempotent"),
+                deduplicate=_metadata_flag(req, "magnetar.deduplicate"),
                 address=self.peer,
             )
             producer.on_result = lambda seq, high, fut, p=producer: self._send_result(p, seq, high, fut)
@@ -306,7 +312,7 @@ class ServerConnection(asyncio.Protocol):
                     raise
             self.write(command(
                 Type.PRODUCER_SUCCESS, request_id=req.request_id, producer_name=producer.name,
-                last_sequence_id=topic.last_sequence_id(producer.name),
+                last_sequence_id=topic.last_sequence_id(producer.name, producer.deduplicate),
                 topic_epoch=producer.epoch if producer.access_mode != pb.Shared else None,
                 producer_ready=True, schema_version=schema_version,
             ))

@@ -5,7 +5,9 @@ Two kinds of writer identity share one mechanism (:class:`SequenceState`):
 
 - **Pulsar deduplication** (the official client): keyed by producer name; a
   SEND carries ``sequence_id`` and, for a batch, ``highest_sequence_id``. Used
-  when the topic's ``deduplication`` policy is on. A batch whose highest
+  when the topic's ``deduplication`` policy is on, and for a producer that
+  asks for it with the metadata (``properties``) ``magnetar.deduplicate=true``
+  whatever the policy (the Spark sink does; any Pulsar client can). A batch whose highest
   sequence is new is stored whole even if it starts below the highwater (Pulsar
   bug #6273 dropped such batches); chunks of one message share a sequence id
   and are told apart by ``chunk_id`` (a later chunk is not a duplicate).
@@ -183,14 +185,15 @@ class Deduplicator:
         chunk = -1
         if send.is_chunk:
             chunk = block.metadata.chunk_id
+        deduplicating = self.enabled or producer.deduplicate
         state = self.names.get(producer.name)
-        if self.enabled and state is not None:
+        if deduplicating and state is not None:
             if chunk >= 0:
                 if last < state.highwater or (last == state.highwater and chunk <= state.last_chunk):
                     raise Duplicate(state.original(last) if chunk == state.last_chunk else None)
             elif last <= state.highwater:
                 raise Duplicate(state.original(last))
-        return ("name", producer.name, last, chunk)
+        return ("name", producer.name, last, chunk, deduplicating)
 
     def _check_pid(self, pid: int, generation: int, first: int, n: int) -> tuple:
         state = self.pids.get(pid)
@@ -207,13 +210,13 @@ class Deduplicator:
             raise OutOfOrderSequence(
                 f"producer id {pid}: sequence {first} is not the next one ({state.highwater + 1})"
             )
-        return ("pid", pid, last, generation)
+        return ("pid", pid, last, generation, True)
 
     def record(self, token: tuple | None, result: asyncio.Future) -> None:
         """The entry was handed to storage: move the pending highwater."""
         if token is None:
             return
-        kind, key, last, extra = token
+        kind, key, last, extra, deduplicating = token
         table = self.pids if kind == "pid" else self.names
         state = table.get(key)
         if state is None:
@@ -224,7 +227,7 @@ class Deduplicator:
         else:
             state.last_chunk = extra
         state.last_used_ms = _now_ms()
-        if kind == "pid" or self.enabled:
+        if deduplicating:
             # Only these answer retries with the original result; otherwise the
             # window would cost an insert and an eviction per entry for nothing.
             state.remember(last, result)
@@ -233,7 +236,7 @@ class Deduplicator:
         """The entry is on disk: the durable highwater may follow."""
         self.durable_position = position
         if token is not None:
-            kind, key, last, _ = token
+            kind, key, last, _, _ = token
             state = (self.pids if kind == "pid" else self.names).get(key)
             if state is not None:
                 state.durable_highwater = max(state.durable_highwater, last)
@@ -241,9 +244,9 @@ class Deduplicator:
         if self._since_snapshot >= self.snapshot_interval:
             self.request_snapshot()
 
-    def last_sequence_id(self, producer_name: str) -> int:
+    def last_sequence_id(self, producer_name: str, deduplicate: bool = False) -> int:
         state = self.names.get(producer_name)
-        return state.highwater if (self.enabled and state is not None) else -1
+        return state.highwater if ((self.enabled or deduplicate) and state is not None) else -1
 
     # -- leases ------------------------------------------------------------------
     async def lease(self, allocator: PidAllocator, pid: int, generation: int | None, expire_ms: int) -> PidLease:

@@ -42,6 +42,10 @@ class Producer:
     #: Declared with producer metadata ``magnetar.idempotent=true``: its
     #: entries carry pid, generation and sequence in their MessageMetadata.
     idempotent: bool = False
+    #: Declared with producer metadata ``magnetar.deduplicate=true``: its
+    #: sends are deduplicated by (name, sequence id) as if the topic's
+    #: deduplication policy were on, whatever it is.
+    deduplicate: bool = False
     #: Set once the producer lost its access: nothing it sends may land.
     fenced: bool = False
     #: Conditional sends must carry this epoch; each refusal moves it on.

@@ -169,9 +169,10 @@ class Topic:
             await self._take_exclusive(producer, requested_epoch)
             return None
 
-    def last_sequence_id(self, producer_name: str) -> int:
-        """The last sequence id stored for ``producer_name`` (-1: none known or dedup off)."""
-        return self.dedup.last_sequence_id(producer_name)
+    def last_sequence_id(self, producer_name: str, deduplicate: bool = False) -> int:
+        """The last sequence id stored for ``producer_name`` (-1: none known, or
+        deduplication neither on for the topic nor asked for by the producer)."""
+        return self.dedup.last_sequence_id(producer_name, deduplicate)
 
     def _check_open(self) -> None:
         if self.closed:

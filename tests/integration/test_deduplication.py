@@ -103,3 +103,23 @@ def test_kill_minus_nine_repeatedly_during_100k_sends(dedup_broker):
     stored = [int(b) for b in read_topic(dedup_broker.service_url, "crashes")]
     report = sequence_report(stored, total)
     assert not report, f"{report}\nbroker warnings:\n{dedup_broker.notable_log()}"
+
+
+def test_a_producer_can_ask_for_deduplication_where_the_policy_is_off(broker):
+    """``magnetar.deduplicate=true`` in the producer's properties: the same
+    resend as the control above is stored once, and the producer name's
+    history survives a restart, with deduplication off for the namespace."""
+    asks = {"magnetar.deduplicate": "true"}
+    client = pulsar.Client(broker.service_url)
+    producer = client.create_producer("asks-for-dedup", producer_name="p", properties=asks)
+    producer.send(b"a", sequence_id=1)
+    producer.send(b"a", sequence_id=1)
+    producer.send(b"b", sequence_id=2)
+    client.close()
+    broker.restart()
+    client = pulsar.Client(broker.service_url)
+    producer = client.create_producer("asks-for-dedup", producer_name="p", properties=asks)
+    assert producer.last_sequence_id() == 2
+    producer.send(b"b", sequence_id=2)  # a retry from before the restart
+    client.close()
+    assert read_topic(broker.service_url, "asks-for-dedup") == [b"a", b"b"]

@@ -2,8 +2,9 @@
 per test module (starting Spark costs seconds; its JVM is reused by the
 next module's session).
 
-The broker runs with Pulsar-style deduplication on, which the exactly-once
-sink needs. Spark runs as ``local[2,4]``: two task threads (``local[2]``)
+The broker runs with its defaults: deduplication off for the namespace, so
+the exactly-once sink tests show that the sink's producers ask for it
+themselves (``magnetar.deduplicate``). Spark runs as ``local[2,4]``: two task threads (``local[2]``)
 and up to four attempts per task, since plain ``local`` mode never retries
 a failed task and the sink tests inject task failures.
 """
@@ -47,11 +48,9 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    """A standalone broker with deduplication on, for the whole module."""
+    """A standalone broker with default settings, for the whole module."""
     root = tmp_path_factory.mktemp("spark-broker")
-    config = root / "magnetar.toml"
-    config.write_text("deduplication_enabled = true\n")
-    proc = BrokerProcess(root / "data", ["--config", str(config)]).start()
+    proc = BrokerProcess(root / "data").start()
     yield proc
     if proc.alive:
         code = proc.stop()

@@ -1,8 +1,9 @@
 """Exactly-once writes: a task that fails after part of its rows were
 stored is retried without duplicates, and a micro-batch re-run after a
 restart (written, but not committed in the checkpoint) publishes nothing
-twice. Both rest on the broker's Pulsar-style deduplication (on in this
-module's broker) and on deterministic producer names."""
+twice. Both rest on the broker's Pulsar-style deduplication, which the
+sink's producers ask for (off for this module's namespace), and on
+deterministic producer names."""
 from __future__ import annotations
 
 import json
