@@ -312,6 +312,19 @@ class AsyncConsumer(BrokerLink):
         self._abandon(waiter)
         raise Timeout(f"no message within {timeout_millis} ms")
 
+    def take_queued(self, limit: int) -> list[Message]:
+        """Up to ``limit`` messages already received, without waiting (each
+        counts as taken, as by :meth:`receive`). For callers on another
+        thread that pay a hop per call: one hop can carry many messages."""
+        self._check_open()
+        out = []
+        queue = self._queue
+        while queue and len(out) < limit:
+            msg = queue.popleft()
+            self._dequeued(msg)
+            out.append(msg)
+        return out
+
     def _abandon(self, waiter: asyncio.Future) -> None:
         if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
             # Handed a message just as the caller gave up: keep it for the next receive.
@@ -472,9 +485,11 @@ class AsyncConsumer(BrokerLink):
         queued here, or stored after the current position."""
         if self._queue:
             return True
-        if self._offset_floor is not None:
+        floor = self._offset_floor
+        if floor is not None:
             # Nothing taken since a seek_offset: the target exists once written.
-            return await self._next_offset() > self._offset_floor
+            # (The floor itself may be passed, and cleared, while we ask.)
+            return bool(self._queue) or await self._next_offset() > floor
         reply = await self._last_message_id_reply()
         if self._queue:
             return True

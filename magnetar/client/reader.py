@@ -31,6 +31,12 @@ class AsyncReader:
         """The next message; raises Timeout after ``timeout_millis``."""
         return await self._consumer.receive(timeout_millis)
 
+    async def read_some(self, limit: int, timeout_millis: int | None = None) -> list[Message]:
+        """The next message and up to ``limit - 1`` more already received, in
+        order; raises Timeout after ``timeout_millis`` if none comes."""
+        first = await self._consumer.receive(timeout_millis)
+        return [first, *self._consumer.take_queued(limit - 1)]
+
     async def has_message_available(self) -> bool:
         return await self._consumer.has_message_available()
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Mapping, TypeVar
 
 from .aio import AsyncClient
@@ -289,9 +290,17 @@ class Consumer:
 
 
 class Reader:
+    """Blocking reader. Each call to the loop thread costs a hop (~100 us), so
+    ``read_next`` brings back every message already received (up to
+    ``READ_AHEAD``) and hands them out from here: about one hop per hundred
+    messages instead of two per message. Seeking drops what was brought back."""
+
+    READ_AHEAD = 500
+
     def __init__(self, loop: _LoopThread, reader: AsyncReader) -> None:
         self._loop = loop
         self._r = reader
+        self._ahead: deque[Message] = deque()
 
     def topic(self) -> str:
         return self._r.topic()
@@ -300,21 +309,26 @@ class Reader:
         return self._r.is_connected()
 
     def read_next(self, timeout_millis: int | None = None) -> Message:
-        return self._loop.run(self._r.read_next(timeout_millis))
+        if not self._ahead:
+            self._ahead.extend(self._loop.run(self._r.read_some(self.READ_AHEAD, timeout_millis)))
+        return self._ahead.popleft()
 
     def has_message_available(self) -> bool:
-        return self._loop.run(self._r.has_message_available())
+        return bool(self._ahead) or self._loop.run(self._r.has_message_available())
 
     def seek(self, message_id_or_timestamp_ms: MessageId | int) -> None:
+        self._ahead.clear()
         self._loop.run(self._r.seek(message_id_or_timestamp_ms))
 
     def seek_offset(self, offset: int) -> None:
         """Continue from the message at topic ``offset``: the next read_next
         returns it (see AsyncReader.seek_offset)."""
+        self._ahead.clear()
         self._loop.run(self._r.seek_offset(offset))
 
     def get_last_message_id(self) -> MessageId:
         return self._loop.run(self._r.get_last_message_id())
 
     def close(self) -> None:
+        self._ahead.clear()
         self._loop.run(self._r.close())

@@ -329,6 +329,20 @@ def test_readers(client, batching):
     assert [m.data() for m in read_all(client.create_reader(topic, restored))] == [b"8", b"9"]
 
 
+def test_blocking_reader_reads_ahead_and_a_seek_drops_what_it_read_ahead(client):
+    topic = unique()
+    publish(client, topic, 900, True)  # publish() keeps at most 1000 in flight
+    reader = client.create_reader(topic, MessageId.earliest, receiver_queue_size=300)
+    first = [reader.read_next(5000) for _ in range(3)]
+    assert [m.data() for m in first] == [b"0", b"1", b"2"]
+    assert reader._ahead  # brought back with the first message, handed out from here
+    reader.seek(MessageId.earliest)
+    assert [m.data() for m in read_all(reader)] == [b"%d" % i for i in range(900)]
+    reader.seek_offset(890)
+    assert [m.offset for m in read_all(reader)] == list(range(890, 900))
+    reader.close()
+
+
 def test_has_message_available(client):
     topic = unique()
     producer = client.create_producer(topic)
