@@ -1,11 +1,12 @@
 """Namespaces and their policies: ``/admin/v2/namespaces/{tenant}/{namespace}``.
 
 Policies are stored as they are sent (Pulsar's shapes, checked by
-:mod:`magnetar.broker.policies`): a refused body changes nothing. Retention
-and message TTL are enforced by the broker (storage trimming, the expiry
-task); deduplication is read by the deduplication feature; backlog quotas and
-replication clusters are stored for features to come. ``DELETE`` on a policy
-unsets it (the broker's default applies again).
+:mod:`magnetar.broker.policies`): a refused body changes nothing. Retention,
+message TTL and backlog quotas are enforced by the broker (storage trimming,
+the expiry task, :mod:`magnetar.broker.backlog_quota`); deduplication is read
+by the deduplication feature; replication clusters are stored for a feature
+to come. ``DELETE`` on a policy unsets it (the broker's default applies
+again). Loaded topics see a change at once (the broker watches the policies).
 """
 from __future__ import annotations
 
@@ -105,8 +106,11 @@ async def get_backlog_quotas(request: web.Request) -> web.Response:
     return json_answer(doc.get("backlog_quota_map") or {})
 
 
-@table.route("POST", f"{NS}/backlogQuota", "Set a backlog quota (stored; not enforced yet)", query=(QUOTA_TYPE,),
-             body=BACKLOG_QUOTA, errors=(400, 404, 412))
+@table.route("POST", f"{NS}/backlogQuota", "Set a backlog quota", query=(QUOTA_TYPE,),
+             body=BACKLOG_QUOTA, errors=(400, 404, 412),
+             description="destination_storage enforces limitSize (bytes), message_age limitTime (seconds); "
+                         "-1: no limit. Policy producer_request_hold (default), producer_exception or "
+                         "consumer_backlog_eviction.")
 async def set_backlog_quota(request: web.Request) -> web.Response:
     namespace = namespace_of(request)
     kind = policies.validate_backlog_quota_type(request.query.get("backlogQuotaType"))

@@ -137,7 +137,7 @@ async def internal_stats(request: web.Request) -> web.Response:
     return json_answer((await loaded_topic(request)).internal_stats())
 
 
-_SUMMED = ("msgInCounter", "bytesInCounter", "storageSize")
+_SUMMED = ("msgInCounter", "bytesInCounter", "storageSize", "backlogSize")
 
 
 @table.route("GET", TOPIC + "/partitioned-stats", "Get a partitioned topic's stats, summed over its partitions",

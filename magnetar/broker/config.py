@@ -60,6 +60,10 @@ class BrokerConfig:
     default_num_partitions: int = 0
     #: Seconds between two rounds of message TTL expiry (namespace messageTTL).
     message_expiry_check_interval_s: float = 60.0
+    #: Seconds between two checks of every loaded topic against its namespace's
+    #: backlog quotas (Pulsar's backlogQuotaCheckIntervalInSeconds); producers
+    #: are also checked when they attach.
+    backlog_quota_check_interval_s: float = 60.0
     #: How a new schema version must relate to the topic's latest one:
     #: BACKWARD, FORWARD, FULL (Pulsar's default) or ALWAYS_COMPATIBLE.
     schema_compatibility_strategy: str = "FULL"
@@ -105,6 +109,8 @@ class BrokerConfig:
             raise ConfigError(f"default_num_partitions must be 0..1024, got {self.default_num_partitions}")
         if self.message_expiry_check_interval_s <= 0:
             raise ConfigError("message_expiry_check_interval_s must be positive")
+        if self.backlog_quota_check_interval_s <= 0:
+            raise ConfigError("backlog_quota_check_interval_s must be positive")
         if self.schema_compatibility_strategy not in ("BACKWARD", "FORWARD", "FULL", "ALWAYS_COMPATIBLE"):
             raise ConfigError("schema_compatibility_strategy must be BACKWARD, FORWARD, FULL or ALWAYS_COMPATIBLE, "
                               f"got {self.schema_compatibility_strategy!r}")

@@ -1,12 +1,12 @@
 """Moving a subscription's cursor on an operator's behalf: skip, clear the
 backlog, expire by age, reset to a time or a message id, create at a position.
 
-These are the admin API's subscription operations and the message TTL task's
-one tool (:func:`expire`). Moving forward goes through
-:meth:`Subscription.acknowledge_cumulative`, so it is persisted like an ack,
-dispatchers forget what they had handed out behind the new position, and
-consumed ledgers become trimmable. Resetting (which may move backwards)
-disconnects the consumers first, as a seek does.
+These are the admin API's subscription operations, and the tool of the
+message TTL task and of age-based backlog eviction (:func:`expire`). Moving
+forward goes through :meth:`Subscription.acknowledge_cumulative`, so it is
+persisted like an ack, dispatchers forget what they had handed out behind
+the new position, and consumed ledgers become trimmable. Resetting (which
+may move backwards) disconnects the consumers first, as a seek does.
 
 Failure modes: storage errors propagate (``StorageError``); nothing here
 raises for an empty topic or a subscription with no backlog, it just moves

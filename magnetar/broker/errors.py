@@ -64,3 +64,19 @@ class TopicTerminated(BrokerError):
     """The topic was terminated (admin ``terminate``): nothing more is published."""
 
     code = ServerError.TopicTerminatedError
+
+
+class BacklogQuotaHold(BrokerError):
+    """The topic is over a backlog quota whose policy is ``producer_request_hold``:
+    no producer is admitted until consumers catch up. Clients retry (Pulsar's
+    ProducerBlockedQuotaExceededError)."""
+
+    code = ServerError.ProducerBlockedQuotaExceededError
+
+
+class BacklogQuotaRefusal(BrokerError):
+    """The topic is over a backlog quota whose policy is ``producer_exception``:
+    producers and their sends are refused, and clients fail them (Pulsar's
+    ProducerBlockedQuotaExceededException)."""
+
+    code = ServerError.ProducerBlockedQuotaExceededException

@@ -6,12 +6,14 @@ store (Pulsar's shape and field names), or raise
 :class:`~.resources.InvalidInput` with the reason; they do no I/O, so a
 refused request has changed nothing. The other functions read a stored
 policies document (:func:`~.resources.namespace_policies`) for the features
-that enforce it: retention (storage trimming) and message TTL (the expiry
-task). Deduplication is read by the deduplication feature itself.
+that enforce it: retention (storage trimming), message TTL (the expiry
+task) and backlog quotas (:mod:`.backlog_quota`). Deduplication is read by
+the deduplication feature itself.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from magnetar.storage import RetentionPolicy
@@ -71,8 +73,8 @@ def validate_deduplication(body: Any) -> bool:
 def validate_backlog_quota(body: Any) -> dict:
     """``{"limitSize": bytes, "limitTime": seconds, "policy": ...}`` (-1: no limit).
 
-    Stored for later enforcement; Pulsar's deprecated ``limit`` is read as
-    ``limitSize``.
+    Pulsar's deprecated ``limit`` is read as ``limitSize``. Which limit a
+    quota enforces depends on its type (:func:`backlog_quotas`).
     """
     if not isinstance(body, dict):
         raise InvalidInput("backlog quota must be a JSON object {limitSize, limitTime, policy}")
@@ -155,3 +157,38 @@ def message_ttl_s(policies: dict) -> int | None:
     """The namespace's message TTL in seconds; None when unset or 0 (no expiry)."""
     ttl = policies.get("message_ttl_in_seconds")
     return ttl if _is_int(ttl) and ttl > 0 else None
+
+
+@dataclass(frozen=True, slots=True)
+class BacklogQuota:
+    """One enforced backlog quota: ``limit`` is bytes for ``destination_storage``
+    and seconds for ``message_age``; ``policy`` is one of
+    :data:`BACKLOG_QUOTA_POLICIES`."""
+
+    kind: str
+    limit: int
+    policy: str
+
+
+def backlog_quotas(policies: dict) -> tuple[BacklogQuota, ...]:
+    """The namespace's backlog quotas that have a limit, size quota first.
+
+    As in Pulsar, the quota type picks the field: ``destination_storage``
+    enforces ``limitSize``, ``message_age`` enforces ``limitTime``; the other
+    field of the entry is ignored. -1 (no limit) drops the quota, and so does
+    a ``limitTime`` of 0 (Pulsar does not enforce it either).
+    """
+    stored = policies.get("backlog_quota_map")
+    if not isinstance(stored, dict):
+        return ()
+    out = []
+    for kind, field in (("destination_storage", "limitSize"), ("message_age", "limitTime")):
+        quota = stored.get(kind)
+        if not isinstance(quota, dict):
+            continue
+        limit = quota.get(field, -1)
+        policy = quota.get("policy", "producer_request_hold")
+        lowest = 0 if kind == "destination_storage" else 1
+        if _is_int(limit) and limit >= lowest and policy in BACKLOG_QUOTA_POLICIES:
+            out.append(BacklogQuota(kind, limit, policy))
+    return tuple(out)

@@ -18,7 +18,7 @@ from magnetar.metadata import open_store
 from magnetar.storage import ManagedLedgerFactory
 
 from .config import BrokerConfig
-from . import resources
+from . import backlog_quota, resources
 from .connection import ServerConnection
 from .expiry import MessageExpiry
 from .service import BrokerService
@@ -35,6 +35,7 @@ class Broker:
         self._server: asyncio.base_events.Server | None = None
         self._admin = None
         self.expiry: MessageExpiry | None = None
+        self.quota_checks: asyncio.Task | None = None
         self.port = config.port
         self.admin_port = config.admin_port
 
@@ -49,6 +50,8 @@ class Broker:
         await resources.bootstrap(self.store, config.cluster_name, self._cluster_data())
         self.service = BrokerService(config, self.store, self.factory)
         self.expiry = MessageExpiry(self.service, config.message_expiry_check_interval_s).start()
+        self.quota_checks = asyncio.get_running_loop().create_task(
+            backlog_quota.check_periodically(self.service, config.backlog_quota_check_interval_s))
         self._server = await asyncio.get_running_loop().create_server(
             lambda: ServerConnection(self.service), config.bind_address, config.port, reuse_address=True
         )
@@ -76,6 +79,12 @@ class Broker:
             self._server.close()
         if self.expiry is not None:
             await self.expiry.stop()
+        if self.quota_checks is not None:
+            self.quota_checks.cancel()
+            try:
+                await self.quota_checks
+            except asyncio.CancelledError:
+                pass
         if self.service is not None:
             for cnx in list(self.service.connections):
                 cnx.close()

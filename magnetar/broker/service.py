@@ -15,7 +15,7 @@ from .config import BrokerConfig
 from .dedup import PidAllocator, delete_snapshot
 from .errors import ServiceNotReady
 from .lifecycle import check_creatable
-from .policies import retention_policy
+from .policies import backlog_quotas, retention_policy
 from .producer import Producer
 from .resources import POLICIES as POLICIES_ROOT  # namespace policies live below it
 from .resources import namespace_policies
@@ -76,6 +76,7 @@ class BrokerService:
         policies = await self.namespace_policies(name.namespace_name)
         ledger = await self.factory.open(ml_name, retention=retention_policy(policies))
         topic = await Topic.load(self, name, ledger)
+        topic.backlog_quotas = backlog_quotas(policies)
         self.topics[str(name)] = topic
         log.info("loaded topic %s (next offset %d, epoch %d)", name, topic.next_offset, topic.topic_epoch)
         return topic
@@ -109,6 +110,7 @@ class BrokerService:
             topic.dedup.enabled = await self.deduplication_enabled(topic.name)
             policies = await self.namespace_policies(topic.name.namespace_name)
             topic.ledger.set_retention(retention_policy(policies))
+            topic.backlog_quotas = backlog_quotas(policies)
 
     def notify_producer_closed(self, producer: Producer) -> None:
         producer.disconnect()

@@ -5,8 +5,9 @@ The ordered append path (:meth:`Topic.publish`) is the one place where every
 single-writer rule is checked, synchronously and in arrival order, before the
 entry is handed to storage:
 
-1. access: the producer is attached, not fenced, and (exclusive modes) holds
-   the current topic epoch;
+1. access: the producer is attached, not fenced, (exclusive modes) holds
+   the current topic epoch, and the topic is not over a backlog quota whose
+   policy refuses sends (:mod:`.backlog_quota`);
 2. idempotence / deduplication (see :mod:`.dedup`);
 3. conditional publish: the send's expected offset equals the upcoming offset,
    and it was planned in the producer's current offset epoch (a refusal starts
@@ -32,6 +33,7 @@ from magnetar.protocol import pb
 from magnetar.protocol.frames import PayloadBlock
 from magnetar.storage import Entry, ManagedLedger, Position
 
+from . import backlog_quota
 from .consumer import Consumer
 from .dedup import Deduplicator, Duplicate
 from .entry_format import build_entry, entry_info
@@ -44,6 +46,7 @@ from .errors import (
     ServiceNotReady,
     TopicTerminated,
 )
+from .policies import BacklogQuota
 from .producer import AccessMode, Producer, PublishResult
 from .subscription import SubType, Subscription
 from .topic_name import TopicName
@@ -109,6 +112,10 @@ class Topic:
         self.closed = False
         #: Set by terminate(): the last entry the topic will ever have.
         self.terminated_at: Position | None = None
+        #: The namespace's backlog quotas (kept current by the service).
+        self.backlog_quotas: tuple[BacklogQuota, ...] = ()
+        #: The exceeded backlog quota that blocks producers now (set by backlog_quota.check).
+        self.quota_block: BacklogQuota | None = None
         self.msg_in = 0
         self.bytes_in = 0
         self._unlisten = ledger.add_listener(self._on_new_entries)
@@ -138,12 +145,17 @@ class Topic:
         Returns None when the producer is ready now, or a future that completes
         when a WaitForExclusive producer is promoted (it fails with
         ProducerFenced if a fencing producer evicts it while waiting).
-        Raises ProducerBusy / ProducerFenced when refused. The topic epoch is
-        persisted before this returns for every exclusive admission.
+        Raises ProducerBusy / ProducerFenced when refused, BacklogQuotaHold /
+        BacklogQuotaRefusal while the backlog is over a quota that blocks
+        producers (measured now). The topic epoch is persisted before this
+        returns for every exclusive admission.
         """
         async with self._admission:
             self._check_open()
             self._check_not_terminated()
+            blocking = await backlog_quota.check(self)
+            if blocking is not None:
+                raise backlog_quota.refusal(self, blocking)
             if producer.name in self.producers:
                 raise ProducerBusy(f"producer with name '{producer.name}' is already connected to {self.name}")
             mode = producer.access_mode
@@ -173,6 +185,11 @@ class Topic:
         """The last sequence id stored for ``producer_name`` (-1: none known, or
         deduplication neither on for the topic nor asked for by the producer)."""
         return self.dedup.last_sequence_id(producer_name, deduplicate)
+
+    async def check_backlog_quota(self) -> BacklogQuota | None:
+        """:func:`.backlog_quota.check`, serialized with producer admission."""
+        async with self._admission:
+            return await backlog_quota.check(self)
 
     def _check_open(self) -> None:
         if self.closed:
@@ -309,6 +326,8 @@ class Topic:
             raise ProducerFenced(
                 f"producer {producer.name} holds epoch {producer.epoch}, the topic is at {self.topic_epoch}"
             )
+        if self.quota_block is not None and self.quota_block.policy == backlog_quota.REFUSE:
+            raise backlog_quota.refusal(self, self.quota_block)
 
     def _on_appended(self, appended: asyncio.Future, result: asyncio.Future, first: int, n: int,
                      token: tuple | None) -> None:
@@ -509,10 +528,16 @@ class Topic:
 
     # -- stats -----------------------------------------------------------------
     def stats(self) -> dict:
+        limits = {quota.kind: quota.limit for quota in self.backlog_quotas}
         return {
             "msgInCounter": self.msg_in,
             "bytesInCounter": self.bytes_in,
             "storageSize": self.ledger.total_size,
+            # Pulsar's names; -1: no limit. The size is backlog_quota's measure.
+            "backlogSize": backlog_quota.backlog_size(self),
+            "backlogQuotaLimitSize": limits.get(backlog_quota.SIZE, -1),
+            "backlogQuotaLimitTime": limits.get(backlog_quota.AGE, -1),
+            "producersBlockedByBacklogQuota": self.quota_block.kind if self.quota_block is not None else None,
             "publishers": [
                 {
                     "producerId": p.producer_id,
