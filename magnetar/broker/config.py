@@ -1,8 +1,8 @@
 """Broker settings: defaults, the TOML file, and command-line overrides.
 
 Precedence: command-line flags > the TOML file > the defaults below. Every
-setting is documented in ``docs/configuration.md`` and in
-``magnetar.example.toml``; unknown keys in a file are an error (a typo must
+setting is documented in ``magnetar.example.toml`` (a unit test keeps it
+complete); unknown keys in a file are an error (a typo must
 not silently fall back to a default).
 
 The ``[storage]`` table maps onto :class:`magnetar.storage.StorageConfig`.
