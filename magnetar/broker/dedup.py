@@ -167,6 +167,11 @@ class Deduplicator:
         self._snapshot_task: asyncio.Task | None = None
         self._snapshot_again = False
         self._version: int | None = None
+        # Durable snapshots asked for (by leases) and covered by a finished
+        # write: one write covers every request made before it started.
+        self._requested = 0
+        self._covered = 0
+        self._covering: list[tuple[int, asyncio.Future]] = []
 
     # -- the check, in the ordered append path ---------------------------------
     def check(self, producer: "Producer", send: pb.CommandSend, block: PayloadBlock) -> tuple | None:
@@ -317,17 +322,42 @@ class Deduplicator:
         try:
             while True:
                 self._snapshot_again = False
+                covering = self._requested
                 await self._write_snapshot()
+                self._covered = covering
+                self._settle_covered(None)
                 if not self._snapshot_again:
                     return
-        except Exception:
+        except Exception as exc:
             log.exception("dedup snapshot of %s failed", self.key)
+            self._settle_covered(exc)
+
+    def _settle_covered(self, error: BaseException | None) -> None:
+        """Wake the :meth:`snapshot` callers a finished write covered (all of
+        them, with the error, if the write failed)."""
+        waiting, self._covering = self._covering, []
+        for target, fut in waiting:
+            if fut.done():
+                continue
+            if error is not None:
+                fut.set_exception(error)
+            elif target <= self._covered:
+                fut.set_result(None)
+            else:
+                self._covering.append((target, fut))
 
     async def snapshot(self) -> None:
-        """Write a snapshot now (and wait for it)."""
-        while self._snapshot_task is not None and not self._snapshot_task.done():
-            await asyncio.shield(self._snapshot_task)
-        await self._write_snapshot()
+        """Return once a snapshot written after this call began is stored.
+
+        Concurrent callers (a burst of leases) share writes: one write covers
+        every request made before it started, so N leases cost about two
+        writes of the table, not N. Raises what the metadata store raised.
+        """
+        self._requested += 1
+        fut = asyncio.get_running_loop().create_future()
+        self._covering.append((self._requested, fut))
+        self.request_snapshot()
+        await fut
 
     async def _write_snapshot(self) -> None:
         self.expire(attached=self.attached_names())

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -147,3 +148,25 @@ async def test_idle_producer_names_expire_but_attached_ones_stay(tmp_path):
     assert topic.dedup.expire(later, attached=topic.dedup.attached_names()) == 1
     assert set(topic.dedup.names) == {"attached"}
     await close_service(service)
+
+
+async def test_a_burst_of_leases_shares_snapshot_writes_and_each_is_stored_when_granted(tmp_path):
+    store = await SqliteMetadataStore.open(tmp_path / "meta.db")
+    service = await make_service(tmp_path, store)
+    topic = await topic_of(service)
+    dedup = topic.dedup
+    before = await store.get(dedup.key)
+    before_version = before.version if before is not None else 0
+
+    async def lease_and_check():
+        lease = await dedup.lease(service.pid_allocator, -1, None, 60_000)
+        stored = json.loads((await store.get(dedup.key)).value)
+        assert str(lease.pid) in stored["pids"]  # durable before the client hears of it
+        return lease
+
+    leases = await asyncio.gather(*(lease_and_check() for _ in range(200)))
+    assert len({lease.pid for lease in leases}) == 200
+    writes = (await store.get(dedup.key)).version - before_version
+    assert writes <= 10, f"{writes} snapshot writes for 200 concurrent leases"
+    await close_service(service)
+    await store.close()
