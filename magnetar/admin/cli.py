@@ -274,6 +274,41 @@ def namespaces_set_deduplication(
           done=f"Deduplication of {namespace}: {'on' if enable else 'off'}")
 
 
+@namespaces_app.command("set-backlog-quota")
+def namespaces_set_backlog_quota(
+    ctx: typer.Context,
+    namespace: str,
+    policy: str = typer.Option(..., "--policy", "-p",
+                               help="producer_request_hold, producer_exception or consumer_backlog_eviction"),
+    limit_size: str = typer.Option("-1", "--limit-size", "-l", help="Backlog size limit: 500M, 10G; -1: none"),
+    limit_time: str = typer.Option("0", "--limit-time", "--lt", help="Backlog age limit: 30m, 1h; 0: none"),
+    quota_type: str = typer.Option("destination_storage", "--type", "-t",
+                                   help="destination_storage (size) or message_age (time)"),
+) -> None:
+    """Limit how much a namespace's topics may hold for their slowest subscription."""
+    size, seconds = parse_size(limit_size), parse_duration(limit_time)
+    _call(ctx, lambda c: c.set_backlog_quota(namespace, quota_type, size, seconds, policy),
+          done=f"Backlog quota of {namespace} ({quota_type}): size {size}, time {seconds} s, {policy}")
+
+
+@namespaces_app.command("get-backlog-quotas")
+def namespaces_get_backlog_quotas(ctx: typer.Context, namespace: str) -> None:
+    """Show a namespace's backlog quotas by type."""
+    _call(ctx, lambda c: c.backlog_quotas(namespace), _fields)
+
+
+@namespaces_app.command("remove-backlog-quota")
+def namespaces_remove_backlog_quota(
+    ctx: typer.Context,
+    namespace: str,
+    quota_type: str = typer.Option("destination_storage", "--type", "-t",
+                                   help="destination_storage or message_age"),
+) -> None:
+    """Remove a namespace's backlog quota of one type."""
+    _call(ctx, lambda c: c.remove_backlog_quota(namespace, quota_type),
+          done=f"Removed the {quota_type} backlog quota of {namespace}")
+
+
 # -- topics --------------------------------------------------------------------------------------
 @topics_app.command("list")
 def topics_list(ctx: typer.Context, namespace: str) -> None:

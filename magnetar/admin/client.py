@@ -151,6 +151,19 @@ class AdminClient:
     def set_deduplication(self, namespace: str, enabled: bool) -> None:
         self.request("POST", f"namespaces/{namespace_path(namespace)}/deduplication", enabled)
 
+    def set_backlog_quota(self, namespace: str, quota_type: str, limit_size: int, limit_time: int,
+                          policy: str) -> None:
+        self.request("POST", f"namespaces/{namespace_path(namespace)}/backlogQuota",
+                     {"limitSize": limit_size, "limitTime": limit_time, "policy": policy},
+                     query={"backlogQuotaType": quota_type})
+
+    def backlog_quotas(self, namespace: str) -> dict:
+        return self.request("GET", f"namespaces/{namespace_path(namespace)}/backlogQuotaMap")
+
+    def remove_backlog_quota(self, namespace: str, quota_type: str) -> None:
+        self.request("DELETE", f"namespaces/{namespace_path(namespace)}/backlogQuota",
+                     query={"backlogQuotaType": quota_type})
+
     # -- topics ----------------------------------------------------------------------
     def topics(self, namespace: str) -> list[str]:
         return self.request("GET", f"persistent/{namespace_path(namespace)}")

@@ -70,6 +70,13 @@ def test_tenants_and_namespaces(broker):
     good(broker, "namespaces", "set-retention", "acme/app", "--time", "2h", "--size", "-1")
     good(broker, "namespaces", "set-message-ttl", "acme/app", "--ttl", "10m")
     good(broker, "namespaces", "set-deduplication", "acme/app", "--enable")
+    good(broker, "namespaces", "set-backlog-quota", "acme/app", "-l", "10M", "-p", "producer_exception")
+    quotas = good(broker, "namespaces", "get-backlog-quotas", "acme/app", json_output=True)
+    assert quotas["destination_storage"]["limitSize"] == 10 * 1024 * 1024
+    assert quotas["destination_storage"]["policy"] == "producer_exception"
+    bad(broker, "namespaces", "set-backlog-quota", "acme/app", "-l", "1M", "-p", "drop_everything", says="policy")
+    good(broker, "namespaces", "remove-backlog-quota", "acme/app")
+    assert good(broker, "namespaces", "get-backlog-quotas", "acme/app", json_output=True) == {}
     policies = good(broker, "namespaces", "policies", "acme/app", json_output=True)
     assert policies["retention_policies"] == {"retentionTimeInMinutes": 120, "retentionSizeInMB": -1}
     assert policies["message_ttl_in_seconds"] == 600 and policies["deduplicationEnabled"] is True
