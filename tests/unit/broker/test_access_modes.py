@@ -39,9 +39,10 @@ class ExclusiveProducers(RuleBasedStateMachine):
         self.topic = self.run(topic_of(self.service))
         self.current: dict[int, object] = {}  # writer -> its latest broker Producer
         self.waiting: dict[int, asyncio.Future] = {}
-        self.lost: set[int] = set()  # id()s of Producers that lost access
+        self.lost: set[int] = set()  # producer ids (unique here) of Producers that lost access
         self.log: list[tuple[int, int]] = []  # (writer, epoch) of each appended entry
         self.next_id = 0
+        self.trace: list[str] = []  # what happened, for assertion messages (failures here depend on timing)
 
     def run(self, coro):
         return self.loop.run_until_complete(coro)
@@ -69,15 +70,21 @@ class ExclusiveProducers(RuleBasedStateMachine):
     def _new_producer(self, writer: int, mode: int):
         self.next_id += 1
         p = producer(self.topic, self.next_id, name=f"w{writer}", mode=mode)
-        p.disconnect = lambda p=p: self.lost.add(id(p))  # the broker closed it (fenced)
+        def fenced(p=p):  # the broker closed it
+            self.lost.add(p.producer_id)
+            self.trace.append(f"broker disconnected w{writer}#{p.producer_id}")
+        p.disconnect = fenced
         return p
 
     def _admit(self, writer: int, p, epoch) -> None:
         try:
             waiter = self.run(self.topic.add_producer(p, epoch))
-        except BrokerError:
-            self.lost.add(id(p))
+        except BrokerError as exc:
+            self.lost.add(p.producer_id)
+            self.trace.append(f"w{writer}#{p.producer_id} mode {p.access_mode} epoch {epoch}: refused ({exc})")
             return
+        self.trace.append(f"w{writer}#{p.producer_id} mode {p.access_mode} epoch {epoch}: "
+                          f"{'waiting' if waiter is not None else 'admitted'} (topic epoch {p.epoch})")
         self.current[writer] = p
         old_waiter = self.waiting.pop(writer, None)
         if old_waiter is not None and old_waiter.done() and not old_waiter.cancelled():
@@ -89,7 +96,7 @@ class ExclusiveProducers(RuleBasedStateMachine):
     @rule(writer=WRITERS, mode=MODES)
     def create(self, writer, mode):
         old = self.current.get(writer)
-        if old is not None and id(old) not in self.lost:
+        if old is not None and old.producer_id not in self.lost:
             return
         self._admit(writer, self._new_producer(writer, mode), None)
 
@@ -97,7 +104,7 @@ class ExclusiveProducers(RuleBasedStateMachine):
     def reconnect(self, writer):
         """The same writer comes back after a lost connection, naming its epoch."""
         old = self.current.get(writer)
-        if old is None or id(old) not in self.lost or not old.epoch:
+        if old is None or old.producer_id not in self.lost or not old.epoch:
             return
         self._admit(writer, self._new_producer(writer, old.access_mode), old.epoch)
 
@@ -106,7 +113,8 @@ class ExclusiveProducers(RuleBasedStateMachine):
         p = self.current.get(writer)
         if p is None:
             return
-        self.lost.add(id(p))
+        self.lost.add(p.producer_id)
+        self.trace.append(f"close w{writer}#{p.producer_id}")
         self.call(lambda: self.topic.remove_producer(p))
         self.settle()
 
@@ -115,17 +123,24 @@ class ExclusiveProducers(RuleBasedStateMachine):
         p = self.current.get(writer)
         if p is None:
             return
-        waiter = self.waiting.get(writer)
-        ready = waiter is None or (waiter.done() and not waiter.cancelled() and waiter.exception() is None)
-        had_access = ready and id(p) not in self.lost
         send, block = send_of(p.name, len(self.log))
+        access: list[bool] = []
+
         async def publish():
+            # Judge access in the same loop step as the broker's check (publish
+            # decides without awaiting): a WaitForExclusive producer may be
+            # promoted by tasks that run just before this one.
+            waiter = self.waiting.get(writer)
+            ready = waiter is None or (waiter.done() and not waiter.cancelled() and waiter.exception() is None)
+            access.append(ready and p.producer_id not in self.lost)
             return await self.topic.publish(p, send, block)
         try:
             self.run(publish())
-        except BrokerError:
+        except BrokerError as exc:
+            self.trace.append(f"send w{writer}#{p.producer_id}: refused ({type(exc).__name__})")
             return
-        assert had_access, f"a send from w{writer} landed after it lost its access"
+        self.trace.append(f"send w{writer}#{p.producer_id}: appended, topic epoch {p.epoch}")
+        assert access[0], f"a send from w{writer} landed after it lost its access:\n" + "\n".join(self.trace)
         self.log.append((writer, p.epoch))
 
     @invariant()
