@@ -94,7 +94,8 @@ def main() -> None:
         except Exception as exc:  # the client is closing
             promoted.append(exc)
 
-    threading.Thread(target=ask_for_leadership, daemon=True).start()
+    asker = threading.Thread(target=ask_for_leadership, daemon=True)
+    asker.start()
     # Follower: tail the log until we are promoted (or told to stop).
     while not promoted and not stop.is_set():
         catch_up(reader, state)
@@ -124,6 +125,11 @@ def main() -> None:
             json.dump({"counts": state.counts, "applied": state.applied}, f)
         os.replace(args.state_file + ".tmp", args.state_file)
     client.close()
+    # A follower's request for the producer is still pending in the client's
+    # C++ core; closing the client fails it. Exit only once that thread is out
+    # of the client: interpreter shutdown with a thread inside it aborts the
+    # process (SIGABRT) instead of exiting 0.
+    asker.join(30)
     sys.exit(0)
 
 
