@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -21,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from magnetar.client import Client, MessageId  # noqa: E402
 from magnetar.client.sync import Reader  # noqa: E402
-from tests.integration.broker_process import BrokerProcess  # noqa: E402
+from bench.servers import magnetar_broker  # noqa: E402
 
 
 def main() -> None:
@@ -29,25 +28,21 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=50_000)
     parser.add_argument("--read-ahead", type=int, default=Reader.READ_AHEAD)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        broker = BrokerProcess(Path(tmp) / "data").start()
-        try:
-            client = Client(broker.service_url)
-            producer = client.create_producer("read-back", batching_enabled=True, batching_max_messages=500,
-                                              block_if_queue_full=True, max_pending_messages=5000)
-            for i in range(args.messages):
-                producer.send_async(b"message-%d" % i, None)
-            producer.flush()
-            reader = client.create_reader("read-back", MessageId.earliest, receiver_queue_size=2000)
-            reader.READ_AHEAD = args.read_ahead
-            start, count = time.perf_counter(), 0
-            while reader.has_message_available():
-                reader.read_next(5000)
-                count += 1
-            elapsed = time.perf_counter() - start
-            client.close()
-        finally:
-            broker.stop()
+    with magnetar_broker() as (url, _pid):
+        client = Client(url)
+        producer = client.create_producer("read-back", batching_enabled=True, batching_max_messages=500,
+                                          block_if_queue_full=True, max_pending_messages=5000)
+        for i in range(args.messages):
+            producer.send_async(b"message-%d" % i, None)
+        producer.flush()
+        reader = client.create_reader("read-back", MessageId.earliest, receiver_queue_size=2000)
+        reader.READ_AHEAD = args.read_ahead
+        start, count = time.perf_counter(), 0
+        while reader.has_message_available():
+            reader.read_next(5000)
+            count += 1
+        elapsed = time.perf_counter() - start
+        client.close()
     print(f"blocking reader, read-ahead {args.read_ahead}: {count:,} messages in {elapsed:.2f} s "
           f"= {count / elapsed:,.0f} msg/s")
 

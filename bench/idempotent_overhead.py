@@ -24,7 +24,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from collections import deque
 from pathlib import Path
@@ -32,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from magnetar.client import AsyncClient  # noqa: E402
-from tests.integration.broker_process import BrokerProcess  # noqa: E402
+from bench.servers import magnetar_broker  # noqa: E402
 
 
 def _cpu_seconds(pid: int | None) -> float:
@@ -114,20 +113,9 @@ def main() -> None:
     parser.add_argument("--sync-policy", default="always", choices=["always", "interval", "never"])
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args()
-    broker = None
-    url = args.url
-    if url is None:
-        tmp = tempfile.mkdtemp(prefix="magnetar-bench-")
-        broker = BrokerProcess(Path(tmp) / "data", ["--sync-policy", args.sync_policy, "--log-level", "WARNING"])
-        broker.start()
-        url = broker.service_url
-    try:
-        result = asyncio.run(compare(url, args.messages, args.size, args.rounds, args.window,
-                                     broker.proc.pid if broker is not None else None))
-    finally:
-        if broker is not None:
-            broker.stop()
-    result["sync_policy"] = args.sync_policy if broker else "external"
+    with magnetar_broker(args.url, args.sync_policy) as (url, pid):
+        result = asyncio.run(compare(url, args.messages, args.size, args.rounds, args.window, pid))
+    result["sync_policy"] = args.sync_policy if args.url is None else "external"
     if args.json:
         print(json.dumps(result))
     else:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -21,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pulsar  # noqa: E402
 
-from tests.integration.broker_process import BrokerProcess  # noqa: E402
+from bench.servers import magnetar_broker  # noqa: E402
 
 
 def run(url: str, messages: int, size: int, topic: str) -> dict:
@@ -74,19 +73,9 @@ def main() -> None:
     parser.add_argument("--sync-policy", default="always", choices=["always", "interval", "never"])
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args()
-    broker = None
-    url = args.url
-    if url is None:
-        tmp = tempfile.mkdtemp(prefix="magnetar-bench-")
-        broker = BrokerProcess(Path(tmp) / "data", ["--sync-policy", args.sync_policy, "--log-level", "WARNING"])
-        broker.start()
-        url = broker.service_url
-    try:
+    with magnetar_broker(args.url, args.sync_policy) as (url, _pid):
         result = run(url, args.messages, args.size, f"bench-{int(time.time())}")
-    finally:
-        if broker is not None:
-            broker.stop()
-    result["sync_policy"] = args.sync_policy if broker else "external"
+    result["sync_policy"] = args.sync_policy if args.url is None else "external"
     if args.json:
         print(json.dumps(result))
     else:

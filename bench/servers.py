@@ -18,8 +18,10 @@ Failure modes: a server that does not accept connections within 30 s raises
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import tempfile
 import signal
 import socket
 import subprocess
@@ -105,6 +107,22 @@ class MagnetarServer:
     def stop(self) -> None:
         if self.broker.alive:
             self.broker.stop()
+
+
+@contextlib.contextmanager
+def magnetar_broker(url: str | None = None, sync_policy: str = "always"):
+    """``(service_url, pid)`` of the broker the single-purpose bench scripts
+    measure: the running one at ``url`` (pid None), or else a fresh
+    standalone broker in a temporary directory, stopped and removed on exit."""
+    if url is not None:
+        yield url, None
+        return
+    with tempfile.TemporaryDirectory(prefix="magnetar-bench-") as tmp:
+        server = MagnetarServer(Path(tmp), sync_policy).start()
+        try:
+            yield server.url, server.pid
+        finally:
+            server.stop()
 
 
 class NatsServer:
