@@ -112,6 +112,8 @@ def main() -> int:
     p.add_argument("--rate", type=int, default=250, help="py-spy samples per second")
     p.add_argument("--native", action="store_true", help="include C frames (py-spy --native) in profile.txt")
     p.add_argument("--out", default=str(HERE / "results"))
+    p.add_argument("--unbatched", action="store_true",
+                   help="one message per SEND (every message an entry), raw generator, 1 producer process")
     args = p.parse_args()
     spy = py_spy()
     if spy is None:
@@ -121,11 +123,14 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     server = MagnetarServer(Path(tempfile.mkdtemp(prefix="magnetar-profile-")), args.sync_policy).start()
     server_pid = server.pid
-    spec = WorkloadSpec(service_url=server.url, topic="profile", size=args.size, producers=2, producer_workers=2,
-                        rate=0, duration=2 * args.seconds + 6, batch_max_messages=1000, batch_delay_ms=1,
+    workers = 1 if args.unbatched else 2
+    spec = WorkloadSpec(service_url=server.url, topic="profile", size=args.size, producers=workers,
+                        producer_workers=workers, rate=0, duration=2 * args.seconds + 6,
+                        batching=not args.unbatched, batch_max_messages=1000, batch_delay_ms=1,
                         max_pending=10_000, subscriptions=[], consumers=0)
+    driver = "magnetar.perf.raw_driver" if args.unbatched else "magnetar.perf.pulsar_driver"
     result: dict = {}
-    load = threading.Thread(target=lambda: result.update(run(spec, produce=True, consume=False,
+    load = threading.Thread(target=lambda: result.update(run(spec, produce=True, consume=False, driver=driver,
                                                              broker_pid=server.pid, command="profile")))
     load.start()
     try:
@@ -147,10 +152,15 @@ def main() -> int:
         load.join()
         server.stop()
     produced = result.get("produce") or {}
-    header = (f"# Broker profile: workload 1 ({args.size} B, batching on, 2 producer processes, max rate, "
-              f"sync_policy={args.sync_policy})\n\n"
+    shape = ("unbatched: one message per SEND, raw generator, 1 producer process" if args.unbatched
+             else "workload 1: batching on, 2 producer processes")
+    broker = result.get("broker") or {}
+    header = (f"# Broker profile ({args.size} B, {shape}, max rate, sync_policy={args.sync_policy})\n\n"
+              f"Command: `.venv/bin/python bench/profile.py {' '.join(sys.argv[1:])}`\n\n"
               f"Load during the run: {produced.get('msg_per_s', 0):,.0f} msg/s, broker CPU "
-              f"{(result.get('broker') or {}).get('cpu_percent')}% of a core.\n\n")
+              f"{broker.get('cpu_percent')}% of a core"
+              + (f", {broker['cpu_us_per_message']:.1f} us of broker CPU per message" if
+                 broker.get("cpu_us_per_message") else "") + ".\n\n")
     span = threads1.pop("_t") - threads0.pop("_t")
     per_thread = ["CPU by thread over both py-spy passes (from /proc/<pid>/task, % of one core):", ""]
     per_thread += [f"- {'main thread (event loop)' if k == str(server_pid) else f'{name} (tid {k})'}: "

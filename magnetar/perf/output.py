@@ -45,8 +45,11 @@ def print_summary(result: dict, console) -> None:
                      if gen["saturated"] else ""), highlight=False)
     if result.get("broker"):
         b = result["broker"]
-        console.print(f"broker pid {b['pid']}: CPU {_pct(b['cpu_percent'])}% of a core, RSS {_pct(b['rss_mb'])} MB",
-                      highlight=False)
+        per = (f", {b['cpu_us_per_message']:.2f} µs of CPU per message"
+               + (" (= per entry: no batching)" if "cpu_us_per_entry" in b else "")
+               if b.get("cpu_us_per_message") else "")
+        console.print(f"broker pid {b['pid']}: CPU {_pct(b['cpu_percent'])}% of a core{per}, "
+                      f"RSS {_pct(b['rss_mb'])} MB", highlight=False)
     ceiling = result.get("ceiling")
     if ceiling:
         note = " (the sink was saturated: a lower bound)" if ceiling["sink_bound"] else ""

@@ -43,6 +43,8 @@ class CpuMeter:
         self._c0: float | None = None
         self._t0 = 0.0
         self.percent: float | None = None
+        #: CPU seconds used between start and stop (None if unknown).
+        self.seconds: float | None = None
 
     def start(self) -> "CpuMeter":
         import time
@@ -57,9 +59,10 @@ class CpuMeter:
         c1 = cpu_seconds(self.pid)
         elapsed = time.monotonic() - self._t0
         if self._c0 is None or c1 is None or elapsed <= 0:
-            self.percent = None
+            self.percent = self.seconds = None
         else:
-            self.percent = round(100 * (c1 - self._c0) / elapsed, 1)
+            self.seconds = c1 - self._c0
+            self.percent = round(100 * self.seconds / elapsed, 1)
         return self.percent
 
 

@@ -234,7 +234,9 @@ def run(
     broker = None
     if broker_cpu:
         broker = {"pid": broker_pid, "cpu_percent": broker_cpu.stop(),
-                  "rss_mb": _mb(procstat.rss_bytes(broker_pid))}
+                  "rss_mb": _mb(procstat.rss_bytes(broker_pid)),
+                  **broker_cpu_per_message(broker_cpu.seconds, prod.msgs if prod.workers else cons.msgs,
+                                           spec.batching)}
     wall = time.monotonic() - t0
     return _result(spec, command, driver, started_at, wall, t0, prod, cons, timeline, errors, broker,
                    procstat.busy_percent(machine0, machine1), interrupted)
@@ -322,6 +324,23 @@ def _cpu(side: _Side, t0: float) -> list[float]:
         if end is None or end[1] <= t0:
             continue
         out.append(round(100 * (end[0] - cpu0) / (end[1] - t0), 1))
+    return out
+
+
+def broker_cpu_per_message(cpu_seconds: float | None, messages: int, batching: bool) -> dict:
+    """The broker's CPU seconds over the run and per message (µs).
+
+    Messages are the produced ones (the consumed ones in a consume-only run).
+    The CPU covers the whole run, the final drain included, so it is
+    divided by every message of the run. Without batching every message is
+    one entry, so the per-entry figure is the same; with batching the
+    entry count is the client's business and is not reported.
+    """
+    out: dict = {"cpu_seconds": None if cpu_seconds is None else round(cpu_seconds, 3)}
+    if cpu_seconds is not None and messages:
+        out["cpu_us_per_message"] = round(1e6 * cpu_seconds / messages, 2)
+        if not batching:
+            out["cpu_us_per_entry"] = out["cpu_us_per_message"]
     return out
 
 

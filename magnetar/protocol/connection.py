@@ -40,7 +40,11 @@ class Connection:
     def __init__(self, role: Role, max_frame_size: int | None = None) -> None:
         self.role = role
         self.state = State.AWAITING_CONNECT
-        self.decoder = FrameDecoder() if max_frame_size is None else FrameDecoder(max_frame_size)
+        # A server reads plain SENDs without protobuf (``Frame.command`` is then a
+        # SendCommandView): one per entry, the broker's hottest frame.
+        fast = role is Role.SERVER
+        self.decoder = (FrameDecoder(fast_send=fast) if max_frame_size is None
+                        else FrameDecoder(max_frame_size, fast_send=fast))
         self.peer_protocol_version = 0
         self.peer_supports_broker_entry_metadata = False
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from . import magnetar_api_pb2 as pb
 from .checksum import crc32c
 from .errors import FrameTooLarge, ProtocolError
+from .fast_send import parse_send
 
 MAGIC_CRC32C = 0x0E01
 MAGIC_BROKER_ENTRY_METADATA = 0x0E02
@@ -36,6 +37,7 @@ _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _U32U32 = struct.Struct(">II")
 _CRC_HEADER = struct.Struct(">HI")
+_CRC_META = struct.Struct(">II")
 
 
 def encode_command(cmd: pb.BaseCommand) -> bytes:
@@ -121,7 +123,15 @@ class PayloadBlock:
         return crc, part, part[4 : 4 + meta_size], part[4 + meta_size :]
 
     def verify_checksum(self) -> bool:
-        """True if there is no checksum or it matches; False on a mismatch."""
+        """True if there is no checksum or it matches; False on a mismatch.
+
+        Raises ProtocolError when the block is malformed."""
+        raw = self.raw
+        if len(raw) >= 10 and raw[0] == 0x0E and raw[1] == 0x01:
+            # A SEND's block: [0x0e01][crc][meta_size]... (once per entry: no section views)
+            crc, meta_size = _CRC_META.unpack_from(raw, 2)
+            if 10 + meta_size <= len(raw):
+                return crc32c(raw[6:]) == crc
         crc, covered, _, _ = self._sections()
         return crc is None or crc32c(covered) == crc
 
@@ -184,8 +194,13 @@ class FrameDecoder:
     ``max_frame_size`` bytes, so a peer cannot make us buffer gigabytes.
     """
 
-    def __init__(self, max_frame_size: int = DEFAULT_MAX_MESSAGE_SIZE + FRAME_OVERHEAD) -> None:
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_MESSAGE_SIZE + FRAME_OVERHEAD, *,
+                 fast_send: bool = False) -> None:
         self.max_frame_size = max_frame_size
+        #: Decode plain SEND commands with :func:`.fast_send.parse_send` (a
+        #: broker's per-entry path): their ``Frame.command`` is then a
+        #: :class:`.fast_send.SendCommandView`, not a protobuf message.
+        self.fast_send = fast_send
         self._data: bytes = b""
         self._pos = 0
         self._pending: bytearray | None = None
@@ -242,7 +257,15 @@ class FrameDecoder:
         if bounds is None:
             return None
         start, end = bounds
-        return decode_frame(memoryview(self._data)[start + 4 : end])
+        data = self._data
+        if self.fast_send and data[start + 9] == 0x06 and data[start + 8] == 0x08:
+            # [total][cmd_size][08 06 ...]: maybe a SEND; parse it by hand if it is a plain one.
+            cmd_end = start + 8 + _U32.unpack_from(data, start + 4)[0]
+            if cmd_end < end:
+                send = parse_send(data, start + 8, cmd_end)
+                if send is not None:
+                    return Frame(send, PayloadBlock(memoryview(data)[cmd_end:end]))
+        return decode_frame(memoryview(data)[start + 4 : end])
 
     def next_frame_raw(self) -> tuple[int, bytes] | None:
         """The next whole frame as (command type, the frame's exact bytes), or None.

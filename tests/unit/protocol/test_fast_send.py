@@ -1,0 +1,135 @@
+"""The hand-written SEND decoder agrees with protobuf, or steps aside (None)."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from magnetar.protocol import ProtocolError, pb
+from magnetar.protocol.commands import Type, command
+from magnetar.protocol.fast_send import SendCommandView, parse_send
+from magnetar.protocol.frames import FrameDecoder, encode_send
+
+U64 = st.integers(0, 2**64 - 1)
+FIELDS = ("producer_id", "sequence_id", "num_messages", "txnid_least_bits", "txnid_most_bits",
+          "highest_sequence_id", "is_chunk", "marker", "expected_offset", "offset_epoch")
+OPTIONAL = FIELDS[2:]
+
+sends = st.fixed_dictionaries(
+    {"producer_id": U64, "sequence_id": U64},
+    optional={"num_messages": st.integers(-2**31, 2**31 - 1), "txnid_least_bits": U64, "txnid_most_bits": U64,
+              "highest_sequence_id": U64, "is_chunk": st.booleans(), "marker": st.booleans(),
+              "expected_offset": U64, "offset_epoch": U64},
+)
+
+
+def _protobuf(data: bytes) -> pb.CommandSend | None:
+    """What the protobuf path decodes, or None where it refuses the bytes."""
+    cmd = pb.BaseCommand()
+    try:
+        cmd.ParseFromString(data)
+    except Exception:
+        return None
+    if not cmd.IsInitialized() or cmd.type != Type.SEND or not cmd.HasField("send"):
+        return None
+    return cmd.send
+
+
+def _agrees(view: SendCommandView, ref: pb.CommandSend) -> None:
+    assert view.type == Type.SEND and view.send is view
+    for name in FIELDS:
+        assert getattr(view, name) == getattr(ref, name), name
+    for name in OPTIONAL:
+        assert view.HasField(name) == ref.HasField(name), name
+
+
+@settings(max_examples=500)
+@given(fields=sends)
+@example(fields={"producer_id": 0, "sequence_id": 0})
+@example(fields={"producer_id": 2**64 - 1, "sequence_id": 2**64 - 1, "num_messages": -1,
+                 "expected_offset": 2**63, "offset_epoch": 1})
+def test_round_trip_against_the_protobuf_encoder(fields):
+    data = command(Type.SEND, **fields).SerializeToString()
+    view = parse_send(data, 0, len(data))
+    assert view is not None  # every plain SEND the encoder writes takes the fast path
+    _agrees(view, _protobuf(data))
+
+
+@settings(max_examples=300)
+@given(fields=sends, prefix=st.binary(max_size=8), suffix=st.binary(max_size=8))
+def test_reads_only_its_slice_of_the_buffer(fields, prefix, suffix):
+    data = command(Type.SEND, **fields).SerializeToString()
+    buf = prefix + data + suffix
+    view = parse_send(buf, len(prefix), len(prefix) + len(data))
+    assert view is not None
+    _agrees(view, _protobuf(data))
+
+
+@settings(max_examples=1000)
+@given(fields=sends, cut=st.integers(0, 80), junk=st.binary(max_size=12), at=st.integers(0, 80))
+def test_damaged_bytes_never_decode_differently(fields, cut, junk, at):
+    """Truncate, splice in junk: the fast path returns None or protobuf's answer."""
+    data = command(Type.SEND, **fields).SerializeToString()
+    at = min(at, len(data))
+    for damaged in (data[:cut], data[:at] + junk + data[at:], data[:at] + junk):
+        view = parse_send(damaged, 0, len(damaged))
+        if view is not None:
+            ref = _protobuf(damaged)
+            assert ref is not None, damaged.hex()
+            _agrees(view, ref)
+
+
+@settings(max_examples=1000)
+@given(body=st.binary(max_size=60))
+def test_arbitrary_send_bodies(body):
+    data = bytes([0x08, Type.SEND, 0x32, len(body)]) + body
+    view = parse_send(data, 0, len(data))
+    if view is not None:
+        ref = _protobuf(data)
+        assert ref is not None, data.hex()
+        _agrees(view, ref)
+
+
+@pytest.mark.parametrize("cmd", [
+    command(Type.SEND, producer_id=1, sequence_id=2, message_id=pb.MessageIdData(ledgerId=1, entryId=2)),
+    command(Type.PING),
+    pb.BaseCommand(type=Type.SEND),  # no send sub-message
+])
+def test_steps_aside_for_what_it_does_not_read(cmd):
+    data = cmd.SerializeToString()
+    assert parse_send(data, 0, len(data)) is None
+
+
+def test_missing_required_field_is_left_to_protobuf():
+    data = bytes([0x08, Type.SEND, 0x32, 2, 0x08, 0x01])  # no sequence_id
+    assert parse_send(data, 0, len(data)) is None
+    decoder = FrameDecoder(fast_send=True)
+    block = b"\x0e\x01" + b"\0" * 8
+    decoder.feed((4 + len(data) + len(block)).to_bytes(4, "big") + len(data).to_bytes(4, "big") + data + block)
+    with pytest.raises(ProtocolError, match="lacks required fields"):
+        decoder.next_frame()
+
+
+def test_has_field_knows_the_message():
+    data = command(Type.SEND, producer_id=1, sequence_id=2, expected_offset=0).SerializeToString()
+    view = parse_send(data, 0, len(data))
+    assert view.HasField("expected_offset") and not view.HasField("offset_epoch")
+    assert view.HasField("producer_id")
+    with pytest.raises(ValueError):
+        view.HasField("nonsense")
+
+
+@settings(max_examples=200)
+@given(fields=sends, metadata=st.binary(max_size=30), payload=st.binary(max_size=200))
+def test_frame_decoder_gives_the_same_frame_either_way(fields, metadata, payload):
+    frame = encode_send(command(Type.SEND, **fields), metadata, payload)
+    slow, fast = FrameDecoder(), FrameDecoder(fast_send=True)
+    slow.feed(frame * 2)
+    fast.feed(frame * 2)
+    for _ in range(2):
+        a, b = slow.next_frame(), fast.next_frame()
+        assert isinstance(b.command, SendCommandView)
+        _agrees(b.command, a.command.send)
+        assert bytes(a.block.raw) == bytes(b.block.raw)
+        assert a.block.verify_checksum() and b.block.verify_checksum()
+    assert slow.next_frame() is None and fast.next_frame() is None

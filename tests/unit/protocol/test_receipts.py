@@ -1,0 +1,66 @@
+"""SEND_RECEIPT templates and varints: byte for byte what protobuf writes."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from google.protobuf.internal.encoder import _VarintBytes
+
+from magnetar.protocol import pb, varint
+from magnetar.protocol.commands import Type
+from magnetar.protocol.frames import FrameDecoder, encode_command
+from magnetar.protocol.receipts import ReceiptTemplate
+
+U64 = st.integers(0, 2**64 - 1)
+
+
+@given(value=U64)
+@example(value=0)
+@example(value=127)
+@example(value=128)
+@example(value=16383)
+@example(value=16384)
+@example(value=2**64 - 1)
+def test_varint_matches_protobuf_and_reads_back(value):
+    data = varint.encode(value)
+    assert data == _VarintBytes(value)
+    assert varint.decode(b"\xff" + data + b"\x00", 1) == (value, 1 + len(data))
+
+
+@pytest.mark.parametrize("value", [-1, 2**64])
+def test_varint_refuses_numbers_outside_uint64(value):
+    with pytest.raises(ValueError):
+        varint.encode(value)
+
+
+@pytest.mark.parametrize("data", [b"\xff" * 10 + b"\x01", b"\xff" * 9 + b"\x02"])
+def test_varint_decode_refuses_over_long_or_too_large(data):
+    with pytest.raises(ValueError):
+        varint.decode(data, 0)
+
+
+def test_varint_decode_truncated():
+    with pytest.raises(IndexError):
+        varint.decode(b"\x80\x80", 0)
+
+
+@settings(max_examples=500)
+@given(pid=U64, seq=U64, highest=U64, ledger=U64, entry=U64, offset=U64)
+@example(pid=0, seq=0, highest=0, ledger=0, entry=0, offset=0)
+@example(pid=1, seq=5, highest=5, ledger=2**64 - 1, entry=2**64 - 1, offset=0)
+def test_receipt_is_byte_for_byte_the_protobuf_encoding(pid, seq, highest, ledger, entry, offset):
+    expected = encode_command(pb.BaseCommand(type=Type.SEND_RECEIPT, send_receipt=pb.CommandSendReceipt(
+        producer_id=pid, sequence_id=seq, highest_sequence_id=highest, offset=offset,
+        message_id=pb.MessageIdData(ledgerId=ledger, entryId=entry))))
+    frame = ReceiptTemplate(pid).frame(seq, highest, ledger, entry, offset)
+    assert frame == expected
+    decoder = FrameDecoder()
+    decoder.feed(frame)
+    receipt = decoder.next_frame().command.send_receipt
+    assert (receipt.producer_id, receipt.sequence_id, receipt.highest_sequence_id, receipt.offset,
+            receipt.message_id.ledgerId, receipt.message_id.entryId) == (pid, seq, highest, offset, ledger, entry)
+
+
+def test_receipt_refuses_negative_numbers():
+    with pytest.raises(ValueError):
+        ReceiptTemplate(1).frame(-1, 0, 0, 0, 0)
