@@ -16,6 +16,11 @@ from magnetar.admin.cli import app as admin_app  # noqa: E402
 
 app.add_typer(admin_app, name="admin")
 
+# `magnetar tokens ...`: keys and tokens for token authentication.
+from magnetar.security.tokens_cli import app as tokens_app  # noqa: E402
+
+app.add_typer(tokens_app, name="tokens")
+
 DEFAULT_URL = "pulsar://localhost:6650"
 
 
