@@ -58,3 +58,26 @@ class ReceiptTemplate:
         else:  # unreachable for 64-bit numbers (at most ~70 bytes), kept for the contract
             cmd = _HEAD + _varint(size) + body
         return _U32U32.pack(len(cmd) + 4, len(cmd)) + cmd
+
+
+# BrokerEntryMetadata: broker_timestamp (1), index (2), magnetar_num_messages (1000), all varints.
+_BEM_HEADER = struct.Struct(">HI")
+_TIMESTAMP = b"\x08"
+_INDEX = b"\x10"
+_NUM_MESSAGES = _varint(1000 << 3)
+_MAGIC_BEM = 0x0E02
+
+
+def broker_entry_metadata_prefix(publish_time_ms: int, index: int, num_messages: int) -> bytes:
+    """``[0x0e02][size u32][BrokerEntryMetadata]`` as protobuf would write it.
+
+    The BrokerEntryMetadata has ``broker_timestamp``, ``index`` and
+    ``magnetar_num_messages`` set (in that field order; byte for byte
+    protobuf's encoding, checked by the unit tests). Numbers must fit their
+    fields (uint64, uint32 for the count): ValueError otherwise.
+    """
+    if num_messages >= 1 << 32:
+        raise ValueError(f"{num_messages} messages do not fit uint32")
+    bem = b"".join((_TIMESTAMP, _varint(publish_time_ms), _INDEX, _varint(index), _NUM_MESSAGES,
+                    _varint(num_messages)))
+    return _BEM_HEADER.pack(_MAGIC_BEM, len(bem)) + bem

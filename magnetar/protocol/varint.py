@@ -20,14 +20,24 @@ UINT64_MAX = (1 << 64) - 1
 _TABLE: list[bytes] = [bytes([v]) for v in range(128)] + [
     bytes([(v & 0x7F) | 0x80, v >> 7]) for v in range(128, 1 << 14)
 ]
+#: 14 low bits of a larger number: two bytes, both with the "more" bit.
+_MORE: list[bytes] = [bytes([(v & 0x7F) | 0x80, (v >> 7) | 0x80]) for v in range(1 << 14)]
+_M14 = (1 << 14) - 1
 
 
 def encode(value: int) -> bytes:
-    """The varint bytes of ``value`` (``0 <= value <= 2**64 - 1``)."""
+    """The varint bytes of ``value`` (``0 <= value <= 2**64 - 1``).
+
+    Numbers below 2**42 (sequence ids, offsets, millisecond timestamps) are
+    put together from 14-bit table entries, without a loop."""
     if value < 16384:
         if value < 0:
             raise ValueError(f"varint of a negative number {value}; pass its two's complement")
         return _TABLE[value]
+    if value < 1 << 28:
+        return _MORE[value & _M14] + _TABLE[value >> 14]
+    if value < 1 << 42:
+        return _MORE[value & _M14] + _MORE[(value >> 14) & _M14] + _TABLE[value >> 28]
     if value > UINT64_MAX:
         raise ValueError(f"varint of {value} does not fit 64 bits")
     out = bytearray()

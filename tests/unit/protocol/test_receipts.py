@@ -8,8 +8,8 @@ from google.protobuf.internal.encoder import _VarintBytes
 
 from magnetar.protocol import pb, varint
 from magnetar.protocol.commands import Type
-from magnetar.protocol.frames import FrameDecoder, encode_command
-from magnetar.protocol.receipts import ReceiptTemplate
+from magnetar.protocol.frames import FrameDecoder, broker_entry_metadata_block, encode_command
+from magnetar.protocol.receipts import ReceiptTemplate, broker_entry_metadata_prefix
 
 U64 = st.integers(0, 2**64 - 1)
 
@@ -20,6 +20,11 @@ U64 = st.integers(0, 2**64 - 1)
 @example(value=128)
 @example(value=16383)
 @example(value=16384)
+@example(value=2**28 - 1)
+@example(value=2**28)
+@example(value=2**42 - 1)
+@example(value=2**42)
+@example(value=1_700_000_000_123)
 @example(value=2**64 - 1)
 def test_varint_matches_protobuf_and_reads_back(value):
     data = varint.encode(value)
@@ -64,3 +69,16 @@ def test_receipt_is_byte_for_byte_the_protobuf_encoding(pid, seq, highest, ledge
 def test_receipt_refuses_negative_numbers():
     with pytest.raises(ValueError):
         ReceiptTemplate(1).frame(-1, 0, 0, 0, 0)
+
+
+@settings(max_examples=300)
+@given(time_ms=U64, index=U64, n=st.integers(0, 2**32 - 1))
+@example(time_ms=0, index=0, n=0)
+def test_broker_entry_metadata_prefix_is_the_protobuf_encoding(time_ms, index, n):
+    bem = pb.BrokerEntryMetadata(broker_timestamp=time_ms, index=index, magnetar_num_messages=n).SerializeToString()
+    assert broker_entry_metadata_prefix(time_ms, index, n) == broker_entry_metadata_block(bem)
+
+
+def test_broker_entry_metadata_prefix_refuses_a_count_over_uint32():
+    with pytest.raises(ValueError):
+        broker_entry_metadata_prefix(0, 0, 2**32)
