@@ -19,6 +19,7 @@ import enum
 from . import magnetar_api_pb2 as pb
 from .commands import Type, type_name
 from .errors import ProtocolError
+from .fast_send import SendCommandView
 from .frames import Frame, FrameDecoder, encode_command, encode_payload_command
 
 
@@ -54,8 +55,13 @@ class Connection:
             raise ProtocolError("connection is closed")
         self.decoder.feed(data)
         frames: list[Frame] = []
-        while (frame := self.decoder.next_frame()) is not None:
-            self._on_receive(frame.command)
+        next_frame = self.decoder.next_frame
+        # A server past CONNECT has no rule for a SEND (the hot frame): skip the check.
+        sends_ok = self.role is Role.SERVER and self.state is not State.AWAITING_CONNECT
+        while (frame := next_frame()) is not None:
+            if not sends_ok or type(frame.command) is not SendCommandView:
+                self._on_receive(frame.command)
+                sends_ok = self.role is Role.SERVER and self.state is not State.AWAITING_CONNECT
             frames.append(frame)
         return frames
 

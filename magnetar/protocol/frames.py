@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from . import magnetar_api_pb2 as pb
 from .checksum import crc32c
@@ -150,12 +151,16 @@ class PayloadBlock:
         return self._sections()[3]
 
 
-@dataclass(slots=True)
-class Frame:
-    """One decoded frame: the command and, for SEND/MESSAGE, its payload block."""
+class Frame(NamedTuple):
+    """One decoded frame: the command and, for SEND/MESSAGE, its payload block.
+
+    (A tuple: a broker builds one per entry.)"""
 
     command: pb.BaseCommand
     block: PayloadBlock | None = None
+
+
+_new_frame = tuple.__new__
 
 
 def _parse(msg, data: bytes | memoryview) -> None:
@@ -253,18 +258,33 @@ class FrameDecoder:
 
     def next_frame(self) -> Frame | None:
         """The next whole frame, or None until more bytes arrive."""
-        bounds = self._frame_bounds()
-        if bounds is None:
-            return None
-        start, end = bounds
         data = self._data
-        if self.fast_send and data[start + 9] == 0x06 and data[start + 8] == 0x08:
+        start = self._pos
+        if self._pending is None and len(data) - start >= 10:
+            # The common case inlined (a frame that arrived whole): _frame_bounds' first branch.
+            (total,) = _U32.unpack_from(data, start)
+            end = start + 4 + total
+            if end > len(data) or not 4 <= total <= self.max_frame_size:
+                bounds = self._frame_bounds()  # incomplete or bad: the general path decides
+                if bounds is None:
+                    return None
+                start, end = bounds
+                data = self._data
+            else:
+                self._pos = end
+        else:
+            bounds = self._frame_bounds()
+            if bounds is None:
+                return None
+            start, end = bounds
+            data = self._data
+        if self.fast_send and end - start > 12 and data[start + 9] == 0x06 and data[start + 8] == 0x08:
             # [total][cmd_size][08 06 ...]: maybe a SEND; parse it by hand if it is a plain one.
             cmd_end = start + 8 + _U32.unpack_from(data, start + 4)[0]
             if cmd_end < end:
                 send = parse_send(data, start + 8, cmd_end)
                 if send is not None:
-                    return Frame(send, PayloadBlock(memoryview(data)[cmd_end:end]))
+                    return _new_frame(Frame, (send, PayloadBlock(memoryview(data)[cmd_end:end])))
         return decode_frame(memoryview(data)[start + 4 : end])
 
     def next_frame_raw(self) -> tuple[int, bytes] | None:

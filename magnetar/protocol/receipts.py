@@ -38,26 +38,39 @@ _OFFSET = _varint(1000 << 3)       # .offset (1000, varint): b"\xc0\x3e"
 
 
 class ReceiptTemplate:
-    """Receipts of one producer: its id's encoding is kept, the rest is patched in."""
+    """Receipts of one producer: its id's encoding is kept, the rest is patched in.
 
-    __slots__ = ("producer_id", "_prefix")
+    Also kept: the encoding of the last ledger id (a ledger holds many
+    entries in a row). Not thread-safe; one per producer on the loop.
+    """
+
+    __slots__ = ("producer_id", "_prefix", "_ledger_id", "_ledger_part")
 
     def __init__(self, producer_id: int) -> None:
         self.producer_id = producer_id
-        self._prefix = b"\x08" + _varint(producer_id)  # CommandSendReceipt.producer_id (1)
+        # CommandSendReceipt.producer_id (1), then the sequence_id tag.
+        self._prefix = b"\x08" + _varint(producer_id) + _SEQUENCE_ID
+        self._ledger_id = -1
+        self._ledger_part = b""
 
     def frame(self, sequence_id: int, highest_sequence_id: int, ledger_id: int, entry_id: int,
               offset: int) -> bytes:
         """The whole SEND_RECEIPT frame (size fields included)."""
-        mid = _LEDGER_ID + _varint(ledger_id) + _ENTRY_ID + _varint(entry_id)
-        body = b"".join((self._prefix, _SEQUENCE_ID, _varint(sequence_id), _MESSAGE_ID, _varint(len(mid)), mid,
-                         _HIGHEST, _varint(highest_sequence_id), _OFFSET, _varint(offset)))
+        if ledger_id != self._ledger_id:
+            self._ledger_part = _LEDGER_ID + _varint(ledger_id) + _ENTRY_ID
+            self._ledger_id = ledger_id
+        seq = _varint(sequence_id)
+        mid = self._ledger_part + _varint(entry_id)
+        body = b"".join((self._prefix, seq, _MESSAGE_ID, _SMALL[len(mid)], mid, _HIGHEST,
+                         seq if highest_sequence_id == sequence_id else _varint(highest_sequence_id),
+                         _OFFSET, _varint(offset)))
+        # At most ~70 bytes: the sizes are one byte each (a table look-up).
         size = len(body)
-        if size < 0x80:
-            cmd = _HEAD + bytes((size,)) + body
-        else:  # unreachable for 64-bit numbers (at most ~70 bytes), kept for the contract
-            cmd = _HEAD + _varint(size) + body
-        return _U32U32.pack(len(cmd) + 4, len(cmd)) + cmd
+        return b"".join((_U32U32.pack(size + 8, size + 4), _HEAD, _SMALL[size], body))
+
+
+#: One-byte varints (and lengths) of 0..127.
+_SMALL = [bytes((v,)) for v in range(128)]
 
 
 # BrokerEntryMetadata: broker_timestamp (1), index (2), magnetar_num_messages (1000), all varints.

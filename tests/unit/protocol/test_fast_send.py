@@ -133,3 +133,18 @@ def test_frame_decoder_gives_the_same_frame_either_way(fields, metadata, payload
         assert bytes(a.block.raw) == bytes(b.block.raw)
         assert a.block.verify_checksum() and b.block.verify_checksum()
     assert slow.next_frame() is None and fast.next_frame() is None
+
+
+@settings(max_examples=300)
+@given(frames=st.lists(st.binary(min_size=0, max_size=12), min_size=1, max_size=5), chunk=st.integers(1, 7))
+def test_tiny_and_garbage_frames_fail_cleanly(frames, chunk):
+    """Short frames (under the SEND peek) and junk give frames or ProtocolError, nothing else."""
+    data = b"".join(len(f).to_bytes(4, "big") + f for f in frames)
+    decoder = FrameDecoder(fast_send=True)
+    try:
+        for i in range(0, len(data), chunk):
+            decoder.feed(data[i:i + chunk])
+            while decoder.next_frame() is not None:
+                pass
+    except ProtocolError:
+        pass

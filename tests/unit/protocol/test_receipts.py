@@ -82,3 +82,19 @@ def test_broker_entry_metadata_prefix_is_the_protobuf_encoding(time_ms, index, n
 def test_broker_entry_metadata_prefix_refuses_a_count_over_uint32():
     with pytest.raises(ValueError):
         broker_entry_metadata_prefix(0, 0, 2**32)
+
+
+@settings(max_examples=100)
+@given(pid=U64, receipts=st.lists(st.tuples(U64, U64, st.integers(0, 3), U64, U64), min_size=1, max_size=20))
+def test_one_template_across_ledgers(pid, receipts):
+    """The kept ledger-id encoding never leaks into a receipt of another ledger."""
+    template = ReceiptTemplate(pid)
+    for seq, highest, ledger, entry, offset in receipts:
+        expected = encode_command(pb.BaseCommand(type=Type.SEND_RECEIPT, send_receipt=pb.CommandSendReceipt(
+            producer_id=pid, sequence_id=seq, highest_sequence_id=highest, offset=offset,
+            message_id=pb.MessageIdData(ledgerId=ledger, entryId=entry))))
+        assert template.frame(seq, highest, ledger, entry, offset) == expected
+        assert template.frame(seq, seq, ledger, entry, offset) == encode_command(pb.BaseCommand(
+            type=Type.SEND_RECEIPT, send_receipt=pb.CommandSendReceipt(
+                producer_id=pid, sequence_id=seq, highest_sequence_id=seq, offset=offset,
+                message_id=pb.MessageIdData(ledgerId=ledger, entryId=entry))))
