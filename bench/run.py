@@ -1,6 +1,7 @@
 """Magnetar vs NATS JetStream: the same workloads against both, in one invocation.
 
-    .venv/bin/python bench/run.py [--quick] [--only produce,e2e,fanout,catchup,cold] [--skip-nats]
+    .venv/bin/python bench/run.py [--quick] [--only produce,unbatched,roundtrip,e2e,fanout,catchup,cold]
+                                  [--skip-nats]
                                   [--raw-producers]
     make bench          # the full run (~10 min on 2 cores)
     make bench-quick    # a few seconds per workload
@@ -12,7 +13,10 @@ file storage (Debian's nats-server 2.9, which acks after write() and never
 fsyncs before the ack: like-for-like with Magnetar ``interval``). Each
 system gets a fresh server (fresh temp data dir) per workload, on loopback.
 
-Workloads: (1) max produce, 100 B, batched; (2) the same with 1 KiB; (3)
+Workloads: (1) max produce, 100 B, batched; (2) the same with 1 KiB; (1u)
+max produce, unbatched (one message per entry: Magnetar's raw generator and
+the official client); (1r) the synchronous send round trip (one message in
+flight); (3)
 end-to-end latency at 10k and 50k msg/s; (4) fan-out, 1 producer, 4
 subscriptions; (5) catch-up read of a backlog (1M messages; 100k with
 --quick); (6) cold start to first receipt and idle RSS. Plus the Pulsar load
@@ -26,6 +30,9 @@ extra rows ("raw generator"), plus that generator's ceiling.
 Output: a table with the ratio Magnetar/NATS for every figure, and under
 ``bench/results/`` (or ``--out``): ``results.json`` (every figure, every
 perf result, the machine), ``throughput.png`` and ``latency_cdf.png``.
+Every workload also reports each server's CPU per message (from its
+process's CPU time), and the durability setting of every column is printed
+under the table.
 The machine is shared with whatever else runs: the background CPU load is
 sampled before each workload and saved with the results.
 """
@@ -57,7 +64,7 @@ import plots  # noqa: E402
 import workloads as wl  # noqa: E402
 from servers import ensure_nats_server, nats_version  # noqa: E402
 
-WORKLOADS = ("produce", "e2e", "fanout", "catchup", "cold")
+WORKLOADS = ("produce", "unbatched", "roundtrip", "e2e", "fanout", "catchup", "cold")
 NATS_LABEL = "nats"
 console = Console(stderr=True, width=None if Console(stderr=True).is_terminal else 150)
 
@@ -120,6 +127,8 @@ def print_table(report: dict) -> None:
             cells += ["-" if (r := ratio(row, label)) is None else f"{r:g}" for label in mags]
         table.add_row(row["workload"], f"{row['metric']} ({row['unit']}, {row['better']} is better)", *cells)
     console.print(table)
+    for label in labels:
+        console.print(f"{label}: {report['durability'].get(label, '?')}", highlight=False)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -191,6 +200,10 @@ def main(argv: list[str] | None = None) -> int:
         produce = functools.partial(wl.max_produce, raw=args.raw_producers)
         step("produce-100", produce, 100)
         step("produce-1024", produce, 1024)
+    if "unbatched" in only:
+        step("unbatched", wl.unbatched_produce)
+    if "roundtrip" in only:
+        step("roundtrip", wl.round_trip)
     if "e2e" in only:
         for rate in (10_000, 50_000):
             step(f"e2e-{rate}", wl.e2e_latency, rate)

@@ -1,4 +1,4 @@
-"""The six bench workloads, each run against every system under test.
+"""The bench workloads, each run against every system under test.
 
 A *system* is ``(label, factory)``: ``factory(workdir)`` returns a started
 server with ``url``, ``pid`` and ``stop()`` (see :mod:`servers`). Each
@@ -127,6 +127,27 @@ def _broker_row(workload, results) -> dict:
             "unit": "msg/s", "better": "higher", "values": values}
 
 
+def _cpu_rows(workload, results, per_entry: bool = False) -> list[dict]:
+    """The server's CPU per message (and per entry, for unbatched runs), in µs.
+
+    From the server process's CPU time (``/proc/<pid>/stat``: all its
+    threads, user + system) over the whole run divided by the messages of
+    the run: far less sensitive to a shared machine's load than throughput.
+    For NATS every message is stored on its own (an entry, in Magnetar's
+    words)."""
+    def value(r, key):
+        return ((r or {}).get("broker") or {}).get(key)
+
+    rows = [{"workload": workload, "metric": "server CPU per message", "unit": "µs", "better": "lower",
+             "values": {label: value(r, "cpu_us_per_message") for label, r in results.items()}}]
+    if per_entry:
+        rows.append({"workload": workload, "metric": "server CPU per entry (one message per entry)", "unit": "µs",
+                     "better": "lower",
+                     "values": {label: value(r, "cpu_us_per_entry") or value(r, "cpu_us_per_message")
+                                for label, r in results.items()}})
+    return rows
+
+
 def max_produce(systems, timing, size, log, workdir, raw: bool = False) -> tuple[list, dict]:
     name = f"produce max, {size} B, batched, 1 topic"
     spec = WorkloadSpec(topic=f"w-produce-{size}", size=size, producers=2, producer_workers=2, rate=0,
@@ -140,6 +161,7 @@ def max_produce(systems, timing, size, log, workdir, raw: bool = False) -> tuple
         _row(name, "throughput", "msg/s", "higher", results, "produce", "msg_per_s"),
         _row(name, "throughput", "MB/s", "higher", results, "produce", "mb_per_s"),
         _broker_row(name, results),
+        *_cpu_rows(name, results),
         _row(name, "publish latency p99 (at max rate: queueing)", "ms", "lower", results, "produce",
              "latency_ms", "p99"),
     ]
@@ -166,9 +188,65 @@ def _raw_rows(name, systems, spec, log, workdir, details: dict) -> list:
         _row(name, "throughput, raw generator", "msg/s", "higher", raw, "produce", "msg_per_s"),
         _row(name, "throughput, raw generator", "MB/s", "higher", raw, "produce", "mb_per_s"),
         per_core,
+        *[{**r, "metric": r["metric"] + ", raw generator"} for r in _cpu_rows(name, raw)],
         _row(name, "publish latency p99, raw generator (at max rate: queueing)", "ms", "lower", raw, "produce",
              "latency_ms", "p99"),
     ]
+
+
+def unbatched_produce(systems, timing, log, workdir) -> tuple[list, dict]:
+    """Max rate with one message per entry: every SEND (every JetStream
+    publish) is stored and acknowledged on its own.
+
+    Magnetar runs it with the raw generator (``--driver raw --no-batching``:
+    one message per SEND, up to ``max_pending`` in flight, no per-message
+    client cost to hide the broker's) and, in extra rows, with the official
+    client (batching off). NATS: its usual publisher (one publish per
+    message, up to ``max_pending`` acks outstanding)."""
+    name = "produce max, 100 B, unbatched (one message per entry)"
+    spec = WorkloadSpec(topic="w-unbatched", size=100, producers=2, producer_workers=2, rate=0,
+                        duration=timing.seconds, batching=False, max_pending=10_000, subscriptions=[], consumers=0)
+    results, official = {}, {}
+    for s in systems:
+        system = replace(s, driver_override=RAW) if s.kind == "magnetar" else s
+        log(f"{name}: {s.label}" + (" (raw generator)" if s.kind == "magnetar" else ""))
+        results[s.label] = _measure(system, spec, log, consume=False, workdir=workdir)
+    for s in systems:
+        if s.kind == "magnetar":
+            log(f"{name}: {s.label} (official client)")
+            official[s.label] = _measure(s, spec, log, consume=False, workdir=workdir)
+    rows = [
+        _row(name, "acknowledged entries/s (Magnetar: raw generator)", "msg/s", "higher", results, "produce",
+             "msg_per_s"),
+        *_cpu_rows(name, results, per_entry=True),
+        _row(name, "publish latency p50 (at max rate: queueing)", "ms", "lower", results, "produce",
+             "latency_ms", "p50"),
+        _row(name, "publish latency p99 (at max rate: queueing)", "ms", "lower", results, "produce",
+             "latency_ms", "p99"),
+        _row(name, "acknowledged entries/s, official client", "msg/s", "higher", official, "produce", "msg_per_s"),
+        *[{**r, "metric": r["metric"] + ", official client"} for r in _cpu_rows(name, official, per_entry=True)],
+    ]
+    details = {**results, **{label + " (official client)": r for label, r in official.items()}}
+    return rows, details
+
+
+def round_trip(systems, timing, log, workdir) -> tuple[list, dict]:
+    """One producer, one message at a time: each send waits for its receipt
+    (``max_pending=1``), as a synchronous ``send()`` does. Magnetar: the
+    official client; NATS: its publisher with one ack outstanding."""
+    name = "sync send round trip: 1 producer, 1 message in flight, 100 B"
+    spec = WorkloadSpec(topic="w-roundtrip", size=100, producers=1, producer_workers=1, rate=0,
+                        duration=timing.seconds, batching=False, max_pending=1, sample_every=1,
+                        subscriptions=[], consumers=0)
+    results = {}
+    for s in systems:
+        log(f"{name}: {s.label}")
+        results[s.label] = _measure(s, spec, log, consume=False, workdir=workdir)
+    rows = [_row(name, f"send round trip {p}", "ms", "lower", results, "produce", "latency_ms", p)
+            for p in ("p50", "p99", "p99.9")]
+    rows.append(_row(name, "sends/s", "msg/s", "higher", results, "produce", "msg_per_s"))
+    rows += _cpu_rows(name, results, per_entry=True)
+    return rows, results
 
 
 def e2e_latency(systems, timing, rate, log, workdir) -> tuple[list, dict]:
@@ -184,6 +262,7 @@ def e2e_latency(systems, timing, rate, log, workdir) -> tuple[list, dict]:
             for p in ("p50", "p99", "p99.9")]
     rows.append(_row(name, "publish latency p99", "ms", "lower", results, "produce", "latency_ms", "p99"))
     rows.append(_row(name, "achieved rate", "msg/s", "higher", results, "consume", "msg_per_s"))
+    rows += _cpu_rows(name, results)
     return rows, results
 
 
@@ -200,6 +279,7 @@ def fan_out(systems, timing, rate, log, workdir) -> tuple[list, dict]:
         _row(name, "deliveries (all subscriptions)", "msg/s", "higher", results, "consume", "msg_per_s"),
         _row(name, "e2e latency p50", "ms", "lower", results, "consume", "latency_ms", "p50"),
         _row(name, "e2e latency p99", "ms", "lower", results, "consume", "latency_ms", "p99"),
+        *_cpu_rows(name, results),
     ]
     return rows, results
 
@@ -226,6 +306,7 @@ def catch_up(systems, timing, log, workdir) -> tuple[list, dict]:
     rows = [
         _row(name, "read throughput", "msg/s", "higher", results, "consume", "msg_per_s"),
         _row(name, "read throughput", "MB/s", "higher", results, "consume", "mb_per_s"),
+        *[{**r, "metric": r["metric"] + " read (dispatch)"} for r in _cpu_rows(name, results)],
     ]
     return rows, results
 

@@ -31,9 +31,10 @@ moment (wall clock), in the format :func:`.payload.stamp_of` reads.
 Consumers are the official client's: :func:`consume` is
 :func:`.pulsar_driver.consume`.
 
-Without batching (``--no-batching``) every entry is a one-message batch;
-the official client would send plain messages instead (the same number of
-entries, a few bytes fewer each).
+Without batching (``--no-batching``) every entry is one plain message, as
+the official client sends with batching off (:mod:`.raw_plain`): up to
+:data:`PLAIN_BURST` such SEND frames go out per write, each with its own
+receipt, latency sample and window slot.
 
 Limits: no LOOKUP (the service URL must be the broker owning the topics,
 as with a standalone broker or the perf sink), no reconnect, no
@@ -48,6 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 import time
 
 from magnetar.client.connection import parse_service_url
@@ -58,6 +60,7 @@ from magnetar.protocol.errors import error_name
 from .pacing import Pacer
 from .pulsar_driver import consume  # noqa: F401  (consumers stay on the official client)
 from .raw_batch import BatchEncoder, messages_per_batch
+from .raw_plain import PlainEncoder
 from .reporting import Reporter
 from .spec import WorkerPlan, WorkloadSpec
 
@@ -68,6 +71,8 @@ SETUP_TIMEOUT = 30.0
 DRAIN_TIMEOUT = 30.0
 #: Longest a waiting sender sleeps before it checks ``stop`` and the deadline again.
 POLL = 0.1
+#: Unbatched entries written per pass of a producer's pump (one write).
+PLAIN_BURST = 256
 _REPLIES = {Type.PRODUCER_SUCCESS: "producer_success", Type.SUCCESS: "success", Type.ERROR: "error"}
 
 
@@ -239,7 +244,9 @@ async def _produce(spec: WorkloadSpec, plan: WorkerPlan, reporter: Reporter, sta
             reply = await link.request(command(Type.PRODUCER, topic=full_topic_name(topic), producer_id=i,
                                                request_id=i), i, SETUP_TIMEOUT)
             success = reply.producer_success
-            producer.encoder = BatchEncoder(i, success.producer_name, spec.size, batch, stamp=spec.stamp)
+            producer.encoder = (BatchEncoder(i, success.producer_name, spec.size, batch, stamp=spec.stamp)
+                                if spec.batching else PlainEncoder(i, success.producer_name, spec.size,
+                                                                   stamp=spec.stamp))
             producer.first_sequence = max(0, success.last_sequence_id + 1)
             producers.append(producer)
         reporter.ready()
@@ -273,7 +280,8 @@ async def _pump(link: _Link, producer: _Producer, spec: WorkloadSpec, reporter: 
                 deadline: float | None, quota: int | None, pacer: Pacer | None) -> None:
     """Write entries until the quota, the deadline or ``stop``."""
     encoder = producer.encoder
-    full = encoder.max_messages
+    plain = isinstance(encoder, PlainEncoder)
+    full = min(PLAIN_BURST, max(1, spec.max_pending)) if plain else encoder.max_messages
     window = max(spec.max_pending, full)
     # A paced producer sends what is due once per batch delay, like the
     # official client's batch timer; waking more often only makes smaller entries.
@@ -311,10 +319,16 @@ async def _pump(link: _Link, producer: _Producer, spec: WorkloadSpec, reporter: 
             # The first message of the entry was due then: lateness is latency.
             due_ns = min(now_ns, int((pacer.start + sent / pacer.rate) * 1e9))
         stamp_us = (time.time_ns() - (now_ns - due_ns)) // 1000 if stamp else None
-        frame = encoder.frame(seq, count, time.time_ns() // 1_000_000, stamp_us)
-        producer.window.append((seq, count, due_ns))
+        if plain:
+            # Unbatched: up to PLAIN_BURST entries of one message, in one write.
+            producer.window.extend(zip(range(seq, seq + count), itertools.repeat(1, count),
+                                       itertools.repeat(due_ns, count)))
+            link.write(encoder.frames(seq, count, time.time_ns() // 1_000_000, stamp_us))
+        else:
+            frame = encoder.frame(seq, count, time.time_ns() // 1_000_000, stamp_us)
+            producer.window.append((seq, count, due_ns))
+            link.write(frame)
         producer.pending += count
-        link.write(frame)
         seq += count
         sent += count
         if producer.pending >= window or pacer is not None:
