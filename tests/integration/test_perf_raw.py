@@ -60,3 +60,17 @@ def test_raw_e2e_stores_stamped_messages_in_order(broker, tmp_path):
     assert None not in stamps
     assert stamps == sorted(stamps), "messages read back out of send order"
     assert len(set(stamps)) == entries  # every entry stored whole, none twice
+
+
+def test_raw_unbatched_sends_one_entry_per_message(broker, tmp_path):
+    """``--no-batching``: plain SENDs, many per write, each acknowledged on its own."""
+    result = _perf(broker, tmp_path, "produce", "raw-plain", "--size", "100", "--no-batching", "--ceiling", "0",
+                   "--max-pending", "3000")
+    produced = result["produce"]
+    assert produced["messages"] == MESSAGES and produced["errors"] == 0
+    assert produced["latency_ms"]["count"] == MESSAGES  # one receipt (one entry) per message
+    broker_cpu = result["broker"]
+    assert broker_cpu["cpu_us_per_entry"] == broker_cpu["cpu_us_per_message"] > 0
+
+    bodies = read_topic(broker.service_url, "raw-plain")
+    assert bodies == [filler(100)] * MESSAGES
