@@ -1,6 +1,7 @@
 """PNG plots of a bench run (matplotlib, Agg backend: no display needed).
 
 - ``throughput.png``: grouped bars, one group per throughput row, one bar per system;
+- ``cpu_per_message.png``: the same for every "server CPU per message" row;
 - ``latency_cdf.png``: end-to-end latency CDFs per fixed rate, one line per system,
   x on a "nines" scale (90, 99, 99.9 ...), y in ms on a log scale.
 
@@ -30,9 +31,7 @@ def plot(report: dict, out_dir: Path) -> list[Path]:
     labels = report["systems"]
     written = []
 
-    bars = [r for r in report["rows"] if r["unit"] == "msg/s" and "per broker core" not in r["metric"]
-            and "achieved" not in r["metric"]]
-    if bars:
+    def grouped_bars(bars: list, ylabel: str, title: str, name: str) -> None:
         fig, ax = plt.subplots(figsize=(11, 5))
         width = 0.8 / len(labels)
         for i, label in enumerate(labels):
@@ -40,14 +39,23 @@ def plot(report: dict, out_dir: Path) -> list[Path]:
             ax.bar([x + i * width for x in range(len(bars))], vals, width, label=label)
         ax.set_xticks([x + width * (len(labels) - 1) / 2 for x in range(len(bars))])
         ax.set_xticklabels([textwrap.fill(f"{r['workload']}: {r['metric']}", 30) for r in bars], fontsize=7)
-        ax.set_ylabel("msg/s")
-        ax.set_title("Throughput (higher is better)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
         ax.legend()
         fig.tight_layout()
-        path = out_dir / "throughput.png"
+        path = out_dir / name
         fig.savefig(path, dpi=110)
         plt.close(fig)
         written.append(path)
+
+    bars = [r for r in report["rows"] if r["unit"] == "msg/s" and "per broker core" not in r["metric"]
+            and "achieved" not in r["metric"]]
+    if bars:
+        grouped_bars(bars, "msg/s", "Throughput (higher is better)", "throughput.png")
+    cpu = [r for r in report["rows"] if r["metric"].startswith("server CPU per message")]
+    if cpu:
+        grouped_bars(cpu, "µs of server CPU per message", "Server CPU per message (lower is better)",
+                     "cpu_per_message.png")
 
     cdfs = report.get("latency_cdfs", {})
     if cdfs:
