@@ -50,7 +50,7 @@ def standalone(
 ) -> None:
     """Run a single-process broker (Pulsar protocol + admin HTTP) until Ctrl-C or SIGTERM."""
     from magnetar.broker.config import ConfigError, load_config
-    from magnetar.broker.server import run
+    from magnetar.broker.server.server import run
 
     overrides = {
         "data_dir": data_dir, "port": port, "admin_port": admin_port, "bind_address": bind_address,

@@ -21,7 +21,7 @@ from .params import BROKER
 from .routes import OBJECT, RouteTable, add_to, json_answer
 
 if TYPE_CHECKING:
-    from magnetar.broker.server import Broker
+    from magnetar.broker.server.server import Broker
 
 REGISTRY = web.AppKey("registry", object)
 OPENAPI = web.AppKey("openapi", dict)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from magnetar.broker import resources
+from magnetar.broker.namespaces import resources
 
 from .params import store_of
 from .routes import STRING, STRING_LIST, RouteTable, json_answer

@@ -5,7 +5,7 @@ run is already going, as Pulsar does. GET answers the status of the last run
 in Pulsar's LongRunningProcessStatus form: ``{"status": "NOT_RUN" | "RUNNING"
 | "SUCCESS" | "ERROR", "lastError": "..."}``. The status lives in the broker's
 memory: after a restart it is NOT_RUN again (the compacted view itself is
-durable). See :mod:`magnetar.broker.compaction`.
+durable). See :mod:`magnetar.broker.topics.compaction`.
 """
 from __future__ import annotations
 

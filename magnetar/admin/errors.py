@@ -4,7 +4,7 @@ Pulsar's HTTP status.
 Handlers raise; the middleware here turns exceptions into answers:
 
 - :class:`AdminError` (and its helpers) carry their own status;
-- resource errors from :mod:`magnetar.broker.resources`: NotFound 404,
+- resource errors from :mod:`magnetar.broker.namespaces.resources`: NotFound 404,
   AlreadyExists / NotEmpty 409, InvalidInput 400, PreconditionFailed 412;
 - broker refusals (:class:`~magnetar.broker.errors.BrokerError`): TopicNotFound
   404, ServiceNotReady 503, NotAllowed 405, other refusals 412;
@@ -17,7 +17,7 @@ import logging
 
 from aiohttp import web
 
-from magnetar.broker import resources
+from magnetar.broker.namespaces import resources
 from magnetar.broker.errors import BrokerError, NotAllowed, ServiceNotReady, TopicNotFound
 from magnetar.storage import StorageError
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily
 
 if TYPE_CHECKING:
-    from magnetar.broker.server import Broker
+    from magnetar.broker.server.server import Broker
 
 
 class TopicCollector:

@@ -1,9 +1,9 @@
 """Namespaces and their policies: ``/admin/v2/namespaces/{tenant}/{namespace}``.
 
 Policies are stored as they are sent (Pulsar's shapes, checked by
-:mod:`magnetar.broker.policies`): a refused body changes nothing. Retention,
+:mod:`magnetar.broker.namespaces.policies`): a refused body changes nothing. Retention,
 message TTL and backlog quotas are enforced by the broker (storage trimming,
-the expiry task, :mod:`magnetar.broker.backlog_quota`); deduplication is read
+the expiry task, :mod:`magnetar.broker.policies.backlog_quota`); deduplication is read
 by the deduplication feature; replication clusters are stored for a feature
 to come. ``DELETE`` on a policy unsets it (the broker's default applies
 again). Loaded topics see a change at once (the broker watches the policies).
@@ -14,7 +14,11 @@ from typing import Any, Callable
 
 from aiohttp import web
 
-from magnetar.broker import lifecycle, policies, resources
+from magnetar.broker.server import lifecycle
+
+from magnetar.broker.namespaces import policies
+
+from magnetar.broker.namespaces import resources
 
 from .params import flag, json_body, namespace_of, service_of, store_of, tenant_of
 from .routes import BOOLEAN, FORCE, INTEGER, STRING_LIST, QueryParam, RouteTable, json_answer, no_content

@@ -11,7 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
-from magnetar.broker import resources
+from magnetar.broker.namespaces import resources
 from magnetar.broker.topic_name import InvalidTopicName, TopicName, parse
 
 from .errors import AdminError, bad_request, precondition_failed
@@ -106,7 +106,7 @@ def message_id(body: Any) -> tuple[int, int, bool]:
     return ledger_id, entry_id, excluded
 
 
-#: The application's Broker (``magnetar.broker.server.Broker``).
+#: The application's Broker (``magnetar.broker.server.server.Broker``).
 BROKER = web.AppKey("broker", object)
 
 

@@ -3,7 +3,7 @@
 
 On a partitioned topic every operation applies to each partition (as in
 Pulsar); the list is the union of the partitions' subscriptions. Cursor moves
-are :mod:`magnetar.broker.cursor_ops`: skipping, clearing and expiring
+are :mod:`magnetar.broker.subscriptions.cursor_ops`: skipping, clearing and expiring
 acknowledge on the subscription's behalf; resetting disconnects its consumers
 (they reconnect and read from the new position).
 """
@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from magnetar.broker import cursor_ops, lifecycle
-from magnetar.broker.subscription import Subscription
+from magnetar.broker.subscriptions import cursor_ops
+
+from magnetar.broker.server import lifecycle
+from magnetar.broker.subscriptions.subscription import Subscription
 
 from .errors import conflict, not_found, precondition_failed
 from .params import flag, int_in_path, json_body, message_id, service_of, topic_of

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from magnetar.broker import resources
+from magnetar.broker.namespaces import resources
 
 from .params import json_body, store_of, tenant_of
 from .routes import STRING_LIST, RouteTable, json_answer, no_content

@@ -1,7 +1,7 @@
 """Persistent topics: ``/admin/v2/persistent/{tenant}/{namespace}/{topic}``.
 
 Listing, creating and deleting topics (non-partitioned and partitioned, with
-the rules of :mod:`magnetar.broker.lifecycle`), stats, unload and terminate.
+the rules of :mod:`magnetar.broker.server.lifecycle`), stats, unload and terminate.
 Subscription operations are in :mod:`.subscriptions`.
 
 Operations that act on one topic's state (stats, internalStats, terminate)
@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from magnetar.broker import lifecycle, resources
+from magnetar.broker.server import lifecycle
+
+from magnetar.broker.namespaces import resources
 from magnetar.broker.topic_name import TopicName
 from magnetar.protocol.commands import signed64
 

@@ -8,7 +8,7 @@ import socket
 import pulsar
 import pytest
 
-from magnetar.broker.key_shared import slot_of
+from magnetar.broker.subscriptions.key_shared import slot_of
 from magnetar.protocol import Connection, Role, pb
 from magnetar.protocol.commands import Type, command
 

@@ -5,8 +5,12 @@ import asyncio
 
 import pytest
 
-from magnetar.broker import cursor_ops, lifecycle, resources
-from magnetar.broker.entry_format import entry_info
+from magnetar.broker.subscriptions import cursor_ops
+
+from magnetar.broker.server import lifecycle
+
+from magnetar.broker.namespaces import resources
+from magnetar.broker.entries.entry_format import entry_info
 from magnetar.broker.errors import NotAllowed, TopicNotFound, TopicTerminated
 from magnetar.broker.topic_name import parse
 from magnetar.protocol import ServerError

@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from magnetar.broker import policies
-from magnetar.broker.resources import InvalidInput, PreconditionFailed
+from magnetar.broker.namespaces import policies
+from magnetar.broker.namespaces.resources import InvalidInput, PreconditionFailed
 from magnetar.storage import RetentionPolicy
 
 

@@ -5,7 +5,7 @@ import asyncio
 
 import pytest
 
-from magnetar.broker import resources
+from magnetar.broker.namespaces import resources
 from magnetar.broker.topic_name import parse
 from magnetar.metadata import MemoryMetadataStore
 

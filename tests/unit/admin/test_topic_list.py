@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from magnetar.broker.topic_list import filter_topics, topics_hash
+from magnetar.broker.server.topic_list import filter_topics, topics_hash
 
 TOPICS = [
     "persistent://public/default/abc-1",

@@ -4,8 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.producer import Producer
-from magnetar.broker.service import BrokerService
+from magnetar.broker.topics.producer import Producer
+from magnetar.broker.server.service import BrokerService
 from magnetar.broker.topic_name import parse
 from magnetar.metadata import MemoryMetadataStore, MetadataStore
 from magnetar.protocol import pb
@@ -17,7 +17,7 @@ async def make_service(data_dir: Path, store: MetadataStore | None = None, **ove
     config = BrokerConfig(data_dir=str(data_dir), **overrides)
     store = store or MemoryMetadataStore()
     factory = ManagedLedgerFactory(Path(data_dir), store, config.storage)
-    from magnetar.broker import resources
+    from magnetar.broker.namespaces import resources
 
     await resources.bootstrap(store, config.cluster_name, {})  # public/default, as standalone has
     return BrokerService(config, store, factory)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from magnetar.broker.errors import ExpectedOffsetMismatch, NotAllowed, OutOfOrderSequence, ProducerFenced
-from magnetar.broker.dedup import PidAllocator
+from magnetar.broker.topics.dedup import PidAllocator
 from magnetar.metadata import SqliteMetadataStore
 
 from .harness import close_service, make_service, producer, send_of, topic_of

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from magnetar.broker import backlog_quota, cursor_ops
-from magnetar.broker.compaction import CURSOR as COMPACTION_CURSOR
+from magnetar.broker.policies import backlog_quota
+
+from magnetar.broker.subscriptions import cursor_ops
+from magnetar.broker.topics.compaction import CURSOR as COMPACTION_CURSOR
 from magnetar.broker.errors import BacklogQuotaHold, BacklogQuotaRefusal
-from magnetar.broker.entry_format import entry_info
-from magnetar.broker.policies import BacklogQuota, backlog_quotas
-from magnetar.broker.subscription import Subscription
+from magnetar.broker.entries.entry_format import entry_info
+from magnetar.broker.namespaces.policies import BacklogQuota, backlog_quotas
+from magnetar.broker.subscriptions.subscription import Subscription
 from magnetar.storage import Position, StorageConfig
 
 from .harness import close_service, make_service, producer, send_of, topic_of

@@ -22,7 +22,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from magnetar.broker.entry_format import entry_info, producer_block
+from magnetar.broker.entries.entry_format import entry_info, producer_block
 from magnetar.broker.errors import ExpectedOffsetMismatch
 from magnetar.protocol.frames import PayloadBlock
 

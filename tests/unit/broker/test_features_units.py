@@ -7,14 +7,14 @@ import json
 
 import pytest
 
-from magnetar.broker.compaction import _parse, _rebuild
-from magnetar.broker.consumer import Consumer
-from magnetar.broker.delayed import DelayedIndex, now_ms
-from magnetar.broker.entry_format import build_entry, entry_info
-from magnetar.broker.key_shared import (AutoSplitSelector, ConsumerAssignError, StickySelector, murmur3_32,
+from magnetar.broker.topics.compaction import _parse, _rebuild
+from magnetar.broker.subscriptions.consumer import Consumer
+from magnetar.broker.subscriptions.delayed import DelayedIndex, now_ms
+from magnetar.broker.entries.entry_format import build_entry, entry_info
+from magnetar.broker.subscriptions.key_shared import (AutoSplitSelector, ConsumerAssignError, StickySelector, murmur3_32,
                                         slot_of)
-from magnetar.broker.message_peek import NONE_KEY, deliver_at, sticky_key
-from magnetar.broker.schemas import IncompatibleSchema, check_compatible, decode_version, encode_version
+from magnetar.broker.entries.message_peek import NONE_KEY, deliver_at, sticky_key
+from magnetar.broker.topics.schemas import IncompatibleSchema, check_compatible, decode_version, encode_version
 from magnetar.protocol import pb
 from magnetar.protocol.batch import SingleMessage, encode_batch
 from magnetar.protocol.compression import compress

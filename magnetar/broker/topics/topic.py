@@ -27,17 +27,15 @@ import asyncio
 import logging
 import time
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from magnetar.protocol import pb
 from magnetar.protocol.frames import PayloadBlock
 from magnetar.storage import Entry, ManagedLedger, Position
 
-from . import backlog_quota
-from .consumer import Consumer
-from .dedup import Deduplicator, Duplicate
-from .entry_format import build_entry, entry_info
-from .errors import (
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.entries.entry_format import build_entry, entry_info
+from magnetar.broker.errors import (
     BrokerError,
     ExpectedOffsetMismatch,
     PersistenceError,
@@ -46,14 +44,15 @@ from .errors import (
     ServiceNotReady,
     TopicTerminated,
 )
-from .policies import BacklogQuota
-from .producer import AccessMode, Producer, PublishResult
-from .subscription import SubType, Subscription
-from .topic_name import TopicName
+from magnetar.broker.namespaces.policies import BacklogQuota
+from magnetar.broker.policies import backlog_quota
+from magnetar.broker.subscriptions.consumer import Consumer
+from magnetar.broker.subscriptions.subscription import SubType, Subscription
+from magnetar.broker.topic_name import TopicName
+from magnetar.metadata import MetadataStore
 
-if TYPE_CHECKING:
-    from .config import BrokerConfig
-    from .service import BrokerService
+from .dedup import Deduplicator, Duplicate
+from .producer import AccessMode, Producer, PublishResult
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +87,33 @@ def _before(pos: Position) -> Position:
     return Position(pos.ledger_id, pos.entry_id - 1)
 
 
+class CompactedReads(Protocol):
+    async def read(self, dispatcher: Any, consumer: Consumer, want: int) -> list[Entry] | None: ...
+
+
+class TopicHost(Protocol):
+    """What a topic needs of the broker that serves it (``server.service.BrokerService``).
+
+    Failure modes the host must absorb: ``fail_topic`` is called from a
+    storage callback and must not raise; it unloads the topic later.
+    """
+
+    config: BrokerConfig
+    store: MetadataStore
+    #: The compacted views (``topics.compaction.Compactor``).
+    compactor: CompactedReads
+
+    async def deduplication_enabled(self, name: TopicName) -> bool: ...
+
+    def notify_producer_closed(self, producer: Producer) -> None:
+        """Tell the producer's client the broker closed it (it reconnects)."""
+
+    def fail_topic(self, topic: "Topic", exc: BaseException) -> None:
+        """Storage failed under ``topic``: unload it so it is rebuilt from disk."""
+
+
 class Topic:
-    def __init__(self, service: "BrokerService", name: TopicName, ledger: ManagedLedger) -> None:
+    def __init__(self, service: TopicHost, name: TopicName, ledger: ManagedLedger) -> None:
         self.service = service
         self.config: BrokerConfig = service.config
         self.name = name
@@ -122,7 +146,7 @@ class Topic:
 
     # -- loading -------------------------------------------------------------
     @classmethod
-    async def load(cls, service: "BrokerService", name: TopicName, ledger: ManagedLedger) -> "Topic":
+    async def load(cls, service: TopicHost, name: TopicName, ledger: ManagedLedger) -> "Topic":
         topic = cls(service, name, ledger)
         topic.topic_epoch = int(ledger.properties.get(TOPIC_EPOCH, "0"))
         if TERMINATED_AT in ledger.properties:
@@ -231,6 +255,11 @@ class Topic:
             waiter.fenced = True
             if not fut.done():
                 fut.set_exception(ProducerFenced(reason))
+
+    def close_producer(self, producer: Producer) -> None:
+        """Detach ``producer`` and tell its client (CLOSE_PRODUCER): it reconnects."""
+        self.remove_producer(producer)
+        self.service.notify_producer_closed(producer)
 
     def remove_producer(self, producer: Producer) -> None:
         """Detach (close or lost connection); frees exclusive access for the next waiter."""
@@ -426,6 +455,10 @@ class Topic:
         """The position the next appended entry will get."""
         return self.ledger.next_position(self.end_position())
 
+    async def read_compacted(self, dispatcher: Any, consumer: Consumer, want: int) -> list[Entry] | None:
+        """Entries of the compacted view for a read_compacted consumer (None: read the ledger)."""
+        return await self.service.compactor.read(dispatcher, consumer, want)
+
     async def find_position_by_time(self, publish_time_ms: int) -> Position:
         """The first entry published at or after the time (or the next write position)."""
         pos = await self.ledger.find_first(lambda e: entry_info(e.data).publish_time >= publish_time_ms)
@@ -504,8 +537,7 @@ class Topic:
             if not fut.done():
                 fut.set_exception(TopicTerminated(f"topic {self.name} was terminated"))
         for producer in list(self.producers.values()):
-            self.remove_producer(producer)
-            self.service.notify_producer_closed(producer)
+            self.close_producer(producer)
         log.info("terminated topic %s at %s", self.name, last)
         return last
 

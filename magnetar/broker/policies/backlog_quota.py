@@ -57,20 +57,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
 
 from magnetar.storage import LedgerInfo, ManagedLedger, Position
 
-from . import cursor_ops
-from .compaction import CURSOR as COMPACTION_CURSOR
-from .entry_format import entry_info
-from .errors import BacklogQuotaHold, BacklogQuotaRefusal, BrokerError
-from .policies import BacklogQuota
+from magnetar.broker.subscriptions import cursor_ops
+from magnetar.broker.entries.entry_format import entry_info
+from magnetar.broker.errors import BacklogQuotaHold, BacklogQuotaRefusal, BrokerError
+from magnetar.broker.namespaces.policies import BacklogQuota
 
-if TYPE_CHECKING:
-    from .service import BrokerService
-    from .subscription import Subscription
-    from .topic import Topic
+from magnetar.broker.subscriptions.subscription import COMPACTION_CURSOR, Subscription
+
+from .views import PolicedTopic, ServedTopics
 
 log = logging.getLogger(__name__)
 
@@ -84,17 +81,17 @@ EVICTION_TARGET = 0.9
 
 
 # -- measuring ------------------------------------------------------------------------
-def counted_subscriptions(topic: "Topic") -> list["Subscription"]:
+def counted_subscriptions(topic: PolicedTopic) -> list[Subscription]:
     """The subscriptions whose backlog the quotas limit: durable ones, except compaction's."""
     return [sub for sub in topic.subscriptions.values() if sub.durable and sub.name != COMPACTION_CURSOR]
 
 
-def slowest_mark_delete(topic: "Topic") -> Position | None:
+def slowest_mark_delete(topic: PolicedTopic) -> Position | None:
     """The smallest mark-delete position of the counted subscriptions (None: there are none)."""
     return min((sub.cursor.mark_delete_position for sub in counted_subscriptions(topic)), default=None)
 
 
-def backlog_size(topic: "Topic") -> int:
+def backlog_size(topic: PolicedTopic) -> int:
     """Stored bytes the slowest counted subscription has not consumed (0 without one)."""
     mark_delete = slowest_mark_delete(topic)
     return 0 if mark_delete is None else bytes_after(topic.ledger, mark_delete)
@@ -114,7 +111,7 @@ def _unconsumed_bytes(info: LedgerInfo, mark_delete: Position) -> int:
     return info.size * left // info.entries if left > 0 else 0
 
 
-async def oldest_backlog_age_ms(topic: "Topic", now_ms: int) -> int:
+async def oldest_backlog_age_ms(topic: PolicedTopic, now_ms: int) -> int:
     """How long ago the first entry the slowest counted subscription has not
     acknowledged was published; 0 when there is no such entry."""
     mark_delete = slowest_mark_delete(topic)
@@ -131,7 +128,7 @@ async def oldest_backlog_age_ms(topic: "Topic", now_ms: int) -> int:
     return max(0, now_ms - entry_info(entries[0].data).publish_time)
 
 
-async def is_exceeded(topic: "Topic", quota: BacklogQuota, now_ms: int) -> bool:
+async def is_exceeded(topic: PolicedTopic, quota: BacklogQuota, now_ms: int) -> bool:
     if quota.kind == SIZE:
         size = backlog_size(topic)
         return size > 0 and size >= quota.limit
@@ -169,7 +166,7 @@ def eviction_point(ml: ManagedLedger, mark_delete: Position, max_bytes: int) -> 
 
 
 # -- acting ---------------------------------------------------------------------------
-def refusal(topic: "Topic", quota: BacklogQuota) -> BrokerError:
+def refusal(topic: PolicedTopic, quota: BacklogQuota) -> BrokerError:
     """The error a producer (or, under ``producer_exception``, a send) gets while ``quota`` blocks ``topic``."""
     limit = f"{quota.limit} bytes" if quota.kind == SIZE else f"{quota.limit} s"
     if quota.policy == HOLD:
@@ -179,7 +176,7 @@ def refusal(topic: "Topic", quota: BacklogQuota) -> BrokerError:
                                "producers are refused until consumers catch up")
 
 
-async def check(topic: "Topic", now_ms: int | None = None) -> BacklogQuota | None:
+async def check(topic: PolicedTopic, now_ms: int | None = None) -> BacklogQuota | None:
     """Measure ``topic``'s backlog against its quotas and apply their policies.
 
     Sets ``topic.quota_block`` to the first exceeded quota whose policy blocks
@@ -203,14 +200,13 @@ async def check(topic: "Topic", now_ms: int | None = None) -> BacklogQuota | Non
             log.info("%s is over its %s backlog quota (%d): %s", topic.name, blocking.kind, blocking.limit,
                      "holding producers" if blocking.policy == HOLD else "refusing producers")
         for producer in list(topic.producers.values()):
-            topic.remove_producer(producer)
-            topic.service.notify_producer_closed(producer)  # CLOSE_PRODUCER: the client reconnects
+            topic.close_producer(producer)  # CLOSE_PRODUCER: the client reconnects
     elif was is not None:
         log.info("%s is within its backlog quotas again: producers are admitted", topic.name)
     return blocking
 
 
-async def _evict(topic: "Topic", quota: BacklogQuota, now_ms: int) -> None:
+async def _evict(topic: PolicedTopic, quota: BacklogQuota, now_ms: int) -> None:
     for sub in counted_subscriptions(topic):
         before = sub.backlog()
         if quota.kind == SIZE:
@@ -228,7 +224,7 @@ async def _evict(topic: "Topic", quota: BacklogQuota, now_ms: int) -> None:
 
 
 # -- the periodic task ----------------------------------------------------------------
-async def check_all(service: "BrokerService") -> None:
+async def check_all(service: ServedTopics) -> None:
     """One round over the loaded topics that have quotas (or are still blocked
     by one that was removed). A failure on one topic is logged; the others
     are still checked."""
@@ -243,7 +239,7 @@ async def check_all(service: "BrokerService") -> None:
             log.warning("cannot check the backlog quota of %s: %s", topic.name, exc)
 
 
-async def check_periodically(service: "BrokerService", interval_s: float) -> None:
+async def check_periodically(service: ServedTopics, interval_s: float) -> None:
     """:func:`check_all` every ``interval_s`` seconds, until cancelled."""
     while True:
         await asyncio.sleep(interval_s)

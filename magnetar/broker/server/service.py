@@ -11,18 +11,18 @@ import logging
 from magnetar.metadata import MetadataStore
 from magnetar.storage import ManagedLedgerFactory
 
-from .config import BrokerConfig
-from .dedup import PidAllocator, delete_snapshot
-from .errors import ServiceNotReady
-from .lifecycle import check_creatable
-from .policies import backlog_quotas, retention_policy
-from .producer import Producer
-from .resources import POLICIES as POLICIES_ROOT  # namespace policies live below it
-from .resources import namespace_policies
-from .compaction import Compactor
-from .schemas import SchemaRegistry
-from .topic import Topic
-from .topic_name import TopicName
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.topics.dedup import PidAllocator, delete_snapshot
+from magnetar.broker.errors import ServiceNotReady
+from magnetar.broker.namespaces.creation import check_creatable
+from magnetar.broker.namespaces.policies import backlog_quotas, retention_policy
+from magnetar.broker.topics.producer import Producer
+from magnetar.broker.namespaces.resources import POLICIES as POLICIES_ROOT  # namespace policies live below it
+from magnetar.broker.namespaces.resources import namespace_policies
+from magnetar.broker.topics.compaction import Compactor
+from magnetar.broker.topics.schemas import SchemaRegistry
+from magnetar.broker.topics.topic import Topic
+from magnetar.broker.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class BrokerService:
     async def _load(self, name: TopicName, create: bool) -> Topic:
         ml_name = name.managed_ledger_name
         if not await self.factory.exists(ml_name):
-            await check_creatable(self, name, create)  # namespace exists, partition rules
+            await check_creatable(self.store, name, create)  # namespace exists, partition rules
         policies = await self.namespace_policies(name.namespace_name)
         ledger = await self.factory.open(ml_name, retention=retention_policy(policies))
         topic = await Topic.load(self, name, ledger)

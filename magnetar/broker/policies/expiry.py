@@ -14,20 +14,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
 
-from . import cursor_ops
-from .policies import message_ttl_s
-from .resources import namespace_policies
+from magnetar.broker.subscriptions import cursor_ops
+from magnetar.broker.namespaces.policies import message_ttl_s
+from magnetar.broker.namespaces.resources import namespace_policies
 
-if TYPE_CHECKING:
-    from .service import BrokerService
+from .views import ServedTopics
 
 log = logging.getLogger(__name__)
 
 
 class MessageExpiry:
-    def __init__(self, service: "BrokerService", interval_s: float) -> None:
+    def __init__(self, service: ServedTopics, interval_s: float) -> None:
         self.service = service
         self.interval_s = interval_s
         self._task: asyncio.Task | None = None

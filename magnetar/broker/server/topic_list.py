@@ -16,7 +16,7 @@ import re
 
 from magnetar.protocol.checksum import crc32c
 
-from .topic_name import InvalidTopicName, parse
+from magnetar.broker.topic_name import InvalidTopicName, parse
 
 
 def _without_domain(name: str) -> str:

@@ -23,23 +23,21 @@ from __future__ import annotations
 import abc
 import asyncio
 import logging
-from typing import TYPE_CHECKING
 
 from magnetar.storage import Entry, Position
 
 from .consumer import Consumer
 from .delayed import DelayedIndex, now_ms
-from .entry_format import entry_info
-from .message_peek import deliver_at
+from magnetar.broker.entries.entry_format import entry_info
+from magnetar.broker.entries.message_peek import deliver_at
 
-if TYPE_CHECKING:
-    from .subscription import Subscription
+from .views import SubscriptionView
 
 log = logging.getLogger(__name__)
 
 
 class Dispatcher(abc.ABC):
-    def __init__(self, subscription: "Subscription", max_read_batch: int) -> None:
+    def __init__(self, subscription: SubscriptionView, max_read_batch: int) -> None:
         self.subscription = subscription
         self.cursor = subscription.cursor
         self.consumers: list[Consumer] = []
@@ -132,7 +130,7 @@ class Dispatcher(abc.ABC):
 class SingleActiveDispatcher(Dispatcher):
     """Exclusive and Failover: the active consumer is the first by (priority, name, arrival)."""
 
-    def __init__(self, subscription: "Subscription", max_read_batch: int) -> None:
+    def __init__(self, subscription: SubscriptionView, max_read_batch: int) -> None:
         super().__init__(subscription, max_read_batch)
         self.active: Consumer | None = None
 
@@ -179,7 +177,7 @@ class SingleActiveDispatcher(Dispatcher):
         want = min(self.max_read_batch, max(1, consumer.permits))
         if consumer.read_compacted:
             # Up to the compaction horizon the compacted view stands in for the topic.
-            compacted = await self.subscription.topic.service.compactor.read(self, consumer, want)
+            compacted = await self.subscription.topic.read_compacted(self, consumer, want)
             if compacted is not None:
                 if consumer is not self.active or consumer.closed:
                     self.cursor.rewind()
@@ -211,7 +209,7 @@ class SharedDispatcher(Dispatcher):
     """Shared: round-robin by entry over the highest-priority consumers with
     permits; replays (redeliveries, due delayed entries) first."""
 
-    def __init__(self, subscription: "Subscription", max_read_batch: int) -> None:
+    def __init__(self, subscription: SubscriptionView, max_read_batch: int) -> None:
         super().__init__(subscription, max_read_batch)
         self.replay: set[Position] = set()
         self._next = 0

@@ -52,8 +52,8 @@ from magnetar.protocol import pb
 from magnetar.protocol.frames import PayloadBlock
 from magnetar.storage import Position
 
-from .entry_format import entry_info, producer_block
-from .errors import BrokerError, NotAllowed, OutOfOrderSequence, ProducerFenced
+from magnetar.broker.entries.entry_format import entry_info, producer_block
+from magnetar.broker.errors import BrokerError, NotAllowed, OutOfOrderSequence, ProducerFenced
 
 if TYPE_CHECKING:
     from .producer import Producer

@@ -15,15 +15,13 @@ nothing and returns 0.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 from magnetar.storage import Position
 
-from .entry_format import entry_info
+from magnetar.broker.entries.entry_format import entry_info
 from .subscription import Subscription
 
-if TYPE_CHECKING:
-    from .topic import Topic
+from .views import TopicView
 
 INT64_MAX = (1 << 63) - 1
 
@@ -94,7 +92,7 @@ def _before(pos: Position) -> Position:
     return Position(pos.ledger_id, pos.entry_id - 1)
 
 
-def position_for_message_id(topic: "Topic", ledger_id: int, entry_id: int, excluded: bool = False) -> Position:
+def position_for_message_id(topic: TopicView, ledger_id: int, entry_id: int, excluded: bool = False) -> Position:
     """The first entry to read for a message id from the admin API.
 
     Pulsar's sentinels: a negative id is *earliest*, ``Long.MAX_VALUE`` is
@@ -122,7 +120,7 @@ async def reset_to(sub: Subscription, position: Position) -> None:
     await sub.reset_cursor(position)
 
 
-async def create(topic: "Topic", name: str, position: Position | None, earliest: bool = False) -> Subscription:
+async def create(topic: TopicView, name: str, position: Position | None, earliest: bool = False) -> Subscription:
     """A durable subscription without consumers, reading from ``position``
     (None: from the end, or from the start with ``earliest``).
 

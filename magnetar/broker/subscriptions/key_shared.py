@@ -40,18 +40,16 @@ the subscription (as in Pulsar).
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING
 
 from magnetar.protocol import ServerError, pb
 from magnetar.storage import Entry, Position
 
 from .consumer import Consumer
 from .dispatcher import SharedDispatcher
-from .errors import BrokerError
-from .message_peek import sticky_key
+from magnetar.broker.errors import BrokerError
+from magnetar.broker.entries.message_peek import sticky_key
 
-if TYPE_CHECKING:
-    from .subscription import Subscription
+from .views import SubscriptionView
 
 RANGE_SIZE = 65536
 AUTO_SPLIT = pb.AUTO_SPLIT
@@ -189,7 +187,7 @@ class StickySelector:
 class KeySharedDispatcher(SharedDispatcher):
     """Shared dispatch with per-key routing and the draining rule (module docstring)."""
 
-    def __init__(self, subscription: "Subscription", max_read_batch: int, mode: int) -> None:
+    def __init__(self, subscription: SubscriptionView, max_read_batch: int, mode: int) -> None:
         super().__init__(subscription, max_read_batch)
         self.mode = mode
         self.selector = StickySelector() if mode == STICKY else AutoSplitSelector()

@@ -16,21 +16,23 @@ metadata resources (:mod:`.resources`) and the topics the broker serves.
 
 Errors are :class:`~.resources.ResourceError` subclasses for the admin API,
 and :class:`~.errors.TopicNotFound` / :class:`~.errors.NotAllowed` on the
-binary protocol's paths (:func:`check_creatable`, :func:`partitioned_metadata`).
+binary protocol's paths (:func:`partitioned_metadata`; creation on load:
+:func:`~magnetar.broker.namespaces.creation.check_creatable`).
 """
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
-from . import cursor_ops, resources
-from .errors import NotAllowed, TopicNotFound
-from .resources import AlreadyExists, InvalidInput, NotEmpty, NotFound, PreconditionFailed
-from .topic_name import TopicName, parse
+from magnetar.broker.subscriptions import cursor_ops
 
-if TYPE_CHECKING:
-    from .service import BrokerService
-    from .topic import Topic
+from magnetar.broker.namespaces import resources
+from magnetar.broker.errors import TopicNotFound
+from magnetar.broker.namespaces.resources import AlreadyExists, InvalidInput, NotEmpty, NotFound, PreconditionFailed
+from magnetar.broker.topic_name import TopicName, parse
+
+from magnetar.broker.topics.topic import Topic
+
+from .service import BrokerService
 
 log = logging.getLogger(__name__)
 
@@ -39,30 +41,7 @@ MAX_PARTITIONS = 1024
 
 
 # -- the binary protocol's paths -------------------------------------------------
-async def check_creatable(service: "BrokerService", name: TopicName, create: bool) -> None:
-    """Called before a topic that is not stored yet is loaded: raise
-    TopicNotFound (or NotAllowed) unless it may be created now.
-
-    ``create`` says whether the caller may create topics at all (auto
-    creation); partitions of a partitioned topic are allowed regardless.
-    Nothing is created in a namespace that is missing or being deleted.
-    """
-    store = service.store
-    if not await resources.namespace_open_for_topics(store, name.namespace_name):
-        raise TopicNotFound(f"namespace {name.namespace_name} does not exist (or is being deleted)")
-    if name.partition_index >= 0:
-        count = await resources.get_partitions(store, name.partitioned_base)
-        if count:
-            if name.partition_index < count:
-                return
-            raise TopicNotFound(f"{name.partitioned_base} has {count} partitions; {name} is not one of them")
-    if not create:
-        raise TopicNotFound(f"topic {name} does not exist")
-    if await resources.get_partitions(store, name):
-        raise NotAllowed(f"{name} is a partitioned topic: use its partitions ({name}-partition-<i>)")
-
-
-async def partitioned_metadata(service: "BrokerService", name: TopicName, auto_create: bool = True) -> int:
+async def partitioned_metadata(service: BrokerService, name: TopicName, auto_create: bool = True) -> int:
     """The answer to PARTITIONED_METADATA: the partition count, 0 for a
     non-partitioned topic (or a partition).
 
@@ -90,7 +69,7 @@ async def partitioned_metadata(service: "BrokerService", name: TopicName, auto_c
 
 
 # -- listing ------------------------------------------------------------------------
-async def namespace_topics(service: "BrokerService", namespace: str) -> list[str]:
+async def namespace_topics(service: BrokerService, namespace: str) -> list[str]:
     """Every persistent topic of the namespace, partitions included (not the
     partitioned topics' base names), as Pulsar lists them."""
     names = set(await service.topics_of_namespace(namespace))
@@ -101,12 +80,12 @@ async def namespace_topics(service: "BrokerService", namespace: str) -> list[str
 
 
 # -- non-partitioned topics --------------------------------------------------------
-async def _require_namespace(service: "BrokerService", name: TopicName) -> None:
+async def _require_namespace(service: BrokerService, name: TopicName) -> None:
     if not await resources.namespace_open_for_topics(service.store, name.namespace_name):
         raise NotFound(f"Namespace {name.namespace_name} does not exist (or is being deleted)")
 
 
-async def create_topic(service: "BrokerService", name: TopicName) -> None:
+async def create_topic(service: BrokerService, name: TopicName) -> None:
     """Create a non-partitioned topic (it is loaded)."""
     await _require_namespace(service, name)
     if await resources.get_partitions(service.store, name):
@@ -116,11 +95,11 @@ async def create_topic(service: "BrokerService", name: TopicName) -> None:
     await service.get_topic(name, create=True)
 
 
-def in_use(topic: "Topic") -> bool:
+def in_use(topic: Topic) -> bool:
     return bool(topic.producers or topic.waiting or any(s.consumers for s in topic.subscriptions.values()))
 
 
-async def delete_topic(service: "BrokerService", name: TopicName, force: bool = False) -> None:
+async def delete_topic(service: BrokerService, name: TopicName, force: bool = False) -> None:
     """Delete a non-partitioned topic (or one partition) with its subscriptions and data."""
     if await resources.get_partitions(service.store, name):
         raise AlreadyExists(f"{name} is a partitioned topic: delete it with DELETE .../partitions")
@@ -140,7 +119,7 @@ def check_partition_count(value: object) -> int:
     return value
 
 
-async def create_partitioned_topic(service: "BrokerService", name: TopicName, partitions: int) -> None:
+async def create_partitioned_topic(service: BrokerService, name: TopicName, partitions: int) -> None:
     """Write the partition count, then create the partitions."""
     check_partition_count(partitions)
     if name.partition_index >= 0:
@@ -154,7 +133,7 @@ async def create_partitioned_topic(service: "BrokerService", name: TopicName, pa
     log.info("created partitioned topic %s with %d partitions", name, partitions)
 
 
-async def update_partitioned_topic(service: "BrokerService", name: TopicName, partitions: int) -> None:
+async def update_partitioned_topic(service: BrokerService, name: TopicName, partitions: int) -> None:
     """Grow a partitioned topic to ``partitions``."""
     check_partition_count(partitions)
     if not await resources.get_partitions(service.store, name):
@@ -174,7 +153,7 @@ async def update_partitioned_topic(service: "BrokerService", name: TopicName, pa
     log.info("partitioned topic %s grew from %d to %d partitions", name, before, partitions)
 
 
-async def delete_partitioned_topic(service: "BrokerService", name: TopicName, force: bool = False) -> None:
+async def delete_partitioned_topic(service: BrokerService, name: TopicName, force: bool = False) -> None:
     """Delete every partition, then the partition count."""
     count = await resources.get_partitions(service.store, name)
     if not count:
@@ -190,7 +169,7 @@ async def delete_partitioned_topic(service: "BrokerService", name: TopicName, fo
     log.info("deleted partitioned topic %s", name)
 
 
-async def targets(service: "BrokerService", name: TopicName) -> list[TopicName]:
+async def targets(service: BrokerService, name: TopicName) -> list[TopicName]:
     """The topics an operation on ``name`` applies to: its partitions when it
     is partitioned, else itself. NotFound when it is neither."""
     count = await resources.get_partitions(service.store, name)
@@ -202,7 +181,7 @@ async def targets(service: "BrokerService", name: TopicName) -> list[TopicName]:
 
 
 # -- namespaces ------------------------------------------------------------------------
-async def delete_namespace(service: "BrokerService", namespace: str, force: bool = False) -> None:
+async def delete_namespace(service: BrokerService, namespace: str, force: bool = False) -> None:
     """Delete a namespace; with ``force`` its topics go first, else it must be empty.
 
     The namespace is marked deleted before its topics are looked at, so no

@@ -43,8 +43,8 @@ from typing import TYPE_CHECKING, Any
 from magnetar.metadata.store import BadVersion, MetadataStore
 from magnetar.protocol import ServerError, pb
 
-from .errors import BrokerError
-from .topic_name import TopicName
+from magnetar.broker.errors import BrokerError
+from magnetar.broker.topic_name import TopicName
 
 if TYPE_CHECKING:
     from .topic import Topic

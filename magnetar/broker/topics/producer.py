@@ -10,14 +10,23 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import Any, Callable, Protocol
 
 from magnetar.protocol import pb
 
-if TYPE_CHECKING:
-    from .topic import Topic
 
 AccessMode = pb.ProducerAccessMode
+
+
+class ProducerTopic(Protocol):
+    """The topic a producer is attached to (``topics.topic.Topic``, which imports this module)."""
+
+    #: The topic's name (a ``TopicName``).
+    name: Any
+
+    def publish(self, producer: "Producer", send: pb.CommandSend, block: Any) -> asyncio.Future: ...
+
+    def remove_producer(self, producer: "Producer") -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +43,7 @@ class PublishResult:
 class Producer:
     producer_id: int
     name: str
-    topic: "Topic"
+    topic: ProducerTopic
     access_mode: int = AccessMode.Shared
     #: The topic epoch this producer was admitted under (exclusive modes).
     epoch: int = 0

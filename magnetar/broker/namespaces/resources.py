@@ -32,7 +32,7 @@ from typing import Any, Callable
 from magnetar.metadata import BadVersion, MetadataStore
 from magnetar.metadata import NotFound as KeyNotFound
 
-from .topic_name import TopicName
+from magnetar.broker.topic_name import TopicName
 
 CLUSTERS = "/admin/clusters"
 POLICIES = "/admin/policies"

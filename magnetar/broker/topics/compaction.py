@@ -52,7 +52,7 @@ import asyncio
 import logging
 import struct
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, AsyncIterator
+from typing import TYPE_CHECKING, AsyncIterator, Protocol
 
 from magnetar.protocol import ProtocolError, pb
 from magnetar.protocol.batch import SingleMessage, decode_batch, encode_batch
@@ -60,18 +60,20 @@ from magnetar.protocol.compression import decompress
 from magnetar.protocol.frames import PayloadBlock, checksummed_block
 from magnetar.storage import Entry, ManagedLedger, Position
 
-from .entry_format import build_entry, entry_info
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.entries.entry_format import build_entry, entry_info
+from magnetar.broker.subscriptions.consumer import Consumer
+from magnetar.broker.subscriptions.dispatcher import Dispatcher
+from magnetar.broker.subscriptions.subscription import COMPACTION_CURSOR
+from magnetar.broker.topic_name import TopicName
+from magnetar.storage import ManagedLedgerFactory
 
-if TYPE_CHECKING:
-    from .consumer import Consumer
-    from .dispatcher import Dispatcher
-    from .service import BrokerService
+if TYPE_CHECKING:  # topic.py does not import this module: no circle
     from .topic import Topic
-    from .topic_name import TopicName
 
 log = logging.getLogger(__name__)
 
-CURSOR = "__compaction"
+CURSOR = COMPACTION_CURSOR
 PROP_LEDGER = "magnetar.compaction.ledger"
 PROP_HORIZON = "magnetar.compaction.horizon"
 PROP_GENERATION = "magnetar.compaction.generation"
@@ -173,10 +175,19 @@ class CompactedView:
 
 
 # -- the service ---------------------------------------------------------------------
+class CompactionHost(Protocol):
+    """What a compactor needs of the broker that runs it (``server.service.BrokerService``)."""
+
+    config: BrokerConfig
+    factory: ManagedLedgerFactory
+    #: The loaded topics by name.
+    topics: dict[str, "Topic"]
+
+
 class Compactor:
     """Runs compactions and serves the compacted views of one broker's topics."""
 
-    def __init__(self, service: "BrokerService") -> None:
+    def __init__(self, service: CompactionHost) -> None:
         self.service = service
         self.status: dict[str, dict] = {}
         self._running: dict[str, asyncio.Task] = {}

@@ -17,10 +17,11 @@ from pathlib import Path
 from magnetar.metadata import open_store
 from magnetar.storage import ManagedLedgerFactory
 
-from .config import BrokerConfig
-from . import backlog_quota, resources
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.policies import backlog_quota
+from magnetar.broker.namespaces import resources
 from .connection import ServerConnection
-from .expiry import MessageExpiry
+from magnetar.broker.policies.expiry import MessageExpiry
 from .service import BrokerService
 
 log = logging.getLogger(__name__)

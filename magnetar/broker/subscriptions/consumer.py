@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from magnetar.storage import Entry, Position
 
-if TYPE_CHECKING:
-    from .subscription import Subscription
+from .views import SubscriptionView
 
 
 @dataclass(eq=False)
 class Consumer:
     consumer_id: int
     name: str
-    subscription: "Subscription"
+    subscription: SubscriptionView
     priority_level: int = 0
     #: Writes entries to the client: callable(consumer, entries, redelivery_counts).
     deliver: Callable[["Consumer", list[Entry], list[int]], None] | None = None

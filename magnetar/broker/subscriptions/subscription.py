@@ -9,25 +9,25 @@ ConsumerBusy, as in Pulsar.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from magnetar.protocol import pb
 from magnetar.storage import ManagedCursor, Position
 
 from .consumer import Consumer
 from .dispatcher import Dispatcher, SharedDispatcher, SingleActiveDispatcher
-from .errors import ConsumerBusy, NotAllowed
+from magnetar.broker.errors import ConsumerBusy, NotAllowed
 from .key_shared import KeySharedDispatcher
 
-if TYPE_CHECKING:
-    from .topic import Topic
+from .views import TopicView
 
 log = logging.getLogger(__name__)
 SubType = pb.CommandSubscribe.SubType
+#: The compactor's own cursor on a topic: not a user's subscription (no quota counts it).
+COMPACTION_CURSOR = "__compaction"
 
 
 class Subscription:
-    def __init__(self, topic: "Topic", name: str, cursor: ManagedCursor, durable: bool = True) -> None:
+    def __init__(self, topic: TopicView, name: str, cursor: ManagedCursor, durable: bool = True) -> None:
         self.topic = topic
         self.ledger = topic.ledger
         self.name = name

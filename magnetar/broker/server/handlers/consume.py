@@ -1,0 +1,227 @@
+"""Consumers: SUBSCRIBE, delivery of MESSAGE frames, FLOW, ACK, REDELIVER,
+UNSUBSCRIBE, CLOSE_CONSUMER, SEEK, GET_LAST_MESSAGE_ID.
+
+Consumers are resolved when a frame arrives, not when its task runs (the
+routing in ``server.connection`` does it), so a CLOSE_CONSUMER right behind
+an ACK cannot orphan the ack. Failure modes: an unknown consumer id gets
+ConsumerNotFound; a storage failure during a seek gets PersistenceError.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from functools import partial
+
+from magnetar.broker.entries.entry_format import strip_broker_entry_metadata
+from magnetar.broker.errors import BrokerError, ConsumerBusy, NotAllowed
+from magnetar.broker.subscriptions.consumer import Consumer
+from magnetar.broker.topics.topic import Topic
+from magnetar.protocol import ServerError, pb
+from magnetar.protocol.commands import Type, command, error, message_id, signed64, success
+from magnetar.protocol.frames import Frame, encode_payload_command
+from magnetar.storage import Entry, Position
+
+from .session import UINT64_MAX, Session, topic_name
+
+log = logging.getLogger(__name__)
+
+_MESSAGE = Type.MESSAGE
+_names = itertools.count()
+
+
+def wire_position(mid: pb.MessageIdData) -> Position:
+    """The position a client's message id names.
+
+    Pulsar's ids are signed 64-bit numbers carried in uint64 fields. A client
+    acknowledging cumulatively up to the message *before* a partly consumed
+    batch in entry 0 of a ledger sends entry -1 (2^64-1 on the wire): "nothing
+    of this ledger". Read unsigned, it would acknowledge the whole ledger and
+    the cursor would skip what was not delivered yet.
+    """
+    return Position(signed64(mid.ledgerId), signed64(mid.entryId))
+
+
+async def on_subscribe(session: Session, req: pb.CommandSubscribe) -> None:
+    if req.consumer_id in session.consumers:
+        session.write(success(req.request_id))
+        return
+    try:
+        name = topic_name(req.topic)
+        topic = await session.service.get_topic(name, create=None if req.force_topic_creation else False)
+        await session.service.schemas.for_consumer(topic, req.schema if req.HasField("schema") else None)
+        consumer = Consumer(
+            consumer_id=req.consumer_id,
+            name=req.consumer_name or f"consumer-{next(_names)}",
+            subscription=None,  # type: ignore[arg-type]  (set by subscribe)
+            priority_level=req.priority_level,
+            address=session.peer,
+            key_shared_meta=req.keySharedMeta if req.HasField("keySharedMeta") else None,
+            read_compacted=req.read_compacted,
+        )
+        consumer.deliver = partial(deliver, session)
+        consumer.writable = lambda: not session.writing_paused
+        consumer.disconnect = lambda c=consumer: disconnect_consumer(session, c)
+        consumer.active_change = lambda active, c=consumer: session.write(
+               command(Type.ACTIVE_CONSUMER_CHANGE, consumer_id=c.consumer_id, is_active=active)
+           ) if c.subscription is not None and c.subscription.type == pb.CommandSubscribe.Failover else None
+        session.consumers[req.consumer_id] = consumer
+        try:
+            await topic.subscribe(
+                req.subscription, req.subType, consumer,
+                durable=req.durable,
+                initial_position=req.initialPosition,
+                start_message_id=req.start_message_id if req.HasField("start_message_id") else None,
+            )
+        except BaseException:
+            session.consumers.pop(req.consumer_id, None)
+            raise
+        session.write(success(req.request_id))
+    except BrokerError as exc:
+        session.write(error(req.request_id, exc.code, str(exc)))
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        log.exception("cannot subscribe to %s", req.topic)
+        session.write(error(req.request_id, ServerError.ServiceNotReady, f"cannot subscribe: {exc}"))
+
+
+def deliver(session: Session, consumer: Consumer, entries: list[Entry], redeliveries: list[int]) -> None:
+    transport = session.transport
+    if transport is None or transport.is_closing():
+        return
+    strip = not session.proto.peer_supports_broker_entry_metadata
+    pieces: list = []
+    consumer_id = consumer.consumer_id
+    for entry, count in zip(entries, redeliveries):
+        pos = entry.position
+        message = pb.CommandMessage(consumer_id=consumer_id,
+                                    message_id=pb.MessageIdData(ledgerId=pos.ledger_id, entryId=pos.entry_id))
+        if count:
+            message.redelivery_count = count
+        data = strip_broker_entry_metadata(entry.data) if strip else entry.data
+        pieces.extend(encode_payload_command(pb.BaseCommand(type=_MESSAGE, message=message), data))
+    session.queue(*pieces)
+
+
+def disconnect_consumer(session: Session, consumer: Consumer) -> None:
+    if session.consumers.get(consumer.consumer_id) is consumer:
+        del session.consumers[consumer.consumer_id]
+        session.write(command(Type.CLOSE_CONSUMER, consumer_id=consumer.consumer_id, request_id=UINT64_MAX))
+
+
+def on_flow(session: Session, frame: Frame) -> None:
+    req = frame.command.flow
+    consumer = session.consumers.get(req.consumer_id)
+    if consumer is not None:
+        consumer.permits += req.messagePermits
+        consumer.subscription.on_new_entries()
+
+
+async def on_ack(session: Session, req: pb.CommandAck, consumer: Consumer | None) -> None:
+    try:
+        if consumer is None:
+            raise BrokerError("unknown consumer id", ServerError.ConsumerNotFound)
+        sub = consumer.subscription
+        if req.ack_type == pb.CommandAck.Cumulative:
+            if sub.type in (pb.CommandSubscribe.Shared, pb.CommandSubscribe.Key_Shared):
+                raise NotAllowed("cumulative ack is not allowed on a Shared or Key_Shared subscription")
+            if req.message_id:
+                mid = req.message_id[0]
+                await sub.acknowledge_cumulative(wire_position(mid))
+        else:
+            # An ack_set with bits still set acknowledges part of a batch:
+            # the entry stays until its last message is acknowledged.
+            positions = [wire_position(m) for m in req.message_id
+                         if not any(m.ack_set)]
+            if positions:
+                await sub.acknowledge(positions)
+        if req.HasField("request_id"):
+            session.write(command(Type.ACK_RESPONSE, consumer_id=req.consumer_id, request_id=req.request_id))
+    except BrokerError as exc:
+        if req.HasField("request_id"):
+            session.write(command(Type.ACK_RESPONSE, consumer_id=req.consumer_id, request_id=req.request_id,
+                                  error=exc.code, message=str(exc)))
+        else:
+            log.info("ack from %s refused: %s", session.peer, exc)
+
+
+def on_redeliver(session: Session, frame: Frame) -> None:
+    req = frame.command.redeliverUnacknowledgedMessages
+    consumer = session.consumers.get(req.consumer_id)
+    if consumer is None:
+        return
+    positions = [wire_position(m) for m in req.message_ids] or None
+    consumer.subscription.redeliver(consumer, positions)
+
+
+async def on_unsubscribe(session: Session, req: pb.CommandUnsubscribe, consumer: Consumer | None) -> None:
+    try:
+        if consumer is None:
+            raise BrokerError("unknown consumer id", ServerError.ConsumerNotFound)
+        sub = consumer.subscription
+        others = [c for c in sub.consumers if c is not consumer]
+        if others and not req.force:
+            raise ConsumerBusy(f"subscription {sub.name} has {len(others)} other consumer(s)")
+        session.consumers.pop(req.consumer_id, None)
+        await sub.topic.unsubscribe(sub.name)
+        session.write(success(req.request_id))
+    except BrokerError as exc:
+        session.write(error(req.request_id, exc.code, str(exc)))
+
+
+def on_close_consumer(session: Session, frame: Frame) -> None:
+    req = frame.command.close_consumer
+    consumer = session.consumers.pop(req.consumer_id, None)
+    if consumer is not None:
+        consumer.subscription.topic.remove_consumer(consumer)
+    session.write(success(req.request_id))
+
+
+async def on_seek(session: Session, req: pb.CommandSeek, consumer: Consumer | None) -> None:
+    """Move the consumer's subscription to a message id, a publish time or
+    (Magnetar) a topic offset; exactly one must be given, else NotAllowed.
+    Success once the cursor moved; the subscription's consumers are
+    disconnected so they re-subscribe at the new position."""
+    try:
+        if consumer is None:
+            raise BrokerError("unknown consumer id", ServerError.ConsumerNotFound)
+        sub = consumer.subscription
+        position = await seek_position(sub.topic, req)
+        await sub.reset_cursor(position)
+        session.write(success(req.request_id))
+    except BrokerError as exc:
+        session.write(error(req.request_id, exc.code, str(exc)))
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # a storage read failed: the client must still get an answer
+        log.exception("seek on consumer %d from %s failed", req.consumer_id, session.peer)
+        session.write(error(req.request_id, ServerError.PersistenceError, f"seek failed: {exc}"))
+
+
+async def seek_position(topic: Topic, req: pb.CommandSeek) -> Position:
+    """The first entry to read for a SEEK; NotAllowed unless it names exactly one target."""
+    given = [f for f in ("message_id", "message_publish_time", "magnetar_offset") if req.HasField(f)]
+    if len(given) != 1:
+        # Pulsar picks one when several are set; a silent choice would hide a client bug.
+        raise NotAllowed("seek takes exactly one of message_id, message_publish_time, magnetar_offset; "
+                         f"got {', '.join(given) or 'none'}")
+    if given[0] == "magnetar_offset":
+        return await topic.position_of_offset(req.magnetar_offset)
+    if given[0] == "message_publish_time":
+        return await topic.find_position_by_time(req.message_publish_time)
+    return topic.read_position_for(req.message_id)
+
+
+async def on_get_last_message_id(session: Session, req: pb.CommandGetLastMessageId, consumer: Consumer | None) -> None:
+    if consumer is None:
+        session.write(error(req.request_id, ServerError.ConsumerNotFound, "unknown consumer id"))
+        return
+    sub = consumer.subscription
+    if consumer.read_compacted:
+        last = await session.service.compactor.last_message_id(sub.topic)
+    else:
+        last = await sub.topic.last_message_id()
+    mark = sub.cursor.mark_delete_position
+    session.write(command(Type.GET_LAST_MESSAGE_ID_RESPONSE, request_id=req.request_id, last_message_id=last,
+                          consumer_mark_delete_position=message_id(mark.ledger_id, mark.entry_id & UINT64_MAX)))

@@ -1,0 +1,100 @@
+"""Handshake and discovery: CONNECT, PING, LOOKUP, PARTITIONED_METADATA,
+GET_TOPICS_OF_NAMESPACE.
+
+A standalone broker owns every topic, so LOOKUP answers Connect with the URL
+the client dialled. Failure modes: a malformed topic name gets
+InvalidTopicName; metadata trouble gets ServiceNotReady (the client retries).
+"""
+from __future__ import annotations
+
+import logging
+import re
+
+from magnetar import __version__
+from magnetar.broker.errors import BrokerError
+from magnetar.broker.topic_name import InvalidTopicName, parse
+from magnetar.protocol import ServerError, pb
+from magnetar.protocol.commands import Type, command, error
+from magnetar.protocol.frames import Frame
+
+from .. import lifecycle, topic_list
+from .session import Session, topic_name
+
+log = logging.getLogger(__name__)
+
+PROTOCOL_VERSION = 20
+
+
+def on_connect(session: Session, frame: Frame) -> None:
+    version = min(PROTOCOL_VERSION, frame.command.connect.protocol_version or PROTOCOL_VERSION)
+    session.write(
+           command(
+               Type.CONNECTED,
+               server_version=f"Magnetar {__version__}",
+               protocol_version=version,
+               max_message_size=session.config.max_message_size,
+               feature_flags=pb.FeatureFlags(supports_broker_entry_metadata=True),
+           )
+       )
+
+
+def on_ping(session: Session, frame: Frame) -> None:
+    session.write(command(Type.PONG))
+
+
+async def on_partitioned_metadata(session: Session, req: pb.CommandPartitionedTopicMetadata) -> None:
+    Lookup = pb.CommandPartitionedTopicMetadataResponse
+    try:
+        partitions = await lifecycle.partitioned_metadata(
+            session.service, topic_name(req.topic), auto_create=req.metadata_auto_creation_enabled)
+    except BrokerError as exc:
+        session.write(command(Type.PARTITIONED_METADATA_RESPONSE, request_id=req.request_id,
+                              response=Lookup.Failed, error=exc.code, message=str(exc)))
+        return
+    except Exception as exc:  # metadata trouble: the client retries ServiceNotReady
+        log.exception("partitioned metadata of %s failed", req.topic)
+        session.write(command(Type.PARTITIONED_METADATA_RESPONSE, request_id=req.request_id,
+                              response=Lookup.Failed, error=ServerError.ServiceNotReady, message=str(exc)))
+        return
+    session.write(command(Type.PARTITIONED_METADATA_RESPONSE, request_id=req.request_id, partitions=partitions,
+                          response=Lookup.Success))
+
+
+def on_lookup(session: Session, frame: Frame) -> None:
+    req = frame.command.lookupTopic
+    Lookup = pb.CommandLookupTopicResponse
+    try:
+        parse(req.topic)
+    except InvalidTopicName as exc:
+        session.write(command(Type.LOOKUP_RESPONSE, request_id=req.request_id, response=Lookup.Failed,
+                              error=ServerError.InvalidTopicName, message=str(exc)))
+        return
+    # One broker owns everything: the client keeps using the URL it dialled.
+    session.write(command(Type.LOOKUP_RESPONSE, request_id=req.request_id, response=Lookup.Connect,
+                          brokerServiceUrl=session.config.service_url, authoritative=True,
+                          proxy_through_service_url=True))
+
+
+async def on_get_topics(session: Session, req: pb.CommandGetTopicsOfNamespace) -> None:
+    try:
+        topics: list[str] = []
+        if req.mode != pb.CommandGetTopicsOfNamespace.NON_PERSISTENT:  # only persistent topics exist
+            topics = await lifecycle.namespace_topics(session.service, req.namespace)
+    except Exception as exc:
+        log.info("topics of namespace %r refused: %s", req.namespace, exc)
+        session.write(error(req.request_id, ServerError.MetadataError, f"cannot list {req.namespace!r}: {exc}"))
+        return
+    filtered = False
+    if req.HasField("topics_pattern"):
+        try:
+            topics = topic_list.filter_topics(topics, req.topics_pattern)
+            filtered = True
+        except re.error as exc:  # the client filters an unfiltered list itself
+            log.info("ignoring bad topics pattern %r from %s: %s", req.topics_pattern, session.peer, exc)
+    digest = topic_list.topics_hash(topics)
+    if req.HasField("topics_hash") and req.topics_hash == digest:
+        session.write(command(Type.GET_TOPICS_OF_NAMESPACE_RESPONSE, request_id=req.request_id,
+                              filtered=filtered, topics_hash=digest, changed=False))
+        return
+    session.write(command(Type.GET_TOPICS_OF_NAMESPACE_RESPONSE, request_id=req.request_id, topics=topics,
+                          filtered=filtered, topics_hash=digest, changed=True))

@@ -1,0 +1,189 @@
+"""Producers: PRODUCER, SEND and its receipts, CLOSE_PRODUCER, GET_NEXT_OFFSET,
+LEASE_PID(_BATCH).
+
+The SEND path runs once per entry: it stays synchronous up to
+``Topic.publish`` and builds receipts directly. Flow control: while more than
+``MAX_PENDING_SENDS`` sends of one connection wait for storage, its socket is
+not read (the client's pending queue fills and it blocks, as with Pulsar).
+Failure modes: refusals answer with the error's Pulsar code; an unexpected
+failure while creating a producer answers ServiceNotReady (retryable).
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+
+from magnetar.broker.errors import BrokerError, ExpectedOffsetMismatch, NotAllowed
+from magnetar.broker.topics.producer import Producer
+from magnetar.protocol import ProtocolError, ServerError, pb
+from magnetar.protocol.commands import Type, command, error, message_id, success
+from magnetar.protocol.frames import Frame, encode_command
+
+from .session import UINT64_MAX, Session, topic_name
+
+log = logging.getLogger(__name__)
+
+MAX_PENDING_SENDS = 10_000
+DEFAULT_LEASE_MS = 60_000
+_SEND_RECEIPT = Type.SEND_RECEIPT
+_names = itertools.count()
+
+
+def _metadata_flag(req: pb.CommandProducer, key: str) -> bool:
+    """Whether the producer's metadata (its ``properties``) sets ``key`` to "true"."""
+    return any(kv.key == key and kv.value == "true" for kv in req.metadata)
+
+
+async def on_producer(session: Session, req: pb.CommandProducer) -> None:
+    existing = session.producers.get(req.producer_id)
+    if existing is not None:
+        # A retried create for a producer that is already there: same answer.
+        session.write(command(Type.PRODUCER_SUCCESS, request_id=req.request_id, producer_name=existing.name,
+                              last_sequence_id=-1, topic_epoch=existing.epoch or None))
+        return
+    try:
+        name = topic_name(req.topic)
+        if req.encrypted:
+            raise NotAllowed("encrypted producers are not supported")
+        topic = await session.service.get_topic(name)
+        schema_version = await session.service.schemas.for_producer(
+               topic, req.schema if req.HasField("schema") else None)
+        producer = Producer(
+            producer_id=req.producer_id,
+            name=req.producer_name or f"{session.config.cluster_name}-{session.service.broker_id}-{next(_names)}",
+            topic=topic,
+            access_mode=req.producer_access_mode,
+            user_provided_name=req.user_provided_producer_name and bool(req.producer_name),
+            idempotent=_metadata_flag(req, "magnetar.idempotent"),
+            deduplicate=_metadata_flag(req, "magnetar.deduplicate"),
+            address=session.peer,
+        )
+        producer.on_result = lambda seq, high, fut, p=producer: send_result(session, p, seq, high, fut)
+        producer.disconnect = lambda p=producer: disconnect_producer(session, p)
+        session.producers[req.producer_id] = producer
+        requested_epoch = req.topic_epoch if req.HasField("topic_epoch") else None
+        try:
+            waiter = await topic.add_producer(producer, requested_epoch)
+        except BaseException:
+            session.producers.pop(req.producer_id, None)
+            raise
+        if waiter is not None:
+            session.write(command(Type.PRODUCER_SUCCESS, request_id=req.request_id, producer_name=producer.name,
+                                  producer_ready=False))
+            try:
+                await waiter
+            except BaseException:
+                session.producers.pop(req.producer_id, None)
+                raise
+        session.write(command(
+               Type.PRODUCER_SUCCESS, request_id=req.request_id, producer_name=producer.name,
+               last_sequence_id=topic.last_sequence_id(producer.name, producer.deduplicate),
+               topic_epoch=producer.epoch if producer.access_mode != pb.Shared else None,
+               producer_ready=True, schema_version=schema_version,
+           ))
+    except BrokerError as exc:
+        session.write(error(req.request_id, exc.code, str(exc)))
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        log.exception("cannot create producer on %s", req.topic)
+        session.write(error(req.request_id, ServerError.ServiceNotReady, f"cannot create producer: {exc}"))
+
+
+def disconnect_producer(session: Session, producer: Producer) -> None:
+    if session.producers.get(producer.producer_id) is producer:
+        del session.producers[producer.producer_id]
+        session.write(command(Type.CLOSE_PRODUCER, producer_id=producer.producer_id, request_id=UINT64_MAX))
+
+
+def on_send(session: Session, frame: Frame) -> None:
+    send = frame.command.send
+    producer = session.producers.get(send.producer_id)
+    if frame.block is None:
+        raise ProtocolError("SEND without a payload")
+    if producer is None:
+        session.write(command(Type.SEND_ERROR, producer_id=send.producer_id, sequence_id=send.sequence_id,
+                              error=ServerError.NotAllowedError, message="unknown producer id"))
+        return
+    if not frame.block.verify_checksum():
+        fut = asyncio.get_running_loop().create_future()
+        fut.set_exception(BrokerError("checksum mismatch", ServerError.ChecksumError))
+    else:
+        fut = producer.topic.publish(producer, send, frame.block)
+    session.pending_sends += 1
+    if session.pending_sends > MAX_PENDING_SENDS and not session.reading_paused and session.transport is not None:
+        session.reading_paused = True
+        session.transport.pause_reading()
+    producer.enqueue(send.sequence_id, send.highest_sequence_id, fut)
+
+
+def send_result(session: Session, producer: Producer, seq: int, highest: int, fut: asyncio.Future) -> None:
+    session.pending_sends -= 1
+    if session.reading_paused and session.pending_sends < MAX_PENDING_SENDS // 2 and session.transport is not None:
+        session.reading_paused = False
+        session.transport.resume_reading()
+    exc = fut.exception()
+    if exc is None:
+        res = fut.result()
+        if res.ledger_id < 0:
+            # A duplicate whose original is no longer remembered: Pulsar's -1:-1.
+            session.write(command(Type.SEND_RECEIPT, producer_id=producer.producer_id, sequence_id=seq,
+                                  highest_sequence_id=highest, message_id=message_id(UINT64_MAX, UINT64_MAX)))
+            return
+        # Built directly: this runs once per stored entry.
+        session.queue(encode_command(pb.BaseCommand(type=_SEND_RECEIPT, send_receipt=pb.CommandSendReceipt(
+               producer_id=producer.producer_id, sequence_id=seq, highest_sequence_id=highest,
+               offset=res.first_offset, message_id=pb.MessageIdData(ledgerId=res.ledger_id, entryId=res.entry_id),
+           ))))
+        return
+    code = exc.code if isinstance(exc, BrokerError) else ServerError.PersistenceError
+    cmd = command(Type.SEND_ERROR, producer_id=producer.producer_id, sequence_id=seq, error=code,
+                  message=str(exc))
+    if isinstance(exc, ExpectedOffsetMismatch):
+        cmd.send_error.next_offset = exc.next_offset
+        cmd.send_error.offset_epoch = exc.offset_epoch
+    session.write(cmd)
+
+
+def on_close_producer(session: Session, frame: Frame) -> None:
+    req = frame.command.close_producer
+    producer = session.producers.pop(req.producer_id, None)
+    if producer is not None:
+        producer.topic.remove_producer(producer)
+    session.write(success(req.request_id))
+
+
+async def on_get_next_offset(session: Session, req: pb.CommandGetNextOffset) -> None:
+    try:
+        topic = await session.service.get_topic(topic_name(req.topic))
+        session.write(command(Type.GET_NEXT_OFFSET_RESPONSE, request_id=req.request_id,
+                              next_offset=topic.next_offset))
+    except BrokerError as exc:
+        session.write(command(Type.GET_NEXT_OFFSET_RESPONSE, request_id=req.request_id, error=exc.code,
+                              message=str(exc)))
+
+
+async def on_lease_pid(session: Session, request_id: int, requests: list[pb.CommandLeasePid]) -> None:
+    leases = []
+    for req in requests:
+        lease = pb.PidLease(topic=req.topic, partition=req.partition)
+        try:
+            name = topic_name(req.topic)
+            if req.partition >= 0 and name.partition_index < 0:
+                name = name.partition(req.partition)
+            topic = await session.service.get_topic(name)
+            granted = await topic.dedup.lease(
+                session.service.pid_allocator, req.pid,
+                req.generation if req.HasField("generation") else None,
+                req.expire_ms or DEFAULT_LEASE_MS,
+            )
+            lease.pid, lease.generation = granted.pid, granted.generation
+            lease.sequence_number, lease.expire_ms = granted.next_sequence, granted.expire_ms
+        except BrokerError as exc:
+            lease.error, lease.message = exc.code, str(exc)
+        except Exception as exc:  # storage or metadata trouble: the client may retry
+            log.exception("lease on %s failed", req.topic)
+            lease.error, lease.message = ServerError.ServiceNotReady, f"lease failed: {exc}"
+        leases.append(lease)
+    session.write(command(Type.LEASE_PID_RESPONSE, request_id=request_id, leases=leases))

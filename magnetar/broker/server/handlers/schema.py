@@ -1,0 +1,28 @@
+"""Schemas on the binary protocol: GET_SCHEMA and GET_OR_CREATE_SCHEMA.
+
+The registry (``topics.schemas``) does the work; a refusal travels in the
+response's error fields, as Pulsar's client expects.
+"""
+from __future__ import annotations
+
+from magnetar.broker.errors import BrokerError
+from magnetar.protocol import pb
+from magnetar.protocol.commands import Type, command
+
+from .session import Session, topic_name
+
+
+async def on_get_schema(session: Session, req: pb.CommandGetSchema) -> None:
+    try:
+        fields = await session.service.schemas.get_schema_response(req, topic_name(req.topic))
+    except BrokerError as exc:
+        fields = {"error_code": exc.code, "error_message": str(exc)}
+    session.write(command(Type.GET_SCHEMA_RESPONSE, request_id=req.request_id, **fields))
+
+
+async def on_get_or_create_schema(session: Session, req: pb.CommandGetOrCreateSchema) -> None:
+    try:
+        fields = await session.service.schemas.get_or_create_response(req, topic_name(req.topic))
+    except BrokerError as exc:
+        fields = {"error_code": exc.code, "error_message": str(exc)}
+    session.write(command(Type.GET_OR_CREATE_SCHEMA_RESPONSE, request_id=req.request_id, **fields))

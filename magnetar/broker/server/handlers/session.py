@@ -1,0 +1,57 @@
+"""What a command handler may use of its connection, as a protocol.
+
+Handlers (one module per area: ``lookup``, ``produce``, ``consume``,
+``schema``) are plain functions ``(session, request) -> None`` that answer by
+writing commands. They never raise to the connection: a refusal is an error
+answer with Pulsar's code. The connection shell (``server.connection``)
+implements this protocol and routes frames to the handlers; it is the only
+place that touches the socket.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Protocol
+
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.errors import InvalidTopic
+from magnetar.broker.subscriptions.consumer import Consumer
+from magnetar.broker.topic_name import InvalidTopicName, TopicName, parse
+from magnetar.broker.topics.producer import Producer
+from magnetar.protocol import Connection, pb
+
+UINT64_MAX = (1 << 64) - 1
+
+
+class Session(Protocol):
+    """One client connection as its handlers see it."""
+
+    #: The broker service (``server.service.BrokerService``).
+    service: Any
+    config: BrokerConfig
+    #: The sans-io protocol state (handshake, peer features).
+    proto: Connection
+    transport: asyncio.Transport | None
+    peer: str
+    producers: dict[int, Producer]
+    consumers: dict[int, Consumer]
+    #: Sends waiting for storage; past a bound the socket stops being read.
+    pending_sends: int
+    reading_paused: bool
+    writing_paused: bool
+
+    def write(self, cmd: pb.BaseCommand) -> None:
+        """Queue one command for the client."""
+
+    def queue(self, *pieces: bytes) -> None:
+        """Queue encoded frames for the client (one socket write per loop pass)."""
+
+    def spawn(self, coro: Any) -> None:
+        """Run ``coro`` as a task of this connection (cancelled when it closes)."""
+
+
+def topic_name(raw: str) -> TopicName:
+    """Parse a client's topic name; InvalidTopic (InvalidTopicName) if it is not one."""
+    try:
+        return parse(raw)
+    except InvalidTopicName as exc:
+        raise InvalidTopic(str(exc)) from None

@@ -1,0 +1,42 @@
+"""What the subscription room needs from the objects around it, as protocols.
+
+A subscription belongs to a topic, and consumers and dispatchers belong to a
+subscription; the concrete classes live above (``topics.topic.Topic``) or
+beside (``subscription.Subscription``, which imports the dispatchers). These
+protocols name the few members used from below, so the arrows of the
+broker's imports keep pointing one way and each module reads on its own.
+"""
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from magnetar.broker.config import BrokerConfig
+from magnetar.storage import Entry, ManagedCursor, ManagedLedger, Position
+
+
+class TopicView(Protocol):
+    """The topic a subscription reads (implemented by ``topics.topic.Topic``)."""
+
+    ledger: ManagedLedger
+    config: BrokerConfig
+    #: The topic's subscriptions by name (``SubscriptionView`` values).
+    subscriptions: dict[str, Any]
+
+    def next_write_position(self) -> Position: ...
+
+    async def find_position_by_time(self, publish_time_ms: int) -> Position: ...
+
+    async def read_compacted(self, dispatcher: Any, consumer: Any, want: int) -> list[Entry] | None:
+        """Entries of the topic's compacted view for a read_compacted consumer,
+        or None when the dispatcher must read the ledger itself."""
+
+
+class SubscriptionView(Protocol):
+    """A subscription as its consumers and dispatchers see it
+    (implemented by ``subscription.Subscription``)."""
+
+    name: str
+    topic: TopicView
+    ledger: ManagedLedger
+    cursor: ManagedCursor
+    durable: bool
