@@ -5,7 +5,9 @@ Pick a backend by URL with :func:`open_store`:
 
 - ``memory:`` — in-process, nothing survives (tests);
 - ``sqlite:///abs/path/meta.db`` or ``sqlite:relative/meta.db`` — durable,
-  one process (the standalone broker).
+  one process (the standalone broker);
+- ``etcd://HOST:PORT/PREFIX`` — an etcd v3 server shared by the brokers of a
+  cluster, keys under PREFIX (:mod:`magnetar.metadata.etcd`).
 """
 from __future__ import annotations
 
@@ -28,6 +30,8 @@ from .store import (
 
 __all__ = [
     "BadVersion",
+    "EtcdMetadataStore",
+    "EtcdSession",
     "EventType",
     "LeaderElection",
     "MemoryMetadataStore",
@@ -45,14 +49,25 @@ __all__ = [
 ]
 
 
+def __getattr__(name: str):
+    # The etcd backend loads gRPC: only when a cluster asks for it.
+    if name in ("EtcdMetadataStore", "EtcdSession"):
+        from . import etcd
+
+        return getattr(etcd, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 async def open_store(url: str) -> MetadataStore:
     """Open the store named by ``url``.
 
     ``memory:`` (or ``memory://``) gives a new in-memory store.
     ``sqlite:///abs/path.db`` (or ``sqlite:/abs/path.db``) names an absolute
     path, ``sqlite:rel/path.db`` a path relative to the working directory; the
-    path is taken literally (no %-decoding). Raises ValueError for any other form, and whatever the
-    backend's ``open`` raises (e.g. MetadataError if the file is in use).
+    path is taken literally (no %-decoding). ``etcd://HOST:PORT/PREFIX``
+    connects to etcd, keys under PREFIX (optional). Raises ValueError for any
+    other form, and whatever the backend's ``open`` raises (e.g.
+    MetadataError if the file is in use or etcd does not answer).
     """
     scheme, sep, rest = url.partition(":")
     scheme = scheme.lower()
@@ -71,7 +86,11 @@ async def open_store(url: str) -> MetadataStore:
         if not rest or rest.endswith("/"):
             raise ValueError(f"bad metadata store URL {url!r}: no database file name")
         return await SqliteMetadataStore.open(rest)
+    if sep and scheme == "etcd":
+        from .etcd import EtcdMetadataStore
+
+        return await EtcdMetadataStore.open(url)
     raise ValueError(
         f"unknown metadata store URL {url!r}: expected 'memory:', "
-        "'sqlite:///abs/path.db' or 'sqlite:relative/path.db'"
+        "'sqlite:///abs/path.db', 'sqlite:relative/path.db' or 'etcd://HOST:PORT/PREFIX'"
     )

@@ -15,7 +15,8 @@ Usage::
     await election.release()
 
 Leadership is lost when the key is deleted or overwritten by someone else, or
-when the session closes or expires; ``is_leader`` turns False and
+when the session closes or expires (the session's end hook, so at once even
+if the store cannot reach its server); ``is_leader`` turns False and
 ``wait_lost()`` returns. As in any lease-based scheme, a leader must still
 fence the resources it writes (topic epochs, ledger fencing): a paused process
 can believe it leads for a moment after it stopped.
@@ -57,6 +58,7 @@ class LeaderElection:
         self._retry_s = retry_s
         self._version: int | None = None  # the version we created, while we lead
         self._guard: Watch | None = None
+        self._hooked = False
         self._lost = asyncio.Event()
         self._lost.set()
 
@@ -77,6 +79,11 @@ class LeaderElection:
             return False
         self._version = version
         self._lost.clear()
+        if not self._hooked:
+            # A lost session ends leadership at once, even when the store
+            # cannot tell us of our key's deletion (etcd unreachable).
+            self._hooked = True
+            self._session.on_end(lambda _session: self._step_down())
         # Registered after our put returned, so it cannot see that put or any
         # earlier change; every event it gets is about our key (contract).
         self._guard = self._store.watch(self.path, self._on_guard_event)

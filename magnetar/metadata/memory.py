@@ -33,6 +33,7 @@ _session_ids = itertools.count(1)
 
 class MemorySession(Session):
     def __init__(self, store: "MemoryMetadataStore") -> None:
+        super().__init__()
         self.id = f"mem-{next(_session_ids)}"
         self._store = store
         self._alive = True
@@ -45,6 +46,7 @@ class MemorySession(Session):
         if self._alive:
             self._alive = False
             self._store._drop_session(self.id)
+            self._mark_ended(expired=False)
 
 
 class MemoryMetadataStore(MetadataStore):

@@ -87,6 +87,7 @@ class SqliteSession(Session):
     """A session of a :class:`SqliteMetadataStore`; see the module docstring."""
 
     def __init__(self, store: "SqliteMetadataStore", ttl_s: float) -> None:
+        super().__init__()
         self.id = f"sqlite-{uuid.uuid4().hex}"
         self.ttl_s = ttl_s
         self._store = store
@@ -111,7 +112,7 @@ class SqliteSession(Session):
             await asyncio.sleep(self.ttl_s / 3)
             now = time.monotonic()
             if now > self._deadline:
-                await self._end()
+                await self._end(expired=True)
                 return
             self._deadline = now + self.ttl_s
 
@@ -119,11 +120,14 @@ class SqliteSession(Session):
         """End the session and delete its ephemeral keys. Idempotent."""
         await self._end()
 
-    def _end(self) -> asyncio.Future[None]:
+    def _end(self, *, expired: bool = False) -> asyncio.Future[None]:
         # Every caller (close, expiry, store close) awaits the same task, so a
         # second close returns only once the keys are really gone.
         if self._ending is None:
             self._ended = True
+            # Reported before the keys are deleted: the owner must stop
+            # serving now, not once the disk has caught up.
+            self._mark_ended(expired=expired)
             if self._keepalive is not None and self._keepalive is not asyncio.current_task():
                 self._keepalive.cancel()
             self._ending = asyncio.get_running_loop().create_task(self._store._end_session(self.id))

@@ -22,6 +22,12 @@ session is closed or expires (its keepalive stops for longer than its TTL).
 Writing with a session that is closed or expired raises :class:`SessionExpired`.
 An unconditional put over an ephemeral key hands the key to the new writer's
 session (or makes it persistent if written without one).
+The end of a session is reported at once: ``await session.wait_ended()``
+returns and callbacks given to ``session.on_end(cb)`` run (on the event loop,
+each once) as soon as the store knows the session is closed or lost;
+``session.expired`` then says it was lost (keepalive failed past its TTL, or
+the lease was revoked behind our back) rather than closed by its owner. A
+broker stops serving what the session owned when it ends.
 
 Watches: ``watch(prefix, callback)`` calls ``callback(Notification)`` for every
 create, update and delete of a key equal to or under ``prefix``, after the
@@ -45,6 +51,7 @@ Stores are async context managers that close on exit.
 from __future__ import annotations
 
 import abc
+import asyncio
 import enum
 from dataclasses import dataclass
 from typing import Callable
@@ -97,9 +104,43 @@ class Watch:
 
 
 class Session(abc.ABC):
-    """A liveness lease. Ephemeral keys written under it vanish with it."""
+    """A liveness lease. Ephemeral keys written under it vanish with it.
+
+    Subclasses call ``super().__init__()`` and ``_mark_ended(expired=...)``
+    once, when the session closes or is lost.
+    """
 
     id: str
+
+    def __init__(self) -> None:
+        self.expired = False  # True once the session was lost rather than closed
+        self._end_event = asyncio.Event()
+        self._end_callbacks: list[Callable[["Session"], None]] = []
+
+    def on_end(self, callback: Callable[["Session"], None]) -> None:
+        """Call ``callback(session)`` once when the session ends (soon, if it already has).
+
+        Callbacks run on the event loop and must not block; an exception in
+        one goes to the loop's exception handler.
+        """
+        if self._end_event.is_set():
+            asyncio.get_running_loop().call_soon(callback, self)
+        else:
+            self._end_callbacks.append(callback)
+
+    async def wait_ended(self) -> None:
+        """Return once the session is closed or lost."""
+        await self._end_event.wait()
+
+    def _mark_ended(self, *, expired: bool) -> None:
+        if self._end_event.is_set():
+            return
+        self.expired = expired
+        self._end_event.set()
+        callbacks, self._end_callbacks = self._end_callbacks, []
+        loop = asyncio.get_running_loop()
+        for callback in callbacks:
+            loop.call_soon(callback, self)
 
     @abc.abstractmethod
     async def close(self) -> None:

@@ -1,18 +1,41 @@
 """Fixtures for the metadata contract tests: one ``store`` per backend.
 
-A new backend joins every contract test by being added to BACKENDS.
+A new backend joins every contract test by being added to BACKENDS. The etcd
+backend runs against a real etcd server, one per test session, each test
+under a prefix of its own.
 """
 from __future__ import annotations
 
 import asyncio
+import itertools
+import os
 import time
 from typing import Awaitable, Callable
 
 import pytest
 
-from magnetar.metadata import MemoryMetadataStore, Notification, SqliteMetadataStore
+from magnetar.metadata import EtcdMetadataStore, MemoryMetadataStore, Notification, SqliteMetadataStore
+from magnetar.metadata.etcd_server import EtcdServer
 
-BACKENDS = ["memory", "sqlite"]
+BACKENDS = ["memory", "sqlite", "etcd"]
+
+_prefixes = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def etcd_server(tmp_path_factory):
+    """One real etcd server for the whole test session."""
+    server = EtcdServer(tmp_path_factory.mktemp("etcd")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def etcd_url(etcd_server) -> str:
+    """A store URL on the shared server with a prefix no other test uses."""
+    return etcd_server.store_url(f"test-{os.getpid()}-{next(_prefixes)}")
 
 
 @pytest.fixture(params=BACKENDS)
@@ -21,11 +44,13 @@ def backend(request) -> str:
 
 
 @pytest.fixture
-async def store(backend, tmp_path):
+async def store(backend, tmp_path, request):
     if backend == "memory":
         s = await MemoryMetadataStore.open()
-    else:
+    elif backend == "sqlite":
         s = await SqliteMetadataStore.open(tmp_path / "meta.db")
+    else:
+        s = await EtcdMetadataStore.open(request.getfixturevalue("etcd_url"))
     try:
         yield s
     finally:

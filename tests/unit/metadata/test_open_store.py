@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from magnetar.metadata import MemoryMetadataStore, SqliteMetadataStore, open_store
+from magnetar.metadata import EtcdMetadataStore, MemoryMetadataStore, SqliteMetadataStore, open_store
 
 
 @pytest.mark.parametrize("url", ["memory:", "memory://", "MEMORY:"])
@@ -43,7 +43,6 @@ async def test_sqlite_relative_path(tmp_path, monkeypatch):
         "",
         "meta.db",
         "/abs/meta.db",
-        "etcd://localhost:2379",
         "memory:extra",
         "sqlite:",
         "sqlite://",
@@ -51,8 +50,40 @@ async def test_sqlite_relative_path(tmp_path, monkeypatch):
         "sqlite://host/meta.db",
         "sqlite:///tmp/meta.db?mode=ro",
         "sqlite:dir/",
+        "etcd://",
+        "etcd://localhost",
+        "etcd://localhost:notaport/p",
+        "etcd://:2379/p",
+        "etcd://localhost:2379/p?x=1",
+        "etcd://localhost:2379/a//b",
+        "etcd:localhost:2379",
     ],
 )
 async def test_bad_urls_raise_value_error(url):
     with pytest.raises(ValueError, match="metadata store URL"):
         await open_store(url)
+
+
+async def test_etcd_url_with_prefix(etcd_server):
+    url = etcd_server.store_url("open-store/one")
+    store = await open_store(url)
+    other = await open_store(etcd_server.store_url("open-store/two"))
+    try:
+        assert isinstance(store, EtcdMetadataStore)
+        assert store.prefix == "/open-store/one"
+        await store.put("/k", b"one")
+        assert await other.get("/k") is None  # prefixes keep stores apart
+        again = await open_store(url + "/")  # a trailing slash names the same prefix
+        assert (await again.get("/k")).value == b"one"
+        await again.close()
+    finally:
+        await store.close()
+        await other.close()
+
+
+async def test_etcd_that_does_not_answer_is_a_clear_error():
+    from magnetar.metadata import MetadataError
+    from magnetar.metadata.etcd_server import free_port
+
+    with pytest.raises(MetadataError, match="unreachable"):
+        await EtcdMetadataStore.open(f"etcd://127.0.0.1:{free_port()}/p", connect_timeout=0.5)

