@@ -18,9 +18,9 @@ output. ``stop()`` then ``start()`` restarts the member on the same data and
 the same ports, so clients reconnect to the address they had.
 
 Failure modes: :class:`EtcdNotInstalled` if no etcd binary is found (says how
-to install it); :class:`EtcdStartError` if the process exits or is not healthy
-within ``start_timeout`` (the tail of its log is in the message; the process
-is killed first). Ports are picked free just before start; if another process
+to install it); :class:`EtcdStartError` if one of its ports is in use, or the
+process exits or is not healthy within ``start_timeout`` (the tail of its log
+is in the message; the process is killed first). Ports are picked free just before start; if another process
 takes one in between, etcd exits and start() retries with new ports once
 (only on the first start: a restart keeps its ports).
 """
@@ -79,6 +79,18 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # SO_REUSEADDR as etcd's listener has it: a port in TIME_WAIT after our
+        # own restart counts as free, a listening one does not.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 class EtcdServer:
     """One etcd member on loopback; see the module docstring."""
 
@@ -129,6 +141,8 @@ class EtcdServer:
         if self.running:
             raise RuntimeError(f"etcd already running (pid {self.process.pid})")
         binary = self._binary or find_etcd_binary()
+        if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
+            raise EtcdNotInstalled(f"etcd binary {binary!r} does not exist or is not executable")
         self.base_dir.mkdir(parents=True, exist_ok=True)
         attempts = 1 if (self._ports_fixed or self.client_port is not None) else 2
         for attempt in range(attempts):
@@ -147,6 +161,11 @@ class EtcdServer:
         raise AssertionError("unreachable")
 
     def _launch(self, binary: str, start_timeout: float) -> None:
+        # Another server on our port would answer our health check: refuse
+        # to start rather than report someone else's etcd as ours.
+        for port in (self.client_port, self.peer_port):
+            if not _port_free(self.host, port):
+                raise EtcdStartError(f"port {self.host}:{port} is in use: cannot start etcd there")
         client = f"http://{self.host}:{self.client_port}"
         peer = f"http://{self.host}:{self.peer_port}"
         args = [
@@ -180,7 +199,7 @@ class EtcdServer:
                 code = self.process.returncode
                 self.process = None
                 raise EtcdStartError(f"etcd exited with code {code} while starting:\n{self._log_tail()}")
-            if self.healthy():
+            if self.healthy() and self.process.poll() is None:
                 return
             if time.monotonic() > deadline:
                 self.kill()
@@ -197,7 +216,11 @@ class EtcdServer:
         return body.get("health") == "true"
 
     def stop(self, timeout: float = 10.0) -> None:
-        """SIGTERM (etcd flushes and exits), SIGKILL after ``timeout`` s. Idempotent."""
+        """SIGTERM, SIGKILL after ``timeout`` s. Idempotent.
+
+        On SIGTERM etcd stops serving, closes its data files and then dies by
+        the same signal (exit status -15 here): that is its clean shutdown.
+        """
         process = self.process
         if process is None:
             return

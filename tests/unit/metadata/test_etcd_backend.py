@@ -1,0 +1,276 @@
+"""etcd-only behaviour, on real etcd server processes: lost sessions, racing
+compare-and-sets from separate clients, watches across clients, an etcd
+restart (clean and kill -9) under a store that keeps working."""
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from magnetar.metadata import (
+    BadVersion,
+    EtcdMetadataStore,
+    EventType,
+    LeaderElection,
+    Notification,
+    Record,
+    SessionExpired,
+)
+from magnetar.metadata.etcd_server import EtcdServer
+
+
+@pytest.fixture
+async def two_stores(etcd_url):
+    """Two stores on one prefix: two connections, as two brokers would have."""
+    one = await EtcdMetadataStore.open(etcd_url)
+    two = await EtcdMetadataStore.open(etcd_url)
+    try:
+        yield one, two
+    finally:
+        await one.close()
+        await two.close()
+
+
+@pytest.fixture
+def own_server(tmp_path):
+    """An etcd server of this test's own, for tests that stop, pause or kill it."""
+    server = EtcdServer(tmp_path / "etcd").start()
+    try:
+        yield server
+    finally:
+        if server.running:
+            server.resume()  # harmless if not paused; a stopped process cannot take SIGTERM
+        server.stop()
+
+
+def ended_recorder(session):
+    """Record when the session's end hook ran."""
+    ended: list[float] = []
+    session.on_end(lambda s: ended.append(time.monotonic()))
+    return ended
+
+
+# --- lost sessions --------------------------------------------------------
+
+
+async def test_lease_expiry_during_a_stall_fires_the_hook_and_drops_the_keys(two_stores, wait_until):
+    store, observer = two_stores
+    session = await store.create_session(ttl_s=1)  # etcd grants at least 2 s
+    ended = ended_recorder(session)
+    await store.put("/owners/bundle-1", b"me", -1, session=session)
+    gone = asyncio.Event()
+    observer.watch("/owners", lambda note: note.type is EventType.DELETED and gone.set())
+
+    # A long GC pause or a blocked event loop: no keep-alive goes out for
+    # longer than the lease's TTL.
+    time.sleep(session.ttl_s + 1.0)
+
+    assert not session.alive  # known without waiting for any answer
+    await asyncio.wait_for(session.wait_ended(), 2)
+    assert ended and session.expired
+    await asyncio.wait_for(gone.wait(), 5)
+    assert await observer.get("/owners/bundle-1") is None
+    with pytest.raises(SessionExpired):
+        await store.put("/owners/bundle-1", b"me", session=session)
+    assert await observer.get("/owners/bundle-1") is None
+
+
+async def test_hung_etcd_loses_the_session_at_its_deadline(own_server, wait_until):
+    store = await EtcdMetadataStore.open(own_server.store_url("hung"))
+    try:
+        session = await store.create_session(ttl_s=2)
+        ended = ended_recorder(session)
+        election = LeaderElection(store, "/leader", b"broker-1", session)
+        assert await election.try_acquire()
+        await store.put("/owners/b", b"me", session=session)
+
+        own_server.pause()  # sockets stay open, nothing is answered
+        paused_at = time.monotonic()
+        await asyncio.wait_for(session.wait_ended(), session.ttl_s + 2)
+        # Reported by the local deadline, without waiting for etcd: no later
+        # than one TTL after the pause (plus scheduling slack).
+        assert ended[0] - paused_at <= session.ttl_s + 0.5
+        assert session.expired and not session.alive
+        assert not election.is_leader
+        await asyncio.wait_for(election.wait_lost(), 1)
+
+        own_server.resume()
+        # etcd expires (or our revoke removes) the lease: the keys go.
+        await wait_until(lambda: _gone(store, "/owners/b", "/leader"), timeout=10)
+    finally:
+        await store.close()
+
+
+async def _gone(store, *keys):
+    return all([await store.get(k) is None for k in keys])
+
+
+async def test_lease_revoked_by_another_client_is_a_lost_session(etcd_server, two_stores):
+    store, _ = two_stores
+    session = await store.create_session(ttl_s=3)
+    await store.put("/e", b"", session=session)
+    etcdctl = str(Path(sys.executable).parent / "etcdctl")
+    subprocess.run(
+        [etcdctl, "--endpoints", etcd_server.client_url, "lease", "revoke", f"{session.lease_id:x}"],
+        check=True,
+        capture_output=True,
+    )
+    # The next keep-alive (every TTL/3) hears that the lease is gone.
+    await asyncio.wait_for(session.wait_ended(), session.ttl_s / 3 + 5)
+    assert session.expired
+    assert await store.get("/e") is None
+
+
+async def test_close_is_not_a_loss(two_stores):
+    store, _ = two_stores
+    session = await store.create_session(ttl_s=30)
+    ended = ended_recorder(session)
+    await session.close()
+    await asyncio.wait_for(session.wait_ended(), 1)
+    await asyncio.sleep(0)  # the callback runs on the next loop turn
+    assert ended and not session.expired
+
+
+async def test_session_survives_well_past_its_ttl_with_keepalive(two_stores, wait_until):
+    store, observer = two_stores
+    session = await store.create_session(ttl_s=2)
+    await store.put("/e", b"", session=session)
+    until = time.monotonic() + 3 * session.ttl_s
+    while time.monotonic() < until:  # poll the key for three TTLs; it must stay
+        assert (await observer.get("/e")).ephemeral
+        await asyncio.sleep(0.2)
+    assert session.alive
+    await session.close()
+
+
+# --- compare-and-set across clients ---------------------------------------
+
+
+async def test_racing_cas_from_two_clients_has_one_winner(two_stores):
+    one, two = two_stores
+    await one.put("/bundle", b"free", -1)
+    for version in range(30):
+
+        async def attempt(store, value):
+            try:
+                await store.put("/bundle", value, version)
+                return value
+            except BadVersion:
+                return None
+
+        results = await asyncio.gather(attempt(one, b"one"), attempt(two, b"two"))
+        winners = [r for r in results if r is not None]
+        assert len(winners) == 1
+        assert await two.get("/bundle") == Record("/bundle", winners[0], version + 1, False)
+
+
+async def test_racing_creates_from_two_clients_have_one_winner(two_stores):
+    one, two = two_stores
+    for i in range(20):
+        key = f"/k{i}"
+        results = await asyncio.gather(
+            one.put(key, b"one", -1), two.put(key, b"two", -1), return_exceptions=True
+        )
+        assert sorted(type(r).__name__ for r in results) == ["BadVersion", "int"]
+
+
+async def test_counters_from_two_clients_never_repeat(two_stores):
+    one, two = two_stores
+    values = await asyncio.gather(*(s.increment("/ids") for _ in range(20) for s in (one, two)))
+    assert sorted(values) == list(range(1, 41))
+
+
+# --- watches across clients -----------------------------------------------
+
+
+async def test_watch_sees_puts_and_deletes_of_another_client(two_stores, recorder):
+    writer, watcher = two_stores
+    seen = recorder()
+    watcher.watch("/w", seen)
+    # Another client's writes are in flight as the watch starts; wait for a
+    # marker to be sure the watch is past them, then check what follows.
+    await writer.put("/w/marker", b"")
+    assert await seen.next() == Notification(EventType.CREATED, "/w/marker")
+    session = await writer.create_session(ttl_s=30)
+    await writer.put("/w/a", b"1")
+    await writer.put("/w/a", b"2")
+    await writer.put("/w/e", b"", session=session)
+    await writer.delete("/w/a")
+    await session.close()
+    await writer.put("/elsewhere", b"")
+    assert [await seen.next() for _ in range(5)] == [
+        Notification(EventType.CREATED, "/w/a"),
+        Notification(EventType.MODIFIED, "/w/a"),
+        Notification(EventType.CREATED, "/w/e"),
+        Notification(EventType.DELETED, "/w/a"),
+        Notification(EventType.DELETED, "/w/e"),  # the revoked lease took it
+    ]
+    await writer.put("/w/last", b"")
+    assert await seen.next() == Notification(EventType.CREATED, "/w/last")
+    assert seen.pending() == []
+
+
+# --- etcd restarts ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["stop", "kill"])
+async def test_store_keeps_working_across_an_etcd_restart(own_server, recorder, wait_until, how):
+    store = await EtcdMetadataStore.open(own_server.store_url("restart"))
+    try:
+        session = await store.create_session(ttl_s=5)
+        await store.put("/ledgers/1", b"L1", -1)
+        await store.put("/ledgers/1", b"L1'", 0)
+        await store.put("/owners/b", b"me", -1, session=session)
+        assert await store.increment("/ids", 5) == 5
+        seen = recorder()
+        store.watch("/ledgers", seen)
+
+        if how == "stop":
+            own_server.stop()  # SIGTERM
+        else:
+            own_server.kill()  # a crash: everything answered was fsynced
+        down_at = time.monotonic()
+        own_server.start()  # same data dir, same ports
+
+        # Reads wait for the reconnect (within the store's op timeout).
+        assert await store.get("/ledgers/1") == Record("/ledgers/1", b"L1'", 1, False)
+        print(f"etcd {how}+start: store answered again {time.monotonic() - down_at:.2f} s after the stop")
+        assert (await store.get("/owners/b")).ephemeral
+        assert await store.increment("/ids") == 6
+        assert await store.put("/ledgers/1", b"L1''", 1) == 2
+        assert await store.children("/ledgers") == ["1"]
+        # The watch stream resumed: it hears of the write made after the restart.
+        assert await seen.next(timeout=10) == Notification(EventType.MODIFIED, "/ledgers/1")
+        # The lease outlived a restart shorter than its TTL, and is kept alive.
+        assert session.alive and not session.expired
+        until = time.monotonic() + session.ttl_s * 1.5
+        while time.monotonic() < until:
+            assert (await store.get("/owners/b")) is not None, "lease expired after the restart"
+            await asyncio.sleep(0.5)
+        assert session.alive
+        await session.close()
+        assert await store.get("/owners/b") is None
+    finally:
+        await store.close()
+
+
+async def test_writes_while_etcd_is_down_fail_clearly(own_server):
+    from magnetar.metadata import MetadataError
+
+    store = await EtcdMetadataStore.open(own_server.store_url("down"), op_timeout=1.0)
+    try:
+        own_server.stop()
+        with pytest.raises(MetadataError, match="unreachable"):
+            await store.put("/k", b"")
+        with pytest.raises(MetadataError, match="unreachable"):
+            await store.get("/k")
+        own_server.start()
+        assert await store.get("/k") is None  # etcd was down: the put never reached it
+        await store.put("/k", b"after")
+        assert (await store.get("/k")).value == b"after"
+    finally:
+        await store.close()
