@@ -179,6 +179,10 @@ class EtcdServer:
             "--initial-cluster", f"{self.name}={peer}",
             "--initial-cluster-state", "new",  # ignored once the data dir exists
             "--log-level", "warn",
+            # Keep an hour of history: enough for a watch to resume after an
+            # outage, without the database growing for ever.
+            "--auto-compaction-mode", "periodic",
+            "--auto-compaction-retention", "1h",
         ]
         log = open(self.log_path, "ab")
         try:
