@@ -34,8 +34,25 @@ class BrokerConfig:
     advertised_address: str = "localhost"
     #: Where ledgers and the metadata database live.
     data_dir: str = "./data"
-    #: Metadata store URL; empty means ``sqlite:<data_dir>/metadata.db``.
+    #: Metadata store URL; empty means ``sqlite:<data_dir>/metadata.db``
+    #: (standalone). ``etcd://HOST:PORT[/PREFIX]`` makes this broker a member
+    #: of a cluster: bundles, owners and lookups (docs/cluster.md).
+    metadata_store_url: str = ""
+    #: Former name of ``metadata_store_url`` (still read).
     metadata_url: str = ""
+    #: The store shared by all clusters (clusters, tenants, namespace policies);
+    #: empty means the metadata store. Only that is supported so far.
+    configuration_store_url: str = ""
+    #: Where managed ledgers' files live; empty means ``<data_dir>``. Every
+    #: broker of a cluster must name the same (shared) directory.
+    storage_dir: str = ""
+    #: Bundles (hash ranges of topic names) per namespace; ownership is per bundle.
+    default_namespace_bundles: int = 4
+    #: Seconds a broker's metadata session survives without a keepalive: how
+    #: long a dead or paused broker keeps its bundles before they are reassigned.
+    cluster_session_ttl_s: float = 10.0
+    #: Seconds a lookup waits for a bundle in transition before ServiceNotReady.
+    lookup_timeout_s: float = 15.0
     #: Name of this cluster.
     cluster_name: str = "standalone"
     #: Create a topic the first time a producer or consumer names it.
@@ -84,7 +101,21 @@ class BrokerConfig:
 
     @property
     def resolved_metadata_url(self) -> str:
-        return self.metadata_url or f"sqlite:{self.data_path.resolve() / 'metadata.db'}"
+        return (self.metadata_store_url or self.metadata_url
+                or f"sqlite:{self.data_path.resolve() / 'metadata.db'}")
+
+    @property
+    def clustered(self) -> bool:
+        """A member of a cluster (the metadata store is shared), not standalone."""
+        return self.resolved_metadata_url.startswith("etcd:")
+
+    @property
+    def storage_path(self) -> Path:
+        return Path(self.storage_dir or self.data_dir)
+
+    @property
+    def web_service_url(self) -> str:
+        return f"http://{self.advertised_address}:{self.admin_port}"
 
     @property
     def service_url(self) -> str:
@@ -120,6 +151,15 @@ class BrokerConfig:
             raise ConfigError("compaction_check_interval_s must be positive")
         if self.dispatcher_max_read_batch < 1:
             raise ConfigError("dispatcher_max_read_batch must be at least 1")
+        if not 1 <= self.default_namespace_bundles <= 1024:
+            raise ConfigError(f"default_namespace_bundles must be 1..1024, got {self.default_namespace_bundles}")
+        if self.cluster_session_ttl_s < 1:
+            raise ConfigError("cluster_session_ttl_s must be at least 1 second")
+        if self.lookup_timeout_s <= 0:
+            raise ConfigError("lookup_timeout_s must be positive")
+        if self.configuration_store_url and self.configuration_store_url != self.resolved_metadata_url:
+            raise ConfigError("configuration_store_url must be empty or equal to the metadata store URL: "
+                              "a separate configuration store is not supported yet")
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
             raise ConfigError(f"log_level must be DEBUG, INFO, WARNING or ERROR, got {self.log_level!r}")
 

@@ -17,6 +17,8 @@ from pathlib import Path
 from magnetar.metadata import open_store
 from magnetar.storage import ManagedLedgerFactory
 
+from magnetar.broker.cluster.member import ClusterMember
+from magnetar.broker.cluster.registry import BrokerInfo
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.policies import backlog_quota
 from magnetar.broker.namespaces import resources
@@ -45,11 +47,24 @@ class Broker:
         data = Path(config.data_dir)
         data.mkdir(parents=True, exist_ok=True)
         self.store = await open_store(config.resolved_metadata_url)
-        self.factory = ManagedLedgerFactory(data, self.store, config.storage)
-        await self.factory.remove_orphaned_ledgers()
+        storage = config.storage_path
+        storage.mkdir(parents=True, exist_ok=True)
+        self.factory = ManagedLedgerFactory(storage, self.store, config.storage)
+        if not config.clustered:
+            # In a cluster other brokers create ledger files in the same
+            # directory at any moment: an unnamed file may be one being born.
+            await self.factory.remove_orphaned_ledgers()
         # Before clients can connect: cluster, tenant public, namespace public/default.
         await resources.bootstrap(self.store, config.cluster_name, self._cluster_data())
         self.service = BrokerService(config, self.store, self.factory)
+        if config.clustered:
+            # Before the listener: until the member has joined, lookups and
+            # topic loads answer ServiceNotReady instead of serving as standalone.
+            self.service.cluster = ClusterMember(
+                self.store, BrokerInfo("", "", "", config.cluster_name),
+                unload_bundle=self.service.unload_bundle, unload_all=self.service.unload_all,
+                bundles_per_namespace=config.default_namespace_bundles,
+                session_ttl_s=config.cluster_session_ttl_s, lookup_timeout_s=config.lookup_timeout_s)
         self.expiry = MessageExpiry(self.service, config.message_expiry_check_interval_s).start()
         self.quota_checks = asyncio.get_running_loop().create_task(
             backlog_quota.check_periodically(self.service, config.backlog_quota_check_interval_s))
@@ -64,9 +79,23 @@ class Broker:
             # import it on a thread so the Pulsar listener already serves clients.
             admin = await asyncio.to_thread(importlib.import_module, "magnetar.admin.app")
             self._admin, self.admin_port = await admin.start_admin(self, config.bind_address, config.admin_port)
+            if config.admin_port == 0:
+                config.admin_port = self.admin_port  # the cluster's records must name the real port
         await resources.ensure_cluster(self.store, config.cluster_name, self._cluster_data())
+        if config.clustered:
+            await self._join_cluster()
         log.info("Magnetar broker ready: pulsar://%s:%d, admin on port %s, data in %s",
                  config.bind_address, self.port, self.admin_port, data.resolve())
+
+    async def _join_cluster(self) -> None:
+        config = self.config
+        member = self.service.cluster
+        # Pulsar's broker id: host and web port.
+        member.broker_id = member.info.broker_id = f"{config.advertised_address}:{self.admin_port}"
+        member.info.service_url = config.service_url
+        member.info.web_service_url = config.web_service_url
+        await member.start()
+        log.info("broker %s joined cluster %s", member.broker_id, config.cluster_name)
 
     def _cluster_data(self) -> dict:
         """The cluster record (Pulsar's ClusterData) with this start's URLs."""
@@ -86,6 +115,8 @@ class Broker:
                 await self.quota_checks
             except asyncio.CancelledError:
                 pass
+        if self.service is not None and self.service.cluster is not None:
+            await self.service.cluster.close()
         if self.service is not None:
             for cnx in list(self.service.connections):
                 cnx.close()

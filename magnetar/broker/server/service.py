@@ -3,6 +3,11 @@
 Owns the metadata store and the managed ledger factory. A topic is loaded
 once even when many clients ask for it at the same time; a topic whose
 storage failed is unloaded, so the next request reloads it from disk.
+
+In a cluster (``cluster`` set), a topic is served only while this broker owns
+its bundle: :meth:`get_topic` raises ServiceNotReady otherwise (the client
+looks up again), and the member unloads a bundle's topics through
+:meth:`unload_bundle` the moment the bundle is no longer ours.
 """
 from __future__ import annotations
 
@@ -11,6 +16,8 @@ import logging
 from magnetar.metadata import MetadataStore
 from magnetar.storage import ManagedLedgerFactory
 
+from magnetar.broker.cluster.bundles import Bundle
+from magnetar.broker.cluster.member import ClusterMember
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.topics.dedup import PidAllocator, delete_snapshot
 from magnetar.broker.errors import ServiceNotReady
@@ -41,6 +48,8 @@ class BrokerService:
         self.compactor = Compactor(self)
         self._policy_watch = store.watch(POLICIES_ROOT, self._on_policy_change)
         self.closing = False
+        #: This broker's part in a cluster; None for a standalone broker.
+        self.cluster: ClusterMember | None = None
 
     async def get_topic(self, name: TopicName, create: bool | None = None) -> Topic:
         """The loaded topic; loads (and, if allowed, creates) it first.
@@ -56,6 +65,14 @@ class BrokerService:
         pending = self._loading.get(key)
         if pending is not None:
             return await asyncio.shield(pending)
+        if self.cluster is not None:
+            await self.cluster.check_owner(name)  # ServiceNotReady unless the bundle is ours
+            pending = self._loading.get(key)
+            if pending is not None:
+                return await asyncio.shield(pending)
+            topic = self.topics.get(key)
+            if topic is not None and not topic.closed:
+                return topic
         fut = asyncio.get_running_loop().create_future()
         self._loading[key] = fut
         try:
@@ -125,6 +142,26 @@ class BrokerService:
         if self.topics.get(str(topic.name)) is topic:
             del self.topics[str(topic.name)]
         await topic.ledger.close()
+
+    async def unload_bundle(self, bundle: Bundle) -> None:
+        """Close the loaded topics of ``bundle`` (it is no longer ours): their
+        clients are disconnected and look the topics up again."""
+        for topic in list(self.topics.values()):
+            if bundle.namespace == topic.name.namespace_name and self.cluster is not None \
+                    and self.cluster.bundle_of(topic.name) == bundle:
+                log.info("unloading %s: bundle %s moved", topic.name, bundle)
+                try:
+                    await self.unload(topic)
+                except Exception:
+                    log.exception("unloading %s failed", topic.name)
+
+    async def unload_all(self) -> None:
+        """Close every loaded topic (this broker lost its metadata session)."""
+        for topic in list(self.topics.values()):
+            try:
+                await self.unload(topic)
+            except Exception:
+                log.exception("unloading %s failed", topic.name)
 
     async def delete_topic(self, name: TopicName) -> None:
         topic = self.topics.get(str(name))

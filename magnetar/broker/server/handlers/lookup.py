@@ -2,7 +2,9 @@
 GET_TOPICS_OF_NAMESPACE.
 
 A standalone broker owns every topic, so LOOKUP answers Connect with the URL
-the client dialled. Failure modes: a malformed topic name gets
+the client dialled. A cluster member answers with the owner of the topic's
+bundle (``cluster.member``): Connect when it is the owner, Redirect
+(authoritative) to the owner otherwise, as Pulsar's brokers do. Failure modes: a malformed topic name gets
 InvalidTopicName; metadata trouble gets ServiceNotReady (the client retries).
 """
 from __future__ import annotations
@@ -69,10 +71,32 @@ def on_lookup(session: Session, frame: Frame) -> None:
         session.write(command(Type.LOOKUP_RESPONSE, request_id=req.request_id, response=Lookup.Failed,
                               error=ServerError.InvalidTopicName, message=str(exc)))
         return
+    if session.service.cluster is not None:
+        session.spawn(cluster_lookup(session, req))
+        return
     # One broker owns everything: the client keeps using the URL it dialled.
     session.write(command(Type.LOOKUP_RESPONSE, request_id=req.request_id, response=Lookup.Connect,
                           brokerServiceUrl=session.config.service_url, authoritative=True,
                           proxy_through_service_url=True))
+
+
+async def cluster_lookup(session: Session, req: pb.CommandLookupTopic) -> None:
+    Lookup = pb.CommandLookupTopicResponse
+    try:
+        result = await session.service.cluster.lookup(parse(req.topic))
+    except BrokerError as exc:
+        session.write(command(Type.LOOKUP_RESPONSE, request_id=req.request_id, response=Lookup.Failed,
+                              error=exc.code, message=str(exc)))
+        return
+    except Exception as exc:  # metadata trouble: the client retries ServiceNotReady
+        log.exception("lookup of %s failed", req.topic)
+        session.write(command(Type.LOOKUP_RESPONSE, request_id=req.request_id, response=Lookup.Failed,
+                              error=ServerError.ServiceNotReady, message=f"lookup failed: {exc}"))
+        return
+    # Redirect makes the client ask the owner, which then answers Connect.
+    session.write(command(Type.LOOKUP_RESPONSE, request_id=req.request_id,
+                          response=Lookup.Connect if result.local else Lookup.Redirect,
+                          brokerServiceUrl=result.service_url, authoritative=True))
 
 
 async def on_get_topics(session: Session, req: pb.CommandGetTopicsOfNamespace) -> None:

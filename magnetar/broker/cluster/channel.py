@@ -1,0 +1,231 @@
+"""The bundle state channel: who owns each bundle, in the metadata store.
+
+One key per bundle, ``/loadbalance/bundles/<tenant>/<namespace>/<range>``,
+holds ``{"state", "broker", "source"}`` as JSON; the store's version of the
+key is the channel's version. States and legal transitions are Pulsar's
+(PIP-192, metadata-store variant); a missing key is ``Init``::
+
+    Init, Free  -> Assigning
+    Assigning   -> Owned
+    Owned       -> Releasing | Splitting
+    Releasing   -> Assigning | Free
+    Splitting   -> Deleted
+    Deleted     -> Init
+
+Every write is a compare-and-set on the version this broker read, so of two
+racing writers exactly one wins; the loser gets :class:`LostRace` and reads
+again. The one exception to the transition table is :meth:`Channel.override`,
+which the leader uses to take a bundle away from a broker whose session
+ended (its owner can no longer release it); it is still a compare-and-set.
+
+Every broker keeps a local table of the channel, filled at :meth:`start` and
+kept current by one prefix watch; listeners hear every change. Failure modes:
+metadata errors propagate from writes (the caller retries or answers
+ServiceNotReady); a value that is not valid JSON is logged and read as Init.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass
+from typing import Callable
+
+from magnetar.metadata import MetadataStore
+from magnetar.metadata.store import BadVersion, Notification, NotFound
+
+from .bundles import Bundle, parse_range
+
+log = logging.getLogger(__name__)
+
+ROOT = "/loadbalance/bundles"
+
+INIT, FREE, ASSIGNING, OWNED, RELEASING, SPLITTING, DELETED = (
+    "Init", "Free", "Assigning", "Owned", "Releasing", "Splitting", "Deleted")
+
+LEGAL: dict[str, frozenset[str]] = {
+    INIT: frozenset({ASSIGNING}),
+    FREE: frozenset({ASSIGNING}),
+    ASSIGNING: frozenset({OWNED}),
+    OWNED: frozenset({RELEASING, SPLITTING}),
+    RELEASING: frozenset({ASSIGNING, FREE}),
+    SPLITTING: frozenset({DELETED}),
+    DELETED: frozenset({INIT}),
+}
+
+
+class IllegalTransition(ValueError):
+    """The requested state does not follow the current one."""
+
+
+class LostRace(Exception):
+    """Another broker wrote the bundle's record first; read it again."""
+
+
+@dataclass(frozen=True)
+class BundleState:
+    state: str = INIT
+    #: The broker the state is about (the owner, or the one being assigned).
+    broker: str | None = None
+    #: The previous owner during a transfer (Releasing, Assigning).
+    source: str | None = None
+    #: The store's version of the record; -1 when there is none.
+    version: int = -1
+
+    def doc(self) -> bytes:
+        return json.dumps({"state": self.state, "broker": self.broker, "source": self.source}).encode()
+
+
+def key_of(bundle: Bundle) -> str:
+    return f"{ROOT}/{bundle.namespace}/{bundle.range}"
+
+
+def bundle_of_key(key: str) -> Bundle | None:
+    rest = key[len(ROOT) + 1:].split("/")
+    if len(rest) != 3:
+        return None
+    try:
+        return parse_range(f"{rest[0]}/{rest[1]}", rest[2])
+    except ValueError:
+        return None
+
+
+def parse_state(value: bytes, version: int) -> BundleState:
+    try:
+        doc = json.loads(value)
+        return BundleState(doc["state"], doc.get("broker"), doc.get("source"), version)
+    except (ValueError, KeyError, TypeError):
+        log.warning("unreadable bundle state %r: read as Init", value[:100])
+        return BundleState(version=version)
+
+
+Listener = Callable[[Bundle, BundleState, BundleState], None]
+
+
+class Channel:
+    """One broker's view of the channel, and its writes to it."""
+
+    def __init__(self, store: MetadataStore) -> None:
+        self.store = store
+        self.table: dict[Bundle, BundleState] = {}
+        self._listeners: list[Listener] = []
+        self._watch = None
+        self._refreshing: dict[str, asyncio.Task] = {}
+
+    async def start(self) -> None:
+        """Load the whole channel and follow it. Call once, before lookups."""
+        self._watch = self.store.watch(ROOT, self._on_change)
+        for tenant in await self.store.children(ROOT):
+            for ns in await self.store.children(f"{ROOT}/{tenant}"):
+                for rng in await self.store.children(f"{ROOT}/{tenant}/{ns}"):
+                    await self.refresh(f"{ROOT}/{tenant}/{ns}/{rng}")
+
+    def close(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+        for task in self._refreshing.values():
+            task.cancel()
+
+    def add_listener(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def get(self, bundle: Bundle) -> BundleState:
+        return self.table.get(bundle, BundleState())
+
+    def owned_by(self, broker: str) -> list[Bundle]:
+        return [b for b, s in self.table.items() if s.state == OWNED and s.broker == broker]
+
+    def held_by(self, broker: str) -> list[Bundle]:
+        """Bundles whose state names ``broker`` (owned, being assigned to it, or releasing)."""
+        return [b for b, s in self.table.items() if s.broker == broker and s.state in (ASSIGNING, OWNED, RELEASING)]
+
+    # -- following the store ----------------------------------------------------------
+    def _on_change(self, note: Notification) -> None:
+        key = note.key
+        if key in self._refreshing:
+            return  # a refresh is already on its way; it reads the newest value
+        task = asyncio.get_running_loop().create_task(self._refresh_soon(key))
+        self._refreshing[key] = task
+
+    async def _refresh_soon(self, key: str) -> None:
+        try:
+            await self.refresh(key)
+        except Exception as exc:  # the next change or read retries
+            log.warning("cannot read bundle state %s: %s", key, exc)
+        finally:
+            self._refreshing.pop(key, None)
+
+    async def refresh(self, key: str) -> BundleState | None:
+        """Read one record into the table (and tell listeners if it changed)."""
+        bundle = bundle_of_key(key)
+        if bundle is None:
+            return None
+        record = await self.store.get(key)
+        new = BundleState() if record is None else parse_state(record.value, record.version)
+        self._apply(bundle, new)
+        return new
+
+    def _apply(self, bundle: Bundle, new: BundleState) -> None:
+        old = self.table.get(bundle, BundleState())
+        if new.version != -1 and old.version > new.version:
+            return  # an older read finished after a newer one
+        if new.version == -1:
+            self.table.pop(bundle, None)
+        else:
+            self.table[bundle] = new
+        if old != new:
+            for listener in list(self._listeners):
+                try:
+                    listener(bundle, old, new)
+                except Exception:
+                    log.exception("bundle listener failed on %s", bundle)
+
+    # -- writing ----------------------------------------------------------------------
+    async def transition(self, bundle: Bundle, to: str, broker: str | None, source: str | None = None,
+                         *, expected: BundleState | None = None) -> BundleState:
+        """Move ``bundle`` from ``expected`` (default: the table's state) to ``to``.
+
+        Raises IllegalTransition if ``to`` does not follow the expected state,
+        LostRace if the record changed since (the table is refreshed then).
+        """
+        current = self.get(bundle) if expected is None else expected
+        if to not in LEGAL[current.state]:
+            raise IllegalTransition(f"bundle {bundle}: {current.state} -> {to} is not a legal transition")
+        return await self._write(bundle, BundleState(to, broker, source), current.version)
+
+    async def override(self, bundle: Bundle, to: str, broker: str | None, source: str | None,
+                       expected: BundleState) -> BundleState:
+        """The leader's cleanup write: any state -> ``to``, still compare-and-set."""
+        return await self._write(bundle, BundleState(to, broker, source), expected.version)
+
+    async def _write(self, bundle: Bundle, state: BundleState, version: int) -> BundleState:
+        key = key_of(bundle)
+        try:
+            new_version = await self.store.put(key, state.doc(), version)
+        except (BadVersion, NotFound):
+            await self.refresh(key)
+            raise LostRace(f"bundle {bundle} changed under us") from None
+        written = BundleState(state.state, state.broker, state.source, new_version)
+        self._apply(bundle, written)
+        return written
+
+    async def wait_for(self, bundle: Bundle, predicate: Callable[[BundleState], bool],
+                       timeout: float) -> BundleState:
+        """The bundle's state once ``predicate`` holds; TimeoutError after ``timeout`` s."""
+        state = self.get(bundle)
+        if predicate(state):
+            return state
+        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+
+        def listener(b: Bundle, old: BundleState, new: BundleState) -> None:
+            if b == bundle and predicate(new) and not fut.done():
+                fut.set_result(new)
+
+        self._listeners.append(listener)
+        try:
+            # A change may have landed between the check and the listener.
+            await self.refresh(key_of(bundle))
+            return await asyncio.wait_for(fut, timeout)
+        finally:
+            self._listeners.remove(listener)

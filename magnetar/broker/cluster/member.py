@@ -1,0 +1,222 @@
+"""This broker's part in the cluster: lookups, taking and giving up bundles.
+
+:class:`ClusterMember` joins the cluster (a session, its registry record, the
+channel and the leader election), and then:
+
+- answers lookups (:meth:`lookup`): the owner of the topic's bundle; an
+  unowned bundle is first assigned to the least loaded live broker; a bundle
+  in transition (Assigning, Releasing, or owned by a broker that is gone) is
+  answered once it is Owned again, or ServiceNotReady after
+  ``lookup_timeout_s`` (the client retries);
+- takes the bundles assigned to it (Assigning -> Owned);
+- gives up a bundle the moment the channel says someone else has it, or the
+  moment its session is lost: ``unload_bundle`` / ``unload_all`` (callbacks
+  of the service) close the topics, so their clients reconnect and look up.
+  After a lost session it joins again with a new one;
+- on a clean stop, frees its bundles (Owned -> Releasing -> Free) so others
+  take them without waiting for the session to expire.
+
+Failure modes: metadata errors during a lookup surface as ServiceNotReady
+(retryable); a lost race on the channel is retried within the deadline.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Awaitable, Callable
+
+from magnetar.broker.errors import ServiceNotReady
+from magnetar.broker.topic_name import TopicName
+from magnetar.metadata import MetadataStore, Session
+
+from .bundles import DEFAULT_BUNDLES, Bundle, bundle_of
+from .channel import ASSIGNING, DELETED, FREE, INIT, OWNED, RELEASING, BundleState, Channel, IllegalTransition, \
+    LostRace
+from .leader import Leader
+from .placement import least_loaded
+from .registry import BrokerInfo, Registry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LookupResult:
+    broker_id: str
+    service_url: str
+    web_service_url: str
+    #: True when this broker is the owner.
+    local: bool
+
+
+class ClusterMember:
+    def __init__(self, store: MetadataStore, info: BrokerInfo, *,
+                 unload_bundle: Callable[[Bundle], Awaitable[None]],
+                 unload_all: Callable[[], Awaitable[None]],
+                 bundles_per_namespace: int = DEFAULT_BUNDLES,
+                 session_ttl_s: float = 10.0, lookup_timeout_s: float = 15.0) -> None:
+        self.store = store
+        self.info = info
+        self.broker_id = info.broker_id
+        self.unload_bundle = unload_bundle
+        self.unload_all = unload_all
+        self.bundles_per_namespace = bundles_per_namespace
+        self.session_ttl_s = session_ttl_s
+        self.lookup_timeout_s = lookup_timeout_s
+        self.channel = Channel(store)
+        self.registry = Registry(store)
+        self.session: Session | None = None
+        self.leader: Leader | None = None
+        self.lookups_answered = 0
+        self.lookup_redirects = 0
+        self._tasks: set[asyncio.Task] = set()
+        self._monitor: asyncio.Task | None = None
+        self.closing = False
+
+    # -- joining and leaving ----------------------------------------------------------
+    async def start(self) -> None:
+        await self.registry.start()
+        await self.channel.start()
+        self.channel.add_listener(self._on_bundle)
+        await self._join()
+        self._monitor = asyncio.get_running_loop().create_task(self._watch_session())
+
+    async def _join(self) -> None:
+        self.session = await self.store.create_session(self.session_ttl_s)
+        await self.registry.register(self.info, self.session)
+        self.leader = Leader(self.broker_id, self.store, self.session, self.channel, self.registry)
+        self.leader.start()
+        for bundle, state in list(self.channel.table.items()):  # assigned while we were away
+            if state.state == ASSIGNING and state.broker == self.broker_id:
+                self._spawn(self._take(bundle, state))
+
+    async def _watch_session(self) -> None:
+        """A lost session: stop serving at once, then join again."""
+        while not self.closing:
+            await asyncio.sleep(0.2)
+            if self.session is not None and not self.session.alive and not self.closing:
+                log.error("broker %s lost its metadata session: unloading every topic", self.broker_id)
+                try:
+                    await self.unload_all()
+                except Exception:
+                    log.exception("unloading after a lost session failed")
+                if self.leader is not None:
+                    await self.leader.stop()
+                while not self.closing:
+                    try:
+                        await self._join()
+                        log.info("broker %s joined the cluster again", self.broker_id)
+                        break
+                    except Exception as exc:
+                        log.warning("cannot join the cluster again (%s); retrying", exc)
+                        await asyncio.sleep(1.0)
+
+    async def close(self) -> None:
+        """Free our bundles, leave the registry and the election."""
+        self.closing = True
+        if self._monitor is not None:
+            self._monitor.cancel()
+        for bundle in self.channel.owned_by(self.broker_id):
+            try:
+                state = await self.channel.transition(bundle, RELEASING, self.broker_id, self.broker_id)
+                await self.channel.transition(bundle, FREE, None, self.broker_id, expected=state)
+            except Exception as exc:  # the leader cleans up after our session instead
+                log.info("cannot free bundle %s on the way out: %s", bundle, exc)
+        if self.leader is not None:
+            await self.leader.stop()
+        for task in list(self._tasks):
+            task.cancel()
+        self.channel.close()
+        self.registry.close()
+        if self.session is not None:
+            try:
+                await self.session.close()
+            except Exception:
+                pass
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- following the channel ----------------------------------------------------------
+    def _on_bundle(self, bundle: Bundle, old: BundleState, new: BundleState) -> None:
+        me = self.broker_id
+        if new.state == ASSIGNING and new.broker == me:
+            self._spawn(self._take(bundle, new))
+        if old.broker == me and old.state in (OWNED, ASSIGNING) and not (new.state == OWNED and new.broker == me):
+            log.info("bundle %s is no longer ours (%s %s): unloading its topics", bundle, new.state, new.broker)
+            self._spawn(self.unload_bundle(bundle))
+
+    async def _take(self, bundle: Bundle, state: BundleState) -> None:
+        if self.session is None or not self.session.alive:
+            return
+        try:
+            await self.channel.transition(bundle, OWNED, self.broker_id, state.source, expected=state)
+            log.info("broker %s owns bundle %s", self.broker_id, bundle)
+        except (LostRace, IllegalTransition):
+            pass
+        except Exception as exc:
+            log.warning("cannot take bundle %s: %s", bundle, exc)
+
+    # -- ownership and lookups ----------------------------------------------------------
+    def bundle_of(self, name: TopicName) -> Bundle:
+        return bundle_of(str(name), name.namespace_name, self.bundles_per_namespace)
+
+    def owns(self, name: TopicName) -> bool:
+        state = self.channel.get(self.bundle_of(name))
+        return state.state == OWNED and state.broker == self.broker_id and self.serving
+
+    @property
+    def serving(self) -> bool:
+        return self.session is not None and self.session.alive and not self.closing
+
+    async def check_owner(self, name: TopicName) -> None:
+        """Return once this broker owns ``name``'s bundle; ServiceNotReady if another
+        broker does (the client looks up again) or it is still unowned after a lookup."""
+        if self.owns(name):
+            return
+        result = await self.lookup(name)
+        if not result.local:
+            raise ServiceNotReady(f"topic {name} is served by {result.service_url}, not by this broker")
+
+    async def lookup(self, name: TopicName) -> LookupResult:
+        """The owner of ``name``'s bundle, assigning it first if nobody owns it."""
+        if not self.serving:
+            raise ServiceNotReady("this broker is not serving (no metadata session): try another broker")
+        bundle = self.bundle_of(name)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.lookup_timeout_s
+        while True:
+            state = self.channel.get(bundle)
+            owner = self.registry.live.get(state.broker) if state.broker else None
+            if state.state == OWNED and owner is not None:
+                self.lookups_answered += 1
+                if owner.broker_id != self.broker_id:
+                    self.lookup_redirects += 1
+                return LookupResult(owner.broker_id, owner.service_url, owner.web_service_url,
+                                    owner.broker_id == self.broker_id)
+            try:
+                if state.state in (INIT, FREE):
+                    target = least_loaded(bundle, sorted(self.registry.live), self.channel)
+                    if target is None:
+                        raise ServiceNotReady("no live broker in the cluster")
+                    await self.channel.transition(bundle, ASSIGNING, target, state.broker, expected=state)
+                    continue
+                if state.state == DELETED:
+                    await self.channel.transition(bundle, INIT, None, expected=state)
+                    continue
+            except (LostRace, IllegalTransition):
+                continue
+            except ServiceNotReady:
+                raise
+            except Exception as exc:
+                raise ServiceNotReady(f"cannot assign bundle {bundle}: {exc}") from None
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise ServiceNotReady(f"bundle {bundle} is {state.state} on {state.broker}: try again")
+            try:
+                await self.channel.wait_for(bundle, lambda s, v=state.version: s.version != v,
+                                            min(remaining, 0.5))
+            except asyncio.TimeoutError:
+                pass  # re-check: the owner's registry record may have come or gone
