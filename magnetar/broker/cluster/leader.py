@@ -43,6 +43,7 @@ class Leader:
         self.election = LeaderElection(store, PATH, broker_id.encode(), session, retry_s=0.5)
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._stopping = False
         channel.add_listener(lambda *_: self._wake.set())
         registry.add_listener(lambda *_: self._wake.set())
 
@@ -54,12 +55,14 @@ class Leader:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+        self._stopping = True
+        task = self._task
+        # Cancel until it ends: Python 3.11's wait_for can swallow a
+        # cancellation that races with the awaited event (the election's
+        # wait for the leader key's deletion).
+        while task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait([task], timeout=0.1)
         if self.election.is_leader:
             try:
                 await self.election.release()
@@ -71,8 +74,10 @@ class Leader:
             await self.election.acquire()
         except SessionExpired:
             return
+        if self._stopping:
+            return
         log.info("broker %s is the leader", self.broker_id)
-        while self.election.is_leader:
+        while self.election.is_leader and not self._stopping:
             try:
                 await self.sweep()
             except asyncio.CancelledError:

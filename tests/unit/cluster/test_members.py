@@ -36,64 +36,68 @@ class Member:
         self.unloaded.append("all")
 
 
-@pytest.fixture
-async def cluster():
-    store = await MemoryMetadataStore.open()
-    members = [Member(store, n) for n in range(3)]
-    for m in members:
-        await m.member.start()
-    yield store, members
-    for m in members:
-        await m.member.close()
-    await store.close()
+class Cluster:
+    """Three members on one store, started and closed by ``async with``."""
+
+    async def __aenter__(self):
+        self.store = await MemoryMetadataStore.open()
+        self.members = [Member(self.store, n) for n in range(3)]
+        for m in self.members:
+            await m.member.start()
+        return self.store, self.members
+
+    async def __aexit__(self, *exc):
+        for m in self.members:
+            await m.member.close()
+        await self.store.close()
 
 
-async def test_lookups_assign_every_bundle_to_one_live_broker_and_spread_them(cluster):
-    store, members = cluster
-    names = [parse(f"persistent://public/default/t-partition-{i}") for i in range(12)]
-    answers = {}
-    for i, name in enumerate(names):
-        asker = members[i % 3].member
-        result = await asker.lookup(name)
-        answers[str(name)] = result.broker_id
-        assert result.local == (result.broker_id == asker.broker_id)
-    # Every member agrees on every owner, and each topic has exactly one.
-    for m in members:
-        await wait_until(lambda m=m: all(m.member.channel.get(m.member.bundle_of(n)).state == OWNED for n in names))
+async def test_lookups_assign_every_bundle_to_one_live_broker_and_spread_them():
+    async with Cluster() as (store, members):
+        names = [parse(f"persistent://public/default/t-partition-{i}") for i in range(12)]
+        answers = {}
+        for i, name in enumerate(names):
+            asker = members[i % 3].member
+            result = await asker.lookup(name)
+            answers[str(name)] = result.broker_id
+            assert result.local == (result.broker_id == asker.broker_id)
+        # Every member agrees on every owner, and each topic has exactly one.
+        for m in members:
+            await wait_until(lambda m=m: all(m.member.channel.get(m.member.bundle_of(n)).state == OWNED for n in names))
+            for name in names:
+                assert (await m.member.lookup(name)).broker_id == answers[str(name)]
+                assert sum(x.member.owns(name) for x in members) == 1
+        assert len(set(answers.values())) >= 2
+
+
+async def test_a_dead_brokers_bundles_are_taken_over():
+    async with Cluster() as (store, members):
+        names = [parse(f"persistent://public/default/d-partition-{i}") for i in range(12)]
         for name in names:
-            assert (await m.member.lookup(name)).broker_id == answers[str(name)]
-            assert sum(x.member.owns(name) for x in members) == 1
-    assert len(set(answers.values())) >= 2
+            await members[0].member.lookup(name)
+        victim = next(m for m in members if m.member.channel.owned_by(m.member.broker_id))
+        lost = set(victim.member.channel.owned_by(victim.member.broker_id))
+        # Death: no more keepalives, no clean release.
+        victim.member.closing = True
+        victim.member._monitor.cancel()
+        await victim.member.leader.stop()
+        await victim.member.session.close()
+        survivors = [m for m in members if m is not victim]
+        await wait_until(lambda: all(any(s.member.channel.get(b).state == OWNED
+                                         and s.member.channel.get(b).broker == s.member.broker_id
+                                         for s in survivors) for b in lost),
+                         what="the dead broker's bundles owned by survivors")
+        for name in names:
+            result = await survivors[0].member.lookup(name)
+            assert result.broker_id != victim.member.broker_id
 
 
-async def test_a_dead_brokers_bundles_are_taken_over(cluster):
-    store, members = cluster
-    names = [parse(f"persistent://public/default/d-partition-{i}") for i in range(12)]
-    for name in names:
-        await members[0].member.lookup(name)
-    victim = next(m for m in members if m.member.channel.owned_by(m.member.broker_id))
-    lost = set(victim.member.channel.owned_by(victim.member.broker_id))
-    # Death: no more keepalives, no clean release.
-    victim.member.closing = True
-    victim.member._monitor.cancel()
-    await victim.member.leader.stop()
-    await victim.member.session.close()
-    survivors = [m for m in members if m is not victim]
-    await wait_until(lambda: all(any(s.member.channel.get(b).state == OWNED
-                                     and s.member.channel.get(b).broker == s.member.broker_id
-                                     for s in survivors) for b in lost),
-                     what="the dead broker's bundles owned by survivors")
-    for name in names:
-        result = await survivors[0].member.lookup(name)
-        assert result.broker_id != victim.member.broker_id
-
-
-async def test_a_member_that_lost_its_session_unloads_everything_and_joins_again(cluster):
-    store, members = cluster
-    m = members[1]
-    await m.member.session.close()  # as when etcd expires the lease
-    await wait_until(lambda: "all" in m.unloaded, what="unload after a lost session")
-    await wait_until(lambda: m.member.serving, what="joining again")
+async def test_a_member_that_lost_its_session_unloads_everything_and_joins_again():
+    async with Cluster() as (store, members):
+        m = members[1]
+        await m.member.session.close()  # as when etcd expires the lease
+        await wait_until(lambda: "all" in m.unloaded, what="unload after a lost session")
+        await wait_until(lambda: m.member.serving, what="joining again")
 
 
 async def test_a_member_not_yet_joined_answers_service_not_ready():
