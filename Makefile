@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install standalone test unit integration proto proto-check bench bench-quick profile clean
+.PHONY: install standalone cluster test unit integration proto proto-check bench bench-quick profile clean
 
 install: $(STAMP)
 
@@ -16,6 +16,10 @@ $(STAMP): pyproject.toml
 
 standalone: $(STAMP)
 	$(BIN)/magnetar standalone --data-dir ./data --port 6650 --admin-port 8080
+
+# A local 3-broker cluster with its own etcd (docs/cluster.md); Ctrl-C stops it all.
+cluster: $(STAMP)
+	$(BIN)/magnetar cluster up --brokers 3 --data-dir ./cluster-data
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

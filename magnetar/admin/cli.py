@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .client import AdminApiError, AdminClient, AdminUnreachable
+from .client import AdminApiError, AdminClient, AdminUnreachable, namespace_path, topic_path
 
 DEFAULT_ADMIN_URL = "http://localhost:8080"
 
@@ -32,7 +32,9 @@ clusters_app = typer.Typer(help="Clusters (read-only).", no_args_is_help=True)
 tenants_app = typer.Typer(help="Tenants.", no_args_is_help=True)
 namespaces_app = typer.Typer(help="Namespaces and their policies.", no_args_is_help=True)
 topics_app = typer.Typer(help="Topics, partitioned topics and subscriptions.", no_args_is_help=True)
+brokers_app = typer.Typer(help="Brokers of a cluster and topic lookups.", no_args_is_help=True)
 app.add_typer(clusters_app, name="clusters")
+app.add_typer(brokers_app, name="brokers")
 app.add_typer(tenants_app, name="tenants")
 app.add_typer(namespaces_app, name="namespaces")
 app.add_typer(topics_app, name="topics")
@@ -49,7 +51,7 @@ class Settings:
 @app.callback()
 def _options(
     ctx: typer.Context,
-    admin_url: str = typer.Option(DEFAULT_ADMIN_URL, "--admin-url", envvar="MAGNETAR_ADMIN_URL",
+    admin_url: str = typer.Option(DEFAULT_ADMIN_URL, "--admin-url", "--url", envvar="MAGNETAR_ADMIN_URL",
                                   help="The broker's admin HTTP address"),
     json_output: bool = typer.Option(False, "--json", help="Print raw JSON instead of tables"),
 ) -> None:
@@ -172,6 +174,39 @@ def clusters_list(ctx: typer.Context) -> None:
 def clusters_get(ctx: typer.Context, cluster: str) -> None:
     """Show a cluster's URLs."""
     _call(ctx, lambda c: c.cluster(cluster), _fields)
+
+
+# -- brokers ----------------------------------------------------------------------------
+@brokers_app.command("list")
+def brokers_list(ctx: typer.Context, cluster: Optional[str] = typer.Argument(
+        None, help="Cluster name [the broker's own cluster]")) -> None:
+    """List the live brokers (host:web port) of a cluster."""
+    def call(c: AdminClient):
+        return c.request("GET", f"/admin/v2/brokers/{cluster or c.clusters()[0]}")
+    _call(ctx, call, _list("Broker"))
+
+
+@brokers_app.command("leader")
+def brokers_leader(ctx: typer.Context) -> None:
+    """Show the leader broker."""
+    _call(ctx, lambda c: c.request("GET", "/admin/v2/brokers/leaderBroker"), _fields)
+
+
+@brokers_app.command("lookup")
+def brokers_lookup(ctx: typer.Context, topic: str) -> None:
+    """Show the broker that serves a topic (assigning its bundle if nobody owns it)."""
+    _call(ctx, lambda c: c.request("GET", "/lookup/v2/topic/" + topic_path(topic)), _fields)
+
+
+@namespaces_app.command("bundles")
+def namespaces_bundles(ctx: typer.Context, namespace: str = typer.Argument(..., help="tenant/namespace")) -> None:
+    """Show a namespace's bundles, their states and owners."""
+    def render(doc: dict) -> None:
+        table = Table("Bundle", "State", "Owner")
+        for rng, state in doc.get("states", {}).items():
+            table.add_row(rng, state, _cell(doc.get("owners", {}).get(rng)))
+        _out().print(table)
+    _call(ctx, lambda c: c.request("GET", f"/admin/v2/namespaces/{namespace_path(namespace)}/bundles"), render)
 
 
 # -- tenants --------------------------------------------------------------------------------

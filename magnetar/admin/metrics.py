@@ -30,6 +30,13 @@ class TopicCollector:
             for sub_name, sub in topic.subscriptions.items():
                 backlog.add_metric([name, sub_name], sub.backlog())
         yield from (msg_in, bytes_in, storage, backlog, producers)
+        if service is not None:
+            answers = CounterMetricFamily("pulsar_broker_lookup_answers", "Lookups answered (binary and HTTP)")
+            answers.add_metric([], service.lookup_answers)
+            redirects = CounterMetricFamily("pulsar_broker_lookup_redirects",
+                                            "Lookups answered with another broker (the owner)")
+            redirects.add_metric([], service.lookup_redirects)
+            yield from (answers, redirects)
 
 
 def registry_for(broker: "Broker") -> CollectorRegistry:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
@@ -67,6 +68,8 @@ class ClusterMember:
         self.registry = Registry(store)
         self.session: Session | None = None
         self.leader: Leader | None = None
+        #: Assignments this broker is writing now, by target broker (placement).
+        self._pending: Counter = Counter()
         self.lookups_answered = 0
         self.lookup_redirects = 0
         self._tasks: set[asyncio.Task] = set()
@@ -124,8 +127,10 @@ class ClusterMember:
                 log.info("cannot free bundle %s on the way out: %s", bundle, exc)
         if self.leader is not None:
             await self.leader.stop()
-        for task in list(self._tasks):
-            task.cancel()
+        if self._tasks:
+            # Unloads in progress finish: a ledger closed halfway would keep
+            # the factory's close waiting.
+            await asyncio.wait(list(self._tasks), timeout=10)
         self.channel.close()
         self.registry.close()
         if self.session is not None:
@@ -141,6 +146,8 @@ class ClusterMember:
 
     # -- following the channel ----------------------------------------------------------
     def _on_bundle(self, bundle: Bundle, old: BundleState, new: BundleState) -> None:
+        if self.closing:
+            return  # the service closes every topic itself on the way out
         me = self.broker_id
         if new.state == ASSIGNING and new.broker == me:
             self._spawn(self._take(bundle, new))
@@ -198,10 +205,14 @@ class ClusterMember:
                                     owner.broker_id == self.broker_id)
             try:
                 if state.state in (INIT, FREE):
-                    target = least_loaded(bundle, sorted(self.registry.live), self.channel)
+                    target = least_loaded(bundle, sorted(self.registry.live), self.channel, pending=self._pending)
                     if target is None:
                         raise ServiceNotReady("no live broker in the cluster")
-                    await self.channel.transition(bundle, ASSIGNING, target, state.broker, expected=state)
+                    self._pending[target] += 1
+                    try:
+                        await self.channel.transition(bundle, ASSIGNING, target, state.broker, expected=state)
+                    finally:
+                        self._pending[target] -= 1
                     continue
                 if state.state == DELETED:
                     await self.channel.transition(bundle, INIT, None, expected=state)

@@ -128,6 +128,11 @@ async def create_partitioned_topic(service: BrokerService, name: TopicName, part
     if await service.topic_exists(name):
         raise AlreadyExists(f"Topic {name} already exists as a non-partitioned topic")
     await resources.create_partitioned(service.store, name, partitions)
+    if service.cluster is not None:
+        # Each partition is created by the broker that owns its bundle, on
+        # first use (a partition of a partitioned topic may always be created).
+        log.info("created partitioned topic %s with %d partitions", name, partitions)
+        return
     for i in range(partitions):
         await service.get_topic(name.partition(i), create=True)
     log.info("created partitioned topic %s with %d partitions", name, partitions)

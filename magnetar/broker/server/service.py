@@ -48,6 +48,9 @@ class BrokerService:
         self.compactor = Compactor(self)
         self._policy_watch = store.watch(POLICIES_ROOT, self._on_policy_change)
         self.closing = False
+        #: Lookups answered (binary and HTTP), and those that named another broker.
+        self.lookup_answers = 0
+        self.lookup_redirects = 0
         #: This broker's part in a cluster; None for a standalone broker.
         self.cluster: ClusterMember | None = None
 

@@ -106,3 +106,13 @@ async def test_a_member_not_yet_joined_answers_service_not_ready():
     with pytest.raises(ServiceNotReady):
         await m.member.lookup(parse("persistent://public/default/x"))
     await store.close()
+
+
+async def test_concurrent_lookups_of_one_broker_spread_a_namespace_over_the_brokers():
+    async with Cluster() as (store, members):
+        names = [parse(f"persistent://public/default/c-partition-{i}") for i in range(12)]
+        asker = members[0].member
+        await wait_until(lambda: len(asker.registry.live) == 3, what="every broker registered")
+        results = await asyncio.gather(*(asker.lookup(n) for n in names))
+        owners = {r.broker_id for r in results}
+        assert len(owners) >= 2, owners

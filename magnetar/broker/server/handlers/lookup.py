@@ -75,6 +75,7 @@ def on_lookup(session: Session, frame: Frame) -> None:
         session.spawn(cluster_lookup(session, req))
         return
     # One broker owns everything: the client keeps using the URL it dialled.
+    session.service.lookup_answers += 1
     session.write(command(Type.LOOKUP_RESPONSE, request_id=req.request_id, response=Lookup.Connect,
                           brokerServiceUrl=session.config.service_url, authoritative=True,
                           proxy_through_service_url=True))
@@ -93,6 +94,9 @@ async def cluster_lookup(session: Session, req: pb.CommandLookupTopic) -> None:
         session.write(command(Type.LOOKUP_RESPONSE, request_id=req.request_id, response=Lookup.Failed,
                               error=ServerError.ServiceNotReady, message=f"lookup failed: {exc}"))
         return
+    session.service.lookup_answers += 1
+    if not result.local:
+        session.service.lookup_redirects += 1
     # Redirect makes the client ask the owner, which then answers Connect.
     session.write(command(Type.LOOKUP_RESPONSE, request_id=req.request_id,
                           response=Lookup.Connect if result.local else Lookup.Redirect,

@@ -1,0 +1,107 @@
+"""Brokers, bundles and lookups: ``/admin/v2/brokers``, namespace bundles and
+``/lookup/v2/topic``, on Pulsar's paths.
+
+A standalone broker is the only broker, leader and owner of everything; a
+cluster member answers from the cluster's registry and bundle state channel
+(``magnetar.broker.cluster``). The lookup answers with the owner's URLs (an
+unowned bundle is assigned first), so ``http://`` service URLs work.
+Failure modes: a malformed topic name is 412, a namespace that does not
+exist 404, a bundle still in transition after the lookup timeout 503.
+"""
+from __future__ import annotations
+
+from aiohttp import web
+
+from magnetar.broker.cluster.bundles import split_namespace
+from magnetar.broker.cluster.leader import current_leader
+from magnetar.broker.namespaces import resources
+
+from .errors import not_found, precondition_failed
+from .params import BROKER, namespace_of, service_of, store_of, topic_of
+from .routes import OBJECT, STRING, STRING_LIST, RouteTable, json_answer
+
+table = RouteTable("brokers")
+
+LOOKUP_DATA = {"type": "object", "properties": {"brokerUrl": STRING, "httpUrl": STRING, "nativeUrl": STRING,
+                                                "brokerUrlTls": STRING, "httpUrlTls": STRING}}
+
+
+def _member(request: web.Request):
+    return service_of(request).cluster
+
+
+def _own_id(request: web.Request) -> str:
+    broker = request.app[BROKER]
+    return f"{broker.config.advertised_address}:{broker.admin_port}"
+
+
+@table.route("GET", "/admin/v2/brokers/leaderBroker", "The leader broker", answer=OBJECT, errors=(404,))
+async def leader_broker(request: web.Request) -> web.Response:
+    member = _member(request)
+    if member is None:
+        broker = request.app[BROKER]
+        return json_answer({"brokerId": _own_id(request), "serviceUrl": broker.config.web_service_url})
+    leader = await current_leader(member.store)
+    if leader is None:
+        raise not_found("no leader broker right now (an election is under way)")
+    info = member.registry.live.get(leader)
+    return json_answer({"brokerId": leader, "serviceUrl": info.web_service_url if info else ""})
+
+
+@table.route("GET", "/admin/v2/brokers/{cluster}", "The live brokers of a cluster (host:web port)",
+             answer=STRING_LIST)
+async def list_brokers(request: web.Request) -> web.Response:
+    cluster = request.match_info["cluster"]
+    if cluster not in await resources.list_clusters(store_of(request)):
+        raise not_found(f"Cluster {cluster} does not exist")
+    member = _member(request)
+    if member is None:
+        return json_answer([_own_id(request)])
+    return json_answer(sorted(b for b, info in member.registry.live.items() if info.cluster == cluster))
+
+
+@table.route("GET", "/admin/v2/namespaces/{tenant}/{namespace}/bundles",
+             "The namespace's bundles (Pulsar's BundlesData) and, as a Magnetar extension, each one's "
+             "state and owner", answer=OBJECT)
+async def bundles(request: web.Request) -> web.Response:
+    namespace = namespace_of(request)
+    if not await resources.namespace_exists(store_of(request), namespace):
+        raise not_found(f"Namespace {namespace} does not exist")
+    member = _member(request)
+    count = member.bundles_per_namespace if member is not None else 1
+    parts = split_namespace(namespace, count)
+    owners, states = {}, {}
+    for b in parts:
+        if member is None:
+            owners[b.range], states[b.range] = _own_id(request), "Owned"
+        else:
+            state = member.channel.get(b)
+            owners[b.range], states[b.range] = (state.broker if state.state == "Owned" else None), state.state
+    boundaries = [f"0x{b.lower:08x}" for b in parts] + ["0xffffffff"]
+    return json_answer({"boundaries": boundaries, "numBundles": len(parts), "owners": owners, "states": states})
+
+
+@table.route("GET", "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}",
+             "The broker that serves a topic (assigns its bundle first if nobody owns it)", answer=LOOKUP_DATA,
+             errors=(404, 412, 503))
+async def lookup(request: web.Request) -> web.Response:
+    domain = request.match_info["domain"]
+    if domain not in ("persistent", "non-persistent"):
+        raise precondition_failed(f"Topic domain must be persistent or non-persistent, not {domain!r}")
+    name = topic_of(request)
+    service = service_of(request)
+    if not await resources.namespace_exists(store_of(request), name.namespace_name):
+        raise not_found(f"Namespace {name.namespace_name} does not exist")
+    member = service.cluster
+    if member is None:
+        config = request.app[BROKER].config
+        native, http = config.service_url, config.web_service_url
+        service.lookup_answers += 1
+    else:
+        result = await member.lookup(name)
+        native, http = result.service_url, result.web_service_url
+        service.lookup_answers += 1
+        if not result.local:
+            service.lookup_redirects += 1
+    return json_answer({"brokerUrl": native, "nativeUrl": native, "httpUrl": http,
+                        "brokerUrlTls": "", "httpUrlTls": ""})

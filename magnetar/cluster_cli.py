@@ -1,0 +1,203 @@
+"""``magnetar broker`` (one member of a cluster) and ``magnetar cluster up``
+(a local cluster: its own etcd unless ``--etcd``, and N broker processes).
+
+``cluster up`` prints, for scripts and tests to read::
+
+    etcd http://127.0.0.1:<port>                      (only when it started etcd)
+    broker <n> pulsar://127.0.0.1:<port> http://127.0.0.1:<admin> pid=<pid>
+    ready
+
+and stays in the foreground; SIGINT or SIGTERM stops every process it
+started (brokers first, cleanly, then etcd). Broker k listens on
+``port + k`` and ``admin_port + k``; its log is ``<data-dir>/broker-<k>.log``.
+Failure modes: a broker that exits or does not print READY within the start
+timeout stops the whole cluster with the tail of its log; a busy port is
+reported by that broker's log tail.
+"""
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+err = Console(stderr=True)
+cluster_app = typer.Typer(help="A local cluster of brokers on etcd, for development and tests.",
+                          no_args_is_help=True)
+
+START_TIMEOUT_S = 60.0
+
+
+def etcd_store_url(url: str, name: str) -> str:
+    """``http://h:p[/prefix]`` or ``etcd://h:p[/prefix]`` as a metadata store URL
+    (prefix defaults to the cluster name)."""
+    for scheme in ("http://", "etcd://"):
+        if url.startswith(scheme):
+            rest = url[len(scheme):]
+            host, _, prefix = rest.partition("/")
+            if not host or ":" not in host:
+                break
+            return f"etcd://{host}/{prefix.strip('/') or name}"
+    raise typer.BadParameter(f"--etcd must look like http://HOST:PORT[/PREFIX], not {url!r}")
+
+
+def broker(
+    config: Optional[str] = typer.Option(None, "--config", help="TOML config file (see magnetar.example.toml)"),
+    cluster_name: Optional[str] = typer.Option(None, "--cluster-name", help="Name of the cluster"),
+    metadata_store: Optional[str] = typer.Option(None, "--metadata-store", help="etcd://HOST:PORT/PREFIX"),
+    configuration_store: Optional[str] = typer.Option(None, "--configuration-store",
+                                                      help="Store shared by all clusters [the metadata store]"),
+    storage_dir: Optional[str] = typer.Option(None, "--storage-dir",
+                                              help="Ledger files, shared by every broker of the cluster"),
+    data_dir: Optional[str] = typer.Option(None, "--data-dir", help="This broker's own files [./data]"),
+    port: Optional[int] = typer.Option(None, "--port", help="Pulsar protocol port [6650]"),
+    admin_port: Optional[int] = typer.Option(None, "--admin-port", help="Admin HTTP port [8080]"),
+    advertised_address: Optional[str] = typer.Option(None, "--advertised-address",
+                                                     help="Host name clients are told to use [localhost]"),
+    bind_address: Optional[str] = typer.Option(None, "--bind-address", help="Listen address [127.0.0.1]"),
+    log_level: Optional[str] = typer.Option(None, "--log-level", help="DEBUG, INFO, WARNING, ERROR [INFO]"),
+    session_ttl: Optional[float] = typer.Option(None, "--session-ttl",
+                                                help="Seconds a dead broker keeps its bundles [10]"),
+) -> None:
+    """Run one broker of a cluster (metadata on etcd) until Ctrl-C or SIGTERM."""
+    from magnetar.broker.config import ConfigError, load_config
+    from magnetar.broker.server.server import run
+
+    overrides = {"cluster_name": cluster_name, "metadata_store_url": metadata_store,
+                 "configuration_store_url": configuration_store, "storage_dir": storage_dir,
+                 "data_dir": data_dir, "port": port, "admin_port": admin_port,
+                 "advertised_address": advertised_address, "bind_address": bind_address, "log_level": log_level,
+                 "cluster_session_ttl_s": session_ttl}
+    try:
+        cfg = load_config(config, overrides)
+    except ConfigError as exc:
+        err.print(f"[red]configuration error:[/red] {exc}")
+        raise typer.Exit(2)
+    if not cfg.clustered:
+        err.print("[red]magnetar broker needs a shared metadata store:[/red] give --metadata-store "
+                  "etcd://HOST:PORT/PREFIX (or metadata_store_url in the config); for one process, "
+                  "use magnetar standalone")
+        raise typer.Exit(2)
+    run(cfg)
+
+
+def _wait_ready(proc: subprocess.Popen, deadline: float) -> str | None:
+    """The broker's READY line, or None if it exited or the deadline passed."""
+    line: list[str] = []
+
+    def read() -> None:
+        for raw in proc.stdout:  # type: ignore[union-attr]
+            if raw.startswith("READY"):
+                line.append(raw.strip())
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(max(0.0, deadline - time.monotonic()))
+    return line[0] if line else None
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+@cluster_app.command("up")
+def up(
+    brokers: int = typer.Option(3, "--brokers", min=1, max=32, help="Broker processes"),
+    data_dir: str = typer.Option("./cluster-data", "--data-dir", help="etcd data, shared storage, broker logs"),
+    port: int = typer.Option(6650, "--port", help="Pulsar port of broker 0 (broker k: port + k)"),
+    admin_port: int = typer.Option(8080, "--admin-port", help="Admin port of broker 0 (broker k: + k)"),
+    etcd: Optional[str] = typer.Option(None, "--etcd", help="Use this etcd (http://HOST:PORT[/PREFIX]) "
+                                                            "instead of starting one"),
+    name: str = typer.Option("cluster", "--name", help="Cluster name"),
+    session_ttl: float = typer.Option(10.0, "--session-ttl", help="Broker session TTL, seconds"),
+) -> None:
+    """Start etcd (unless --etcd) and N brokers; stop them all on Ctrl-C or SIGTERM."""
+    from magnetar.metadata.etcd_server import EtcdServer, EtcdNotInstalled, EtcdStartError
+
+    base = Path(data_dir).resolve()
+    base.mkdir(parents=True, exist_ok=True)
+    server = None
+    stopping = False
+
+    def on_signal(signum, frame) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    procs: list[subprocess.Popen] = []
+    try:
+        if etcd is None:
+            try:
+                server = EtcdServer(base / "etcd").start()
+            except (EtcdNotInstalled, EtcdStartError) as exc:
+                err.print(f"[red]cannot start etcd:[/red] {exc}")
+                raise typer.Exit(1)
+            print(f"etcd {server.client_url}", flush=True)
+            store_url = server.store_url(name)
+        else:
+            store_url = etcd_store_url(etcd, name)
+        for k in range(brokers):
+            log_path = base / f"broker-{k}.log"
+            cmd = [sys.executable, "-m", "magnetar.cli", "broker", "--metadata-store", store_url,
+                   "--cluster-name", name, "--storage-dir", str(base / "storage"),
+                   "--data-dir", str(base / f"broker-{k}"), "--port", str(port + k),
+                   "--admin-port", str(admin_port + k), "--advertised-address", "127.0.0.1",
+                   "--session-ttl", str(session_ttl)]
+            with open(log_path, "ab") as log:
+                proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
+            procs.append(proc)
+            ready = _wait_ready(proc, time.monotonic() + START_TIMEOUT_S)
+            if ready is None:
+                err.print(f"[red]broker {k} did not start[/red] (log {log_path}):\n{_tail(log_path)}")
+                raise typer.Exit(1)
+            fields = dict(part.split("=") for part in ready.split()[1:])
+            print(f"broker {k} pulsar://127.0.0.1:{fields['pulsar']} http://127.0.0.1:{fields['admin']} "
+                  f"pid={proc.pid}", flush=True)
+        print("ready", flush=True)
+        while not stopping:
+            for k, proc in enumerate(procs):
+                if proc.poll() is not None and not stopping:
+                    err.print(f"broker {k} (pid {proc.pid}) exited with {proc.returncode}; the others keep running")
+                    procs[k] = proc = _Exited(proc)
+            time.sleep(0.2)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if server is not None:
+            server.stop()
+
+
+class _Exited:
+    """A broker that exited: polled no more."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.pid, self.returncode = proc.pid, proc.returncode
+
+    def poll(self) -> int:
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        pass
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self.returncode
+
+    def kill(self) -> None:
+        pass

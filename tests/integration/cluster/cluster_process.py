@@ -1,0 +1,143 @@
+"""A real local cluster for integration tests: ``magnetar cluster up`` as a
+child process (its own etcd unless given one, N broker processes), read from
+the lines it prints, stopped with SIGTERM like a user's Ctrl-C."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+LINE = re.compile(r"broker (\d+) (pulsar://\S+) (http://\S+) pid=(\d+)")
+
+
+def free_port_block(count: int) -> int:
+    """A first port p such that p..p+count-1 are free now (best effort)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + count > 65000:
+            continue
+        ok = True
+        for p in range(base, base + count):
+            with socket.socket() as t:
+                try:
+                    t.bind(("127.0.0.1", p))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return base
+    raise RuntimeError("no free block of ports")
+
+
+@dataclass
+class Member:
+    index: int
+    service_url: str
+    admin_url: str
+    pid: int
+
+    @property
+    def broker_id(self) -> str:
+        return self.admin_url.removeprefix("http://")
+
+
+class LocalCluster:
+    def __init__(self, base: Path, brokers: int = 3, session_ttl: float = 3.0, etcd: str | None = None) -> None:
+        self.base = base
+        self.brokers = brokers
+        self.session_ttl = session_ttl
+        self.etcd = etcd
+        self.members: list[Member] = []
+        self.etcd_url: str | None = None
+        self.proc: subprocess.Popen | None = None
+        self.output: list[str] = []
+
+    def start(self, timeout: float = 90.0) -> "LocalCluster":
+        port, admin = free_port_block(self.brokers), free_port_block(self.brokers)
+        args = [sys.executable, "-m", "magnetar.cli", "cluster", "up", "--brokers", str(self.brokers),
+                "--data-dir", str(self.base), "--port", str(port), "--admin-port", str(admin),
+                "--session-ttl", str(self.session_ttl)]
+        if self.etcd:
+            args += ["--etcd", self.etcd]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        ready = threading.Event()
+
+        def read() -> None:
+            for line in self.proc.stdout:
+                self.output.append(line.rstrip())
+                if line.startswith("etcd "):
+                    self.etcd_url = line.split()[1]
+                m = LINE.match(line)
+                if m:
+                    self.members.append(Member(int(m[1]), m[2], m[3], int(m[4])))
+                if line.strip() == "ready":
+                    ready.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not ready.wait(timeout):
+            self.stop()
+            raise AssertionError("cluster did not start:\n" + "\n".join(self.output) + self.logs())
+        return self
+
+    def logs(self) -> str:
+        out = []
+        for log in sorted(self.base.glob("broker-*.log")):
+            out.append(f"\n--- {log.name} (tail)\n" + "\n".join(log.read_text(errors="replace").splitlines()[-30:]))
+        return "".join(out)
+
+    def stop(self, timeout: float = 60.0) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for m in self.members:  # nothing may outlive the cluster
+            try:
+                os.kill(m.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return self.proc.returncode
+
+    def admin(self, member: Member, path: str, method: str = "GET", body=None):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(member.admin_url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            raw = resp.read()
+            return json.loads(raw) if raw else None
+
+    def owners(self, namespace: str = "public/default") -> dict:
+        for m in self.members:
+            try:
+                return self.admin(m, f"/admin/v2/namespaces/{namespace}/bundles")["owners"]
+            except (urllib.error.URLError, ConnectionError):
+                continue
+        raise AssertionError("no broker answers")
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.1)
