@@ -26,15 +26,39 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import TYPE_CHECKING, Iterable
+from typing import Any, Iterable, Protocol
 
 from ..metadata.store import BadVersion, MetadataError, NotFound
 from .errors import CursorFencedError, ManagedLedgerClosedError, StorageError
 from .position import Position
+from .entry import Entry
 from .ranges import PositionRangeSet
 
-if TYPE_CHECKING:
-    from .managed_ledger import Entry, ManagedLedger
+
+class CursorLedger(Protocol):
+    """What a cursor uses of its managed ledger (``managed_ledger.ManagedLedger``,
+    which imports this module): positions, reads, the metadata store it
+    persists to, and the hook that lets trimming follow the cursor."""
+
+    name: str
+    _config: Any  # StorageConfig: cursor_persist_interval_ms
+    _store: Any  # MetadataStore
+
+    @property
+    def last_confirmed(self) -> Position | None: ...
+
+    def next_position(self, pos: Position) -> Position: ...
+
+    def _next_append_position(self) -> Position: ...
+
+    def _entries_after(self, pos: Position) -> int: ...
+
+    def _is_confirmed_entry(self, pos: Position) -> bool: ...
+
+    def _cursor_moved(self, mark_delete: Position) -> None: ...
+
+    async def read_entries(self, start: Position, max_entries: int,
+                           max_bytes: int | None = None) -> list[Entry]: ...
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +68,7 @@ MAX_PERSISTED_RUNS = 10_000
 class ManagedCursor:
     def __init__(
         self,
-        ml: "ManagedLedger",
+        ml: CursorLedger,
         name: str,
         mark_delete: Position,
         *,
@@ -155,7 +179,7 @@ class ManagedCursor:
 
     # --------------------------------------------------------------- reading
 
-    async def read_entries(self, max_entries: int) -> list["Entry"]:
+    async def read_entries(self, max_entries: int) -> list[Entry]:
         """Up to ``max_entries`` confirmed, unacknowledged entries from
         ``read_position`` on; advances ``read_position`` past what was examined.
 
@@ -256,7 +280,7 @@ class ManagedCursor:
         }
 
     @classmethod
-    def from_snapshot(cls, ml: "ManagedLedger", doc: dict, *, key: str, version: int) -> "ManagedCursor":
+    def from_snapshot(cls, ml: CursorLedger, doc: dict, *, key: str, version: int) -> "ManagedCursor":
         md = Position(*doc["mark_delete"])
         cursor = cls(ml, doc["name"], md, key=key, version=version, properties=doc.get("properties"))
         for lid, first, last in doc.get("individually_deleted", ()):

@@ -64,7 +64,6 @@ import logging
 import math
 import time
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 from urllib.parse import quote
@@ -72,6 +71,7 @@ from urllib.parse import quote
 from ..metadata.store import BadVersion, MetadataError, MetadataStore, NotFound
 from .cache import TailCache
 from .config import RetentionPolicy, StorageConfig
+from .entry import Entry, LedgerInfo
 from .cursor import ManagedCursor
 from .errors import (
     ManagedLedgerClosedError,
@@ -92,25 +92,6 @@ SYNC_READ_BYTES = 256 * 1024  # larger file reads go to a thread
 READ_CHUNK_BYTES = 8 * 1024 * 1024  # one pread never exceeds this (unless one entry does)
 
 _OPEN, _CLOSING, _CLOSED, _FENCED, _FAILED = "open", "closing", "closed", "fenced", "failed"
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    position: Position
-    data: bytes
-
-
-@dataclass(frozen=True)
-class LedgerInfo:
-    """Stats of one ledger. ``size`` counts bytes on disk (8-byte frame
-    headers included); times are Unix seconds; ``closed`` is None while open."""
-
-    ledger_id: int
-    entries: int
-    size: int
-    created: float
-    state: str
-    closed: float | None = None
 
 
 class _LedgerMeta:
