@@ -18,16 +18,26 @@ import abc
 import asyncio
 import enum
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .backoff import Backoff
 from .connection import BrokerConnection
 from .errors import AlreadyClosed, NotConnected, PulsarError, Timeout, is_fatal
 
-if TYPE_CHECKING:
-    from .aio import AsyncClient
-
 log = logging.getLogger(__name__)
+
+
+class LinkClient(Protocol):
+    """What a link uses of its client (``aio.AsyncClient``, which imports this
+    module): the connection pool, lookups and the retry settings."""
+
+    operation_timeout: float
+    backoff_initial: float
+    backoff_max: float
+
+    async def connection_to(self, url: str, timeout: float | None = None) -> BrokerConnection: ...
+
+    async def lookup(self, topic: str, timeout: float | None = None) -> str: ...
 
 
 class LinkState(enum.Enum):
@@ -41,7 +51,7 @@ class LinkState(enum.Enum):
 class BrokerLink(abc.ABC):
     kind = "link"
 
-    def __init__(self, client: "AsyncClient", topic: str) -> None:
+    def __init__(self, client: LinkClient, topic: str) -> None:
         self._client = client
         self._topic = topic
         self.conn: BrokerConnection | None = None

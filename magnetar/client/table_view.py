@@ -21,15 +21,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from .errors import AlreadyClosed
 from .message import Message
 from .message_id import MessageId
 
-if TYPE_CHECKING:
-    from .aio import AsyncClient
+if TYPE_CHECKING:  # reader.py does not import this module: no circle
     from .reader import AsyncReader
+
+
+class ReaderFactory(Protocol):
+    """What a table view uses of its client (``aio.AsyncClient``, which imports
+    this module): opening a reader."""
+
+    async def create_reader(self, topic: str, start_message_id: MessageId, start_message_id_inclusive: bool = False,
+                            receiver_queue_size: int = 1000, reader_name: str | None = None,
+                            subscription_role_prefix: str | None = None,
+                            is_read_compacted: bool = False) -> "AsyncReader": ...
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +54,7 @@ class AsyncTableView:
         self.error: BaseException | None = None
 
     @classmethod
-    async def create(cls, client: "AsyncClient", topic: str) -> "AsyncTableView":
+    async def create(cls, client: ReaderFactory, topic: str) -> "AsyncTableView":
         reader = await client.create_reader(topic, MessageId.earliest, is_read_compacted=True)
         view = cls(reader)
         try:

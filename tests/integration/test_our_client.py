@@ -10,6 +10,7 @@ import pytest
 from magnetar.client import (AsyncClient, Client, CompressionType, ConsumerType, InitialPosition, MessageId,
                              ProducerAccessMode, Result)
 from magnetar.client import errors
+from tests.conftest import wait_for
 
 
 def unique(prefix: str = "t") -> str:
@@ -481,7 +482,10 @@ def test_send_times_out_while_broker_is_down(broker):
     with pytest.raises(errors.Timeout):
         producer.send(b"lost")
     broker.restart()
-    producer.send(b"after")  # the producer itself recovers
+    # The producer reconnects by itself (its backoff may outlast the 0.5 s
+    # send timeout right after the restart): wait for that, then it sends.
+    wait_for(producer.is_connected, timeout=15, what="the producer to reconnect")
+    producer.send(b"after")
     client.close()
 
 

@@ -108,10 +108,7 @@ def circles(edges: dict[str, set[str]]) -> list[list[str]]:
 #: Circles being taken apart right now (each entry goes with its fix; the list
 #: must end empty). A circle not listed here fails the test, and so does a
 #: listed one that is gone, so the list cannot go stale.
-BEING_REMOVED: list[list[str]] = [
-    ["magnetar.client.aio", "magnetar.client.consumer", "magnetar.client.link", "magnetar.client.producer",
-     "magnetar.client.reader", "magnetar.client.table_view"],
-]
+BEING_REMOVED: list[list[str]] = []
 
 
 def test_no_import_circle():
