@@ -362,8 +362,39 @@ class Ledger:
         delete_ledger_files(self.directory, self.ledger_id)
 
 
+def fence_path(directory: Path, ledger_id: int) -> Path:
+    return Path(directory) / f"{ledger_id:020d}.fenced"
+
+
+def write_fence(directory: Path, ledger_id: int) -> None:
+    """Mark ledger ``ledger_id`` fenced, durably, before a new owner reads its end.
+
+    The marker is how a previous owner that is still running (paused past its
+    session, a zombie) learns it lost the ledger *in the data path*: it checks
+    for the marker after every fsync and before it acknowledges anything.
+    Either its fsync happened before the marker existed (then the new owner,
+    which recovers after writing the marker, reads those entries), or it sees
+    the marker and acknowledges nothing.
+    """
+    path = fence_path(directory, ledger_id)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    dfd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def is_fenced(directory: Path, ledger_id: int) -> bool:
+    return os.path.exists(fence_path(directory, ledger_id))
+
+
 def delete_ledger_files(directory: Path, ledger_id: int) -> None:
-    for path in (log_path(directory, ledger_id), index_path(directory, ledger_id)):
+    for path in (log_path(directory, ledger_id), index_path(directory, ledger_id), fence_path(directory, ledger_id)):
         try:
             os.unlink(path)
         except FileNotFoundError:

@@ -81,7 +81,7 @@ from .errors import (
     StorageError,
 )
 from .group_commit import GroupCommitWriter
-from .ledger import HEADER_SIZE, MAX_ENTRY_SIZE, Ledger, delete_ledger_files, ledger_dir
+from .ledger import HEADER_SIZE, MAX_ENTRY_SIZE, Ledger, delete_ledger_files, is_fenced, ledger_dir, write_fence
 from .position import Position
 
 log = logging.getLogger(__name__)
@@ -331,6 +331,9 @@ class ManagedLedger:
         if error is not None:
             self._on_write_failure(error)
             return
+        if is_fenced(self._dir, batch.ledger_id):  # after the fsync, before any receipt
+            self._fenced_on_disk(batch.ledger_id)
+            return
         if self._inflight and self._inflight[0] is batch:
             self._inflight.popleft()
         else:  # cannot happen: the writer completes a ledger's batches in order
@@ -352,6 +355,29 @@ class ManagedLedger:
             self._loop.call_soon(self._notify)
         if not self._inflight:
             self._wake_idle()
+
+    def _fenced_on_disk(self, ledger_id: int) -> None:
+        """A new owner fenced our ledger (see ``ledger.write_fence``): nothing
+        written but not yet acknowledged is acknowledged, now or later."""
+        error = ManagedLedgerFencedError(
+            f"managed ledger {self.name!r}: ledger {ledger_id} was fenced by a new owner")
+        log.warning("%s: %s; failing %d unacknowledged batches", self.name, error, len(self._inflight))
+        failed = list(self._inflight)
+        self._inflight.clear()
+        for batch in failed:
+            batch.failed = True
+            for fut in batch.futures:
+                if not fut.done():
+                    fut.set_exception(error)
+        buffered, self._buf, self._buf_futures = self._buf_futures, [], []
+        for fut in buffered:
+            if not fut.done():
+                fut.set_exception(error)
+        self._state = _FENCED
+        self._error = error
+        if self._current is not None:
+            self._current.fence()
+        self._fail(error)
 
     def _on_write_failure(self, error: BaseException) -> None:
         if not isinstance(error, StorageError):
@@ -1038,6 +1064,12 @@ class ManagedLedger:
         for meta in metas:
             if meta.state == "closed":
                 continue
+            # Fence first: a previous owner still running must not acknowledge
+            # anything it writes to this ledger from now on.
+            try:
+                await asyncio.to_thread(write_fence, self._dir, meta.ledger_id)
+            except FileNotFoundError:
+                pass  # the ledger directory itself is gone: recover finds nothing either
             try:
                 ledger = await asyncio.to_thread(Ledger.recover, self._dir, meta.ledger_id)
             except FileNotFoundError:
@@ -1307,7 +1339,7 @@ def _ledger_ids_on_disk(directory: Path) -> set[int]:
     ids = set()
     for path in directory.iterdir():
         stem, suffix = path.stem, path.suffix
-        if suffix in (".log", ".idx") and len(stem) == 20 and stem.isdigit():
+        if suffix in (".log", ".idx", ".fenced") and len(stem) == 20 and stem.isdigit():
             ids.add(int(stem))
     return ids
 

@@ -1,0 +1,39 @@
+"""A previous owner that missed the takeover (paused, a zombie) acknowledges nothing more.
+
+Two managed ledger factories share one directory and one metadata store, as
+two brokers of a cluster do. The old owner's metadata watch is cancelled, as
+if it were paused when the new owner took the managed ledger over, so only
+the data path can stop it: the fence marker the new owner writes before it
+recovers the old owner's open ledger.
+"""
+from __future__ import annotations
+
+import pytest
+
+from magnetar.metadata import MemoryMetadataStore
+from magnetar.storage import ManagedLedgerFactory, StorageConfig
+from magnetar.storage.errors import ManagedLedgerFencedError
+
+
+async def test_a_zombie_owner_gets_no_receipt_after_the_new_owner_fenced_its_ledger(tmp_path):
+    store = await MemoryMetadataStore.open()
+    old = ManagedLedgerFactory(tmp_path, store, StorageConfig(sync_policy="always"))
+    new = ManagedLedgerFactory(tmp_path, store, StorageConfig(sync_policy="always"))
+    zombie = await old.open("t/ns/persistent/x")
+    acked = [await zombie.append(b"a%d" % i) for i in range(3)]
+    zombie._watch.cancel()  # paused: it will not hear of the takeover through metadata
+
+    owner = await new.open("t/ns/persistent/x")
+    with pytest.raises(ManagedLedgerFencedError):
+        await zombie.append(b"late")  # written and synced, but never acknowledged
+    with pytest.raises(ManagedLedgerFencedError):
+        await zombie.append(b"later")  # refused from then on
+
+    stored = await owner.read_entries(owner.first_position(), 100)
+    assert [e.data for e in stored][:3] == [b"a0", b"a1", b"a2"]
+    assert [e.position for e in stored][:3] == acked  # everything acknowledged is there
+    pos = await owner.append(b"new owner")
+    assert (await owner.read_entries(pos, 1))[0].data == b"new owner"
+    await new.close()
+    old.abandon()
+    await store.close()
