@@ -123,6 +123,12 @@ def send_result(session: Session, producer: Producer, seq: int, highest: int, fu
     if session.reading_paused and session.pending_sends < MAX_PENDING_SENDS // 2 and session.transport is not None:
         session.reading_paused = False
         session.transport.resume_reading()
+    cluster = session.service.cluster
+    if cluster is not None and not cluster.serving:
+        # Our metadata session lapsed (a pause, a partition): the bundle may
+        # have a new owner already. No receipt and no error: the client
+        # resends to the owner it looks up, where dedup settles duplicates.
+        return
     exc = fut.exception()
     if exc is None:
         res = fut.result()

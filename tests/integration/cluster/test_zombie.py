@@ -1,0 +1,88 @@
+"""A paused owner (SIGSTOP past its session) resumed after its bundle moved: a zombie.
+
+It must acknowledge nothing more for the topic it lost (no receipt may name
+its ledger after the pause), lose nothing acknowledged, and give the topic up.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import pulsar
+import pytest
+
+from .cluster_process import LocalCluster, wait_for
+
+pytestmark = pytest.mark.timeout(600)
+TOPIC = "persistent://public/default/zombie"
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = LocalCluster(tmp_path / "cluster", brokers=3, session_ttl=3.0).start()
+    yield c
+    for m in c.members:  # never leave a stopped process behind
+        try:
+            os.kill(m.pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    c.stop()
+
+
+def test_a_resumed_zombie_acknowledges_nothing_and_nothing_acknowledged_is_lost(cluster):
+    b0 = cluster.members[0]
+    cluster.admin(b0, "/admin/v2/namespaces/public/default/deduplication", "POST", True)
+    owner_url = cluster.admin(b0, "/lookup/v2/topic/persistent/public/default/zombie")["httpUrl"]
+    zombie = next(m for m in cluster.members if m.admin_url == owner_url)
+    other = next(m for m in cluster.members if m is not zombie)
+    client = pulsar.Client(other.service_url, operation_timeout_seconds=60)
+    try:
+        producer = client.create_producer(TOPIC, producer_name="p-zombie", batching_enabled=False,
+                                          send_timeout_millis=0)  # never give up: resend to the new owner
+        before = [producer.send(str(i).encode()) for i in range(50)]
+        zombie_ledger = before[-1].ledger_id()
+        receipts: dict[int, object] = {}
+        lock = threading.Lock()
+
+        def on_sent(i):
+            def done(res, mid):
+                with lock:
+                    receipts[i] = (res, mid)
+            return done
+
+        os.kill(zombie.pid, signal.SIGSTOP)
+        for i in range(50, 100):
+            producer.send_async(str(i).encode(), on_sent(i))  # in flight to the paused owner
+        wait_for(lambda: cluster.admin(other, "/admin/v2/namespaces/public/default/bundles")["owners"]
+                 .get(_bundle_of(cluster, other)) not in (None, zombie.broker_id), 30,
+                 "the bundle owned by a live broker")
+        os.kill(zombie.pid, signal.SIGCONT)
+        for i in range(100, 150):
+            producer.send_async(str(i).encode(), on_sent(i))
+        producer.flush()
+        wait_for(lambda: len(receipts) == 100, 60, "every send acknowledged (by the new owner)")
+        assert all(res == pulsar.Result.Ok for res, _ in receipts.values())
+        from_zombie = [i for i, (_, mid) in receipts.items() if mid.ledger_id() == zombie_ledger]
+        assert not from_zombie, f"the zombie acknowledged {from_zombie[:5]}... after it was paused"
+        consumer = client.subscribe(TOPIC, "check", initial_position=pulsar.InitialPosition.Earliest)
+        got = []
+        while True:
+            try:
+                msg = consumer.receive(timeout_millis=5_000)
+            except pulsar.Timeout:
+                break
+            got.append(int(msg.data()))
+            consumer.acknowledge(msg)
+        assert sorted(got) == list(range(150)), "lost or duplicated messages"
+        # The zombie gave the topic up: its own view names another owner.
+        wait_for(lambda: cluster.admin(zombie, "/admin/v2/namespaces/public/default/bundles")["owners"]
+                 .get(_bundle_of(cluster, zombie)) not in (None, zombie.broker_id), 30,
+                 "the zombie to see the new owner")
+    finally:
+        client.close()
+
+
+def _bundle_of(cluster: LocalCluster, member) -> str:
+    from magnetar.broker.cluster.bundles import bundle_of
+    return bundle_of(TOPIC, "public/default").range
