@@ -72,7 +72,7 @@ def main() -> None:
             rate = asyncio.run(lookups_per_second(b0.service_url))
             print(f"lookups answered by one broker: {rate:,.0f}/s (64 in flight, one connection)")
             cluster.admin(b0, "/admin/v2/persistent/public/default/bench/partitions", "PUT", 6)
-            result = produce(b0.service_url, args.messages, 100, "persistent://public/default/bench")
+            result = produce(b0.service_url, args.messages, 100, what="persistent://public/default/bench")
             print(f"cluster of {args.brokers}: produce {result['msgs_per_s']:,.0f} msg/s "
                   f"({args.messages} x 100 B, 6 partitions, official client, batching)")
             owners = cluster.owners()
@@ -81,7 +81,7 @@ def main() -> None:
             killed = time.monotonic()
             os.kill(victim.pid, signal.SIGKILL)
             wait_for(lambda: all(cluster.owners()[b] not in (None, victim.broker_id) for b in lost), 60,
-                     "takeover")
+                     what="takeover")
             print(f"kill -9 of a broker owning {len(lost)} bundle(s): all owned again after "
                   f"{time.monotonic() - killed:.1f} s (session TTL {args.session_ttl} s)")
         finally:
@@ -92,7 +92,7 @@ def main() -> None:
             req = urllib.request.Request(broker.admin_url + "/admin/v2/persistent/public/default/bench/partitions",
                                          data=b"6", method="PUT", headers={"Content-Type": "application/json"})
             urllib.request.urlopen(req, timeout=30).read()
-            result = produce(broker.service_url, args.messages, 100, "persistent://public/default/bench")
+            result = produce(broker.service_url, args.messages, 100, what="persistent://public/default/bench")
             print(f"standalone: produce {result['msgs_per_s']:,.0f} msg/s (same load)")
         finally:
             broker.stop()

@@ -11,11 +11,12 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.conftest import wait_for  # noqa: F401  (re-exported for the cluster tests)
 
 LINE = re.compile(r"broker (\d+) (pulsar://\S+) (http://\S+) pid=(\d+)")
 
@@ -130,14 +131,3 @@ class LocalCluster:
             except (urllib.error.URLError, ConnectionError):
                 continue
         raise AssertionError("no broker answers")
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.1)

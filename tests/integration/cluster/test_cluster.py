@@ -81,7 +81,7 @@ def test_a_killed_brokers_bundles_are_taken_over_and_nothing_acknowledged_is_los
             producer.send_async(str(i).encode(), on_sent(i))
         producer.flush()
         wait_for(lambda: all(cluster.owners()[b] not in (None, victim.broker_id) for b in lost), 30,
-                 "the killed broker's bundles owned by the others")
+                 what="the killed broker's bundles owned by the others")
         took = time.monotonic() - killed_at
         print(f"bundles of the killed broker owned again {took:.1f} s after kill -9 (session TTL 3 s)")
         assert took < cluster.session_ttl + 10

@@ -71,7 +71,7 @@ def test_etcd_restarted_under_a_cluster_loses_nothing_acknowledged(tmp_path, etc
         for i in range(100, 200):
             producer.send(str(i).encode())
         wait_for(lambda: len(cluster.admin(cluster.members[1], "/admin/v2/brokers/cluster")) == 2, 30,
-                 "both brokers registered again")
+                 what="both brokers registered again")
         consumer = client.subscribe(topic, "after", initial_position=pulsar.InitialPosition.Earliest)
         got = [int(consumer.receive(timeout_millis=30_000).data()) for _ in range(200)]
         assert got == list(range(200))

@@ -56,12 +56,12 @@ def test_a_resumed_zombie_acknowledges_nothing_and_nothing_acknowledged_is_lost(
             producer.send_async(str(i).encode(), on_sent(i))  # in flight to the paused owner
         wait_for(lambda: cluster.admin(other, "/admin/v2/namespaces/public/default/bundles")["owners"]
                  .get(_bundle_of(cluster, other)) not in (None, zombie.broker_id), 30,
-                 "the bundle owned by a live broker")
+                 what="the bundle owned by a live broker")
         os.kill(zombie.pid, signal.SIGCONT)
         for i in range(100, 150):
             producer.send_async(str(i).encode(), on_sent(i))
         producer.flush()
-        wait_for(lambda: len(receipts) == 100, 60, "every send acknowledged (by the new owner)")
+        wait_for(lambda: len(receipts) == 100, 60, what="every send acknowledged (by the new owner)")
         assert all(res == pulsar.Result.Ok for res, _ in receipts.values())
         from_zombie = [i for i, (_, mid) in receipts.items() if mid.ledger_id() == zombie_ledger]
         assert not from_zombie, f"the zombie acknowledged {from_zombie[:5]}... after it was paused"
@@ -78,7 +78,7 @@ def test_a_resumed_zombie_acknowledges_nothing_and_nothing_acknowledged_is_lost(
         # The zombie gave the topic up: its own view names another owner.
         wait_for(lambda: cluster.admin(zombie, "/admin/v2/namespaces/public/default/bundles")["owners"]
                  .get(_bundle_of(cluster, zombie)) not in (None, zombie.broker_id), 30,
-                 "the zombie to see the new owner")
+                 what="the zombie to see the new owner")
     finally:
         client.close()
 

@@ -7,7 +7,7 @@ import pickle
 
 import pytest
 
-pytest.importorskip("pyspark")
+import pyspark  # noqa: E402,F401  (a test dependency: missing must fail, not skip)
 
 from pyspark_magnetar import DefaultSource  # noqa: E402
 from pyspark_magnetar.batch_reader import MagnetarBatchReader  # noqa: E402

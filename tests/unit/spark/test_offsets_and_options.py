@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("pyspark")
+import pyspark  # noqa: E402,F401  (a test dependency: missing must fail, not skip)
 
 from pyspark_magnetar.errors import OptionError  # noqa: E402
 from pyspark_magnetar.offsets import (EARLIEST, LATEST, TopicPartition, offsets_from_json,  # noqa: E402

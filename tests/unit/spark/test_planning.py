@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import pickle
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-pytest.importorskip("pyspark")
+import pyspark  # noqa: E402,F401  (a test dependency: missing must fail, not skip)
 
 from pyspark_magnetar.admission import next_end  # noqa: E402
 from pyspark_magnetar.offsets import TopicPartition  # noqa: E402

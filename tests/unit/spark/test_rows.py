@@ -5,8 +5,8 @@ import datetime as dt
 
 import pytest
 
-pytest.importorskip("pyspark")
-pa = pytest.importorskip("pyarrow")
+import pyspark  # noqa: E402,F401  (a test dependency: missing must fail, not skip)
+import pyarrow as pa  # noqa: E402
 
 from pyspark.sql.pandas.types import to_arrow_schema  # noqa: E402
 from pyspark.sql.types import (BinaryType, IntegerType, LongType, MapType, StringType, StructField,  # noqa: E402
