@@ -17,7 +17,9 @@ from .errors import (
 )
 from .group_commit import GroupCommitWriter
 from .ledger import Ledger, LedgerState
-from .managed_ledger import Entry, LedgerInfo, ManagedLedger, ManagedLedgerFactory
+from .entry import Entry, LedgerInfo
+from .factory import ManagedLedgerFactory
+from .managed_ledger import ManagedLedger
 from .position import Position
 
 __all__ = [

@@ -1,0 +1,129 @@
+"""Closing a managed ledger: waiting for appends in flight, sealing the open
+ledger, persisting cursors; and abandoning one (tests, a failed factory).
+
+A mixin of :class:`~.managed_ledger.ManagedLedger`.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+
+from .ledger_meta import _OPEN, _CLOSING, _CLOSED, _LedgerMeta
+
+log = logging.getLogger(__name__)
+
+
+class Closing:
+    """Close and abandon (mixin; state lives on the ledger)."""
+
+    # ================================================================= close
+
+    def _wake_idle(self) -> None:
+        if self._idle_waiters and not self._inflight and not self._rolling and not self._buf:
+            waiters, self._idle_waiters = self._idle_waiters, []
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+
+    async def _wait_idle(self) -> None:
+        while self._inflight or self._rolling or self._buf:
+            self._flush()
+            fut = self._loop.create_future()
+            self._idle_waiters.append(fut)
+            self._wake_idle()
+            await fut
+
+    async def close(self) -> None:
+        """Finish pending appends, seal the current ledger, record it closed.
+
+        Appends issued after ``close()`` was called fail with
+        ``ManagedLedgerClosedError``. Idempotent. A fenced or failed managed
+        ledger just releases its files.
+        """
+        if self._state in (_CLOSED, _CLOSING):
+            while self._state is _CLOSING:
+                await self._wait_closed()
+            return
+        clean = self._state is _OPEN
+        if clean:
+            self._state = _CLOSING
+        try:
+            await self._wait_idle()
+        except Exception:
+            clean = False
+        for timer in (self._age_timer, self._trim_timer):
+            if timer is not None:
+                timer.cancel()
+        if self._spare_task is not None:
+            self._spare_task.cancel()
+        if self._trim_task is not None:
+            try:
+                await self._trim_task
+            except Exception:
+                pass
+        for cursor in list(self.cursors.values()):
+            await cursor._close()
+        if clean and self._state is _CLOSING and self._current is not None:
+            try:
+                await self._seal_current()
+            except Exception as exc:
+                log.error("%s: close could not seal ledger: %s", self.name, exc)
+        for meta in self._ledgers.values():
+            if meta.ledger is not None:
+                meta.ledger.close()
+        if self._current is not None:
+            self._current.close()
+        self._cache.clear()
+        if self._watch is not None:
+            self._watch.cancel()
+        if self._state in (_OPEN, _CLOSING):
+            self._state = _CLOSED
+        self._factory._forget(self)
+        for fut in self._idle_waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    def _abandon(self) -> None:
+        """Stop dead, as a crash would (see ``ManagedLedgerFactory.abandon``):
+        pending appends are cancelled, nothing is written."""
+        self._state = _CLOSED
+        if self._watch is not None:
+            self._watch.cancel()
+        pending = [f for b in self._inflight for f in b.futures]
+        pending += self._buf_futures + [f for _, f in self._waiting]
+        self._buf, self._buf_futures, self._waiting = [], [], []
+        self._inflight.clear()
+        for batch_future in pending:
+            batch_future.cancel()
+        for task in (self._rollover_task, self._trim_task, self._spare_task):
+            if task is not None:
+                task.cancel()
+        for timer in (self._age_timer, self._trim_timer):
+            if timer is not None:
+                timer.cancel()
+        for meta in self._ledgers.values():
+            if meta.ledger is not None:
+                meta.ledger.close()
+        if self._current is not None:
+            self._current.close()
+
+    async def _wait_closed(self) -> None:
+        fut = self._loop.create_future()
+        self._idle_waiters.append(fut)
+        await fut
+
+    async def _seal_current(self) -> None:
+        meta = self._current_meta
+        entries, size = await self._writer.call(self._current.seal)
+        now = time.time()
+        async with self._meta_lock:
+            docs = [m.doc() for m in self._ledgers.values() if m is not meta]
+            if entries:
+                docs.append(_LedgerMeta(meta.ledger_id, entries, size, meta.created, now, "closed").doc())
+            await self._save(docs, self._properties)
+        meta.entries, meta.size, meta.closed, meta.state = entries, size, now, "closed"
+        if not entries:
+            self._remove_meta(meta)
+            await asyncio.to_thread(self._current.delete_files)

@@ -1,0 +1,233 @@
+"""The managed ledger factory: opens managed ledgers (one instance per name),
+owns the group-commit writer thread, allocates ledger ids, lists, deletes,
+and removes orphaned ledger files at a standalone broker's start-up.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from pathlib import Path
+
+from ..metadata.store import BadVersion, MetadataError, MetadataStore, NotFound
+from .config import RetentionPolicy, StorageConfig
+from .errors import (
+    ManagedLedgerClosedError,
+    ManagedLedgerFencedError,
+    ManagedLedgerNotFoundError,
+    StorageError,
+)
+from .group_commit import GroupCommitWriter
+from .ledger import delete_ledger_files, ledger_dir
+
+from .managed_ledger import ManagedLedger
+from .ledger_meta import LEDGER_ID_COUNTER, ROOT, check_name
+
+log = logging.getLogger(__name__)
+
+
+class ManagedLedgerFactory:
+    """Opens managed ledgers stored under ``data_dir`` with metadata in ``store``.
+
+    Owns the group-commit writer thread. One factory per data directory and
+    event loop; two factories must never share a data directory.
+    """
+
+    def __init__(self, data_dir: Path, store: MetadataStore, config: StorageConfig | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.store = store
+        self.config = config or StorageConfig()
+        self.ledger_dir = ledger_dir(self.data_dir)
+        self.ledger_dir.mkdir(parents=True, exist_ok=True)
+        self.writer = GroupCommitWriter(self.config.sync_policy, self.config.sync_interval_ms)
+        self._open: dict[str, ManagedLedger] = {}
+        self._opening: dict[str, asyncio.Task] = {}
+        self._closed = False
+
+    async def open(self, name: str, *, retention: RetentionPolicy | None = None) -> ManagedLedger:
+        """Open (recovering if needed) or create the managed ledger ``name``.
+
+        Opening a name that is already open returns the same instance.
+        ``retention`` becomes its retention override (``set_retention``; on a
+        new instance before anything is trimmed).
+        Raises ``ValueError`` for a bad name, ``StorageError`` if recovery
+        fails (``CorruptLedgerError`` if a ledger lost entries it had
+        confirmed, ``ManagedLedgerFencedError`` if another instance changed
+        its metadata meanwhile).
+        """
+        check_name(name)
+        if self._closed:
+            raise ManagedLedgerClosedError("factory is closed")
+        ml = self._open.get(name)
+        if ml is None:
+            task = self._opening.get(name)
+            if task is None:
+                task = asyncio.get_running_loop().create_task(self._open_new(name, retention))
+                self._opening[name] = task
+                task.add_done_callback(lambda _: self._opening.pop(name, None))
+            ml = await asyncio.shield(task)
+        if ml.retention != retention:
+            ml.set_retention(retention)
+        return ml
+
+    async def _open_new(self, name: str, retention: RetentionPolicy | None = None) -> ManagedLedger:
+        ml = ManagedLedger(self, name)
+        ml._retention = retention
+        try:
+            await ml._recover()
+        except (MetadataError, OSError) as exc:
+            raise StorageError(f"opening managed ledger {name!r} failed: {exc}") from exc
+        self._open[name] = ml
+        return ml
+
+    def _forget(self, ml: ManagedLedger) -> None:
+        if self._open.get(ml.name) is ml:
+            del self._open[ml.name]
+
+    async def _new_ledger_id(self) -> int:
+        try:
+            return await self.store.increment(LEDGER_ID_COUNTER)
+        except MetadataError as exc:
+            raise StorageError(f"allocating a ledger id failed: {exc}") from exc
+
+    async def close(self) -> None:
+        """Close every open managed ledger (a clean shutdown), then stop the writer."""
+        self._closed = True
+        for task in list(self._opening.values()):
+            try:
+                await task
+            except Exception:
+                pass
+        await asyncio.gather(*(ml.close() for ml in list(self._open.values())), return_exceptions=True)
+        await self.writer.close()
+
+    def abandon(self) -> None:
+        """Drop everything as a crash would: stop the writer without finishing
+        queued work, close files, write nothing. For tests simulating kill -9."""
+        self._closed = True
+        self.writer.abandon()
+        for ml in list(self._open.values()):
+            ml._abandon()
+        self._open.clear()
+
+    async def delete(self, name: str) -> None:
+        """Delete the managed ledger ``name``: its cursors, metadata and files.
+
+        Raises ``ManagedLedgerNotFoundError`` if it does not exist.
+        """
+        check_name(name)
+        ml = self._open.get(name)
+        if ml is not None:
+            await ml.close()
+        key = f"{ROOT}/{name}"
+        try:
+            record = await self.store.get(key)
+            if record is None:
+                raise ManagedLedgerNotFoundError(f"managed ledger {name!r} does not exist")
+            doc = json.loads(record.value)
+            base = f"{key}/cursors"
+            for child in await self.store.children(base):
+                try:
+                    await self.store.delete(f"{base}/{child}")
+                except NotFound:
+                    pass
+            await self.store.delete(key, record.version)
+        except BadVersion as exc:
+            raise ManagedLedgerFencedError(f"managed ledger {name!r} changed while deleting it") from exc
+        except MetadataError as exc:
+            raise StorageError(f"deleting managed ledger {name!r} failed: {exc}") from exc
+        for ledger_doc in doc.get("ledgers", []):
+            await asyncio.to_thread(delete_ledger_files, self.ledger_dir, int(ledger_doc["id"]))
+
+    async def exists(self, name: str) -> bool:
+        """Whether the managed ledger ``name`` is stored (one metadata read,
+        unlike scanning ``list_names``). ValueError for a bad name."""
+        check_name(name)
+        if name in self._open:
+            return True
+        record = await self.store.get(f"{ROOT}/{name}")
+        return record is not None and _is_ml_record(record.value)
+
+    async def list_names(self) -> list[str]:
+        """Names of all managed ledgers in the metadata store, sorted."""
+        names: list[str] = []
+
+        async def walk(key: str, prefix: str) -> None:
+            for child in await self.store.children(key):
+                path = f"{key}/{child}"
+                record = await self.store.get(path)
+                if record is not None and _is_ml_record(record.value):
+                    names.append(prefix + child)
+                await walk(path, f"{prefix}{child}/")
+
+        await walk(ROOT, "")
+        return sorted(names)
+
+    async def remove_orphaned_ledgers(self) -> list[int]:
+        """Delete ledger files that no managed ledger's metadata names; return their ids.
+
+        A crash between creating a ledger file and recording it (a rollover,
+        the new ledger of a recovery) or between dropping a trimmed ledger
+        from metadata and unlinking its files leaves such orphans behind;
+        nothing can ever read them. Call before opening any managed ledger
+        (the factory refuses once one is open or opening, as a ledger being
+        created would look orphaned). Deletes nothing when the metadata
+        store names no managed ledger at all while files exist: that is a
+        data directory paired with the wrong (or a lost) metadata store, and
+        the files are left for an operator. Raises StorageError if the
+        metadata cannot be read.
+        """
+        if self._open or self._opening:
+            raise StorageError("orphaned ledgers can only be removed before any managed ledger is opened")
+        on_disk = _ledger_ids_on_disk(self.ledger_dir)
+        if not on_disk:
+            return []
+        referenced: set[int] = set()
+        found_any = False
+
+        async def walk(key: str) -> None:
+            nonlocal found_any
+            for child in await self.store.children(key):
+                path = f"{key}/{child}"
+                record = await self.store.get(path)
+                if record is not None and _is_ml_record(record.value):
+                    found_any = True
+                    referenced.update(int(d["id"]) for d in json.loads(record.value)["ledgers"])
+                await walk(path)
+
+        try:
+            await walk(ROOT)
+        except MetadataError as exc:
+            raise StorageError(f"cannot list managed ledgers to find orphaned ledgers: {exc}") from exc
+        if not found_any:
+            log.warning("%d ledger files in %s but no managed ledger in the metadata store: leaving them",
+                        len(on_disk), self.ledger_dir)
+            return []
+        orphans = sorted(on_disk - referenced)
+        for ledger_id in orphans:
+            log.warning("deleting orphaned ledger %d (no managed ledger names it)", ledger_id)
+            await asyncio.to_thread(delete_ledger_files, self.ledger_dir, ledger_id)
+        return orphans
+
+    @property
+    def managed_ledgers(self) -> dict[str, ManagedLedger]:
+        """The open managed ledgers by name (a copy)."""
+        return dict(self._open)
+
+
+def _ledger_ids_on_disk(directory: Path) -> set[int]:
+    """Ids of the ledgers with a segment or index file in ``directory``."""
+    ids = set()
+    for path in directory.iterdir():
+        stem, suffix = path.stem, path.suffix
+        if suffix in (".log", ".idx", ".fenced") and len(stem) == 20 and stem.isdigit():
+            ids.add(int(stem))
+    return ids
+
+
+def _is_ml_record(value: bytes) -> bool:
+    try:
+        doc = json.loads(value)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and "ledgers" in doc
