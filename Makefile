@@ -2,24 +2,43 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# What each target needs, installed once per pyproject.toml change: the broker
+# alone (small, fast), a local cluster (+ the etcd server), the test suite
+# (+ the official client, Spark, etcd).
+RUNTIME_STAMP := $(VENV)/.installed-runtime
+CLUSTER_STAMP := $(VENV)/.installed-cluster
 STAMP := $(VENV)/.installed
+PORT ?= 6650
+ADMIN_PORT ?= 8080
+DATA ?= ./data
 
 .PHONY: install standalone cluster test unit integration proto proto-check bench bench-quick profile clean
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
-	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+$(VENV)/bin/pip:
+	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+
+$(RUNTIME_STAMP): pyproject.toml | $(VENV)/bin/pip
+	$(BIN)/pip install --quiet -e .
+	touch $(RUNTIME_STAMP)
+
+$(CLUSTER_STAMP): pyproject.toml | $(VENV)/bin/pip
+	$(BIN)/pip install --quiet -e '.[cluster]'
+	touch $(CLUSTER_STAMP)
+
+$(STAMP): pyproject.toml | $(VENV)/bin/pip
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-standalone: $(STAMP)
-	$(BIN)/magnetar standalone --data-dir ./data --port 6650 --admin-port 8080
+# PORT=, ADMIN_PORT=, DATA= override the defaults: make standalone PORT=6660
+standalone: $(RUNTIME_STAMP)
+	$(BIN)/magnetar standalone --data-dir $(DATA) --port $(PORT) --admin-port $(ADMIN_PORT)
 
 # A local 3-broker cluster with its own etcd (docs/cluster.md); Ctrl-C stops it all.
-cluster: $(STAMP)
-	$(BIN)/magnetar cluster up --brokers 3 --data-dir ./cluster-data
+cluster: $(CLUSTER_STAMP)
+	$(BIN)/magnetar cluster up --brokers 3 --data-dir ./cluster-data --port $(PORT) --admin-port $(ADMIN_PORT)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -11,6 +11,20 @@ app = typer.Typer(help="Magnetar: a streaming broker that speaks the Apache Puls
                   no_args_is_help=True, add_completion=False)
 err = Console(stderr=True)
 
+
+def _version(value: bool) -> None:
+    if value:
+        from magnetar import __version__
+
+        print(f"magnetar {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit")) -> None:
+    """Magnetar: a streaming broker that speaks the Apache Pulsar protocol."""
+
 # `magnetar admin ...`: the admin REST API from a shell (light: stdlib HTTP only).
 from magnetar.admin.cli import app as admin_app  # noqa: E402
 
@@ -56,7 +70,7 @@ def standalone(
 ) -> None:
     """Run a single-process broker (Pulsar protocol + admin HTTP) until Ctrl-C or SIGTERM."""
     from magnetar.broker.config import ConfigError, load_config
-    from magnetar.broker.server.server import run
+    from magnetar.broker.server.server import StartupError, run
 
     overrides = {
         "data_dir": data_dir, "port": port, "admin_port": admin_port, "bind_address": bind_address,
@@ -69,7 +83,11 @@ def standalone(
     except ConfigError as exc:
         err.print(f"[red]configuration error:[/red] {exc}")
         raise typer.Exit(2)
-    run(cfg)
+    try:
+        run(cfg)
+    except StartupError as exc:
+        err.print(f"[red]cannot start:[/red] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
 
 
 @app.command()

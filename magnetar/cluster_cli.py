@@ -67,7 +67,7 @@ def broker(
 ) -> None:
     """Run one broker of a cluster (metadata on etcd) until Ctrl-C or SIGTERM."""
     from magnetar.broker.config import ConfigError, load_config
-    from magnetar.broker.server.server import run
+    from magnetar.broker.server.server import StartupError, run
 
     overrides = {"cluster_name": cluster_name, "metadata_store_url": metadata_store,
                  "configuration_store_url": configuration_store, "storage_dir": storage_dir,
@@ -84,7 +84,11 @@ def broker(
                   "etcd://HOST:PORT/PREFIX (or metadata_store_url in the config); for one process, "
                   "use magnetar standalone")
         raise typer.Exit(2)
-    run(cfg)
+    try:
+        run(cfg)
+    except StartupError as exc:
+        err.print(f"[red]cannot start:[/red] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
 
 
 def _wait_ready(proc: subprocess.Popen, deadline: float) -> str | None:

@@ -401,8 +401,17 @@ def _lock_exclusive(db_path: Path) -> int:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
+        try:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        except OSError:
+            holder = ""
         os.close(fd)
-        raise MetadataError(f"{db_path} is already open by another metadata store") from None
+        who = f"process {holder}" if holder.isdigit() else "another process"
+        raise MetadataError(f"{db_path} is already open by {who} (another broker on the same data directory?): "
+                            f"stop it, or give this one another --data-dir") from None
+    # Who holds it, for the message another process gets.
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
     return fd
 
 

@@ -8,6 +8,7 @@ and the metadata store, so a restart finds everything that was acknowledged.
 from __future__ import annotations
 
 import asyncio
+import errno
 import gc
 import importlib
 import logging
@@ -15,6 +16,7 @@ import signal
 from pathlib import Path
 
 from magnetar.metadata import open_store
+from magnetar.metadata.store import MetadataError
 from magnetar.storage import ManagedLedgerFactory
 
 from magnetar.broker.cluster.member import ClusterMember
@@ -27,6 +29,19 @@ from magnetar.broker.policies.expiry import MessageExpiry
 from .service import BrokerService
 
 log = logging.getLogger(__name__)
+
+
+class StartupError(Exception):
+    """The broker cannot start; the message says what is wrong and what to do
+    (the CLI prints it as one line and exits non-zero)."""
+
+
+def _busy(what: str, host: str, port: int, flag: str, exc: OSError) -> StartupError:
+    if exc.errno == errno.EADDRINUSE:
+        return StartupError(f"{what} port {port} on {host} is already in use by another process: "
+                            f"stop it, or choose another port with {flag}")
+    return StartupError(f"cannot listen on {host}:{port} for the {what} ({exc.strerror or exc}): "
+                        f"check {flag} and --bind-address")
 
 
 class Broker:
@@ -46,7 +61,10 @@ class Broker:
         config = self.config
         data = Path(config.data_dir)
         data.mkdir(parents=True, exist_ok=True)
-        self.store = await open_store(config.resolved_metadata_url)
+        try:
+            self.store = await open_store(config.resolved_metadata_url)
+        except MetadataError as exc:
+            raise StartupError(f"cannot open the metadata store: {exc}") from None
         storage = config.storage_path
         storage.mkdir(parents=True, exist_ok=True)
         self.factory = ManagedLedgerFactory(storage, self.store, config.storage)
@@ -68,9 +86,12 @@ class Broker:
         self.expiry = MessageExpiry(self.service, config.message_expiry_check_interval_s).start()
         self.quota_checks = asyncio.get_running_loop().create_task(
             backlog_quota.check_periodically(self.service, config.backlog_quota_check_interval_s))
-        self._server = await asyncio.get_running_loop().create_server(
-            lambda: ServerConnection(self.service), config.bind_address, config.port, reuse_address=True
-        )
+        try:
+            self._server = await asyncio.get_running_loop().create_server(
+                lambda: ServerConnection(self.service), config.bind_address, config.port, reuse_address=True
+            )
+        except OSError as exc:
+            raise _busy("Pulsar protocol", config.bind_address, config.port, "--port", exc) from None
         self.port = self._server.sockets[0].getsockname()[1]
         if config.port == 0:
             config.port = self.port  # lookups must name the real port
@@ -78,7 +99,10 @@ class Broker:
             # The admin app pulls in aiohttp (about half of the start-up imports):
             # import it on a thread so the Pulsar listener already serves clients.
             admin = await asyncio.to_thread(importlib.import_module, "magnetar.admin.app")
-            self._admin, self.admin_port = await admin.start_admin(self, config.bind_address, config.admin_port)
+            try:
+                self._admin, self.admin_port = await admin.start_admin(self, config.bind_address, config.admin_port)
+            except OSError as exc:
+                raise _busy("admin HTTP", config.bind_address, config.admin_port, "--admin-port", exc) from None
             if config.admin_port == 0:
                 config.admin_port = self.admin_port  # the cluster's records must name the real port
         await resources.ensure_cluster(self.store, config.cluster_name, self._cluster_data())
