@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from magnetar.broker.cluster.bundles import split_namespace
+from magnetar.broker.cluster.bundles import parse_range, split_namespace
 from magnetar.broker.cluster.leader import current_leader
 from magnetar.broker.namespaces import resources
 
-from .errors import not_found, precondition_failed
+from .errors import AdminError, not_found, precondition_failed
 from .params import BROKER, namespace_of, service_of, store_of, topic_of
-from .routes import OBJECT, STRING, STRING_LIST, RouteTable, json_answer
+from .routes import OBJECT, STRING, STRING_LIST, QueryParam, RouteTable, json_answer, no_content
 
 table = RouteTable("brokers")
 
@@ -79,6 +79,32 @@ async def bundles(request: web.Request) -> web.Response:
             owners[b.range], states[b.range] = (state.broker if state.state == "Owned" else None), state.state
     boundaries = [f"0x{b.lower:08x}" for b in parts] + ["0xffffffff"]
     return json_answer({"boundaries": boundaries, "numBundles": len(parts), "owners": owners, "states": states})
+
+
+@table.route("PUT", "/admin/v2/namespaces/{tenant}/{namespace}/{bundle}/unload",
+             "Move a bundle to another broker (destinationBroker, default the least loaded); clients follow "
+             "without a lookup (PIP-307) unless load_balancer_multi_phase_bundle_unload is off",
+             query=(QueryParam("destinationBroker", STRING, "Broker id (host:web port) to move the bundle to"),),
+             answer=None, errors=(404, 412, 503))
+async def unload_bundle(request: web.Request) -> web.Response:
+    namespace = namespace_of(request)
+    member = _member(request)
+    if member is None:
+        raise precondition_failed("this broker is standalone: it owns every bundle and has nowhere to move one")
+    try:
+        bundle = parse_range(namespace, request.match_info["bundle"])
+    except ValueError as exc:
+        raise precondition_failed(str(exc)) from None
+    if bundle not in split_namespace(namespace, member.bundles_per_namespace):
+        raise not_found(f"{namespace} has no bundle {bundle.range}")
+    try:
+        await member.unload(bundle, request.query.get("destinationBroker") or None)
+    except ValueError as exc:
+        raise precondition_failed(str(exc)) from None
+    except TimeoutError:
+        raise AdminError(503, f"bundle {bundle} did not reach its new owner in time; it will, or the leader "
+                              "will reassign it") from None
+    return no_content()
 
 
 @table.route("GET", "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}",

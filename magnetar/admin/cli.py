@@ -209,6 +209,20 @@ def namespaces_bundles(ctx: typer.Context, namespace: str = typer.Argument(..., 
     _call(ctx, lambda c: c.request("GET", f"/admin/v2/namespaces/{namespace_path(namespace)}/bundles"), render)
 
 
+@namespaces_app.command("unload")
+def namespaces_unload(
+    ctx: typer.Context,
+    namespace: str = typer.Argument(..., help="tenant/namespace"),
+    bundle: str = typer.Option(..., "--bundle", "-b", help="0xLLLLLLLL_0xUUUUUUUU (see namespaces bundles)"),
+    destination: Optional[str] = typer.Option(None, "--destination", "-d",
+                                              help="Broker id (host:web port) [the least loaded]"),
+) -> None:
+    """Move a bundle to another broker; clients follow without a lookup."""
+    query = {"destinationBroker": destination} if destination else None
+    _call(ctx, lambda c: c.request("PUT", f"namespaces/{namespace_path(namespace)}/{bundle}/unload",
+                                   query=query), lambda _: _out().print(f"bundle {bundle} moved"))
+
+
 # -- tenants --------------------------------------------------------------------------------
 @tenants_app.command("list")
 def tenants_list(ctx: typer.Context) -> None:

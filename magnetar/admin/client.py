@@ -75,7 +75,8 @@ class AdminClient:
 
     # -- transport ----------------------------------------------------------------
     def request(self, method: str, path: str, body: Any = _NO_BODY, query: dict | None = None) -> Any:
-        url = f"{self.url}/admin/v2/{path}"
+        # "tenants/x" is under /admin/v2/; an absolute "/lookup/v2/..." is taken as it is.
+        url = f"{self.url}{path}" if path.startswith("/") else f"{self.url}/admin/v2/{path}"
         if query:
             url += "?" + "&".join(f"{k}={_seg(str(v).lower() if isinstance(v, bool) else str(v))}"
                                   for k, v in query.items())

@@ -53,6 +53,11 @@ class BrokerConfig:
     cluster_session_ttl_s: float = 10.0
     #: Seconds a lookup waits for a bundle in transition before ServiceNotReady.
     lookup_timeout_s: float = 15.0
+    #: Move bundles without client lookups (PIP-307): the old owner holds its
+    #: clients until the new one owns the bundle, then sends them its URL.
+    #: false: the old way (disconnect; clients look the topic up again), as
+    #: Pulsar's loadBalancerMultiPhaseBundleUnload.
+    load_balancer_multi_phase_bundle_unload: bool = True
     #: Name of this cluster.
     cluster_name: str = "standalone"
     #: Create a topic the first time a producer or consumer names it.

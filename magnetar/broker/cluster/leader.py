@@ -96,6 +96,18 @@ class Leader:
         live = sorted(self.registry.live)
         moved = 0
         for bundle, state in list(self.channel.table.items()):
+            if state.state == RELEASING and state.source not in self.registry.live:
+                # The source died mid-move: nobody will pass the bundle on.
+                target = state.broker if state.broker in self.registry.live else \
+                    least_loaded(bundle, live, self.channel)
+                if target is None:
+                    return moved
+                try:
+                    await self.channel.override(bundle, ASSIGNING, target, state.source, state)
+                    moved += 1
+                except LostRace:
+                    pass
+                continue
             if state.state not in (ASSIGNING, OWNED, RELEASING) or state.broker in self.registry.live:
                 continue
             target = least_loaded(bundle, live, self.channel)

@@ -13,6 +13,14 @@ channel and the leader election), and then:
   moment its session is lost: ``unload_bundle`` / ``unload_all`` (callbacks
   of the service) close the topics, so their clients reconnect and look up.
   After a lost session it joins again with a new one;
+- moves a bundle it owns to another broker without client lookups (PIP-307,
+  :meth:`unload`): Releasing(src -> dst) makes the source release the
+  bundle's topics (appends stop, ledgers close, clients stay connected and
+  held); Assigning(dst) -> Owned(dst) makes the destination the owner; then
+  the source hands its clients over with the destination's URL
+  (``release_bundle`` / ``hand_over_bundle``, callbacks of the service). With
+  ``multi_phase`` off, the source disconnects its clients at once instead and
+  they look the topics up (the old unload);
 - on a clean stop, frees its bundles (Owned -> Releasing -> Free) so others
   take them without waiting for the session to expire.
 
@@ -54,6 +62,9 @@ class ClusterMember:
     def __init__(self, store: MetadataStore, info: BrokerInfo, *,
                  unload_bundle: Callable[[Bundle], Awaitable[None]],
                  unload_all: Callable[[], Awaitable[None]],
+                 release_bundle: Callable[[Bundle], Awaitable[None]] | None = None,
+                 hand_over_bundle: Callable[[Bundle, str | None], None] | None = None,
+                 multi_phase: bool = True,
                  bundles_per_namespace: int = DEFAULT_BUNDLES,
                  session_ttl_s: float = 10.0, lookup_timeout_s: float = 15.0) -> None:
         self.store = store
@@ -61,6 +72,11 @@ class ClusterMember:
         self.broker_id = info.broker_id
         self.unload_bundle = unload_bundle
         self.unload_all = unload_all
+        self.release_bundle = release_bundle
+        self.hand_over_bundle = hand_over_bundle
+        self.multi_phase = multi_phase and release_bundle is not None and hand_over_bundle is not None
+        #: Bundles this broker released and whose clients wait for the new owner.
+        self._released: set[Bundle] = set()
         self.bundles_per_namespace = bundles_per_namespace
         self.session_ttl_s = session_ttl_s
         self.lookup_timeout_s = lookup_timeout_s
@@ -151,9 +167,64 @@ class ClusterMember:
         me = self.broker_id
         if new.state == ASSIGNING and new.broker == me:
             self._spawn(self._take(bundle, new))
+        if new.state == RELEASING and new.source == me:
+            self._spawn(self._release(bundle, new))
+            return
+        if bundle in self._released:
+            if new.state == OWNED:  # the new owner has it: send our clients there
+                self._released.discard(bundle)
+                owner = self.registry.live.get(new.broker)
+                url = owner.service_url if owner is not None and self.multi_phase else None
+                log.info("bundle %s is owned by %s: handing its clients over", bundle, new.broker)
+                self.hand_over_bundle(bundle, url)
+            return
         if old.broker == me and old.state in (OWNED, ASSIGNING) and not (new.state == OWNED and new.broker == me):
             log.info("bundle %s is no longer ours (%s %s): unloading its topics", bundle, new.state, new.broker)
             self._spawn(self.unload_bundle(bundle))
+
+    async def _release(self, bundle: Bundle, state: BundleState) -> None:
+        """Source side of a move: release (or, the old way, unload) the bundle's
+        topics, then pass the bundle on: Releasing -> Assigning(dst)."""
+        try:
+            if self.multi_phase:
+                self._released.add(bundle)
+                await self.release_bundle(bundle)
+            else:
+                await self.unload_bundle(bundle)
+        except Exception:
+            log.exception("releasing bundle %s failed", bundle)
+        try:
+            await self.channel.transition(bundle, ASSIGNING, state.broker, self.broker_id, expected=state)
+        except (LostRace, IllegalTransition):
+            pass  # changed under us (the leader cleaned up): the Owned handler still hands over
+        except Exception as exc:
+            log.warning("cannot pass bundle %s on to %s: %s", bundle, state.broker, exc)
+
+    async def unload(self, bundle: Bundle, destination: str | None = None, timeout: float = 30.0) -> str:
+        """Move ``bundle`` from its owner to ``destination`` (default: the least
+        loaded other live broker); returns the new owner once it owns it.
+
+        Raises ValueError for a bundle that is not owned, a destination that
+        is not a live broker or is the owner already; TimeoutError if the move
+        does not finish within ``timeout``.
+        """
+        state = self.channel.get(bundle)
+        if state.state != OWNED:
+            raise ValueError(f"bundle {bundle} is {state.state}, not owned: nothing to unload")
+        live = sorted(self.registry.live)
+        if destination is None:
+            destination = least_loaded(bundle, live, self.channel, exclude={state.broker})
+            if destination is None:
+                raise ValueError(f"no other live broker to move bundle {bundle} to")
+        elif destination not in self.registry.live:
+            raise ValueError(f"destination broker {destination} is not a live broker of this cluster; "
+                             f"live: {', '.join(live)}")
+        if destination == state.broker:
+            raise ValueError(f"bundle {bundle} is already owned by {destination}")
+        await self.channel.transition(bundle, RELEASING, destination, state.broker, expected=state)
+        done = await self.channel.wait_for(bundle, lambda s: s.state == OWNED and s.broker == destination,
+                                           timeout)
+        return done.broker
 
     async def _take(self, bundle: Bundle, state: BundleState) -> None:
         if self.session is None or not self.session.alive:

@@ -81,6 +81,8 @@ class Broker:
             self.service.cluster = ClusterMember(
                 self.store, BrokerInfo("", "", "", config.cluster_name),
                 unload_bundle=self.service.unload_bundle, unload_all=self.service.unload_all,
+                release_bundle=self.service.release_bundle, hand_over_bundle=self.service.hand_over_bundle,
+                multi_phase=config.load_balancer_multi_phase_bundle_unload,
                 bundles_per_namespace=config.default_namespace_bundles,
                 session_ttl_s=config.cluster_session_ttl_s, lookup_timeout_s=config.lookup_timeout_s)
         self.expiry = MessageExpiry(self.service, config.message_expiry_check_interval_s).start()

@@ -51,6 +51,8 @@ class BrokerService:
         #: Lookups answered (binary and HTTP), and those that named another broker.
         self.lookup_answers = 0
         self.lookup_redirects = 0
+        #: Topics released by a move in progress (PIP-307), by bundle.
+        self._released: dict[Bundle, list[Topic]] = {}
         #: This broker's part in a cluster; None for a standalone broker.
         self.cluster: ClusterMember | None = None
 
@@ -157,6 +159,29 @@ class BrokerService:
                     await self.unload(topic)
                 except Exception:
                     log.exception("unloading %s failed", topic.name)
+
+    def _topics_of(self, bundle: Bundle) -> list[Topic]:
+        cluster = self.cluster
+        return [t for t in self.topics.values()
+                if cluster is not None and t.name.namespace_name == bundle.namespace and cluster.bundle_of(t.name) == bundle]
+
+    async def release_bundle(self, bundle: Bundle) -> None:
+        """First phase of moving ``bundle`` without lookups (PIP-307): its topics
+        stop appending and close their ledgers; clients stay connected, held."""
+        for topic in self._topics_of(bundle):
+            log.info("releasing %s: bundle %s is moving", topic.name, bundle)
+            self._released.setdefault(bundle, []).append(topic)
+            del self.topics[str(topic.name)]
+            try:
+                await topic.release()
+            except Exception:
+                log.exception("releasing %s failed; its clients will look it up", topic.name)
+
+    def hand_over_bundle(self, bundle: Bundle, url: str | None) -> None:
+        """Last phase: tell the released topics' clients where the bundle went
+        (``url``; None: they look it up)."""
+        for topic in self._released.pop(bundle, []):
+            topic.hand_over(url)
 
     async def unload_all(self) -> None:
         """Close every loaded topic (this broker lost its metadata session)."""

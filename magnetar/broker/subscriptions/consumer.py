@@ -26,8 +26,9 @@ class Consumer:
     deliver: Callable[["Consumer", list[Entry], list[int]], None] | None = None
     #: True while the connection's write buffer is full: skip this consumer.
     writable: Callable[[], bool] = lambda: True
-    #: Tells the client the consumer must reconnect (seek, unload).
-    disconnect: Callable[[], None] = lambda: None
+    #: Tells the client the consumer must reconnect (seek, unload); with a
+    #: URL, to that broker without a lookup (the topic moved there).
+    disconnect: Callable[..., None] = lambda url=None: None
     #: Tells a failover consumer whether it is the active one.
     active_change: Callable[[bool], None] = lambda active: None
     permits: int = 0

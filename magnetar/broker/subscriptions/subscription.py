@@ -111,6 +111,17 @@ class Subscription:
     def backlog(self) -> int:
         return self.cursor.backlog()
 
+    def detach_for_transfer(self) -> list[Consumer]:
+        """Stop dispatching and let go of the consumers *without* telling them
+        (the topic is moving: they are told where to, once it is there).
+        Returns them."""
+        held = list(self.consumers)
+        for consumer in held:
+            self.remove_consumer(consumer)
+        if self.dispatcher is not None:
+            self.dispatcher.close()
+        return held
+
     def close(self) -> None:
         for consumer in list(self.consumers):
             consumer.disconnect()

@@ -61,8 +61,9 @@ class Producer:
     offset_epoch: int = 0
     #: Where to write receipts: callable(seq, highest_seq, result_future).
     on_result: Callable[[int, int, asyncio.Future], None] | None = None
-    #: Tells the client the broker closed this producer (fenced, unloaded).
-    disconnect: Callable[[], None] = lambda: None
+    #: Tells the client the broker closed this producer (fenced, unloaded);
+    #: with a URL, to reconnect there without a lookup (the topic moved there).
+    disconnect: Callable[..., None] = lambda url=None: None
     address: str = ""
     connected_since: float = 0.0
     msg_in: int = 0

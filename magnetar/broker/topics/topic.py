@@ -64,6 +64,10 @@ SHARED = int(AccessMode.Shared)  # a plain int: the enum wrapper is slow on the 
 INT64_MAX = (1 << 63) - 1
 
 
+class TransferHold(Exception):
+    """A send that arrived while the topic is moving: held, not answered."""
+
+
 def _chain(source: asyncio.Future, target: asyncio.Future) -> None:
     """Complete ``target`` like ``source`` (now or when it completes)."""
 
@@ -134,6 +138,9 @@ class Topic:
         )
         self.dedup.attached_names = lambda: set(self.producers)
         self.closed = False
+        #: Set by release(): moving to another broker; sends are held, not refused.
+        self.transferring = False
+        self._held_consumers: list[Consumer] = []
         #: Set by terminate(): the last entry the topic will ever have.
         self.terminated_at: Position | None = None
         #: The namespace's backlog quotas (kept current by the service).
@@ -217,6 +224,8 @@ class Topic:
 
     def _check_open(self) -> None:
         if self.closed:
+            if self.transferring:
+                raise TransferHold()
             raise ServiceNotReady(f"topic {self.name} is being unloaded; retry")
 
     def _check_epoch(self, requested: int | None) -> None:
@@ -309,6 +318,10 @@ class Topic:
             token = self.dedup.check(producer, send, block)
             if send.HasField("expected_offset"):
                 self._check_expected_offset(producer, send)
+        except TransferHold:
+            # Moving to another broker (PIP-307): neither receipt nor error;
+            # the client resends to the new owner once told where it is.
+            return result
         except Duplicate as dup:
             # A retry of an appended entry: answer with the original outcome.
             if dup.result is None:
@@ -540,6 +553,36 @@ class Topic:
             self.close_producer(producer)
         log.info("terminated topic %s at %s", self.name, last)
         return last
+
+    async def release(self) -> None:
+        """First phase of a move without lookups (PIP-307): stop appending and
+        dispatching, and close the managed ledger (appends in flight complete,
+        cursors are persisted), while clients stay connected: sends arriving
+        now get neither receipt nor error. :meth:`hand_over` tells them where
+        the topic went. Storage errors while closing propagate."""
+        if self.closed:
+            return
+        self.closed = True
+        self.transferring = True
+        self._unlisten()
+        for _, fut in self.waiting:
+            if not fut.done():
+                fut.set_exception(ServiceNotReady("topic moving to another broker"))
+        self.waiting.clear()
+        for sub in list(self.subscriptions.values()):
+            self._held_consumers.extend(sub.detach_for_transfer())
+        await self.dedup.close()
+        await self.ledger.close()
+
+    def hand_over(self, url: str | None) -> None:
+        """Last phase: tell every client of the released topic to reconnect,
+        to ``url`` at once (the new owner's service URL), or after a lookup."""
+        for producer in list(self.producers.values()):
+            self.producers.pop(producer.name, None)
+            producer.disconnect(url)
+        for consumer in self._held_consumers:
+            consumer.disconnect(url)
+        self._held_consumers.clear()
 
     async def close(self) -> None:
         """Disconnect producers and consumers (they reconnect and reload the topic)."""

@@ -61,7 +61,7 @@ async def on_subscribe(session: Session, req: pb.CommandSubscribe) -> None:
         )
         consumer.deliver = partial(deliver, session)
         consumer.writable = lambda: not session.writing_paused
-        consumer.disconnect = lambda c=consumer: disconnect_consumer(session, c)
+        consumer.disconnect = lambda url=None, c=consumer: disconnect_consumer(session, c, url)
         consumer.active_change = lambda active, c=consumer: session.write(
                command(Type.ACTIVE_CONSUMER_CHANGE, consumer_id=c.consumer_id, is_active=active)
            ) if c.subscription is not None and c.subscription.type == pb.CommandSubscribe.Failover else None
@@ -104,10 +104,13 @@ def deliver(session: Session, consumer: Consumer, entries: list[Entry], redelive
     session.queue(*pieces)
 
 
-def disconnect_consumer(session: Session, consumer: Consumer) -> None:
+def disconnect_consumer(session: Session, consumer: Consumer, assigned_url: str | None = None) -> None:
+    """CLOSE_CONSUMER: the client re-subscribes, at ``assigned_url`` at once
+    when given (PIP-307: the topic moved there), else after a lookup."""
     if session.consumers.get(consumer.consumer_id) is consumer:
         del session.consumers[consumer.consumer_id]
-        session.write(command(Type.CLOSE_CONSUMER, consumer_id=consumer.consumer_id, request_id=UINT64_MAX))
+        session.write(command(Type.CLOSE_CONSUMER, consumer_id=consumer.consumer_id, request_id=UINT64_MAX,
+                              assignedBrokerServiceUrl=assigned_url))
 
 
 def on_flow(session: Session, frame: Frame) -> None:

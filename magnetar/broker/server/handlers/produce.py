@@ -60,7 +60,7 @@ async def on_producer(session: Session, req: pb.CommandProducer) -> None:
             address=session.peer,
         )
         producer.on_result = lambda seq, high, fut, p=producer: send_result(session, p, seq, high, fut)
-        producer.disconnect = lambda p=producer: disconnect_producer(session, p)
+        producer.disconnect = lambda url=None, p=producer: disconnect_producer(session, p, url)
         session.producers[req.producer_id] = producer
         requested_epoch = req.topic_epoch if req.HasField("topic_epoch") else None
         try:
@@ -91,10 +91,13 @@ async def on_producer(session: Session, req: pb.CommandProducer) -> None:
         session.write(error(req.request_id, ServerError.ServiceNotReady, f"cannot create producer: {exc}"))
 
 
-def disconnect_producer(session: Session, producer: Producer) -> None:
+def disconnect_producer(session: Session, producer: Producer, assigned_url: str | None = None) -> None:
+    """CLOSE_PRODUCER: the client reconnects, to ``assigned_url`` at once when
+    given (PIP-307: the topic moved there), else after a lookup."""
     if session.producers.get(producer.producer_id) is producer:
         del session.producers[producer.producer_id]
-        session.write(command(Type.CLOSE_PRODUCER, producer_id=producer.producer_id, request_id=UINT64_MAX))
+        session.write(command(Type.CLOSE_PRODUCER, producer_id=producer.producer_id, request_id=UINT64_MAX,
+                              assignedBrokerServiceUrl=assigned_url))
 
 
 def on_send(session: Session, frame: Frame) -> None:
