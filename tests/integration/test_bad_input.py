@@ -133,3 +133,36 @@ def test_bad_requests_get_errors_not_crashes(broker):
     assert by_type[Type.LOOKUP_RESPONSE].lookupTopicResponse.response == pb.CommandLookupTopicResponse.Failed
     sock.close()
     assert broker.alive
+
+
+def _with_bad_text(conn, cmd) -> bytes:
+    """``cmd`` framed, its marker text ``AAAA`` replaced by bytes that are not UTF-8
+    (same length: the frame's sizes stay right; the CRC-less command frame has no checksum)."""
+    return conn.send(cmd).replace(b"AAAA", b"\xff\xfe\xfd\xfc")
+
+
+def test_text_fields_that_are_not_utf8_get_clear_errors_and_the_connection_serves_on(broker):
+    sock = _raw(broker)
+    conn = _handshake(sock)
+    bad_topic = "persistent://public/default/AAAA"
+    sock.sendall(_with_bad_text(conn, command(Type.LOOKUP, topic=bad_topic, request_id=1)))
+    sock.sendall(_with_bad_text(conn, command(Type.PARTITIONED_METADATA, topic=bad_topic, request_id=2)))
+    sock.sendall(_with_bad_text(conn, command(Type.PRODUCER, topic="persistent://public/default/t", producer_id=1,
+                                              request_id=3, producer_name="AAAA")))
+    sock.sendall(_with_bad_text(conn, command(Type.SUBSCRIBE, topic=bad_topic, subscription="s", subType=0,
+                                              consumer_id=1, request_id=4)))
+    frames = _read_frames(sock, conn, 4)
+    by_type = {f.command.type: f.command for f in frames}
+    lookup = by_type[Type.LOOKUP_RESPONSE].lookupTopicResponse
+    assert (lookup.response, lookup.error) == (pb.CommandLookupTopicResponse.Failed, pb.InvalidTopicName)
+    assert "not valid UTF-8" in lookup.message
+    meta = by_type[Type.PARTITIONED_METADATA_RESPONSE].partitionMetadataResponse
+    assert (meta.response, meta.error) == (pb.CommandPartitionedTopicMetadataResponse.Failed, pb.InvalidTopicName)
+    errors = {f.command.error.request_id: f.command.error.error for f in frames if f.command.type == Type.ERROR}
+    assert errors == {3: pb.NotAllowedError, 4: pb.InvalidTopicName}
+    # The same connection still answers a good request.
+    sock.sendall(conn.send(command(Type.LOOKUP, topic="persistent://public/default/fine", request_id=5)))
+    answer = next(f for f in _read_frames(sock, conn, 1) if f.command.type == Type.LOOKUP_RESPONSE)
+    assert answer.command.lookupTopicResponse.response == pb.CommandLookupTopicResponse.Connect
+    sock.close()
+    assert broker.alive

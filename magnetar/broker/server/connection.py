@@ -26,7 +26,7 @@ from magnetar.protocol import Connection, ProtocolError, Role, ServerError, pb
 from magnetar.protocol.commands import FIELD_OF_TYPE, Type, body, command, error, type_name
 from magnetar.protocol.frames import FRAME_OVERHEAD, Frame
 
-from .handlers import consume, lookup, produce, schema
+from .handlers import consume, lookup, malformed, produce, schema
 from .service import BrokerService
 
 log = logging.getLogger(__name__)
@@ -107,6 +107,8 @@ class ServerConnection(asyncio.Protocol):
         for frame in frames:
             handler = self._handlers.get(frame.command.type)
             try:
+                if frame.command.type in malformed.NAMED and malformed.refuse_if_malformed(self, frame):
+                    continue
                 if handler is None:
                     self._on_unsupported(frame)
                 else:
