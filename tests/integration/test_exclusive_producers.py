@@ -26,10 +26,10 @@ def _stats(broker, topic, internal=False):
 
 def test_second_exclusive_producer_fails_at_once(pulsar_client, broker):
     first = pulsar_client.create_producer("excl", access_mode=Mode.Exclusive)
-    with pytest.raises(pulsar.ProducerBusy):
+    with pytest.raises(pulsar.ProducerFenced):  # Pulsar's answer to a second Exclusive producer
         pulsar_client.create_producer("excl", access_mode=Mode.Exclusive)
     with pytest.raises(pulsar.ProducerBusy):
-        pulsar_client.create_producer("excl")  # Shared is refused too
+        pulsar_client.create_producer("excl")  # Shared is refused too, with ProducerBusy
     stats = _stats(broker, "excl")
     assert [p["accessMode"] for p in stats["publishers"]] == ["Exclusive"]
     assert _stats(broker, "excl", internal=True)["topicEpoch"] == 1
@@ -84,7 +84,7 @@ def test_killing_the_owner_process_frees_the_topic(broker, pulsar_client):
     for line in owner.stdout:  # the C++ client logs to stdout too
         if line.strip() == b"ready":
             break
-    with pytest.raises(pulsar.ProducerBusy):
+    with pytest.raises(pulsar.ProducerFenced):
         pulsar_client.create_producer("owned", access_mode=Mode.Exclusive)
     owner.kill()
     owner.wait()
@@ -97,7 +97,7 @@ def test_killing_the_owner_process_frees_the_topic(broker, pulsar_client):
 def _try_exclusive(client, topic):
     try:
         return client.create_producer(topic, access_mode=Mode.Exclusive)
-    except pulsar.ProducerBusy:
+    except pulsar.ProducerFenced:
         return None
 
 

@@ -131,7 +131,7 @@ def test_expected_offset(client):
 def test_exclusive_producer_access(client):
     topic = unique()
     first = client.create_producer(topic, access_mode=ProducerAccessMode.Exclusive)
-    with pytest.raises((errors.ProducerBusy, errors.ProducerFenced)):
+    with pytest.raises(errors.ProducerFenced):
         client.create_producer(topic, access_mode=ProducerAccessMode.Exclusive)
     with pytest.raises(errors.ProducerBusy):
         client.create_producer(topic)

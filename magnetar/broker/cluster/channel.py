@@ -111,6 +111,8 @@ class Channel:
         self._listeners: list[Listener] = []
         self._watch = None
         self._refreshing: dict[str, asyncio.Task] = {}
+        #: Keys changed again while being read.
+        self._stale: set[str] = set()
 
     async def start(self) -> None:
         """Load the whole channel and follow it. Call once, before lookups."""
@@ -144,15 +146,23 @@ class Channel:
     def _on_change(self, note: Notification) -> None:
         key = note.key
         if key in self._refreshing:
-            return  # a refresh is already on its way; it reads the newest value
+            # A read is on its way but may have started before this change:
+            # read once more when it is done.
+            self._stale.add(key)
+            return
         task = asyncio.get_running_loop().create_task(self._refresh_soon(key))
         self._refreshing[key] = task
 
     async def _refresh_soon(self, key: str) -> None:
         try:
-            await self.refresh(key)
-        except Exception as exc:  # the next change or read retries
-            log.warning("cannot read bundle state %s: %s", key, exc)
+            while True:
+                self._stale.discard(key)
+                try:
+                    await self.refresh(key)
+                except Exception as exc:  # the next change or read retries
+                    log.warning("cannot read bundle state %s: %s", key, exc)
+                if key not in self._stale:
+                    return
         finally:
             self._refreshing.pop(key, None)
 

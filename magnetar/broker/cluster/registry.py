@@ -56,6 +56,8 @@ class Registry:
         self.live: dict[str, BrokerInfo] = {}
         self._listeners: list[Listener] = []
         self._watch = None
+        self._refreshing: set[str] = set()
+        self._stale: set[str] = set()
 
     async def start(self) -> None:
         self._watch = self.store.watch(ROOT, self._on_change)
@@ -80,8 +82,25 @@ class Registry:
 
     def _on_change(self, note: Notification) -> None:
         broker_id = note.key[len(ROOT) + 1:]
-        if broker_id and "/" not in broker_id:
-            asyncio.get_running_loop().create_task(self._refresh(broker_id))
+        if not broker_id or "/" in broker_id:
+            return
+        if broker_id in self._refreshing:
+            self._stale.add(broker_id)  # read once more when the read in flight is done
+            return
+        self._refreshing.add(broker_id)
+        asyncio.get_running_loop().create_task(self._refresh_soon(broker_id))
+
+    async def _refresh_soon(self, broker_id: str) -> None:
+        # One read at a time per broker, repeated while changes keep coming:
+        # an older read finishing last must not bring a gone broker back.
+        try:
+            while True:
+                self._stale.discard(broker_id)
+                await self._refresh(broker_id)
+                if broker_id not in self._stale:
+                    return
+        finally:
+            self._refreshing.discard(broker_id)
 
     async def _refresh(self, broker_id: str) -> None:
         try:

@@ -193,6 +193,8 @@ class Topic:
             if mode == AccessMode.Shared:
                 if self.exclusive_producer is not None:
                     raise ProducerBusy(f"topic {self.name} has an exclusive producer ({self.exclusive_producer.name})")
+                if self.waiting:
+                    raise ProducerBusy(f"topic {self.name} has producers waiting for exclusive access")
                 self._attach(producer)
                 return None
             self._check_epoch(requested_epoch)
@@ -200,7 +202,9 @@ class Topic:
                 self._fence_all(f"fenced by exclusive producer {producer.name}")
             elif self.producers or self.exclusive_producer is not None:
                 if mode == AccessMode.Exclusive:
-                    raise ProducerBusy(
+                    # Pulsar answers an Exclusive producer that cannot have the
+                    # topic with ProducerFenced (ProducerBusy is for Shared).
+                    raise ProducerFenced(
                         f"topic {self.name} has {len(self.producers)} producer(s); exclusive access refused"
                     )
                 waiter = asyncio.get_running_loop().create_future()
@@ -208,7 +212,7 @@ class Topic:
                 producer.requested_epoch = requested_epoch  # type: ignore[attr-defined]
                 return waiter
             elif self.waiting and mode == AccessMode.Exclusive:
-                raise ProducerBusy(f"topic {self.name} has producers waiting for exclusive access")
+                raise ProducerFenced(f"topic {self.name} has producers waiting for exclusive access")
             await self._take_exclusive(producer, requested_epoch)
             return None
 
@@ -224,8 +228,6 @@ class Topic:
 
     def _check_open(self) -> None:
         if self.closed:
-            if self.transferring:
-                raise TransferHold()
             raise ServiceNotReady(f"topic {self.name} is being unloaded; retry")
 
     def _check_epoch(self, requested: int | None) -> None:
@@ -359,6 +361,8 @@ class Topic:
 
     def _check_access(self, producer: Producer) -> None:
         if self.closed:
+            if self.transferring:
+                raise TransferHold()
             raise ServiceNotReady(f"topic {self.name} is being unloaded; retry")
         if self.terminated_at is not None:  # inlined: this runs once per publish
             self._check_not_terminated()

@@ -110,13 +110,11 @@ def test_a_bundle_moves_back_and_forth_under_traffic_without_lookups_or_loss(clu
             t.join(60)
         assert not errors, errors
         assert sorted(set(received)) == sent, "a message was lost"
-        # Without PIP-307 every move makes both clients look the topic up
-        # (22 lookups or more): with it they are sent to the new owner. Under
-        # continuous traffic the official client still looks up about once
-        # every move (paced moves without traffic: none); see docs/cluster.md.
+        # Without PIP-307 every move makes both clients look the topic up: with
+        # it they are sent to the new owner.
         print(f"{after - before} lookups during 11 moves; "
               f"{len(received) - len(set(received))} redeliveries after moves")
-        assert after - before < 22, f"{after - before} lookups during 11 moves"
+        assert after == before, f"{after - before} lookups during 11 moves"
     finally:
         stop.set()
         client.close()

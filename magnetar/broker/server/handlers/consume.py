@@ -20,7 +20,7 @@ from magnetar.broker.topics.topic import Topic
 from magnetar.protocol import ServerError, pb
 from magnetar.protocol.commands import Type, command, error, message_id, signed64, success
 from magnetar.protocol.frames import Frame, encode_payload_command
-from magnetar.storage import Entry, Position
+from magnetar.storage import Entry, Position, StorageError
 
 from .session import UINT64_MAX, Session, topic_name
 
@@ -147,6 +147,13 @@ async def on_ack(session: Session, req: pb.CommandAck, consumer: Consumer | None
                                   error=exc.code, message=str(exc)))
         else:
             log.info("ack from %s refused: %s", session.peer, exc)
+    except StorageError as exc:
+        # The cursor closed under the ack (the topic moved or was unloaded):
+        # its next owner delivers those entries again.
+        log.info("ack from %s not applied: %s", session.peer, exc)
+        if req.HasField("request_id"):
+            session.write(command(Type.ACK_RESPONSE, consumer_id=req.consumer_id, request_id=req.request_id,
+                                  error=ServerError.ServiceNotReady, message=str(exc)))
 
 
 def on_redeliver(session: Session, frame: Frame) -> None:
