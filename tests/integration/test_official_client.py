@@ -265,3 +265,24 @@ def test_cumulative_ack_inside_the_first_batch_of_a_ledger_acks_nothing_of_it(br
     got = [consumer.receive(timeout_millis=5000).data() for _ in range(10)]
     assert got == bodies
     client.close()
+
+
+def test_messages_of_a_partitioned_topic_carry_their_partition_in_the_message_id(broker, pulsar_client):
+    import urllib.request
+
+    req = urllib.request.Request(f"{broker.admin_url}/admin/v2/persistent/public/default/parts-ids/partitions",
+                                 data=b"3", method="PUT", headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=10).read()
+    topic = "persistent://public/default/parts-ids"
+    consumer = pulsar_client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    producer = pulsar_client.create_producer(topic, batching_enabled=False)
+    for i in range(12):
+        producer.send(f"m{i}".encode(), partition_key=f"k{i}")
+    seen = set()
+    for _ in range(12):
+        msg = consumer.receive(timeout_millis=10_000)
+        partition = int(msg.topic_name().rsplit("-partition-", 1)[1])
+        assert msg.message_id().partition() == partition
+        seen.add(partition)
+        consumer.acknowledge(msg)
+    assert len(seen) >= 2

@@ -36,6 +36,8 @@ class Consumer:
     key_shared_meta: Any = None
     #: Reads the topic's compacted view first (Exclusive/Failover subscriptions and readers).
     read_compacted: bool = False
+    #: The partition index of the topic it reads (-1: not a partition).
+    partition: int = -1
     pending: dict[Position, int] = field(default_factory=dict)
     address: str = ""
     connected_since: float = field(default_factory=time.time)

@@ -58,6 +58,7 @@ async def on_subscribe(session: Session, req: pb.CommandSubscribe) -> None:
             address=session.peer,
             key_shared_meta=req.keySharedMeta if req.HasField("keySharedMeta") else None,
             read_compacted=req.read_compacted,
+            partition=name.partition_index,
         )
         consumer.deliver = partial(deliver, session)
         consumer.writable = lambda: not session.writing_paused
@@ -93,10 +94,14 @@ def deliver(session: Session, consumer: Consumer, entries: list[Entry], redelive
     strip = not session.proto.peer_supports_broker_entry_metadata
     pieces: list = []
     consumer_id = consumer.consumer_id
+    # Pulsar's brokers put the partition in every message id of a partition:
+    # routers, seeks and acks by id on partitioned topics depend on it.
+    partition = consumer.partition if consumer.partition >= 0 else None
     for entry, count in zip(entries, redeliveries):
         pos = entry.position
         message = pb.CommandMessage(consumer_id=consumer_id,
-                                    message_id=pb.MessageIdData(ledgerId=pos.ledger_id, entryId=pos.entry_id))
+                                    message_id=pb.MessageIdData(ledgerId=pos.ledger_id, entryId=pos.entry_id,
+                                                                partition=partition))
         if count:
             message.redelivery_count = count
         data = strip_broker_entry_metadata(entry.data) if strip else entry.data
