@@ -14,7 +14,7 @@ import asyncio
 import itertools
 import logging
 
-from magnetar.broker.errors import BrokerError, ExpectedOffsetMismatch, NotAllowed
+from magnetar.broker.errors import BrokerError, ExpectedOffsetMismatch
 from magnetar.broker.topics.producer import Producer
 from magnetar.protocol import ProtocolError, ServerError, pb
 from magnetar.protocol.commands import Type, command, error, message_id, success
@@ -44,8 +44,9 @@ async def on_producer(session: Session, req: pb.CommandProducer) -> None:
         return
     try:
         name = topic_name(req.topic)
-        if req.encrypted:
-            raise NotAllowed("encrypted producers are not supported")
+        # Encrypted producers (end-to-end encryption) need nothing of the
+        # broker: keys and parameters travel in the message metadata, which is
+        # stored and delivered untouched; only consumers decrypt.
         topic = await session.service.get_topic(name)
         schema_version = await session.service.schemas.for_producer(
                topic, req.schema if req.HasField("schema") else None)
