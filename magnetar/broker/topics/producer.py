@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from magnetar.protocol import pb
+from magnetar.protocol.receipts import ReceiptTemplate
 
 
 AccessMode = pb.ProducerAccessMode
@@ -69,6 +70,11 @@ class Producer:
     msg_in: int = 0
     bytes_in: int = 0
     _pending: deque = field(default_factory=deque)
+    #: SEND_RECEIPT frames of this producer, from pre-encoded pieces.
+    receipts: ReceiptTemplate = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.receipts = ReceiptTemplate(self.producer_id)
 
     def enqueue(self, sequence_id: int, highest_sequence_id: int, result: asyncio.Future) -> None:
         """Queue a send's outcome; it is reported after every earlier one."""

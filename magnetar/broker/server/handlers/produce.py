@@ -18,7 +18,7 @@ from magnetar.broker.errors import BrokerError, ExpectedOffsetMismatch
 from magnetar.broker.topics.producer import Producer
 from magnetar.protocol import ProtocolError, ServerError, pb
 from magnetar.protocol.commands import Type, command, error, message_id, success
-from magnetar.protocol.frames import Frame, encode_command
+from magnetar.protocol.frames import Frame
 
 from .session import UINT64_MAX, Session, topic_name
 
@@ -141,11 +141,8 @@ def send_result(session: Session, producer: Producer, seq: int, highest: int, fu
             session.write(command(Type.SEND_RECEIPT, producer_id=producer.producer_id, sequence_id=seq,
                                   highest_sequence_id=highest, message_id=message_id(UINT64_MAX, UINT64_MAX)))
             return
-        # Built directly: this runs once per stored entry.
-        session.queue(encode_command(pb.BaseCommand(type=_SEND_RECEIPT, send_receipt=pb.CommandSendReceipt(
-               producer_id=producer.producer_id, sequence_id=seq, highest_sequence_id=highest,
-               offset=res.first_offset, message_id=pb.MessageIdData(ledgerId=res.ledger_id, entryId=res.entry_id),
-           ))))
+        # From the producer's template (pre-encoded pieces): once per stored entry.
+        session.queue(producer.receipts.frame(seq, highest, res.ledger_id, res.entry_id, res.first_offset))
         return
     code = exc.code if isinstance(exc, BrokerError) else ServerError.PersistenceError
     cmd = command(Type.SEND_ERROR, producer_id=producer.producer_id, sequence_id=seq, error=code,
