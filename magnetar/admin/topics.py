@@ -117,6 +117,12 @@ async def get_partitions(request: web.Request) -> web.Response:
     name = topic_of(request)
     count = await resources.get_partitions(service.store, name)
     if not count and not await service.topic_exists(name):
+        if flag(request, "checkAllowAutoCreation"):
+            # The official client's HTTP lookup asks this first for a topic it
+            # is about to create: answer as PARTITIONED_METADATA does (auto
+            # creation, default partitions; TopicNotFound if it may not be made).
+            count = await lifecycle.partitioned_metadata(service, name, auto_create=True)
+            return json_answer({"partitions": count})
         raise not_found(f"Topic {name} does not exist")
     return json_answer({"partitions": count})
 

@@ -286,3 +286,20 @@ def test_messages_of_a_partitioned_topic_carry_their_partition_in_the_message_id
         seen.add(partition)
         consumer.acknowledge(msg)
     assert len(seen) >= 2
+
+
+def test_an_http_service_url_works_end_to_end(broker):
+    client = pulsar.Client(broker.admin_url, operation_timeout_seconds=10)  # http://: HTTP lookups
+    try:
+        producer = client.create_producer("persistent://public/default/via-http")
+        producer.send(b"over http lookup")
+        consumer = client.subscribe("persistent://public/default/via-http", "s",
+                                    initial_position=pulsar.InitialPosition.Earliest)
+        assert consumer.receive(timeout_millis=10_000).data() == b"over http lookup"
+    finally:
+        client.close()
+
+
+def test_a_non_persistent_topic_is_refused_clearly(pulsar_client):
+    with pytest.raises(pulsar.NotAllowedError):
+        pulsar_client.create_producer("non-persistent://public/default/np")

@@ -20,7 +20,7 @@ from magnetar.broker.cluster.bundles import Bundle
 from magnetar.broker.cluster.member import ClusterMember
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.topics.dedup import PidAllocator, delete_snapshot
-from magnetar.broker.errors import ServiceNotReady
+from magnetar.broker.errors import NotAllowed, ServiceNotReady
 from magnetar.broker.namespaces.creation import check_creatable
 from magnetar.broker.namespaces.policies import backlog_quotas, retention_policy
 from magnetar.broker.topics.producer import Producer
@@ -63,6 +63,10 @@ class BrokerService:
         """
         if self.closing:
             raise ServiceNotReady("broker is shutting down")
+        if name.domain != "persistent":
+            # Served as a persistent topic it would share storage with its
+            # persistent twin: refuse clearly instead (docs/pulsar-differences.md).
+            raise NotAllowed(f"{name}: non-persistent topics are not supported yet; use persistent://")
         key = str(name)
         topic = self.topics.get(key)
         if topic is not None and not topic.closed:

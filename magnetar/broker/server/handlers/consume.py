@@ -238,5 +238,13 @@ async def on_get_last_message_id(session: Session, req: pb.CommandGetLastMessage
     else:
         last = await sub.topic.last_message_id()
     mark = sub.cursor.mark_delete_position
+    mark_id = message_id(mark.ledger_id, mark.entry_id & UINT64_MAX)
+    if consumer.partition >= 0:
+        # Ids of a partition carry its index, as its MESSAGEs do: the client
+        # compares them (has_message_available).
+        last = pb.MessageIdData(ledgerId=last.ledgerId, entryId=last.entryId, batch_index=last.batch_index,
+                                partition=consumer.partition) if last.HasField("batch_index") else \
+            pb.MessageIdData(ledgerId=last.ledgerId, entryId=last.entryId, partition=consumer.partition)
+        mark_id.partition = consumer.partition
     session.write(command(Type.GET_LAST_MESSAGE_ID_RESPONSE, request_id=req.request_id, last_message_id=last,
-                          consumer_mark_delete_position=message_id(mark.ledger_id, mark.entry_id & UINT64_MAX)))
+                          consumer_mark_delete_position=mark_id))
