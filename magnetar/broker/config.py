@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from magnetar.security.settings import SecuritySettings, SecuritySettingsError
 from magnetar.storage.config import StorageConfig
 
 
@@ -23,7 +24,10 @@ class ConfigError(ValueError):
 
 
 @dataclass
-class BrokerConfig:
+class BrokerConfig(SecuritySettings):
+    """Every setting; the security ones (TLS, authentication, authorization)
+    come from :class:`~magnetar.security.settings.SecuritySettings`."""
+
     #: Address the Pulsar protocol listener binds to.
     bind_address: str = "127.0.0.1"
     #: Pulsar protocol port (6650 is Pulsar's).
@@ -165,6 +169,10 @@ class BrokerConfig:
         if self.configuration_store_url and self.configuration_store_url != self.resolved_metadata_url:
             raise ConfigError("configuration_store_url must be empty or equal to the metadata store URL: "
                               "a separate configuration store is not supported yet")
+        try:
+            self.validate_security()
+        except SecuritySettingsError as exc:
+            raise ConfigError(str(exc)) from None
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
             raise ConfigError(f"log_level must be DEBUG, INFO, WARNING or ERROR, got {self.log_level!r}")
 

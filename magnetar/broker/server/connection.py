@@ -26,7 +26,7 @@ from magnetar.protocol import Connection, ProtocolError, Role, ServerError, pb
 from magnetar.protocol.commands import FIELD_OF_TYPE, Type, body, command, error, type_name
 from magnetar.protocol.frames import FRAME_OVERHEAD, Frame
 
-from .handlers import consume, lookup, malformed, produce, schema
+from .handlers import auth, consume, lookup, malformed, produce, schema
 from .service import BrokerService
 
 log = logging.getLogger(__name__)
@@ -51,6 +51,8 @@ class ServerConnection(asyncio.Protocol):
         self._flush_scheduled = False
         self._keepalive: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
+        self.role: str | None = None
+        self.auth = None  # security.connection_auth.ConnectionAuth while authentication is on
         self._handlers: dict[int, Callable[[Frame], None]] = self._routes()
 
     def _routes(self) -> dict[int, Callable[[Frame], None]]:
@@ -61,6 +63,7 @@ class ServerConnection(asyncio.Protocol):
             Type.CONNECT: partial(lookup.on_connect, self),
             Type.PING: partial(lookup.on_ping, self),
             Type.PONG: lambda f: None,
+            Type.AUTH_RESPONSE: partial(auth.on_auth_response, self),
             Type.PARTITIONED_METADATA: lambda f: spawn(lookup.on_partitioned_metadata(self, f.command.partitionMetadata)),
             Type.LOOKUP: partial(lookup.on_lookup, self),
             Type.GET_TOPICS_OF_NAMESPACE: lambda f: spawn(lookup.on_get_topics(self, f.command.getTopicsOfNamespace)),

@@ -16,6 +16,8 @@ import signal
 from pathlib import Path
 
 from magnetar.metadata import open_store
+from magnetar.security import authentication
+from magnetar.security.settings import SecuritySettingsError
 from magnetar.metadata.store import MetadataError
 from magnetar.storage import ManagedLedgerFactory
 
@@ -75,6 +77,10 @@ class Broker:
         # Before clients can connect: cluster, tenant public, namespace public/default.
         await resources.bootstrap(self.store, config.cluster_name, self._cluster_data())
         self.service = BrokerService(config, self.store, self.factory)
+        try:
+            self.service.authenticator = authentication.build(config)
+        except SecuritySettingsError as exc:
+            raise StartupError(f"security settings: {exc}") from None
         if config.clustered:
             # Before the listener: until the member has joined, lookups and
             # topic loads answer ServiceNotReady instead of serving as standalone.

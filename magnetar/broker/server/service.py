@@ -53,6 +53,8 @@ class BrokerService:
         self.lookup_redirects = 0
         #: Topics released by a move in progress (PIP-307), by bundle.
         self._released: dict[Bundle, list[Topic]] = {}
+        #: Checks CONNECT's credential (security.authentication); None: off.
+        self.authenticator = None
         #: This broker's part in a cluster; None for a standalone broker.
         self.cluster: ClusterMember | None = None
 

@@ -20,6 +20,7 @@ from magnetar.protocol.commands import Type, command, error
 from magnetar.protocol.frames import Frame
 
 from .. import lifecycle, topic_list
+from . import auth
 from .session import Session, topic_name
 
 log = logging.getLogger(__name__)
@@ -28,6 +29,8 @@ PROTOCOL_VERSION = 20
 
 
 def on_connect(session: Session, frame: Frame) -> None:
+    if not auth.on_connect(session, frame):
+        return  # refused: answered and closed
     version = min(PROTOCOL_VERSION, frame.command.connect.protocol_version or PROTOCOL_VERSION)
     session.write(
            command(

@@ -39,6 +39,12 @@ class Session(Protocol):
     reading_paused: bool
     writing_paused: bool
 
+    #: The client's role once authenticated (None: anonymous, or authentication off).
+    role: str | None
+
+    def close(self) -> None:
+        """Flush what is queued and close the connection."""
+
     def write(self, cmd: pb.BaseCommand) -> None:
         """Queue one command for the client."""
 

@@ -1,0 +1,113 @@
+"""Token authentication on CONNECT with the official client: allowed, refused,
+and refreshed through AUTH_CHALLENGE when the token expires mid-connection."""
+from __future__ import annotations
+
+import os
+import socket
+import time
+import urllib.error
+import urllib.request
+
+import pulsar
+import pytest
+
+from magnetar.security.tokens import create_token
+from tests.conftest import wait_for
+
+from .broker_process import BrokerProcess
+
+
+@pytest.fixture
+def secured(tmp_path):
+    secret = os.urandom(32)
+    key = tmp_path / "secret.key"
+    key.write_bytes(secret)
+    broker = BrokerProcess.with_config(tmp_path, f"""
+authentication_enabled = true
+authentication_providers = ["token"]
+token_secret_key = "file://{key}"
+auth_refresh_check_interval_s = 1.0
+""").start()
+    yield broker, secret
+    broker.stop()
+
+
+def test_a_valid_token_produces_and_consumes(secured):
+    broker, secret = secured
+    client = pulsar.Client(broker.service_url, authentication=pulsar.AuthenticationToken(
+        create_token("alice", secret_key=secret)))
+    try:
+        consumer = client.subscribe("persistent://public/default/auth", "s")
+        client.create_producer("persistent://public/default/auth").send(b"hello")
+        assert consumer.receive(timeout_millis=10_000).data() == b"hello"
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("credential", ["wrong-secret", "garbage", "expired", "none"])
+def test_bad_or_missing_credentials_are_refused_and_reach_no_topic(secured, credential):
+    broker, secret = secured
+    if credential == "wrong-secret":
+        auth = pulsar.AuthenticationToken(create_token("mallory", secret_key=os.urandom(32)))
+    elif credential == "garbage":
+        auth = pulsar.AuthenticationToken("not.a.jwt")
+    elif credential == "expired":
+        auth = pulsar.AuthenticationToken(create_token("alice", secret_key=secret, expires_in_s=-60))
+    else:
+        auth = None
+    client = pulsar.Client(broker.service_url, authentication=auth, operation_timeout_seconds=3)
+    try:
+        # The broker answers ERROR(AuthenticationError) and closes; the C++
+        # client retries the connection until its operation timeout.
+        with pytest.raises((pulsar.AuthenticationError, pulsar.Timeout, pulsar.ConnectError)):
+            client.create_producer("persistent://public/default/forbidden")
+    finally:
+        client.close()
+    assert broker.alive
+    with pytest.raises(urllib.error.HTTPError) as missing:  # it never reached a topic
+        urllib.request.urlopen(f"{broker.admin_url}/admin/v2/persistent/public/default/forbidden/stats", timeout=10)
+    assert missing.value.code == 404
+    # A good client still works beside the refused ones.
+    ok = pulsar.Client(broker.service_url, authentication=pulsar.AuthenticationToken(
+        create_token("alice", secret_key=secret)))
+    ok.create_producer("persistent://public/default/fine").send(b"ok")
+    ok.close()
+
+
+def test_the_refusal_on_the_wire_is_authentication_error_then_close(secured):
+    from magnetar.protocol import Connection, Role, pb
+    from magnetar.protocol.commands import Type, command
+
+    broker, _ = secured
+    sock = socket.create_connection(("127.0.0.1", broker.port), timeout=10)
+    conn = Connection(Role.CLIENT)
+    sock.sendall(conn.send(command(Type.CONNECT, client_version="raw", protocol_version=20,
+                                   auth_method_name="token", auth_data=b"garbage")))
+    frames, data = [], b""
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break  # closed by the broker
+        frames.extend(conn.receive_data(chunk))
+    assert [f.command.type for f in frames] == [Type.ERROR]
+    assert frames[0].command.error.error == pb.AuthenticationError
+    sock.close()
+
+
+def test_a_token_that_expires_mid_connection_is_refreshed_through_the_challenge(secured):
+    broker, secret = secured
+    issued = []
+
+    def supplier():
+        token = create_token("alice", secret_key=secret, expires_in_s=3)
+        issued.append(time.time())
+        return token
+
+    client = pulsar.Client(broker.service_url, authentication=pulsar.AuthenticationToken(supplier))
+    try:
+        producer = client.create_producer("persistent://public/default/refresh")
+        producer.send(b"before")
+        wait_for(lambda: len(issued) >= 2, timeout=20, what="the broker's challenge and a fresh token")
+        producer.send(b"after")  # same connection, still authenticated
+    finally:
+        client.close()
