@@ -68,6 +68,7 @@ class BrokerProcess:
                 fields = dict(part.split("=", 1) for part in line.split()[1:])
                 self.port = int(fields["pulsar"])
                 self.admin_port = int(fields["admin"])
+                self.tls_port = int(fields.get("tls", -1))
                 self._ready.set()
 
     def log(self) -> str:

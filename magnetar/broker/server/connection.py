@@ -25,6 +25,7 @@ from magnetar.broker.topics.producer import Producer
 from magnetar.protocol import Connection, ProtocolError, Role, ServerError, pb
 from magnetar.protocol.commands import FIELD_OF_TYPE, Type, body, command, error, type_name
 from magnetar.protocol.frames import FRAME_OVERHEAD, Frame
+from magnetar.security.tls import peer_certificate
 
 from .handlers import auth, consume, lookup, malformed, produce, schema
 from .service import BrokerService
@@ -96,6 +97,8 @@ class ServerConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        # A verified client certificate (TLS listener): the tls provider's role.
+        self.peer_certificate = peer_certificate(transport.get_extra_info("ssl_object"))
         self._keepalive = asyncio.get_running_loop().create_task(self._keepalive_loop())
         self.service.connections.add(self)
 

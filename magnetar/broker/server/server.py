@@ -16,7 +16,7 @@ import signal
 from pathlib import Path
 
 from magnetar.metadata import open_store
-from magnetar.security import authentication
+from magnetar.security import authentication, tls
 from magnetar.security.settings import SecuritySettingsError
 from magnetar.metadata.store import MetadataError
 from magnetar.storage import ManagedLedgerFactory
@@ -57,6 +57,8 @@ class Broker:
         self.expiry: MessageExpiry | None = None
         self.quota_checks: asyncio.Task | None = None
         self.port = config.port
+        self._tls_server: asyncio.base_events.Server | None = None
+        self.tls_port = -1
         self.admin_port = config.admin_port
 
     async def start(self) -> None:
@@ -101,6 +103,8 @@ class Broker:
         except OSError as exc:
             raise _busy("Pulsar protocol", config.bind_address, config.port, "--port", exc) from None
         self.port = self._server.sockets[0].getsockname()[1]
+        if config.tls_enabled and config.tls_port >= 0:
+            await self._listen_tls()
         if config.port == 0:
             config.port = self.port  # lookups must name the real port
         if config.admin_port >= 0:
@@ -118,6 +122,23 @@ class Broker:
             await self._join_cluster()
         log.info("Magnetar broker ready: pulsar://%s:%d, admin on port %s, data in %s",
                  config.bind_address, self.port, self.admin_port, data.resolve())
+
+    async def _listen_tls(self) -> None:
+        """pulsar+ssl on ``tls_port``: the same protocol behind TLS, client
+        certificates verified against ``tls_trust_certs_file`` when given."""
+        config = self.config
+        try:
+            ctx = tls.server_context(config.tls_certificate_file, config.tls_key_file, config.tls_trust_certs_file,
+                                     config.tls_require_trusted_client_cert)
+        except tls.TlsSetupError as exc:
+            raise StartupError(str(exc)) from None
+        try:
+            self._tls_server = await asyncio.get_running_loop().create_server(
+                lambda: ServerConnection(self.service), config.bind_address, config.tls_port, ssl=ctx,
+                reuse_address=True)
+        except OSError as exc:
+            raise _busy("TLS (pulsar+ssl)", config.bind_address, config.tls_port, "tls_port", exc) from None
+        self.tls_port = self._tls_server.sockets[0].getsockname()[1]
 
     async def _join_cluster(self) -> None:
         config = self.config
@@ -139,6 +160,8 @@ class Broker:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
+        if self._tls_server is not None:
+            self._tls_server.close()
         if self.expiry is not None:
             await self.expiry.stop()
         if self.quota_checks is not None:
@@ -182,7 +205,8 @@ async def serve(config: BrokerConfig, ready_line: bool = True) -> None:
     gc.freeze()
     if ready_line:
         # Machine-readable: tests and scripts wait for this line.
-        print(f"READY pulsar={broker.port} admin={broker.admin_port}", flush=True)
+        tls_part = f" tls={broker.tls_port}" if broker.tls_port >= 0 else ""
+        print(f"READY pulsar={broker.port} admin={broker.admin_port}{tls_part}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
