@@ -1,9 +1,9 @@
 """The managed ledger: a named, append-only log made of a sequence of ledgers.
 
-This module holds the class and its append path and rollover; the other
-parts are mixins in their own modules: ``reading`` (positions, reads),
+This module holds the class and its append path; the other parts are
+mixins in their own modules: ``rollover``, ``reading`` (positions, reads),
 ``trimming`` (retention), ``closing``, ``recovery`` (open, fencing a previous
-owner's ledger on disk), ``ownership`` (the metadata watch); the records are
+owner's ledger on disk), ``ownership`` (compare-and-set metadata writes, the metadata watch); the records are
 in ``ledger_meta``, the factory in ``factory``. None of them imports this one.
 
 A managed ledger writes to one open ledger at a time and rolls over to a new
@@ -67,39 +67,37 @@ import functools
 import itertools
 import json
 import logging
-import time
-from bisect import bisect_left
 from typing import Any, Callable
 
-from ..metadata.store import BadVersion, MetadataError, MetadataStore, NotFound
+from ..metadata.store import MetadataError, MetadataStore, NotFound
 from .cache import TailCache
 from .config import RetentionPolicy, StorageConfig
 from .entry import LedgerInfo
 from .cursor import ManagedCursor
 from .errors import (
     ManagedLedgerClosedError,
-    ManagedLedgerFailedError,
     ManagedLedgerFencedError,
     StorageError,
 )
 from .group_commit import GroupCommitWriter
-from .ledger import HEADER_SIZE, MAX_ENTRY_SIZE, Ledger, delete_ledger_files, is_fenced
+from .ledger import HEADER_SIZE, MAX_ENTRY_SIZE, Ledger, is_fenced
 from .position import Position
 
 from .closing import Closing
 from .ledger_meta import (
-    ROOT, _OPEN, _CLOSING, _CLOSED, _FENCED, _FAILED, _Batch, _LedgerMeta, _failed_future,
+    ROOT, _OPEN, _CLOSED, _FENCED, _Batch, _LedgerMeta, _failed_future,
     cursor_key
 )
 from .ownership import Ownership
 from .reading import Reading
 from .recovery import Recovery
+from .rollover import Rollover
 from .trimming import Trimming
 
 log = logging.getLogger(__name__)
 
 
-class ManagedLedger(Reading, Trimming, Closing, Recovery, Ownership):
+class ManagedLedger(Rollover, Reading, Trimming, Closing, Recovery, Ownership):
     """A topic's log. Create through :meth:`ManagedLedgerFactory.open`.
 
     All methods must be called from the event loop the managed ledger was
@@ -360,154 +358,6 @@ class ManagedLedger(Reading, Trimming, Closing, Recovery, Ownership):
         lid = next(self._listener_ids)
         self._listeners[lid] = callback
         return lambda: self._listeners.pop(lid, None)
-
-    # ============================================================== rollover
-
-    def _start_rollover(self) -> None:
-        if self._rolling:
-            return
-        self._flush()  # the old ledger's last entries must reach the writer before its seal
-        self._rolling = True
-        self._rollover_task = self._loop.create_task(self._rollover())
-
-    async def _rollover(self) -> None:
-        old_meta = self._current_meta
-        old = self._current
-        try:
-            if self._spare_id is None:
-                if self._spare_task is not None:
-                    await asyncio.shield(self._spare_task)
-                if self._spare_id is None:
-                    self._spare_id = await self._factory._new_ledger_id()
-            new_id = self._spare_id
-            new_ledger = await self._writer.call(Ledger.create, self._dir, new_id)
-            try:
-                try:
-                    entries, size = await self._writer.call(old.seal)
-                except StorageError as exc:
-                    # Its confirmed entries are durable all the same: record it
-                    # closed without an index file; reading it scans the file.
-                    log.warning("%s: %s; closing it without an index", self.name, exc)
-                    old.fence()
-                    entries, size = old.entry_count, old.size
-                now = time.time()
-                new_meta = _LedgerMeta(new_id, created=now)
-                async with self._meta_lock:
-                    self._check_not_fenced()
-                    closed = _LedgerMeta(old_meta.ledger_id, entries, size, old_meta.created, now, "closed")
-                    docs = [m.doc() for m in self._ledgers.values() if m is not old_meta]
-                    if entries:
-                        docs.append(closed.doc())
-                    docs.append(new_meta.doc())
-                    await self._save(docs, self._properties)
-            except BaseException:
-                await asyncio.to_thread(new_ledger.delete_files)
-                raise
-        except BaseException as exc:
-            self._rolling = False
-            self._rollover_task = None
-            self._fail(exc)
-            if not isinstance(exc, Exception):
-                raise
-            return
-        old_meta.entries, old_meta.size, old_meta.closed, old_meta.state = entries, size, now, "closed"
-        if not entries:
-            self._remove_meta(old_meta)
-            old.close()
-            self._loop.create_task(asyncio.to_thread(delete_ledger_files, self._dir, old_meta.ledger_id))
-        else:
-            old_meta.ledger = old
-        self._spare_id = None
-        self._install(new_meta, new_ledger)
-        self._rolling = False
-        self._rollover_task = None
-        waiting = self._waiting
-        self._waiting = []
-        for i, (data, fut) in enumerate(waiting):
-            if self._rolling:  # a tiny max_entries_per_ledger can roll again at once
-                self._waiting = waiting[i:] + self._waiting
-                break
-            if not fut.done():
-                self._enqueue(data, fut)
-        self._schedule_trim()
-        self._wake_idle()
-
-    def _install(self, meta: _LedgerMeta, ledger: Ledger) -> None:
-        meta.ledger = ledger
-        self._ledgers[meta.ledger_id] = meta
-        self._ids.append(meta.ledger_id)
-        self._current = ledger
-        self._current_meta = meta
-        self._next_entry = 0
-        self._current_bytes = 0
-        if self._age_timer is not None:
-            self._age_timer.cancel()
-        self._age_timer = self._loop.call_later(self._config.max_ledger_age_s, self._age_check, meta.ledger_id)
-        if self._spare_task is None:
-            self._spare_task = self._loop.create_task(self._fetch_spare_id())
-
-    async def _fetch_spare_id(self) -> None:
-        """Fetch the next ledger's id early: rollover stalls appends less, and
-        ``next_position`` knows where appends go while a rollover runs."""
-        try:
-            if self._spare_id is None:
-                self._spare_id = await self._factory._new_ledger_id()
-        except StorageError as exc:
-            log.warning("%s: could not fetch a ledger id ahead: %s", self.name, exc)
-        finally:
-            self._spare_task = None
-
-    def _age_check(self, ledger_id: int) -> None:
-        self._age_timer = None
-        if self._state is not _OPEN or self._current_meta is None or self._current_meta.ledger_id != ledger_id:
-            return
-        if self._next_entry == 0:  # nothing to seal; look again later
-            self._age_timer = self._loop.call_later(self._config.max_ledger_age_s, self._age_check, ledger_id)
-        else:
-            self._start_rollover()
-
-    def _remove_meta(self, meta: _LedgerMeta) -> None:
-        self._ledgers.pop(meta.ledger_id, None)
-        i = bisect_left(self._ids, meta.ledger_id)
-        if i < len(self._ids) and self._ids[i] == meta.ledger_id:
-            del self._ids[i]
-        self._cache.drop(meta.ledger_id)
-
-    def _fail(self, exc: BaseException) -> None:
-        """Rolling over failed: refuse every append until reopened."""
-        if self._state in (_OPEN, _CLOSING):
-            if isinstance(exc, ManagedLedgerFencedError):
-                self._state = _FENCED
-                self._error = exc
-            else:
-                self._state = _FAILED
-                self._error = ManagedLedgerFailedError(f"managed ledger {self.name!r} failed: {exc}")
-                log.error("%s: %s", self.name, self._error)
-        waiting = self._waiting
-        self._waiting = []
-        for _, fut in waiting:
-            if not fut.done():
-                fut.set_exception(self._error or self._refusal())
-        self._wake_idle()
-
-    def _check_not_fenced(self) -> None:
-        if self._state is _FENCED:
-            raise self._error
-
-    async def _save(self, ledger_docs: list[dict], properties: dict[str, str]) -> None:
-        """Compare-and-set the managed ledger's record. Caller holds _meta_lock."""
-        value = json.dumps({"ledgers": ledger_docs, "properties": properties}, separators=(",", ":")).encode()
-        try:
-            self._meta_version = await self._store.put(self._key, value, self._meta_version)
-        except (BadVersion, NotFound) as exc:
-            error = ManagedLedgerFencedError(f"managed ledger {self.name!r} was changed elsewhere: {exc}")
-            self._state = _FENCED
-            self._error = error
-            if self._current is not None:
-                self._current.fence()
-            raise error from exc
-        except MetadataError as exc:
-            raise StorageError(f"writing metadata of {self.name!r} failed: {exc}") from exc
 
     # ============================================================ properties
 

@@ -1,5 +1,10 @@
-"""Ownership: noticing that another instance (another broker) took the managed
-ledger over, through the metadata store's watch.
+"""Ownership: compare-and-set writes of the managed ledger's record, and
+noticing that another instance (another broker) took it over, through the
+metadata store's watch.
+
+Failure modes: a version conflict or a deleted record fences the managed
+ledger (``ManagedLedgerFencedError``, the current ledger refuses further
+batches); other metadata errors raise ``StorageError`` and change nothing.
 
 The data path's own check (the fence marker after each fsync) is in
 :mod:`.managed_ledger` (``_fenced_on_disk``); this is the metadata side. A
@@ -7,19 +12,37 @@ mixin of :class:`~.managed_ledger.ManagedLedger`.
 """
 from __future__ import annotations
 
+import json
 import logging
 
-from ..metadata.store import MetadataError
-from .errors import (
-    ManagedLedgerFencedError,
-)
+from ..metadata.store import BadVersion, MetadataError, NotFound
+from .errors import ManagedLedgerFencedError, StorageError
 from .ledger_meta import _OPEN, _CLOSING, _FENCED
 
 log = logging.getLogger(__name__)
 
 
 class Ownership:
-    """Metadata-side ownership checks (mixin; state lives on the ledger)."""
+    """Metadata writes and ownership checks (mixin; state lives on the ledger)."""
+
+    def _check_not_fenced(self) -> None:
+        if self._state is _FENCED:
+            raise self._error
+
+    async def _save(self, ledger_docs: list[dict], properties: dict[str, str]) -> None:
+        """Compare-and-set the managed ledger's record. Caller holds _meta_lock."""
+        value = json.dumps({"ledgers": ledger_docs, "properties": properties}, separators=(",", ":")).encode()
+        try:
+            self._meta_version = await self._store.put(self._key, value, self._meta_version)
+        except (BadVersion, NotFound) as exc:
+            error = ManagedLedgerFencedError(f"managed ledger {self.name!r} was changed elsewhere: {exc}")
+            self._state = _FENCED
+            self._error = error
+            if self._current is not None:
+                self._current.fence()
+            raise error from exc
+        except MetadataError as exc:
+            raise StorageError(f"writing metadata of {self.name!r} failed: {exc}") from exc
 
     # ============================================================ ownership
 
