@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from . import brokers, clusters, compaction, namespaces, openapi, subscriptions, tenants, topics
+from . import brokers, clusters, compaction, namespaces, openapi, permissions, subscriptions, tenants, topics
 from .errors import json_errors
 from .metrics import registry_for
 from .params import BROKER
@@ -27,7 +27,7 @@ REGISTRY = web.AppKey("registry", object)
 OPENAPI = web.AppKey("openapi", dict)
 
 broker_table = RouteTable("broker")
-TABLES = [broker_table, brokers.table, clusters.table, tenants.table, namespaces.table, topics.table, subscriptions.table,
+TABLES = [broker_table, brokers.table, permissions.table, clusters.table, tenants.table, namespaces.table, topics.table, subscriptions.table,
           compaction.table]
 
 

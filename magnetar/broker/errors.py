@@ -35,6 +35,12 @@ class ProducerFenced(BrokerError):
     code = ServerError.ProducerFenced
 
 
+class AuthorizationError(BrokerError):
+    """The connection's role may not do this (security.authorization)."""
+
+    code = ServerError.AuthorizationError
+
+
 class ConsumerBusy(BrokerError):
     code = ServerError.ConsumerBusy
 

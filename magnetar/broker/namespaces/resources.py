@@ -49,6 +49,8 @@ POLICY_FIELDS: dict[str, Any] = {
     "message_ttl_in_seconds": None,
     "deduplicationEnabled": None,
     "backlog_quota_map": {},
+    # Pulsar's permissions: namespace_auth, destination_auth, subscription_auth_roles.
+    "auth_policies": {},
     # Set while the namespace is being deleted: no topic may be created in it.
     "deleted": False,
 }
@@ -291,6 +293,19 @@ async def set_policy(store: MetadataStore, namespace: str, field: str, value: An
         return doc
 
     return await _update(store, _ns_key(namespace), change, f"Namespace {namespace}")
+
+
+async def update_policy(store: MetadataStore, namespace: str, field: str, change: Callable[[Any], Any]) -> Any:
+    """Replace one policy field by ``change(current value)``, with compare-and-set
+    (concurrent grants do not overwrite each other); returns the new value."""
+    if field not in POLICY_FIELDS:
+        raise InvalidInput(f"unknown policy {field!r}")
+
+    def apply(doc: dict) -> dict:
+        doc[field] = change(doc.get(field, POLICY_FIELDS[field]))
+        return doc
+
+    return (await _update(store, _ns_key(namespace), apply, f"Namespace {namespace}"))[field]
 
 
 async def delete_namespace(store: MetadataStore, namespace: str) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from magnetar.metadata import open_store
 from magnetar.security import authentication, tls
+from magnetar.security.authorization import Authorizer
 from magnetar.security.settings import SecuritySettingsError
 from magnetar.metadata.store import MetadataError
 from magnetar.storage import ManagedLedgerFactory
@@ -81,6 +82,7 @@ class Broker:
         self.service = BrokerService(config, self.store, self.factory)
         try:
             self.service.authenticator = authentication.build(config)
+            self.service.authorizer = Authorizer.from_settings(config)
         except SecuritySettingsError as exc:
             raise StartupError(f"security settings: {exc}") from None
         if config.clustered:

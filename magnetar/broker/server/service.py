@@ -55,6 +55,8 @@ class BrokerService:
         self._released: dict[Bundle, list[Topic]] = {}
         #: Checks CONNECT's credential (security.authentication); None: off.
         self.authenticator = None
+        #: Decides what a role may do (security.authorization); None: off.
+        self.authorizer = None
         #: This broker's part in a cluster; None for a standalone broker.
         self.cluster: ClusterMember | None = None
 

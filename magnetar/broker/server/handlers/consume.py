@@ -22,6 +22,7 @@ from magnetar.protocol.commands import Type, command, error, message_id, signed6
 from magnetar.protocol.frames import Frame, encode_payload_command
 from magnetar.storage import Entry, Position, StorageError
 
+from .. import permissions
 from .session import UINT64_MAX, Session, topic_name
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,8 @@ async def on_subscribe(session: Session, req: pb.CommandSubscribe) -> None:
         return
     try:
         name = topic_name(req.topic)
+        await permissions.check(session.service.authorizer, session.service.store, session.role, "consume", name,
+                                req.subscription)
         topic = await session.service.get_topic(name, create=None if req.force_topic_creation else False)
         await session.service.schemas.for_consumer(topic, req.schema if req.HasField("schema") else None)
         consumer = Consumer(

@@ -20,6 +20,7 @@ from magnetar.protocol import ProtocolError, ServerError, pb
 from magnetar.protocol.commands import Type, command, error, message_id, success
 from magnetar.protocol.frames import Frame
 
+from .. import permissions
 from .session import UINT64_MAX, Session, topic_name
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,7 @@ async def on_producer(session: Session, req: pb.CommandProducer) -> None:
         return
     try:
         name = topic_name(req.topic)
+        await permissions.check(session.service.authorizer, session.service.store, session.role, "produce", name)
         # Encrypted producers (end-to-end encryption) need nothing of the
         # broker: keys and parameters travel in the message metadata, which is
         # stored and delivered untouched; only consumers decrypt.

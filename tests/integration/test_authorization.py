@@ -1,0 +1,86 @@
+"""Authorization with Pulsar's model on the binary protocol: namespace
+permissions per role (granted through the admin API), super-users; refused
+operations create nothing."""
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+
+import pulsar
+import pytest
+
+from magnetar.security.tokens import create_token
+
+from .broker_process import BrokerProcess
+
+
+@pytest.fixture
+def broker_and_secret(tmp_path):
+    secret = os.urandom(32)
+    key = tmp_path / "secret.key"
+    key.write_bytes(secret)
+    broker = BrokerProcess.with_config(tmp_path, f"""
+authentication_enabled = true
+authentication_providers = ["token"]
+token_secret_key = "file://{key}"
+authorization_enabled = true
+super_user_roles = ["admin"]
+""").start()
+    yield broker, secret
+    broker.stop()
+
+
+def _client(broker, secret, role):
+    return pulsar.Client(broker.service_url, operation_timeout_seconds=10,
+                         authentication=pulsar.AuthenticationToken(create_token(role, secret_key=secret)))
+
+
+def _admin(broker, method, path, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(broker.admin_url + path, data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        raw = resp.read()
+        return json.loads(raw) if raw else None
+
+
+def test_roles_do_only_what_they_were_granted(broker_and_secret):
+    broker, secret = broker_and_secret
+    _admin(broker, "POST", "/admin/v2/namespaces/public/default/permissions/alice", ["consume"])
+    assert _admin(broker, "GET", "/admin/v2/namespaces/public/default/permissions") == {"alice": ["consume"]}
+    admin = _client(broker, secret, "admin")
+    alice = _client(broker, secret, "alice")
+    bob = _client(broker, secret, "bob")
+    try:
+        admin.create_producer("persistent://public/default/orders").send(b"from a super-user")
+        consumer = alice.subscribe("persistent://public/default/orders", "alice-sub",
+                                   initial_position=pulsar.InitialPosition.Earliest)
+        assert consumer.receive(timeout_millis=10_000).data() == b"from a super-user"
+        with pytest.raises(pulsar.AuthorizationError):
+            alice.create_producer("persistent://public/default/orders")  # consume only
+        with pytest.raises(pulsar.AuthorizationError):
+            bob.subscribe("persistent://public/default/orders", "bob-sub")  # nothing granted
+        with pytest.raises(pulsar.AuthorizationError):
+            bob.create_producer("persistent://public/default/bobs-own")
+        # Refused operations created nothing.
+        subs = _admin(broker, "GET", "/admin/v2/persistent/public/default/orders/subscriptions")
+        assert "bob-sub" not in subs
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            _admin(broker, "GET", "/admin/v2/persistent/public/default/bobs-own/stats")
+        assert missing.value.code == 404
+        # A revoked grant takes effect for new subscriptions.
+        _admin(broker, "DELETE", "/admin/v2/namespaces/public/default/permissions/alice")
+        with pytest.raises(pulsar.AuthorizationError):
+            alice.subscribe("persistent://public/default/orders", "another-sub")
+    finally:
+        for c in (admin, alice, bob):
+            c.close()
+
+
+def test_unknown_actions_are_refused(broker_and_secret):
+    broker, _ = broker_and_secret
+    with pytest.raises(urllib.error.HTTPError) as bad:
+        _admin(broker, "POST", "/admin/v2/namespaces/public/default/permissions/alice", ["fly"])
+    assert bad.value.code == 400
