@@ -124,6 +124,8 @@ def up(
                                                             "instead of starting one"),
     name: str = typer.Option("cluster", "--name", help="Cluster name"),
     session_ttl: float = typer.Option(10.0, "--session-ttl", help="Broker session TTL, seconds"),
+    broker_config: Optional[str] = typer.Option(None, "--broker-config",
+                                                help="TOML config file every broker reads (flags win)"),
 ) -> None:
     """Start etcd (unless --etcd) and N brokers; stop them all on Ctrl-C or SIGTERM."""
     from magnetar.metadata.etcd_server import EtcdServer, EtcdNotInstalled, EtcdStartError
@@ -158,6 +160,8 @@ def up(
                    "--data-dir", str(base / f"broker-{k}"), "--port", str(port + k),
                    "--admin-port", str(admin_port + k), "--advertised-address", "127.0.0.1",
                    "--session-ttl", str(session_ttl)]
+            if broker_config:
+                cmd += ["--config", str(Path(broker_config).resolve())]
             with open(log_path, "ab") as log:
                 proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
             procs.append(proc)

@@ -60,6 +60,17 @@ async def list_brokers(request: web.Request) -> web.Response:
     return json_answer(sorted(b for b, info in member.registry.live.items() if info.cluster == cluster))
 
 
+@table.route("GET", "/admin/v2/broker-stats/load-report",
+             "Each live broker's last load report (message rates in, per bundle) and the bundles it owns",
+             answer=OBJECT, errors=())
+async def load_report(request: web.Request) -> web.Response:
+    member = _member(request)
+    if member is None:
+        return json_answer({_own_id(request): {"load": {}, "bundles": []}})
+    return json_answer({broker: {"load": info.load, "bundles": sorted(str(b) for b in member.channel.owned_by(broker))}
+                        for broker, info in sorted(member.registry.live.items())})
+
+
 @table.route("GET", "/admin/v2/namespaces/{tenant}/{namespace}/bundles",
              "The namespace's bundles (Pulsar's BundlesData) and, as a Magnetar extension, each one's "
              "state and owner", answer=OBJECT)

@@ -186,6 +186,18 @@ def brokers_list(ctx: typer.Context, cluster: Optional[str] = typer.Argument(
     _call(ctx, call, _list("Broker"))
 
 
+@brokers_app.command("load")
+def brokers_load(ctx: typer.Context) -> None:
+    """Each broker's load (message rate in) and the bundles it owns."""
+    def render(doc: dict) -> None:
+        table = Table("Broker", "msg/s in", "Bundles")
+        for broker, entry in doc.items():
+            rate = entry.get("load", {}).get("msg_rate_in")
+            table.add_row(broker, "-" if rate is None else f"{rate:.0f}", ", ".join(entry.get("bundles", [])))
+        _out().print(table)
+    _call(ctx, lambda c: c.request("GET", "/admin/v2/broker-stats/load-report"), render)
+
+
 @brokers_app.command("leader")
 def brokers_leader(ctx: typer.Context) -> None:
     """Show the leader broker."""

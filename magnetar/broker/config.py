@@ -62,6 +62,18 @@ class BrokerConfig(SecuritySettings):
     #: false: the old way (disconnect; clients look the topic up again), as
     #: Pulsar's loadBalancerMultiPhaseBundleUnload.
     load_balancer_multi_phase_bundle_unload: bool = True
+    #: Let the leader move bundles from busy to idle brokers by itself (the shedder).
+    load_balancer_enabled: bool = True
+    #: Seconds between two load reports of a broker (message rates per bundle) to the metadata store.
+    load_balancer_report_interval_s: float = 5.0
+    #: Seconds between two rounds of the leader's shedder.
+    load_balancer_shedding_interval_s: float = 10.0
+    #: Move a bundle when the busiest broker's message rate exceeds the idlest's by more than this fraction of it.
+    load_balancer_load_threshold: float = 0.5
+    #: Rounds in a row the spread must stay above the threshold before a move (Pulsar's loadBalancerSheddingConditionHitCountThreshold).
+    load_balancer_shedding_cycles: int = 3
+    #: Seconds after a move before the shedder moves a bundle from or to the same broker again.
+    load_balancer_broker_cooldown_s: float = 60.0
     #: Name of this cluster.
     cluster_name: str = "standalone"
     #: Create a topic the first time a producer or consumer names it.
@@ -166,6 +178,12 @@ class BrokerConfig(SecuritySettings):
             raise ConfigError("cluster_session_ttl_s must be at least 1 second")
         if self.lookup_timeout_s <= 0:
             raise ConfigError("lookup_timeout_s must be positive")
+        if not (0 < self.load_balancer_load_threshold < 1):
+            raise ConfigError("load_balancer_load_threshold must be between 0 and 1")
+        if min(self.load_balancer_report_interval_s, self.load_balancer_shedding_interval_s) <= 0:
+            raise ConfigError("load_balancer_report_interval_s and load_balancer_shedding_interval_s must be positive")
+        if self.load_balancer_shedding_cycles < 1 or self.load_balancer_broker_cooldown_s < 0:
+            raise ConfigError("load_balancer_shedding_cycles must be >= 1 and load_balancer_broker_cooldown_s >= 0")
         if self.configuration_store_url and self.configuration_store_url != self.resolved_metadata_url:
             raise ConfigError("configuration_store_url must be empty or equal to the metadata store URL: "
                               "a separate configuration store is not supported yet")

@@ -6,7 +6,10 @@ leads, it sweeps the channel whenever a broker leaves, whenever a bundle's
 state changes, and every ``sweep_interval_s``: a bundle that is Assigning,
 Owned or Releasing on a broker that is no longer live is overridden to
 Assigning on the least loaded live broker (``source`` = the dead broker),
-which then takes it. A lease-based leader can be wrong for a moment after a
+which then takes it. It also runs the shedder (:mod:`.shedder`): from the
+brokers' load reports, it moves a bundle from the busiest broker to the
+idlest when the spread stays above the threshold for a few rounds (a move
+without lookups, PIP-307). A lease-based leader can be wrong for a moment after a
 pause; that is safe because every channel write is a compare-and-set and
 storage fences the previous owner's ledgers.
 """
@@ -14,14 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 
 from magnetar.metadata import MetadataStore, Session
 from magnetar.metadata.election import LeaderElection
 from magnetar.metadata.store import SessionExpired
 
 from .channel import ASSIGNING, OWNED, RELEASING, Channel, LostRace
+from .bundles import Bundle, parse_range
 from .placement import least_loaded
 from .registry import Registry
+from .shedder import Move, plan
 
 log = logging.getLogger(__name__)
 
@@ -33,14 +39,29 @@ async def current_leader(store: MetadataStore) -> str | None:
     return None if record is None else record.value.decode()
 
 
+@dataclass(frozen=True)
+class SheddingSettings:
+    enabled: bool = True
+    interval_s: float = 10.0
+    threshold: float = 0.5
+    cycles: int = 3
+    cooldown_s: float = 60.0
+
+
 class Leader:
     def __init__(self, broker_id: str, store: MetadataStore, session: Session, channel: Channel,
-                 registry: Registry, sweep_interval_s: float = 2.0) -> None:
+                 registry: Registry, sweep_interval_s: float = 2.0, shedding: SheddingSettings | None = None) -> None:
         self.broker_id = broker_id
         self.channel = channel
         self.registry = registry
         self.sweep_interval_s = sweep_interval_s
         self.election = LeaderElection(store, PATH, broker_id.encode(), session, retry_s=0.5)
+        self.shedding = shedding
+        self._streak = 0
+        self._last_shed = 0.0
+        self._moved_at: dict[str, float] = {}
+        #: Moves the shedder made (for metrics and tests).
+        self.moves: list[Move] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._stopping = False
@@ -80,6 +101,7 @@ class Leader:
         while self.election.is_leader and not self._stopping:
             try:
                 await self.sweep()
+                await self._maybe_shed()
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -90,6 +112,48 @@ class Leader:
             except asyncio.TimeoutError:
                 pass
         log.info("broker %s is no longer the leader", self.broker_id)
+
+    async def _maybe_shed(self) -> None:
+        settings = self.shedding
+        now = asyncio.get_running_loop().time()
+        if settings is None or not settings.enabled or now - self._last_shed < settings.interval_s:
+            return
+        self._last_shed = now
+        await self.shed(now)
+
+    async def shed(self, now: float) -> Move | None:
+        """One round of the shedder (see :mod:`.shedder`); returns the move made."""
+        settings = self.shedding
+        loads, rates = {}, {}
+        for broker, info in self.registry.live.items():
+            loads[broker] = float(info.load.get("msg_rate_in", 0.0))
+            owned = {str(b) for b in self.channel.owned_by(broker)}
+            rates[broker] = {k: float(r) for k, r in info.load.get("bundles", {}).items() if k in owned}
+        cooling = {b for b, t in self._moved_at.items() if now - t < settings.cooldown_s}
+        move = plan(loads, rates, settings.threshold, cooling)
+        if move is None:
+            self._streak = 0
+            return None
+        self._streak += 1
+        if self._streak < settings.cycles:
+            return None
+        self._streak = 0
+        namespace, _, rng = move.bundle.rpartition("/")
+        try:
+            bundle: Bundle = parse_range(namespace, rng)
+        except ValueError:
+            return None
+        state = self.channel.get(bundle)
+        if state.state != OWNED or state.broker != move.source:
+            return None
+        try:
+            await self.channel.transition(bundle, RELEASING, move.destination, move.source, expected=state)
+        except LostRace:
+            return None
+        self._moved_at[move.source] = self._moved_at[move.destination] = now
+        self.moves.append(move)
+        log.info("shedder: %s", move.reason)
+        return move
 
     async def sweep(self) -> int:
         """Reassign every bundle held by a broker that is gone; returns how many moved."""

@@ -42,7 +42,7 @@ from magnetar.metadata import MetadataStore, Session
 from .bundles import DEFAULT_BUNDLES, Bundle, bundle_of
 from .channel import ASSIGNING, DELETED, FREE, INIT, OWNED, RELEASING, BundleState, Channel, IllegalTransition, \
     LostRace
-from .leader import Leader
+from .leader import Leader, SheddingSettings
 from .placement import least_loaded
 from .registry import BrokerInfo, Registry
 
@@ -65,6 +65,9 @@ class ClusterMember:
                  release_bundle: Callable[[Bundle], Awaitable[None]] | None = None,
                  hand_over_bundle: Callable[[Bundle, str | None], None] | None = None,
                  multi_phase: bool = True,
+                 bundle_counters: Callable[[], dict[Bundle, int]] | None = None,
+                 report_interval_s: float = 5.0,
+                 shedding: SheddingSettings | None = None,
                  bundles_per_namespace: int = DEFAULT_BUNDLES,
                  session_ttl_s: float = 10.0, lookup_timeout_s: float = 15.0) -> None:
         self.store = store
@@ -75,6 +78,10 @@ class ClusterMember:
         self.release_bundle = release_bundle
         self.hand_over_bundle = hand_over_bundle
         self.multi_phase = multi_phase and release_bundle is not None and hand_over_bundle is not None
+        self.bundle_counters = bundle_counters
+        self.report_interval_s = report_interval_s
+        self.shedding = shedding
+        self._reporter: asyncio.Task | None = None
         #: Bundles this broker released and whose clients wait for the new owner.
         self._released: set[Bundle] = set()
         self.bundles_per_namespace = bundles_per_namespace
@@ -99,11 +106,14 @@ class ClusterMember:
         self.channel.add_listener(self._on_bundle)
         await self._join()
         self._monitor = asyncio.get_running_loop().create_task(self._watch_session())
+        if self.bundle_counters is not None:
+            self._reporter = asyncio.get_running_loop().create_task(self._report_load())
 
     async def _join(self) -> None:
         self.session = await self.store.create_session(self.session_ttl_s)
         await self.registry.register(self.info, self.session)
-        self.leader = Leader(self.broker_id, self.store, self.session, self.channel, self.registry)
+        self.leader = Leader(self.broker_id, self.store, self.session, self.channel, self.registry,
+                             shedding=self.shedding)
         self.leader.start()
         for bundle, state in list(self.channel.table.items()):  # assigned while we were away
             if state.state == ASSIGNING and state.broker == self.broker_id:
@@ -130,11 +140,33 @@ class ClusterMember:
                         log.warning("cannot join the cluster again (%s); retrying", exc)
                         await asyncio.sleep(1.0)
 
+    async def _report_load(self) -> None:
+        """Every ``report_interval_s``: message rates in, per bundle and in all,
+        into this broker's registry record (what the leader's shedder reads)."""
+        loop = asyncio.get_running_loop()
+        previous, then = self.bundle_counters(), loop.time()
+        while not self.closing:
+            await asyncio.sleep(self.report_interval_s)
+            now = loop.time()
+            counters = self.bundle_counters()
+            elapsed = max(now - then, 1e-6)
+            rates = {str(b): max(0, n - previous.get(b, 0)) / elapsed for b, n in counters.items()}
+            previous, then = counters, now
+            self.info.load = {"msg_rate_in": sum(rates.values()), "bundles": rates, "topics_bundles": len(rates)}
+            if self.session is None or not self.session.alive:
+                continue
+            try:
+                await self.registry.report_load(self.info, self.session)
+            except Exception as exc:  # the next report tries again
+                log.warning("cannot report load: %s", exc)
+
     async def close(self) -> None:
         """Free our bundles, leave the registry and the election."""
         self.closing = True
         if self._monitor is not None:
             self._monitor.cancel()
+        if self._reporter is not None:
+            self._reporter.cancel()
         for bundle in self.channel.owned_by(self.broker_id):
             try:
                 state = await self.channel.transition(bundle, RELEASING, self.broker_id, self.broker_id)

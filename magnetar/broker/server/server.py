@@ -22,6 +22,7 @@ from magnetar.security.settings import SecuritySettingsError
 from magnetar.metadata.store import MetadataError
 from magnetar.storage import ManagedLedgerFactory
 
+from magnetar.broker.cluster.leader import SheddingSettings
 from magnetar.broker.cluster.member import ClusterMember
 from magnetar.broker.cluster.registry import BrokerInfo
 from magnetar.broker.config import BrokerConfig
@@ -93,6 +94,11 @@ class Broker:
                 unload_bundle=self.service.unload_bundle, unload_all=self.service.unload_all,
                 release_bundle=self.service.release_bundle, hand_over_bundle=self.service.hand_over_bundle,
                 multi_phase=config.load_balancer_multi_phase_bundle_unload,
+                bundle_counters=self.service.bundle_counters,
+                report_interval_s=config.load_balancer_report_interval_s,
+                shedding=SheddingSettings(config.load_balancer_enabled, config.load_balancer_shedding_interval_s,
+                                          config.load_balancer_load_threshold, config.load_balancer_shedding_cycles,
+                                          config.load_balancer_broker_cooldown_s),
                 bundles_per_namespace=config.default_namespace_bundles,
                 session_ttl_s=config.cluster_session_ttl_s, lookup_timeout_s=config.lookup_timeout_s)
         self.expiry = MessageExpiry(self.service, config.message_expiry_check_interval_s).start()

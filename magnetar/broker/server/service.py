@@ -173,6 +173,16 @@ class BrokerService:
         return [t for t in self.topics.values()
                 if cluster is not None and t.name.namespace_name == bundle.namespace and cluster.bundle_of(t.name) == bundle]
 
+    def bundle_counters(self) -> dict[Bundle, int]:
+        """Messages published so far to the loaded topics, by bundle (load reports)."""
+        counters: dict[Bundle, int] = {}
+        if self.cluster is None:
+            return counters
+        for topic in self.topics.values():
+            bundle = self.cluster.bundle_of(topic.name)
+            counters[bundle] = counters.get(bundle, 0) + topic.msg_in
+        return counters
+
     async def release_bundle(self, bundle: Bundle) -> None:
         """First phase of moving ``bundle`` without lookups (PIP-307): its topics
         stop appending and close their ledgers; clients stay connected, held."""

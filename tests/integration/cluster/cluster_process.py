@@ -55,7 +55,9 @@ class Member:
 
 
 class LocalCluster:
-    def __init__(self, base: Path, brokers: int = 3, session_ttl: float = 3.0, etcd: str | None = None) -> None:
+    def __init__(self, base: Path, brokers: int = 3, session_ttl: float = 3.0, etcd: str | None = None,
+                 broker_config: str | None = None) -> None:
+        self.broker_config = broker_config
         self.base = base
         self.brokers = brokers
         self.session_ttl = session_ttl
@@ -72,6 +74,10 @@ class LocalCluster:
                 "--session-ttl", str(self.session_ttl)]
         if self.etcd:
             args += ["--etcd", self.etcd]
+        if self.broker_config:
+            config = self.base.parent / "broker.toml"
+            config.write_text(self.broker_config)
+            args += ["--broker-config", str(config)]
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      env=dict(os.environ, PYTHONUNBUFFERED="1"))
         ready = threading.Event()
