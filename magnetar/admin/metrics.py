@@ -5,6 +5,8 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily
 
+from .pulsar_metrics import PulsarCollector
+
 if TYPE_CHECKING:
     from magnetar.broker.server.server import Broker
 
@@ -42,4 +44,5 @@ class TopicCollector:
 def registry_for(broker: "Broker") -> CollectorRegistry:
     registry = CollectorRegistry()
     registry.register(TopicCollector(broker))
+    registry.register(PulsarCollector(broker))
     return registry
