@@ -37,6 +37,14 @@ async def health(request: web.Request) -> web.Response:
     return web.Response(text="ok")
 
 
+@broker_table.route("GET", "/admin/v2/brokers/version", "The broker's version", answer={"type": "string"},
+                    errors=())
+async def version(request: web.Request) -> web.Response:
+    from magnetar import __version__
+
+    return web.Response(text=__version__)
+
+
 @broker_table.route("GET", "/metrics", "Prometheus metrics (text exposition format)", answer={"type": "string"},
                     errors=())
 async def metrics(request: web.Request) -> web.Response:

@@ -36,6 +36,9 @@ def test_standalone_starts_with_cluster_tenant_and_namespace(broker):
     refused(broker, "GET", "clusters/elsewhere", 404, reason="does not exist")
     with urllib.request.urlopen(f"{broker.admin_url}/admin/v2/brokers/health", timeout=10) as resp:
         assert resp.read() == b"ok"
+    from magnetar import __version__
+    with urllib.request.urlopen(f"{broker.admin_url}/admin/v2/brokers/version", timeout=10) as resp:
+        assert resp.read().decode() == __version__
 
 
 def test_tenants(broker):
