@@ -90,6 +90,16 @@ def standalone(
         raise typer.Exit(1)
 
 
+def _check_url(service_url: str) -> None:
+    from magnetar.service_urls import require_pulsar_url
+
+    try:
+        require_pulsar_url(service_url)
+    except ValueError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
+
+
 @app.command()
 def produce(
     topic: str = typer.Argument(..., help="Topic name (short names go to public/default)"),
@@ -101,6 +111,7 @@ def produce(
     """Publish messages and print each message id."""
     from magnetar.client import Client, PulsarError
 
+    _check_url(service_url)
     if num < 1:
         err.print("[red]--num-produce must be at least 1[/red]")
         raise typer.Exit(2)
@@ -141,6 +152,7 @@ def consume(
     if position.lower() not in positions:
         err.print(f"[red]unknown position {position!r}[/red]: use earliest or latest")
         raise typer.Exit(2)
+    _check_url(service_url)
     client = Client(service_url)
     try:
         consumer = client.subscribe(topic, subscription, consumer_type=types[subscription_type.lower()],

@@ -18,6 +18,8 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
+from magnetar.service_urls import require_broker
+
 from .spec import WorkloadSpec
 
 #: ``--driver`` values: the module whose ``produce`` (and ``consume``) the workers run.
@@ -79,9 +81,12 @@ def _spec(url, topic, topics, partitions, size, rate, batching, batch_max_messag
         consumer_workers=consumer_workers, sample_every=sample_every, receive_mode=receive_mode,
     )
     try:
-        return spec.validate()
+        spec = spec.validate()
+        # A wrong URL or no broker is said at once, not after the run's timeout.
+        require_broker(url)
+        return spec
     except ValueError as exc:
-        out.print(f"[red]{exc}[/red]")
+        out.print(f"[red]{exc}[/red]", highlight=False, soft_wrap=True)
         raise typer.Exit(2)
 
 

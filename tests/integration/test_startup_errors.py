@@ -51,3 +51,21 @@ def test_version_is_printed():
                           timeout=60)
     from magnetar import __version__
     assert done.returncode == 0 and done.stdout.strip() == f"magnetar {__version__}"
+
+
+def test_an_admin_url_given_where_a_pulsar_url_is_wanted_is_named(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "magnetar.cli", "produce", "t", "-m", "x", "-u",
+                           "http://localhost:8080"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    line = one_line(done.stderr)
+    assert "admin (HTTP) URL" in line and "pulsar://localhost:6650" in line
+
+
+def test_perf_without_a_broker_says_so_at_once(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    done = subprocess.run([sys.executable, "-m", "magnetar.cli", "perf", "produce", "-u", f"pulsar://127.0.0.1:{port}",
+                           "-d", "1"], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2
+    assert f"no broker at pulsar://127.0.0.1:{port}" in done.stdout + done.stderr
