@@ -12,12 +12,10 @@ benchmark, not a test.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -29,14 +27,6 @@ from tests.integration.cluster.cluster_process import LocalCluster  # noqa: E402
 
 TOPIC = "persistent://public/default/bench-moving"
 
-
-def lookups(cluster: LocalCluster) -> int:
-    total = 0
-    for m in cluster.members:
-        text = urllib.request.urlopen(m.admin_url + "/metrics", timeout=10).read().decode()
-        found = re.search(r"^pulsar_broker_lookup_answers_total (\S+)$", text, re.M)
-        total += int(float(found.group(1))) if found else 0
-    return total
 
 
 def run(multi_phase: bool, moves: int) -> dict:
@@ -61,7 +51,7 @@ def run(multi_phase: bool, moves: int) -> dict:
             worker.start()
             time.sleep(1.0)  # a baseline of traffic before the first move (a benchmark's warm-up)
             rng = bundle_of(TOPIC, "public/default").range
-            before = lookups(cluster)
+            before = cluster.lookups()
             windows = []
             for k in range(moves):
                 owner = cluster.owners()[rng]
@@ -71,7 +61,7 @@ def run(multi_phase: bool, moves: int) -> dict:
                               f"/admin/v2/namespaces/public/default/{rng}/unload?destinationBroker={target}", "PUT")
                 time.sleep(0.3)
                 windows.append((t0, time.monotonic()))
-            after = lookups(cluster)
+            after = cluster.lookups()
             stop.set()
             worker.join(60)
             in_moves = sorted(d for t, d in latencies if any(a - d <= t <= b for a, b in windows))

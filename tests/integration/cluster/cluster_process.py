@@ -130,6 +130,15 @@ class LocalCluster:
             raw = resp.read()
             return json.loads(raw) if raw else None
 
+    def lookups(self) -> int:
+        """Lookups answered by all brokers (their pulsar_broker_lookup_answers_total)."""
+        total = 0
+        for m in self.members:
+            text = urllib.request.urlopen(m.admin_url + "/metrics", timeout=10).read().decode()
+            found = re.search(r"^pulsar_broker_lookup_answers_total (\S+)$", text, re.M)
+            total += int(float(found.group(1))) if found else 0
+        return total
+
     def owners(self, namespace: str = "public/default") -> dict:
         for m in self.members:
             try:
