@@ -36,10 +36,11 @@ from magnetar.security.tokens_cli import app as tokens_app  # noqa: E402
 app.add_typer(tokens_app, name="tokens")
 
 # `magnetar broker` (one member of a cluster) and `magnetar cluster up`.
-from magnetar.cluster_cli import broker as broker_command, cluster_app  # noqa: E402
+from magnetar.cluster_cli import broker as broker_command, cluster_app, geo_app  # noqa: E402
 
 app.command("broker")(broker_command)
 app.add_typer(cluster_app, name="cluster")
+app.add_typer(geo_app, name="geo")
 
 DEFAULT_URL = "pulsar://localhost:6650"
 

@@ -1,5 +1,7 @@
-"""``magnetar broker`` (one member of a cluster) and ``magnetar cluster up``
-(a local cluster: its own etcd unless ``--etcd``, and N broker processes).
+"""``magnetar broker`` (one member of a cluster), ``magnetar cluster up``
+(a local cluster: its own etcd unless ``--etcd``, and N broker processes) and
+``magnetar geo up`` (local regions: one etcd, N clusters sharing a
+configuration store).
 
 ``cluster up`` prints, for scripts and tests to read::
 
@@ -30,6 +32,9 @@ from rich.console import Console
 err = Console(stderr=True)
 cluster_app = typer.Typer(help="A local cluster of brokers on etcd, for development and tests.",
                           no_args_is_help=True)
+
+geo_app = typer.Typer(help="Local regions that replicate to each other, for development and tests.",
+                      no_args_is_help=True)
 
 START_TIMEOUT_S = 60.0
 
@@ -84,8 +89,13 @@ def broker(
                   "etcd://HOST:PORT/PREFIX (or metadata_store_url in the config); for one process, "
                   "use magnetar standalone")
         raise typer.Exit(2)
+    extensions = []
+    if cfg.separate_configuration_store:
+        from magnetar.replication.manager import GeoReplication
+
+        extensions.append(GeoReplication)
     try:
-        run(cfg)
+        run(cfg, extensions)
     except StartupError as exc:
         err.print(f"[red]cannot start:[/red] {exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(1)
@@ -114,6 +124,83 @@ def _tail(path: Path, lines: int = 15) -> str:
         return "(no log)"
 
 
+def _broker_command(name: str, store_url: str, configuration_store: str | None, base: Path, k: int,
+                    port: int, admin_port: int, session_ttl: float, broker_config: str | None) -> list[str]:
+    cmd = [sys.executable, "-m", "magnetar.cli", "broker", "--metadata-store", store_url,
+           "--cluster-name", name, "--storage-dir", str(base / "storage"),
+           "--data-dir", str(base / f"broker-{k}"), "--port", str(port),
+           "--admin-port", str(admin_port), "--advertised-address", "127.0.0.1",
+           "--session-ttl", str(session_ttl)]
+    if configuration_store:
+        cmd += ["--configuration-store", configuration_store]
+    if broker_config:
+        cmd += ["--config", str(Path(broker_config).resolve())]
+    return cmd
+
+
+class _Supervisor:
+    """Starts broker processes one after the other, waits for each one's
+    READY, prints its line, and stops them all (then etcd) at the end."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen] = []
+        self.labels: list[str] = []
+        self.server = None
+        self.stopping = False
+
+        def on_signal(signum, frame) -> None:
+            self.stopping = True
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+
+    def start_etcd(self, directory: Path):
+        from magnetar.metadata.etcd_server import EtcdServer, EtcdNotInstalled, EtcdStartError
+
+        try:
+            self.server = EtcdServer(directory).start()
+        except (EtcdNotInstalled, EtcdStartError) as exc:
+            err.print(f"[red]cannot start etcd:[/red] {exc}")
+            raise typer.Exit(1)
+        print(f"etcd {self.server.client_url}", flush=True)
+        return self.server
+
+    def start_broker(self, label: str, cmd: list[str], log_path: Path) -> None:
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
+        self.procs.append(proc)
+        self.labels.append(label)
+        ready = _wait_ready(proc, time.monotonic() + START_TIMEOUT_S)
+        if ready is None:
+            err.print(f"[red]{label} did not start[/red] (log {log_path}):\n{_tail(log_path)}")
+            raise typer.Exit(1)
+        fields = dict(part.split("=") for part in ready.split()[1:])
+        print(f"{label} pulsar://127.0.0.1:{fields['pulsar']} http://127.0.0.1:{fields['admin']} "
+              f"pid={proc.pid}", flush=True)
+
+    def watch(self) -> None:
+        print("ready", flush=True)
+        while not self.stopping:
+            for k, proc in enumerate(self.procs):
+                if proc.poll() is not None and not self.stopping:
+                    err.print(f"{self.labels[k]} (pid {proc.pid}) exited with {proc.returncode}; "
+                              f"the others keep running")
+                    self.procs[k] = proc = _Exited(proc)
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if self.server is not None:
+            self.server.stop()
+
+
 @cluster_app.command("up")
 def up(
     brokers: int = typer.Option(3, "--brokers", min=1, max=32, help="Broker processes"),
@@ -122,74 +209,73 @@ def up(
     admin_port: int = typer.Option(8080, "--admin-port", help="Admin port of broker 0 (broker k: + k)"),
     etcd: Optional[str] = typer.Option(None, "--etcd", help="Use this etcd (http://HOST:PORT[/PREFIX]) "
                                                             "instead of starting one"),
+    configuration_store: Optional[str] = typer.Option(
+        None, "--configuration-store",
+        help="Store shared with other clusters (regions), http://HOST:PORT/PREFIX [none: a cluster alone]"),
     name: str = typer.Option("cluster", "--name", help="Cluster name"),
     session_ttl: float = typer.Option(10.0, "--session-ttl", help="Broker session TTL, seconds"),
     broker_config: Optional[str] = typer.Option(None, "--broker-config",
                                                 help="TOML config file every broker reads (flags win)"),
 ) -> None:
     """Start etcd (unless --etcd) and N brokers; stop them all on Ctrl-C or SIGTERM."""
-    from magnetar.metadata.etcd_server import EtcdServer, EtcdNotInstalled, EtcdStartError
-
     base = Path(data_dir).resolve()
     base.mkdir(parents=True, exist_ok=True)
-    server = None
-    stopping = False
-
-    def on_signal(signum, frame) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    procs: list[subprocess.Popen] = []
+    shared = etcd_store_url(configuration_store, "global") if configuration_store else None
+    supervisor = _Supervisor()
     try:
         if etcd is None:
-            try:
-                server = EtcdServer(base / "etcd").start()
-            except (EtcdNotInstalled, EtcdStartError) as exc:
-                err.print(f"[red]cannot start etcd:[/red] {exc}")
-                raise typer.Exit(1)
-            print(f"etcd {server.client_url}", flush=True)
-            store_url = server.store_url(name)
+            store_url = supervisor.start_etcd(base / "etcd").store_url(name)
         else:
             store_url = etcd_store_url(etcd, name)
         for k in range(brokers):
-            log_path = base / f"broker-{k}.log"
-            cmd = [sys.executable, "-m", "magnetar.cli", "broker", "--metadata-store", store_url,
-                   "--cluster-name", name, "--storage-dir", str(base / "storage"),
-                   "--data-dir", str(base / f"broker-{k}"), "--port", str(port + k),
-                   "--admin-port", str(admin_port + k), "--advertised-address", "127.0.0.1",
-                   "--session-ttl", str(session_ttl)]
-            if broker_config:
-                cmd += ["--config", str(Path(broker_config).resolve())]
-            with open(log_path, "ab") as log:
-                proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
-            procs.append(proc)
-            ready = _wait_ready(proc, time.monotonic() + START_TIMEOUT_S)
-            if ready is None:
-                err.print(f"[red]broker {k} did not start[/red] (log {log_path}):\n{_tail(log_path)}")
-                raise typer.Exit(1)
-            fields = dict(part.split("=") for part in ready.split()[1:])
-            print(f"broker {k} pulsar://127.0.0.1:{fields['pulsar']} http://127.0.0.1:{fields['admin']} "
-                  f"pid={proc.pid}", flush=True)
-        print("ready", flush=True)
-        while not stopping:
-            for k, proc in enumerate(procs):
-                if proc.poll() is not None and not stopping:
-                    err.print(f"broker {k} (pid {proc.pid}) exited with {proc.returncode}; the others keep running")
-                    procs[k] = proc = _Exited(proc)
-            time.sleep(0.2)
+            cmd = _broker_command(name, store_url, shared, base, k, port + k, admin_port + k,
+                                  session_ttl, broker_config)
+            supervisor.start_broker(f"broker {k}", cmd, base / f"broker-{k}.log")
+        supervisor.watch()
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        if server is not None:
-            server.stop()
+        supervisor.stop()
+
+
+@geo_app.command("up")
+def geo_up(
+    regions: int = typer.Option(3, "--regions", min=2, max=9, help="Regions (clusters)"),
+    brokers: int = typer.Option(1, "--brokers", min=1, max=9, help="Brokers per region"),
+    names: Optional[str] = typer.Option(None, "--names", help="Comma-separated region names [region-0,...]"),
+    data_dir: str = typer.Option("./geo-data", "--data-dir", help="etcd data, each region's storage and logs"),
+    port: int = typer.Option(6650, "--port", help="Pulsar port of region 0's broker 0 "
+                                                  "(region r broker k: port + 10r + k)"),
+    admin_port: int = typer.Option(8080, "--admin-port", help="Admin port, numbered the same way"),
+    session_ttl: float = typer.Option(10.0, "--session-ttl", help="Broker session TTL, seconds"),
+    broker_config: Optional[str] = typer.Option(None, "--broker-config",
+                                                help="TOML config file every broker reads (flags win)"),
+) -> None:
+    """Start one etcd and N regions that replicate to each other (docs/regions.md).
+
+    Each region is a cluster with its own metadata (etcd prefix /<name>) and
+    storage; all share the configuration store (prefix /global). Prints
+    ``region <name> broker <k> pulsar://... http://... pid=...`` per broker,
+    then ``ready``; Ctrl-C or SIGTERM stops everything.
+    """
+    region_names = [n.strip() for n in (names or "").split(",") if n.strip()] or \
+        [f"region-{r}" for r in range(regions)]
+    if len(set(region_names)) != len(region_names) or len(region_names) < 2:
+        raise typer.BadParameter("--names needs at least two distinct region names")
+    base = Path(data_dir).resolve()
+    base.mkdir(parents=True, exist_ok=True)
+    supervisor = _Supervisor()
+    try:
+        server = supervisor.start_etcd(base / "etcd")
+        shared = server.store_url("global")
+        for r, region in enumerate(region_names):
+            region_dir = base / region
+            region_dir.mkdir(exist_ok=True)
+            for k in range(brokers):
+                cmd = _broker_command(region, server.store_url(region), shared, region_dir, k,
+                                      port + 10 * r + k, admin_port + 10 * r + k, session_ttl, broker_config)
+                supervisor.start_broker(f"region {region} broker {k}", cmd, region_dir / f"broker-{k}.log")
+        supervisor.watch()
+    finally:
+        supervisor.stop()
 
 
 class _Exited:

@@ -276,9 +276,29 @@ def namespaces_list(ctx: typer.Context, tenant: str) -> None:
 
 
 @namespaces_app.command("create")
-def namespaces_create(ctx: typer.Context, namespace: str = typer.Argument(..., help="tenant/namespace")) -> None:
-    """Create a namespace."""
-    _call(ctx, lambda c: c.create_namespace(namespace), done=f"Created namespace {namespace}")
+def namespaces_create(ctx: typer.Context, namespace: str = typer.Argument(..., help="tenant/namespace"),
+                      clusters: Optional[str] = typer.Option(
+                          None, "--clusters", "-c",
+                          help="Comma-separated replication clusters [the tenant's first allowed one]")) -> None:
+    """Create a namespace (replicated between the --clusters regions)."""
+    names = [c for c in (clusters or "").split(",") if c]
+    _call(ctx, lambda c: c.create_namespace(namespace, names or None), done=f"Created namespace {namespace}")
+
+
+@namespaces_app.command("get-clusters")
+def namespaces_get_clusters(ctx: typer.Context, namespace: str) -> None:
+    """Show the clusters a namespace replicates between."""
+    _call(ctx, lambda c: c.replication_clusters(namespace), _list("Cluster"))
+
+
+@namespaces_app.command("set-clusters")
+def namespaces_set_clusters(ctx: typer.Context, namespace: str,
+                            clusters: str = typer.Option(..., "--clusters", "-c",
+                                                         help="Comma-separated cluster names")) -> None:
+    """Set the clusters a namespace replicates between (each must be allowed by its tenant)."""
+    names = [c for c in clusters.split(",") if c]
+    _call(ctx, lambda c: c.set_replication_clusters(namespace, names),
+          done=f"Set replication clusters of {namespace}: {','.join(names)}")
 
 
 @namespaces_app.command("delete")

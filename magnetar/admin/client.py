@@ -130,8 +130,17 @@ class AdminClient:
     def namespaces(self, tenant: str) -> list[str]:
         return self.request("GET", f"namespaces/{_seg(tenant)}")
 
-    def create_namespace(self, namespace: str) -> None:
-        self.request("PUT", f"namespaces/{namespace_path(namespace)}")
+    def create_namespace(self, namespace: str, clusters: list[str] | None = None) -> None:
+        if clusters:
+            self.request("PUT", f"namespaces/{namespace_path(namespace)}", body={"replication_clusters": clusters})
+        else:
+            self.request("PUT", f"namespaces/{namespace_path(namespace)}")
+
+    def replication_clusters(self, namespace: str) -> list[str]:
+        return self.request("GET", f"namespaces/{namespace_path(namespace)}/replication")
+
+    def set_replication_clusters(self, namespace: str, clusters: list[str]) -> None:
+        self.request("POST", f"namespaces/{namespace_path(namespace)}/replication", body=clusters)
 
     def delete_namespace(self, namespace: str, force: bool = False) -> None:
         self.request("DELETE", f"namespaces/{namespace_path(namespace)}", query={"force": force} if force else None)

@@ -44,8 +44,9 @@ class BrokerConfig(SecuritySettings):
     metadata_store_url: str = ""
     #: Former name of ``metadata_store_url`` (still read).
     metadata_url: str = ""
-    #: The store shared by all clusters (clusters, tenants, namespace policies);
-    #: empty means the metadata store. Only that is supported so far.
+    #: The store shared by all clusters (regions): clusters, tenants, namespace
+    #: policies, partitioned-topic metadata. Empty means the metadata store
+    #: (one cluster alone). ``etcd://HOST:PORT/PREFIX`` (docs/regions.md).
     configuration_store_url: str = ""
     #: Where managed ledgers' files live; empty means ``<data_dir>``. Every
     #: broker of a cluster must name the same (shared) directory.
@@ -131,6 +132,12 @@ class BrokerConfig(SecuritySettings):
         return self.resolved_metadata_url.startswith("etcd:")
 
     @property
+    def separate_configuration_store(self) -> bool:
+        """Clusters, tenants and namespace policies live in a store shared
+        with other clusters (regions), not in this cluster's metadata store."""
+        return bool(self.configuration_store_url) and self.configuration_store_url != self.resolved_metadata_url
+
+    @property
     def storage_path(self) -> Path:
         return Path(self.storage_dir or self.data_dir)
 
@@ -184,9 +191,13 @@ class BrokerConfig(SecuritySettings):
             raise ConfigError("load_balancer_report_interval_s and load_balancer_shedding_interval_s must be positive")
         if self.load_balancer_shedding_cycles < 1 or self.load_balancer_broker_cooldown_s < 0:
             raise ConfigError("load_balancer_shedding_cycles must be >= 1 and load_balancer_broker_cooldown_s >= 0")
-        if self.configuration_store_url and self.configuration_store_url != self.resolved_metadata_url:
-            raise ConfigError("configuration_store_url must be empty or equal to the metadata store URL: "
-                              "a separate configuration store is not supported yet")
+        if self.separate_configuration_store:
+            if not self.clustered:
+                raise ConfigError("configuration_store_url needs an etcd metadata_store_url: regions are "
+                                  "clusters (magnetar broker / magnetar cluster up), not standalone brokers")
+            if not self.configuration_store_url.startswith("etcd:"):
+                raise ConfigError(f"configuration_store_url must be etcd://HOST:PORT/PREFIX, "
+                                  f"got {self.configuration_store_url!r}")
         try:
             self.validate_security()
         except SecuritySettingsError as exc:

@@ -313,6 +313,26 @@ class AsyncProducer(BrokerLink):
         self._enqueue(entry, expected_offset, pid_fields)
         return fut
 
+    def send_entry_nowait(self, metadata: bytes, payload: bytes | memoryview, num_messages: int,
+                          sequence_id: int) -> asyncio.Future:
+        """Queue an already-built entry (a MessageMetadata and its payload,
+        possibly a compressed batch) as one SEND; return a future of the
+        MessageId of its first message.
+
+        For forwarding stored entries untouched (geo-replication): the
+        metadata is sent as given, nothing is batched or renumbered, and the
+        pending-message limit is not applied (the caller paces itself).
+        Raises AlreadyClosed / the producer's fatal error at once.
+        """
+        self._check_open()
+        fut = self._loop.create_future()
+        is_batch = pb.MessageMetadata.FromString(metadata).HasField("num_messages_in_batch")
+        entry = Entry(bytes(metadata), bytes(payload), sequence_id, sequence_id, max(1, num_messages), is_batch, [fut])
+        self._next_sequence_id = max(self._next_sequence_id, sequence_id + 1)
+        self._queued_messages += entry.num_messages
+        self._enqueue(entry, None, None)
+        return fut
+
     def _joins_batch(self, expected_offset: int | None) -> bool:
         """Whether a message may join the open (non-empty) batch: unconditional
         ones join an unconditional batch; a conditional one joins a

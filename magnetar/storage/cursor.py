@@ -103,6 +103,11 @@ class ManagedCursor:
         """True if ``pos`` is acknowledged (cumulatively or individually)."""
         return pos <= self.mark_delete_position or pos in self.individually_deleted
 
+    @property
+    def closed(self) -> bool:
+        """Closed with its ledger (or fenced): every call raises."""
+        return self._closed is not None
+
     def individually_deleted_ranges(self) -> list[tuple[Position, Position]]:
         """Acked runs after the mark-delete position, as inclusive (first, last) pairs."""
         return self.individually_deleted.ranges()

@@ -89,6 +89,14 @@ def test_tenants_and_namespaces(broker):
     bad(broker, "namespaces", "set-message-ttl", "acme/ghost", "--ttl", "5", says="does not exist")
     assert good(broker, "namespaces", "policies", "acme/app", json_output=True) == policies
 
+    # Replication clusters: set at creation or later; unknown clusters are refused.
+    good(broker, "namespaces", "create", "acme/geo", "--clusters", "standalone")
+    assert good(broker, "namespaces", "get-clusters", "acme/geo", json_output=True) == ["standalone"]
+    bad(broker, "namespaces", "set-clusters", "acme/geo", "--clusters", "standalone,mars", says="mars")
+    bad(broker, "namespaces", "create", "acme/geo2", "--clusters", "mars", says="mars")
+    good(broker, "namespaces", "set-clusters", "acme/geo", "--clusters", "standalone")
+    good(broker, "namespaces", "delete", "acme/geo")
+
     good(broker, "namespaces", "delete", "acme/app")
     good(broker, "tenants", "delete", "acme")
     assert "acme" not in good(broker, "tenants", "list", json_output=True)

@@ -166,3 +166,12 @@ def test_text_fields_that_are_not_utf8_get_clear_errors_and_the_connection_serve
     assert answer.command.lookupTopicResponse.response == pb.CommandLookupTopicResponse.Connect
     sock.close()
     assert broker.alive
+
+
+def test_a_subscription_may_not_take_a_replicator_cursors_name(pulsar_client):
+    """``pulsar.repl.<cluster>`` cursors belong to geo-replication: a consumer
+    acking through one would drop entries another region has not received."""
+    with pytest.raises(pulsar.NotAllowedError):
+        pulsar_client.subscribe("persistent://public/default/repl-name", "pulsar.repl.west")
+    consumer = pulsar_client.subscribe("persistent://public/default/repl-name", "ordinary")
+    consumer.close()

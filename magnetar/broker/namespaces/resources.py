@@ -37,6 +37,9 @@ from magnetar.broker.topic_name import TopicName
 CLUSTERS = "/admin/clusters"
 POLICIES = "/admin/policies"
 PARTITIONED = "/admin/partitioned-topics"
+#: What lives in the configuration store when regions share one (everything
+#: else, ledgers, cursors, owners, is each cluster's own).
+SHARED_BY_REGIONS = (CLUSTERS, POLICIES, PARTITIONED)
 
 _NAME = re.compile(r"^[-=:.\w]+$")
 _CAS_ATTEMPTS = 20
@@ -162,6 +165,62 @@ async def ensure_cluster(store: MetadataStore, cluster: str, data: dict) -> None
     found = await _read(store, key)
     if found is None or found[0] != data:
         await store.put(key, _encode(data))
+
+
+def _merge_url(urls: str, url: str, scheme: str) -> str:
+    """``url`` added to a multi-host URL (``scheme://h1:p1,h2:p2``), Pulsar's form."""
+    hosts = [h for h in urls.removeprefix(scheme).split(",") if h] if urls.startswith(scheme) else []
+    host = url.removeprefix(scheme)
+    if host not in hosts:
+        hosts.append(host)
+    return scheme + ",".join(hosts)
+
+
+async def add_cluster_broker(store: MetadataStore, cluster: str, data: dict) -> None:
+    """Add one broker's URLs to the cluster record, creating it if needed.
+
+    Every broker of a cluster calls this at start: the record's
+    ``brokerServiceUrl`` / ``serviceUrl`` become multi-host URLs naming
+    each of them, so another region reaches the cluster through whichever
+    broker is up (a stale host only costs a failed connection attempt).
+    """
+    check_name("cluster", cluster)
+
+    def merge(doc: dict) -> dict:
+        out = dict(doc)
+        for field, scheme in (("brokerServiceUrl", "pulsar://"), ("serviceUrl", "http://")):
+            if field in data:
+                out[field] = _merge_url(str(doc.get(field) or ""), data[field], scheme)
+        return out
+
+    key = f"{CLUSTERS}/{cluster}"
+    for _ in range(_CAS_ATTEMPTS):
+        found = await _read(store, key)
+        if found is None:
+            try:
+                await store.put(key, _encode(merge({})), -1)
+                return
+            except BadVersion:
+                continue
+        doc, version = found
+        merged = merge(doc)
+        if merged == doc:
+            return
+        try:
+            await store.put(key, _encode(merged), version)
+            return
+        except BadVersion:
+            continue
+    raise PreconditionFailed(f"Cluster {cluster}: too many concurrent updates")
+
+
+def broker_urls(data: dict, field: str = "brokerServiceUrl") -> list[str]:
+    """The single-host URLs of a cluster record's (possibly multi-host) URL."""
+    value = str(data.get(field) or "")
+    scheme, sep, hosts = value.partition("://")
+    if not sep:
+        return []
+    return [f"{scheme}://{h}" for h in hosts.split(",") if h]
 
 
 # -- tenants ----------------------------------------------------------------------

@@ -14,8 +14,10 @@ import importlib
 import logging
 import signal
 from pathlib import Path
+from typing import Callable, Protocol, Sequence
 
 from magnetar.metadata import open_store
+from magnetar.metadata.routed import RoutedStore
 from magnetar.security import authentication, tls
 from magnetar.security.authorization import Authorizer
 from magnetar.security.settings import SecuritySettingsError
@@ -48,9 +50,24 @@ def _busy(what: str, host: str, port: int, flag: str, exc: OSError) -> StartupEr
                         f"check {flag} and --bind-address")
 
 
+class Extension(Protocol):
+    """A capability built above the broker (geo-replication) that runs with
+    it: started once the broker serves, stopped before its topics close."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+#: Builds an extension for a started broker's service and config.
+ExtensionFactory = Callable[[BrokerService, BrokerConfig], Extension]
+
+
 class Broker:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, extensions: Sequence[ExtensionFactory] = ()) -> None:
         self.config = config
+        self._extension_factories = tuple(extensions)
+        self.extensions: list[Extension] = []
         self.store = None
         self.factory: ManagedLedgerFactory | None = None
         self.service: BrokerService | None = None
@@ -71,6 +88,13 @@ class Broker:
             self.store = await open_store(config.resolved_metadata_url)
         except MetadataError as exc:
             raise StartupError(f"cannot open the metadata store: {exc}") from None
+        if config.separate_configuration_store:
+            try:
+                shared = await open_store(config.configuration_store_url)
+            except MetadataError as exc:
+                await self.store.close()
+                raise StartupError(f"cannot open the configuration store: {exc}") from None
+            self.store = RoutedStore(self.store, shared, resources.SHARED_BY_REGIONS)
         storage = config.storage_path
         storage.mkdir(parents=True, exist_ok=True)
         self.factory = ManagedLedgerFactory(storage, self.store, config.storage)
@@ -125,9 +149,17 @@ class Broker:
                 raise _busy("admin HTTP", config.bind_address, config.admin_port, "--admin-port", exc) from None
             if config.admin_port == 0:
                 config.admin_port = self.admin_port  # the cluster's records must name the real port
-        await resources.ensure_cluster(self.store, config.cluster_name, self._cluster_data())
+        if config.clustered:
+            # Every broker adds its URLs: other regions reach the cluster through any of them.
+            await resources.add_cluster_broker(self.store, config.cluster_name, self._cluster_data())
+        else:
+            await resources.ensure_cluster(self.store, config.cluster_name, self._cluster_data())
         if config.clustered:
             await self._join_cluster()
+        for build in self._extension_factories:
+            extension = build(self.service, config)
+            await extension.start()
+            self.extensions.append(extension)
         log.info("Magnetar broker ready: pulsar://%s:%d, admin on port %s, data in %s",
                  config.bind_address, self.port, self.admin_port, data.resolve())
 
@@ -170,6 +202,12 @@ class Broker:
             self._server.close()
         if self._tls_server is not None:
             self._tls_server.close()
+        for extension in reversed(self.extensions):
+            try:
+                await extension.stop()
+            except Exception:  # one extension's failure must not keep the rest from stopping
+                log.exception("stopping %s failed", type(extension).__name__)
+        self.extensions.clear()
         if self.expiry is not None:
             await self.expiry.stop()
         if self.quota_checks is not None:
@@ -201,9 +239,9 @@ def install_event_loop_policy() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-async def serve(config: BrokerConfig, ready_line: bool = True) -> None:
+async def serve(config: BrokerConfig, ready_line: bool = True, extensions: Sequence[ExtensionFactory] = ()) -> None:
     """Run a broker until SIGINT or SIGTERM."""
-    broker = Broker(config)
+    broker = Broker(config, extensions)
     await broker.start()
     # What start-up built (modules, config, admin app, loaded topics) lives as
     # long as the process: move it out of the collector's sight, so that a
@@ -225,10 +263,10 @@ async def serve(config: BrokerConfig, ready_line: bool = True) -> None:
         await broker.stop()
 
 
-def run(config: BrokerConfig) -> None:
+def run(config: BrokerConfig, extensions: Sequence[ExtensionFactory] = ()) -> None:
     logging.basicConfig(
         level=getattr(logging, config.log_level.upper()),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     install_event_loop_policy()
-    asyncio.run(serve(config))
+    asyncio.run(serve(config, extensions=extensions))

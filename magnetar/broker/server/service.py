@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Callable
+
 from magnetar.metadata import MetadataStore
 from magnetar.storage import ManagedLedgerFactory
 
@@ -59,6 +61,9 @@ class BrokerService:
         self.authorizer = None
         #: This broker's part in a cluster; None for a standalone broker.
         self.cluster: ClusterMember | None = None
+        #: Called with each topic right after it is loaded (geo-replication
+        #: starts its replicators there); must not raise.
+        self.topic_loaded: list[Callable[[Topic], None]] = []
 
     async def get_topic(self, name: TopicName, create: bool | None = None) -> Topic:
         """The loaded topic; loads (and, if allowed, creates) it first.
@@ -109,6 +114,8 @@ class BrokerService:
         topic.backlog_quotas = backlog_quotas(policies)
         self.topics[str(name)] = topic
         log.info("loaded topic %s (next offset %d, epoch %d)", name, topic.next_offset, topic.topic_epoch)
+        for listener in self.topic_loaded:
+            listener(topic)
         return topic
 
     async def topic_exists(self, name: TopicName) -> bool:

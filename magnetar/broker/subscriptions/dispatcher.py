@@ -29,7 +29,8 @@ from magnetar.storage import Entry, Position
 from .consumer import Consumer
 from .delayed import DelayedIndex, now_ms
 from magnetar.broker.entries.entry_format import entry_info
-from magnetar.broker.entries.message_peek import deliver_at
+from magnetar.broker.entries.markers import is_marker
+from magnetar.broker.entries.message_peek import deliver_at, producer_metadata
 
 from .views import SubscriptionView
 
@@ -82,6 +83,26 @@ class Dispatcher(abc.ABC):
         """Deliver what the consumers can take now; True if anything moved."""
 
     # -- helpers -----------------------------------------------------------
+    def _without_markers(self, entries: list[Entry]) -> list[Entry]:
+        """``entries`` minus markers, which are acknowledged here and never
+        reach a consumer (a client would take them for messages); snapshot
+        markers go to the subscription on the way. Only topics that can hold
+        markers (replicated ones) pay for the metadata peek."""
+        if not entries or not self.subscription.topic.filter_markers:
+            return entries
+        kept: list[Entry] = []
+        markers: list[Position] = []
+        for entry in entries:
+            metadata = producer_metadata(entry.data)
+            if metadata is not None and is_marker(metadata):
+                markers.append(entry.position)
+                self.subscription.on_marker(entry.position, metadata, entry.data)
+            else:
+                kept.append(entry)
+        if markers:
+            self.subscription.acknowledge_markers(markers)
+        return kept
+
     def _send(self, consumer: Consumer, entries: list[Entry]) -> None:
         counts = []
         for entry in entries:
@@ -184,9 +205,12 @@ class SingleActiveDispatcher(Dispatcher):
                 elif compacted:
                     self._send(consumer, compacted)
                 return True
-        entries = await self.cursor.read_entries(want)
-        if not entries:
+        read = await self.cursor.read_entries(want)
+        if not read:
             return False
+        entries = self._without_markers(read)
+        if not entries:
+            return True  # only markers: read on
         if consumer is not self.active or consumer.closed:
             # The active consumer changed while we read; the new one starts over.
             self.cursor.rewind()
@@ -304,7 +328,7 @@ class SharedDispatcher(Dispatcher):
         if not self.cursor.has_more_entries():
             return [], False
         fresh = await self.cursor.read_entries(budget)
-        return self._hold_delayed(fresh), bool(fresh)
+        return self._hold_delayed(self._without_markers(fresh)), bool(fresh)
 
     async def _read_round(self, budget: int) -> tuple[list[Entry], bool]:
         """Replays if there are any (they go first), else new entries."""

@@ -8,9 +8,12 @@ ConsumerBusy, as in Pulsar.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections import deque
 
 from magnetar.protocol import pb
+from magnetar.protocol.frames import PayloadBlock
 from magnetar.storage import ManagedCursor, Position
 
 from .consumer import Consumer
@@ -24,6 +27,10 @@ log = logging.getLogger(__name__)
 SubType = pb.CommandSubscribe.SubType
 #: The compactor's own cursor on a topic: not a user's subscription (no quota counts it).
 COMPACTION_CURSOR = "__compaction"
+#: Cursor property that makes a subscription replicated (PIP-33; Pulsar's name).
+REPLICATED_PROPERTY = "pulsar.replicated.subscription"
+#: Snapshots a replicated subscription keeps ahead of its mark-delete position.
+MAX_CACHED_SNAPSHOTS = 10
 
 
 class Subscription:
@@ -37,6 +44,53 @@ class Subscription:
         self.dispatcher: Dispatcher | None = None
         self.consumers: list[Consumer] = []
         self.msg_rate_redeliver = 0
+        #: Replicated subscription (PIP-33): snapshots read from the topic,
+        #: (local position, ReplicatedSubscriptionsSnapshot), oldest first.
+        self.snapshots: deque[tuple[Position, pb.ReplicatedSubscriptionsSnapshot]] = deque(
+            maxlen=MAX_CACHED_SNAPSHOTS)
+        self._marker_acks: set[asyncio.Task] = set()
+
+    # -- replicated subscriptions ------------------------------------------------
+    @property
+    def replicated(self) -> bool:
+        return bool(self.cursor.properties.get(REPLICATED_PROPERTY))
+
+    async def set_replicated(self, enabled: bool) -> None:
+        """Make the subscription follow its consumers to other clusters (persisted)."""
+        if self.durable and enabled != self.replicated:
+            await self.cursor.set_properties({REPLICATED_PROPERTY: 1 if enabled else None})
+
+    def on_marker(self, position: Position, metadata: pb.MessageMetadata, data: bytes) -> None:
+        if metadata.marker_type != pb.REPLICATED_SUBSCRIPTION_SNAPSHOT or not self.replicated:
+            return
+        try:
+            snapshot = pb.ReplicatedSubscriptionsSnapshot.FromString(bytes(PayloadBlock(memoryview(data)).payload))
+        except Exception:  # a damaged marker is skipped, never dispatched
+            log.warning("%s: unreadable snapshot marker at %s", self.name, position)
+            return
+        self.snapshots.append((position, snapshot))
+
+    def acknowledge_markers(self, positions: list[Position]) -> None:
+        task = asyncio.get_running_loop().create_task(self.acknowledge(positions))
+        self._marker_acks.add(task)
+        task.add_done_callback(self._marker_ack_done)
+
+    def _marker_ack_done(self, task: asyncio.Task) -> None:
+        self._marker_acks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.debug("%s: acknowledging markers failed: %s", self.name, task.exception())
+
+    def _follow_snapshots(self) -> None:
+        """The mark-delete position may have passed snapshots: the newest one
+        passed is announced to the other clusters (the older ones are moot)."""
+        if not self.snapshots:
+            return
+        mark = self.cursor.mark_delete_position
+        passed = None
+        while self.snapshots and self.snapshots[0][0] <= mark:
+            passed = self.snapshots.popleft()[1]
+        if passed is not None and self.replicated:
+            self.topic.replicated_subscription_moved(self.name, passed)
 
     def add_consumer(self, consumer: Consumer, sub_type: int) -> None:
         """Attach a consumer; raise ConsumerBusy/NotAllowed/ConsumerAssignError when
@@ -87,6 +141,7 @@ class Subscription:
         await self.cursor.delete(positions)
         if self.dispatcher is not None:
             self.dispatcher.acks_applied()
+        self._follow_snapshots()
 
     async def acknowledge_cumulative(self, position: Position) -> None:
         if self.dispatcher is not None:
@@ -94,6 +149,7 @@ class Subscription:
         await self.cursor.mark_delete(position)
         if self.dispatcher is not None:
             self.dispatcher.acks_applied()
+        self._follow_snapshots()
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
         if self.dispatcher is not None:

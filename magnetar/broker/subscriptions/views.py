@@ -21,6 +21,12 @@ class TopicView(Protocol):
     config: BrokerConfig
     #: The topic's subscriptions by name (``SubscriptionView`` values).
     subscriptions: dict[str, Any]
+    #: The topic may hold markers (it is geo-replicated): dispatchers look.
+    filter_markers: bool
+
+    def replicated_subscription_moved(self, name: str, snapshot: Any) -> None:
+        """A replicated subscription's mark-delete passed ``snapshot`` (a
+        ``pb.ReplicatedSubscriptionsSnapshot``): tell the other clusters."""
 
     def next_write_position(self) -> Position: ...
 
@@ -40,3 +46,9 @@ class SubscriptionView(Protocol):
     ledger: ManagedLedger
     cursor: ManagedCursor
     durable: bool
+
+    def on_marker(self, position: Position, metadata: Any, data: bytes) -> None:
+        """A dispatcher read a marker entry (it will not be dispatched)."""
+
+    def acknowledge_markers(self, positions: list[Position]) -> None:
+        """Acknowledge marker entries a dispatcher skipped."""

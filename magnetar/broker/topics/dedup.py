@@ -55,6 +55,8 @@ from magnetar.storage import Position
 from magnetar.broker.entries.entry_format import entry_info, producer_block
 from magnetar.broker.errors import BrokerError, NotAllowed, OutOfOrderSequence, ProducerFenced
 
+from .replicators import replicated_sequence
+
 if TYPE_CHECKING:
     from .producer import Producer
 
@@ -399,6 +401,11 @@ class Deduplicator:
             state = self.pids.setdefault(md.magnetar_pid, SequenceState())
             last = md.magnetar_sequence + n - 1
             state.generation = max(state.generation, md.magnetar_generation)
+        elif md.HasField("replicated_from") and (sent := replicated_sequence(md.replicated_from, md.properties)):
+            # A replicator's producer is deduplicated by the source position
+            # it sent, not by the original producer's name and sequence.
+            state = self.names.setdefault(sent[0], SequenceState())
+            last = sent[1]
         else:
             state = self.names.setdefault(md.producer_name, SequenceState())
             last = max(md.sequence_id, md.highest_sequence_id)

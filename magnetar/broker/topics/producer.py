@@ -73,8 +73,13 @@ class Producer:
     #: SEND_RECEIPT frames of this producer, from pre-encoded pieces.
     receipts: ReceiptTemplate = field(init=False)
 
+    #: Geo-replication's producer (named ``pulsar.repl.<source cluster>``):
+    #: the entries it brings may be markers for this cluster (PIP-33).
+    replicator: bool = field(init=False)
+
     def __post_init__(self) -> None:
         self.receipts = ReceiptTemplate(self.producer_id)
+        self.replicator = self.name.startswith("pulsar.repl.")
 
     def enqueue(self, sequence_id: int, highest_sequence_id: int, result: asyncio.Future) -> None:
         """Queue a send's outcome; it is reported after every earlier one."""

@@ -30,7 +30,7 @@ from collections import deque
 from typing import Any, Protocol
 
 from magnetar.protocol import pb
-from magnetar.protocol.frames import PayloadBlock
+from magnetar.protocol.frames import PayloadBlock, checksummed_block
 from magnetar.storage import Entry, ManagedLedger, Position
 
 from magnetar.broker.config import BrokerConfig
@@ -38,6 +38,7 @@ from magnetar.broker.entries.entry_format import build_entry, entry_info
 from magnetar.broker.errors import (
     BrokerError,
     ExpectedOffsetMismatch,
+    NotAllowed,
     PersistenceError,
     ProducerBusy,
     ProducerFenced,
@@ -53,15 +54,16 @@ from magnetar.metadata import MetadataStore
 
 from .dedup import Deduplicator, Duplicate
 from .producer import AccessMode, Producer, PublishResult
+from . import marker_log, positions
+from .replicators import REPLICATOR_CURSOR_PREFIX, MarkerHandler, ReplicatorView, is_replicator_cursor
+from .stats import topic_internal_stats, topic_stats
 
 log = logging.getLogger(__name__)
 
 TOPIC_EPOCH = "topic_epoch"
 #: Managed ledger property set by terminate(): the position of the last entry.
 TERMINATED_AT = "terminated_at"
-UINT64_MAX = (1 << 64) - 1
 SHARED = int(AccessMode.Shared)  # a plain int: the enum wrapper is slow on the hot path
-INT64_MAX = (1 << 63) - 1
 
 
 class TransferHold(Exception):
@@ -85,10 +87,6 @@ def _chain(source: asyncio.Future, target: asyncio.Future) -> None:
         copy(source)
     else:
         source.add_done_callback(copy)
-
-
-def _before(pos: Position) -> Position:
-    return Position(pos.ledger_id, pos.entry_id - 1)
 
 
 class CompactedReads(Protocol):
@@ -149,6 +147,12 @@ class Topic:
         self.quota_block: BacklogQuota | None = None
         self.msg_in = 0
         self.bytes_in = 0
+        #: Geo-replication: one replicator per remote cluster (set from above).
+        self.replicators: dict[str, ReplicatorView] = {}
+        #: Replicated subscriptions' markers (PIP-33), set from above.
+        self.marker_handler: MarkerHandler | None = None
+        #: The topic may hold markers: dispatchers skip them (a metadata peek per entry).
+        self.filter_markers = False
         self._unlisten = ledger.add_listener(self._on_new_entries)
 
     # -- loading -------------------------------------------------------------
@@ -164,7 +168,8 @@ class Topic:
             if entries:
                 topic.next_offset = entry_info(entries[0].data).last_offset + 1
         for cursor_name, cursor in ledger.cursors.items():
-            topic.subscriptions[cursor_name] = Subscription(topic, cursor_name, cursor, durable=True)
+            if not is_replicator_cursor(cursor_name):
+                topic.subscriptions[cursor_name] = Subscription(topic, cursor_name, cursor, durable=True)
         topic.dedup.enabled = await service.deduplication_enabled(name)
         await topic.dedup.recover(ledger)
         return topic
@@ -344,7 +349,24 @@ class Topic:
         appended = self.ledger.append(data)
         self.dedup.record(token, result)
         appended.add_done_callback(lambda f: self._on_appended(f, result, first, n, token))
+        if producer.replicator and self.marker_handler is not None:
+            marker_log.watch_replicated(self, block, appended)
         return result
+
+    def append_marker(self, metadata: bytes, payload: bytes) -> asyncio.Future:
+        """Append a marker entry written by the broker itself (no producer,
+        no deduplication); a future of its Position. It takes one offset."""
+        if self.closed:
+            raise ServiceNotReady(f"topic {self.name} is closed")
+        self._check_not_terminated()
+        first = self.next_offset
+        self.next_offset = first + 1
+        return marker_log.append(self, build_entry(checksummed_block(metadata, payload),
+                                                   int(time.time() * 1000), first, 1))
+
+    def replicated_subscription_moved(self, name: str, snapshot) -> None:
+        if self.marker_handler is not None:
+            self.marker_handler.subscription_moved(name, snapshot)
 
     def _check_expected_offset(self, producer: Producer, send: pb.CommandSend) -> None:
         if send.offset_epoch != producer.offset_epoch:
@@ -393,32 +415,26 @@ class Topic:
     def _on_new_entries(self) -> None:
         for sub in self.subscriptions.values():
             sub.on_new_entries()
+        for replicator in self.replicators.values():
+            replicator.on_new_entries()
+
+    def _stop_replicators(self) -> None:
+        for replicator in self.replicators.values():
+            replicator.stop()
+        self.replicators.clear()
+        handler, self.marker_handler = self.marker_handler, None
+        if handler is not None:
+            handler.stop()
 
     # -- subscriptions -------------------------------------------------------
     def end_position(self) -> Position:
-        """A mark-delete position that has every stored entry behind it."""
-        last = self.ledger.last_confirmed
-        if last is not None:
-            return last
-        return _before(self.ledger.next_position(Position(0, -1)))
+        return positions.end_position(self.ledger)
 
     def start_position(self) -> Position:
-        """A mark-delete position that has every stored entry ahead of it."""
-        first = self.ledger.first_position()
-        return _before(first) if first is not None else self.end_position()
+        return positions.start_position(self.ledger)
 
     def mark_delete_for_start(self, mid: pb.MessageIdData) -> Position:
-        """Where a reader's cursor starts for a start message id.
-
-        The entry holding the start message is delivered again: the client
-        filters what precedes it (batch indexes, exclusive starts).
-        """
-        ledger_id, entry_id = mid.ledgerId, mid.entryId
-        if ledger_id == UINT64_MAX or entry_id == UINT64_MAX:
-            return self.start_position()
-        if ledger_id >= INT64_MAX or entry_id >= INT64_MAX:
-            return self.end_position()
-        return Position(ledger_id, entry_id - 1)
+        return positions.mark_delete_for_start(self.ledger, mid)
 
     async def subscribe(
         self,
@@ -429,8 +445,12 @@ class Topic:
         durable: bool = True,
         initial_position: int = pb.CommandSubscribe.Latest,
         start_message_id: pb.MessageIdData | None = None,
+        replicated: bool = False,
     ) -> Subscription:
         self._check_open()
+        if is_replicator_cursor(name):
+            raise NotAllowed(f"subscription names starting with {REPLICATOR_CURSOR_PREFIX!r} are "
+                             f"reserved for geo-replication; choose another name")
         sub = self.subscriptions.get(name)
         if sub is None:
             if durable:
@@ -450,6 +470,24 @@ class Topic:
                 self.subscriptions[name] = sub
         consumer.subscription = sub
         sub.add_consumer(consumer, sub_type)
+        if replicated and durable:
+            await sub.set_replicated(True)  # follows its consumers to other clusters (PIP-33)
+        return sub
+
+    async def replicated_subscription(self, name: str) -> Subscription:
+        """The durable subscription ``name``, created (with no consumer) if
+        needed, marked replicated: another cluster's update (PIP-33) moves it."""
+        self._check_open()
+        sub = self.subscriptions.get(name)
+        if sub is None:
+            if is_replicator_cursor(name):
+                raise NotAllowed(f"{name!r} is a replicator's cursor, not a subscription")
+            cursor = await self.ledger.open_cursor(name, "earliest")
+            sub = self.subscriptions.get(name)
+            if sub is None:
+                sub = Subscription(self, name, cursor, durable=True)
+                self.subscriptions[name] = sub
+        await sub.set_replicated(True)
         return sub
 
     def remove_consumer(self, consumer: Consumer) -> None:
@@ -469,58 +507,24 @@ class Topic:
             await self.ledger.delete_cursor(name)
 
     def next_write_position(self) -> Position:
-        """The position the next appended entry will get."""
-        return self.ledger.next_position(self.end_position())
+        return positions.next_write_position(self.ledger)
 
     async def read_compacted(self, dispatcher: Any, consumer: Consumer, want: int) -> list[Entry] | None:
         """Entries of the compacted view for a read_compacted consumer (None: read the ledger)."""
         return await self.service.compactor.read(dispatcher, consumer, want)
 
     async def find_position_by_time(self, publish_time_ms: int) -> Position:
-        """The first entry published at or after the time (or the next write position)."""
-        pos = await self.ledger.find_first(lambda e: entry_info(e.data).publish_time >= publish_time_ms)
-        return pos if pos is not None else self.next_write_position()
+        return await positions.find_position_by_time(self.ledger, publish_time_ms)
 
     async def position_of_offset(self, offset: int) -> Position:
-        """The entry to read first for the message at topic offset ``offset``.
-
-        That is the entry holding it (the first whose last offset is at or
-        after ``offset``), so messages of the same batch with lower offsets
-        are read too: the client skips them. An offset older than the first
-        retained entry gives that entry (the reader sees the gap); one not
-        yet written (at or past ``next_offset``, any size) gives the next
-        write position, so the reader waits for it. An offset whose entry is
-        still on its way to disk gives the first unconfirmed entry, which is
-        at or before it. Costs about log2(stored entries) entry reads.
-
-        Raises what the storage raises for a failed read.
-        """
-        if offset >= self.next_offset:
-            return self.next_write_position()
-        pos = await self.ledger.find_first(lambda e: entry_info(e.data).last_offset >= offset)
-        return pos if pos is not None else self.next_write_position()
+        """See :func:`.positions.position_of_offset`."""
+        return await positions.position_of_offset(self.ledger, self.next_offset, offset)
 
     def read_position_for(self, mid: pb.MessageIdData) -> Position:
-        """The first entry to read when seeking to ``mid``."""
-        if mid.ledgerId == UINT64_MAX or mid.entryId == UINT64_MAX:
-            first = self.ledger.first_position()
-            return first if first is not None else self.next_write_position()
-        if mid.ledgerId >= INT64_MAX or mid.entryId >= INT64_MAX:
-            return self.next_write_position()
-        return Position(mid.ledgerId, mid.entryId)
+        return positions.read_position_for(self.ledger, mid)
 
     async def last_message_id(self) -> pb.MessageIdData:
-        last = self.ledger.last_confirmed
-        if last is None:
-            end = self.end_position()
-            return pb.MessageIdData(ledgerId=end.ledger_id, entryId=end.entry_id & UINT64_MAX)
-        mid = pb.MessageIdData(ledgerId=last.ledger_id, entryId=last.entry_id)
-        entries: list[Entry] = await self.ledger.read_entries(last, 1)
-        if entries:
-            n = entry_info(entries[0].data).num_messages
-            if n > 1:
-                mid.batch_index = n - 1
-        return mid
+        return await positions.last_message_id(self.ledger, self.filter_markers)
 
     # -- lifecycle -------------------------------------------------------------
     def _check_not_terminated(self) -> None:
@@ -569,6 +573,7 @@ class Topic:
         self.closed = True
         self.transferring = True
         self._unlisten()
+        self._stop_replicators()
         for _, fut in self.waiting:
             if not fut.done():
                 fut.set_exception(ServiceNotReady("topic moving to another broker"))
@@ -594,6 +599,7 @@ class Topic:
             return
         self.closed = True
         self._unlisten()
+        self._stop_replicators()
         for producer in list(self.producers.values()):
             self.producers.pop(producer.name, None)
             self.service.notify_producer_closed(producer)
@@ -607,77 +613,7 @@ class Topic:
 
     # -- stats -----------------------------------------------------------------
     def stats(self) -> dict:
-        limits = {quota.kind: quota.limit for quota in self.backlog_quotas}
-        return {
-            "msgInCounter": self.msg_in,
-            "bytesInCounter": self.bytes_in,
-            "storageSize": self.ledger.total_size,
-            # Pulsar's names; -1: no limit. The size is backlog_quota's measure.
-            "backlogSize": backlog_quota.backlog_size(self),
-            "backlogQuotaLimitSize": limits.get(backlog_quota.SIZE, -1),
-            "backlogQuotaLimitTime": limits.get(backlog_quota.AGE, -1),
-            "producersBlockedByBacklogQuota": self.quota_block.kind if self.quota_block is not None else None,
-            "publishers": [
-                {
-                    "producerId": p.producer_id,
-                    "producerName": p.name,
-                    "accessMode": AccessMode.Name(p.access_mode),
-                    "msgInCounter": p.msg_in,
-                    "bytesInCounter": p.bytes_in,
-                    "address": p.address,
-                    "connectedSince": p.connected_since,
-                }
-                for p in self.producers.values()
-            ],
-            "waitingPublishers": len(self.waiting),
-            "subscriptions": {
-                name: {
-                    "type": SubType.Name(sub.type) if sub.type is not None else None,
-                    "msgBacklog": sub.backlog(),
-                    "isDurable": sub.durable,
-                    "consumers": [
-                        {
-                            "consumerName": c.name,
-                            "availablePermits": c.permits,
-                            "unackedMessages": c.unacked_messages(),
-                            "msgOutCounter": c.msg_out,
-                            "bytesOutCounter": c.bytes_out,
-                            "address": c.address,
-                        }
-                        for c in sub.consumers
-                    ],
-                }
-                for name, sub in self.subscriptions.items()
-            },
-            "topicEpoch": self.topic_epoch,
-            "deduplicationEnabled": self.dedup.enabled,
-        }
+        return topic_stats(self)
 
     def internal_stats(self) -> dict:
-        ml = self.ledger
-        return {
-            "entriesAddedCounter": ml.entry_count,
-            "numberOfEntries": ml.entry_count,
-            "totalSize": ml.total_size,
-            "lastConfirmedEntry": str(ml.last_confirmed) if ml.last_confirmed else None,
-            "nextOffset": self.next_offset,
-            "topicEpoch": self.topic_epoch,
-            # Pulsar's field names (ledgerId, entries, size), plus our state and times.
-            "ledgers": [{"ledgerId": info.ledger_id, "entries": info.entries, "size": info.size,
-                         "offloaded": False, "state": info.state, "created": info.created, "closed": info.closed}
-                        for info in ml.ledgers],
-            "cursors": {
-                name: {
-                    "markDeletePosition": str(sub.cursor.mark_delete_position),
-                    "readPosition": str(sub.cursor.read_position),
-                    "individuallyDeletedMessages": str(
-                        [(str(a), str(b)) for a, b in sub.cursor.individually_deleted_ranges()]
-                    ),
-                    "durable": sub.durable,
-                }
-                for name, sub in self.subscriptions.items()
-            },
-            "properties": dict(ml.properties),
-            "state": "Terminated" if self.terminated_at is not None else "LedgerOpened",
-            "idempotentProducerIds": len(self.dedup.pids),
-        }
+        return topic_internal_stats(self)

@@ -56,8 +56,11 @@ class Member:
 
 class LocalCluster:
     def __init__(self, base: Path, brokers: int = 3, session_ttl: float = 3.0, etcd: str | None = None,
-                 broker_config: str | None = None) -> None:
+                 broker_config: str | None = None, name: str = "cluster",
+                 configuration_store: str | None = None) -> None:
         self.broker_config = broker_config
+        self.name = name
+        self.configuration_store = configuration_store
         self.base = base
         self.brokers = brokers
         self.session_ttl = session_ttl
@@ -72,8 +75,11 @@ class LocalCluster:
         args = [sys.executable, "-m", "magnetar.cli", "cluster", "up", "--brokers", str(self.brokers),
                 "--data-dir", str(self.base), "--port", str(port), "--admin-port", str(admin),
                 "--session-ttl", str(self.session_ttl)]
+        args += ["--name", self.name]
         if self.etcd:
             args += ["--etcd", self.etcd]
+        if self.configuration_store:
+            args += ["--configuration-store", self.configuration_store]
         if self.broker_config:
             config = self.base.parent / "broker.toml"
             config.write_text(self.broker_config)

@@ -16,8 +16,13 @@ import pytest
 
 from magnetar.metadata import EtcdMetadataStore, MemoryMetadataStore, Notification, SqliteMetadataStore
 from magnetar.metadata.etcd_server import EtcdServer
+from magnetar.metadata.routed import RoutedStore
 
-BACKENDS = ["memory", "sqlite", "etcd"]
+BACKENDS = ["memory", "sqlite", "etcd", "routed"]
+
+#: The routed backend sends these keys to its "configuration store" and the
+#: rest to its local one; "/a/b" makes "/a" a key whose children come from both.
+ROUTED_PREFIXES = ("/k", "/w", "/a/b")
 
 _prefixes = itertools.count()
 
@@ -49,6 +54,9 @@ async def store(backend, tmp_path, request):
         s = await MemoryMetadataStore.open()
     elif backend == "sqlite":
         s = await SqliteMetadataStore.open(tmp_path / "meta.db")
+    elif backend == "routed":
+        s = RoutedStore(await MemoryMetadataStore.open(), await SqliteMetadataStore.open(tmp_path / "conf.db"),
+                        ROUTED_PREFIXES)
     else:
         s = await EtcdMetadataStore.open(request.getfixturevalue("etcd_url"))
     try:

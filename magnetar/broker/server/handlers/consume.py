@@ -76,6 +76,7 @@ async def on_subscribe(session: Session, req: pb.CommandSubscribe) -> None:
                 durable=req.durable,
                 initial_position=req.initialPosition,
                 start_message_id=req.start_message_id if req.HasField("start_message_id") else None,
+                replicated=req.replicate_subscription_state,
             )
         except BaseException:
             session.consumers.pop(req.consumer_id, None)

@@ -1,0 +1,189 @@
+"""The geo-replication extension: which topics replicate where.
+
+A topic replicates to every cluster of its namespace's
+``replication_clusters`` other than the local one, provided the local one is
+in the list. The manager brings each loaded topic's replicators in line with
+that list when the topic loads and then every ``interval`` seconds (policies
+live in the shared configuration store; a change made in any region is seen
+within one interval):
+
+- a cluster added: a replicator starts, its cursor opened at the earliest
+  entry still stored (what was written before replication was turned on
+  goes too, as far as retention kept it);
+- a cluster removed: its replicator stops and its cursor is deleted, so it
+  no longer holds entries back from trimming.
+
+Topics load lazily (on a client's first use), so the manager also loads,
+every few seconds, the stored topics of replicated namespaces whose bundle
+this broker owns or can take: after a restart, replication resumes without
+waiting for a client (Pulsar loads a bundle's topics when it takes the
+bundle, to the same end).
+
+Failure modes: a policy read that fails leaves the topic as it is until the
+next pass. A topic that closes or moves stops its replicators itself; the
+new owner's manager starts them again from the persisted cursors.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from magnetar.broker import topic_name
+from magnetar.broker.topics.replicators import REPLICATOR_CURSOR_PREFIX, is_replicator_cursor, replicator_cursor
+
+from .remote import RemoteClusters
+from .replicator import Replicator
+from .subscriptions import ReplicatedSubscriptions
+
+if TYPE_CHECKING:
+    from magnetar.broker.config import BrokerConfig
+    from magnetar.broker.server.service import BrokerService
+    from magnetar.broker.topics.topic import Topic
+
+log = logging.getLogger(__name__)
+
+#: Seconds between passes that load replicated topics nobody has loaded yet.
+RESUME_INTERVAL = 5.0
+
+
+def wanted_remotes(replication_clusters: list[str], local: str) -> set[str]:
+    """The clusters a topic of a namespace with this list replicates to."""
+    clusters = set(replication_clusters or ())
+    return clusters - {local} if local in clusters else set()
+
+
+class GeoReplication:
+    """Broker extension (see ``magnetar.broker.server.server.Extension``)."""
+
+    def __init__(self, service: "BrokerService", config: "BrokerConfig", interval: float = 1.0) -> None:
+        self.service = service
+        self.local = config.cluster_name
+        self.interval = interval
+        self.clusters = RemoteClusters(service.store)
+        self._task: asyncio.Task | None = None
+        self._pending: set[asyncio.Task] = set()
+        self._busy: set[str] = set()  # topics being reconciled (one pass at a time each)
+
+    async def start(self) -> None:
+        self.service.topic_loaded.append(self._on_topic_loaded)
+        for topic in list(self.service.topics.values()):
+            self._on_topic_loaded(topic)
+        self._task = asyncio.get_running_loop().create_task(self._loop(), name="geo-replication")
+
+    async def stop(self) -> None:
+        if self._on_topic_loaded in self.service.topic_loaded:
+            self.service.topic_loaded.remove(self._on_topic_loaded)
+        tasks = [t for t in (self._task, *self._pending) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for topic in list(self.service.topics.values()):
+            for replicator in topic.replicators.values():
+                replicator.stop()
+            topic.replicators.clear()
+        await self.clusters.close()
+
+    # -- passes --------------------------------------------------------------------------
+    def _on_topic_loaded(self, topic: "Topic") -> None:
+        task = asyncio.get_running_loop().create_task(self._reconcile(topic))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _loop(self) -> None:
+        last_resume = -RESUME_INTERVAL
+        loop = asyncio.get_running_loop()
+        while True:
+            if loop.time() - last_resume >= RESUME_INTERVAL:
+                last_resume = loop.time()
+                await self._resume()
+            await asyncio.sleep(self.interval)
+            for topic in list(self.service.topics.values()):
+                await self._reconcile(topic)
+
+    async def _resume(self) -> None:
+        """Load the stored topics of replicated namespaces that nobody has
+        touched since this broker started (or took their bundle), so their
+        replicators resume without waiting for a client. A topic whose
+        bundle another broker owns is left to that broker's own pass."""
+        try:
+            names = await self.service.factory.list_names()
+        except Exception as exc:
+            log.warning("geo-replication: cannot list stored topics: %s", exc)
+            return
+        by_namespace: dict[str, list[str]] = {}
+        for name in names:
+            parts = name.split("/")
+            if len(parts) == 4 and parts[2] == "persistent":
+                by_namespace.setdefault(f"{parts[0]}/{parts[1]}", []).append(parts[3])
+        for namespace, locals_ in sorted(by_namespace.items()):
+            try:
+                policies = await self.service.namespace_policies(namespace)
+            except Exception as exc:
+                log.warning("geo-replication: policies of %s: %s", namespace, exc)
+                continue
+            if not wanted_remotes(policies.get("replication_clusters") or [], self.local):
+                continue
+            for local_name in locals_:
+                name = topic_name.parse(f"persistent://{namespace}/{local_name}")
+                if str(name) in self.service.topics:
+                    continue
+                try:
+                    await self.service.get_topic(name, create=False)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # owned elsewhere, or moving: not ours to load now
+                    log.debug("geo-replication: not loading %s here: %s", name, exc)
+
+    def _snapshots_of(self, topic: "Topic") -> ReplicatedSubscriptions:
+        def remotes() -> set[str]:
+            return set(topic.replicators)
+
+        def connected(remote: str) -> bool:
+            replicator = topic.replicators.get(remote)
+            return replicator is not None and replicator.is_connected()
+
+        controller = ReplicatedSubscriptions(topic, self.local, remotes, connected)
+        controller.start()
+        return controller
+
+    async def _reconcile(self, topic: "Topic") -> None:
+        """Start and stop ``topic``'s replicators to match its namespace's policy."""
+        key = str(topic.name)
+        if topic.name.domain != "persistent" or key in self._busy:
+            return
+        self._busy.add(key)
+        try:
+            policies = await self.service.namespace_policies(topic.name.namespace_name)
+            wanted = wanted_remotes(policies.get("replication_clusters") or [], self.local)
+            if topic.closed:
+                return
+            if wanted:
+                topic.filter_markers = True  # stays on: markers may remain in the backlog
+                if topic.marker_handler is None:
+                    topic.marker_handler = self._snapshots_of(topic)
+            elif topic.marker_handler is not None:
+                handler, topic.marker_handler = topic.marker_handler, None
+                handler.stop()
+            for remote in sorted(wanted - set(topic.replicators)):
+                cursor = await topic.ledger.open_cursor(replicator_cursor(remote), "earliest")
+                if topic.closed:
+                    return
+                replicator = Replicator(key, cursor, self.local, remote, self.clusters)
+                topic.replicators[remote] = replicator
+                replicator.start()
+                log.info("replicating %s to %s", key, remote)
+            stale = {name[len(REPLICATOR_CURSOR_PREFIX):] for name in topic.ledger.cursors
+                     if is_replicator_cursor(name)} - wanted
+            for remote in sorted(stale):
+                replicator = topic.replicators.pop(remote, None)
+                if replicator is not None:
+                    replicator.stop()
+                await topic.ledger.delete_cursor(replicator_cursor(remote))
+                log.info("stopped replicating %s to %s (not in replication_clusters)", key, remote)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the next pass tries again
+            log.warning("geo-replication of %s: %s", key, exc)
+        finally:
+            self._busy.discard(key)

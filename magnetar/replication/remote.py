@@ -1,0 +1,87 @@
+"""Clients for remote clusters, reached through the configuration store.
+
+A cluster record (``/admin/clusters/<name>``) names every broker of that
+cluster in a multi-host ``brokerServiceUrl``; a client is built on the first
+of them that accepts a connection. When a replicator reports a failure the
+cluster's client is dropped, and the next one starts from the following
+host, so a dead broker is passed over.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from magnetar.broker.namespaces import resources
+from magnetar.client.aio import AsyncClient
+from magnetar.client.producer import AsyncProducer
+from magnetar.metadata import MetadataStore
+
+log = logging.getLogger(__name__)
+
+
+class RemoteClusters:
+    """One :class:`AsyncClient` per remote cluster, made on first use."""
+
+    def __init__(self, store: MetadataStore, connect_timeout: float = 5.0) -> None:
+        self._store = store
+        self._connect_timeout = connect_timeout
+        self._clients: dict[str, AsyncClient] = {}
+        self._next_host: dict[str, int] = {}
+        self._lock = asyncio.Lock()
+
+    async def client(self, cluster: str) -> AsyncClient:
+        """A client connected to one of ``cluster``'s brokers.
+
+        Raises NotFound if the cluster is not registered, ConnectionError if
+        none of its brokers answers.
+        """
+        async with self._lock:
+            found = self._clients.get(cluster)
+            if found is not None:
+                return found
+            urls = resources.broker_urls(await resources.get_cluster(self._store, cluster))
+            if not urls:
+                raise ConnectionError(f"cluster {cluster} has no brokerServiceUrl in the configuration store")
+            start = self._next_host.get(cluster, 0)
+            errors = []
+            for i in range(len(urls)):
+                url = urls[(start + i) % len(urls)]
+                candidate = AsyncClient(url, operation_timeout_seconds=30,
+                                        connection_timeout_ms=int(self._connect_timeout * 1000))
+                try:
+                    await candidate.connection_to(url, self._connect_timeout)
+                except Exception as exc:  # try the next host
+                    errors.append(f"{url}: {exc}")
+                    await candidate.close()
+                    continue
+                self._next_host[cluster] = (start + i + 1) % len(urls)
+                self._clients[cluster] = candidate
+                return candidate
+            raise ConnectionError(f"no broker of cluster {cluster} answers ({'; '.join(errors)})")
+
+    async def create_producer(self, cluster: str, topic: str, producer_name: str) -> AsyncProducer:
+        """A replicator's producer: deduplicated by the remote broker, and
+        never timing out a send (an entry waits for the remote to return)."""
+        client = await self.client(cluster)
+        return await client.create_producer(
+            topic, producer_name=producer_name, send_timeout_millis=0,
+            max_pending_messages=1_000_000, properties={"magnetar.deduplicate": "true"},
+        )
+
+    async def forget(self, cluster: str, client: AsyncClient | None = None) -> None:
+        """Drop ``cluster``'s client (if it is still ``client``): the next
+        :meth:`client` reads the record again and tries the next host."""
+        async with self._lock:
+            current = self._clients.get(cluster)
+            if current is None or (client is not None and current is not client):
+                return
+            del self._clients[cluster]
+        await current.close()
+
+    async def close(self) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            try:
+                await client.close()
+            except Exception:
+                log.exception("closing a remote cluster's client failed")

@@ -1,0 +1,84 @@
+"""Local regions for integration tests: ``magnetar geo up`` as a child
+process (one etcd, N one-broker clusters sharing a configuration store),
+read from the lines it prints, stopped with SIGTERM like a user's Ctrl-C."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.integration.cluster.cluster_process import free_port_block
+
+LINE = re.compile(r"region (\S+) broker (\d+) (pulsar://\S+) (http://\S+) pid=(\d+)")
+
+
+@dataclass
+class Region:
+    name: str
+    service_url: str
+    admin_url: str
+    pid: int
+
+    def admin(self, path: str, method: str = "GET", body=None):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.admin_url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            raw = resp.read()
+            return json.loads(raw) if raw else None
+
+
+class LocalRegions:
+    def __init__(self, base: Path, regions: int = 3) -> None:
+        self.base = base
+        self.count = regions
+        self.regions: list[Region] = []
+        self.output: list[str] = []
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 120.0) -> "LocalRegions":
+        port, admin = free_port_block(10 * self.count), free_port_block(10 * self.count)
+        args = [sys.executable, "-m", "magnetar.cli", "geo", "up", "--regions", str(self.count),
+                "--data-dir", str(self.base), "--port", str(port), "--admin-port", str(admin),
+                "--session-ttl", "3"]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        ready = threading.Event()
+
+        def read() -> None:
+            for line in self.proc.stdout:
+                self.output.append(line.rstrip())
+                m = LINE.match(line)
+                if m:
+                    self.regions.append(Region(m[1], m[3], m[4], int(m[5])))
+                if line.strip() == "ready":
+                    ready.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not ready.wait(timeout):
+            self.stop()
+            raise AssertionError("regions did not start:\n" + "\n".join(self.output))
+        return self
+
+    def stop(self, timeout: float = 60.0) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for r in self.regions:
+            try:
+                os.kill(r.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
