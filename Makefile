@@ -12,7 +12,7 @@ PORT ?= 6650
 ADMIN_PORT ?= 8080
 DATA ?= ./data
 
-.PHONY: install standalone cluster test unit integration proto proto-check bench bench-quick profile clean
+.PHONY: install standalone cluster test unit integration chaos chaos-soak proto proto-check bench bench-quick profile clean
 
 install: $(STAMP)
 
@@ -48,6 +48,18 @@ unit: $(STAMP)
 
 integration: $(STAMP)
 	$(BIN)/python -m pytest -q tests/integration
+
+# Fault injection (docs/reliability.md): a bounded run for CI, fixed seeds;
+# exit code 1 if the checker finds an anomaly. chaos-soak: the long one.
+CHAOS_SEEDS ?= 1 2
+CHAOS_SECONDS ?= 45
+chaos: $(STAMP)
+	@for seed in $(CHAOS_SEEDS); do \
+	  $(BIN)/magnetar chaos run --duration $(CHAOS_SECONDS) --faults kill,pause,restart --seed $$seed --out ./chaos-out || exit 1; \
+	done
+
+chaos-soak: $(STAMP)
+	$(MAKE) chaos CHAOS_SEEDS="1 2 3 4 5 6 7 8 9 10" CHAOS_SECONDS=600
 
 proto: $(STAMP)
 	$(BIN)/python -m magnetar.protocol.generate

@@ -42,6 +42,10 @@ app.command("broker")(broker_command)
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(geo_app, name="geo")
 
+from magnetar.chaos.cli import chaos_app  # noqa: E402
+
+app.add_typer(chaos_app, name="chaos")
+
 DEFAULT_URL = "pulsar://localhost:6650"
 
 

@@ -150,7 +150,8 @@ class BrokerService:
             topic.backlog_quotas = backlog_quotas(policies)
 
     def notify_producer_closed(self, producer: Producer) -> None:
-        producer.disconnect()
+        # After its pending receipts: see Producer.when_reported.
+        producer.when_reported(producer.disconnect)
 
     def fail_topic(self, topic: Topic, exc: BaseException) -> None:
         """Storage failed under ``topic``: unload it so it is rebuilt from disk."""

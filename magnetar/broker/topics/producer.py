@@ -96,6 +96,23 @@ class Producer:
         if pending:
             pending[0][2].add_done_callback(self._drain)
 
+    def when_reported(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once every send accepted so far has had its
+        outcome reported (receipt or error), at once if none is pending.
+
+        Closing a producer waits for this: a client told its producer is
+        closed gives up on (and reports as failed) the sends it has not heard
+        about, so a receipt that follows the close would turn a stored entry
+        into a "failed" one in the application's eyes.
+        """
+        if not self._pending:
+            callback()
+            return
+        loop = asyncio.get_running_loop()
+        # Once the last pending outcome is done, its receipt goes out in the
+        # same round of callbacks; look again on the next turn of the loop.
+        self._pending[-1][2].add_done_callback(lambda _: loop.call_soon(self.when_reported, callback))
+
     @property
     def pending_count(self) -> int:
         return len(self._pending)

@@ -1,0 +1,13 @@
+"""Fault injection on Magnetar itself, Jepsen-style: real clients work while
+a nemesis kills and pauses real broker processes, every operation goes into
+a history, and a checker judges the history.
+
+- :mod:`.history`   the history: one JSON object per line (invoke/ok/fail/info);
+- :mod:`.checker`   what must hold: nothing acknowledged lost, no duplicates
+  where deduplication or idempotence promised none, each producer's order,
+  one exclusive writer at a time, conditional offsets honoured;
+- :mod:`.broker`    the broker process under test and the faults done to it;
+- :mod:`.workloads` the clients (official and Magnetar's) and what they record;
+- :mod:`.runner`    a run: broker, workloads, nemesis schedule from a seed, final reads;
+- :mod:`.cli`       ``magnetar chaos run`` / ``magnetar chaos check``.
+"""

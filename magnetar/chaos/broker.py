@@ -1,0 +1,113 @@
+"""The broker under test, as a real process, and the faults done to it.
+
+:class:`StandaloneBroker` runs ``magnetar standalone`` in a data directory,
+on the same ports across restarts (so clients reconnect to it), and waits
+for its ``READY`` line. The faults act on the process:
+
+- ``kill``: SIGKILL, then a restart on the same data (durability and
+  recovery: every receipt it gave must survive);
+- ``pause``: SIGSTOP for a while, then SIGCONT (clients time out, resend);
+- ``restart``: SIGTERM (a clean stop), then a start.
+
+Failure modes: a broker that does not print READY within the start timeout
+raises BrokerDidNotStart with the tail of its log.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+START_TIMEOUT_S = 60.0
+
+
+class BrokerDidNotStart(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class StandaloneBroker:
+    def __init__(self, data_dir: Path, extra_args: list[str] | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.port = free_port()
+        self.admin_port = free_port()
+        self.extra_args = list(extra_args or [])
+        self.log_path = self.data_dir.parent / "broker.log"
+        self.proc: subprocess.Popen | None = None
+        self.paused = False
+        self.starts = 0
+
+    @property
+    def service_url(self) -> str:
+        return f"pulsar://127.0.0.1:{self.port}"
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://127.0.0.1:{self.admin_port}"
+
+    def start(self) -> None:
+        ready = threading.Event()
+        args = [sys.executable, "-m", "magnetar.cli", "standalone", "--data-dir", str(self.data_dir),
+                "--port", str(self.port), "--admin-port", str(self.admin_port),
+                "--advertised-address", "127.0.0.1", *self.extra_args]
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log,
+                                         env=dict(os.environ, PYTHONUNBUFFERED="1"))
+
+        def read(proc: subprocess.Popen) -> None:
+            for raw in proc.stdout:  # type: ignore[union-attr]
+                if raw.startswith(b"READY "):
+                    ready.set()
+
+        threading.Thread(target=read, args=(self.proc,), daemon=True).start()
+        if not ready.wait(START_TIMEOUT_S):
+            self.stop()
+            raise BrokerDidNotStart(f"the broker did not start in {START_TIMEOUT_S:.0f} s:\n{self.log_tail()}")
+        self.starts += 1
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    # -- faults -----------------------------------------------------------------------------
+    def kill(self) -> None:
+        self._signal(signal.SIGKILL)
+        if self.proc is not None:
+            self.proc.wait()
+        self.paused = False
+
+    def pause(self) -> None:
+        self._signal(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        self._signal(signal.SIGCONT)
+        self.paused = False
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        if self.paused:
+            self.resume()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def _signal(self, sig: int) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)

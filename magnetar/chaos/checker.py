@@ -1,0 +1,168 @@
+"""Judging a history (see :mod:`.history`) against Magnetar's promises.
+
+For every topic the history's final read gives the log as stored. Then:
+
+- **lost**: a send the system acknowledged (``ok``) whose value is not in the log;
+- **duplicated**: a value stored more than once where its send promised
+  ``once`` (deduplication, idempotence, exclusive and conditional writers);
+- **reordered**: a process's values stored out of the order it sent them
+  (each send carries the process's sequence number ``seq``);
+- **interleaved writers**: on an exclusive topic, each time a writer
+  session's values resume after another session's (each session must be one
+  segment of the log);
+- **offset violations**: an acknowledged conditional send whose value is
+  not at the offset it expected.
+
+Sends that ended in ``info`` (unknown outcome) or ``fail`` may be absent
+without counting as lost; a ``fail`` that is stored anyway counts as a
+**phantom** (the system said no, and did it).
+
+A topic with acknowledged sends and no final read is reported as unread:
+nothing about it can be judged, and the report is not clean.
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+ANOMALIES = ("lost", "duplicated", "reordered", "interleaved_writers", "offset_violations", "phantoms",
+             "unread_topics")
+
+
+@dataclass
+class Report:
+    operations: int = 0
+    acknowledged: int = 0
+    indeterminate: int = 0
+    lost: int = 0
+    duplicated: int = 0
+    reordered: int = 0
+    interleaved_writers: int = 0
+    offset_violations: int = 0
+    phantoms: int = 0
+    unread_topics: int = 0
+    faults: Counter = field(default_factory=Counter)
+    reordered_by_process: Counter = field(default_factory=Counter)
+    #: A few examples per anomaly, to start the investigation from.
+    examples: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+
+    @property
+    def clean(self) -> bool:
+        return all(getattr(self, name) == 0 for name in ANOMALIES)
+
+    def _example(self, kind: str, text: str) -> None:
+        if len(self.examples[kind]) < 5:
+            self.examples[kind].append(text)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {name: getattr(self, name) for name in ("operations", "acknowledged", "indeterminate", *ANOMALIES)}
+        out["faults"] = dict(self.faults)
+        out["reordered_by_process"] = dict(self.reordered_by_process)
+        out["examples"] = {k: v for k, v in self.examples.items() if v}
+        out["clean"] = self.clean
+        return out
+
+
+def check(ops: list[dict[str, Any]]) -> Report:
+    report = Report()
+    invokes: dict[tuple[str, str], dict] = {}  # (topic, value) -> the invoke
+    outcome: dict[tuple[str, str], dict] = {}  # (topic, value) -> the ok/fail/info
+    logs: dict[str, list[tuple[int | None, str]]] = {}
+    for op in ops:
+        f, kind = op.get("f"), op.get("type")
+        if f == "fault":
+            if kind == "info":
+                report.faults[str(op.get("value"))] += 1
+            continue
+        if f == "read" and kind == "ok":
+            logs[op["topic"]] = [(entry[0], entry[1]) for entry in op.get("log", [])]
+            continue
+        if f != "send":
+            continue
+        key = (op.get("topic"), op.get("value"))
+        if kind == "invoke":
+            report.operations += 1
+            invokes[key] = op
+        elif kind in ("ok", "fail", "info"):
+            outcome[key] = op
+    for key, op in outcome.items():
+        if op["type"] == "ok":
+            report.acknowledged += 1
+        elif op["type"] == "info":
+            report.indeterminate += 1
+    for key in invokes:
+        if key not in outcome:
+            report.indeterminate += 1  # the run ended while it was in flight
+
+    acked_topics = {topic for (topic, _), op in outcome.items() if op["type"] == "ok"}
+    for topic in sorted(acked_topics - logs.keys()):
+        report.unread_topics += 1
+        report._example("unread_topics", topic)
+
+    for topic, log in logs.items():
+        _check_topic(report, topic, log, invokes, outcome)
+    return report
+
+
+def _check_topic(report: Report, topic: str, log: list[tuple[int | None, str]],
+                 invokes: dict, outcome: dict) -> None:
+    stored = Counter(value for _, value in log)
+    # Lost and phantoms.
+    for (t, value), op in outcome.items():
+        if t != topic:
+            continue
+        if op["type"] == "ok" and stored[value] == 0:
+            report.lost += 1
+            report._example("lost", f"{topic}: {value} (acknowledged at {op.get('time')} s)")
+        elif op["type"] == "fail" and stored[value] > 0 and not op.get("may_exist"):
+            report.phantoms += 1
+            report._example("phantoms", f"{topic}: {value} refused ({op.get('error')}) but stored")
+    # Duplicates where promised once.
+    for value, count in stored.items():
+        invoke = invokes.get((topic, value))
+        if count > 1 and invoke is not None and invoke.get("promise") == "once":
+            report.duplicated += count - 1
+            report._example("duplicated", f"{topic}: {value} stored {count} times")
+    # Order per process.
+    last_seq: dict[str, int] = {}
+    first_seen: set[str] = set()
+    for _, value in log:
+        if value in first_seen:
+            continue  # a repeat is a duplicate (judged above), not a reordering
+        first_seen.add(value)
+        invoke = invokes.get((topic, value))
+        if invoke is None or "seq" not in invoke:
+            continue
+        process, seq = invoke["process"], invoke["seq"]
+        if seq < last_seq.get(process, -1):
+            report.reordered += 1
+            report.reordered_by_process[process] += 1
+            report._example("reordered", f"{topic}: {process} #{seq} stored after #{last_seq[process]}")
+        last_seq[process] = max(seq, last_seq.get(process, -1))
+    # One segment per exclusive writer session.
+    sessions: list[str] = []
+    for _, value in log:
+        invoke = invokes.get((topic, value))
+        if invoke is None or not invoke.get("exclusive"):
+            continue
+        session = invoke.get("session", invoke["process"])
+        if not sessions or sessions[-1] != session:
+            sessions.append(session)
+    seen: set[str] = set()
+    for session in sessions:
+        if session in seen:
+            report.interleaved_writers += 1
+            report._example("interleaved_writers", f"{topic}: session {session} wrote again after another")
+        seen.add(session)
+    # Conditional publish: acknowledged at the offset it expected.
+    at_offset = {offset: value for offset, value in log if offset is not None}
+    for (t, value), op in outcome.items():
+        invoke = invokes.get((t, value))
+        if t != topic or op["type"] != "ok" or invoke is None or invoke.get("expected_offset") is None:
+            continue
+        expected = invoke["expected_offset"]
+        if at_offset.get(expected) != value:
+            report.offset_violations += 1
+            report._example("offset_violations",
+                            f"{topic}: {value} acknowledged at offset {expected}, stored: {at_offset.get(expected)!r}")

@@ -1,0 +1,87 @@
+"""``magnetar chaos run`` and ``magnetar chaos check``.
+
+``run`` prints a live line per second (operations, acknowledged, faults) and
+ends with the checker's table and the seed; exit code 1 when an anomaly was
+found, 2 for bad arguments. ``check`` re-judges a recorded history.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .checker import ANOMALIES, Report, check
+from .history import read_history
+
+chaos_app = typer.Typer(help="Fault injection: real clients, a nemesis, and a checker of the history.",
+                        no_args_is_help=True)
+console = Console()
+
+
+def _table(report: Report, seed: int | None = None) -> Table:
+    table = Table(title="chaos verdict" + (f" (seed {seed})" if seed is not None else ""))
+    table.add_column("measure")
+    table.add_column("count", justify="right")
+    for name in ("operations", "acknowledged", "indeterminate", *ANOMALIES):
+        value = getattr(report, name)
+        style = "red" if name in ANOMALIES and value else ""
+        table.add_row(name.replace("_", " "), f"[{style}]{value}[/{style}]" if style else str(value))
+    for kind, n in sorted(report.faults.items()):
+        table.add_row(f"faults: {kind}", str(n))
+    return table
+
+
+def _verdict(report: Report) -> None:
+    for kind, examples in report.examples.items():
+        for text in examples:
+            console.print(f"[red]{kind}[/red]: {text}", highlight=False)
+    if report.clean:
+        console.print("[green]no anomaly[/green]")
+    else:
+        raise typer.Exit(1)
+
+
+@chaos_app.command("run")
+def run_command(
+    topology: str = typer.Option("standalone", "--topology", help="standalone (cluster and regions: not yet)"),
+    duration: float = typer.Option(60.0, "--duration", min=1, help="Seconds of faults and traffic"),
+    faults: str = typer.Option("kill,pause", "--faults", help="Comma-separated: kill, pause, restart"),
+    seed: int = typer.Option(1, "--seed", help="Seeds the fault schedule and the workloads"),
+    out: Path = typer.Option(Path("./chaos-out"), "--out", help="history.jsonl, report.json, broker.log"),
+) -> None:
+    """Run workloads against a broker while injecting faults; judge the history."""
+    from .broker import BrokerDidNotStart
+    from .runner import run
+
+    kinds = [f for f in faults.split(",") if f]
+
+    def progress(p) -> None:
+        console.print(f"{p.elapsed:6.1f} s  ops {p.operations:>7}  acked {p.acknowledged:>7}  "
+                      f"faults {p.faults:>4}", highlight=False)
+
+    try:
+        report = run(out / f"seed-{seed}", duration, kinds, seed, topology, on_progress=progress)
+    except ValueError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2)
+    except (BrokerDidNotStart, RuntimeError) as exc:
+        console.print(f"[red]the run failed:[/red] {exc}", highlight=False)
+        raise typer.Exit(1)
+    console.print(_table(report, seed))
+    console.print(f"history: {out / f'seed-{seed}' / 'history.jsonl'}")
+    _verdict(report)
+
+
+@chaos_app.command("check")
+def check_command(history: Path = typer.Argument(..., exists=True, dir_okay=False, help="A history.jsonl")) -> None:
+    """Judge a recorded history again."""
+    try:
+        ops = read_history(history)
+    except ValueError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2)
+    report = check(ops)
+    console.print(_table(report))
+    _verdict(report)

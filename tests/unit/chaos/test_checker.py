@@ -1,0 +1,146 @@
+"""The checker finds each anomaly it claims to find: histories with one
+planted anomaly each, and a clean one that must stay clean."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from magnetar.chaos.checker import check
+from magnetar.chaos.history import History, read_history
+
+T = "persistent://chaos/t/log"
+
+
+def _send(h: History, process: str, seq: int, outcome: str = "ok", promise: str = "once", **extra) -> str:
+    value = f"{process}:{seq}"
+    h.add(process, "invoke", "send", topic=T, value=value, seq=seq, promise=promise, **extra)
+    h.add(process, outcome, "send", topic=T, value=value)
+    return value
+
+
+def _read(h: History, values: list[str]) -> None:
+    h.add("final", "ok", "read", topic=T, log=[[i, v] for i, v in enumerate(values)])
+
+
+def _clean() -> tuple[History, list[str]]:
+    h = History()
+    values = [_send(h, "p", i) for i in range(5)]
+    return h, values
+
+
+def test_a_clean_history_is_clean():
+    h, values = _clean()
+    h.add("nemesis", "info", "fault", value="kill")
+    _read(h, values)
+    report = check(h.ops)
+    assert report.clean, report.as_dict()
+    assert report.acknowledged == 5 and report.faults["kill"] == 1
+
+
+def test_an_acknowledged_value_missing_from_the_log_is_lost():
+    h, values = _clean()
+    _read(h, values[:2] + values[3:])
+    report = check(h.ops)
+    assert report.lost == 1 and not report.clean
+    assert "p:2" in report.examples["lost"][0]
+
+
+def test_an_unacknowledged_value_may_be_missing_or_present():
+    h, values = _clean()
+    maybe = _send(h, "p", 5, outcome="info")
+    _read(h, values)
+    assert check(h.ops).clean
+    h2, values2 = _clean()
+    maybe2 = _send(h2, "p", 5, outcome="info")
+    _read(h2, values2 + [maybe2])
+    assert check(h2.ops).clean and maybe == maybe2
+
+
+def test_a_value_stored_twice_is_a_duplicate_only_where_once_was_promised():
+    h, values = _clean()
+    _read(h, values + [values[4]])
+    assert check(h.ops).duplicated == 1
+    h2 = History()
+    loose = [_send(h2, "q", i, promise="at-least-once") for i in range(3)]
+    _read(h2, loose + [loose[0]])
+    assert check(h2.ops).clean
+
+
+def test_a_producer_stored_out_of_order_is_reordered():
+    h, values = _clean()
+    _read(h, [values[0], values[2], values[1], values[3], values[4]])
+    report = check(h.ops)
+    assert report.reordered == 1 and report.reordered_by_process["p"] == 1
+
+
+def test_an_exclusive_writer_that_writes_after_its_successor_is_interleaved():
+    h = History()
+    a = [_send(h, "w", i, exclusive=True, session="A") for i in range(2)]
+    b = [_send(h, "w", i + 2, exclusive=True, session="B") for i in range(2)]
+    _read(h, a + b)
+    assert check(h.ops).clean
+    _read(h, [a[0], b[0], a[1], b[1]])
+    assert check(h.ops).interleaved_writers == 2  # A came back after B, then B after A
+
+
+def test_a_conditional_send_acknowledged_elsewhere_than_its_offset_is_a_violation():
+    h = History()
+    first = _send(h, "c", 0, expected_offset=0)
+    second = _send(h, "c", 1, expected_offset=1)
+    _read(h, [first, second])
+    assert check(h.ops).clean
+    h.ops[-1]["log"] = [[0, first], [1, "other:0"], [2, second]]
+    assert check(h.ops).offset_violations == 1
+
+
+def test_a_refused_send_that_was_stored_is_a_phantom():
+    h, values = _clean()
+    refused = _send(h, "p", 5, outcome="fail")
+    _read(h, values + [refused])
+    assert check(h.ops).phantoms == 1
+
+
+def test_a_topic_with_acknowledged_sends_and_no_final_read_is_not_clean():
+    h, _ = _clean()
+    report = check(h.ops)
+    assert report.unread_topics == 1 and not report.clean
+
+
+def test_a_history_file_round_trips_and_bad_lines_are_named(tmp_path):
+    path = tmp_path / "h.jsonl"
+    h = History(path)
+    _send(h, "p", 0)
+    _read(h, ["p:0"])
+    h.close()
+    assert check(read_history(path)).clean
+    path.write_text(path.read_text() + "{not json\n")
+    with pytest.raises(ValueError, match=r"h.jsonl:4"):
+        read_history(path)
+    path.write_text(json.dumps({"type": "ok"}) + "\n")
+    with pytest.raises(ValueError, match="needs process"):
+        read_history(path)
+
+
+def test_chaos_check_exits_1_on_an_anomaly_and_0_on_a_clean_history(tmp_path):
+    from typer.testing import CliRunner
+
+    from magnetar.cli import app
+
+    clean, lossy = tmp_path / "clean.jsonl", tmp_path / "lossy.jsonl"
+    for path, stored in ((clean, ["p:0", "p:1"]), (lossy, ["p:0"])):
+        h = History(path)
+        _send(h, "p", 0)
+        _send(h, "p", 1)
+        _read(h, stored)
+        h.close()
+    runner = CliRunner()
+    ok = runner.invoke(app, ["chaos", "check", str(clean)])
+    assert ok.exit_code == 0 and "no anomaly" in ok.output
+    bad = runner.invoke(app, ["chaos", "check", str(lossy)])
+    assert bad.exit_code == 1 and "lost" in bad.output and "p:1" in bad.output
+    garbage = tmp_path / "garbage.jsonl"
+    garbage.write_text("nope\n")
+    assert runner.invoke(app, ["chaos", "check", str(garbage)]).exit_code == 2
+    assert runner.invoke(app, ["chaos", "run", "--faults", "meteor", "--duration", "1",
+                               "--out", str(tmp_path / "o")]).exit_code == 2
