@@ -445,6 +445,30 @@ def topics_delete_partitioned(ctx: typer.Context, topic: str,
     _call(ctx, lambda c: c.delete_partitioned_topic(topic, force), done=f"Deleted partitioned topic {topic}")
 
 
+@topics_app.command("get-replication-clusters")
+def topics_get_replication_clusters(
+        ctx: typer.Context, topic: str,
+        applied: bool = typer.Option(False, "--applied", help="The clusters in effect (the namespace's if unset)")) -> None:
+    """Show the clusters a topic replicates between (its own setting)."""
+    _call(ctx, lambda c: c.topic_replication_clusters(topic, applied), _list("Cluster"))
+
+
+@topics_app.command("set-replication-clusters")
+def topics_set_replication_clusters(ctx: typer.Context, topic: str,
+                                    clusters: str = typer.Option(..., "--clusters", "-c",
+                                                                 help="Comma-separated cluster names")) -> None:
+    """Replicate a topic between these clusters, whatever its namespace says."""
+    names = [c for c in clusters.split(",") if c]
+    _call(ctx, lambda c: c.set_topic_replication_clusters(topic, names),
+          done=f"Set replication clusters of {topic}: {','.join(names)}")
+
+
+@topics_app.command("remove-replication-clusters")
+def topics_remove_replication_clusters(ctx: typer.Context, topic: str) -> None:
+    """Drop a topic's own replication clusters: its namespace's apply again."""
+    _call(ctx, lambda c: c.remove_topic_replication_clusters(topic), done=f"Removed replication clusters of {topic}")
+
+
 @topics_app.command("stats")
 def topics_stats(ctx: typer.Context, topic: str) -> None:
     """Show a topic's stats."""

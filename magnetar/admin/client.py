@@ -142,6 +142,15 @@ class AdminClient:
     def set_replication_clusters(self, namespace: str, clusters: list[str]) -> None:
         self.request("POST", f"namespaces/{namespace_path(namespace)}/replication", body=clusters)
 
+    def topic_replication_clusters(self, topic: str, applied: bool = False) -> list[str]:
+        return self.request("GET", f"{topic_path(topic)}/replication", query={"applied": True} if applied else None)
+
+    def set_topic_replication_clusters(self, topic: str, clusters: list[str]) -> None:
+        self.request("POST", f"{topic_path(topic)}/replication", body=clusters)
+
+    def remove_topic_replication_clusters(self, topic: str) -> None:
+        self.request("DELETE", f"{topic_path(topic)}/replication")
+
     def delete_namespace(self, namespace: str, force: bool = False) -> None:
         self.request("DELETE", f"namespaces/{namespace_path(namespace)}", query={"force": force} if force else None)
 

@@ -18,7 +18,7 @@ from aiohttp import web
 
 from magnetar.broker.server import lifecycle
 
-from magnetar.broker.namespaces import resources
+from magnetar.broker.namespaces import policies, resources
 from magnetar.broker.topic_name import TopicName
 from magnetar.protocol.commands import signed64
 
@@ -210,3 +210,35 @@ async def terminate(request: web.Request) -> web.Response:
     topic = await loaded_topic(request, name)
     last = await topic.terminate()
     return json_answer({"ledgerId": last.ledger_id, "entryId": last.entry_id, "partitionIndex": -1})
+
+
+# -- topic-level replication clusters (regions: docs/regions.md) ---------------------
+@table.route("GET", TOPIC + "/replication", "Get the topic's own replication clusters ([] when the "
+             "namespace's apply; ?applied=true: the ones in effect)", answer=STRING_LIST, errors=(412,))
+async def get_replication(request: web.Request) -> web.Response:
+    name = topic_of(request)
+    store = service_of(request).store
+    clusters = await resources.topic_replication_clusters(store, name)
+    if clusters is None and flag(request, "applied"):
+        clusters = (await resources.namespace_policies(store, name.namespace_name)).get("replication_clusters")
+    return json_answer(clusters or [])
+
+
+@table.route("POST", TOPIC + "/replication", "Set the topic's replication clusters (over the namespace's)",
+             body=STRING_LIST, errors=(400, 404, 412))
+async def set_replication(request: web.Request) -> web.Response:
+    name = topic_of(request)
+    store = service_of(request).store
+    namespace = await _require_namespace(request)
+    tenant = await resources.get_tenant(store, namespace.split("/")[0])
+    clusters = policies.validate_replication_clusters(await json_body(request), await resources.list_clusters(store),
+                                                      tenant.get("allowedClusters", []))
+    await resources.set_topic_replication_clusters(store, name, clusters)
+    return no_content()
+
+
+@table.route("DELETE", TOPIC + "/replication", "Remove the topic's replication clusters (the namespace's apply)",
+             errors=(412,))
+async def remove_replication(request: web.Request) -> web.Response:
+    await resources.set_topic_replication_clusters(service_of(request).store, topic_of(request), None)
+    return no_content()

@@ -1,8 +1,8 @@
 """The geo-replication extension: which topics replicate where.
 
-A topic replicates to every cluster of its namespace's
-``replication_clusters`` other than the local one, provided the local one is
-in the list. The manager brings each loaded topic's replicators in line with
+A topic replicates to every cluster of its ``replication_clusters`` (its
+own, set with ``topics set-replication-clusters``, else its namespace's)
+other than the local one, provided the local one is in the list. The manager brings each loaded topic's replicators in line with
 that list when the topic loads and then every ``interval`` seconds (policies
 live in the shared configuration store; a change made in any region is seen
 within one interval):
@@ -30,6 +30,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from magnetar.broker import topic_name
+from magnetar.broker.namespaces import resources
 from magnetar.broker.topics.replicators import REPLICATOR_CURSOR_PREFIX, is_replicator_cursor, replicator_cursor
 
 from .remote import RemoteClusters
@@ -154,8 +155,11 @@ class GeoReplication:
             return
         self._busy.add(key)
         try:
-            policies = await self.service.namespace_policies(topic.name.namespace_name)
-            wanted = wanted_remotes(policies.get("replication_clusters") or [], self.local)
+            clusters = await resources.topic_replication_clusters(self.service.store, topic.name)
+            if clusters is None:
+                policies = await self.service.namespace_policies(topic.name.namespace_name)
+                clusters = policies.get("replication_clusters") or []
+            wanted = wanted_remotes(clusters, self.local)
             if topic.closed:
                 return
             if wanted:

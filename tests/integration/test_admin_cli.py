@@ -95,6 +95,14 @@ def test_tenants_and_namespaces(broker):
     bad(broker, "namespaces", "set-clusters", "acme/geo", "--clusters", "standalone,mars", says="mars")
     bad(broker, "namespaces", "create", "acme/geo2", "--clusters", "mars", says="mars")
     good(broker, "namespaces", "set-clusters", "acme/geo", "--clusters", "standalone")
+    topic = "persistent://acme/geo/t"
+    assert good(broker, "topics", "get-replication-clusters", topic, json_output=True) == []
+    assert good(broker, "topics", "get-replication-clusters", topic, "--applied", json_output=True) == ["standalone"]
+    good(broker, "topics", "set-replication-clusters", topic, "-c", "standalone")
+    assert good(broker, "topics", "get-replication-clusters", topic, json_output=True) == ["standalone"]
+    bad(broker, "topics", "set-replication-clusters", topic, "-c", "mars", says="mars")
+    good(broker, "topics", "remove-replication-clusters", topic)
+    assert good(broker, "topics", "get-replication-clusters", topic, json_output=True) == []
     good(broker, "namespaces", "delete", "acme/geo")
 
     good(broker, "namespaces", "delete", "acme/app")

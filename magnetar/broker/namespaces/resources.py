@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import re
+from urllib.parse import quote
 from typing import Any, Callable
 
 from magnetar.metadata import BadVersion, MetadataStore
@@ -37,9 +38,11 @@ from magnetar.broker.topic_name import TopicName
 CLUSTERS = "/admin/clusters"
 POLICIES = "/admin/policies"
 PARTITIONED = "/admin/partitioned-topics"
+#: Topic-level policies (replication clusters), one document per topic.
+TOPIC_POLICIES = "/admin/topic-policies"
 #: What lives in the configuration store when regions share one (everything
 #: else, ledgers, cursors, owners, is each cluster's own).
-SHARED_BY_REGIONS = (CLUSTERS, POLICIES, PARTITIONED)
+SHARED_BY_REGIONS = (CLUSTERS, POLICIES, PARTITIONED, TOPIC_POLICIES)
 
 _NAME = re.compile(r"^[-=:.\w]+$")
 _CAS_ATTEMPTS = 20
@@ -433,3 +436,30 @@ async def bootstrap(store: MetadataStore, cluster: str, cluster_data: dict) -> N
         await create_namespace(store, "public/default")
     except AlreadyExists:
         pass
+
+
+# -- topic-level policies -------------------------------------------------------------
+def _topic_policies_key(name: TopicName) -> str:
+    # A partition follows its partitioned topic's policies.
+    base = name.partitioned_base
+    return f"{TOPIC_POLICIES}/{base.tenant}/{base.namespace}/{quote(base.local, safe='')}"
+
+
+async def topic_replication_clusters(store: MetadataStore, name: TopicName) -> list[str] | None:
+    """The topic's own ``replication_clusters``, or None: the namespace's apply."""
+    found = await _read(store, _topic_policies_key(name))
+    if found is None or found[0].get("replication_clusters") is None:
+        return None
+    return list(found[0]["replication_clusters"])
+
+
+async def set_topic_replication_clusters(store: MetadataStore, name: TopicName, clusters: list[str] | None) -> None:
+    """Set (a validated list) or remove (None) the topic's replication clusters."""
+    key = _topic_policies_key(name)
+    if clusters is None:
+        try:
+            await store.delete(key)
+        except KeyNotFound:
+            pass
+        return
+    await store.put(key, _encode({"replication_clusters": list(clusters)}))

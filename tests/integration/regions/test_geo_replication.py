@@ -143,3 +143,38 @@ def test_a_partitioned_topic_replicates_partition_by_partition(regions):
     finally:
         client_a.close()
         client_b.close()
+
+
+def test_a_topic_level_list_overrides_the_namespaces(regions):
+    _replicated_namespace(regions, "acme/mixed")
+    a, b, c = regions.regions
+    topic = "persistent://acme/mixed/pair"
+    path = "/admin/v2/persistent/acme/mixed/pair"
+    a.admin(f"{path}/replication", "POST", [a.name, b.name])
+    # Shared by the regions like every policy; `applied` falls back to the namespace's.
+    assert c.admin(f"{path}/replication") == sorted([a.name, b.name])
+    assert sorted(c.admin("/admin/v2/persistent/acme/mixed/other/replication?applied=true")) == \
+        sorted(r.name for r in regions.regions)
+    client = pulsar.Client(a.service_url)
+    try:
+        producer = client.create_producer(topic)
+        producer.send(b"first")
+        wait_for(lambda: b.admin(f"{path}/stats")["msgInCounter"] == 1 if _loaded(b, path) else False, 30,
+                 what="b got it")
+        assert set(a.admin(f"{path}/stats")["replication"]) == {b.name}
+        assert f"pulsar.repl.{c.name}" not in a.admin(f"{path}/internalStats")["cursors"]
+        assert not _loaded(c, path)  # c never heard of it
+        # Removed: the namespace's three apply again and c catches up from the start.
+        a.admin(f"{path}/replication", "DELETE")
+        wait_for(lambda: _loaded(c, path) and c.admin(f"{path}/internalStats")["nextOffset"] == 1, 30,
+                 what="c replicated once the topic's own list was removed")
+    finally:
+        client.close()
+
+
+def _loaded(region, path: str) -> bool:
+    try:
+        region.admin(f"{path}/stats")
+        return True
+    except Exception:  # 404: the topic does not exist there
+        return False
