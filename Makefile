@@ -49,13 +49,16 @@ unit: $(STAMP)
 integration: $(STAMP)
 	$(BIN)/python -m pytest -q tests/integration
 
-# Fault injection (docs/reliability.md): a bounded run for CI, fixed seeds;
-# exit code 1 if the checker finds an anomaly. chaos-soak: the long one.
+# Fault injection (docs/reliability.md): a bounded run for CI, fixed seeds,
+# the standalone broker then a 3-broker cluster on etcd; exit code 1 if the
+# checker finds an anomaly. chaos-soak: the long one.
 CHAOS_SEEDS ?= 1 2
 CHAOS_SECONDS ?= 45
 chaos: $(STAMP)
 	@for seed in $(CHAOS_SEEDS); do \
 	  $(BIN)/magnetar chaos run --duration $(CHAOS_SECONDS) --faults kill,pause,restart --seed $$seed --out ./chaos-out || exit 1; \
+	  $(BIN)/magnetar chaos run --topology cluster --duration $(CHAOS_SECONDS) \
+	    --faults kill,pause,restart,kill-etcd,pause-etcd --seed $$seed --out ./chaos-out/cluster || exit 1; \
 	done
 
 chaos-soak: $(STAMP)

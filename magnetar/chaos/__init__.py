@@ -6,7 +6,8 @@ a history, and a checker judges the history.
 - :mod:`.checker`   what must hold: nothing acknowledged lost, no duplicates
   where deduplication or idempotence promised none, each producer's order,
   one exclusive writer at a time, conditional offsets honoured;
-- :mod:`.broker`    the broker process under test and the faults done to it;
+- :mod:`.broker`    a broker process under test and the signals done to it;
+- :mod:`.systems`   standalone or cluster (with etcd), and the faults each takes;
 - :mod:`.workloads` the clients (official and Magnetar's) and what they record;
 - :mod:`.runner`    a run: broker, workloads, nemesis schedule from a seed, final reads;
 - :mod:`.cli`       ``magnetar chaos run`` / ``magnetar chaos check``.

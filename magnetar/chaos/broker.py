@@ -1,8 +1,9 @@
-"""The broker under test, as a real process, and the faults done to it.
+"""A broker under test, as a real process, and the faults done to it.
 
-:class:`StandaloneBroker` runs ``magnetar standalone`` in a data directory,
-on the same ports across restarts (so clients reconnect to it), and waits
-for its ``READY`` line. The faults act on the process:
+:class:`BrokerProcess` runs a broker command (``magnetar standalone``, or
+``magnetar broker`` for a cluster member) on the same ports across restarts
+(so clients reconnect to it), and waits for its ``READY`` line. The faults
+act on the process:
 
 - ``kill``: SIGKILL, then a restart on the same data (durability and
   recovery: every receipt it gave must survive);
@@ -22,6 +23,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 START_TIMEOUT_S = 60.0
 
@@ -36,13 +38,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class StandaloneBroker:
-    def __init__(self, data_dir: Path, extra_args: list[str] | None = None) -> None:
-        self.data_dir = Path(data_dir)
+class BrokerProcess:
+    """``args(port, admin_port)`` gives the command line; its log is ``log_path``."""
+
+    def __init__(self, args: Callable[[int, int], list[str]], log_path: Path) -> None:
+        self._args = args
         self.port = free_port()
         self.admin_port = free_port()
-        self.extra_args = list(extra_args or [])
-        self.log_path = self.data_dir.parent / "broker.log"
+        self.log_path = log_path
         self.proc: subprocess.Popen | None = None
         self.paused = False
         self.starts = 0
@@ -57,9 +60,7 @@ class StandaloneBroker:
 
     def start(self) -> None:
         ready = threading.Event()
-        args = [sys.executable, "-m", "magnetar.cli", "standalone", "--data-dir", str(self.data_dir),
-                "--port", str(self.port), "--admin-port", str(self.admin_port),
-                "--advertised-address", "127.0.0.1", *self.extra_args]
+        args = self._args(self.port, self.admin_port)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log,
                                          env=dict(os.environ, PYTHONUNBUFFERED="1"))
@@ -111,3 +112,28 @@ class StandaloneBroker:
     def _signal(self, sig: int) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(sig)
+
+
+def standalone_broker(data_dir: Path, extra_args: list[str] | None = None) -> BrokerProcess:
+    """``magnetar standalone`` on ``data_dir`` (log next to it)."""
+    data_dir = Path(data_dir)
+
+    def args(port: int, admin_port: int) -> list[str]:
+        return [sys.executable, "-m", "magnetar.cli", "standalone", "--data-dir", str(data_dir),
+                "--port", str(port), "--admin-port", str(admin_port), "--advertised-address", "127.0.0.1",
+                *(extra_args or [])]
+
+    return BrokerProcess(args, data_dir.parent / "broker.log")
+
+
+def cluster_broker(base: Path, index: int, store_url: str, session_ttl: float) -> BrokerProcess:
+    """Member ``index`` of a cluster: ``magnetar broker`` on the shared storage under ``base``."""
+    base = Path(base)
+
+    def args(port: int, admin_port: int) -> list[str]:
+        return [sys.executable, "-m", "magnetar.cli", "broker", "--metadata-store", store_url,
+                "--cluster-name", "chaos", "--storage-dir", str(base / "storage"),
+                "--data-dir", str(base / f"broker-{index}"), "--port", str(port), "--admin-port", str(admin_port),
+                "--advertised-address", "127.0.0.1", "--session-ttl", str(session_ttl)]
+
+    return BrokerProcess(args, base / f"broker-{index}.log")

@@ -45,9 +45,9 @@ def _verdict(report: Report) -> None:
 
 @chaos_app.command("run")
 def run_command(
-    topology: str = typer.Option("standalone", "--topology", help="standalone (cluster and regions: not yet)"),
+    topology: str = typer.Option("standalone", "--topology", help="standalone or cluster (3 brokers on etcd)"),
     duration: float = typer.Option(60.0, "--duration", min=1, help="Seconds of faults and traffic"),
-    faults: str = typer.Option("kill,pause", "--faults", help="Comma-separated: kill, pause, restart"),
+    faults: str = typer.Option("kill,pause", "--faults", help="Comma-separated: kill, pause, restart; cluster also kill-etcd, pause-etcd"),
     seed: int = typer.Option(1, "--seed", help="Seeds the fault schedule and the workloads"),
     out: Path = typer.Option(Path("./chaos-out"), "--out", help="history.jsonl, report.json, broker.log"),
 ) -> None:

@@ -1,12 +1,12 @@
-"""One chaos run: a broker, the workloads, a nemesis, the final reads, the verdict.
+"""One chaos run: a system (:mod:`.systems`), the workloads, a nemesis, the
+final reads, the verdict.
 
 The nemesis draws from ``seed``: every 2-5 s one fault among those asked
-for (``kill``: SIGKILL then restart after 0.5-2 s; ``pause``: SIGSTOP for
-1-6 s then SIGCONT; ``restart``: SIGTERM then start). When the time is up
-the broker is healed (resumed, running), the workloads stop, every topic is
-read from the start, and :func:`.checker.check` judges the history.
+for, done and healed before the next. When the time is up the workloads
+stop, every topic is read from the start, and :func:`.checker.check` judges
+the history.
 
-Outputs in ``out_dir``: ``history.jsonl``, ``report.json``, ``broker.log``.
+Outputs in ``out_dir``: ``history.jsonl``, ``report.json``, the brokers' logs.
 """
 from __future__ import annotations
 
@@ -18,14 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .broker import StandaloneBroker
 from .checker import Report, check
 from .history import History
+from .systems import SYSTEMS
 from .workloads import (ConditionalWriter, DedupProducer, ExclusiveWriter, IdempotentProducer, Workload,
                         read_log)
 
-FAULTS = ("kill", "pause", "restart")
-TOPOLOGIES = ("standalone",)
 NAMESPACE = "public/default"
 
 
@@ -54,40 +52,31 @@ def _workloads(url: str, history: History, seed: int) -> list[Workload]:
     ]
 
 
-def _inject(broker: StandaloneBroker, kind: str, rng: random.Random, history: History) -> None:
+def _inject(system, kind: str, rng: random.Random, history: History) -> None:
     history.add("nemesis", "info", "fault", value=kind)
-    if kind == "kill":
-        broker.kill()
-        time.sleep(rng.uniform(0.5, 2.0))  # down for a while: clients retry against nothing
-        broker.start()
-    elif kind == "pause":
-        broker.pause()
-        time.sleep(rng.uniform(1.0, 6.0))  # frozen: clients time out and resend
-        broker.resume()
-    elif kind == "restart":
-        broker.stop()
-        broker.start()
-    history.add("nemesis", "info", "heal", value=kind)
+    done = system.inject(kind, rng)
+    history.add("nemesis", "info", "heal", value=done)
 
 
 def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: str = "standalone",
         on_progress: Callable[[Progress], None] | None = None) -> Report:
     """Run, judge, and write the outputs. Raises ValueError for an unknown
     fault or topology; BrokerDidNotStart if the broker will not start."""
-    unknown = set(faults) - set(FAULTS)
+    if topology not in SYSTEMS:
+        raise ValueError(f"topology {topology!r} is not available; choose from {', '.join(SYSTEMS)}")
+    unknown = set(faults) - set(SYSTEMS[topology].faults)
     if unknown:
-        raise ValueError(f"unknown faults {sorted(unknown)}; choose from {', '.join(FAULTS)}")
-    if topology not in TOPOLOGIES:
-        raise ValueError(f"topology {topology!r} is not available yet; choose from {', '.join(TOPOLOGIES)}")
+        raise ValueError(f"unknown faults {sorted(unknown)} for {topology}; "
+                         f"choose from {', '.join(SYSTEMS[topology].faults)}")
     out_dir.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
-    broker = StandaloneBroker(out_dir / "data")
+    system = SYSTEMS[topology](out_dir)
     history = History(out_dir / "history.jsonl")
-    broker.start()
     workloads: list[Workload] = []
     try:
-        _enable_deduplication(broker.admin_url)
-        workloads = _workloads(broker.service_url, history, seed)
+        system.start()
+        _enable_deduplication(system.admin_url)
+        workloads = _workloads(system.service_url, history, seed)
         for w in workloads:
             w.start()
         start = time.monotonic()
@@ -95,7 +84,7 @@ def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: 
         next_fault = start + rng.uniform(2.0, 5.0)
         while time.monotonic() - start < duration:
             if faults and time.monotonic() >= next_fault:
-                _inject(broker, rng.choice(faults), rng, history)
+                _inject(system, rng.choice(faults), rng, history)
                 injected += 1
                 next_fault = time.monotonic() + rng.uniform(2.0, 5.0)
             if on_progress is not None:
@@ -108,11 +97,11 @@ def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: 
             w.join(SEND_GRACE_S)
         for topic in sorted({w.topic for w in workloads}):
             history.add("final", "invoke", "read", topic=topic)
-            history.add("final", "ok", "read", topic=topic, log=read_log(broker.service_url, topic))
+            history.add("final", "ok", "read", topic=topic, log=read_log(system.service_url, topic))
     finally:
         for w in workloads:
             w.stop()
-        broker.stop()
+        system.stop()
         history.close()
     report = check(history.ops)
     failed = {w.process: repr(w.error) for w in workloads if w.error is not None}

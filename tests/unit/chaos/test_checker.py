@@ -144,3 +144,8 @@ def test_chaos_check_exits_1_on_an_anomaly_and_0_on_a_clean_history(tmp_path):
     assert runner.invoke(app, ["chaos", "check", str(garbage)]).exit_code == 2
     assert runner.invoke(app, ["chaos", "run", "--faults", "meteor", "--duration", "1",
                                "--out", str(tmp_path / "o")]).exit_code == 2
+    # etcd faults need a cluster; an unknown topology is refused too.
+    assert runner.invoke(app, ["chaos", "run", "--faults", "kill-etcd", "--duration", "1",
+                               "--out", str(tmp_path / "o")]).exit_code == 2
+    assert runner.invoke(app, ["chaos", "run", "--topology", "moon", "--duration", "1",
+                               "--out", str(tmp_path / "o")]).exit_code == 2
