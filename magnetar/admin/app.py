@@ -14,7 +14,10 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from magnetar.security import tls
+
 from . import brokers, clusters, compaction, namespaces, openapi, permissions, subscriptions, tenants, topics
+from .access import access
 from .errors import json_errors
 from .metrics import registry_for
 from .params import BROKER
@@ -58,7 +61,7 @@ async def openapi_json(request: web.Request) -> web.Response:
 
 
 def build_app(broker: "Broker") -> web.Application:
-    app = web.Application(middlewares=[json_errors], client_max_size=2 * 1024 * 1024)
+    app = web.Application(middlewares=[access, json_errors], client_max_size=2 * 1024 * 1024)
     app[BROKER] = broker
     app[REGISTRY] = registry_for(broker)
     app[OPENAPI] = openapi.build(add_to(app, TABLES))
@@ -66,9 +69,21 @@ def build_app(broker: "Broker") -> web.Application:
 
 
 async def start_admin(broker: "Broker", host: str, port: int) -> tuple[web.AppRunner, int]:
+    """Serve the API on ``port`` (http); returns the runner and the bound port."""
     runner = web.AppRunner(build_app(broker), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_address=True)
     await site.start()
     bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     return runner, bound
+
+
+async def start_admin_tls(runner: web.AppRunner, config, host: str) -> int:
+    """The same API over https on ``admin_tls_port`` (client certificates
+    checked against ``tls_trust_certs_file`` when given); the bound port.
+    Raises TlsSetupError for unusable certificate files, OSError for a busy port."""
+    ctx = tls.server_context(config.tls_certificate_file, config.tls_key_file, config.tls_trust_certs_file,
+                             config.tls_require_trusted_client_cert)
+    site = web.TCPSite(runner, host, config.admin_tls_port, ssl_context=ctx, reuse_address=True)
+    await site.start()
+    return site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]

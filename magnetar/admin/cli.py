@@ -1,8 +1,10 @@
 """``magnetar admin ...``: the admin REST API from a shell.
 
 Options before the area name: ``--admin-url`` (default http://localhost:8080,
-or ``$MAGNETAR_ADMIN_URL``) and ``--json`` (raw JSON answers instead of
-tables). Exit codes: 0 done, 1 the broker refused or could not be reached
+or ``$MAGNETAR_ADMIN_URL``; ``https://`` for the TLS port), ``--json`` (raw
+JSON answers instead of tables), credentials (``--auth-token`` /
+``$MAGNETAR_AUTH_TOKEN``, ``--auth-basic user:password``) and TLS files
+(``--tls-trust-certs-file``, ``--tls-cert-file``, ``--tls-key-file``). Exit codes: 0 done, 1 the broker refused or could not be reached
 (the reason is printed on stderr), 2 bad command-line arguments.
 
 Areas mirror ``pulsar-admin``: ``clusters``, ``tenants``, ``namespaces``,
@@ -14,13 +16,15 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+from magnetar.security.tls import TlsSetupError
 
 from .client import AdminApiError, AdminClient, AdminUnreachable, namespace_path, topic_path
 
@@ -46,6 +50,8 @@ err = Console(stderr=True, soft_wrap=True)
 class Settings:
     url: str
     json: bool
+    #: Keyword arguments of AdminClient: credentials and TLS files.
+    client_options: dict = field(default_factory=dict)
 
 
 @app.callback()
@@ -54,8 +60,20 @@ def _options(
     admin_url: str = typer.Option(DEFAULT_ADMIN_URL, "--admin-url", "--url", envvar="MAGNETAR_ADMIN_URL",
                                   help="The broker's admin HTTP address"),
     json_output: bool = typer.Option(False, "--json", help="Print raw JSON instead of tables"),
+    auth_token: str = typer.Option("", "--auth-token", envvar="MAGNETAR_AUTH_TOKEN",
+                                   help="A JWT (magnetar tokens create) sent as Authorization: Bearer"),
+    auth_basic: str = typer.Option("", "--auth-basic", envvar="MAGNETAR_AUTH_BASIC",
+                                   help="user:password sent as Authorization: Basic"),
+    tls_trust_certs_file: str = typer.Option("", "--tls-trust-certs-file",
+                                             help="CA certificates that verify an https broker"),
+    tls_cert_file: str = typer.Option("", "--tls-cert-file", help="Client certificate (the tls provider)"),
+    tls_key_file: str = typer.Option("", "--tls-key-file", help="Its private key"),
+    tls_allow_insecure: bool = typer.Option(False, "--tls-allow-insecure",
+                                            help="Do not verify the broker's certificate (testing only)"),
 ) -> None:
-    ctx.obj = Settings(admin_url, json_output)
+    ctx.obj = Settings(admin_url, json_output, {
+        "auth_token": auth_token, "basic_auth": auth_basic, "tls_trust_certs_file": tls_trust_certs_file,
+        "tls_cert_file": tls_cert_file, "tls_key_file": tls_key_file, "tls_allow_insecure": tls_allow_insecure})
 
 
 # -- parsing -------------------------------------------------------------------------
@@ -101,7 +119,9 @@ def _call(ctx: typer.Context, call: Callable[[AdminClient], Any], render: Callab
           done: str | None = None) -> None:
     settings: Settings = ctx.obj
     try:
-        result = call(AdminClient(settings.url))
+        result = call(AdminClient(settings.url, **settings.client_options))
+    except TlsSetupError as exc:
+        raise _usage(str(exc))
     except AdminApiError as exc:
         err.print(f"[red]error:[/red] {exc.status} {escape(exc.reason)}")
         raise typer.Exit(1)
@@ -283,6 +303,30 @@ def namespaces_create(ctx: typer.Context, namespace: str = typer.Argument(..., h
     """Create a namespace (replicated between the --clusters regions)."""
     names = [c for c in (clusters or "").split(",") if c]
     _call(ctx, lambda c: c.create_namespace(namespace, names or None), done=f"Created namespace {namespace}")
+
+
+@namespaces_app.command("permissions")
+def namespaces_permissions(ctx: typer.Context, namespace: str) -> None:
+    """Show the roles granted actions on a namespace."""
+    _call(ctx, lambda c: c.permissions(namespace), _fields)
+
+
+@namespaces_app.command("grant-permission")
+def namespaces_grant_permission(
+        ctx: typer.Context, namespace: str,
+        role: str = typer.Option(..., "--role", help="The role (a token's subject, a certificate's CN, a user)"),
+        actions: str = typer.Option(..., "--actions", help="Comma-separated: produce, consume, functions...")) -> None:
+    """Grant a role actions on every topic of a namespace."""
+    names = [a for a in actions.split(",") if a]
+    _call(ctx, lambda c: c.grant_permission(namespace, role, names),
+          done=f"Granted {','.join(names)} on {namespace} to {role}")
+
+
+@namespaces_app.command("revoke-permission")
+def namespaces_revoke_permission(ctx: typer.Context, namespace: str,
+                                 role: str = typer.Option(..., "--role", help="The role")) -> None:
+    """Take back every action a role was granted on a namespace."""
+    _call(ctx, lambda c: c.revoke_permission(namespace, role), done=f"Revoked {role}'s permissions on {namespace}")
 
 
 @namespaces_app.command("get-clusters")

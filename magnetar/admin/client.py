@@ -10,11 +10,14 @@ It never imports the broker: the CLI uses it from any machine.
 """
 from __future__ import annotations
 
+import base64
 import json
 import urllib.error
 import urllib.request
 from typing import Any
 from urllib.parse import quote
+
+from magnetar.security import tls
 
 _NO_BODY = object()
 
@@ -69,9 +72,25 @@ def message_id_body(text: str) -> Any:
 
 
 class AdminClient:
-    def __init__(self, url: str = "http://localhost:8080", timeout: float = 30.0) -> None:
+    """``auth_token`` (a JWT) or ``basic_auth`` (``user:password``) go in the
+    Authorization header; for an https URL, ``tls_trust_certs_file`` verifies
+    the broker and ``tls_cert_file``/``tls_key_file`` present a client
+    certificate (the tls provider). Raises TlsSetupError for unusable files."""
+
+    def __init__(self, url: str = "http://localhost:8080", timeout: float = 30.0, *, auth_token: str = "",
+                 basic_auth: str = "", tls_trust_certs_file: str = "", tls_cert_file: str = "",
+                 tls_key_file: str = "", tls_allow_insecure: bool = False) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
+        self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if auth_token:
+            self._headers["Authorization"] = f"Bearer {auth_token.strip()}"
+        elif basic_auth:
+            self._headers["Authorization"] = "Basic " + base64.b64encode(basic_auth.encode()).decode()
+        self._ssl = None
+        if self.url.startswith("https://"):
+            self._ssl = tls.client_context(tls_trust_certs_file, tls_cert_file, tls_key_file,
+                                           allow_insecure=tls_allow_insecure)
 
     # -- transport ----------------------------------------------------------------
     def request(self, method: str, path: str, body: Any = _NO_BODY, query: dict | None = None) -> Any:
@@ -81,10 +100,9 @@ class AdminClient:
             url += "?" + "&".join(f"{k}={_seg(str(v).lower() if isinstance(v, bool) else str(v))}"
                                   for k, v in query.items())
         data = None if body is _NO_BODY else json.dumps(body).encode()
-        req = urllib.request.Request(url, data=data, method=method,
-                                     headers={"Content-Type": "application/json", "Accept": "application/json"})
+        req = urllib.request.Request(url, data=data, method=method, headers=self._headers)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with urllib.request.urlopen(req, timeout=self.timeout, context=self._ssl) as resp:
                 raw = resp.read()
         except urllib.error.HTTPError as exc:
             raw = exc.read()
@@ -141,6 +159,15 @@ class AdminClient:
 
     def set_replication_clusters(self, namespace: str, clusters: list[str]) -> None:
         self.request("POST", f"namespaces/{namespace_path(namespace)}/replication", body=clusters)
+
+    def permissions(self, namespace: str) -> dict:
+        return self.request("GET", f"namespaces/{namespace_path(namespace)}/permissions")
+
+    def grant_permission(self, namespace: str, role: str, actions: list[str]) -> None:
+        self.request("POST", f"namespaces/{namespace_path(namespace)}/permissions/{_seg(role)}", body=actions)
+
+    def revoke_permission(self, namespace: str, role: str) -> None:
+        self.request("DELETE", f"namespaces/{namespace_path(namespace)}/permissions/{_seg(role)}")
 
     def topic_replication_clusters(self, topic: str, applied: bool = False) -> list[str]:
         return self.request("GET", f"{topic_path(topic)}/replication", query={"applied": True} if applied else None)

@@ -69,6 +69,7 @@ class BrokerProcess:
                 self.port = int(fields["pulsar"])
                 self.admin_port = int(fields["admin"])
                 self.tls_port = int(fields.get("tls", -1))
+                self.admin_tls_port = int(fields.get("admin_tls", -1))
                 self._ready.set()
 
     def log(self) -> str:

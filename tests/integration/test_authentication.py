@@ -65,7 +65,9 @@ def test_bad_or_missing_credentials_are_refused_and_reach_no_topic(secured, cred
         client.close()
     assert broker.alive
     with pytest.raises(urllib.error.HTTPError) as missing:  # it never reached a topic
-        urllib.request.urlopen(f"{broker.admin_url}/admin/v2/persistent/public/default/forbidden/stats", timeout=10)
+        urllib.request.urlopen(urllib.request.Request(
+            f"{broker.admin_url}/admin/v2/persistent/public/default/forbidden/stats",
+            headers={"Authorization": f"Bearer {create_token('alice', secret_key=secret)}"}), timeout=10)
     assert missing.value.code == 404
     # A good client still works beside the refused ones.
     ok = pulsar.Client(broker.service_url, authentication=pulsar.AuthenticationToken(

@@ -28,6 +28,8 @@ token_secret_key = "file://{key}"
 authorization_enabled = true
 super_user_roles = ["admin"]
 """).start()
+    # The admin API asks for credentials too: these tests call it as a super-user.
+    broker.admin_token = create_token("admin", secret_key=secret)
     yield broker, secret
     broker.stop()
 
@@ -40,7 +42,8 @@ def _client(broker, secret, role):
 def _admin(broker, method, path, body=None):
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(broker.admin_url + path, data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
+                                 headers={"Content-Type": "application/json",
+                                          "Authorization": f"Bearer {broker.admin_token}"})
     with urllib.request.urlopen(req, timeout=10) as resp:
         raw = resp.read()
         return json.loads(raw) if raw else None

@@ -78,6 +78,7 @@ class Broker:
         self.port = config.port
         self._tls_server: asyncio.base_events.Server | None = None
         self.tls_port = -1
+        self.admin_tls_port = -1
         self.admin_port = config.admin_port
 
     async def start(self) -> None:
@@ -149,6 +150,14 @@ class Broker:
                 raise _busy("admin HTTP", config.bind_address, config.admin_port, "--admin-port", exc) from None
             if config.admin_port == 0:
                 config.admin_port = self.admin_port  # the cluster's records must name the real port
+            if config.tls_enabled and config.admin_tls_port >= 0:
+                try:
+                    self.admin_tls_port = await admin.start_admin_tls(self._admin, config, config.bind_address)
+                except tls.TlsSetupError as exc:
+                    raise StartupError(str(exc)) from None
+                except OSError as exc:
+                    raise _busy("admin HTTPS", config.bind_address, config.admin_tls_port, "admin_tls_port",
+                                exc) from None
         if config.clustered:
             # Every broker adds its URLs: other regions reach the cluster through any of them.
             await resources.add_cluster_broker(self.store, config.cluster_name, self._cluster_data())
@@ -252,6 +261,8 @@ async def serve(config: BrokerConfig, ready_line: bool = True, extensions: Seque
     if ready_line:
         # Machine-readable: tests and scripts wait for this line.
         tls_part = f" tls={broker.tls_port}" if broker.tls_port >= 0 else ""
+        if broker.admin_tls_port >= 0:
+            tls_part += f" admin_tls={broker.admin_tls_port}"
         print(f"READY pulsar={broker.port} admin={broker.admin_port}{tls_part}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -1,0 +1,122 @@
+"""Who may call the admin API: authentication and authorization, Pulsar's model.
+
+With ``authentication_enabled`` every request proves a role with the same
+providers as the binary protocol: ``Authorization: Bearer <jwt>`` (token),
+``Authorization: Basic <base64 user:password>`` (basic), or the client
+certificate of an https connection (tls, CN as the role). A request without
+a credential gets the ``anonymous_user_role`` if there is one, else 401.
+Health, version, metrics and the OpenAPI description stay open (monitoring
+and load balancers call them without credentials).
+
+With ``authorization_enabled`` the role must also be allowed, as in Pulsar:
+
+- clusters (changes), tenants (listing, creating, deleting) and brokers
+  (changes): super-users;
+- a tenant, its namespaces and their topics: the tenant's admin roles
+  (``adminRoles``) and super-users;
+- reading a topic (stats, internal stats, partitions, last message id, its
+  lookup): also the roles that may produce or consume on it.
+
+A refusal is 401 (no or bad credential) or 403 (not allowed), JSON
+``{"reason": ...}``; nothing is done.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+
+from aiohttp import web
+
+from magnetar.broker.namespaces import resources
+from magnetar.security import tls
+from magnetar.security.errors import AuthenticationError
+
+from .params import BROKER
+
+#: Paths anyone may call (monitoring).
+OPEN = frozenset({"/admin/v2/brokers/health", "/admin/v2/brokers/version", "/metrics", "/admin/v2/openapi.json"})
+
+_TENANT_PATH = re.compile(r"^/admin/v2/(?:tenants|namespaces|persistent|non-persistent)/([^/]+)")
+_TOPIC_READ = re.compile(r"^/(?:admin/v2|lookup/v2/topic)/persistent/([^/]+)/([^/]+)/([^/]+)"
+                         r"(?:/(?:stats|internalStats|partitions|partitioned-stats|lastMessageId))?$")
+_LOOKUP = re.compile(r"^/lookup/v2/topic/persistent/([^/]+)/([^/]+)/([^/]+)$")
+
+
+def _unauthorized(reason: str) -> web.HTTPException:
+    return web.HTTPUnauthorized(text=f'{{"reason": "{_json_text(reason)}"}}', content_type="application/json",
+                                headers={"WWW-Authenticate": 'Bearer realm="magnetar", Basic realm="magnetar"'})
+
+
+def _forbidden(reason: str) -> web.HTTPException:
+    return web.HTTPForbidden(text=f'{{"reason": "{_json_text(reason)}"}}', content_type="application/json")
+
+
+def _json_text(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _credential(request: web.Request, authenticator):
+    header = request.headers.get("Authorization", "")
+    ssl_object = request.transport.get_extra_info("ssl_object") if request.transport is not None else None
+    peer = tls.peer_certificate(ssl_object) if ssl_object is not None else None
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "bearer" and value:
+        return authenticator.authenticate("token", value.strip().encode())
+    if scheme.lower() == "basic" and value:
+        try:
+            decoded = base64.b64decode(value.strip(), validate=True)
+        except (binascii.Error, ValueError):
+            raise AuthenticationError("Basic credentials must be base64 of user:password") from None
+        return authenticator.authenticate("basic", decoded)
+    if header:
+        raise AuthenticationError(f"unsupported Authorization scheme {scheme!r}: use Bearer or Basic")
+    if peer is not None and "tls" in authenticator.providers:
+        return authenticator.authenticate("tls", b"", peer)
+    return authenticator.authenticate("none", b"")
+
+
+async def _allowed(request: web.Request, service, role: str | None) -> bool:
+    authorizer = service.authorizer
+    path, method = request.path, request.method
+    if authorizer.is_super_user(role):
+        return True
+    match = _TENANT_PATH.match(path)
+    if match is None:
+        # Clusters, brokers, the tenants list: super-users only; reading the
+        # clusters and brokers is harmless and needed by tools.
+        return method == "GET" and (path.startswith("/admin/v2/clusters") or path.startswith("/admin/v2/brokers"))
+    tenant = match.group(1)
+    try:
+        tenant_info = await resources.get_tenant(service.store, tenant)
+    except Exception:
+        tenant_info = None
+    if authorizer.is_tenant_admin(role, tenant_info):
+        return path != f"/admin/v2/tenants/{tenant}" or method == "GET"  # the tenant itself: super-users
+    topic = _TOPIC_READ.match(path) if method == "GET" else None
+    if topic is not None and role is not None:
+        name = f"persistent://{topic.group(1)}/{topic.group(2)}/{topic.group(3)}"
+        policies = await resources.namespace_policies(service.store, f"{topic.group(1)}/{topic.group(2)}")
+        return authorizer.may(role, "lookup", name, policies.get("auth_policies"), tenant_info)
+    return False
+
+
+@web.middleware
+async def access(request: web.Request, handler):
+    broker = request.app[BROKER]
+    service = broker.service
+    authenticator = getattr(service, "authenticator", None)
+    if request.path in OPEN or authenticator is None or not authenticator.enabled:
+        return await handler(request)
+    try:
+        credential = _credential(request, authenticator)
+    except AuthenticationError as exc:
+        raise _unauthorized(str(exc)) from None
+    role = credential.role if credential is not None else None
+    if role is None:
+        raise _unauthorized("authentication is required: send Authorization: Bearer <token> or Basic")
+    request["magnetar.role"] = role
+    authorizer = getattr(service, "authorizer", None)
+    if authorizer is not None and authorizer.enabled and not await _allowed(request, service, role):
+        raise _forbidden(f"role {role!r} may not {request.method} {request.path}")
+    return await handler(request)
