@@ -14,9 +14,11 @@ Names follow the official ``pulsar`` package, so switching is an import::
 - :mod:`.batch_builder`, :mod:`.inbound`  entries out, messages in
 - :mod:`.idempotence` idempotent producers: pid leases, sequence numbers
 - :mod:`.acks`       ack bookkeeping; :mod:`.backoff` reconnect delays
+- :mod:`.auth`       AuthenticationToken, AuthenticationBasic
 - :mod:`.errors`     exceptions and Result codes
 """
 from .aio import AsyncClient
+from .auth import AuthenticationBasic, AuthenticationToken
 from .consumer import AsyncConsumer
 from .enums import CompressionType, ConsumerType, InitialPosition, ProducerAccessMode
 from .errors import *  # noqa: F401,F403  (the exception names, like pulsar's)
@@ -31,4 +33,5 @@ __all__ = [
     "Client", "Producer", "Consumer", "Reader", "AsyncClient", "AsyncProducer", "AsyncConsumer",
     "AsyncReader", "Message", "MessageId", "CompressionType", "ConsumerType", "InitialPosition",
     "ProducerAccessMode", "Result", "PulsarError", "PulsarException", "ExpectedOffsetMismatch",
+    "AuthenticationToken", "AuthenticationBasic",
 ]

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from magnetar.protocol import Type, command, pb
 
+from .auth import Authentication
 from .connection import BrokerConnection, open_connection, parse_service_url
 from .consumer import AsyncConsumer
 from .enums import CompressionType, ConsumerType, InitialPosition, ProducerAccessMode
@@ -42,12 +43,18 @@ MAX_LOOKUP_REDIRECTS = 20
 
 class AsyncClient:
     """Raises InvalidUrl at once for a malformed ``service_url``; everything
-    else (unreachable broker, ...) surfaces from the first operation."""
+    else (unreachable broker, ...) surfaces from the first operation.
+
+    ``authentication``: an :class:`~.auth.AuthenticationToken` or
+    :class:`~.auth.AuthenticationBasic` presented on every connection (a
+    refused one fails operations with AuthenticationError)."""
 
     def __init__(self, service_url: str, operation_timeout_seconds: float = 30, *,
                  connection_timeout_ms: int = 10000, keep_alive_interval_seconds: float = 30,
-                 backoff_initial_seconds: float = 0.1, backoff_max_seconds: float = 30.0) -> None:
+                 backoff_initial_seconds: float = 0.1, backoff_max_seconds: float = 30.0,
+                 authentication: Authentication | None = None) -> None:
         parse_service_url(service_url)
+        self.authentication = authentication
         self.service_url = service_url.rstrip("/")
         self.operation_timeout = float(operation_timeout_seconds)
         self.connection_timeout = connection_timeout_ms / 1000
@@ -83,7 +90,7 @@ class AsyncClient:
         if task is None:
             task = asyncio.get_running_loop().create_task(
                 open_connection(url, min(timeout or self.connection_timeout, self.connection_timeout),
-                                self.keepalive_seconds))
+                                self.keepalive_seconds, self.authentication))
             self._connections[url] = task
             task.add_done_callback(lambda t, url=url: self._connection_settled(url, t))
         return await asyncio.shield(task)

@@ -17,11 +17,12 @@ import logging
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from magnetar.protocol import Connection, ProtocolError, Role, State, Type, command, pb
+from magnetar.protocol import Connection, ProtocolError, Role, ServerError, State, Type, command, pb
 from magnetar.protocol.commands import body, type_name
 from magnetar.protocol.frames import Frame
 
-from .errors import ConnectError, InvalidUrl, PulsarError, Timeout, from_server_error
+from .auth import Authentication
+from .errors import AuthenticationError, ConnectError, InvalidUrl, PulsarError, Timeout, from_server_error
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +63,9 @@ def parse_service_url(url: str) -> tuple[str, int]:
 class BrokerConnection(asyncio.Protocol):
     """One connection; create it with :func:`open_connection`."""
 
-    def __init__(self, url: str, keepalive_seconds: float = 30.0) -> None:
+    def __init__(self, url: str, keepalive_seconds: float = 30.0, authentication: Authentication | None = None) -> None:
         self.url = url
+        self.authentication = authentication or Authentication()
         self.keepalive_seconds = keepalive_seconds
         self.max_message_size = 5 * 1024 * 1024
         self._proto = Connection(Role.CLIENT)
@@ -85,8 +87,10 @@ class BrokerConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
         flags = pb.FeatureFlags(supports_auth_refresh=True, supports_broker_entry_metadata=True)
+        auth = self.authentication
         self._write(self._proto.send(command(
-            Type.CONNECT, client_version=CLIENT_VERSION, auth_method_name="none",
+            Type.CONNECT, client_version=CLIENT_VERSION, auth_method_name=auth.method,
+            auth_data=auth.data() if auth.method != "none" else None,
             protocol_version=PROTOCOL_VERSION, feature_flags=flags,
         )))
 
@@ -216,6 +220,12 @@ class BrokerConnection(asyncio.Protocol):
                 producer.on_send_error(cmd.send_error)
         elif t == Type.PING:
             self.send_command(command(Type.PONG))
+        elif t == Type.AUTH_CHALLENGE:
+            # The broker asks again (an expiring credential): answer with a fresh one.
+            auth = self.authentication
+            self.send_command(command(
+                Type.AUTH_RESPONSE, client_version=CLIENT_VERSION, protocol_version=PROTOCOL_VERSION,
+                response=pb.AuthData(auth_method_name=auth.method, auth_data=auth.data())))
         elif t == Type.PONG:
             pass
         elif t == Type.CLOSE_PRODUCER:
@@ -253,6 +263,9 @@ class BrokerConnection(asyncio.Protocol):
         request_id = reply.request_id
         if cmd.type == Type.ERROR and not self._connected.done():
             # An ERROR during the handshake (request id meaningless) ends it.
+            if reply.error == ServerError.AuthenticationError:
+                self._connected.set_exception(AuthenticationError(f"{self.url} refused the credential: "
+                                                                  f"{reply.message}"))
             self.close(f"handshake refused: {reply.message}")
             return
         if cmd.type == Type.PRODUCER_SUCCESS and not reply.producer_ready:
@@ -308,7 +321,8 @@ def _reply_error(cmd: pb.BaseCommand) -> PulsarError | None:
     return None
 
 
-async def open_connection(url: str, timeout: float, keepalive_seconds: float = 30.0) -> BrokerConnection:
+async def open_connection(url: str, timeout: float, keepalive_seconds: float = 30.0,
+                          authentication: Authentication | None = None) -> BrokerConnection:
     """Connect to ``url`` and complete the handshake.
 
     Raises InvalidUrl, ConnectError (refused, reset, handshake refused) or Timeout.
@@ -317,7 +331,8 @@ async def open_connection(url: str, timeout: float, keepalive_seconds: float = 3
     loop = asyncio.get_running_loop()
     try:
         _, conn = await asyncio.wait_for(
-            loop.create_connection(lambda: BrokerConnection(url, keepalive_seconds), host, port), timeout)
+            loop.create_connection(lambda: BrokerConnection(url, keepalive_seconds, authentication), host, port),
+            timeout)
     except asyncio.TimeoutError:
         raise Timeout(f"connecting to {url} timed out") from None
     except OSError as exc:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from magnetar.broker import topic_name
 from magnetar.broker.namespaces import resources
 from magnetar.broker.topics.replicators import REPLICATOR_CURSOR_PREFIX, is_replicator_cursor, replicator_cursor
+from magnetar.client.auth import from_broker_client_settings
 
 from .remote import RemoteClusters
 from .replicator import Replicator
@@ -61,7 +62,8 @@ class GeoReplication:
         self.service = service
         self.local = config.cluster_name
         self.interval = interval
-        self.clusters = RemoteClusters(service.store)
+        self.clusters = RemoteClusters(service.store, authentication=from_broker_client_settings(
+            config.broker_client_authentication_plugin, config.broker_client_authentication_parameters))
         self._task: asyncio.Task | None = None
         self._pending: set[asyncio.Task] = set()
         self._busy: set[str] = set()  # topics being reconciled (one pass at a time each)

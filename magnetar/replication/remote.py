@@ -4,7 +4,8 @@ A cluster record (``/admin/clusters/<name>``) names every broker of that
 cluster in a multi-host ``brokerServiceUrl``; a client is built on the first
 of them that accepts a connection. When a replicator reports a failure the
 cluster's client is dropped, and the next one starts from the following
-host, so a dead broker is passed over.
+host, so a dead broker is passed over. Clients present the broker's own
+credential (``broker_client_authentication_*``) to secured remotes.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import logging
 
 from magnetar.broker.namespaces import resources
 from magnetar.client.aio import AsyncClient
+from magnetar.client.auth import Authentication
 from magnetar.client.producer import AsyncProducer
 from magnetar.metadata import MetadataStore
 
@@ -22,8 +24,10 @@ log = logging.getLogger(__name__)
 class RemoteClusters:
     """One :class:`AsyncClient` per remote cluster, made on first use."""
 
-    def __init__(self, store: MetadataStore, connect_timeout: float = 5.0) -> None:
+    def __init__(self, store: MetadataStore, connect_timeout: float = 5.0,
+                 authentication: Authentication | None = None) -> None:
         self._store = store
+        self._authentication = authentication
         self._connect_timeout = connect_timeout
         self._clients: dict[str, AsyncClient] = {}
         self._next_host: dict[str, int] = {}
@@ -47,7 +51,8 @@ class RemoteClusters:
             for i in range(len(urls)):
                 url = urls[(start + i) % len(urls)]
                 candidate = AsyncClient(url, operation_timeout_seconds=30,
-                                        connection_timeout_ms=int(self._connect_timeout * 1000))
+                                        connection_timeout_ms=int(self._connect_timeout * 1000),
+                                        authentication=self._authentication)
                 try:
                     await candidate.connection_to(url, self._connect_timeout)
                 except Exception as exc:  # try the next host

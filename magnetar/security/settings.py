@@ -53,6 +53,11 @@ class SecuritySettings:
     #: Role of a client that sends no credential; empty: such clients are refused
     #: while authentication is enabled.
     anonymous_user_role: str = ""
+    #: How this broker authenticates to other brokers (geo-replication's
+    #: producers): "token" or "basic" (or Pulsar's class names); empty: none.
+    broker_client_authentication_plugin: str = ""
+    #: Its parameters: "token:<jwt>" or "file:///path" for token, "user:password" for basic.
+    broker_client_authentication_parameters: str = ""
 
     @property
     def tls_enabled(self) -> bool:
@@ -73,6 +78,13 @@ class SecuritySettings:
                 p in PROVIDERS for p in self.authentication_providers):
             raise SecuritySettingsError(f"authentication_providers must be a list of {', '.join(PROVIDERS)}, "
                                         f"got {self.authentication_providers!r}")
+        plugin = self.broker_client_authentication_plugin.rsplit(".", 1)[-1].lower()
+        if plugin not in ("", "token", "authenticationtoken", "basic", "authenticationbasic"):
+            raise SecuritySettingsError(f"broker_client_authentication_plugin must be token or basic, "
+                                        f"got {self.broker_client_authentication_plugin!r}")
+        if plugin and not self.broker_client_authentication_parameters:
+            raise SecuritySettingsError("broker_client_authentication_plugin needs "
+                                        "broker_client_authentication_parameters")
         if self.authentication_enabled and not self.authentication_providers:
             raise SecuritySettingsError("authentication_enabled needs at least one authentication_providers entry")
         if "token" in self.authentication_providers and bool(self.token_secret_key) == bool(self.token_public_key):

@@ -113,3 +113,36 @@ def test_a_token_that_expires_mid_connection_is_refreshed_through_the_challenge(
         producer.send(b"after")  # same connection, still authenticated
     finally:
         client.close()
+
+
+def test_magnetars_client_presents_a_token_and_answers_the_challenge(secured):
+    """Our client: a good token works (and is re-read from its file when the
+    broker challenges it); a wrong one fails with AuthenticationError at once."""
+    from magnetar import client as magnetar_client
+
+    broker, secret = secured
+    token_file = broker.data_dir.parent / "alice.jwt"
+    token_file.write_text(create_token("alice", secret_key=secret, expires_in_s=3))
+    client = magnetar_client.Client(broker.service_url, operation_timeout_seconds=10,
+                                    authentication=magnetar_client.AuthenticationToken(f"file://{token_file}"))
+    try:
+        producer = client.create_producer("persistent://public/default/ours-auth")
+        producer.send(b"first")
+        token_file.write_text(create_token("alice", secret_key=secret, expires_in_s=600))
+        # Past the first token's expiry the broker challenges (every second here); the
+        # connection stays because the answer is the fresh token.
+        wait_for(lambda: _refreshes(broker) >= 1, 20, what="the broker refreshing our credential")
+        producer.send(b"after the refresh")
+    finally:
+        client.close()
+    bad = magnetar_client.Client(broker.service_url, operation_timeout_seconds=5,
+                                 authentication=magnetar_client.AuthenticationToken("not.a.jwt"))
+    try:
+        with pytest.raises(magnetar_client.AuthenticationError):
+            bad.create_producer("persistent://public/default/ours-auth")
+    finally:
+        bad.close()
+
+
+def _refreshes(broker) -> int:
+    return broker.log().count("refreshed its credential")

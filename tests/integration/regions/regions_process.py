@@ -26,18 +26,21 @@ class Region:
     admin_url: str
     pid: int
 
-    def admin(self, path: str, method: str = "GET", body=None):
+    def admin(self, path: str, method: str = "GET", body=None, token: str | None = None):
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.admin_url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+        headers = {"Content-Type": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        req = urllib.request.Request(self.admin_url + path, data=data, method=method, headers=headers)
         with urllib.request.urlopen(req, timeout=30) as resp:
             raw = resp.read()
             return json.loads(raw) if raw else None
 
 
 class LocalRegions:
-    def __init__(self, base: Path, regions: int = 3) -> None:
+    def __init__(self, base: Path, regions: int = 3, broker_config: str | None = None) -> None:
         self.base = base
+        self.broker_config = broker_config
         self.count = regions
         self.regions: list[Region] = []
         self.output: list[str] = []
@@ -48,6 +51,11 @@ class LocalRegions:
         args = [sys.executable, "-m", "magnetar.cli", "geo", "up", "--regions", str(self.count),
                 "--data-dir", str(self.base), "--port", str(port), "--admin-port", str(admin),
                 "--session-ttl", "3"]
+        if self.broker_config:
+            self.base.mkdir(parents=True, exist_ok=True)
+            config = self.base / "broker.toml"
+            config.write_text(self.broker_config)
+            args += ["--broker-config", str(config)]
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      env=dict(os.environ, PYTHONUNBUFFERED="1"))
         ready = threading.Event()
