@@ -489,6 +489,29 @@ def topics_delete_partitioned(ctx: typer.Context, topic: str,
     _call(ctx, lambda c: c.delete_partitioned_topic(topic, force), done=f"Deleted partitioned topic {topic}")
 
 
+@topics_app.command("permissions")
+def topics_permissions(ctx: typer.Context, topic: str) -> None:
+    """Show every role's actions on a topic (its namespace's grants and its own)."""
+    _call(ctx, lambda c: c.topic_permissions(topic), _fields)
+
+
+@topics_app.command("grant-permission")
+def topics_grant_permission(
+        ctx: typer.Context, topic: str, role: str = typer.Option(..., "--role", help="The role"),
+        actions: str = typer.Option(..., "--actions", help="Comma-separated: produce, consume...")) -> None:
+    """Grant a role actions on one topic."""
+    names = [a for a in actions.split(",") if a]
+    _call(ctx, lambda c: c.grant_topic_permission(topic, role, names),
+          done=f"Granted {','.join(names)} on {topic} to {role}")
+
+
+@topics_app.command("revoke-permission")
+def topics_revoke_permission(ctx: typer.Context, topic: str,
+                             role: str = typer.Option(..., "--role", help="The role")) -> None:
+    """Take back a role's grant on one topic (its namespace's grants stay)."""
+    _call(ctx, lambda c: c.revoke_topic_permission(topic, role), done=f"Revoked {role}'s grant on {topic}")
+
+
 @topics_app.command("get-replication-clusters")
 def topics_get_replication_clusters(
         ctx: typer.Context, topic: str,

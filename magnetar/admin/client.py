@@ -169,6 +169,15 @@ class AdminClient:
     def revoke_permission(self, namespace: str, role: str) -> None:
         self.request("DELETE", f"namespaces/{namespace_path(namespace)}/permissions/{_seg(role)}")
 
+    def topic_permissions(self, topic: str) -> dict:
+        return self.request("GET", f"{topic_path(topic)}/permissions")
+
+    def grant_topic_permission(self, topic: str, role: str, actions: list[str]) -> None:
+        self.request("POST", f"{topic_path(topic)}/permissions/{_seg(role)}", body=actions)
+
+    def revoke_topic_permission(self, topic: str, role: str) -> None:
+        self.request("DELETE", f"{topic_path(topic)}/permissions/{_seg(role)}")
+
     def topic_replication_clusters(self, topic: str, applied: bool = False) -> list[str]:
         return self.request("GET", f"{topic_path(topic)}/replication", query={"applied": True} if applied else None)
 

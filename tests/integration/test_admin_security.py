@@ -100,6 +100,13 @@ def test_the_admin_cli_sends_its_token(secured):
     shown = subprocess.run(base + ["--auth-token", token("admin"), "--json", "namespaces", "permissions",
                                    "public/default"], capture_output=True, text=True, timeout=60)
     assert json.loads(shown.stdout) == {"alice": ["consume", "produce"]}
+    topic_grant = subprocess.run(base + ["--auth-token", token("admin"), "topics", "grant-permission",
+                                         "persistent://public/default/t", "--role", "carol", "--actions", "consume"],
+                                 capture_output=True, text=True, timeout=60)
+    assert topic_grant.returncode == 0, topic_grant.stderr
+    topic_shown = subprocess.run(base + ["--auth-token", token("admin"), "--json", "topics", "permissions",
+                                         "persistent://public/default/t"], capture_output=True, text=True, timeout=60)
+    assert json.loads(topic_shown.stdout) == {"alice": ["consume", "produce"], "carol": ["consume"]}
     denied = subprocess.run(base + ["--auth-token", token("alice"), "namespaces", "revoke-permission",
                                     "public/default", "--role", "alice"], capture_output=True, text=True, timeout=60)
     assert denied.returncode == 1 and "403" in denied.stderr

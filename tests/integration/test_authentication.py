@@ -146,3 +146,51 @@ def test_magnetars_client_presents_a_token_and_answers_the_challenge(secured):
 
 def _refreshes(broker) -> int:
     return broker.log().count("refreshed its credential")
+
+
+def test_an_rs256_key_pair_and_htpasswd_users_on_one_broker(tmp_path):
+    """Tokens signed with a private key (the broker holds the public one) and
+    basic users from an htpasswd file, each producing and consuming; a wrong
+    password is refused; the admin API takes the same basic credential."""
+    import base64
+
+    from magnetar.security.htpasswd import hash_password
+    from magnetar.security.keys import new_key_pair
+
+    private, public = new_key_pair("RS256")
+    (tmp_path / "public.pem").write_bytes(public)
+    (tmp_path / "users.htpasswd").write_text(f"carol:{hash_password('s3cret')}\n")
+    broker = BrokerProcess.with_config(tmp_path, f"""
+authentication_enabled = true
+authentication_providers = ["token", "basic"]
+token_public_key = "file://{tmp_path / 'public.pem'}"
+basic_auth_file = "{tmp_path / 'users.htpasswd'}"
+""").start()
+    try:
+        for auth in (pulsar.AuthenticationToken(create_token("dave", private_key=private)),
+                     pulsar.AuthenticationBasic("carol", "s3cret")):
+            client = pulsar.Client(broker.service_url, authentication=auth, operation_timeout_seconds=10)
+            try:
+                topic = f"persistent://public/default/pair-{type(auth).__name__}"
+                consumer = client.subscribe(topic, "s")
+                client.create_producer(topic).send(b"hi")
+                assert consumer.receive(timeout_millis=10_000).data() == b"hi"
+            finally:
+                client.close()
+        wrong = pulsar.Client(broker.service_url, authentication=pulsar.AuthenticationBasic("carol", "nope"),
+                              operation_timeout_seconds=3)
+        try:
+            with pytest.raises((pulsar.AuthenticationError, pulsar.Timeout, pulsar.ConnectError)):
+                wrong.create_producer("persistent://public/default/pair-wrong")
+        finally:
+            wrong.close()
+        basic = "Basic " + base64.b64encode(b"carol:s3cret").decode()
+        req = urllib.request.Request(f"{broker.admin_url}/admin/v2/tenants", headers={"Authorization": basic})
+        assert urllib.request.urlopen(req, timeout=10).status == 200
+        bad = urllib.request.Request(f"{broker.admin_url}/admin/v2/tenants",
+                                     headers={"Authorization": "Basic " + base64.b64encode(b"carol:x").decode()})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(bad, timeout=10)
+        assert refused.value.code == 401
+    finally:
+        broker.stop()

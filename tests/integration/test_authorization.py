@@ -87,3 +87,33 @@ def test_unknown_actions_are_refused(broker_and_secret):
     with pytest.raises(urllib.error.HTTPError) as bad:
         _admin(broker, "POST", "/admin/v2/namespaces/public/default/permissions/alice", ["fly"])
     assert bad.value.code == 400
+
+
+def test_topic_and_subscription_grants_through_the_admin_api(broker_and_secret):
+    broker, secret = broker_and_secret
+    base = "/admin/v2/persistent/public/default"
+    _admin(broker, "POST", f"{base}/only-this/permissions/alice", ["produce"])
+    assert _admin(broker, "GET", f"{base}/only-this/permissions") == {"alice": ["produce"]}
+    _admin(broker, "POST", "/admin/v2/namespaces/public/default/permissions/bob", ["consume"])
+    _admin(broker, "POST", "/admin/v2/namespaces/public/default/permissions/carol", ["consume"])
+    _admin(broker, "POST", "/admin/v2/namespaces/public/default/permissions/subscription/billing", ["bob"])
+    assert _admin(broker, "GET", "/admin/v2/namespaces/public/default/permissions/subscription") == \
+        {"billing": ["bob"]}
+    alice, bob, carol = (_client(broker, secret, r) for r in ("alice", "bob", "carol"))
+    try:
+        alice.create_producer("persistent://public/default/only-this").send(b"granted here")
+        with pytest.raises(pulsar.AuthorizationError):
+            alice.create_producer("persistent://public/default/another")
+        bob.subscribe("persistent://public/default/only-this", "billing").close()
+        with pytest.raises(pulsar.AuthorizationError):  # consume on the namespace, but not on that subscription
+            carol.subscribe("persistent://public/default/only-this", "billing")
+        carol.subscribe("persistent://public/default/only-this", "carols").close()
+        # Revoked: alice may no longer produce there.
+        _admin(broker, "DELETE", f"{base}/only-this/permissions/alice")
+        _admin(broker, "DELETE", "/admin/v2/namespaces/public/default/permissions/subscription/billing/bob")
+        assert _admin(broker, "GET", "/admin/v2/namespaces/public/default/permissions/subscription") == {}
+        with pytest.raises(pulsar.AuthorizationError):
+            alice.create_producer("persistent://public/default/only-this")
+    finally:
+        for c in (alice, bob, carol):
+            c.close()
