@@ -132,13 +132,23 @@ async def lookup(request: web.Request) -> web.Response:
     member = service.cluster
     if member is None:
         config = request.app[BROKER].config
-        native, http = config.service_url, config.web_service_url
+        native, http, listeners = config.service_url, config.web_service_url, config.listeners
         service.lookup_answers += 1
     else:
         result = await member.lookup(name)
-        native, http = result.service_url, result.web_service_url
+        native, http, listeners = result.service_url, result.web_service_url, result.listeners
         service.lookup_answers += 1
         if not result.local:
             service.lookup_redirects += 1
-    return json_answer({"brokerUrl": native, "nativeUrl": native, "httpUrl": http,
-                        "brokerUrlTls": "", "httpUrlTls": ""})
+    answer = {"brokerUrl": native, "nativeUrl": native, "httpUrl": http, "brokerUrlTls": "", "httpUrlTls": ""}
+    listener = request.query.get("listenerName") or request.headers.get("X-Pulsar-ListenerName")
+    if listener:
+        url = listeners.get(listener)
+        if url is None:
+            raise AdminError(503, f"the broker has no listener named {listener!r}: check listenerName "
+                                      f"against advertised_listeners")
+        key = "brokerUrlTls" if url.startswith("pulsar+ssl://") else "brokerUrl"
+        answer[key] = url
+        if key == "brokerUrl":
+            answer["nativeUrl"] = url
+    return json_answer(answer)

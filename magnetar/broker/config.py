@@ -10,6 +10,7 @@ The ``[storage]`` table maps onto :class:`magnetar.storage.StorageConfig`.
 from __future__ import annotations
 
 import dataclasses
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,10 @@ class BrokerConfig(SecuritySettings):
     admin_port: int = 8080
     #: Host name clients are told to connect to (lookup answers, close redirects).
     advertised_address: str = "localhost"
+    #: Named addresses clients choose with their ``listener_name``:
+    #: "internal:pulsar://10.0.0.5:6650,external:pulsar+ssl://broker.example:6651"
+    #: (Pulsar's advertisedListeners). Empty: the advertised address only.
+    advertised_listeners: str = ""
     #: Where ledgers and the metadata database live.
     data_dir: str = "./data"
     #: Metadata store URL; empty means ``sqlite:<data_dir>/metadata.db``
@@ -149,7 +154,13 @@ class BrokerConfig(SecuritySettings):
     def service_url(self) -> str:
         return f"pulsar://{self.advertised_address}:{self.port}"
 
+    @property
+    def listeners(self) -> dict[str, str]:
+        """``advertised_listeners`` as name -> URL; ConfigError when malformed."""
+        return parse_listeners(self.advertised_listeners)
+
     def validate(self) -> None:
+        self.listeners  # noqa: B018 (parses: ConfigError when malformed)
         if not (0 <= self.port <= 65535):
             raise ConfigError(f"port must be 0..65535, got {self.port}")
         if not (-1 <= self.admin_port <= 65535):
@@ -254,3 +265,23 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
     except ValueError as exc:
         raise ConfigError(f"[storage] {exc}") from None
     return config
+
+
+def parse_listeners(text: str) -> dict[str, str]:
+    """``"name:pulsar://host:port,other:pulsar+ssl://host:port"`` -> {name: URL}.
+
+    One URL per name; ConfigError names the item that is wrong.
+    """
+    out: dict[str, str] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, sep, url = item.partition(":")
+        if not sep or not re.fullmatch(r"[A-Za-z0-9_.-]+", name or "") or \
+                not re.fullmatch(r"pulsar(\+ssl)?://[^/:,\s]+:\d+", url):
+            raise ConfigError(f"advertised_listeners item {item!r} must be name:pulsar://HOST:PORT "
+                              f"(or pulsar+ssl://)")
+        if name in out:
+            raise ConfigError(f"advertised_listeners names {name!r} twice: one URL per listener")
+        out[name] = url
+    return out

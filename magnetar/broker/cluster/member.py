@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
 from magnetar.broker.errors import ServiceNotReady
@@ -56,6 +56,8 @@ class LookupResult:
     web_service_url: str
     #: True when this broker is the owner.
     local: bool
+    #: The owner's advertised listeners (name -> URL).
+    listeners: dict = field(default_factory=dict)
 
 
 class ClusterMember:
@@ -305,7 +307,7 @@ class ClusterMember:
                 if owner.broker_id != self.broker_id:
                     self.lookup_redirects += 1
                 return LookupResult(owner.broker_id, owner.service_url, owner.web_service_url,
-                                    owner.broker_id == self.broker_id)
+                                    owner.broker_id == self.broker_id, dict(owner.listeners))
             try:
                 if state.state in (INIT, FREE):
                     target = least_loaded(bundle, sorted(self.registry.live), self.channel, pending=self._pending)

@@ -36,6 +36,8 @@ class BrokerInfo:
     cluster: str
     started: float = field(default_factory=time.time)
     load: dict = field(default_factory=dict)
+    #: advertised_listeners: name -> URL.
+    listeners: dict = field(default_factory=dict)
 
     def doc(self) -> bytes:
         return json.dumps(self.__dict__).encode()
@@ -44,7 +46,7 @@ class BrokerInfo:
     def parse(cls, value: bytes) -> "BrokerInfo":
         doc = json.loads(value)
         return cls(doc["broker_id"], doc["service_url"], doc["web_service_url"], doc.get("cluster", ""),
-                   doc.get("started", 0.0), doc.get("load", {}))
+                   doc.get("started", 0.0), doc.get("load", {}), doc.get("listeners", {}))
 
 
 Listener = Callable[[str, BrokerInfo | None], None]  # (broker id, info or None when it left)

@@ -196,6 +196,7 @@ class Broker:
         member.broker_id = member.info.broker_id = f"{config.advertised_address}:{self.admin_port}"
         member.info.service_url = config.service_url
         member.info.web_service_url = config.web_service_url
+        member.info.listeners = config.listeners
         await member.start()
         log.info("broker %s joined cluster %s", member.broker_id, config.cluster_name)
 

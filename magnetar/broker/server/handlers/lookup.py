@@ -2,7 +2,9 @@
 GET_TOPICS_OF_NAMESPACE.
 
 A standalone broker owns every topic, so LOOKUP answers Connect with the URL
-the client dialled. A cluster member answers with the owner of the topic's
+the client dialled. A client that names a listener (``listener_name``) is
+sent to that one of the broker's ``advertised_listeners`` (ServiceNotReady
+for a name the broker does not have, as in Pulsar). A cluster member answers with the owner of the topic's
 bundle (``cluster.member``): Connect when it is the owner, Redirect
 (authoritative) to the owner otherwise, as Pulsar's brokers do. Failure modes: a malformed topic name gets
 InvalidTopicName; metadata trouble gets ServiceNotReady (the client retries).
@@ -77,11 +79,33 @@ def on_lookup(session: Session, frame: Frame) -> None:
     if session.service.cluster is not None:
         session.spawn(cluster_lookup(session, req))
         return
-    # One broker owns everything: the client keeps using the URL it dialled.
     session.service.lookup_answers += 1
+    if req.advertised_listener_name:
+        # The client asked for a named address: send it there.
+        url = session.config.listeners.get(req.advertised_listener_name)
+        if url is None:
+            session.write(_no_listener(req))
+            return
+        session.write(_connect_to(req, url, Lookup.Connect))
+        return
+    # One broker owns everything: the client keeps using the URL it dialled.
     session.write(command(Type.LOOKUP_RESPONSE, request_id=req.request_id, response=Lookup.Connect,
                           brokerServiceUrl=session.config.service_url, authoritative=True,
                           proxy_through_service_url=True))
+
+
+def _no_listener(req: pb.CommandLookupTopic) -> pb.BaseCommand:
+    # Pulsar answers a listener it does not have with ServiceNotReady.
+    return command(Type.LOOKUP_RESPONSE, request_id=req.request_id, response=pb.CommandLookupTopicResponse.Failed,
+                   error=ServerError.ServiceNotReady,
+                   message=f"the broker has no listener named {req.advertised_listener_name!r}: "
+                           f"check the client's listener_name against advertised_listeners")
+
+
+def _connect_to(req: pb.CommandLookupTopic, url: str, response: int) -> pb.BaseCommand:
+    field = "brokerServiceUrlTls" if url.startswith("pulsar+ssl://") else "brokerServiceUrl"
+    return command(Type.LOOKUP_RESPONSE, request_id=req.request_id, response=response, authoritative=True,
+                   **{field: url})
 
 
 async def cluster_lookup(session: Session, req: pb.CommandLookupTopic) -> None:
@@ -101,8 +125,12 @@ async def cluster_lookup(session: Session, req: pb.CommandLookupTopic) -> None:
     if not result.local:
         session.service.lookup_redirects += 1
     # Redirect makes the client ask the owner, which then answers Connect.
-    session.write(command(Type.LOOKUP_RESPONSE, request_id=req.request_id,
-                          response=Lookup.Connect if result.local else Lookup.Redirect,
+    response = Lookup.Connect if result.local else Lookup.Redirect
+    if req.advertised_listener_name:
+        url = result.listeners.get(req.advertised_listener_name)
+        session.write(_no_listener(req) if url is None else _connect_to(req, url, response))
+        return
+    session.write(command(Type.LOOKUP_RESPONSE, request_id=req.request_id, response=response,
                           brokerServiceUrl=result.service_url, authoritative=True))
 
 
