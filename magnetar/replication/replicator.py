@@ -208,10 +208,12 @@ class Replicator:
                           if isinstance(r, BaseException)]
                 if failed:
                     raise failed[0]
-            await cursor.mark_delete(entries[-1].position)
+            # Counted before the mark-delete: stats never show a drained
+            # backlog with messages missing from the counters.
             self.msg_out += msgs
             self.bytes_out += nbytes
             self._rate.add(msgs, nbytes)
+            await cursor.mark_delete(entries[-1].position)
             backoff.reset()
 
 

@@ -107,7 +107,9 @@ def test_a_remote_that_was_down_catches_up_and_a_resend_stores_nothing_twice(tmp
         east = _region(tmp_path, etcd, "east")
         # No client touches east's topic: its broker loads it to resume replication.
         wait_for(lambda: _count(west) == 600, 60, what="west has all 600")
-        assert _stats(east)["replication"]["west"]["msgOutCounter"] == 600  # all re-sent...
+        # West stores the last batch before east hears the receipts: wait for east's count too.
+        wait_for(lambda: _stats(east)["replication"]["west"]["msgOutCounter"] == 600, 30,
+                 what="east re-sent all 600")  # all re-sent...
         w0 = west.members[0]
         consumer = pulsar.Client(w0.service_url).subscribe(TOPIC, "check",
                                                            initial_position=pulsar.InitialPosition.Earliest)
