@@ -60,8 +60,8 @@ class PulsarCollector:
             labels = [cluster, ns, name]
             subs = list(topic.subscriptions.values())
             all_consumers = [c for s in subs for c in s.consumers]
-            msg_out = sum(c.msg_out for c in all_consumers)
-            bytes_out = sum(c.bytes_out for c in all_consumers)
+            # The topic's own counters: they keep what consumers that left had received.
+            msg_out, bytes_out = topic.msg_out, topic.bytes_out
             then, m_in, b_in, m_out, b_out = self._last.get(name, (now, topic.msg_in, topic.bytes_in, msg_out,
                                                                   bytes_out))
             elapsed = now - then

@@ -2,6 +2,7 @@
 subscriptions; bad input gets a clear JSON reason and changes nothing."""
 from __future__ import annotations
 
+import re
 import time
 import urllib.request
 
@@ -164,6 +165,30 @@ def test_stats_are_shaped_like_pulsars(broker, client):
     assert "markDeletePosition" in internal["cursors"]["watcher"]
     refused(broker, "GET", f"{T}/no-such-topic/stats", 404)
     refused(broker, "GET", f"{T}/no-such-topic/internalStats", 404)
+    producer.close()
+    consumer.close()
+
+
+def test_stats_carry_pulsars_rates_counters_and_times(broker, client):
+    topic = f"{T}/stats-rates"
+    producer = client.create_producer("stats-rates", batching_enabled=False)
+    consumer = client.subscribe("stats-rates", "reader")
+    client.subscribe("stats-rates", "idle").close()  # a subscription whose consumer left
+    ok(broker, "GET", f"{topic}/stats")  # the first look marks the counters
+    for i in range(100):
+        producer.send(b"x" * 50)
+    for _ in range(100):
+        consumer.acknowledge(consumer.receive(10_000))
+    stats = wait_for(lambda: (s := ok(broker, "GET", f"{topic}/stats"))["msgRateIn"] > 0 and s, 10,
+                     what="a rate measured over a second")
+    assert stats["msgInCounter"] == 100 and stats["msgOutCounter"] == 100
+    assert stats["msgThroughputIn"] > 0 and stats["msgRateOut"] > 0 and stats["msgThroughputOut"] > 0
+    assert 50 < stats["averageMsgSize"] < 500  # bytes per message: the payload plus its framing
+    assert stats["subscriptions"]["reader"]["msgOutCounter"] == 100
+    assert stats["subscriptions"]["idle"]["type"] == "Exclusive"  # never null
+    since = stats["publishers"][0]["connectedSince"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", since), since
+    assert re.fullmatch(r"\d{4}-.*Z", stats["subscriptions"]["reader"]["consumers"][0]["connectedSince"])
     producer.close()
     consumer.close()
 

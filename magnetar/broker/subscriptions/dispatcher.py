@@ -105,13 +105,21 @@ class Dispatcher(abc.ABC):
 
     def _send(self, consumer: Consumer, entries: list[Entry]) -> None:
         counts = []
+        msgs = nbytes = 0
         for entry in entries:
             n = entry_info(entry.data).num_messages
             consumer.permits -= n
             consumer.pending[entry.position] = n
-            consumer.msg_out += n
-            consumer.bytes_out += len(entry.data)
+            msgs += n
+            nbytes += len(entry.data)
             counts.append(self.redelivery_counts.get(entry.position, 0))
+        consumer.msg_out += msgs
+        consumer.bytes_out += nbytes
+        subscription = self.subscription
+        subscription.msg_out += msgs
+        subscription.bytes_out += nbytes
+        subscription.topic.msg_out += msgs
+        subscription.topic.bytes_out += nbytes
         if consumer.deliver is not None:
             consumer.deliver(consumer, entries, counts)
 

@@ -44,6 +44,9 @@ class Subscription:
         self.dispatcher: Dispatcher | None = None
         self.consumers: list[Consumer] = []
         self.msg_rate_redeliver = 0
+        #: Dispatched to this subscription's consumers, all of them over time.
+        self.msg_out = 0
+        self.bytes_out = 0
         #: Replicated subscription (PIP-33): snapshots read from the topic,
         #: (local position, ReplicatedSubscriptionsSnapshot), oldest first.
         self.snapshots: deque[tuple[Position, pb.ReplicatedSubscriptionsSnapshot]] = deque(

@@ -23,6 +23,9 @@ class TopicView(Protocol):
     subscriptions: dict[str, Any]
     #: The topic may hold markers (it is geo-replicated): dispatchers look.
     filter_markers: bool
+    #: Messages and bytes dispatched from the topic (dispatchers add to them).
+    msg_out: int
+    bytes_out: int
 
     def replicated_subscription_moved(self, name: str, snapshot: Any) -> None:
         """A replicated subscription's mark-delete passed ``snapshot`` (a
@@ -46,6 +49,8 @@ class SubscriptionView(Protocol):
     ledger: ManagedLedger
     cursor: ManagedCursor
     durable: bool
+    msg_out: int
+    bytes_out: int
 
     def on_marker(self, position: Position, metadata: Any, data: bytes) -> None:
         """A dispatcher read a marker entry (it will not be dispatched)."""

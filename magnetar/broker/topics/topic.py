@@ -56,7 +56,7 @@ from .dedup import Deduplicator, Duplicate
 from .producer import AccessMode, Producer, PublishResult
 from . import marker_log, positions
 from .replicators import REPLICATOR_CURSOR_PREFIX, MarkerHandler, ReplicatorView, is_replicator_cursor
-from .stats import topic_internal_stats, topic_stats
+from .stats import RateMeter, topic_internal_stats, topic_stats
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +147,10 @@ class Topic:
         self.quota_block: BacklogQuota | None = None
         self.msg_in = 0
         self.bytes_in = 0
+        #: Dispatched to consumers, every subscription (counted by dispatchers).
+        self.msg_out = 0
+        self.bytes_out = 0
+        self.rates = RateMeter()
         #: Geo-replication: one replicator per remote cluster (set from above).
         self.replicators: dict[str, ReplicatorView] = {}
         #: Replicated subscriptions' markers (PIP-33), set from above.

@@ -144,3 +144,14 @@ def test_compaction_rebuilds_a_compressed_batch_with_only_the_kept_messages():
     again = _parse(rebuilt)
     assert again.keys == [("a", False)] and again.singles[0].payload == b"2"
     assert again.metadata.compression == pb.NONE and entry_info(rebuilt).num_messages == 1
+
+
+def test_a_rate_meter_measures_between_looks_a_window_apart():
+    from magnetar.broker.topics.stats import RateMeter, iso
+
+    meter = RateMeter(window=1.0)
+    assert meter.rates((0, 0), now=100.0) == (0.0, 0.0)  # the first look only marks
+    assert meter.rates((50, 5000), now=100.5) == (0.0, 0.0)  # too soon: the last rates
+    assert meter.rates((200, 20000), now=102.0) == (100.0, 10000.0)
+    assert meter.rates((100, 0), now=103.0) == (0.0, 0.0)  # a reset counter never gives a negative rate
+    assert iso(0) == "1970-01-01T00:00:00.000Z"
