@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import sys
+import time
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -108,9 +110,13 @@ def _check_url(service_url: str) -> None:
 @app.command()
 def produce(
     topic: str = typer.Argument(..., help="Topic name (short names go to public/default)"),
-    message: list[str] = typer.Option(..., "-m", "--message", help="Message body; repeat for several"),
+    message: Optional[list[str]] = typer.Option(None, "-m", "--message", help="Message body; repeat for several"),
+    files: Optional[list[Path]] = typer.Option(None, "-f", "--files",
+                                               help="A file whose bytes are one message; repeat for several"),
     num: int = typer.Option(1, "-n", "--num-produce", help="Send the message list this many times"),
     key: Optional[str] = typer.Option(None, "-k", "--key", help="Partition key"),
+    properties: Optional[list[str]] = typer.Option(None, "-p", "--property", help="key=value; repeat for several"),
+    rate: float = typer.Option(0, "-r", "--rate", help="Messages per second; 0 = as fast as acknowledged"),
     service_url: str = typer.Option(DEFAULT_URL, "--service-url", "-u"),
 ) -> None:
     """Publish messages and print each message id."""
@@ -120,12 +126,38 @@ def produce(
     if num < 1:
         err.print("[red]--num-produce must be at least 1[/red]")
         raise typer.Exit(2)
+    if rate < 0:
+        err.print("[red]--rate must be 0 (no limit) or positive[/red]")
+        raise typer.Exit(2)
+    bodies = [m.encode() for m in message or []]
+    for path in files or []:
+        try:
+            bodies.append(path.read_bytes())
+        except OSError as exc:
+            err.print(f"[red]cannot read {path}:[/red] {exc.strerror or exc}")
+            raise typer.Exit(2)
+    if not bodies:
+        err.print("[red]nothing to send:[/red] give -m MESSAGE or -f FILE")
+        raise typer.Exit(2)
+    props = {}
+    for item in properties or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            err.print(f"[red]--property {item!r} must be key=value[/red]")
+            raise typer.Exit(2)
+        props[name] = value
     client = Client(service_url)
     try:
         producer = client.create_producer(topic)
+        start, sent = time.monotonic(), 0
         for _ in range(num):
-            for body in message:
-                msg_id = producer.send(body.encode(), partition_key=key)
+            for body in bodies:
+                if rate:
+                    ahead = start + sent / rate - time.monotonic()
+                    if ahead > 0:
+                        time.sleep(ahead)  # keep to --rate
+                msg_id = producer.send(body, properties=props or None, partition_key=key)
+                sent += 1
                 typer.echo(str(msg_id))
         producer.close()
     except PulsarError as exc:
@@ -141,26 +173,32 @@ def consume(
     subscription: str = typer.Option(..., "-s", "--subscription-name"),
     num: int = typer.Option(1, "-n", "--num-messages", help="Stop after this many messages; 0 = forever"),
     subscription_type: str = typer.Option("Exclusive", "-t", "--subscription-type",
-                                          help="Exclusive, Shared or Failover"),
+                                          help="Exclusive, Shared, Failover or Key_Shared"),
     position: str = typer.Option("earliest", "-p", "--subscription-position", help="earliest or latest"),
     timeout: float = typer.Option(0, "--timeout", help="Give up after this many seconds without a message; 0 = wait"),
     service_url: str = typer.Option(DEFAULT_URL, "--service-url", "-u"),
 ) -> None:
-    """Receive, print and acknowledge messages."""
+    """Receive, print (id, key, properties, body) and acknowledge messages."""
     from magnetar.client import Client, ConsumerType, InitialPosition, PulsarError, Timeout
 
-    types = {"exclusive": ConsumerType.Exclusive, "shared": ConsumerType.Shared, "failover": ConsumerType.Failover}
+    types = {"exclusive": ConsumerType.Exclusive, "shared": ConsumerType.Shared, "failover": ConsumerType.Failover,
+             "key_shared": ConsumerType.KeyShared}
     positions = {"earliest": InitialPosition.Earliest, "latest": InitialPosition.Latest}
-    if subscription_type.lower() not in types:
-        err.print(f"[red]unknown subscription type {subscription_type!r}[/red]: use Exclusive, Shared or Failover")
+    if subscription_type.lower().replace("-", "_") not in types:
+        err.print(f"[red]unknown subscription type {subscription_type!r}[/red]: "
+                  f"use Exclusive, Shared, Failover or Key_Shared")
         raise typer.Exit(2)
     if position.lower() not in positions:
         err.print(f"[red]unknown position {position!r}[/red]: use earliest or latest")
         raise typer.Exit(2)
+    if num < 0:
+        err.print(f"[red]--num-messages must be 0 (forever) or positive, not {num}[/red]")
+        raise typer.Exit(2)
     _check_url(service_url)
     client = Client(service_url)
     try:
-        consumer = client.subscribe(topic, subscription, consumer_type=types[subscription_type.lower()],
+        consumer = client.subscribe(topic, subscription,
+                                    consumer_type=types[subscription_type.lower().replace("-", "_")],
                                     initial_position=positions[position.lower()])
         received = 0
         while num == 0 or received < num:
@@ -174,7 +212,12 @@ def consume(
                 text = data.decode()
             except UnicodeDecodeError:
                 text = data.hex()
-            typer.echo(f"{msg.message_id()} {text}")
+            extra = ""
+            if msg.partition_key():
+                extra += f" key={msg.partition_key()}"
+            if msg.properties():
+                extra += " properties=" + ",".join(f"{k}={v}" for k, v in sorted(msg.properties().items()))
+            typer.echo(f"{msg.message_id()}{extra} {text}")
             consumer.acknowledge(msg)
             received += 1
         consumer.close()

@@ -305,6 +305,12 @@ def namespaces_create(ctx: typer.Context, namespace: str = typer.Argument(..., h
     _call(ctx, lambda c: c.create_namespace(namespace, names or None), done=f"Created namespace {namespace}")
 
 
+@namespaces_app.command("get-retention")
+def namespaces_get_retention(ctx: typer.Context, namespace: str) -> None:
+    """Show a namespace's retention policy."""
+    _call(ctx, lambda c: c.retention(namespace) or {}, _fields)
+
+
 @namespaces_app.command("permissions")
 def namespaces_permissions(ctx: typer.Context, namespace: str) -> None:
     """Show the roles granted actions on a namespace."""
@@ -487,6 +493,24 @@ def topics_delete_partitioned(ctx: typer.Context, topic: str,
                               force: bool = typer.Option(False, "--force", "-f")) -> None:
     """Delete a partitioned topic and all its partitions."""
     _call(ctx, lambda c: c.delete_partitioned_topic(topic, force), done=f"Deleted partitioned topic {topic}")
+
+
+@topics_app.command("last-message-id")
+def topics_last_message_id(ctx: typer.Context, topic: str) -> None:
+    """Show the id of the topic's last message."""
+    _call(ctx, lambda c: c.last_message_id(topic), _fields)
+
+
+@topics_app.command("compact")
+def topics_compact(ctx: typer.Context, topic: str) -> None:
+    """Start compacting a topic (the latest value per key); see compaction-status."""
+    _call(ctx, lambda c: c.compact(topic), done=f"Compaction of {topic} started")
+
+
+@topics_app.command("compaction-status")
+def topics_compaction_status(ctx: typer.Context, topic: str) -> None:
+    """Show the state of the topic's last compaction."""
+    _call(ctx, lambda c: c.compaction_status(topic), _fields)
 
 
 @topics_app.command("permissions")

@@ -169,6 +169,15 @@ class AdminClient:
     def revoke_permission(self, namespace: str, role: str) -> None:
         self.request("DELETE", f"namespaces/{namespace_path(namespace)}/permissions/{_seg(role)}")
 
+    def last_message_id(self, topic: str) -> dict:
+        return self.request("GET", f"{topic_path(topic)}/lastMessageId")
+
+    def compact(self, topic: str) -> None:
+        self.request("PUT", f"{topic_path(topic)}/compaction")
+
+    def compaction_status(self, topic: str) -> dict:
+        return self.request("GET", f"{topic_path(topic)}/compaction")
+
     def topic_permissions(self, topic: str) -> dict:
         return self.request("GET", f"{topic_path(topic)}/permissions")
 

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from magnetar.cli import app
 
+from ..conftest import wait_for
 from .admin_support import call, ok, quiet_logger, start_broker, stop_broker
 
 
@@ -108,6 +109,23 @@ def test_tenants_and_namespaces(broker):
     good(broker, "namespaces", "delete", "acme/app")
     good(broker, "tenants", "delete", "acme")
     assert "acme" not in good(broker, "tenants", "list", json_output=True)
+
+
+def test_last_message_id_compaction_and_retention(broker):
+    topic = "persistent://public/default/cli-compact"
+    client = pulsar.Client(broker.service_url, logger=quiet_logger())
+    producer = client.create_producer(topic, batching_enabled=False)
+    for key in ("a", "b", "a"):
+        producer.send(key.encode(), partition_key=key)
+    last = good(broker, "topics", "last-message-id", topic, json_output=True)
+    assert last["entryId"] == 2
+    assert "Compaction of" in good(broker, "topics", "compact", topic)
+    wait_for(lambda: good(broker, "topics", "compaction-status", topic, json_output=True)["status"] == "SUCCESS",
+             30, what="compaction done")
+    good(broker, "namespaces", "set-retention", "public/default", "--time", "1h", "--size", "10M")
+    assert good(broker, "namespaces", "get-retention", "public/default", json_output=True) == \
+        {"retentionTimeInMinutes": 60, "retentionSizeInMB": 10}
+    client.close()
 
 
 def test_topics_and_subscriptions(broker):
