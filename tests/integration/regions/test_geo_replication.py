@@ -3,6 +3,7 @@ official client in every region, messages published everywhere at once."""
 from __future__ import annotations
 
 import threading
+import urllib.error
 import time
 from collections import defaultdict
 
@@ -178,3 +179,28 @@ def _loaded(region, path: str) -> bool:
         return True
     except Exception:  # 404: the topic does not exist there
         return False
+
+
+def test_deleting_a_replicated_topic_follows_pulsars_rules(regions):
+    """The other regions' replicators are producers on the topic: a plain
+    delete is refused (412), a forced one deletes it in that region only, and
+    the next message from another region brings it back."""
+    _replicated_namespace(regions, "acme/gone")
+    a, b, _ = regions.regions
+    path = "/admin/v2/persistent/acme/gone/t"
+    client_b = pulsar.Client(b.service_url)
+    try:
+        producer = client_b.create_producer("persistent://acme/gone/t")
+        producer.send(b"one")
+        wait_for(lambda: _loaded(a, path) and a.admin(f"{path}/internalStats")["nextOffset"] == 1, 30,
+                 what="a has it")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            a.admin(path, "DELETE")
+        assert refused.value.code == 412
+        a.admin(f"{path}?force=true", "DELETE")
+        assert _loaded(b, path)  # b keeps its copy
+        producer.send(b"two")
+        wait_for(lambda: _loaded(a, path) and a.admin(f"{path}/internalStats")["nextOffset"] >= 1, 30,
+                 what="b's replicator recreating it in a")
+    finally:
+        client_b.close()
