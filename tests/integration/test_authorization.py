@@ -117,3 +117,25 @@ def test_topic_and_subscription_grants_through_the_admin_api(broker_and_secret):
     finally:
         for c in (alice, bob, carol):
             c.close()
+
+
+def test_grants_in_the_namespace_policies_body_count_at_once(broker_and_secret):
+    broker, secret = broker_and_secret
+    _admin(broker, "PUT", "/admin/v2/tenants/acme", {"allowedClusters": ["standalone"]})
+    _admin(broker, "PUT", "/admin/v2/namespaces/acme/bodies", {
+        "auth_policies": {"namespace_auth": {"alice": ["produce"]},
+                          "destination_auth": {"persistent://acme/bodies/audit": {"bob": ["consume"]}}},
+        "retention_policies": {"retentionTimeInMinutes": 10, "retentionSizeInMB": 1}})
+    assert _admin(broker, "GET", "/admin/v2/namespaces/acme/bodies/permissions") == {"alice": ["produce"]}
+    alice, bob = _client(broker, secret, "alice"), _client(broker, secret, "bob")
+    try:
+        alice.create_producer("persistent://acme/bodies/audit").send(b"x")
+        bob.subscribe("persistent://acme/bodies/audit", "b").close()
+        with pytest.raises(pulsar.AuthorizationError):
+            bob.subscribe("persistent://acme/bodies/other", "b")
+    finally:
+        alice.close()
+        bob.close()
+    with pytest.raises(urllib.error.HTTPError) as bad:
+        _admin(broker, "PUT", "/admin/v2/namespaces/acme/worse", {"auth_policies": {"namespace_auth": {"x": ["fly"]}}})
+    assert bad.value.code == 400

@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from magnetar.security import authorization
 from magnetar.storage import RetentionPolicy
 
 from .resources import POLICY_FIELDS, InvalidInput, PreconditionFailed
@@ -131,6 +132,11 @@ def validate_policies(body: Any, known: list[str], allowed: list[str]) -> dict:
             raise InvalidInput("backlog_quota_map must be a JSON object")
         out["backlog_quota_map"] = {validate_backlog_quota_type(k): validate_backlog_quota(v)
                                     for k, v in quotas.items()}
+    if body.get("auth_policies") is not None:
+        try:
+            out["auth_policies"] = authorization.validate_auth_policies(body["auth_policies"])
+        except authorization.PermissionInputError as exc:
+            raise InvalidInput(str(exc)) from None
     assert set(out) <= set(POLICY_FIELDS)
     return out
 
