@@ -15,10 +15,16 @@ For every topic the history's final read gives the log as stored. Then:
 
 Sends that ended in ``info`` (unknown outcome) or ``fail`` may be absent
 without counting as lost; a ``fail`` that is stored anyway counts as a
-**phantom** (the system said no, and did it).
+**phantom** (the system said no, and did it), unless a fault overlapped the
+send (a client that lost its connection reports its pending sends as failed
+without knowing their fate).
 
 A topic with acknowledged sends and no final read is reported as unread:
 nothing about it can be judged, and the report is not clean.
+
+Consumers' ``receive`` ops: every acknowledged send of a topic a consumer
+read must have reached it (**missed by consumers**); messages received more
+than once are counted (**redelivered**: at-least-once delivery allows them).
 """
 from __future__ import annotations
 
@@ -27,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ANOMALIES = ("lost", "duplicated", "reordered", "interleaved_writers", "offset_violations", "phantoms",
-             "unread_topics")
+             "unread_topics", "missed_by_consumers")
 
 
 @dataclass
@@ -42,6 +48,11 @@ class Report:
     offset_violations: int = 0
     phantoms: int = 0
     unread_topics: int = 0
+    #: Acknowledged sends a consumer of the topic never received.
+    missed_by_consumers: int = 0
+    #: Messages consumers received more than once (at-least-once: counted, not wrong).
+    redelivered: int = 0
+    received: int = 0
     faults: Counter = field(default_factory=Counter)
     reordered_by_process: Counter = field(default_factory=Counter)
     #: A few examples per anomaly, to start the investigation from.
@@ -56,7 +67,8 @@ class Report:
             self.examples[kind].append(text)
 
     def as_dict(self) -> dict[str, Any]:
-        out = {name: getattr(self, name) for name in ("operations", "acknowledged", "indeterminate", *ANOMALIES)}
+        out = {name: getattr(self, name) for name in ("operations", "acknowledged", "indeterminate", "received",
+                                                      "redelivered", *ANOMALIES)}
         out["faults"] = dict(self.faults)
         out["reordered_by_process"] = dict(self.reordered_by_process)
         out["examples"] = {k: v for k, v in self.examples.items() if v}
@@ -69,8 +81,17 @@ def check(ops: list[dict[str, Any]]) -> Report:
     invokes: dict[tuple[str, str], dict] = {}  # (topic, value) -> the invoke
     outcome: dict[tuple[str, str], dict] = {}  # (topic, value) -> the ok/fail/info
     logs: dict[str, list[tuple[int | None, str]]] = {}
+    receipts: dict[str, Counter] = defaultdict(Counter)  # topic -> value -> times a consumer got it
+    faults: list[list[float]] = []  # [start, end] of each fault, open until healed
     for op in ops:
         f, kind = op.get("f"), op.get("type")
+        if f == "fault" and kind == "info":
+            faults.append([op.get("time", 0.0), float("inf")])
+        elif f == "heal" and faults and faults[-1][1] == float("inf"):
+            faults[-1][1] = op.get("time", 0.0)
+        if f == "receive" and kind == "ok":
+            receipts[op.get("topic")][op.get("value")] += 1
+            continue
         if f == "fault":
             if kind == "info":
                 report.faults[str(op.get("value"))] += 1
@@ -100,8 +121,22 @@ def check(ops: list[dict[str, Any]]) -> Report:
         report.unread_topics += 1
         report._example("unread_topics", topic)
 
+    # A refusal reported while the broker was being killed or paused may be
+    # the client's verdict on a send whose fate it never heard: unknown, not "no".
+    for key, op in outcome.items():
+        invoke = invokes.get(key)
+        if op["type"] == "fail" and invoke is not None and any(
+                start <= op.get("time", 0.0) and invoke.get("time", 0.0) <= end for start, end in faults):
+            op["may_exist"] = True
     for topic, log in logs.items():
         _check_topic(report, topic, log, invokes, outcome)
+    for topic, got in receipts.items():
+        report.received += sum(got.values())
+        report.redelivered += sum(n - 1 for n in got.values() if n > 1)
+        for (t, value), op in outcome.items():
+            if t == topic and op["type"] == "ok" and got[value] == 0:
+                report.missed_by_consumers += 1
+                report._example("missed_by_consumers", f"{topic}: {value} acknowledged, never delivered")
     return report
 
 

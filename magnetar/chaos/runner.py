@@ -21,8 +21,8 @@ from typing import Callable
 from .checker import Report, check
 from .history import History
 from .systems import SYSTEMS
-from .workloads import (ConditionalWriter, DedupProducer, ExclusiveWriter, IdempotentProducer, Workload,
-                        read_log)
+from .workloads import (ConditionalWriter, DedupProducer, ExclusiveWriter, IdempotentProducer, SharedConsumer,
+                        Workload, read_log)
 
 NAMESPACE = "public/default"
 
@@ -35,10 +35,14 @@ class Progress:
     faults: int
 
 
-def _enable_deduplication(admin_url: str) -> None:
-    req = urllib.request.Request(f"{admin_url}/admin/v2/namespaces/{NAMESPACE}/deduplication", data=b"true",
-                                 method="POST", headers={"Content-Type": "application/json"})
-    urllib.request.urlopen(req, timeout=30).read()
+def _prepare_namespace(admin_url: str) -> None:
+    """Deduplication on (the dedup producer relies on it), and infinite
+    retention: what consumers acknowledge stays for the final reads."""
+    for path, body in (("deduplication", b"true"),
+                       ("retention", b'{"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}')):
+        req = urllib.request.Request(f"{admin_url}/admin/v2/namespaces/{NAMESPACE}/{path}", data=body,
+                                     method="POST", headers={"Content-Type": "application/json"})
+        urllib.request.urlopen(req, timeout=30).read()
 
 
 def _workloads(url: str, history: History, seed: int) -> list[Workload]:
@@ -49,6 +53,7 @@ def _workloads(url: str, history: History, seed: int) -> list[Workload]:
         ExclusiveWriter("writer-a", url, f"{base}-exclusive", history, seed + 2),
         ExclusiveWriter("writer-b", url, f"{base}-exclusive", history, seed + 3),
         ConditionalWriter("conditional", url, f"{base}-conditional", history, seed + 4),
+        SharedConsumer("consumer", url, f"{base}-dedup", history, seed + 5),
     ]
 
 
@@ -75,7 +80,7 @@ def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: 
     workloads: list[Workload] = []
     try:
         system.start()
-        _enable_deduplication(system.admin_url)
+        _prepare_namespace(system.admin_url)
         workloads = _workloads(system.service_url, history, seed)
         for w in workloads:
             w.start()

@@ -149,3 +149,27 @@ def test_chaos_check_exits_1_on_an_anomaly_and_0_on_a_clean_history(tmp_path):
                                "--out", str(tmp_path / "o")]).exit_code == 2
     assert runner.invoke(app, ["chaos", "run", "--topology", "moon", "--duration", "1",
                                "--out", str(tmp_path / "o")]).exit_code == 2
+
+
+def test_an_acknowledged_send_a_consumer_never_got_is_missed_and_repeats_are_counted():
+    h, values = _clean()
+    _read(h, values)
+    for v in values[:4] + [values[0]]:
+        h.add("consumer", "ok", "receive", topic=T, value=v, redelivery=0)
+    report = check(h.ops)
+    assert report.missed_by_consumers == 1 and "p:4" in report.examples["missed_by_consumers"][0]
+    assert report.redelivered == 1 and report.received == 5
+    h.add("consumer", "ok", "receive", topic=T, value=values[4], redelivery=0)
+    report = check(h.ops)
+    assert report.clean and report.redelivered == 1
+
+
+def test_a_refusal_during_a_fault_is_unknown_not_a_phantom():
+    h, values = _clean()
+    value = "p:5"
+    h.add("p", "invoke", "send", topic=T, value=value, seq=5, promise="once")
+    h.add("nemesis", "info", "fault", value="kill")
+    h.add("p", "fail", "send", topic=T, value=value, error="ProducerFenced")
+    h.add("nemesis", "info", "heal", value="kill")
+    _read(h, values + [value])
+    assert check(h.ops).phantoms == 0
