@@ -228,8 +228,18 @@ def consume(
         client.close()
 
 
+def hoist_admin_json(argv: list[str]) -> list[str]:
+    """``admin ... --json`` anywhere after ``admin`` means ``admin --json ...``:
+    users type it at the end, the option belongs to ``admin``."""
+    if "admin" not in argv or "--json" not in argv[argv.index("admin") + 1:]:
+        return argv
+    at = argv.index("admin")
+    rest = [a for a in argv[at + 1:] if a != "--json"]
+    return argv[:at + 1] + ["--json"] + rest
+
+
 def main() -> None:  # pragma: no cover
-    app()
+    app(args=hoist_admin_json(sys.argv[1:]))
 
 
 if __name__ == "__main__":  # pragma: no cover
