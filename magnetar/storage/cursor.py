@@ -81,6 +81,10 @@ class ManagedCursor:
         self.durable = durable
         self.mark_delete_position = mark_delete
         self.individually_deleted = PositionRangeSet()
+        #: Batch-index acknowledgement: for an entry some of whose messages
+        #: are acknowledged, the bit mask of those still *not* acknowledged
+        #: (bit i = message i; Pulsar's ack-set convention).
+        self.batch_acks: dict[Position, int] = {}
         self.properties: dict[str, int] = dict(properties or {})
         self._ml = ml
         self._key = key
@@ -163,6 +167,32 @@ class ManagedCursor:
             self._gen += 1
         await self._persist()
 
+    async def delete_batch_indexes(self, pos: Position, remaining: int) -> bool:
+        """Acknowledge some messages of the batch entry ``pos``: ``remaining``
+        is the mask of its messages the consumer has *not* acknowledged (what
+        earlier calls left unacknowledged stays so unless cleared here too).
+        When none is left the entry is deleted whole. Returns True if the
+        entry is now fully acknowledged. Persisted before returning."""
+        self._check_open()
+        if self.is_deleted(pos) or not self._ml._is_confirmed_entry(pos):
+            return True
+        left = remaining if pos not in self.batch_acks else self.batch_acks[pos] & remaining
+        if left == 0:
+            self.batch_acks.pop(pos, None)
+            await self.delete([pos])
+            return True
+        if self.batch_acks.get(pos) != left:
+            self.batch_acks[pos] = left
+            self._gen += 1
+        await self._persist()
+        return False
+
+    def _forget_batch_acks(self) -> None:
+        """Entries deleted whole need no batch state."""
+        if self.batch_acks:
+            for pos in [p for p in self.batch_acks if self.is_deleted(p)]:
+                del self.batch_acks[pos]
+
     def _advance(self) -> None:
         """Move mark-delete over acked runs that start right after it."""
         ml = self._ml
@@ -181,6 +211,7 @@ class ManagedCursor:
         first_unacked = ml.next_position(self.mark_delete_position)
         if self.read_position < first_unacked:
             self.read_position = first_unacked
+        self._forget_batch_acks()
 
     # --------------------------------------------------------------- reading
 
@@ -247,6 +278,7 @@ class ManagedCursor:
             md = Position(pos.ledger_id, -1)
         self.mark_delete_position = md
         self.individually_deleted.clear()
+        self.batch_acks.clear()
         self.read_position = pos
         self._read_epoch += 1
         self._gen += 1
@@ -277,12 +309,16 @@ class ManagedCursor:
                 break
             runs.append(list(run))
         md = self.mark_delete_position
-        return {
+        doc = {
             "name": self.name,
             "mark_delete": [md.ledger_id, md.entry_id],
             "individually_deleted": runs,
             "properties": self.properties,
         }
+        if self.batch_acks:
+            doc["batch_acks"] = [[p.ledger_id, p.entry_id, mask]
+                                 for p, mask in list(self.batch_acks.items())[:MAX_PERSISTED_RUNS]]
+        return doc
 
     @classmethod
     def from_snapshot(cls, ml: CursorLedger, doc: dict, *, key: str, version: int) -> "ManagedCursor":
@@ -291,6 +327,8 @@ class ManagedCursor:
         for lid, first, last in doc.get("individually_deleted", ()):
             cursor.individually_deleted.add_run(lid, first, last)
         cursor.individually_deleted.remove_through(md)
+        for lid, eid, mask in doc.get("batch_acks", ()):
+            cursor.batch_acks[Position(lid, eid)] = int(mask)
         cursor._advance()
         cursor.read_position = ml.next_position(cursor.mark_delete_position)
         cursor._persisted_mark_delete = cursor.mark_delete_position

@@ -303,3 +303,46 @@ def test_an_http_service_url_works_end_to_end(broker):
 def test_a_non_persistent_topic_is_refused_clearly(pulsar_client):
     with pytest.raises(pulsar.NotAllowedError):
         pulsar_client.create_producer("non-persistent://public/default/np")
+
+
+def test_batch_index_acknowledgement_survives_a_reconnect(broker):
+    """With batch_index_ack_enabled, messages of a batch acknowledged one by
+    one are not delivered again when the rest of their batch is, even after
+    a broker restart."""
+    import pulsar
+
+    client = pulsar.Client(broker.service_url, operation_timeout_seconds=10)
+    topic = "persistent://public/default/batch-index-ack"
+    try:
+        consumer = client.subscribe(topic, "s", batch_index_ack_enabled=True)
+        producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=10,
+                                          batching_max_publish_delay_ms=1000)
+        for i in range(10):
+            producer.send_async(f"m{i}".encode(), None)
+        producer.flush()
+        received = [consumer.receive(10_000) for _ in range(10)]
+        assert [m.data().decode() for m in received] == [f"m{i}" for i in range(10)]
+        assert len({(m.message_id().ledger_id(), m.message_id().entry_id()) for m in received}) == 1  # one batch
+        for msg in received[:4]:
+            consumer.acknowledge(msg)
+        consumer.close()  # flushes the grouped acknowledgements
+        client.close()
+        broker.restart()  # the partial acknowledgement is stored with the cursor
+        client = pulsar.Client(broker.service_url, operation_timeout_seconds=10)
+        again = client.subscribe(topic, "s", batch_index_ack_enabled=True)
+        rest = []
+        while True:
+            try:
+                msg = again.receive(2000)
+            except pulsar.Timeout:
+                break
+            rest.append(msg.data().decode())
+            again.acknowledge(msg)
+        assert rest == [f"m{i}" for i in range(4, 10)]
+        again.close()
+        # Every message acknowledged: the entry is gone from the backlog.
+        third = client.subscribe(topic, "s", batch_index_ack_enabled=True)
+        with pytest.raises(pulsar.Timeout):
+            third.receive(1000)
+    finally:
+        client.close()

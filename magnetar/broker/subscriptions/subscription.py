@@ -146,6 +146,12 @@ class Subscription:
             self.dispatcher.acks_applied()
         self._follow_snapshots()
 
+    async def acknowledge_batch_index(self, position: Position, remaining: int) -> None:
+        """Some messages of a batch entry acknowledged (``remaining``: the
+        mask of those that are not); the whole entry once none remains."""
+        if await self.cursor.delete_batch_indexes(position, remaining):
+            await self.acknowledge([position])
+
     async def acknowledge_cumulative(self, position: Position) -> None:
         if self.dispatcher is not None:
             self.dispatcher.acked_cumulative(position)

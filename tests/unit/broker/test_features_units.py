@@ -6,6 +6,7 @@ import asyncio
 import json
 
 import pytest
+from hypothesis import given, strategies as st
 
 from magnetar.broker.topics.compaction import _parse, _rebuild
 from magnetar.broker.subscriptions.consumer import Consumer
@@ -155,3 +156,12 @@ def test_a_rate_meter_measures_between_looks_a_window_apart():
     assert meter.rates((200, 20000), now=102.0) == (100.0, 10000.0)
     assert meter.rates((100, 0), now=103.0) == (0.0, 0.0)  # a reset counter never gives a negative rate
     assert iso(0) == "1970-01-01T00:00:00.000Z"
+
+
+@given(st.integers(0, (1 << 200) - 1))
+def test_ack_set_words_round_trip(mask):
+    from magnetar.broker.server.handlers.consume import ack_set_mask, ack_set_words
+
+    words = ack_set_words(mask)
+    assert all(-(1 << 63) <= w < (1 << 63) for w in words)  # protobuf int64
+    assert ack_set_mask(words) == mask

@@ -101,6 +101,7 @@ def deliver(session: Session, consumer: Consumer, entries: list[Entry], redelive
     # Pulsar's brokers put the partition in every message id of a partition:
     # routers, seeks and acks by id on partitioned topics depend on it.
     partition = consumer.partition if consumer.partition >= 0 else None
+    batch_acks = consumer.subscription.cursor.batch_acks if consumer.subscription is not None else None
     for entry, count in zip(entries, redeliveries):
         pos = entry.position
         message = pb.CommandMessage(consumer_id=consumer_id,
@@ -108,9 +109,29 @@ def deliver(session: Session, consumer: Consumer, entries: list[Entry], redelive
                                                                 partition=partition))
         if count:
             message.redelivery_count = count
+        if batch_acks and pos in batch_acks:
+            message.ack_set.extend(ack_set_words(batch_acks[pos]))
         data = strip_broker_entry_metadata(entry.data) if strip else entry.data
         pieces.extend(encode_payload_command(pb.BaseCommand(type=_MESSAGE, message=message), data))
     session.queue(*pieces)
+
+
+def ack_set_mask(words) -> int:
+    """Pulsar's ack set (a BitSet as signed 64-bit words) as a Python int."""
+    mask = 0
+    for i, word in enumerate(words):
+        mask |= (word & 0xFFFF_FFFF_FFFF_FFFF) << (64 * i)
+    return mask
+
+
+def ack_set_words(mask: int) -> list[int]:
+    """The inverse of :func:`ack_set_mask`: signed 64-bit words."""
+    words = []
+    while mask:
+        word = mask & 0xFFFF_FFFF_FFFF_FFFF
+        words.append(word - (1 << 64) if word >= 1 << 63 else word)
+        mask >>= 64
+    return words
 
 
 def disconnect_consumer(session: Session, consumer: Consumer, assigned_url: str | None = None) -> None:
@@ -142,12 +163,15 @@ async def on_ack(session: Session, req: pb.CommandAck, consumer: Consumer | None
                 mid = req.message_id[0]
                 await sub.acknowledge_cumulative(wire_position(mid))
         else:
-            # An ack_set with bits still set acknowledges part of a batch:
-            # the entry stays until its last message is acknowledged.
-            positions = [wire_position(m) for m in req.message_id
-                         if not any(m.ack_set)]
+            # An ack_set with bits still set acknowledges part of a batch
+            # (batch-index acknowledgement): the entry stays, and is delivered
+            # again with that ack set, until its last message is acknowledged.
+            positions = [wire_position(m) for m in req.message_id if not any(m.ack_set)]
             if positions:
                 await sub.acknowledge(positions)
+            for m in req.message_id:
+                if any(m.ack_set):
+                    await sub.acknowledge_batch_index(wire_position(m), ack_set_mask(m.ack_set))
         if req.HasField("request_id"):
             session.write(command(Type.ACK_RESPONSE, consumer_id=req.consumer_id, request_id=req.request_id))
     except BrokerError as exc:
