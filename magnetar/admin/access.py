@@ -37,10 +37,9 @@ from .params import BROKER
 #: Paths anyone may call (monitoring).
 OPEN = frozenset({"/admin/v2/brokers/health", "/admin/v2/brokers/version", "/metrics", "/admin/v2/openapi.json"})
 
-_TENANT_PATH = re.compile(r"^/admin/v2/(?:tenants|namespaces|persistent|non-persistent)/([^/]+)")
+_TENANT_PATH = re.compile(r"^/admin/v2/(?:tenants|namespaces|persistent|non-persistent|schemas)/([^/]+)")
 _TOPIC_READ = re.compile(r"^/(?:admin/v2|lookup/v2/topic)/persistent/([^/]+)/([^/]+)/([^/]+)"
                          r"(?:/(?:stats|internalStats|partitions|partitioned-stats|lastMessageId))?$")
-_LOOKUP = re.compile(r"^/lookup/v2/topic/persistent/([^/]+)/([^/]+)/([^/]+)$")
 
 
 def _unauthorized(reason: str) -> web.HTTPException:
@@ -82,18 +81,18 @@ async def _allowed(request: web.Request, service, role: str | None) -> bool:
     if authorizer.is_super_user(role):
         return True
     match = _TENANT_PATH.match(path)
-    if match is None:
+    topic = _TOPIC_READ.match(path) if method == "GET" else None
+    if match is None and topic is None:
         # Clusters, brokers, the tenants list: super-users only; reading the
         # clusters and brokers is harmless and needed by tools.
         return method == "GET" and (path.startswith("/admin/v2/clusters") or path.startswith("/admin/v2/brokers"))
-    tenant = match.group(1)
+    tenant = match.group(1) if match is not None else topic.group(1)
     try:
         tenant_info = await resources.get_tenant(service.store, tenant)
     except Exception:
         tenant_info = None
     if authorizer.is_tenant_admin(role, tenant_info):
         return path != f"/admin/v2/tenants/{tenant}" or method == "GET"  # the tenant itself: super-users
-    topic = _TOPIC_READ.match(path) if method == "GET" else None
     if topic is not None and role is not None:
         name = f"persistent://{topic.group(1)}/{topic.group(2)}/{topic.group(3)}"
         policies = await resources.namespace_policies(service.store, f"{topic.group(1)}/{topic.group(2)}")

@@ -16,7 +16,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from magnetar.security import tls
 
-from . import brokers, clusters, compaction, namespaces, openapi, permissions, subscriptions, tenants, topics
+from . import (brokers, clusters, compaction, namespaces, openapi, permissions, schemas, subscriptions, tenants,
+               topics)
 from .access import access
 from .errors import json_errors
 from .metrics import registry_for
@@ -30,8 +31,8 @@ REGISTRY = web.AppKey("registry", object)
 OPENAPI = web.AppKey("openapi", dict)
 
 broker_table = RouteTable("broker")
-TABLES = [broker_table, brokers.table, permissions.table, clusters.table, tenants.table, namespaces.table, topics.table, subscriptions.table,
-          compaction.table]
+TABLES = [broker_table, brokers.table, permissions.table, clusters.table, tenants.table, namespaces.table, topics.table,
+          subscriptions.table, compaction.table, schemas.table]
 
 
 @broker_table.route("GET", "/admin/v2/brokers/health", "Health check: answers ok while the broker serves",

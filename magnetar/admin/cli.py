@@ -17,6 +17,7 @@ import json
 import re
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 import typer
@@ -37,11 +38,13 @@ tenants_app = typer.Typer(help="Tenants.", no_args_is_help=True)
 namespaces_app = typer.Typer(help="Namespaces and their policies.", no_args_is_help=True)
 topics_app = typer.Typer(help="Topics, partitioned topics and subscriptions.", no_args_is_help=True)
 brokers_app = typer.Typer(help="Brokers of a cluster and topic lookups.", no_args_is_help=True)
+schemas_app = typer.Typer(help="Topics' schemas and their versions.", no_args_is_help=True)
 app.add_typer(clusters_app, name="clusters")
 app.add_typer(brokers_app, name="brokers")
 app.add_typer(tenants_app, name="tenants")
 app.add_typer(namespaces_app, name="namespaces")
 app.add_typer(topics_app, name="topics")
+app.add_typer(schemas_app, name="schemas")
 
 err = Console(stderr=True, soft_wrap=True)
 
@@ -493,6 +496,31 @@ def topics_delete_partitioned(ctx: typer.Context, topic: str,
                               force: bool = typer.Option(False, "--force", "-f")) -> None:
     """Delete a partitioned topic and all its partitions."""
     _call(ctx, lambda c: c.delete_partitioned_topic(topic, force), done=f"Deleted partitioned topic {topic}")
+
+
+@schemas_app.command("get")
+def schemas_get(ctx: typer.Context, topic: str,
+                version: Optional[int] = typer.Option(None, "--version", help="A version [the latest]")) -> None:
+    """Show a topic's schema."""
+    _call(ctx, lambda c: c.schema(topic, version), _fields)
+
+
+@schemas_app.command("upload")
+def schemas_upload(ctx: typer.Context, topic: str,
+                   filename: Path = typer.Option(..., "--filename", "-f",
+                                                 help='JSON {"type": "AVRO", "schema": "...", "properties": {}}')) -> None:
+    """Register a schema version (refused if incompatible)."""
+    try:
+        payload = json.loads(filename.read_text())
+    except (OSError, ValueError) as exc:
+        raise _usage(f"cannot read a schema payload from {filename}: {exc}")
+    _call(ctx, lambda c: c.upload_schema(topic, payload), _fields)
+
+
+@schemas_app.command("delete")
+def schemas_delete(ctx: typer.Context, topic: str) -> None:
+    """Delete every version of a topic's schema."""
+    _call(ctx, lambda c: c.delete_schema(topic), done=f"Deleted the schema of {topic}")
 
 
 @topics_app.command("last-message-id")

@@ -169,6 +169,16 @@ class AdminClient:
     def revoke_permission(self, namespace: str, role: str) -> None:
         self.request("DELETE", f"namespaces/{namespace_path(namespace)}/permissions/{_seg(role)}")
 
+    def schema(self, topic: str, version: int | None = None) -> dict:
+        path = topic_path(topic).replace("persistent/", "schemas/", 1) + "/schema"
+        return self.request("GET", path if version is None else f"{path}/{version}")
+
+    def upload_schema(self, topic: str, payload: dict) -> dict:
+        return self.request("POST", topic_path(topic).replace("persistent/", "schemas/", 1) + "/schema", body=payload)
+
+    def delete_schema(self, topic: str) -> dict:
+        return self.request("DELETE", topic_path(topic).replace("persistent/", "schemas/", 1) + "/schema")
+
     def last_message_id(self, topic: str) -> dict:
         return self.request("GET", f"{topic_path(topic)}/lastMessageId")
 

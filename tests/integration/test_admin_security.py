@@ -79,6 +79,8 @@ def test_credentials_and_roles_decide_what_the_admin_api_does(secured):
     assert _call(f"{api}/persistent/acme/orders/t/stats", token=token("bob"))[0] == 200
     assert _call(f"{api}/persistent/acme/orders/t", "DELETE", token=token("bob"))[0] == 403
     assert _call(f"{api}/persistent/acme/orders/t/stats", token=token("carol"))[0] == 403
+    lookup = broker.admin_url + "/lookup/v2/topic/persistent/acme/orders/t"
+    assert _call(lookup, token=token("bob"))[0] == 200 and _call(lookup, token=token("carol"))[0] == 403
     assert _call(f"{api}/persistent/acme/orders/t", "GET", token=token("alice"))[0] in (200, 404, 405)
 
 
