@@ -687,7 +687,21 @@ def topics_skip(
         return
     if count < 1:
         raise _usage("--count must be at least 1")
-    _call(ctx, lambda c: c.skip(topic, subscription, count), done=f"Skipped {count} entries of {subscription}")
+
+    def skip_and_count(c: AdminClient) -> int | None:
+        # The REST answer is empty (Pulsar's): say what really moved from the backlog.
+        before = c.stats(topic)["subscriptions"].get(subscription, {}).get("msgBacklog")
+        c.skip(topic, subscription, count)
+        after = c.stats(topic)["subscriptions"].get(subscription, {}).get("msgBacklog")
+        return None if before is None or after is None else max(0, before - after)
+
+    settings: Settings = ctx.obj
+    skipped: list = []
+    _call(ctx, lambda c: skipped.append(skip_and_count(c)))
+    if not settings.json:
+        n = skipped[0] if skipped and skipped[0] is not None else count
+        note = "" if n >= count else f" (the backlog held {n})"
+        _out().print(f"Skipped {n} entries of {subscription}{note}")
 
 
 @topics_app.command("expire-messages")

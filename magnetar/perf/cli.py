@@ -33,7 +33,8 @@ out = Console(stderr=True, width=None if Console(stderr=True).is_terminal else 1
 Url = Annotated[str, typer.Option("--service-url", "-u", help="Broker URL")]
 Topic = Annotated[str, typer.Option("--topic", "-t", help="Topic name (prefix when --topics > 1)")]
 Topics = Annotated[int, typer.Option("--topics", help="Number of topics")]
-Partitions = Annotated[int, typer.Option("--partitions", help="Partitions per topic (Magnetar: only 0 for now)")]
+Partitions = Annotated[int, typer.Option("--partitions", help="Not created by perf: make a partitioned topic "
+                                                               "with `admin topics create-partitioned-topic`")]
 Size = Annotated[int, typer.Option("--size", "-s", help="Message size in bytes")]
 Rate = Annotated[float, typer.Option("--rate", "-r", help="Total publish rate in msg/s; 0 = max")]
 Batching = Annotated[bool, typer.Option("--batching/--no-batching", help="Producer batching")]

@@ -68,8 +68,9 @@ class WorkloadSpec:
 
     def validate(self) -> "WorkloadSpec":
         if self.partitions:
-            raise ValueError("partitioned topics are not supported by Magnetar yet: "
-                             "use --topics N for N independent topics")
+            raise ValueError("perf does not create partitioned topics: create one first "
+                             "(magnetar admin topics create-partitioned-topic TOPIC -p N) and give its name with "
+                             "--topic; the client then spreads messages over its partitions")
         if self.size < 1:
             raise ValueError("--size must be at least 1 byte")
         if self.rate < 0:

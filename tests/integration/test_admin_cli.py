@@ -157,8 +157,11 @@ def test_topics_and_subscriptions(broker):
 
     assert backlog() == 6
     assert "audit" in good(broker, "topics", "stats", plain)
-    good(broker, "topics", "skip", plain, "-s", "audit", "-n", "2")
+    assert "Skipped 2 entries of audit" in good(broker, "topics", "skip", plain, "-s", "audit", "-n", "2")
     assert backlog() == 4
+    said = good(broker, "topics", "skip", plain, "-s", "audit", "-n", "100")
+    assert "Skipped 4 entries of audit (the backlog held 4)" in said
+    assert backlog() == 0
     good(broker, "topics", "reset-cursor", plain, "-s", "audit", "--time", "1h")
     assert backlog() == 6
     good(broker, "topics", "reset-cursor", plain, "-s", "audit", "-m", "latest")

@@ -46,4 +46,4 @@ def test_perf_refuses_partitions(broker):
            "--partitions", "4", "--ceiling", "0"]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
     assert run.returncode == 2
-    assert "partitioned topics are not supported" in run.stderr
+    assert "perf does not create partitioned topics" in run.stderr
