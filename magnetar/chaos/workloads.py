@@ -23,6 +23,7 @@ starts (``make test`` installs it).
 """
 from __future__ import annotations
 
+import abc
 import logging
 import random
 import threading
@@ -53,7 +54,7 @@ def official_client() -> Any:
     return pulsar
 
 
-class Workload(threading.Thread):
+class Workload(threading.Thread, metaclass=abc.ABCMeta):
     """A client thread; :meth:`stop` asks it to finish its current send and end."""
 
     promise = "once"
@@ -83,8 +84,9 @@ class Workload(threading.Thread):
         except BaseException as exc:  # reported by the runner: a workload must not die silently
             self.error = exc
 
+    @abc.abstractmethod
     def work(self) -> None:
-        raise NotImplementedError
+        """The workload itself; returns when :attr:`stopping` (or the client is done)."""
 
     # -- recording ---------------------------------------------------------------------------
     def invoke(self, **extra: Any) -> str:

@@ -120,3 +120,19 @@ class BrokerProcess:
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+
+def token_secured_broker(tmp_path: Path, authorization: bool = True, extra: str = "") -> tuple["BrokerProcess", bytes]:
+    """A started broker that wants tokens signed with a fresh HS256 secret
+    (returned), with authorization and "admin" as super-user unless told not."""
+    secret = os.urandom(32)
+    key = tmp_path / "secret.key"
+    key.write_bytes(secret)
+    rules = 'authorization_enabled = true\nsuper_user_roles = ["admin"]\n' if authorization else ""
+    broker = BrokerProcess.with_config(tmp_path, f"""
+authentication_enabled = true
+authentication_providers = ["token"]
+token_secret_key = "file://{key}"
+{rules}{extra}
+""").start()
+    return broker, secret

@@ -17,7 +17,7 @@ import pytest
 from magnetar.security.tokens import create_token
 from tests.pki import make_pki
 
-from .broker_process import BrokerProcess
+from .broker_process import BrokerProcess, token_secured_broker
 
 
 def _call(url: str, method: str = "GET", body=None, token: str | None = None, context=None,
@@ -40,16 +40,7 @@ def _call(url: str, method: str = "GET", body=None, token: str | None = None, co
 
 @pytest.fixture
 def secured(tmp_path):
-    secret = os.urandom(32)
-    key = tmp_path / "secret.key"
-    key.write_bytes(secret)
-    broker = BrokerProcess.with_config(tmp_path, f"""
-authentication_enabled = true
-authentication_providers = ["token"]
-token_secret_key = "file://{key}"
-authorization_enabled = true
-super_user_roles = ["admin"]
-""").start()
+    broker, secret = token_secured_broker(tmp_path)
     yield broker, lambda role: create_token(role, secret_key=secret)
     broker.stop()
 

@@ -14,20 +14,12 @@ import pytest
 from magnetar.security.tokens import create_token
 from tests.conftest import wait_for
 
-from .broker_process import BrokerProcess
+from .broker_process import BrokerProcess, token_secured_broker
 
 
 @pytest.fixture
 def secured(tmp_path):
-    secret = os.urandom(32)
-    key = tmp_path / "secret.key"
-    key.write_bytes(secret)
-    broker = BrokerProcess.with_config(tmp_path, f"""
-authentication_enabled = true
-authentication_providers = ["token"]
-token_secret_key = "file://{key}"
-auth_refresh_check_interval_s = 1.0
-""").start()
+    broker, secret = token_secured_broker(tmp_path, authorization=False, extra="auth_refresh_check_interval_s = 1.0")
     yield broker, secret
     broker.stop()
 

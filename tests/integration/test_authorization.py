@@ -4,7 +4,6 @@ operations create nothing."""
 from __future__ import annotations
 
 import json
-import os
 import urllib.error
 import urllib.request
 
@@ -13,21 +12,12 @@ import pytest
 
 from magnetar.security.tokens import create_token
 
-from .broker_process import BrokerProcess
+from .broker_process import token_secured_broker
 
 
 @pytest.fixture
 def broker_and_secret(tmp_path):
-    secret = os.urandom(32)
-    key = tmp_path / "secret.key"
-    key.write_bytes(secret)
-    broker = BrokerProcess.with_config(tmp_path, f"""
-authentication_enabled = true
-authentication_providers = ["token"]
-token_secret_key = "file://{key}"
-authorization_enabled = true
-super_user_roles = ["admin"]
-""").start()
+    broker, secret = token_secured_broker(tmp_path)
     # The admin API asks for credentials too: these tests call it as a super-user.
     broker.admin_token = create_token("admin", secret_key=secret)
     yield broker, secret

@@ -90,3 +90,11 @@ class LocalRegions:
                 os.kill(r.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def replicated_namespace(regions: "LocalRegions", namespace: str) -> None:
+    """A tenant allowed in every region and ``namespace`` replicated between them all."""
+    names = [r.name for r in regions.regions]
+    first = regions.regions[0]
+    first.admin(f"/admin/v2/tenants/{namespace.split('/')[0]}", "PUT", {"allowedClusters": names})
+    first.admin(f"/admin/v2/namespaces/{namespace}", "PUT", {"replication_clusters": names})

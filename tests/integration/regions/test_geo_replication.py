@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import wait_for
 
-from .regions_process import LocalRegions
+from .regions_process import LocalRegions, replicated_namespace
 
 pytestmark = pytest.mark.timeout(600)
 PER_REGION = 10_000
@@ -26,10 +26,8 @@ def regions(tmp_path):
 
 
 def _replicated_namespace(regions, namespace: str) -> None:
+    replicated_namespace(regions, namespace)
     names = [r.name for r in regions.regions]
-    first = regions.regions[0]
-    first.admin(f"/admin/v2/tenants/{namespace.split('/')[0]}", "PUT", {"allowedClusters": names})
-    first.admin(f"/admin/v2/namespaces/{namespace}", "PUT", {"replication_clusters": names})
     for r in regions.regions:  # the configuration store is shared: every region sees it at once
         assert sorted(r.admin(f"/admin/v2/namespaces/{namespace}/replication")) == sorted(names)
 

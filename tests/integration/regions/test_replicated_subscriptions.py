@@ -12,7 +12,7 @@ import pytest
 from magnetar import client as magnetar_client
 from tests.conftest import wait_for
 
-from .regions_process import LocalRegions
+from .regions_process import LocalRegions, replicated_namespace
 
 pytestmark = pytest.mark.timeout(600)
 TOTAL = 10_000
@@ -25,13 +25,6 @@ def regions(tmp_path):
     r = LocalRegions(tmp_path / "geo", regions=3).start()
     yield r
     r.stop()
-
-
-def _setup(regions, namespace: str) -> None:
-    names = [r.name for r in regions.regions]
-    first = regions.regions[0]
-    first.admin(f"/admin/v2/tenants/{namespace.split('/')[0]}", "PUT", {"allowedClusters": names})
-    first.admin(f"/admin/v2/namespaces/{namespace}", "PUT", {"replication_clusters": names})
 
 
 def _backlog(region, path: str, sub: str) -> int | None:
@@ -85,7 +78,7 @@ def _publish_paced(producer, errors: list) -> None:
 
 
 def test_a_consumer_that_fails_over_resumes_within_a_second_of_traffic(regions):
-    _setup(regions, "acme/payments")
+    replicated_namespace(regions, "acme/payments")
     a, b, c = regions.regions
     topic = "persistent://acme/payments/tx"
     path = "/admin/v2/persistent/acme/payments/tx"
@@ -139,7 +132,7 @@ def test_a_consumer_that_fails_over_resumes_within_a_second_of_traffic(regions):
 
 
 def test_markers_never_reach_a_client_and_readers_at_the_end_do_not_hang(regions):
-    _setup(regions, "acme/ledger")
+    replicated_namespace(regions, "acme/ledger")
     a = regions.regions[0]
     topic = "persistent://acme/ledger/log"
     path = "/admin/v2/persistent/acme/ledger/log"
