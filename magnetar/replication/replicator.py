@@ -32,6 +32,7 @@ from magnetar.broker.entries import markers
 from magnetar.broker.entries.entry_format import entry_info
 from magnetar.broker.topics.replicators import SOURCE_POSITION_PROPERTY, replicator_cursor, source_sequence
 from magnetar.client.backoff import Backoff
+from magnetar.client.errors import ConnectError, Timeout
 from magnetar.protocol import pb
 from magnetar.protocol.frames import PayloadBlock
 from magnetar.storage import ManagedCursor
@@ -156,7 +157,12 @@ class Replicator:
             except Exception as exc:
                 log.warning("replicator %s -> %s: cannot reach the remote topic (%s); retrying",
                             self.topic_name, self.remote, exc)
-                await self._clusters.forget(self.remote)
+                if isinstance(exc, (ConnectError, Timeout)):
+                    # The broker behind the shared client is gone: the next
+                    # client tries the cluster's other brokers. A refusal about
+                    # this topic alone (busy, not allowed) keeps the client,
+                    # which the other topics' replicators are using.
+                    await self._clusters.forget(self.remote)
                 await asyncio.sleep(backoff.next())
                 continue
             self._producer = producer
