@@ -175,6 +175,9 @@ def test_topics_and_subscriptions(broker):
     assert "audit" in internal["cursors"]
     bad(broker, "topics", "skip", plain, "-s", "audit", code=2, says="--count")
     bad(broker, "topics", "reset-cursor", plain, "-s", "audit", "-m", "twelve", code=2, says="invalid message id")
+    before = backlog()
+    bad(broker, "topics", "reset-cursor", plain, "-s", "audit", "-m", "999:5", says="does not exist in the topic")
+    assert backlog() == before  # refused: the cursor did not move
     bad(broker, "topics", "skip", plain, "-s", "nobody", "-n", "1", says="Subscription nobody not found")
 
     good(broker, "topics", "unload", plain)

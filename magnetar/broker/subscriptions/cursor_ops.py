@@ -19,6 +19,7 @@ import time
 from magnetar.storage import Position
 
 from magnetar.broker.entries.entry_format import entry_info
+from magnetar.broker.namespaces.resources import PreconditionFailed
 from .subscription import Subscription
 
 from .views import TopicView
@@ -105,6 +106,13 @@ def position_for_message_id(topic: TopicView, ledger_id: int, entry_id: int, exc
     if ledger_id >= INT64_MAX or entry_id >= INT64_MAX:
         return topic.next_write_position()
     pos = Position(ledger_id, entry_id)
+    if not ml._is_confirmed_entry(pos) and pos != topic.next_write_position():
+        # Moving a cursor to a message that is not there would silently skip
+        # or replay the wrong entries: refuse, and say what does exist.
+        first, last = ml.first_position(), ml.last_confirmed
+        stored = f"entries {first} to {last}" if first is not None and last is not None else "no entries"
+        raise PreconditionFailed(f"message id {pos} does not exist in the topic (it holds {stored}); "
+                                 f"use earliest, latest or an id it holds")
     return ml.next_position(pos) if excluded else pos
 
 
