@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 
 from aiohttp import web
@@ -43,16 +44,12 @@ _TOPIC_READ = re.compile(r"^/(?:admin/v2|lookup/v2/topic)/persistent/([^/]+)/([^
 
 
 def _unauthorized(reason: str) -> web.HTTPException:
-    return web.HTTPUnauthorized(text=f'{{"reason": "{_json_text(reason)}"}}', content_type="application/json",
+    return web.HTTPUnauthorized(text=json.dumps({"reason": reason}), content_type="application/json",
                                 headers={"WWW-Authenticate": 'Bearer realm="magnetar", Basic realm="magnetar"'})
 
 
 def _forbidden(reason: str) -> web.HTTPException:
-    return web.HTTPForbidden(text=f'{{"reason": "{_json_text(reason)}"}}', content_type="application/json")
-
-
-def _json_text(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"')
+    return web.HTTPForbidden(text=json.dumps({"reason": reason}), content_type="application/json")
 
 
 def _credential(request: web.Request, authenticator):

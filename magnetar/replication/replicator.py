@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from magnetar.broker.entries import markers
 from magnetar.broker.entries.entry_format import entry_info
 from magnetar.broker.topics.replicators import SOURCE_POSITION_PROPERTY, replicator_cursor, source_sequence
+from magnetar.broker.topics.stats import RateMeter
 from magnetar.client.backoff import Backoff
 from magnetar.client.errors import ConnectError, Timeout
 from magnetar.protocol import pb
@@ -66,27 +67,6 @@ def stamped(metadata: pb.MessageMetadata, local: str, ledger_id: int, entry_id: 
     return metadata.SerializeToString()
 
 
-class _Rate:
-    """Messages and bytes per second over the last few seconds, for stats."""
-
-    def __init__(self) -> None:
-        self._mark = time.monotonic()
-        self._msgs = self._bytes = 0
-        self.msg_rate = self.byte_rate = 0.0
-
-    def add(self, msgs: int, nbytes: int) -> None:
-        self._msgs += msgs
-        self._bytes += nbytes
-        self.roll()
-
-    def roll(self) -> None:
-        now = time.monotonic()
-        elapsed = now - self._mark
-        if elapsed >= 1.0:
-            self.msg_rate, self.byte_rate = self._msgs / elapsed, self._bytes / elapsed
-            self._mark, self._msgs, self._bytes = now, 0, 0
-
-
 class Replicator:
     """Copies ``topic`` (a name) read through ``cursor`` to ``remote``.
 
@@ -106,7 +86,7 @@ class Replicator:
         self._producer: "AsyncProducer | None" = None
         self.msg_out = 0
         self.bytes_out = 0
-        self._rate = _Rate()
+        self._rates = RateMeter()
         self.connected_since: str | None = None
         self.outbound_url: str | None = None
 
@@ -133,12 +113,12 @@ class Replicator:
         return self._producer is not None and self._producer.is_connected()
 
     def stats(self) -> dict:
-        self._rate.roll()
+        msg_rate, byte_rate = self._rates.rates((self.msg_out, self.bytes_out))
         return {
             "msgOutCounter": self.msg_out,
             "bytesOutCounter": self.bytes_out,
-            "msgRateOut": self._rate.msg_rate,
-            "msgThroughputOut": self._rate.byte_rate,
+            "msgRateOut": msg_rate,
+            "msgThroughputOut": byte_rate,
             "replicationBacklog": self.cursor.backlog(),
             "connected": self.is_connected(),
             "outboundConnection": self.outbound_url,
@@ -218,7 +198,6 @@ class Replicator:
             # backlog with messages missing from the counters.
             self.msg_out += msgs
             self.bytes_out += nbytes
-            self._rate.add(msgs, nbytes)
             await cursor.mark_delete(entries[-1].position)
             backoff.reset()
 
