@@ -207,7 +207,7 @@ def up(
     data_dir: str = typer.Option("./cluster-data", "--data-dir", help="etcd data, shared storage, broker logs"),
     port: int = typer.Option(6650, "--port", help="Pulsar port of broker 0 (broker k: port + k)"),
     admin_port: int = typer.Option(8080, "--admin-port", help="Admin port of broker 0 (broker k: + k)"),
-    etcd: Optional[str] = typer.Option(None, "--etcd", help="Use this etcd (http://HOST:PORT[/PREFIX]) "
+    etcd: Optional[str] = typer.Option(None, "--etcd", help="Use this etcd (http://HOST:PORT\\[/PREFIX]) "
                                                             "instead of starting one"),
     configuration_store: Optional[str] = typer.Option(
         None, "--configuration-store",

@@ -129,12 +129,12 @@ def send_result(session: Session, producer: Producer, seq: int, highest: int, fu
     if session.reading_paused and session.pending_sends < MAX_PENDING_SENDS // 2 and session.transport is not None:
         session.reading_paused = False
         session.transport.resume_reading()
-    cluster = session.service.cluster
-    if cluster is not None and not cluster.serving:
-        # Our metadata session lapsed (a pause, a partition): the bundle may
-        # have a new owner already. No receipt and no error: the client
-        # resends to the owner it looks up, where dedup settles duplicates.
-        return
+    # A broker whose metadata session lapsed still reports what storage
+    # settled: a stored entry passed the ledger's fence check after its fsync
+    # (``storage/ledger.py: write_fence``), so a new owner's recovery has it.
+    # Withholding that receipt would leave the client guessing; an official
+    # client even reports such a send as failed (ProducerFenced) when its
+    # retry meets a rival exclusive producer on the new owner.
     exc = fut.exception()
     if exc is None:
         res = fut.result()
