@@ -25,9 +25,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from magnetar.protocol import ProtocolError
 from magnetar.security.tls import TlsSetupError
 
 from .client import AdminApiError, AdminClient, AdminUnreachable, namespace_path, topic_path
+from .messages import messages_of
 
 DEFAULT_ADMIN_URL = "http://localhost:8080"
 
@@ -527,6 +529,40 @@ def schemas_delete(ctx: typer.Context, topic: str) -> None:
 def topics_last_message_id(ctx: typer.Context, topic: str) -> None:
     """Show the id of the topic's last message."""
     _call(ctx, lambda c: c.last_message_id(topic), _fields)
+
+
+@topics_app.command("peek-messages")
+def topics_peek_messages(
+    ctx: typer.Context,
+    topic: str,
+    subscription: str = typer.Option(..., "--subscription", "-s"),
+    count: int = typer.Option(1, "--count", "-n", help="Entries to peek at, from the first unacknowledged"),
+) -> None:
+    """Show the next messages of a subscription's backlog without consuming them."""
+    if count < 1:
+        raise _usage("--count must be at least 1")
+
+    def peek(c: AdminClient) -> list[dict]:
+        found: list[dict] = []
+        for position in range(1, count + 1):
+            try:
+                raw, headers = c.peek_message(topic, subscription, position)
+            except AdminApiError as exc:
+                if exc.status == 404 and found:
+                    break  # the backlog is shorter than --count
+                raise
+            try:
+                found.extend(messages_of(raw, headers))
+            except ProtocolError as exc:
+                raise AdminApiError(422, f"entry {position} cannot be split into messages: {exc}",
+                                    "GET", topic) from None
+        return found
+
+    def render(messages: list[dict]) -> None:
+        for msg in messages:
+            _fields({k: v for k, v in msg.items() if v not in (None, {})})
+
+    _call(ctx, peek, render)
 
 
 @topics_app.command("compact")

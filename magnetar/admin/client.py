@@ -94,6 +94,16 @@ class AdminClient:
 
     # -- transport ----------------------------------------------------------------
     def request(self, method: str, path: str, body: Any = _NO_BODY, query: dict | None = None) -> Any:
+        raw, _ = self.exchange(method, path, body, query)
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw.decode(errors="replace")
+
+    def exchange(self, method: str, path: str, body: Any = _NO_BODY, query: dict | None = None) -> tuple[bytes, Any]:
+        """The raw answer and its headers; raises AdminApiError / AdminUnreachable."""
         # "tenants/x" is under /admin/v2/; an absolute "/lookup/v2/..." is taken as it is.
         url = f"{self.url}{path}" if path.startswith("/") else f"{self.url}/admin/v2/{path}"
         if query:
@@ -103,7 +113,7 @@ class AdminClient:
         req = urllib.request.Request(url, data=data, method=method, headers=self._headers)
         try:
             with urllib.request.urlopen(req, timeout=self.timeout, context=self._ssl) as resp:
-                raw = resp.read()
+                return resp.read(), resp.headers
         except urllib.error.HTTPError as exc:
             raw = exc.read()
             try:
@@ -114,12 +124,6 @@ class AdminClient:
         except (urllib.error.URLError, OSError, ValueError) as exc:
             cause = getattr(exc, "reason", exc)
             raise AdminUnreachable(f"cannot reach the admin API at {self.url}: {cause}") from None
-        if not raw:
-            return None
-        try:
-            return json.loads(raw)
-        except ValueError:
-            return raw.decode(errors="replace")
 
     # -- clusters, tenants ---------------------------------------------------------
     def clusters(self) -> list[str]:
@@ -299,6 +303,11 @@ class AdminClient:
 
     def skip(self, topic: str, subscription: str, count: int) -> None:
         self.request("POST", f"{self._sub(topic, subscription)}/skip/{int(count)}")
+
+    def peek_message(self, topic: str, subscription: str, position: int) -> tuple[bytes, dict[str, str]]:
+        """The ``position``-th (from 1) unacknowledged entry: its payload and X-Pulsar-* headers."""
+        raw, headers = self.exchange("GET", f"{self._sub(topic, subscription)}/position/{int(position)}")
+        return raw, {k: v for k, v in headers.items() if k.lower().startswith("x-pulsar-")}
 
     def skip_all(self, topic: str, subscription: str) -> None:
         self.request("POST", f"{self._sub(topic, subscription)}/skip_all")

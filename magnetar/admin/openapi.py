@@ -31,8 +31,8 @@ def _operation(route: Route) -> dict:
     if route.answer is None:
         responses[str(route.ok)] = {"description": "Done"}
     else:
-        responses[str(route.ok)] = {"description": "OK",
-                                    "content": {"application/json": {"schema": route.answer}}}
+        media = "application/octet-stream" if route.answer.get("format") == "binary" else "application/json"
+        responses[str(route.ok)] = {"description": "OK", "content": {media: {"schema": route.answer}}}
     for status in sorted(set(route.errors) | {500}):
         responses[str(status)] = {
             "description": _STATUS_TEXT.get(status, "Internal or storage error"),

@@ -24,6 +24,7 @@ INTEGER = {"type": "integer"}
 BOOLEAN = {"type": "boolean"}
 OBJECT = {"type": "object"}
 STRING_LIST = {"type": "array", "items": STRING}
+BYTES = {"type": "string", "format": "binary"}
 MESSAGE_ID = {
     "type": "object",
     "properties": {"ledgerId": INTEGER, "entryId": INTEGER, "partitionIndex": INTEGER, "isExcluded": BOOLEAN},

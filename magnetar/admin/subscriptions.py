@@ -33,7 +33,7 @@ async def _topics(request: web.Request) -> list:
     return [await service.get_topic(name, create=True) for name in names]
 
 
-async def _subscriptions(request: web.Request) -> list[Subscription]:
+async def named_subscriptions(request: web.Request) -> list[Subscription]:
     """The named subscription on every target topic; 404 if it is on none."""
     name = request.match_info["subscription"]
     found = [t.subscriptions[name] for t in await _topics(request) if name in t.subscriptions]
@@ -75,7 +75,7 @@ async def create_subscription(request: web.Request) -> web.Response:
 @table.route("DELETE", SUB, "Delete a subscription", query=(FORCE,), errors=(404, 412),
              description="Refused (412) while consumers are connected, unless force=true.")
 async def delete_subscription(request: web.Request) -> web.Response:
-    subs = await _subscriptions(request)
+    subs = await named_subscriptions(request)
     if any(s.consumers for s in subs) and not flag(request, "force"):
         raise precondition_failed(f"Subscription {subs[0].name} has active connected consumers (use force)")
     for sub in subs:
@@ -87,7 +87,7 @@ async def delete_subscription(request: web.Request) -> web.Response:
              errors=(400, 404, 412))
 async def reset_cursor_to_time(request: web.Request) -> web.Response:
     timestamp = int_in_path(request, "timestamp")
-    for sub in await _subscriptions(request):
+    for sub in await named_subscriptions(request):
         await cursor_ops.reset_to_time(sub, timestamp)
     return no_content()
 
@@ -96,7 +96,7 @@ async def reset_cursor_to_time(request: web.Request) -> web.Response:
              errors=(400, 404, 412))
 async def reset_cursor_to_message(request: web.Request) -> web.Response:
     ledger_id, entry_id, excluded = message_id(await json_body(request))
-    for sub in await _subscriptions(request):
+    for sub in await named_subscriptions(request):
         await cursor_ops.reset_to(sub, cursor_ops.position_for_message_id(sub.topic, ledger_id, entry_id, excluded))
     return no_content()
 
@@ -104,14 +104,14 @@ async def reset_cursor_to_message(request: web.Request) -> web.Response:
 @table.route("POST", SUB + "/skip/{numMessages}", "Skip the next n entries of the backlog", errors=(400, 404, 412))
 async def skip(request: web.Request) -> web.Response:
     count = int_in_path(request, "numMessages", low=1)
-    for sub in await _subscriptions(request):
+    for sub in await named_subscriptions(request):
         await cursor_ops.skip(sub, count)
     return no_content()
 
 
 @table.route("POST", SUB + "/skip_all", "Skip the whole backlog", errors=(404, 412))
 async def skip_all(request: web.Request) -> web.Response:
-    for sub in await _subscriptions(request):
+    for sub in await named_subscriptions(request):
         await cursor_ops.clear_backlog(sub)
     return no_content()
 
@@ -120,7 +120,7 @@ async def skip_all(request: web.Request) -> web.Response:
              "Expire the backlog older than the given age (seconds)", errors=(400, 404, 412))
 async def expire_messages(request: web.Request) -> web.Response:
     seconds = int_in_path(request, "expireTimeInSeconds")
-    for sub in await _subscriptions(request):
+    for sub in await named_subscriptions(request):
         await cursor_ops.expire(sub, seconds)
     return no_content()
 

@@ -206,3 +206,49 @@ def test_the_command_runs_as_a_process(broker):
     assert refused.returncode == 1 and "404" in refused.stderr and "nobody" in refused.stderr
     usage = run_process(broker, "topics", "skip", "t", "-s", "s")
     assert usage.returncode == 2 and "--count" in usage.stderr
+
+
+def test_peek_messages_shows_the_backlog_without_moving_it(broker):
+    topic = "persistent://public/default/cli-peek"
+    client = pulsar.Client(broker.service_url, logger=quiet_logger())
+    try:
+        consumer = client.subscribe(topic, "peeker", consumer_type=pulsar.ConsumerType.Shared)
+        plain = client.create_producer(topic, batching_enabled=False)
+        plain.send(b"first", properties={"k": "v"}, partition_key="key-1")
+        plain.send(b"second")
+        plain.send(b"\xff\x00binary")
+        batched = client.create_producer(topic, batching_enabled=True, batching_max_messages=3,
+                                         batching_max_publish_delay_ms=60_000)
+        for text in ("b0", "b1", "b2"):
+            batched.send_async(text.encode(), None, properties={"i": text})
+        batched.flush()
+        second = None
+        for _ in range(2):  # acknowledge "second" alone: peek passes over it
+            msg = consumer.receive(timeout_millis=10_000)
+            if msg.data() == b"second":
+                second = msg
+            else:
+                consumer.negative_acknowledge(msg)
+        if second is None:
+            second = next(m for m in iter(lambda: consumer.receive(timeout_millis=10_000), None)
+                          if m.data() == b"second")
+        consumer.acknowledge(second)
+        consumer.close()  # nothing held back in a receiver queue: the backlog is what it is
+
+        shown = good(broker, "topics", "peek-messages", topic, "-s", "peeker", "-n", "10", json_output=True)
+        assert [m["payload"] for m in shown] == ["first", "/wBiaW5hcnk=", "b0", "b1", "b2"]
+        assert shown[0]["properties"] == {"k": "v"} and shown[0]["key"] == "key-1"
+        assert shown[1]["payloadEncoding"] == "base64"
+        assert [m["properties"] for m in shown[2:]] == [{"i": "b0"}, {"i": "b1"}, {"i": "b2"}]
+        assert shown[2]["messageId"].endswith(":0") and shown[4]["messageId"].endswith(":2")
+        # Peeking moved nothing: the same answer again, and the table form names the payload.
+        assert good(broker, "topics", "peek-messages", topic, "-s", "peeker", "-n", "10", json_output=True) == shown
+        assert "first" in good(broker, "topics", "peek-messages", topic, "-s", "peeker")
+        bad(broker, "topics", "peek-messages", topic, "-s", "ghost", says="not found")
+        bad(broker, "topics", "peek-messages", topic, "-s", "peeker", "-n", "0", code=2, says="at least 1")
+        # Past the end of the backlog (REST): 404 saying how long it is.
+        empty = "persistent://public/default/cli-peek-empty"
+        client.subscribe(empty, "nobody").close()
+        bad(broker, "topics", "peek-messages", empty, "-s", "nobody", says="no message at position 1")
+    finally:
+        client.close()

@@ -19,6 +19,8 @@ import time
 from magnetar.storage import Position
 
 from magnetar.broker.entries.entry_format import entry_info
+from magnetar.broker.entries.markers import is_marker
+from magnetar.broker.entries.message_peek import producer_metadata
 from magnetar.broker.namespaces.resources import PreconditionFailed
 from .subscription import Subscription
 
@@ -50,6 +52,39 @@ async def skip(sub: Subscription, count: int) -> int:
     if target is not None:
         await sub.acknowledge_cumulative(target)
     return skipped
+
+
+async def nth_in_backlog(sub: Subscription, n: int):
+    """The ``n``-th (from 1) entry the subscription has not acknowledged, as a
+    stored :class:`~magnetar.storage.Entry`, or None if the backlog is shorter.
+
+    Pulsar's peek: entries acknowledged individually are passed over, and so
+    are markers (replication's own entries, which no consumer ever sees).
+    Reads one entry per backlog entry it passes; peeks are for operators.
+    """
+    ml = sub.ledger
+    last = ml.last_confirmed
+    if n < 1 or last is None:
+        return None
+    pos = sub.cursor.mark_delete_position
+    seen = 0
+    while True:
+        pos = ml.next_position(pos)
+        if pos > last:
+            return None
+        if sub.cursor.is_deleted(pos):
+            continue
+        entries = await ml.read_entries(pos, 1)
+        if not entries:
+            return None
+        entry = entries[0]
+        pos = entry.position  # a rollover may skip to the next ledger's first entry
+        meta = producer_metadata(entry.data)
+        if meta is not None and is_marker(meta):
+            continue
+        seen += 1
+        if seen == n:
+            return entry
 
 
 async def clear_backlog(sub: Subscription) -> int:
