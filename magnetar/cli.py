@@ -117,7 +117,7 @@ def produce(
     key: Optional[str] = typer.Option(None, "-k", "--key", help="Partition key"),
     properties: Optional[list[str]] = typer.Option(None, "-p", "--property", help="key=value; repeat for several"),
     rate: float = typer.Option(0, "-r", "--rate", help="Messages per second; 0 = as fast as acknowledged"),
-    service_url: str = typer.Option(DEFAULT_URL, "--service-url", "-u"),
+    service_url: str = typer.Option(DEFAULT_URL, "--service-url", "-u", envvar="MAGNETAR_SERVICE_URL"),
 ) -> None:
     """Publish messages and print each message id."""
     from magnetar.client import Client, PulsarError
@@ -176,7 +176,7 @@ def consume(
                                           help="Exclusive, Shared, Failover or Key_Shared"),
     position: str = typer.Option("earliest", "-p", "--subscription-position", help="earliest or latest"),
     timeout: float = typer.Option(0, "--timeout", help="Give up after this many seconds without a message; 0 = wait"),
-    service_url: str = typer.Option(DEFAULT_URL, "--service-url", "-u"),
+    service_url: str = typer.Option(DEFAULT_URL, "--service-url", "-u", envvar="MAGNETAR_SERVICE_URL"),
 ) -> None:
     """Receive, print (id, key, properties, body) and acknowledge messages."""
     from magnetar.client import Client, ConsumerType, InitialPosition, PulsarError, Timeout

@@ -30,7 +30,7 @@ app = typer.Typer(help="Load generation and measurement (official pulsar-client,
 # Wide enough for the summary table when stderr is a pipe (rich would use 80).
 out = Console(stderr=True, width=None if Console(stderr=True).is_terminal else 132)
 
-Url = Annotated[str, typer.Option("--service-url", "-u", help="Broker URL")]
+Url = Annotated[str, typer.Option("--service-url", "-u", envvar="MAGNETAR_SERVICE_URL", help="Broker URL")]
 Topic = Annotated[str, typer.Option("--topic", "-t", help="Topic name (prefix when --topics > 1)")]
 Topics = Annotated[int, typer.Option("--topics", help="Number of topics")]
 Partitions = Annotated[int, typer.Option("--partitions", help="Not created by perf: make a partitioned topic "
