@@ -13,6 +13,7 @@ Names follow the official ``pulsar`` package, so switching is an import::
 - :mod:`.link`       registration on a broker and reconnects
 - :mod:`.batch_builder`, :mod:`.inbound`  entries out, messages in
 - :mod:`.idempotence` idempotent producers: pid leases, sequence numbers
+- :mod:`.partitioned`, :mod:`.partition_routing`  partitioned topics: one link per partition
 - :mod:`.acks`       ack bookkeeping; :mod:`.backoff` reconnect delays
 - :mod:`.auth`       AuthenticationToken, AuthenticationBasic
 - :mod:`.errors`     exceptions and Result codes
@@ -25,6 +26,8 @@ from .errors import *  # noqa: F401,F403  (the exception names, like pulsar's)
 from .errors import ExpectedOffsetMismatch, PulsarError, PulsarException, Result
 from .message import Message
 from .message_id import MessageId
+from .partition_routing import HashingScheme, PartitionsRoutingMode
+from .partitioned import PartitionedConsumer, PartitionedProducer
 from .producer import AsyncProducer
 from .reader import AsyncReader
 from .sync import Client, Consumer, Producer, Reader
@@ -33,5 +36,6 @@ __all__ = [
     "Client", "Producer", "Consumer", "Reader", "AsyncClient", "AsyncProducer", "AsyncConsumer",
     "AsyncReader", "Message", "MessageId", "CompressionType", "ConsumerType", "InitialPosition",
     "ProducerAccessMode", "Result", "PulsarError", "PulsarException", "ExpectedOffsetMismatch",
-    "AuthenticationToken", "AuthenticationBasic",
+    "AuthenticationToken", "AuthenticationBasic", "PartitionsRoutingMode", "HashingScheme",
+    "PartitionedProducer", "PartitionedConsumer",
 ]

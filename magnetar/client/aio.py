@@ -18,7 +18,7 @@ import asyncio
 import itertools
 import logging
 import uuid
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from magnetar.protocol import Type, command, pb
 
@@ -29,6 +29,8 @@ from .enums import CompressionType, ConsumerType, InitialPosition, ProducerAcces
 from .errors import AlreadyClosed, InvalidConfiguration, LookupError, OperationNotSupported
 from .link import BrokerLink
 from .message_id import MessageId
+from .partition_routing import HashingScheme, PartitionsRoutingMode, router
+from .partitioned import PartitionedConsumer, PartitionedProducer
 from .producer import AsyncProducer
 from .reader import AsyncReader
 
@@ -166,7 +168,10 @@ class AsyncClient:
         batching_max_publish_delay_ms: int = 10, properties: Mapping[str, str] | None = None,
         access_mode: ProducerAccessMode = ProducerAccessMode.Shared, idempotent: bool = False,
         pid: int | None = None, pid_lease_ms: int = 60000,
-    ) -> AsyncProducer:
+        message_routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution,
+        hashing_scheme: HashingScheme = HashingScheme.JavaStringHash,
+        message_router: Callable[[Any, int], int] | None = None,
+    ) -> AsyncProducer | PartitionedProducer:
         """A connected producer. Raises ProducerBusy / ProducerFenced /
         TopicNotFound ... at once, Timeout if retryable errors persist for
         the operation timeout.
@@ -177,21 +182,45 @@ class AsyncClient:
         known identity instead (a takeover: the generation moves up, which
         fences any older holder, and numbering continues where the broker's
         stops); NotAllowedError if the broker no longer knows that pid.
+
+        On a partitioned topic: a :class:`~.partitioned.PartitionedProducer`
+        (one producer per partition, under one name), routed by
+        ``message_routing_mode``, ``hashing_scheme`` and ``message_router``
+        (see :mod:`.partition_routing`).
         """
         self._check_open()
-        topic = await self._single_partition_topic(topic)
-        producer = AsyncProducer(
-            self, topic, next(self._producer_ids), producer_name=producer_name,
-            initial_sequence_id=initial_sequence_id, send_timeout_millis=send_timeout_millis,
-            compression_type=compression_type, max_pending_messages=max_pending_messages,
-            block_if_queue_full=block_if_queue_full, batching_enabled=batching_enabled,
-            batching_max_messages=batching_max_messages,
-            batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
-            batching_max_publish_delay_ms=batching_max_publish_delay_ms, access_mode=access_mode,
-            properties=properties, idempotent=idempotent, pid=pid, pid_lease_ms=pid_lease_ms,
-        )
-        await self._start(producer)
-        return producer
+        topic = full_topic_name(topic)
+        partitions = await self._partitions(topic)
+        if partitions > 0 and pid is not None:
+            raise InvalidConfiguration("pid= resumes one partition's identity: give TOPIC-partition-N")
+        route = router(max(partitions, 1), message_routing_mode, hashing_scheme, message_router)
+
+        async def connect(name: str, producer_name: str | None) -> AsyncProducer:
+            producer = AsyncProducer(
+                self, name, next(self._producer_ids), producer_name=producer_name,
+                initial_sequence_id=initial_sequence_id, send_timeout_millis=send_timeout_millis,
+                compression_type=compression_type, max_pending_messages=max_pending_messages,
+                block_if_queue_full=block_if_queue_full, batching_enabled=batching_enabled,
+                batching_max_messages=batching_max_messages,
+                batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
+                batching_max_publish_delay_ms=batching_max_publish_delay_ms, access_mode=access_mode,
+                properties=properties, idempotent=idempotent, pid=pid, pid_lease_ms=pid_lease_ms,
+            )
+            await self._start(producer)
+            return producer
+
+        if partitions == 0:
+            return await connect(topic, producer_name)
+        first = await connect(partition_name(topic, 0), producer_name)
+        name = producer_name or first.producer_name()  # every partition under one name, as in Pulsar
+        rest = await asyncio.gather(*(connect(partition_name(topic, i), name) for i in range(1, partitions)),
+                                    return_exceptions=True)
+        failed = next((r for r in rest if isinstance(r, BaseException)), None)
+        if failed is not None:
+            await asyncio.gather(first.close(), *(r.close() for r in rest if not isinstance(r, BaseException)),
+                                 return_exceptions=True)
+            raise failed
+        return PartitionedProducer(topic, [first, *rest], route)  # type: ignore[list-item]
 
     async def get_next_offset(self, topic: str) -> int:
         """The offset the next message appended to ``topic`` will get: the
@@ -213,25 +242,41 @@ class AsyncClient:
         is_read_compacted: bool = False, properties: Mapping[str, str] | None = None,
         initial_position: InitialPosition = InitialPosition.Latest,
         replicate_subscription_state_enabled: bool = False, ack_group_time_ms: int = 100,
-    ) -> AsyncConsumer:
-        """A subscribed consumer. Raises ConsumerBusy / TopicNotFound ... at
-        once, Timeout if retryable errors persist for the operation timeout."""
+    ) -> AsyncConsumer | PartitionedConsumer:
+        """A subscribed consumer (on a partitioned topic, a
+        :class:`~.partitioned.PartitionedConsumer` over every partition).
+        Raises ConsumerBusy / TopicNotFound ... at once, Timeout if retryable
+        errors persist for the operation timeout."""
         self._check_open()
         if not isinstance(topic, str):
             raise OperationNotSupported("multi-topic subscriptions are not supported yet")
         if not subscription_name:
             raise InvalidConfiguration("subscription_name is required")
-        topic = await self._single_partition_topic(topic)
-        consumer = AsyncConsumer(
-            self, topic, subscription_name, next(self._consumer_ids), consumer_type=consumer_type,
-            initial_position=initial_position, receiver_queue_size=receiver_queue_size,
-            consumer_name=consumer_name, negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
-            unacked_messages_timeout_ms=unacked_messages_timeout_ms, ack_group_time_ms=ack_group_time_ms,
-            properties=properties, is_read_compacted=is_read_compacted,
-            replicate_subscription_state_enabled=replicate_subscription_state_enabled,
-        )
-        await self._start(consumer)
-        return consumer
+        topic = full_topic_name(topic)
+        partitions = await self._partitions(topic)
+
+        async def connect(name: str) -> AsyncConsumer:
+            consumer = AsyncConsumer(
+                self, name, subscription_name, next(self._consumer_ids), consumer_type=consumer_type,
+                initial_position=initial_position, receiver_queue_size=receiver_queue_size,
+                consumer_name=consumer_name, negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
+                unacked_messages_timeout_ms=unacked_messages_timeout_ms, ack_group_time_ms=ack_group_time_ms,
+                properties=properties, is_read_compacted=is_read_compacted,
+                replicate_subscription_state_enabled=replicate_subscription_state_enabled,
+            )
+            await self._start(consumer)
+            return consumer
+
+        if partitions == 0:
+            return await connect(topic)
+        made = await asyncio.gather(*(connect(partition_name(topic, i)) for i in range(partitions)),
+                                    return_exceptions=True)
+        failed = next((r for r in made if isinstance(r, BaseException)), None)
+        if failed is not None:
+            await asyncio.gather(*(r.close() for r in made if not isinstance(r, BaseException)),
+                                 return_exceptions=True)
+            raise failed
+        return PartitionedConsumer(topic, made)  # type: ignore[arg-type]
 
     async def create_reader(
         self, topic: str, start_message_id: MessageId, start_message_id_inclusive: bool = False,

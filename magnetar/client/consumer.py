@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from typing import Mapping
+from typing import Callable, Mapping
 
 from magnetar.protocol import Type, command, pb
 from magnetar.protocol.frames import Frame
@@ -140,6 +140,9 @@ class AsyncConsumer(BrokerLink):
         self._unacked = Deadlines()
         self._unacked_timer: asyncio.TimerHandle | None = None
         self._loop = asyncio.get_running_loop()
+        #: Called when received messages land in the queue (a partitioned
+        #: consumer waits on all its partitions this way).
+        self.on_queued: Callable[[], None] | None = None
 
     def _set_start(self, start: MessageId | None, inclusive: bool) -> None:
         self._start = start
@@ -255,6 +258,8 @@ class AsyncConsumer(BrokerLink):
             self._owe(count - taken)
         if self._waiters:
             self._hand_to_waiters()
+        if queue and self.on_queued is not None:
+            self.on_queued()
 
     def _skip_before_seek(self, mid: MessageId) -> None:
         """Drop a message that precedes a ``seek_offset`` target. A durable

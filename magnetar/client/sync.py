@@ -23,6 +23,7 @@ from .errors import AlreadyClosed, CumulativeAcknowledgementNotAllowedError
 from .link import LinkState
 from .message import Message
 from .message_id import MessageId
+from .partition_routing import HashingScheme, PartitionsRoutingMode
 from .producer import AsyncProducer
 from .reader import AsyncReader
 
@@ -93,8 +94,12 @@ class Client:
         batching_max_publish_delay_ms: int = 10, properties: Mapping[str, str] | None = None,
         access_mode: ProducerAccessMode = ProducerAccessMode.Shared, idempotent: bool = False,
         pid: int | None = None, pid_lease_ms: int = 60000,
+        message_routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution,
+        hashing_scheme: HashingScheme = HashingScheme.JavaStringHash,
+        message_router: Callable[[Any, int], int] | None = None,
     ) -> "Producer":
-        """See :meth:`AsyncClient.create_producer` (idempotence, ``pid``)."""
+        """See :meth:`AsyncClient.create_producer` (idempotence, ``pid``,
+        partitioned topics and their routing)."""
         producer = self._loop.run(self._aio.create_producer(
             topic, producer_name=producer_name, initial_sequence_id=initial_sequence_id,
             send_timeout_millis=send_timeout_millis, compression_type=compression_type,
@@ -103,6 +108,7 @@ class Client:
             batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
             batching_max_publish_delay_ms=batching_max_publish_delay_ms, properties=properties,
             access_mode=access_mode, idempotent=idempotent, pid=pid, pid_lease_ms=pid_lease_ms,
+            message_routing_mode=message_routing_mode, hashing_scheme=hashing_scheme, message_router=message_router,
         ))
         return Producer(self._loop, producer)
 
