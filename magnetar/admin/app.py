@@ -16,8 +16,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from magnetar.security import tls
 
-from . import (brokers, clusters, compaction, namespaces, openapi, peek, permissions, schemas, subscriptions,
-               tenants, topics)
+from . import (brokers, clusters, compaction, namespaces, non_persistent, openapi, peek, permissions, schemas,
+               subscriptions, tenants, topics)
 from .access import access
 from .errors import json_errors
 from .metrics import registry_for
@@ -32,7 +32,7 @@ OPENAPI = web.AppKey("openapi", dict)
 
 broker_table = RouteTable("broker")
 TABLES = [broker_table, brokers.table, permissions.table, clusters.table, tenants.table, namespaces.table, topics.table,
-          subscriptions.table, peek.table, compaction.table, schemas.table]
+          subscriptions.table, peek.table, compaction.table, schemas.table, non_persistent.table]
 
 
 @broker_table.route("GET", "/admin/v2/brokers/health", "Health check: answers ok while the broker serves",

@@ -300,11 +300,6 @@ def test_an_http_service_url_works_end_to_end(broker):
         client.close()
 
 
-def test_a_non_persistent_topic_is_refused_clearly(pulsar_client):
-    with pytest.raises(pulsar.NotAllowedError):
-        pulsar_client.create_producer("non-persistent://public/default/np")
-
-
 def test_batch_index_acknowledgement_survives_a_reconnect(broker):
     """With batch_index_ack_enabled, messages of a batch acknowledged one by
     one are not delivered again when the rest of their batch is, even after

@@ -22,7 +22,7 @@ from magnetar.broker.cluster.bundles import Bundle
 from magnetar.broker.cluster.member import ClusterMember
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.topics.dedup import PidAllocator, delete_snapshot
-from magnetar.broker.errors import NotAllowed, ServiceNotReady
+from magnetar.broker.errors import ServiceNotReady
 from magnetar.broker.namespaces.creation import check_creatable
 from magnetar.broker.namespaces.policies import backlog_quotas, retention_policy
 from magnetar.broker.topics.producer import Producer
@@ -30,6 +30,7 @@ from magnetar.broker.namespaces.resources import POLICIES as POLICIES_ROOT  # na
 from magnetar.broker.namespaces.resources import namespace_policies
 from magnetar.broker.topics.compaction import Compactor
 from magnetar.broker.topics.schemas import SchemaRegistry
+from magnetar.broker.topics.non_persistent import NonPersistentTopic
 from magnetar.broker.topics.topic import Topic
 from magnetar.broker.topic_name import TopicName
 
@@ -42,6 +43,8 @@ class BrokerService:
         self.store = store
         self.factory = factory
         self.topics: dict[str, Topic] = {}
+        #: Non-persistent topics (in memory, see topics.non_persistent) by name.
+        self.non_persistent: dict[str, NonPersistentTopic] = {}
         self._loading: dict[str, asyncio.Future] = {}
         self.connections: set = set()
         self.broker_id = 0
@@ -73,9 +76,7 @@ class BrokerService:
         if self.closing:
             raise ServiceNotReady("broker is shutting down")
         if name.domain != "persistent":
-            # Served as a persistent topic it would share storage with its
-            # persistent twin: refuse clearly instead (docs/pulsar-differences.md).
-            raise NotAllowed(f"{name}: non-persistent topics are not supported yet; use persistent://")
+            return await self._non_persistent_topic(name, create)
         key = str(name)
         topic = self.topics.get(key)
         if topic is not None and not topic.closed:
@@ -102,6 +103,21 @@ class BrokerService:
         finally:
             self._loading.pop(key, None)
         fut.set_result(topic)
+        return topic
+
+    async def _non_persistent_topic(self, name: TopicName, create: bool | None) -> NonPersistentTopic:
+        """The in-memory topic ``name`` (``non-persistent://``), made on first use."""
+        key = str(name)
+        topic = self.non_persistent.get(key)
+        if topic is not None and not topic.closed:
+            return topic
+        if self.cluster is not None:
+            await self.cluster.check_owner(name)  # ServiceNotReady unless the bundle is ours
+        await check_creatable(self.store, name, self.config.allow_auto_topic_creation if create is None else create)
+        topic = self.non_persistent.get(key)
+        if topic is None or topic.closed:
+            topic = self.non_persistent[key] = NonPersistentTopic(self, name)
+            log.info("serving non-persistent topic %s", name)
         return topic
 
     async def _load(self, name: TopicName, create: bool) -> Topic:
@@ -175,6 +191,19 @@ class BrokerService:
                     await self.unload(topic)
                 except Exception:
                     log.exception("unloading %s failed", topic.name)
+        for topic in list(self.non_persistent.values()):
+            if self.cluster is not None and self.cluster.bundle_of(topic.name) == bundle:
+                await self.close_non_persistent(topic)
+
+    async def close_non_persistent(self, topic: NonPersistentTopic) -> None:
+        """Drop an in-memory topic: its clients reconnect (to its owner)."""
+        if self.non_persistent.get(str(topic.name)) is topic:
+            del self.non_persistent[str(topic.name)]
+        await topic.close()
+
+    def non_persistent_topics_of(self, namespace: str) -> list[str]:
+        """The non-persistent topics this broker serves in ``tenant/namespace``."""
+        return sorted(name for name, t in self.non_persistent.items() if t.name.namespace_name == namespace.strip("/"))
 
     def _topics_of(self, bundle: Bundle) -> list[Topic]:
         cluster = self.cluster
@@ -216,6 +245,8 @@ class BrokerService:
                 await self.unload(topic)
             except Exception:
                 log.exception("unloading %s failed", topic.name)
+        for topic in list(self.non_persistent.values()):
+            await self.close_non_persistent(topic)
 
     async def delete_topic(self, name: TopicName) -> None:
         topic = self.topics.get(str(name))
@@ -233,3 +264,6 @@ class BrokerService:
         for topic in list(self.topics.values()):
             await topic.close()
         self.topics.clear()
+        for np_topic in list(self.non_persistent.values()):
+            await np_topic.close()
+        self.non_persistent.clear()

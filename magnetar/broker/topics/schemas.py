@@ -234,7 +234,7 @@ class SchemaRegistry:
             return
         versions = await self.versions(topic.name)
         if not versions:
-            idle = topic.ledger.entry_count == 0 and not topic.producers
+            idle = topic.stored_entries == 0 and not topic.producers
             if idle:
                 await self.add(topic.name, schema)
                 return

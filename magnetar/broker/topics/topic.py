@@ -178,6 +178,11 @@ class Topic:
         await topic.dedup.recover(ledger)
         return topic
 
+    @property
+    def stored_entries(self) -> int:
+        """Entries the topic's ledger holds (what a schema check calls data)."""
+        return self.ledger.entry_count
+
     # -- producers -----------------------------------------------------------
     async def add_producer(self, producer: Producer, requested_epoch: int | None) -> asyncio.Future | None:
         """Admit ``producer`` under its access mode.

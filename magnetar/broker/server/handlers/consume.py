@@ -101,7 +101,8 @@ def deliver(session: Session, consumer: Consumer, entries: list[Entry], redelive
     # Pulsar's brokers put the partition in every message id of a partition:
     # routers, seeks and acks by id on partitioned topics depend on it.
     partition = consumer.partition if consumer.partition >= 0 else None
-    batch_acks = consumer.subscription.cursor.batch_acks if consumer.subscription is not None else None
+    sub = consumer.subscription
+    batch_acks = sub.cursor.batch_acks if sub is not None and sub.cursor is not None else None
     for entry, count in zip(entries, redeliveries):
         pos = entry.position
         message = pb.CommandMessage(consumer_id=consumer_id,
@@ -230,6 +231,8 @@ async def on_seek(session: Session, req: pb.CommandSeek, consumer: Consumer | No
         if consumer is None:
             raise BrokerError("unknown consumer id", ServerError.ConsumerNotFound)
         sub = consumer.subscription
+        if sub.cursor is None:
+            raise NotAllowed(f"{sub.topic.name}: a non-persistent topic keeps no messages to seek to")
         position = await seek_position(sub.topic, req)
         await sub.reset_cursor(position)
         session.write(success(req.request_id))
@@ -261,6 +264,10 @@ async def on_get_last_message_id(session: Session, req: pb.CommandGetLastMessage
         session.write(error(req.request_id, ServerError.ConsumerNotFound, "unknown consumer id"))
         return
     sub = consumer.subscription
+    if sub.cursor is None:
+        session.write(error(req.request_id, ServerError.NotAllowedError,
+                            f"{sub.topic.name}: a non-persistent topic has no last message id"))
+        return
     if consumer.read_compacted:
         last = await session.service.compactor.last_message_id(sub.topic)
     else:

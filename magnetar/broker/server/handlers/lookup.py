@@ -136,9 +136,13 @@ async def cluster_lookup(session: Session, req: pb.CommandLookupTopic) -> None:
 
 async def on_get_topics(session: Session, req: pb.CommandGetTopicsOfNamespace) -> None:
     try:
+        # RegexSubscriptionMode: PERSISTENT (the default), NON_PERSISTENT or ALL.
+        # Non-persistent topics exist while served: this broker's are listed.
         topics: list[str] = []
-        if req.mode != pb.CommandGetTopicsOfNamespace.NON_PERSISTENT:  # only persistent topics exist
+        if req.mode != pb.CommandGetTopicsOfNamespace.NON_PERSISTENT:
             topics = await lifecycle.namespace_topics(session.service, req.namespace)
+        if req.mode != pb.CommandGetTopicsOfNamespace.PERSISTENT:
+            topics += session.service.non_persistent_topics_of(req.namespace)
     except Exception as exc:
         log.info("topics of namespace %r refused: %s", req.namespace, exc)
         session.write(error(req.request_id, ServerError.MetadataError, f"cannot list {req.namespace!r}: {exc}"))
