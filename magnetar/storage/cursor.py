@@ -187,6 +187,24 @@ class ManagedCursor:
         await self._persist()
         return False
 
+    async def mark_delete_within_batch(self, pos: Position, remaining: int) -> None:
+        """A cumulative acknowledgement that stops inside the batch entry
+        ``pos``: everything before the entry, and the messages of ``pos``
+        that ``remaining`` (the mask of those *not* acknowledged) leaves out.
+        Both land in one persisted state, so a stop between them cannot keep
+        one without the other."""
+        self._check_open()
+        if not self.is_deleted(pos) and self._ml._is_confirmed_entry(pos):
+            left = remaining if pos not in self.batch_acks else self.batch_acks[pos] & remaining
+            if left == 0:
+                await self.mark_delete(pos)
+                return
+            if self.batch_acks.get(pos) != left:
+                self.batch_acks[pos] = left
+                self._gen += 1
+        # (ledger, entry - 1) is "everything before this entry", also for entry 0.
+        await self.mark_delete(Position(pos.ledger_id, pos.entry_id - 1))
+
     def _forget_batch_acks(self) -> None:
         """Entries deleted whole need no batch state."""
         if self.batch_acks:

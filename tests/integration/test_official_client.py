@@ -300,6 +300,43 @@ def test_an_http_service_url_works_end_to_end(broker):
         client.close()
 
 
+def test_a_cumulative_ack_inside_a_batch_keeps_the_rest_of_the_batch(broker):
+    """With batch_index_ack_enabled, a cumulative acknowledgement of the 5th
+    message of a 10-message batch acknowledges the first five, and only
+    them: the other five come back (after a broker restart too). Before, the
+    whole entry was acknowledged and the other five were lost."""
+    import pulsar
+
+    client = pulsar.Client(broker.service_url, operation_timeout_seconds=10)
+    topic = "persistent://public/default/batch-cumulative"
+    try:
+        producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=10,
+                                          batching_max_publish_delay_ms=1000)
+        producer.send(b"before")  # an earlier entry, acknowledged by the same cumulative ack
+        consumer = client.subscribe(topic, "s", batch_index_ack_enabled=True,
+                                    initial_position=pulsar.InitialPosition.Earliest)
+        for i in range(10):
+            producer.send_async(f"m{i}".encode(), None)
+        producer.flush()
+        received = [consumer.receive(10_000) for _ in range(11)]
+        assert [m.data() for m in received[1:]] == [f"m{i}".encode() for i in range(10)]
+        consumer.acknowledge_cumulative(received[5])  # "before", m0..m4
+        consumer.close()
+        client.close()
+        broker.restart()
+        client = pulsar.Client(broker.service_url, operation_timeout_seconds=10)
+        again = client.subscribe(topic, "s", batch_index_ack_enabled=True)
+        rest = []
+        while True:
+            try:
+                rest.append(again.receive(2000).data())
+            except pulsar.Timeout:
+                break
+        assert rest == [f"m{i}".encode() for i in range(5, 10)]
+    finally:
+        client.close()
+
+
 def test_batch_index_acknowledgement_survives_a_reconnect(broker):
     """With batch_index_ack_enabled, messages of a batch acknowledged one by
     one are not delivered again when the rest of their batch is, even after

@@ -152,6 +152,20 @@ class Subscription:
         if await self.cursor.delete_batch_indexes(position, remaining):
             await self.acknowledge([position])
 
+    async def acknowledge_cumulative_in_batch(self, position: Position, remaining: int) -> None:
+        """A cumulative acknowledgement that stops inside the batch entry
+        ``position`` (batch-index acknowledgement): every entry before it, and
+        the messages of this one that ``remaining`` (the mask of those *not*
+        acknowledged) leaves out. The rest of the batch is delivered again,
+        with its ack set, as in Pulsar."""
+        before = Position(position.ledger_id, position.entry_id - 1)
+        if self.dispatcher is not None:
+            self.dispatcher.acked_cumulative(before)
+        await self.cursor.mark_delete_within_batch(position, remaining)
+        if self.dispatcher is not None:
+            self.dispatcher.acks_applied()
+        self._follow_snapshots()
+
     async def acknowledge_cumulative(self, position: Position) -> None:
         if self.dispatcher is not None:
             self.dispatcher.acked_cumulative(position)

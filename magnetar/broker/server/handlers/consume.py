@@ -162,7 +162,10 @@ async def on_ack(session: Session, req: pb.CommandAck, consumer: Consumer | None
                 raise NotAllowed("cumulative ack is not allowed on a Shared or Key_Shared subscription")
             if req.message_id:
                 mid = req.message_id[0]
-                await sub.acknowledge_cumulative(wire_position(mid))
+                if any(mid.ack_set):  # up to a message inside a batch: the rest of it stays
+                    await sub.acknowledge_cumulative_in_batch(wire_position(mid), ack_set_mask(mid.ack_set))
+                else:
+                    await sub.acknowledge_cumulative(wire_position(mid))
         else:
             # An ack_set with bits still set acknowledges part of a batch
             # (batch-index acknowledgement): the entry stays, and is delivered
