@@ -22,9 +22,15 @@ without knowing their fate).
 A topic with acknowledged sends and no final read is reported as unread:
 nothing about it can be judged, and the report is not clean.
 
-Consumers' ``receive`` ops: every acknowledged send of a topic a consumer
-read must have reached it (**missed by consumers**); messages received more
-than once are counted (**redelivered**: at-least-once delivery allows them).
+Consumers' ``receive`` ops, per subscription (or reader): every
+acknowledged send of a topic a subscription read must have reached it
+(**missed by consumers**); messages received more than once are counted
+(**redelivered**: at-least-once delivery allows them). Where the receive ops
+promise an order, the *first* receipt of each message is judged
+(**delivered out of order**): ``per-producer`` (Failover, Key_Shared with one
+key) wants each producer's messages in the order it sent them; ``log`` (a
+reader) wants the stored log from its start, each entry after the one before
+it, no gap.
 """
 from __future__ import annotations
 
@@ -33,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ANOMALIES = ("lost", "duplicated", "reordered", "interleaved_writers", "offset_violations", "phantoms",
-             "unread_topics", "missed_by_consumers")
+             "unread_topics", "missed_by_consumers", "delivered_out_of_order")
 
 
 @dataclass
@@ -50,6 +56,8 @@ class Report:
     unread_topics: int = 0
     #: Acknowledged sends a consumer of the topic never received.
     missed_by_consumers: int = 0
+    #: First receipts out of the order the subscription or reader promises.
+    delivered_out_of_order: int = 0
     #: Messages consumers received more than once (at-least-once: counted, not wrong).
     redelivered: int = 0
     received: int = 0
@@ -81,7 +89,10 @@ def check(ops: list[dict[str, Any]]) -> Report:
     invokes: dict[tuple[str, str], dict] = {}  # (topic, value) -> the invoke
     outcome: dict[tuple[str, str], dict] = {}  # (topic, value) -> the ok/fail/info
     logs: dict[str, list[tuple[int | None, str]]] = {}
-    receipts: dict[str, Counter] = defaultdict(Counter)  # topic -> value -> times a consumer got it
+    # (topic, subscription) -> value -> times it was received; and the values in first-receipt order.
+    receipts: dict[tuple[str, str], Counter] = defaultdict(Counter)
+    first_receipts: dict[tuple[str, str], list[str]] = defaultdict(list)
+    promised_order: dict[tuple[str, str], str | None] = {}
     faults: list[list[float]] = []  # [start, end] of each fault, open until healed
     for op in ops:
         f, kind = op.get("f"), op.get("type")
@@ -90,7 +101,12 @@ def check(ops: list[dict[str, Any]]) -> Report:
         elif f == "heal" and faults and faults[-1][1] == float("inf"):
             faults[-1][1] = op.get("time", 0.0)
         if f == "receive" and kind == "ok":
-            receipts[op.get("topic")][op.get("value")] += 1
+            key = (op.get("topic"), op.get("subscription", ""))
+            got = receipts[key]
+            if got[op.get("value")] == 0:
+                first_receipts[key].append(op.get("value"))
+            got[op.get("value")] += 1
+            promised_order[key] = op.get("order")
             continue
         if f == "fault":
             if kind == "info":
@@ -130,14 +146,49 @@ def check(ops: list[dict[str, Any]]) -> Report:
             op["may_exist"] = True
     for topic, log in logs.items():
         _check_topic(report, topic, log, invokes, outcome)
-    for topic, got in receipts.items():
+    for (topic, subscription), got in receipts.items():
         report.received += sum(got.values())
         report.redelivered += sum(n - 1 for n in got.values() if n > 1)
         for (t, value), op in outcome.items():
             if t == topic and op["type"] == "ok" and got[value] == 0:
                 report.missed_by_consumers += 1
-                report._example("missed_by_consumers", f"{topic}: {value} acknowledged, never delivered")
+                report._example("missed_by_consumers",
+                                f"{topic} ({subscription}): {value} acknowledged, never delivered")
+        order = promised_order.get((topic, subscription))
+        if order is not None:
+            _check_delivery_order(report, topic, subscription, order, first_receipts[(topic, subscription)],
+                                  logs.get(topic), invokes)
     return report
+
+
+def _check_delivery_order(report: Report, topic: str, subscription: str, order: str, firsts: list[str],
+                          log: list[tuple[int | None, str]] | None, invokes: dict) -> None:
+    if order == "per-producer":
+        last_seq: dict[str, int] = {}
+        for value in firsts:
+            invoke = invokes.get((topic, value))
+            if invoke is None or "seq" not in invoke:
+                continue
+            process, seq = invoke["process"], invoke["seq"]
+            if seq < last_seq.get(process, -1):
+                report.delivered_out_of_order += 1
+                report._example("delivered_out_of_order",
+                                f"{topic} ({subscription}): {process} #{seq} first received after #{last_seq[process]}")
+            last_seq[process] = max(seq, last_seq.get(process, -1))
+    elif order == "log" and log is not None:
+        index: dict[str, int] = {}  # each value's place among the log's distinct values
+        for _, value in log:
+            index.setdefault(value, len(index))
+        expected = 0
+        for value in firsts:
+            at = index.get(value)
+            if at is None:
+                continue  # not stored (a read of what was trimmed cannot happen: retention is infinite)
+            if at != expected:
+                report.delivered_out_of_order += 1
+                report._example("delivered_out_of_order",
+                                f"{topic} ({subscription}): read {value} (log entry {at}) when entry {expected} was next")
+            expected = max(expected, at + 1)
 
 
 def _check_topic(report: Report, topic: str, log: list[tuple[int | None, str]],

@@ -21,8 +21,8 @@ from typing import Callable
 from .checker import Report, check
 from .history import History
 from .systems import SYSTEMS
-from .workloads import (ConditionalWriter, DedupProducer, ExclusiveWriter, IdempotentProducer, SharedConsumer,
-                        Workload, read_log)
+from .consumers import SubscriptionConsumer, TopicReader
+from .workloads import ConditionalWriter, DedupProducer, ExclusiveWriter, IdempotentProducer, Workload, read_log
 
 NAMESPACE = "public/default"
 
@@ -53,7 +53,10 @@ def _workloads(url: str, history: History, seed: int) -> list[Workload]:
         ExclusiveWriter("writer-a", url, f"{base}-exclusive", history, seed + 2),
         ExclusiveWriter("writer-b", url, f"{base}-exclusive", history, seed + 3),
         ConditionalWriter("conditional", url, f"{base}-conditional", history, seed + 4),
-        SharedConsumer("consumer", url, f"{base}-dedup", history, seed + 5),
+        SubscriptionConsumer("consumer", url, f"{base}-dedup", history, seed + 5, consumer_type="Shared"),
+        SubscriptionConsumer("failover", url, f"{base}-dedup", history, seed + 6, consumer_type="Failover"),
+        SubscriptionConsumer("key-shared", url, f"{base}-idempotent", history, seed + 7, consumer_type="KeyShared"),
+        TopicReader("reader", url, f"{base}-conditional", history, seed + 8),
     ]
 
 

@@ -15,8 +15,8 @@ connection; the outcome is unknown). Values are ``<process>:<seq>``.
 - :class:`ConditionalWriter`: Magnetar's client with expected offsets: what
   it is told was stored is at the offset it asked for; what is refused is
   not stored.
-- :class:`SharedConsumer`: the official client on a Shared subscription of
-  the deduplicated topic: every acknowledged send must reach it.
+
+Consumers and readers are in :mod:`.consumers`.
 
 The official ``pulsar-client`` is imported when a workload that needs it
 starts (``make test`` installs it).
@@ -221,46 +221,6 @@ class ConditionalWriter(Workload):
                     self.info(value, exc)
                     # Whether it was stored is unknown: ask where the topic is now.
                     expected = self.retrying(lambda: client.get_next_offset(self.topic), "offset")
-        finally:
-            client.close()
-
-
-class SharedConsumer(Workload):
-    """The official client on a Shared subscription, acknowledging each
-    message it receives (``receive`` ops, with the redelivery count). After
-    :meth:`stop` it drains until the subscription is quiet, so the checker
-    can ask whether every acknowledged send reached the subscription."""
-
-    promise = "at-least-once"
-    QUIET_S = 3.0
-    #: Messages received (``acks`` counts acknowledged sends, which this workload makes none of).
-    received = 0
-
-    def work(self) -> None:
-        pulsar = official_client()
-        client = pulsar.Client(self.service_url, operation_timeout_seconds=15, logger=_quiet_logger())
-        try:
-            consumer = self.retrying(lambda: client.subscribe(
-                self.topic, "chaos", consumer_type=pulsar.ConsumerType.Shared,
-                initial_position=pulsar.InitialPosition.Earliest), "consumer")
-            quiet_since = None
-            while consumer is not None:
-                try:
-                    msg = consumer.receive(500)
-                except Exception:  # a timeout, or the broker is away: keep asking
-                    if self.stopping:
-                        quiet_since = quiet_since or time.monotonic()
-                        if time.monotonic() - quiet_since > self.QUIET_S:
-                            return
-                    continue
-                quiet_since = None
-                self.history.add(self.process, "ok", "receive", topic=self.topic,
-                                 value=msg.data().decode(errors="replace"), redelivery=msg.redelivery_count())
-                self.received += 1
-                try:
-                    consumer.acknowledge(msg)
-                except Exception:
-                    pass  # unacknowledged: it comes again, which the checker counts
         finally:
             client.close()
 

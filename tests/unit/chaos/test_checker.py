@@ -173,3 +173,54 @@ def test_a_refusal_during_a_fault_is_unknown_not_a_phantom():
     h.add("nemesis", "info", "heal", value="kill")
     _read(h, values + [value])
     assert check(h.ops).phantoms == 0
+
+
+def _receive(h: History, value: str, subscription: str, order: str | None) -> None:
+    h.add(subscription, "ok", "receive", topic=T, value=value, redelivery=0, subscription=subscription, order=order)
+
+
+def test_an_ordered_subscription_that_gets_a_message_ahead_of_its_turn_is_out_of_order():
+    h, values = _clean()
+    _read(h, values)
+    for v in [values[0], values[1], values[0], values[2], values[3], values[4]]:  # a repeat is fine
+        _receive(h, v, "failover", "per-producer")
+    assert check(h.ops).clean
+    h2, values = _clean()
+    _read(h2, values)
+    for v in [values[0], values[2], values[1], values[3], values[4]]:
+        _receive(h2, v, "failover", "per-producer")
+    report = check(h2.ops)
+    assert report.delivered_out_of_order == 1 and "p #1" in report.examples["delivered_out_of_order"][0]
+    # A Shared subscription promises no order: the same receipts are fine there.
+    h3, values = _clean()
+    _read(h3, values)
+    for v in [values[0], values[2], values[1], values[3], values[4]]:
+        _receive(h3, v, "shared", None)
+    assert check(h3.ops).clean
+
+
+def test_a_reader_that_skips_an_entry_of_the_log_is_out_of_order_and_misses_it():
+    h, values = _clean()
+    _read(h, values + [values[1]])  # a stored repeat: the reader reads the distinct values in order
+    for v in values:
+        _receive(h, v, "reader", "log")
+    report = check(h.ops)
+    assert report.delivered_out_of_order == 0 and report.missed_by_consumers == 0
+    h2, values = _clean()
+    _read(h2, values)
+    for v in [values[0], values[2], values[3], values[4]]:
+        _receive(h2, v, "reader", "log")
+    report = check(h2.ops)
+    assert report.delivered_out_of_order == 1 and report.missed_by_consumers == 1
+    assert "entry 1 was next" in report.examples["delivered_out_of_order"][0]
+
+
+def test_each_subscription_must_get_every_acknowledged_send():
+    h, values = _clean()
+    _read(h, values)
+    for v in values:
+        _receive(h, v, "shared", None)
+    for v in values[:4]:
+        _receive(h, v, "failover", "per-producer")
+    report = check(h.ops)
+    assert report.missed_by_consumers == 1 and "(failover)" in report.examples["missed_by_consumers"][0]

@@ -1,0 +1,108 @@
+"""The readers of a chaos run: consumers of each subscription type and a
+reader, each a thread recording every message it gets as a ``receive`` op
+(with its subscription, or ``reader``, and its redelivery count).
+
+- :class:`SubscriptionConsumer`: the official client on one subscription of
+  a type (Shared, Failover, Key_Shared), acknowledging what it receives.
+  Every acknowledged send of the topic must reach the subscription (at
+  least once). On the ordered types (Failover, Key_Shared with one key) the
+  messages of each producer must *first* arrive in the order they were
+  sent: a redelivery repeats, it never jumps ahead.
+- :class:`TopicReader`: the official client's reader from the earliest
+  message: what it reads, repeats aside, must be the stored log from its
+  start, in order, with no gap (it resumes after its last message on every
+  reconnect).
+
+After :meth:`~.workloads.Workload.stop` each one drains until the topic is
+quiet, so the checker can ask whether everything stored reached it.
+"""
+from __future__ import annotations
+
+import time
+
+from .workloads import Workload, _quiet_logger, official_client
+
+
+class _Receiver(Workload):
+    promise = "at-least-once"
+    QUIET_S = 3.0
+    #: What the checker expects of the delivery order (see the module docstring):
+    #: None, "per-producer" (first receipts in each producer's order) or "log"
+    #: (first receipts are the log from its start, with no gap).
+    order: str | None = None
+    #: The name the ``receive`` ops carry (a subscription, or "reader").
+    subscription = ""
+    #: Messages received (``acks`` counts acknowledged sends, which readers make none of).
+    received = 0
+
+    def _open(self, pulsar, client):
+        raise NotImplementedError
+
+    def _done_with(self, consumer, msg) -> None:
+        """After recording ``msg``: acknowledge it (consumers) or nothing (readers)."""
+
+    def _next(self, consumer):
+        return consumer.receive(500)
+
+    def work(self) -> None:
+        pulsar = official_client()
+        client = pulsar.Client(self.service_url, operation_timeout_seconds=15, logger=_quiet_logger())
+        try:
+            consumer = self.retrying(lambda: self._open(pulsar, client), "consumer")
+            quiet_since = None
+            while consumer is not None:
+                try:
+                    msg = self._next(consumer)
+                except Exception:  # a timeout, or the broker is away: keep asking
+                    if self.stopping:
+                        quiet_since = quiet_since or time.monotonic()
+                        if time.monotonic() - quiet_since > self.QUIET_S:
+                            return
+                    continue
+                quiet_since = None
+                self.history.add(self.process, "ok", "receive", topic=self.topic,
+                                 value=msg.data().decode(errors="replace"), redelivery=msg.redelivery_count(),
+                                 subscription=self.subscription, order=self.order)
+                self.received += 1
+                try:
+                    self._done_with(consumer, msg)
+                except Exception:
+                    pass  # unacknowledged: it comes again, which the checker counts
+        finally:
+            client.close()
+
+
+class SubscriptionConsumer(_Receiver):
+    """One consumer on subscription ``chaos-<type>`` of the topic."""
+
+    def __init__(self, *args, consumer_type: str = "Shared", **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.consumer_type = consumer_type
+        self.subscription = f"chaos-{consumer_type.lower()}"
+        self.order = "per-producer" if consumer_type in ("Failover", "KeyShared") else None
+
+    def _open(self, pulsar, client):
+        return client.subscribe(self.topic, self.subscription,
+                                consumer_type=getattr(pulsar.ConsumerType, self.consumer_type),
+                                initial_position=pulsar.InitialPosition.Earliest)
+
+    def _done_with(self, consumer, msg) -> None:
+        consumer.acknowledge(msg)
+
+
+class SharedConsumer(SubscriptionConsumer):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, consumer_type="Shared", **kwargs)
+
+
+class TopicReader(_Receiver):
+    """A reader from the earliest message; judged as a gap-free prefix of the log."""
+
+    subscription = "reader"
+    order = "log"
+
+    def _open(self, pulsar, client):
+        return client.create_reader(self.topic, pulsar.MessageId.earliest)
+
+    def _next(self, reader):
+        return reader.read_next(500)
