@@ -7,6 +7,7 @@ found, 2 for bad arguments. ``check`` re-judges a recorded history.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 from rich.console import Console
@@ -14,6 +15,7 @@ from rich.table import Table
 
 from .checker import ANOMALIES, Report, check
 from .history import read_history
+from .plot import write_svg
 
 chaos_app = typer.Typer(help="Fault injection: real clients, a nemesis, and a checker of the history.",
                         no_args_is_help=True)
@@ -70,18 +72,22 @@ def run_command(
         console.print(f"[red]the run failed:[/red] {exc}", highlight=False)
         raise typer.Exit(1)
     console.print(_table(report, seed))
-    console.print(f"history: {out / f'seed-{seed}' / 'history.jsonl'}")
+    console.print(f"history: {out / f'seed-{seed}' / 'history.jsonl'}; latency plot: "
+                  f"{out / f'seed-{seed}' / 'latency.svg'}")
     _verdict(report)
 
 
 @chaos_app.command("check")
-def check_command(history: Path = typer.Argument(..., exists=True, dir_okay=False, help="A history.jsonl")) -> None:
+def check_command(history: Path = typer.Argument(..., exists=True, dir_okay=False, help="A history.jsonl"),
+                  plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw its latency SVG here")) -> None:
     """Judge a recorded history again."""
     try:
         ops = read_history(history)
     except ValueError as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(2)
+    if plot is not None:
+        console.print(f"latency plot: {write_svg(ops, plot)}")
     report = check(ops)
     console.print(_table(report))
     _verdict(report)

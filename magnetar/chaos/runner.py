@@ -6,7 +6,8 @@ for, done and healed before the next. When the time is up the workloads
 stop, every topic is read from the start, and :func:`.checker.check` judges
 the history.
 
-Outputs in ``out_dir``: ``history.jsonl``, ``report.json``, the brokers' logs.
+Outputs in ``out_dir``: ``history.jsonl``, ``report.json``, ``latency.svg``
+(:mod:`.plot`), the brokers' logs.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from typing import Callable
 
 from .checker import Report, check
 from .history import History
+from .plot import write_svg
 from .systems import SYSTEMS
 from .consumers import SubscriptionConsumer, TopicReader
 from .workloads import ConditionalWriter, DedupProducer, ExclusiveWriter, IdempotentProducer, Workload, read_log
@@ -116,6 +118,7 @@ def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: 
     doc = {"seed": seed, "topology": topology, "duration": duration, "faults_asked": faults,
            "workload_errors": failed, **report.as_dict()}
     (out_dir / "report.json").write_text(json.dumps(doc, indent=2))
+    write_svg(history.ops, out_dir / "latency.svg")
     if failed:
         raise RuntimeError(f"workloads died: {failed} (history in {out_dir})")
     return report
