@@ -51,18 +51,20 @@ integration: $(STAMP)
 
 # Fault injection (docs/reliability.md): a bounded run for CI, fixed seeds,
 # the standalone broker then a 3-broker cluster on etcd; exit code 1 if the
-# checker finds an anomaly. chaos-soak: the long one.
+# checker finds an anomaly; then the live-socket fuzzer. chaos-soak: the long one.
 CHAOS_SEEDS ?= 1 2
 CHAOS_SECONDS ?= 45
+FUZZ_ROUNDS ?= 2000
 chaos: $(STAMP)
 	@for seed in $(CHAOS_SEEDS); do \
 	  $(BIN)/magnetar chaos run --duration $(CHAOS_SECONDS) --faults kill,pause,restart --seed $$seed --out ./chaos-out || exit 1; \
 	  $(BIN)/magnetar chaos run --topology cluster --duration $(CHAOS_SECONDS) \
 	    --faults kill,pause,restart,kill-etcd,pause-etcd --seed $$seed --out ./chaos-out/cluster || exit 1; \
+	  $(BIN)/magnetar chaos fuzz --rounds $(FUZZ_ROUNDS) --seed $$seed --out ./chaos-out/fuzz || exit 1; \
 	done
 
 chaos-soak: $(STAMP)
-	$(MAKE) chaos CHAOS_SEEDS="1 2 3 4 5 6 7 8 9 10" CHAOS_SECONDS=600
+	$(MAKE) chaos CHAOS_SEEDS="1 2 3 4 5 6 7 8 9 10" CHAOS_SECONDS=600 FUZZ_ROUNDS=20000
 
 proto: $(STAMP)
 	$(BIN)/python -m magnetar.protocol.generate

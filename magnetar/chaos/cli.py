@@ -91,3 +91,50 @@ def check_command(history: Path = typer.Argument(..., exists=True, dir_okay=Fals
     report = check(ops)
     console.print(_table(report))
     _verdict(report)
+
+
+@chaos_app.command("fuzz")
+def fuzz_command(
+    rounds: int = typer.Option(500, "--rounds", min=1, help="Damaged conversations to play"),
+    seed: int = typer.Option(1, "--seed", help="Seeds the mutations"),
+    service_url: Optional[str] = typer.Option(None, "--service-url", "-u",
+                                              help="A running broker (default: start a standalone one)"),
+    out: Path = typer.Option(Path("./chaos-out/fuzz"), "--out", help="The started broker's data and log"),
+) -> None:
+    """Mutated real frames at a live broker while a canary client works; the
+    broker must survive, keep serving the canary, and not bloat."""
+    from magnetar.service_urls import require_pulsar_url
+
+    from .broker import BrokerDidNotStart
+    from .fuzz import fuzz
+    from .systems import StandaloneSystem
+
+    system = None
+    if service_url is None:
+        (out / f"seed-{seed}").mkdir(parents=True, exist_ok=True)
+        system = StandaloneSystem(out / f"seed-{seed}")
+        try:
+            system.start()
+        except BrokerDidNotStart as exc:
+            console.print(f"[red]the broker did not start:[/red] {exc}", highlight=False)
+            raise typer.Exit(1)
+        service_url = system.service_url
+    try:
+        try:
+            host, port = require_pulsar_url(service_url)
+        except ValueError as exc:
+            console.print(f"[red]{exc}[/red]")
+            raise typer.Exit(2)
+        pid = system.broker.proc.pid if system is not None and system.broker.proc is not None else None
+        report = fuzz(host, port, rounds, seed, broker_pid=pid)
+    finally:
+        if system is not None:
+            system.stop()
+    console.print(f"{report.rounds} rounds; canary sent {report.canary_sent}, received {report.canary_received}"
+                  + (f"; broker RSS {report.rss_before_kb} -> {report.rss_after_kb} kB" if report.rss_before_kb else ""),
+                  highlight=False)
+    for problem in report.problems:
+        console.print(f"[red]{problem}[/red]", highlight=False)
+    if not report.clean:
+        raise typer.Exit(1)
+    console.print("[green]the broker survived[/green]")

@@ -175,3 +175,47 @@ def test_a_subscription_may_not_take_a_replicator_cursors_name(pulsar_client):
         pulsar_client.subscribe("persistent://public/default/repl-name", "pulsar.repl.west")
     consumer = pulsar_client.subscribe("persistent://public/default/repl-name", "ordinary")
     consumer.close()
+
+
+def test_frames_for_a_consumer_whose_subscribe_is_pending_get_answers_not_tracebacks(broker):
+    """Found by the live fuzzer: FLOW, ACK, GET_LAST_MESSAGE_ID and
+    CLOSE_CONSUMER right behind a SUBSCRIBE that is still loading its topic
+    raised AttributeError inside the broker (and a lost connection then left
+    its tasks running). Now they are answered, and a consumer closed while
+    subscribing is not left attached to the subscription."""
+    sock = _raw(broker)
+    conn = _handshake(sock)
+    topic = "persistent://public/default/pending-subscribe"
+    burst = b"".join([
+        conn.send(command(Type.SUBSCRIBE, topic=topic, subscription="s", subType=pb.CommandSubscribe.Exclusive,
+                          consumer_id=1, request_id=1)),
+        conn.send(command(Type.FLOW, consumer_id=1, messagePermits=10)),
+        conn.send(command(Type.ACK, consumer_id=1, ack_type=pb.CommandAck.Individual, request_id=2,
+                          message_id=[pb.MessageIdData(ledgerId=0, entryId=0)])),
+        conn.send(command(Type.GET_LAST_MESSAGE_ID, consumer_id=1, request_id=3)),
+        conn.send(command(Type.CLOSE_CONSUMER, consumer_id=1, request_id=4)),
+        conn.send(command(Type.SUBSCRIBE, topic=topic, subscription="", subType=pb.CommandSubscribe.Shared,
+                          consumer_id=2, request_id=5)),
+    ])
+    sock.sendall(burst)
+    answers = {}
+    while len(answers) < 5:
+        for frame in _read_frames(sock, conn, 1):
+            cmd = frame.command
+            inner = {Type.SUCCESS: cmd.success, Type.ERROR: cmd.error, Type.ACK_RESPONSE: cmd.ackResponse,
+                     Type.GET_LAST_MESSAGE_ID_RESPONSE: cmd.getLastMessageIdResponse}.get(cmd.type)
+            if inner is not None:
+                answers[inner.request_id] = cmd
+    assert answers[5].type == Type.ERROR and answers[5].error.error == pb.ServerError.Value("NotAllowedError")  # no name
+    assert answers[4].type == Type.SUCCESS  # closed
+    # The consumer closed while subscribing is not attached: another takes the Exclusive subscription.
+    sock.sendall(conn.send(command(Type.SUBSCRIBE, topic=topic, subscription="s",
+                                   subType=pb.CommandSubscribe.Exclusive, consumer_id=3, request_id=6)))
+    while True:
+        done = [f for f in _read_frames(sock, conn, 1) if f.command.type in (Type.SUCCESS, Type.ERROR)
+                and (f.command.success.request_id if f.command.type == Type.SUCCESS else f.command.error.request_id) == 6]
+        if done:
+            assert done[0].command.type == Type.SUCCESS, done[0].command
+            break
+    sock.close()
+    assert "Traceback" not in broker.log()

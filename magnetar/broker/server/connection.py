@@ -76,7 +76,7 @@ class ServerConnection(asyncio.Protocol):
                                                                  [f.command.leasePid])),
             Type.LEASE_PID_BATCH: lambda f: spawn(produce.on_lease_pid(self, f.command.leasePidBatch.request_id,
                                                                        list(f.command.leasePidBatch.leases))),
-            Type.SUBSCRIBE: lambda f: spawn(consume.on_subscribe(self, f.command.subscribe)),
+            Type.SUBSCRIBE: partial(consume.on_subscribe, self),
             Type.FLOW: partial(consume.on_flow, self),
             # Consumers are resolved when the frame arrives, not when the task
             # runs: a CLOSE_CONSUMER right behind an ACK must not orphan it.
@@ -135,7 +135,8 @@ class ServerConnection(asyncio.Protocol):
             producer.topic.remove_producer(producer)
         self.producers.clear()
         for consumer in list(self.consumers.values()):
-            consumer.subscription.topic.remove_consumer(consumer)
+            if consumer.subscription is not None:  # else its subscribe is pending: cancelled below
+                consumer.subscription.topic.remove_consumer(consumer)
         self.consumers.clear()
         for task in list(self._tasks):
             task.cancel()

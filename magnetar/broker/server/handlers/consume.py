@@ -43,52 +43,88 @@ def wire_position(mid: pb.MessageIdData) -> Position:
     return Position(signed64(mid.ledgerId), signed64(mid.entryId))
 
 
-async def on_subscribe(session: Session, req: pb.CommandSubscribe) -> None:
+def subscribed(consumer: Consumer | None) -> Consumer:
+    """The consumer, once its SUBSCRIBE has completed; ConsumerNotFound before
+    (a client may send frames for a consumer whose subscribe is pending)."""
+    if consumer is None:
+        raise BrokerError("unknown consumer id", ServerError.ConsumerNotFound)
+    if consumer.subscription is None:
+        raise BrokerError("the consumer's subscribe has not completed", ServerError.ConsumerNotFound)
+    return consumer
+
+
+def on_subscribe(session: Session, frame: Frame) -> None:
+    """SUBSCRIBE: the consumer is registered now, in frame order (a FLOW,
+    ACK or CLOSE_CONSUMER right behind it finds it, not ready yet: see
+    :func:`subscribed`); the subscribing itself runs as a task."""
+    req = frame.command.subscribe
     if req.consumer_id in session.consumers:
         session.write(success(req.request_id))
         return
     try:
         name = topic_name(req.topic)
+        if not req.subscription:
+            raise NotAllowed("a subscription needs a name")
+    except BrokerError as exc:
+        session.write(error(req.request_id, exc.code, str(exc)))
+        return
+    consumer = Consumer(
+        consumer_id=req.consumer_id,
+        name=req.consumer_name or f"consumer-{next(_names)}",
+        subscription=None,  # type: ignore[arg-type]  (set by subscribe)
+        priority_level=req.priority_level,
+        address=session.peer,
+        key_shared_meta=req.keySharedMeta if req.HasField("keySharedMeta") else None,
+        read_compacted=req.read_compacted,
+        partition=name.partition_index,
+    )
+    consumer.deliver = partial(deliver, session)
+    consumer.writable = lambda: not session.writing_paused
+    consumer.disconnect = lambda url=None, c=consumer: disconnect_consumer(session, c, url)
+    consumer.active_change = lambda active, c=consumer: session.write(
+           command(Type.ACTIVE_CONSUMER_CHANGE, consumer_id=c.consumer_id, is_active=active)
+       ) if c.subscription is not None and c.subscription.type == pb.CommandSubscribe.Failover else None
+    session.consumers[req.consumer_id] = consumer
+    session.spawn(_subscribe(session, req, name, consumer))
+
+
+async def _subscribe(session: Session, req: pb.CommandSubscribe, name, consumer: Consumer) -> None:
+    """The rest of SUBSCRIBE; a CLOSE_CONSUMER meanwhile (the consumer left
+    ``session.consumers``) is checked after each step."""
+    try:
         await permissions.check(session.service.authorizer, session.service.store, session.role, "consume", name,
                                 req.subscription)
         topic = await session.service.get_topic(name, create=None if req.force_topic_creation else False)
         await session.service.schemas.for_consumer(topic, req.schema if req.HasField("schema") else None)
-        consumer = Consumer(
-            consumer_id=req.consumer_id,
-            name=req.consumer_name or f"consumer-{next(_names)}",
-            subscription=None,  # type: ignore[arg-type]  (set by subscribe)
-            priority_level=req.priority_level,
-            address=session.peer,
-            key_shared_meta=req.keySharedMeta if req.HasField("keySharedMeta") else None,
-            read_compacted=req.read_compacted,
-            partition=name.partition_index,
+        _check_still_wanted(session, consumer)
+        await topic.subscribe(
+            req.subscription, req.subType, consumer,
+            durable=req.durable,
+            initial_position=req.initialPosition,
+            start_message_id=req.start_message_id if req.HasField("start_message_id") else None,
+            replicated=req.replicate_subscription_state,
         )
-        consumer.deliver = partial(deliver, session)
-        consumer.writable = lambda: not session.writing_paused
-        consumer.disconnect = lambda url=None, c=consumer: disconnect_consumer(session, c, url)
-        consumer.active_change = lambda active, c=consumer: session.write(
-               command(Type.ACTIVE_CONSUMER_CHANGE, consumer_id=c.consumer_id, is_active=active)
-           ) if c.subscription is not None and c.subscription.type == pb.CommandSubscribe.Failover else None
-        session.consumers[req.consumer_id] = consumer
         try:
-            await topic.subscribe(
-                req.subscription, req.subType, consumer,
-                durable=req.durable,
-                initial_position=req.initialPosition,
-                start_message_id=req.start_message_id if req.HasField("start_message_id") else None,
-                replicated=req.replicate_subscription_state,
-            )
-        except BaseException:
-            session.consumers.pop(req.consumer_id, None)
+            _check_still_wanted(session, consumer)
+        except BrokerError:
+            topic.remove_consumer(consumer)
             raise
         session.write(success(req.request_id))
-    except BrokerError as exc:
-        session.write(error(req.request_id, exc.code, str(exc)))
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:
-        log.exception("cannot subscribe to %s", req.topic)
-        session.write(error(req.request_id, ServerError.ServiceNotReady, f"cannot subscribe: {exc}"))
+    except BaseException as exc:
+        if session.consumers.get(req.consumer_id) is consumer:
+            del session.consumers[req.consumer_id]
+        if isinstance(exc, BrokerError):
+            session.write(error(req.request_id, exc.code, str(exc)))
+        elif isinstance(exc, Exception):
+            log.exception("cannot subscribe to %s", req.topic)
+            session.write(error(req.request_id, ServerError.ServiceNotReady, f"cannot subscribe: {exc}"))
+        else:
+            raise
+
+
+def _check_still_wanted(session: Session, consumer: Consumer) -> None:
+    if session.consumers.get(consumer.consumer_id) is not consumer:
+        raise BrokerError("the consumer was closed while subscribing", ServerError.ConsumerNotFound)
 
 
 def deliver(session: Session, consumer: Consumer, entries: list[Entry], redeliveries: list[int]) -> None:
@@ -149,14 +185,13 @@ def on_flow(session: Session, frame: Frame) -> None:
     consumer = session.consumers.get(req.consumer_id)
     if consumer is not None:
         consumer.permits += req.messagePermits
-        consumer.subscription.on_new_entries()
+        if consumer.subscription is not None:  # else: its subscribe is pending; permits count once it lands
+            consumer.subscription.on_new_entries()
 
 
 async def on_ack(session: Session, req: pb.CommandAck, consumer: Consumer | None) -> None:
     try:
-        if consumer is None:
-            raise BrokerError("unknown consumer id", ServerError.ConsumerNotFound)
-        sub = consumer.subscription
+        sub = subscribed(consumer).subscription
         if req.ack_type == pb.CommandAck.Cumulative:
             if sub.type in (pb.CommandSubscribe.Shared, pb.CommandSubscribe.Key_Shared):
                 raise NotAllowed("cumulative ack is not allowed on a Shared or Key_Shared subscription")
@@ -196,7 +231,7 @@ async def on_ack(session: Session, req: pb.CommandAck, consumer: Consumer | None
 def on_redeliver(session: Session, frame: Frame) -> None:
     req = frame.command.redeliverUnacknowledgedMessages
     consumer = session.consumers.get(req.consumer_id)
-    if consumer is None:
+    if consumer is None or consumer.subscription is None:
         return
     positions = [wire_position(m) for m in req.message_ids] or None
     consumer.subscription.redeliver(consumer, positions)
@@ -204,9 +239,7 @@ def on_redeliver(session: Session, frame: Frame) -> None:
 
 async def on_unsubscribe(session: Session, req: pb.CommandUnsubscribe, consumer: Consumer | None) -> None:
     try:
-        if consumer is None:
-            raise BrokerError("unknown consumer id", ServerError.ConsumerNotFound)
-        sub = consumer.subscription
+        sub = subscribed(consumer).subscription
         others = [c for c in sub.consumers if c is not consumer]
         if others and not req.force:
             raise ConsumerBusy(f"subscription {sub.name} has {len(others)} other consumer(s)")
@@ -220,8 +253,8 @@ async def on_unsubscribe(session: Session, req: pb.CommandUnsubscribe, consumer:
 def on_close_consumer(session: Session, frame: Frame) -> None:
     req = frame.command.close_consumer
     consumer = session.consumers.pop(req.consumer_id, None)
-    if consumer is not None:
-        consumer.subscription.topic.remove_consumer(consumer)
+    if consumer is not None and consumer.subscription is not None:
+        consumer.subscription.topic.remove_consumer(consumer)  # (pending: _subscribe sees it gone)
     session.write(success(req.request_id))
 
 
@@ -231,9 +264,7 @@ async def on_seek(session: Session, req: pb.CommandSeek, consumer: Consumer | No
     Success once the cursor moved; the subscription's consumers are
     disconnected so they re-subscribe at the new position."""
     try:
-        if consumer is None:
-            raise BrokerError("unknown consumer id", ServerError.ConsumerNotFound)
-        sub = consumer.subscription
+        sub = subscribed(consumer).subscription
         if sub.cursor is None:
             raise NotAllowed(f"{sub.topic.name}: a non-persistent topic keeps no messages to seek to")
         position = await seek_position(sub.topic, req)
@@ -263,10 +294,11 @@ async def seek_position(topic: Topic, req: pb.CommandSeek) -> Position:
 
 
 async def on_get_last_message_id(session: Session, req: pb.CommandGetLastMessageId, consumer: Consumer | None) -> None:
-    if consumer is None:
-        session.write(error(req.request_id, ServerError.ConsumerNotFound, "unknown consumer id"))
+    try:
+        sub = subscribed(consumer).subscription
+    except BrokerError as exc:
+        session.write(error(req.request_id, exc.code, str(exc)))
         return
-    sub = consumer.subscription
     if sub.cursor is None:
         session.write(error(req.request_id, ServerError.NotAllowedError,
                             f"{sub.topic.name}: a non-persistent topic has no last message id"))
