@@ -57,7 +57,7 @@ CHAOS_SECONDS ?= 45
 FUZZ_ROUNDS ?= 2000
 chaos: $(STAMP)
 	@for seed in $(CHAOS_SEEDS); do \
-	  $(BIN)/magnetar chaos run --duration $(CHAOS_SECONDS) --faults kill,pause,restart --seed $$seed --out ./chaos-out || exit 1; \
+	  $(BIN)/magnetar chaos run --duration $(CHAOS_SECONDS) --faults kill,pause,restart,cut --seed $$seed --out ./chaos-out || exit 1; \
 	  $(BIN)/magnetar chaos run --topology cluster --duration $(CHAOS_SECONDS) \
 	    --faults kill,pause,restart,kill-etcd,pause-etcd --seed $$seed --out ./chaos-out/cluster || exit 1; \
 	  $(BIN)/magnetar chaos fuzz --rounds $(FUZZ_ROUNDS) --seed $$seed --out ./chaos-out/fuzz || exit 1; \

@@ -49,7 +49,7 @@ def _verdict(report: Report) -> None:
 def run_command(
     topology: str = typer.Option("standalone", "--topology", help="standalone or cluster (3 brokers on etcd)"),
     duration: float = typer.Option(60.0, "--duration", min=1, help="Seconds of faults and traffic"),
-    faults: str = typer.Option("kill,pause", "--faults", help="Comma-separated: kill, pause, restart; cluster also kill-etcd, pause-etcd"),
+    faults: str = typer.Option("kill,pause", "--faults", help="Comma-separated: kill, pause, restart; standalone also cut; cluster also kill-etcd, pause-etcd"),
     seed: int = typer.Option(1, "--seed", help="Seeds the fault schedule and the workloads"),
     out: Path = typer.Option(Path("./chaos-out"), "--out", help="history.jsonl, report.json, broker.log"),
 ) -> None:
@@ -118,7 +118,7 @@ def fuzz_command(
         except BrokerDidNotStart as exc:
             console.print(f"[red]the broker did not start:[/red] {exc}", highlight=False)
             raise typer.Exit(1)
-        service_url = system.service_url
+        service_url = system.broker.service_url  # straight at the broker, not through the proxy
     try:
         try:
             host, port = require_pulsar_url(service_url)

@@ -1,8 +1,10 @@
 """The systems a chaos run can target, and the faults each one takes.
 
-- ``standalone``: one ``magnetar standalone`` process. Faults: ``kill``
-  (SIGKILL, down 0.5-2 s, restart on the same data), ``pause`` (SIGSTOP
-  1-6 s), ``restart`` (SIGTERM, start).
+- ``standalone``: one ``magnetar standalone`` process, its clients
+  connected through a proxy (:mod:`.proxy`). Faults: ``kill`` (SIGKILL, down
+  0.5-2 s, restart on the same data), ``pause`` (SIGSTOP 1-6 s),
+  ``restart`` (SIGTERM, start), ``cut`` (every client connection cut, two to
+  five times over 0.5-2 s: frames lost mid-way, clients reconnect).
 - ``cluster``: an etcd and three ``magnetar broker`` processes on shared
   storage (session TTL 3 s). The same faults hit a broker other than the
   first (the clients' service URL), so its bundles move to the others; a
@@ -19,6 +21,7 @@ import time
 from pathlib import Path
 
 from .broker import BrokerProcess, cluster_broker, standalone_broker
+from .proxy import CutProxy
 
 SESSION_TTL_S = 3.0
 
@@ -38,14 +41,16 @@ def _hit(broker: BrokerProcess, kind: str, rng: random.Random, longest_pause: fl
 
 
 class StandaloneSystem:
-    faults = ("kill", "pause", "restart")
+    faults = ("kill", "pause", "restart", "cut")
 
     def __init__(self, out_dir: Path) -> None:
         self.broker = standalone_broker(out_dir / "data")
+        self.proxy: CutProxy | None = None
 
     @property
     def service_url(self) -> str:
-        return self.broker.service_url
+        """Where the clients connect: through the proxy once started."""
+        return self.proxy.url if self.proxy is not None else self.broker.service_url
 
     @property
     def admin_url(self) -> str:
@@ -53,12 +58,22 @@ class StandaloneSystem:
 
     def start(self) -> None:
         self.broker.start()
+        self.proxy = CutProxy(self.broker.port)
 
     def inject(self, kind: str, rng: random.Random) -> str:
+        if kind == "cut":
+            assert self.proxy is not None
+            cut = 0
+            for _ in range(rng.randint(2, 5)):
+                cut += self.proxy.cut()
+                time.sleep(rng.uniform(0.1, 0.4))
+            return f"cut {cut} connections"
         _hit(self.broker, kind, rng, longest_pause=6.0)
         return kind
 
     def stop(self) -> None:
+        if self.proxy is not None:
+            self.proxy.close()
         self.broker.stop()
 
 
