@@ -52,8 +52,16 @@ def run_command(
     faults: str = typer.Option("kill,pause", "--faults", help="Comma-separated: kill, pause, restart; standalone also cut; cluster also kill-etcd, pause-etcd"),
     seed: int = typer.Option(1, "--seed", help="Seeds the fault schedule and the workloads"),
     out: Path = typer.Option(Path("./chaos-out"), "--out", help="history.jsonl, report.json, broker.log"),
+    interval: str = typer.Option("2,5", "--interval", help="Seconds between a heal and the next fault: MIN,MAX"),
 ) -> None:
     """Run workloads against a broker while injecting faults; judge the history."""
+    try:
+        low, high = (float(x) for x in interval.split(","))
+        if not 0 <= low <= high:
+            raise ValueError
+    except ValueError:
+        console.print(f"[red]--interval must be MIN,MAX seconds with 0 <= MIN <= MAX, not {interval!r}[/red]")
+        raise typer.Exit(2)
     from .broker import BrokerDidNotStart
     from .runner import run
 
@@ -64,7 +72,8 @@ def run_command(
                       f"faults {p.faults:>4}", highlight=False)
 
     try:
-        report = run(out / f"seed-{seed}", duration, kinds, seed, topology, on_progress=progress)
+        report = run(out / f"seed-{seed}", duration, kinds, seed, topology, on_progress=progress,
+                     interval=(low, high))
     except ValueError as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(2)

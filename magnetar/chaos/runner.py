@@ -1,8 +1,8 @@
 """One chaos run: a system (:mod:`.systems`), the workloads, a nemesis, the
 final reads, the verdict.
 
-The nemesis draws from ``seed``: every 2-5 s one fault among those asked
-for, done and healed before the next. When the time is up the workloads
+The nemesis draws from ``seed``: every 2-5 s (``interval``) one fault among
+those asked for, done and healed before the next. When the time is up the workloads
 stop, every topic is read from the start, and :func:`.checker.check` judges
 the history.
 
@@ -69,7 +69,8 @@ def _inject(system, kind: str, rng: random.Random, history: History) -> None:
 
 
 def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: str = "standalone",
-        on_progress: Callable[[Progress], None] | None = None) -> Report:
+        on_progress: Callable[[Progress], None] | None = None,
+        interval: tuple[float, float] = (2.0, 5.0)) -> Report:
     """Run, judge, and write the outputs. Raises ValueError for an unknown
     fault or topology; BrokerDidNotStart if the broker will not start."""
     if topology not in SYSTEMS:
@@ -91,12 +92,12 @@ def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: 
             w.start()
         start = time.monotonic()
         injected = 0
-        next_fault = start + rng.uniform(2.0, 5.0)
+        next_fault = start + rng.uniform(*interval)
         while time.monotonic() - start < duration:
             if faults and time.monotonic() >= next_fault:
                 _inject(system, rng.choice(faults), rng, history)
                 injected += 1
-                next_fault = time.monotonic() + rng.uniform(2.0, 5.0)
+                next_fault = time.monotonic() + rng.uniform(*interval)
             if on_progress is not None:
                 on_progress(Progress(time.monotonic() - start, sum(w.seq for w in workloads),
                                      sum(w.acks for w in workloads), injected))
