@@ -56,6 +56,30 @@ def test_sequence_continues_after_producer_restart(dedup_broker):
     assert read_topic(dedup_broker.service_url, "restarts") == [b"m0", b"m1", b"m2", b"m3", b"m4", b"m5"]
 
 
+def test_a_broker_never_gives_two_producers_the_same_name_across_restarts(dedup_broker):
+    """Found by make chaos (cut faults): the broker named unnamed producers
+    <cluster>-<broker>-<n> with n counting from 0 at every start, and
+    deduplication remembers producers by name across restarts. A producer
+    created after a restart could get an earlier producer's name, and its
+    sends that numbered from 0 were acknowledged as duplicates of the earlier
+    one's: acknowledged, not stored."""
+    client = pulsar.Client(dedup_broker.service_url)
+    first = client.create_producer("renamed")
+    for i in range(10):
+        first.send(f"a{i}".encode())
+    first_name = first.producer_name()
+    client.close()
+    dedup_broker.restart()
+    client = pulsar.Client(dedup_broker.service_url)
+    second = client.create_producer("renamed", initial_sequence_id=0)  # numbers its own sends from 1
+    assert second.producer_name() != first_name
+    for i in range(10):
+        second.send(f"b{i}".encode())
+    client.close()
+    stored = read_topic(dedup_broker.service_url, "renamed")
+    assert stored == [f"a{i}".encode() for i in range(10)] + [f"b{i}".encode() for i in range(10)]
+
+
 def test_without_dedup_a_resend_is_stored_twice(broker):
     """The control: the same resend lands twice when deduplication is off."""
     client = pulsar.Client(broker.service_url)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 from typing import Callable
 
 from magnetar.metadata import MetadataStore
@@ -48,6 +49,11 @@ class BrokerService:
         self._loading: dict[str, asyncio.Future] = {}
         self.connections: set = set()
         self.broker_id = 0
+        #: Part of every producer name this broker assigns, new at each start:
+        #: deduplication state is kept per producer name and outlives a
+        #: restart, so a name given twice would make a new producer's sends
+        #: look like an old one's duplicates (acknowledged, not stored).
+        self.instance_id = secrets.token_hex(4)
         self.pid_allocator = PidAllocator(store)
         self.schemas = SchemaRegistry(store, config.schema_compatibility_strategy, config.schema_validation_enforced)
         self.compactor = Compactor(self)

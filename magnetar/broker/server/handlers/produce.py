@@ -31,6 +31,14 @@ _SEND_RECEIPT = Type.SEND_RECEIPT
 _names = itertools.count()
 
 
+def assigned_name(session: Session) -> str:
+    """A name for a producer that gave none, unique across this broker's
+    restarts (Pulsar's form, ``<cluster>-<broker>-<n>``, with the broker's
+    start id in the middle): deduplication remembers producers by name."""
+    service = session.service
+    return f"{session.config.cluster_name}-{service.broker_id}-{service.instance_id}-{next(_names)}"
+
+
 def _metadata_flag(req: pb.CommandProducer, key: str) -> bool:
     """Whether the producer's metadata (its ``properties``) sets ``key`` to "true"."""
     return any(kv.key == key and kv.value == "true" for kv in req.metadata)
@@ -54,7 +62,7 @@ async def on_producer(session: Session, req: pb.CommandProducer) -> None:
                topic, req.schema if req.HasField("schema") else None)
         producer = Producer(
             producer_id=req.producer_id,
-            name=req.producer_name or f"{session.config.cluster_name}-{session.service.broker_id}-{next(_names)}",
+            name=req.producer_name or assigned_name(session),
             topic=topic,
             access_mode=req.producer_access_mode,
             user_provided_name=req.user_provided_producer_name and bool(req.producer_name),
