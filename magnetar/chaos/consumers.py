@@ -18,6 +18,7 @@ quiet, so the checker can ask whether everything stored reached it.
 """
 from __future__ import annotations
 
+import abc
 import time
 
 from .workloads import Workload, _quiet_logger, official_client
@@ -35,8 +36,9 @@ class _Receiver(Workload):
     #: Messages received (``acks`` counts acknowledged sends, which readers make none of).
     received = 0
 
+    @abc.abstractmethod
     def _open(self, pulsar, client):
-        raise NotImplementedError
+        """The consumer or reader, on the official ``client``."""
 
     def _done_with(self, consumer, msg) -> None:
         """After recording ``msg``: acknowledge it (consumers) or nothing (readers)."""
