@@ -6,6 +6,7 @@ found, 2 for bad arguments. ``check`` re-judges a recorded history.
 """
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Optional
 
@@ -33,6 +34,10 @@ def _table(report: Report, seed: int | None = None) -> Table:
     for kind, n in sorted(report.faults.items()):
         table.add_row(f"faults: {kind}", str(n))
     return table
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _verdict(report: Report) -> None:
@@ -71,6 +76,9 @@ def run_command(
         console.print(f"{p.elapsed:6.1f} s  ops {p.operations:>7}  acked {p.acknowledged:>7}  "
                       f"faults {p.faults:>4}", highlight=False)
 
+    # A SIGTERM (a CI timeout, kill) unwinds like Ctrl-C: the run's brokers,
+    # etcd and proxy are stopped (a paused broker resumed first), not orphaned.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         report = run(out / f"seed-{seed}", duration, kinds, seed, topology, on_progress=progress,
                      interval=(low, high))
