@@ -34,17 +34,21 @@ class CutProxy:
     def cut(self) -> int:
         """Close every connection through the proxy now; returns how many."""
         with self._lock:
-            pairs, self._pairs = self._pairs, []
             self.cuts += 1
-        for pair in pairs:
-            for sock in pair:
-                _close(sock)
-        return len(pairs)
+        return self._drop_all()
 
     def close(self) -> None:
         self._closed = True
         _close(self.listener)
-        self.cut()
+        self._drop_all()
+
+    def _drop_all(self) -> int:
+        with self._lock:
+            pairs, self._pairs = self._pairs, []
+        for pair in pairs:
+            for sock in pair:
+                _close(sock)
+        return len(pairs)
 
     def _accept(self) -> None:
         while not self._closed:
@@ -60,16 +64,23 @@ class CutProxy:
                 continue
             with self._lock:
                 self._pairs.append((client, upstream))
-            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
+            threading.Thread(target=self._pump, args=(client, upstream, self.relay()), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, self.relay(from_broker=True)),
+                             daemon=True).start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+    def relay(self, from_broker: bool = False):
+        """``relay(data, dst)`` for one direction of one connection: sends
+        ``data`` on (raising OSError cuts the connection). Subclasses that
+        look at frames keep their per-connection state in the closure."""
+        return lambda data, dst: dst.sendall(data)
+
+    def _pump(self, src: socket.socket, dst: socket.socket, relay) -> None:
         try:
             while True:
                 data = src.recv(65536)
                 if not data:
                     break
-                dst.sendall(data)
+                relay(data, dst)
         except OSError:
             pass
         finally:
