@@ -60,6 +60,19 @@ class LookupResult:
     listeners: dict = field(default_factory=dict)
 
 
+#: How long each metadata step of a clean stop may take before it is given up.
+CLOSE_STEP_S = 5.0
+
+
+async def _bounded(step, what: str) -> None:
+    try:
+        await asyncio.wait_for(step, CLOSE_STEP_S)
+    except asyncio.TimeoutError:
+        log.info("gave up %s on the way out: the metadata store did not answer in %.0f s", what, CLOSE_STEP_S)
+    except Exception as exc:
+        log.info("%s on the way out failed: %s", what, exc)
+
+
 class ClusterMember:
     def __init__(self, store: MetadataStore, info: BrokerInfo, *,
                  unload_bundle: Callable[[Bundle], Awaitable[None]],
@@ -92,6 +105,9 @@ class ClusterMember:
         self.channel = Channel(store)
         self.registry = Registry(store)
         self.session: Session | None = None
+        #: Set by :meth:`close` when the metadata store did not answer (or our
+        #: session had lapsed): the broker then stops as a crash would.
+        self.store_unreachable = False
         self.leader: Leader | None = None
         #: Assignments this broker is writing now, by target broker (placement).
         self._pending: Counter = Counter()
@@ -169,14 +185,21 @@ class ClusterMember:
             self._monitor.cancel()
         if self._reporter is not None:
             self._reporter.cancel()
-        for bundle in self.channel.owned_by(self.broker_id):
+        # Freeing bundles, leaving the election and ending the session all
+        # talk to the metadata store; each is bounded, so a stop with the
+        # store gone (etcd down) ends promptly: the leader frees what we held
+        # once our session expires.
+        if self.session is not None and self.session.alive:
             try:
-                state = await self.channel.transition(bundle, RELEASING, self.broker_id, self.broker_id)
-                await self.channel.transition(bundle, FREE, None, self.broker_id, expected=state)
-            except Exception as exc:  # the leader cleans up after our session instead
-                log.info("cannot free bundle %s on the way out: %s", bundle, exc)
+                await asyncio.wait_for(self._free_bundles(), CLOSE_STEP_S)
+            except asyncio.TimeoutError:
+                self.store_unreachable = True
+                log.info("the metadata store is too slow to free our bundles on the way out; "
+                         "they are freed when our session expires")
+        else:
+            self.store_unreachable = True
         if self.leader is not None:
-            await self.leader.stop()
+            await _bounded(self.leader.stop(), "leaving the leader election")
         if self._tasks:
             # Unloads in progress finish: a ledger closed halfway would keep
             # the factory's close waiting.
@@ -184,10 +207,15 @@ class ClusterMember:
         self.channel.close()
         self.registry.close()
         if self.session is not None:
+            await _bounded(self.session.close(), "ending our metadata session")
+
+    async def _free_bundles(self) -> None:
+        for bundle in self.channel.owned_by(self.broker_id):
             try:
-                await self.session.close()
-            except Exception:
-                pass
+                state = await self.channel.transition(bundle, RELEASING, self.broker_id, self.broker_id)
+                await self.channel.transition(bundle, FREE, None, self.broker_id, expected=state)
+            except Exception as exc:  # the leader cleans up after our session instead
+                log.info("cannot free bundle %s on the way out: %s", bundle, exc)
 
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)

@@ -226,16 +226,32 @@ class Broker:
                 await self.quota_checks
             except asyncio.CancelledError:
                 pass
+        crash_stop = False
         if self.service is not None and self.service.cluster is not None:
             await self.service.cluster.close()
+            # Closing ledgers and snapshots writes metadata that cannot land:
+            # stop as a crash would. Every receipt was given after its fsync,
+            # and the bundles' next owner recovers the ledgers from disk.
+            crash_stop = self.service.cluster.store_unreachable
         if self.service is not None:
             for cnx in list(self.service.connections):
                 cnx.close()
-            await self.service.close()
+            if crash_stop:
+                log.warning("the metadata store is unreachable: stopping without the final metadata writes "
+                            "(the topics' next owner recovers them from disk)")
+                try:
+                    await asyncio.wait_for(self.service.close(), 2.0)
+                except (asyncio.TimeoutError, Exception):
+                    pass
+            else:
+                await self.service.close()
         if self._admin is not None:
             await self._admin.cleanup()
         if self.factory is not None:
-            await self.factory.close()
+            if crash_stop:
+                self.factory.abandon()
+            else:
+                await self.factory.close()
         if self.store is not None:
             await self.store.close()
         log.info("Magnetar broker stopped cleanly")

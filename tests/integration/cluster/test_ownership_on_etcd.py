@@ -78,3 +78,42 @@ def test_etcd_restarted_under_a_cluster_loses_nothing_acknowledged(tmp_path, etc
         client.close()
     finally:
         assert cluster.stop() == 0
+
+
+def test_a_broker_stops_promptly_when_etcd_is_gone(tmp_path, etcd):
+    """SIGTERM with the metadata store unreachable: freeing bundles, leaving
+    the election and ending the session each give up after a bound, so the
+    broker exits in seconds (it took more than 30 s) and the leader frees its
+    bundles when its session expires."""
+    import os
+    import signal
+    import time
+
+    cluster = LocalCluster(tmp_path / "cluster", brokers=1, session_ttl=3.0,
+                           etcd=etcd.client_url + "/gone").start()
+    try:
+        client = pulsar.Client(cluster.members[0].service_url, operation_timeout_seconds=30)
+        client.create_producer("persistent://public/default/owned").send(b"x")  # it owns a bundle
+        client.close()
+        etcd.stop()
+        pid = cluster.members[0].pid
+        started = time.monotonic()
+        os.kill(pid, signal.SIGTERM)
+
+        def gone() -> bool:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+            try:  # a child of `cluster up`: reaped there, or a zombie until then
+                with open(f"/proc/{pid}/stat") as f:
+                    return f.read().split()[2] == "Z"
+            except OSError:
+                return True
+
+        wait_for(gone, 60, what="the broker to exit")
+        took = time.monotonic() - started
+        assert took < 20, f"the broker took {took:.1f} s to stop"
+    finally:
+        etcd.start()
+        cluster.stop()
