@@ -54,6 +54,8 @@ def _workloads(url: str, history: History, seed: int) -> list[Workload]:
         IdempotentProducer("idempotent", url, f"{base}-idempotent", history, seed + 1),
         ExclusiveWriter("writer-a", url, f"{base}-exclusive", history, seed + 2),
         ExclusiveWriter("writer-b", url, f"{base}-exclusive", history, seed + 3),
+        ExclusiveWriter("leader-a", url, f"{base}-leader", history, seed + 9, access_mode="WaitForExclusive"),
+        ExclusiveWriter("leader-b", url, f"{base}-leader", history, seed + 10, access_mode="WaitForExclusive"),
         ConditionalWriter("conditional", url, f"{base}-conditional", history, seed + 4),
         SubscriptionConsumer("consumer", url, f"{base}-dedup", history, seed + 5, consumer_type="Shared"),
         SubscriptionConsumer("failover", url, f"{base}-dedup", history, seed + 6, consumer_type="Failover"),

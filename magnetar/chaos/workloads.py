@@ -9,9 +9,9 @@ connection; the outcome is unknown). Values are ``<process>:<seq>``.
   namespace's deduplication on: promised once, in order.
 - :class:`IdempotentProducer`: Magnetar's client with ``idempotent=True``:
   promised once, in order.
-- :class:`ExclusiveWriter`: the official client with ExclusiveWithFencing,
-  two or more competing: each session (one acquisition) must be one segment
-  of the log.
+- :class:`ExclusiveWriter`: the official client with ExclusiveWithFencing
+  (or WaitForExclusive: a leader election), two or more competing: each
+  session (one acquisition) must be one segment of the log.
 - :class:`ConditionalWriter`: Magnetar's client with expected offsets: what
   it is told was stored is at the offset it asked for; what is refused is
   not stored.
@@ -159,7 +159,13 @@ class IdempotentProducer(Workload):
 
 class ExclusiveWriter(Workload):
     """Takes the topic with ExclusiveWithFencing, writes a few messages, lets
-    go, and again; a rival doing the same fences it now and then."""
+    go, and again; a rival doing the same fences it now and then. With
+    ``access_mode="WaitForExclusive"`` it is a leader election instead: the
+    rival waits for the leader to let go (or to lose its connection)."""
+
+    def __init__(self, *args, access_mode: str = "ExclusiveWithFencing", **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.access_mode = access_mode
 
     def work(self) -> None:
         pulsar = official_client()
@@ -172,7 +178,7 @@ class ExclusiveWriter(Workload):
                 try:
                     producer = client.create_producer(
                         self.topic, batching_enabled=False, send_timeout_millis=SEND_TIMEOUT_MS,
-                        access_mode=pulsar.ProducerAccessMode.ExclusiveWithFencing)
+                        access_mode=getattr(pulsar.ProducerAccessMode, self.access_mode))
                 except Exception:
                     time.sleep(0.2 + self.rng.random() * 0.3)  # the broker is down, or a rival holds it
                     continue
