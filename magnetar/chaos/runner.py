@@ -83,7 +83,7 @@ def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: 
                          f"choose from {', '.join(SYSTEMS[topology].faults)}")
     out_dir.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
-    system = SYSTEMS[topology](out_dir)
+    system = SYSTEMS[topology](out_dir, faults=faults)
     history = History(out_dir / "history.jsonl")
     workloads: list[Workload] = []
     try:

@@ -4,7 +4,9 @@
   connected through a proxy (:mod:`.proxy`). Faults: ``kill`` (SIGKILL, down
   0.5-2 s, restart on the same data), ``pause`` (SIGSTOP 1-6 s),
   ``restart`` (SIGTERM, start), ``cut`` (every client connection cut, two to
-  five times over 0.5-2 s: frames lost mid-way, clients reconnect).
+  five times over 0.5-2 s: frames lost mid-way, clients reconnect),
+  ``disk-full`` (the data directory, a 512 MB tmpfs, filled for 1-3 s:
+  see :mod:`.disk`; needs root).
 - ``cluster``: an etcd and three ``magnetar broker`` processes on shared
   storage (session TTL 3 s). The same faults hit a broker other than the
   first (the clients' service URL), so its bundles move to the others; a
@@ -21,6 +23,7 @@ import time
 from pathlib import Path
 
 from .broker import BrokerProcess, cluster_broker, standalone_broker
+from .disk import SmallDisk
 from .proxy import CutProxy
 
 SESSION_TTL_S = 3.0
@@ -41,11 +44,13 @@ def _hit(broker: BrokerProcess, kind: str, rng: random.Random, longest_pause: fl
 
 
 class StandaloneSystem:
-    faults = ("kill", "pause", "restart", "cut")
+    faults = ("kill", "pause", "restart", "cut", "disk-full")
 
-    def __init__(self, out_dir: Path) -> None:
+    def __init__(self, out_dir: Path, faults: tuple[str, ...] | list[str] = ()) -> None:
         self.broker = standalone_broker(out_dir / "data")
         self.proxy: CutProxy | None = None
+        #: The data directory on a small tmpfs, for the disk-full fault only.
+        self.disk = SmallDisk(out_dir / "data") if "disk-full" in faults else None
 
     @property
     def service_url(self) -> str:
@@ -57,6 +62,8 @@ class StandaloneSystem:
         return self.broker.admin_url
 
     def start(self) -> None:
+        if self.disk is not None:
+            self.disk.mount()
         self.broker.start()
         self.proxy = CutProxy(self.broker.port)
 
@@ -68,6 +75,12 @@ class StandaloneSystem:
                 cut += self.proxy.cut()
                 time.sleep(rng.uniform(0.1, 0.4))
             return f"cut {cut} connections"
+        if kind == "disk-full":
+            assert self.disk is not None
+            taken = self.disk.fill()
+            time.sleep(rng.uniform(1.0, 3.0))  # writes fail with ENOSPC meanwhile
+            self.disk.free()
+            return f"disk-full ({taken >> 20} MB taken)"
         _hit(self.broker, kind, rng, longest_pause=6.0)
         return kind
 
@@ -75,12 +88,15 @@ class StandaloneSystem:
         if self.proxy is not None:
             self.proxy.close()
         self.broker.stop()
+        if self.disk is not None:
+            self.disk.free()
+            self.disk.unmount()
 
 
 class ClusterSystem:
     faults = ("kill", "pause", "restart", "kill-etcd", "pause-etcd")
 
-    def __init__(self, out_dir: Path, brokers: int = 3) -> None:
+    def __init__(self, out_dir: Path, faults: tuple[str, ...] | list[str] = (), brokers: int = 3) -> None:
         from magnetar.metadata.etcd_server import EtcdServer
 
         self.base = out_dir / "cluster"

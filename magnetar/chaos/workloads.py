@@ -125,7 +125,7 @@ class DedupProducer(Workload):
         try:
             producer = self.retrying(lambda: client.create_producer(
                 self.topic, producer_name=self.process, batching_enabled=False,
-                send_timeout_millis=SEND_TIMEOUT_MS), "producer")
+                send_timeout_millis=SEND_TIMEOUT_MS, initial_sequence_id=0), "producer")  # see ExclusiveWriter
             while producer is not None and not self.stopping:
                 value = self.invoke()
                 try:
@@ -176,9 +176,16 @@ class ExclusiveWriter(Workload):
                 session = f"{self.process}.{sessions}"
                 sessions += 1
                 try:
+                    # initial_sequence_id: the official C++ client otherwise resets its
+                    # sequence counter to the broker's last sequence id when it
+                    # reconnects before its first receipt, numbering its next
+                    # message like the one it resends; with deduplication on, that
+                    # message is acknowledged as a duplicate and never stored (a
+                    # client bug, docs/pulsar-differences.md). Each session's
+                    # producer has a fresh broker-given name, so 0 is its true start.
                     producer = client.create_producer(
                         self.topic, batching_enabled=False, send_timeout_millis=SEND_TIMEOUT_MS,
-                        access_mode=getattr(pulsar.ProducerAccessMode, self.access_mode))
+                        access_mode=getattr(pulsar.ProducerAccessMode, self.access_mode), initial_sequence_id=0)
                 except Exception:
                     time.sleep(0.2 + self.rng.random() * 0.3)  # the broker is down, or a rival holds it
                     continue
