@@ -125,7 +125,7 @@ class DedupProducer(Workload):
         try:
             producer = self.retrying(lambda: client.create_producer(
                 self.topic, producer_name=self.process, batching_enabled=False,
-                send_timeout_millis=SEND_TIMEOUT_MS, initial_sequence_id=0), "producer")  # see ExclusiveWriter
+                send_timeout_millis=SEND_TIMEOUT_MS, initial_sequence_id=1), "producer")  # see ExclusiveWriter
             while producer is not None and not self.stopping:
                 value = self.invoke()
                 try:
@@ -182,10 +182,11 @@ class ExclusiveWriter(Workload):
                     # message like the one it resends; with deduplication on, that
                     # message is acknowledged as a duplicate and never stored (a
                     # client bug, docs/pulsar-differences.md). Each session's
-                    # producer has a fresh broker-given name, so 0 is its true start.
+                    # producer has a fresh broker-given name: any start will do, and
+                    # not 0, which the Python wrapper takes for "unset".
                     producer = client.create_producer(
                         self.topic, batching_enabled=False, send_timeout_millis=SEND_TIMEOUT_MS,
-                        access_mode=getattr(pulsar.ProducerAccessMode, self.access_mode), initial_sequence_id=0)
+                        access_mode=getattr(pulsar.ProducerAccessMode, self.access_mode), initial_sequence_id=1)
                 except Exception:
                     time.sleep(0.2 + self.rng.random() * 0.3)  # the broker is down, or a rival holds it
                     continue
