@@ -257,7 +257,10 @@ class SqliteMetadataStore(MetadataStore):
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         self._check_open()
-        return await self._submit(fn, *args)
+        try:
+            return await self._submit(fn, *args)
+        except sqlite3.Error as exc:  # disk full, I/O error, locked: the store's failure, said as such
+            raise MetadataError(f"metadata store {self.path}: {exc}") from exc
 
     # --- contract ------------------------------------------------------
 

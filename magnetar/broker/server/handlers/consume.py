@@ -17,6 +17,7 @@ from magnetar.broker.entries.entry_format import strip_broker_entry_metadata
 from magnetar.broker.errors import BrokerError, ConsumerBusy, NotAllowed
 from magnetar.broker.subscriptions.consumer import Consumer
 from magnetar.broker.topics.topic import Topic
+from magnetar.metadata import MetadataError
 from magnetar.protocol import ServerError, pb
 from magnetar.protocol.commands import Type, command, error, message_id, signed64, success
 from magnetar.protocol.frames import Frame, encode_payload_command
@@ -115,6 +116,9 @@ async def _subscribe(session: Session, req: pb.CommandSubscribe, name, consumer:
             del session.consumers[req.consumer_id]
         if isinstance(exc, BrokerError):
             session.write(error(req.request_id, exc.code, str(exc)))
+        elif isinstance(exc, (StorageError, MetadataError, OSError)):  # the disk is full or failing: a retry may find room
+            log.warning("cannot subscribe to %s: storage: %s", req.topic, exc)
+            session.write(error(req.request_id, ServerError.ServiceNotReady, f"cannot subscribe: {exc}"))
         elif isinstance(exc, Exception):
             log.exception("cannot subscribe to %s", req.topic)
             session.write(error(req.request_id, ServerError.ServiceNotReady, f"cannot subscribe: {exc}"))

@@ -16,7 +16,9 @@ import logging
 
 from magnetar.broker.errors import BrokerError, ExpectedOffsetMismatch
 from magnetar.broker.topics.producer import Producer
+from magnetar.metadata import MetadataError
 from magnetar.protocol import ProtocolError, ServerError, pb
+from magnetar.storage import StorageError
 from magnetar.protocol.commands import Type, command, error, message_id, success
 from magnetar.protocol.frames import Frame
 
@@ -97,6 +99,9 @@ async def on_producer(session: Session, req: pb.CommandProducer) -> None:
         session.write(error(req.request_id, exc.code, str(exc)))
     except asyncio.CancelledError:
         raise
+    except (StorageError, MetadataError, OSError) as exc:  # the disk is full or failing: a retry may find room
+        log.warning("cannot create producer on %s: storage: %s", req.topic, exc)
+        session.write(error(req.request_id, ServerError.ServiceNotReady, f"cannot create producer: {exc}"))
     except Exception as exc:
         log.exception("cannot create producer on %s", req.topic)
         session.write(error(req.request_id, ServerError.ServiceNotReady, f"cannot create producer: {exc}"))
@@ -199,7 +204,10 @@ async def on_lease_pid(session: Session, request_id: int, requests: list[pb.Comm
             lease.sequence_number, lease.expire_ms = granted.next_sequence, granted.expire_ms
         except BrokerError as exc:
             lease.error, lease.message = exc.code, str(exc)
-        except Exception as exc:  # storage or metadata trouble: the client may retry
+        except (StorageError, MetadataError, OSError) as exc:  # the disk is full or failing: the client retries
+            log.warning("lease on %s failed: storage: %s", req.topic, exc)
+            lease.error, lease.message = ServerError.ServiceNotReady, f"lease failed: {exc}"
+        except Exception as exc:
             log.exception("lease on %s failed", req.topic)
             lease.error, lease.message = ServerError.ServiceNotReady, f"lease failed: {exc}"
         leases.append(lease)
