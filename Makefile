@@ -54,7 +54,7 @@ integration: $(STAMP)
 # checker finds an anomaly; then the live-socket fuzzer. chaos-soak: the long one.
 CHAOS_SEEDS ?= 1 2
 CHAOS_SECONDS ?= 45
-FUZZ_ROUNDS ?= 2000
+FUZZ_ROUNDS ?= 1000
 chaos: $(STAMP)
 	@for seed in $(CHAOS_SEEDS); do \
 	  $(BIN)/magnetar chaos run --duration $(CHAOS_SECONDS) --faults kill,pause,restart,cut --seed $$seed --out ./chaos-out || exit 1; \
