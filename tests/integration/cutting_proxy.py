@@ -14,17 +14,22 @@ from magnetar.protocol.frames import FrameDecoder
 class CuttingProxy(CutProxy):
     def __init__(self, target_port: int) -> None:
         self.cut_on_type: int | None = None
+        self.cut_from_client_on_type: int | None = None
         super().__init__(target_port)
 
     def cut_next(self, command_type: int) -> None:
-        """Close the connection instead of forwarding the next frame of this type."""
+        """Close the connection instead of forwarding the next frame of this type (from the broker)."""
         with self._lock:
             self.cut_on_type = command_type
 
+    def cut_next_from_client(self, command_type: int) -> None:
+        """The same for the next frame of this type from the client: the broker never sees it."""
+        with self._lock:
+            self.cut_from_client_on_type = command_type
+
     def relay(self, from_broker: bool = False):
-        if not from_broker:
-            return super().relay()
         decoder = FrameDecoder(max_frame_size=1 << 30)
+        attr = "cut_on_type" if from_broker else "cut_from_client_on_type"
 
         def forward(data: bytes, dst) -> None:
             # Frame by frame, so a cut lands exactly on a boundary.
@@ -33,9 +38,10 @@ class CuttingProxy(CutProxy):
             while (frame := decoder.next_frame_raw()) is not None:
                 cmd_type, raw = frame
                 with self._lock:
-                    cut = self.cut_on_type is not None and cmd_type == self.cut_on_type
+                    wanted = getattr(self, attr)
+                    cut = wanted is not None and cmd_type == wanted
                     if cut:
-                        self.cut_on_type = None
+                        setattr(self, attr, None)
                         self.cuts += 1
                 if cut:
                     if out:
