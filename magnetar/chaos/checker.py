@@ -17,7 +17,9 @@ Sends that ended in ``info`` (unknown outcome) or ``fail`` may be absent
 without counting as lost; a ``fail`` that is stored anyway counts as a
 **phantom** (the system said no, and did it), unless a fault overlapped the
 send (a client that lost its connection reports its pending sends as failed
-without knowing their fate).
+without knowing their fate). A heal may give an ``aftermath`` in seconds
+(a cluster's session TTL and bundle moves go on after the heal); the
+fault's window extends that far.
 
 A topic with acknowledged sends and no final read is reported as unread:
 nothing about it can be judged, and the report is not clean.
@@ -99,7 +101,9 @@ def check(ops: list[dict[str, Any]]) -> Report:
         if f == "fault" and kind == "info":
             faults.append([op.get("time", 0.0), float("inf")])
         elif f == "heal" and faults and faults[-1][1] == float("inf"):
-            faults[-1][1] = op.get("time", 0.0)
+            # A cluster's reaction to a fault (sessions lapsing, bundles moving,
+            # ledgers fenced) goes on for a while after the heal: its aftermath.
+            faults[-1][1] = op.get("time", 0.0) + float(op.get("aftermath", 0.0))
         if f == "receive" and kind == "ok":
             key = (op.get("topic"), op.get("subscription", ""))
             got = receipts[key]

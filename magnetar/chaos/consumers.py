@@ -26,7 +26,11 @@ from .workloads import Workload, _quiet_logger, official_client
 
 class _Receiver(Workload):
     promise = "at-least-once"
+    #: Draining after stop: done once nothing came for this long *while
+    #: connected* (a client still in its reconnect backoff is not "quiet"),
+    #: or after DRAIN_MAX_S in all (the runner waits 30 s for its threads).
     QUIET_S = 3.0
+    DRAIN_MAX_S = 25.0
     #: What the checker expects of the delivery order (see the module docstring):
     #: None, "per-producer" (first receipts in each producer's order) or "log"
     #: (first receipts are the log from its start, with no gap).
@@ -51,14 +55,19 @@ class _Receiver(Workload):
         client = pulsar.Client(self.service_url, operation_timeout_seconds=15, logger=_quiet_logger())
         try:
             consumer = self.retrying(lambda: self._open(pulsar, client), "consumer")
-            quiet_since = None
+            quiet_since = drain_until = None
             while consumer is not None:
                 try:
                     msg = self._next(consumer)
                 except Exception:  # a timeout, or the broker is away: keep asking
                     if self.stopping:
-                        quiet_since = quiet_since or time.monotonic()
-                        if time.monotonic() - quiet_since > self.QUIET_S:
+                        now = time.monotonic()
+                        drain_until = drain_until or now + self.DRAIN_MAX_S
+                        if not _connected(consumer):
+                            quiet_since = None
+                        else:
+                            quiet_since = quiet_since or now
+                        if (quiet_since is not None and now - quiet_since > self.QUIET_S) or now > drain_until:
                             return
                     continue
                 quiet_since = None
@@ -72,6 +81,13 @@ class _Receiver(Workload):
                     pass  # unacknowledged: it comes again, which the checker counts
         finally:
             client.close()
+
+
+def _connected(consumer) -> bool:
+    try:
+        return bool(consumer.is_connected())
+    except Exception:
+        return True  # a client without is_connected: the quiet time alone decides
 
 
 class SubscriptionConsumer(_Receiver):

@@ -67,7 +67,7 @@ def _workloads(url: str, history: History, seed: int) -> list[Workload]:
 def _inject(system, kind: str, rng: random.Random, history: History) -> None:
     history.add("nemesis", "info", "fault", value=kind)
     done = system.inject(kind, rng)
-    history.add("nemesis", "info", "heal", value=done)
+    history.add("nemesis", "info", "heal", value=done, aftermath=getattr(system, "aftermath_s", 0.0))
 
 
 def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: str = "standalone",

@@ -95,6 +95,10 @@ class StandaloneSystem:
 
 class ClusterSystem:
     faults = ("kill", "pause", "restart", "kill-etcd", "pause-etcd")
+    #: How long a fault's effects go on after its heal: a lapsed session is
+    #: noticed up to a TTL later, then its bundles move (the checker widens
+    #: the fault's window by this much).
+    aftermath_s = SESSION_TTL_S + 2.0
 
     def __init__(self, out_dir: Path, faults: tuple[str, ...] | list[str] = (), brokers: int = 3) -> None:
         from magnetar.metadata.etcd_server import EtcdServer

@@ -224,3 +224,18 @@ def test_each_subscription_must_get_every_acknowledged_send():
         _receive(h, v, "failover", "per-producer")
     report = check(h.ops)
     assert report.missed_by_consumers == 1 and "(failover)" in report.examples["missed_by_consumers"][0]
+
+
+def test_a_refusal_in_a_faults_aftermath_is_unknown_but_not_after_it():
+    def history(aftermath: float) -> History:
+        h, values = _clean()
+        h.add("nemesis", "info", "fault", value="kill-etcd")
+        h.add("nemesis", "info", "heal", value="kill-etcd", aftermath=aftermath)
+        value = "p:5"
+        h.add("p", "invoke", "send", topic=T, value=value, seq=5, promise="once")
+        h.add("p", "fail", "send", topic=T, value=value, error="ProducerFenced")
+        _read(h, values + [value])
+        return h
+
+    assert check(history(aftermath=5.0).ops).phantoms == 0  # sessions still lapsing after the heal
+    assert check(history(aftermath=0.0).ops).phantoms == 1
