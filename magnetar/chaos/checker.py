@@ -168,17 +168,10 @@ def check(ops: list[dict[str, Any]]) -> Report:
 def _check_delivery_order(report: Report, topic: str, subscription: str, order: str, firsts: list[str],
                           log: list[tuple[int | None, str]] | None, invokes: dict) -> None:
     if order == "per-producer":
-        last_seq: dict[str, int] = {}
-        for value in firsts:
-            invoke = invokes.get((topic, value))
-            if invoke is None or "seq" not in invoke:
-                continue
-            process, seq = invoke["process"], invoke["seq"]
-            if seq < last_seq.get(process, -1):
-                report.delivered_out_of_order += 1
-                report._example("delivered_out_of_order",
-                                f"{topic} ({subscription}): {process} #{seq} first received after #{last_seq[process]}")
-            last_seq[process] = max(seq, last_seq.get(process, -1))
+        for process, seq, after in _behind_their_producer(topic, firsts, invokes):
+            report.delivered_out_of_order += 1
+            report._example("delivered_out_of_order",
+                            f"{topic} ({subscription}): {process} #{seq} first received after #{after}")
     elif order == "log" and log is not None:
         index: dict[str, int] = {}  # each value's place among the log's distinct values
         for _, value in log:
@@ -215,21 +208,10 @@ def _check_topic(report: Report, topic: str, log: list[tuple[int | None, str]],
             report.duplicated += count - 1
             report._example("duplicated", f"{topic}: {value} stored {count} times")
     # Order per process.
-    last_seq: dict[str, int] = {}
-    first_seen: set[str] = set()
-    for _, value in log:
-        if value in first_seen:
-            continue  # a repeat is a duplicate (judged above), not a reordering
-        first_seen.add(value)
-        invoke = invokes.get((topic, value))
-        if invoke is None or "seq" not in invoke:
-            continue
-        process, seq = invoke["process"], invoke["seq"]
-        if seq < last_seq.get(process, -1):
-            report.reordered += 1
-            report.reordered_by_process[process] += 1
-            report._example("reordered", f"{topic}: {process} #{seq} stored after #{last_seq[process]}")
-        last_seq[process] = max(seq, last_seq.get(process, -1))
+    for process, seq, after in _behind_their_producer(topic, [value for _, value in log], invokes):
+        report.reordered += 1
+        report.reordered_by_process[process] += 1
+        report._example("reordered", f"{topic}: {process} #{seq} stored after #{after}")
     # One segment per exclusive writer session.
     sessions: list[str] = []
     for _, value in log:
@@ -256,3 +238,24 @@ def _check_topic(report: Report, topic: str, log: list[tuple[int | None, str]],
             report.offset_violations += 1
             report._example("offset_violations",
                             f"{topic}: {value} acknowledged at offset {expected}, stored: {at_offset.get(expected)!r}")
+
+
+def _behind_their_producer(topic: str, values: list[str], invokes: dict) -> list[tuple[str, int, int]]:
+    """``(process, seq, highest seq before it)`` for each value, at its first
+    appearance in ``values``, that comes after a later one of the same
+    producer (a repeat is a duplicate, judged apart, not a reordering)."""
+    out = []
+    last_seq: dict[str, int] = {}
+    seen: set[str] = set()
+    for value in values:
+        if value in seen:
+            continue
+        seen.add(value)
+        invoke = invokes.get((topic, value))
+        if invoke is None or "seq" not in invoke:
+            continue
+        process, seq = invoke["process"], invoke["seq"]
+        if seq < last_seq.get(process, -1):
+            out.append((process, seq, last_seq[process]))
+        last_seq[process] = max(seq, last_seq.get(process, -1))
+    return out
