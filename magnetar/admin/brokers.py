@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from magnetar.broker.cluster.bundles import parse_range, split_namespace
+from magnetar.broker.cluster.bundles import RANGE_EQUALLY_DIVIDE, SPLIT_ALGORITHMS, parse_range, split_namespace, \
+    split_point
+from magnetar.broker.cluster.channel import LostRace
 from magnetar.broker.cluster.leader import current_leader
 from magnetar.broker.namespaces import resources
 
@@ -79,8 +81,7 @@ async def bundles(request: web.Request) -> web.Response:
     if not await resources.namespace_exists(store_of(request), namespace):
         raise not_found(f"Namespace {namespace} does not exist")
     member = _member(request)
-    count = member.bundles_per_namespace if member is not None else 1
-    parts = split_namespace(namespace, count)
+    parts = member.bundles(namespace) if member is not None else split_namespace(namespace, 1)
     owners, states = {}, {}
     for b in parts:
         if member is None:
@@ -102,12 +103,7 @@ async def unload_bundle(request: web.Request) -> web.Response:
     member = _member(request)
     if member is None:
         raise precondition_failed("this broker is standalone: it owns every bundle and has nowhere to move one")
-    try:
-        bundle = parse_range(namespace, request.match_info["bundle"])
-    except ValueError as exc:
-        raise precondition_failed(str(exc)) from None
-    if bundle not in split_namespace(namespace, member.bundles_per_namespace):
-        raise not_found(f"{namespace} has no bundle {bundle.range}")
+    bundle = _bundle_of_request(request, member, namespace)
     try:
         await member.unload(bundle, request.query.get("destinationBroker") or None)
     except ValueError as exc:
@@ -116,6 +112,54 @@ async def unload_bundle(request: web.Request) -> web.Response:
         raise AdminError(503, f"bundle {bundle} did not reach its new owner in time; it will, or the leader "
                               "will reassign it") from None
     return no_content()
+
+
+def _bundle_of_request(request: web.Request, member, namespace: str):
+    try:
+        bundle = parse_range(namespace, request.match_info["bundle"])
+    except ValueError as exc:
+        raise precondition_failed(str(exc)) from None
+    if bundle not in member.bundles(namespace):
+        raise not_found(f"{namespace} has no bundle {bundle.range} (list them: GET .../bundles)")
+    return bundle
+
+
+@table.route("PUT", "/admin/v2/namespaces/{tenant}/{namespace}/{bundle}/split",
+             "Split a bundle in two (splitAlgorithmName: range_equally_divide, the default, or "
+             "topic_count_equally_divide); its owner keeps both halves and their clients",
+             query=(QueryParam("splitAlgorithmName", STRING, "How to choose the cut"),
+                    QueryParam("unload", STRING, "Accepted for Pulsar's API; the halves are not unloaded")),
+             answer=None, errors=(404, 412, 503))
+async def split_bundle(request: web.Request) -> web.Response:
+    namespace = namespace_of(request)
+    member = _member(request)
+    if member is None:
+        raise precondition_failed("this broker is standalone: its namespaces are one bundle and are not split")
+    bundle = _bundle_of_request(request, member, namespace)
+    algorithm = request.query.get("splitAlgorithmName") or RANGE_EQUALLY_DIVIDE
+    if algorithm not in SPLIT_ALGORITHMS:
+        raise precondition_failed(f"unknown splitAlgorithmName {algorithm!r}: use one of {', '.join(SPLIT_ALGORITHMS)}")
+    try:
+        topics = await service_of(request).topics_of_namespace(namespace) if algorithm != RANGE_EQUALLY_DIVIDE else []
+        await member.split(bundle, split_point(bundle, algorithm, topics))
+    except (ValueError, LostRace) as exc:
+        raise precondition_failed(str(exc)) from None
+    except RuntimeError as exc:
+        raise AdminError(503, str(exc)) from None
+    except TimeoutError:
+        raise AdminError(503, f"bundle {bundle} was not split in time; its owner may still finish it") from None
+    return no_content()
+
+
+@table.route("GET", "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}/bundle",
+             "The bundle that holds a topic (Pulsar's topics bundle-range)", answer=OBJECT, errors=(404, 412))
+async def topic_bundle(request: web.Request) -> web.Response:
+    name = topic_of(request)
+    if not await resources.namespace_exists(store_of(request), name.namespace_name):
+        raise not_found(f"Namespace {name.namespace_name} does not exist")
+    member = _member(request)
+    rng = member.bundle_of(name).range if member is not None else "0x00000000_0xffffffff"
+    return json_answer({"namespace": name.namespace_name, "bundle": rng})
 
 
 @table.route("GET", "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}",

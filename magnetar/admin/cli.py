@@ -120,18 +120,54 @@ def namespaces_bundles(ctx: typer.Context, namespace: str = typer.Argument(..., 
     call(ctx, lambda c: c.request("GET", f"/admin/v2/namespaces/{namespace_path(namespace)}/bundles"), render)
 
 
+def _bundle_option(ctx: typer.Context, namespace: str, bundle: str | None, topic: str | None) -> str:
+    """The bundle named by --bundle, or the one that holds --topic (asked of the broker)."""
+    if bool(bundle) == bool(topic):
+        raise typer.BadParameter("give exactly one of --bundle and --topic")
+    if bundle:
+        return bundle
+    found: dict = {}
+    # The lambda answers None, so --json prints nothing for this first call.
+    call(ctx, lambda c: found.update(c.request("GET", "/lookup/v2/topic/" + topic_path(topic) + "/bundle")))
+    if found.get("namespace") != namespace.strip("/"):
+        raise typer.BadParameter(f"topic {topic} is not in namespace {namespace}")
+    return found["bundle"]
+
+
+BUNDLE_HELP = "0xLLLLLLLL_0xUUUUUUUU (see namespaces bundles)"
+TOPIC_HELP = "Instead of --bundle: the bundle that holds this topic"
+
+
 @namespaces_app.command("unload")
 def namespaces_unload(
     ctx: typer.Context,
     namespace: str = typer.Argument(..., help="tenant/namespace"),
-    bundle: str = typer.Option(..., "--bundle", "-b", help="0xLLLLLLLL_0xUUUUUUUU (see namespaces bundles)"),
+    bundle: Optional[str] = typer.Option(None, "--bundle", "-b", help=BUNDLE_HELP),
+    topic: Optional[str] = typer.Option(None, "--topic", "-t", help=TOPIC_HELP),
     destination: Optional[str] = typer.Option(None, "--destination", "-d",
                                               help="Broker id (host:web port) [the least loaded]"),
 ) -> None:
     """Move a bundle to another broker; clients follow without a lookup."""
+    bundle = _bundle_option(ctx, namespace, bundle, topic)
     query = {"destinationBroker": destination} if destination else None
     call(ctx, lambda c: c.request("PUT", f"namespaces/{namespace_path(namespace)}/{bundle}/unload",
                                    query=query), lambda _: out().print(f"bundle {bundle} moved"))
+
+
+@namespaces_app.command("split-bundle")
+def namespaces_split_bundle(
+    ctx: typer.Context,
+    namespace: str = typer.Argument(..., help="tenant/namespace"),
+    bundle: Optional[str] = typer.Option(None, "--bundle", "-b", help=BUNDLE_HELP),
+    topic: Optional[str] = typer.Option(None, "--topic", "-t", help=TOPIC_HELP),
+    algorithm: str = typer.Option("range_equally_divide", "--split-algorithm-name",
+                                  help="range_equally_divide or topic_count_equally_divide"),
+) -> None:
+    """Split a bundle in two; its owner keeps both halves and their clients."""
+    bundle = _bundle_option(ctx, namespace, bundle, topic)
+    call(ctx, lambda c: c.request("PUT", f"namespaces/{namespace_path(namespace)}/{bundle}/split",
+                                   query={"splitAlgorithmName": algorithm}),
+         lambda _: out().print(f"bundle {bundle} split"))
 
 
 # -- tenants --------------------------------------------------------------------------------

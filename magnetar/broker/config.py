@@ -80,6 +80,14 @@ class BrokerConfig(SecuritySettings):
     load_balancer_shedding_cycles: int = 3
     #: Seconds after a move before the shedder moves a bundle from or to the same broker again.
     load_balancer_broker_cooldown_s: float = 60.0
+    #: Let the leader split a bundle whose topic count or message rate passed the limits below (Pulsar's loadBalancerAutoBundleSplitEnabled).
+    load_balancer_auto_bundle_split_enabled: bool = True
+    #: Split a bundle with more loaded topics than this (loadBalancerNamespaceBundleMaxTopics).
+    load_balancer_namespace_bundle_max_topics: int = 1000
+    #: Split a bundle with a higher message rate in than this, msg/s (loadBalancerNamespaceBundleMaxMsgRate).
+    load_balancer_namespace_bundle_max_msg_rate: float = 30000.0
+    #: Never split a namespace into more bundles than this (loadBalancerNamespaceMaximumBundles).
+    load_balancer_namespace_maximum_bundles: int = 128
     #: Name of this cluster.
     cluster_name: str = "standalone"
     #: Create a topic the first time a producer or consumer names it.
@@ -200,6 +208,11 @@ class BrokerConfig(SecuritySettings):
             raise ConfigError("load_balancer_load_threshold must be between 0 and 1")
         if min(self.load_balancer_report_interval_s, self.load_balancer_shedding_interval_s) <= 0:
             raise ConfigError("load_balancer_report_interval_s and load_balancer_shedding_interval_s must be positive")
+        if self.load_balancer_namespace_bundle_max_topics < 1 or self.load_balancer_namespace_bundle_max_msg_rate <= 0:
+            raise ConfigError("load_balancer_namespace_bundle_max_topics must be >= 1 and "
+                              "load_balancer_namespace_bundle_max_msg_rate positive")
+        if not 1 <= self.load_balancer_namespace_maximum_bundles <= 1024:
+            raise ConfigError("load_balancer_namespace_maximum_bundles must be between 1 and 1024")
         if self.load_balancer_shedding_cycles < 1 or self.load_balancer_broker_cooldown_s < 0:
             raise ConfigError("load_balancer_shedding_cycles must be >= 1 and load_balancer_broker_cooldown_s >= 0")
         if self.separate_configuration_store:

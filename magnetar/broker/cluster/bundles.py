@@ -11,8 +11,13 @@ The hash is CRC-32C of the UTF-8 topic name: stable across processes and
 versions (Python's ``hash`` is not), and already a dependency. Pulsar uses
 Murmur3; the value only has to agree between Magnetar's own brokers.
 
+A bundle can be split in two (:func:`split_point`, :meth:`Bundle.split`):
+by the middle of its range (Pulsar's ``range_equally_divide``) or so that
+its topics fall half on each side (``topic_count_equally_divide``). Which
+bundles a namespace has then is its layout (:mod:`.layout`).
+
 Pure functions: no I/O, no failure modes beyond ValueError on a bundle count
-outside 1..1024 or a malformed bundle name.
+outside 1..1024, a malformed bundle name, or a bundle that cannot be split.
 """
 from __future__ import annotations
 
@@ -44,6 +49,13 @@ class Bundle:
     def holds(self, hash_value: int) -> bool:
         return self.lower <= hash_value < self.upper
 
+    def split(self, at: int) -> tuple["Bundle", "Bundle"]:
+        """The two halves ``[lower, at)`` and ``[at, upper)``; ValueError unless
+        ``at`` lies strictly inside the range."""
+        if not self.lower < at < self.upper:
+            raise ValueError(f"cannot split bundle {self.range} at 0x{at:08x}: outside the range")
+        return Bundle(self.namespace, self.lower, at), Bundle(self.namespace, at, self.upper)
+
 
 def topic_hash(topic: str) -> int:
     """The 32-bit hash that places ``topic`` (its full name) in a bundle."""
@@ -56,6 +68,32 @@ def split_namespace(namespace: str, count: int = DEFAULT_BUNDLES) -> list[Bundle
         raise ValueError(f"a namespace has 1..{MAX_BUNDLES} bundles, not {count!r}")
     bounds = [FULL * i // count for i in range(count)] + [FULL]
     return [Bundle(namespace, bounds[i], bounds[i + 1]) for i in range(count)]
+
+
+#: Pulsar's names of the split algorithms Magnetar implements.
+RANGE_EQUALLY_DIVIDE = "range_equally_divide"
+TOPIC_COUNT_EQUALLY_DIVIDE = "topic_count_equally_divide"
+SPLIT_ALGORITHMS = (RANGE_EQUALLY_DIVIDE, TOPIC_COUNT_EQUALLY_DIVIDE)
+
+
+def split_point(bundle: Bundle, algorithm: str = RANGE_EQUALLY_DIVIDE, topics: list[str] = ()) -> int:
+    """Where to cut ``bundle``: the middle of its range, or (by topic count) the
+    median hash of ``topics`` that fall in it, so each half gets about as many.
+
+    ValueError for an unknown algorithm, a bundle one hash wide, or fewer than
+    two distinct topic hashes in the bundle for ``topic_count_equally_divide``.
+    """
+    if bundle.upper - bundle.lower < 2:
+        raise ValueError(f"bundle {bundle.range} is one hash wide: it cannot be split")
+    if algorithm == RANGE_EQUALLY_DIVIDE:
+        return (bundle.lower + bundle.upper) // 2
+    if algorithm == TOPIC_COUNT_EQUALLY_DIVIDE:
+        hashes = sorted({h for h in map(topic_hash, topics) if bundle.holds(h)})
+        if len(hashes) < 2:
+            raise ValueError(f"bundle {bundle.range} holds {len(hashes)} topic(s): "
+                             f"{TOPIC_COUNT_EQUALLY_DIVIDE} needs two to put one on each side")
+        return hashes[len(hashes) // 2]  # > hashes[0] >= lower: the lower half keeps at least one
+    raise ValueError(f"unknown split algorithm {algorithm!r}: use one of {', '.join(SPLIT_ALGORITHMS)}")
 
 
 def bundle_of(topic: str, namespace: str, count: int = DEFAULT_BUNDLES) -> Bundle:

@@ -12,6 +12,10 @@ key is the channel's version. States and legal transitions are Pulsar's
     Splitting   -> Deleted
     Deleted     -> Init
 
+A split (Owned -> Splitting -> Deleted) leaves the Deleted record in place:
+a broker whose layout copy is stale finds it and reads the layout again
+(:mod:`.layout`).
+
 Every write is a compare-and-set on the version this broker read, so of two
 racing writers exactly one wins; the loser gets :class:`LostRace` and reads
 again. The one exception to the transition table is :meth:`Channel.override`,
@@ -71,9 +75,14 @@ class BundleState:
     source: str | None = None
     #: The store's version of the record; -1 when there is none.
     version: int = -1
+    #: Splitting: the hash where the owner cuts the bundle in two.
+    split_at: int | None = None
 
     def doc(self) -> bytes:
-        return json.dumps({"state": self.state, "broker": self.broker, "source": self.source}).encode()
+        doc = {"state": self.state, "broker": self.broker, "source": self.source}
+        if self.split_at is not None:
+            doc["split_at"] = self.split_at
+        return json.dumps(doc).encode()
 
 
 def key_of(bundle: Bundle) -> str:
@@ -93,7 +102,9 @@ def bundle_of_key(key: str) -> Bundle | None:
 def parse_state(value: bytes, version: int) -> BundleState:
     try:
         doc = json.loads(value)
-        return BundleState(doc["state"], doc.get("broker"), doc.get("source"), version)
+        split_at = doc.get("split_at")
+        return BundleState(doc["state"], doc.get("broker"), doc.get("source"), version,
+                           split_at if isinstance(split_at, int) else None)
     except (ValueError, KeyError, TypeError):
         log.warning("unreadable bundle state %r: read as Init", value[:100])
         return BundleState(version=version)
@@ -193,7 +204,7 @@ class Channel:
 
     # -- writing ----------------------------------------------------------------------
     async def transition(self, bundle: Bundle, to: str, broker: str | None, source: str | None = None,
-                         *, expected: BundleState | None = None) -> BundleState:
+                         *, expected: BundleState | None = None, split_at: int | None = None) -> BundleState:
         """Move ``bundle`` from ``expected`` (default: the table's state) to ``to``.
 
         Raises IllegalTransition if ``to`` does not follow the expected state,
@@ -202,7 +213,7 @@ class Channel:
         current = self.get(bundle) if expected is None else expected
         if to not in LEGAL[current.state]:
             raise IllegalTransition(f"bundle {bundle}: {current.state} -> {to} is not a legal transition")
-        return await self._write(bundle, BundleState(to, broker, source), current.version)
+        return await self._write(bundle, BundleState(to, broker, source, split_at=split_at), current.version)
 
     async def override(self, bundle: Bundle, to: str, broker: str | None, source: str | None,
                        expected: BundleState) -> BundleState:
@@ -216,7 +227,7 @@ class Channel:
         except (BadVersion, NotFound):
             await self.refresh(key)
             raise LostRace(f"bundle {bundle} changed under us") from None
-        written = BundleState(state.state, state.broker, state.source, new_version)
+        written = BundleState(state.state, state.broker, state.source, new_version, state.split_at)
         self._apply(bundle, written)
         return written
 

@@ -9,7 +9,10 @@ Assigning on the least loaded live broker (``source`` = the dead broker),
 which then takes it. It also runs the shedder (:mod:`.shedder`): from the
 brokers' load reports, it moves a bundle from the busiest broker to the
 idlest when the spread stays above the threshold for a few rounds (a move
-without lookups, PIP-307). A lease-based leader can be wrong for a moment after a
+without lookups, PIP-307), and splits a bundle whose topic count or message
+rate passed its limit (:class:`SplitSettings`, Pulsar's automatic bundle
+split). It also finishes splits whose owner died (:mod:`.splitting`).
+A lease-based leader can be wrong for a moment after a
 pause; that is safe because every channel write is a compare-and-set and
 storage fences the previous owner's ledgers.
 """
@@ -23,8 +26,10 @@ from magnetar.metadata import MetadataStore, Session
 from magnetar.metadata.election import LeaderElection
 from magnetar.metadata.store import SessionExpired
 
-from .channel import ASSIGNING, OWNED, RELEASING, Channel, LostRace
-from .bundles import Bundle, parse_range
+from . import splitting
+from .channel import ASSIGNING, FREE, OWNED, RELEASING, SPLITTING, Channel, LostRace
+from .bundles import RANGE_EQUALLY_DIVIDE, Bundle, parse_range, split_point
+from .layout import Layouts
 from .placement import least_loaded
 from .registry import Registry
 from .shedder import Move, plan
@@ -48,15 +53,31 @@ class SheddingSettings:
     cooldown_s: float = 60.0
 
 
+@dataclass(frozen=True)
+class SplitSettings:
+    """Pulsar's automatic bundle split: a bundle with more topics or a higher
+    message rate in than these is cut in two by range, until its namespace
+    has ``max_bundles``."""
+    enabled: bool = True
+    max_topics: int = 1000
+    max_msg_rate: float = 30000.0
+    max_bundles: int = 128
+
+
 class Leader:
     def __init__(self, broker_id: str, store: MetadataStore, session: Session, channel: Channel,
-                 registry: Registry, sweep_interval_s: float = 2.0, shedding: SheddingSettings | None = None) -> None:
+                 registry: Registry, sweep_interval_s: float = 2.0, shedding: SheddingSettings | None = None,
+                 layouts: Layouts | None = None, auto_split: SplitSettings | None = None) -> None:
         self.broker_id = broker_id
         self.channel = channel
         self.registry = registry
         self.sweep_interval_s = sweep_interval_s
         self.election = LeaderElection(store, PATH, broker_id.encode(), session, retry_s=0.5)
         self.shedding = shedding
+        self.layouts = layouts
+        self.auto_split = auto_split
+        #: Splits the leader asked for (for metrics and tests).
+        self.splits: list[str] = []
         self._streak = 0
         self._last_shed = 0.0
         self._moved_at: dict[str, float] = {}
@@ -102,6 +123,7 @@ class Leader:
             try:
                 await self.sweep()
                 await self._maybe_shed()
+                await self.split_oversized()
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -155,11 +177,56 @@ class Leader:
         log.info("shedder: %s", move.reason)
         return move
 
+    async def split_oversized(self) -> list[str]:
+        """Split every owned bundle whose last load report passed a limit; the
+        bundles split (one per namespace per round: the next report tells
+        whether the halves are still too big)."""
+        settings, layouts = self.auto_split, self.layouts
+        if settings is None or not settings.enabled or layouts is None:
+            return []
+        done: list[str] = []
+        for broker, info in list(self.registry.live.items()):
+            rates, topics = info.load.get("bundles", {}), info.load.get("bundle_topics", {})
+            for bundle in self.channel.owned_by(broker):
+                key = str(bundle)
+                if bundle.namespace in {d.rpartition("/")[0] for d in done}:
+                    continue
+                over = topics.get(key, 0) > settings.max_topics or rates.get(key, 0.0) > settings.max_msg_rate
+                if not over or len(layouts.bundles(bundle.namespace)) >= settings.max_bundles:
+                    continue
+                try:
+                    at = split_point(bundle, RANGE_EQUALLY_DIVIDE)
+                    state = self.channel.get(bundle)
+                    await self.channel.transition(bundle, SPLITTING, state.broker, state.broker, expected=state,
+                                                  split_at=at)
+                except (ValueError, LostRace) as exc:
+                    log.info("cannot split bundle %s now: %s", bundle, exc)
+                    continue
+                log.info("splitting bundle %s: %d topics, %.0f msg/s in", bundle, topics.get(key, 0),
+                         rates.get(key, 0.0))
+                done.append(key)
+        self.splits.extend(done)
+        return done
+
     async def sweep(self) -> int:
-        """Reassign every bundle held by a broker that is gone; returns how many moved."""
+        """Reassign every bundle held by a broker that is gone, and finish the
+        splits of owners that died; returns how many bundles changed."""
         live = sorted(self.registry.live)
         moved = 0
         for bundle, state in list(self.channel.table.items()):
+            if self.layouts is not None and state.broker not in self.registry.live:
+                try:
+                    if state.state == SPLITTING:
+                        to = await splitting.clean_up_after(self.channel, self.layouts, bundle, state)
+                        log.info("split of bundle %s by gone broker %s: %s", bundle, state.broker, to)
+                        moved += 1
+                        continue
+                    if state.state in (ASSIGNING, OWNED) and await splitting.is_orphan(self.layouts, bundle):
+                        await self.channel.override(bundle, FREE, None, state.broker, state)
+                        moved += 1
+                        continue
+                except LostRace:
+                    continue
             if state.state == RELEASING and state.source not in self.registry.live:
                 # The source died mid-move: nobody will pass the bundle on.
                 target = state.broker if state.broker in self.registry.live else \

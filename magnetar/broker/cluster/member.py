@@ -21,6 +21,8 @@ channel and the leader election), and then:
   (``release_bundle`` / ``hand_over_bundle``, callbacks of the service). With
   ``multi_phase`` off, the source disconnects its clients at once instead and
   they look the topics up (the old unload);
+- splits a bundle in two (:meth:`split`, :mod:`.splitting`), keeping both
+  halves and their clients;
 - on a clean stop, frees its bundles (Owned -> Releasing -> Free) so others
   take them without waiting for the session to expire.
 
@@ -39,10 +41,12 @@ from magnetar.broker.errors import ServiceNotReady
 from magnetar.broker.topic_name import TopicName
 from magnetar.metadata import MetadataStore, Session
 
-from .bundles import DEFAULT_BUNDLES, Bundle, bundle_of
-from .channel import ASSIGNING, DELETED, FREE, INIT, OWNED, RELEASING, BundleState, Channel, IllegalTransition, \
-    LostRace
-from .leader import Leader, SheddingSettings
+from . import splitting
+from .bundles import DEFAULT_BUNDLES, Bundle
+from .channel import ASSIGNING, DELETED, FREE, INIT, OWNED, RELEASING, SPLITTING, BundleState, Channel, \
+    IllegalTransition, LostRace
+from .layout import Layouts
+from .leader import Leader, SheddingSettings, SplitSettings
 from .placement import least_loaded
 from .registry import BrokerInfo, Registry
 
@@ -83,6 +87,8 @@ class ClusterMember:
                  bundle_counters: Callable[[], dict[Bundle, int]] | None = None,
                  report_interval_s: float = 5.0,
                  shedding: SheddingSettings | None = None,
+                 auto_split: SplitSettings | None = None,
+                 bundle_topics: Callable[[], dict[Bundle, int]] | None = None,
                  bundles_per_namespace: int = DEFAULT_BUNDLES,
                  session_ttl_s: float = 10.0, lookup_timeout_s: float = 15.0) -> None:
         self.store = store
@@ -96,6 +102,8 @@ class ClusterMember:
         self.bundle_counters = bundle_counters
         self.report_interval_s = report_interval_s
         self.shedding = shedding
+        self.auto_split = auto_split
+        self.bundle_topics = bundle_topics
         self._reporter: asyncio.Task | None = None
         #: Bundles this broker released and whose clients wait for the new owner.
         self._released: set[Bundle] = set()
@@ -103,6 +111,7 @@ class ClusterMember:
         self.session_ttl_s = session_ttl_s
         self.lookup_timeout_s = lookup_timeout_s
         self.channel = Channel(store)
+        self.layouts = Layouts(store, bundles_per_namespace)
         self.registry = Registry(store)
         self.session: Session | None = None
         #: Set by :meth:`close` when the metadata store did not answer (or our
@@ -120,6 +129,7 @@ class ClusterMember:
     # -- joining and leaving ----------------------------------------------------------
     async def start(self) -> None:
         await self.registry.start()
+        await self.layouts.start()
         await self.channel.start()
         self.channel.add_listener(self._on_bundle)
         await self._join()
@@ -131,7 +141,7 @@ class ClusterMember:
         self.session = await self.store.create_session(self.session_ttl_s)
         await self.registry.register(self.info, self.session)
         self.leader = Leader(self.broker_id, self.store, self.session, self.channel, self.registry,
-                             shedding=self.shedding)
+                             shedding=self.shedding, layouts=self.layouts, auto_split=self.auto_split)
         self.leader.start()
         for bundle, state in list(self.channel.table.items()):  # assigned while we were away
             if state.state == ASSIGNING and state.broker == self.broker_id:
@@ -170,7 +180,9 @@ class ClusterMember:
             elapsed = max(now - then, 1e-6)
             rates = {str(b): max(0, n - previous.get(b, 0)) / elapsed for b, n in counters.items()}
             previous, then = counters, now
-            self.info.load = {"msg_rate_in": sum(rates.values()), "bundles": rates, "topics_bundles": len(rates)}
+            topics = {str(b): n for b, n in self.bundle_topics().items()} if self.bundle_topics else {}
+            self.info.load = {"msg_rate_in": sum(rates.values()), "bundles": rates, "topics_bundles": len(rates),
+                              "bundle_topics": topics}
             if self.session is None or not self.session.alive:
                 continue
             try:
@@ -205,6 +217,7 @@ class ClusterMember:
             # the factory's close waiting.
             await asyncio.wait(list(self._tasks), timeout=10)
         self.channel.close()
+        self.layouts.close()
         self.registry.close()
         if self.session is not None:
             await _bounded(self.session.close(), "ending our metadata session")
@@ -232,6 +245,9 @@ class ClusterMember:
         if new.state == RELEASING and new.source == me:
             self._spawn(self._release(bundle, new))
             return
+        if new.state == SPLITTING and new.broker == me and old.state != SPLITTING:
+            self._spawn(splitting.carry_out(self.channel, self.layouts, me, bundle, new))
+            return
         if bundle in self._released:
             if new.state == OWNED:  # the new owner has it: send our clients there
                 self._released.discard(bundle)
@@ -241,6 +257,7 @@ class ClusterMember:
                 self.hand_over_bundle(bundle, url)
             return
         if old.broker == me and old.state in (OWNED, ASSIGNING) and not (new.state == OWNED and new.broker == me):
+            # (Owned -> Splitting by us is not a loss: that case returned above.)
             log.info("bundle %s is no longer ours (%s %s): unloading its topics", bundle, new.state, new.broker)
             self._spawn(self.unload_bundle(bundle))
 
@@ -299,9 +316,18 @@ class ClusterMember:
         except Exception as exc:
             log.warning("cannot take bundle %s: %s", bundle, exc)
 
+    async def split(self, bundle: Bundle, at: int, timeout: float = 30.0) -> list[Bundle]:
+        """Cut ``bundle`` in two at hash ``at`` (its owner does it; see
+        :mod:`.splitting`); the namespace's bundles after the split."""
+        return await splitting.request(self.channel, self.layouts, bundle, at, timeout)
+
     # -- ownership and lookups ----------------------------------------------------------
     def bundle_of(self, name: TopicName) -> Bundle:
-        return bundle_of(str(name), name.namespace_name, self.bundles_per_namespace)
+        return self.layouts.bundle_of(str(name), name.namespace_name)
+
+    def bundles(self, namespace: str) -> list[Bundle]:
+        """``namespace``'s bundles now (its layout)."""
+        return self.layouts.bundles(namespace)
 
     def owns(self, name: TopicName) -> bool:
         state = self.channel.get(self.bundle_of(name))
@@ -324,10 +350,10 @@ class ClusterMember:
         """The owner of ``name``'s bundle, assigning it first if nobody owns it."""
         if not self.serving:
             raise ServiceNotReady("this broker is not serving (no metadata session): try another broker")
-        bundle = self.bundle_of(name)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.lookup_timeout_s
         while True:
+            bundle = self.bundle_of(name)  # again each time: a split may have cut it since
             state = self.channel.get(bundle)
             owner = self.registry.live.get(state.broker) if state.broker else None
             if state.state == OWNED and owner is not None:
@@ -348,7 +374,10 @@ class ClusterMember:
                         self._pending[target] -= 1
                     continue
                 if state.state == DELETED:
-                    await self.channel.transition(bundle, INIT, None, expected=state)
+                    # Split: our layout copy is late. Read it; a range that left
+                    # the layout never comes back, so it must have changed.
+                    if bundle in await self.layouts.load(bundle.namespace):
+                        raise ServiceNotReady(f"bundle {bundle} is Deleted but still in the layout: try again")
                     continue
             except (LostRace, IllegalTransition):
                 continue

@@ -24,7 +24,7 @@ from magnetar.security.settings import SecuritySettingsError
 from magnetar.metadata.store import MetadataError
 from magnetar.storage import ManagedLedgerFactory
 
-from magnetar.broker.cluster.leader import SheddingSettings
+from magnetar.broker.cluster.leader import SheddingSettings, SplitSettings
 from magnetar.broker.cluster.member import ClusterMember
 from magnetar.broker.cluster.registry import BrokerInfo
 from magnetar.broker.config import BrokerConfig
@@ -124,6 +124,11 @@ class Broker:
                 shedding=SheddingSettings(config.load_balancer_enabled, config.load_balancer_shedding_interval_s,
                                           config.load_balancer_load_threshold, config.load_balancer_shedding_cycles,
                                           config.load_balancer_broker_cooldown_s),
+                auto_split=SplitSettings(config.load_balancer_auto_bundle_split_enabled,
+                                         config.load_balancer_namespace_bundle_max_topics,
+                                         config.load_balancer_namespace_bundle_max_msg_rate,
+                                         config.load_balancer_namespace_maximum_bundles),
+                bundle_topics=self.service.bundle_topics,
                 bundles_per_namespace=config.default_namespace_bundles,
                 session_ttl_s=config.cluster_session_ttl_s, lookup_timeout_s=config.lookup_timeout_s)
         self.expiry = MessageExpiry(self.service, config.message_expiry_check_interval_s).start()

@@ -226,6 +226,16 @@ class BrokerService:
             counters[bundle] = counters.get(bundle, 0) + topic.msg_in
         return counters
 
+    def bundle_topics(self) -> dict[Bundle, int]:
+        """Loaded topics (persistent and not), by bundle (load reports; automatic split)."""
+        counts: dict[Bundle, int] = {}
+        if self.cluster is None:
+            return counts
+        for topic in [*self.topics.values(), *self.non_persistent.values()]:
+            bundle = self.cluster.bundle_of(topic.name)
+            counts[bundle] = counts.get(bundle, 0) + 1
+        return counts
+
     async def release_bundle(self, bundle: Bundle) -> None:
         """First phase of moving ``bundle`` without lookups (PIP-307): its topics
         stop appending and close their ledgers; clients stay connected, held."""
