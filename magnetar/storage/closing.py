@@ -27,6 +27,12 @@ class Closing:
                 if not fut.done():
                     fut.set_result(None)
 
+    async def close_cursors(self) -> None:
+        """Stop every cursor taking acknowledgements; waits for their persists
+        in flight. Idempotent."""
+        for cursor in list(self.cursors.values()):
+            await cursor._close()
+
     async def _wait_idle(self) -> None:
         while self._inflight or self._rolling or self._buf:
             self._flush()
@@ -35,12 +41,15 @@ class Closing:
             self._wake_idle()
             await fut
 
-    async def close(self) -> None:
+    async def close(self, *, keep_cursors: bool = False) -> None:
         """Finish pending appends, seal the current ledger, record it closed.
 
         Appends issued after ``close()`` was called fail with
         ``ManagedLedgerClosedError``. Idempotent. A fenced or failed managed
-        ledger just releases its files.
+        ledger just releases its files. With ``keep_cursors`` the durable
+        cursors stay open and keep persisting acknowledgements (a topic moving
+        to another broker takes the acks its clients send until they are told
+        where it went) until :meth:`close_cursors`.
         """
         if self._state in (_CLOSED, _CLOSING):
             while self._state is _CLOSING:
@@ -63,8 +72,8 @@ class Closing:
                 await self._trim_task
             except Exception:
                 pass
-        for cursor in list(self.cursors.values()):
-            await cursor._close()
+        if not keep_cursors:
+            await self.close_cursors()
         if clean and self._state is _CLOSING and self._current is not None:
             try:
                 await self._seal_current()

@@ -64,6 +64,8 @@ class BrokerService:
         self.lookup_redirects = 0
         #: Topics released by a move in progress (PIP-307), by bundle.
         self._released: dict[Bundle, list[Topic]] = {}
+        #: Hand-overs under way (kept so they are not garbage-collected mid-flight).
+        self._handovers: set[asyncio.Task] = set()
         #: Checks CONNECT's credential (security.authentication); None: off.
         self.authenticator = None
         #: Decides what a role may do (security.authorization); None: off.
@@ -250,9 +252,17 @@ class BrokerService:
 
     def hand_over_bundle(self, bundle: Bundle, url: str | None) -> None:
         """Last phase: tell the released topics' clients where the bundle went
-        (``url``; None: they look it up)."""
-        for topic in self._released.pop(bundle, []):
-            topic.hand_over(url)
+        (``url``; None: they look it up), once each topic's cursors hold the
+        acknowledgements taken while it moved."""
+        topics = self._released.pop(bundle, [])
+        if topics:
+            task = asyncio.get_running_loop().create_task(self._hand_over(topics, url))
+            self._handovers.add(task)
+            task.add_done_callback(self._handovers.discard)
+
+    @staticmethod
+    async def _hand_over(topics: list[Topic], url: str | None) -> None:
+        await asyncio.gather(*(t.hand_over(url) for t in topics), return_exceptions=True)
 
     async def unload_all(self) -> None:
         """Close every loaded topic (this broker lost its metadata session)."""

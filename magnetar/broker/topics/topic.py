@@ -573,10 +573,12 @@ class Topic:
 
     async def release(self) -> None:
         """First phase of a move without lookups (PIP-307): stop appending and
-        dispatching, and close the managed ledger (appends in flight complete,
-        cursors are persisted), while clients stay connected: sends arriving
-        now get neither receipt nor error. :meth:`hand_over` tells them where
-        the topic went. Storage errors while closing propagate."""
+        dispatching, and close the managed ledger (appends in flight complete),
+        while clients stay connected: sends arriving now get neither receipt
+        nor error. Acknowledgements still count: the cursors stay open until
+        :meth:`hand_over` (consumers keep acking what they were sent, and an
+        ack dropped here would be a redelivery there). Storage errors while
+        closing propagate."""
         if self.closed:
             return
         self.closed = True
@@ -590,11 +592,18 @@ class Topic:
         for sub in list(self.subscriptions.values()):
             self._held_consumers.extend(sub.detach_for_transfer())
         await self.dedup.close()
-        await self.ledger.close()
+        await self.ledger.close(keep_cursors=True)
 
-    def hand_over(self, url: str | None) -> None:
-        """Last phase: tell every client of the released topic to reconnect,
-        to ``url`` at once (the new owner's service URL), or after a lookup."""
+    async def hand_over(self, url: str | None) -> None:
+        """Last phase: persist the acknowledgements taken since :meth:`release`
+        and close the cursors, then tell every client of the released topic to
+        reconnect, to ``url`` at once (the new owner's service URL), or after
+        a lookup. A cursor that cannot persist costs redeliveries, not the
+        hand-over: it is logged."""
+        try:
+            await self.ledger.close_cursors()
+        except Exception as exc:
+            log.warning("%s: closing cursors before the hand-over: %s", self.name, exc)
         for producer in list(self.producers.values()):
             self.producers.pop(producer.name, None)
             producer.disconnect(url)

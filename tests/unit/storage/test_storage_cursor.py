@@ -297,3 +297,24 @@ async def test_the_last_entry_survives_trimming_across_restarts(factories, wait_
         (entry,) = await ml.read_entries(positions[-1], 1)
         assert entry.data == b"e6"
         await factory.close()
+
+
+async def test_a_ledger_closed_for_a_move_keeps_its_cursors_until_told(factories):
+    """A topic moving to another broker closes its ledger but keeps taking acks
+    until the hand-over; the next owner reads them from the store."""
+    ml = await factories().open("moving")
+    p = await fill(ml, 6)
+    c = await ml.open_cursor("sub", "earliest")
+    await c.delete([p[0], p[1]])
+    await ml.close(keep_cursors=True)
+    with pytest.raises(ManagedLedgerClosedError):
+        await ml.append(b"late")
+    await c.delete([p[2]])  # an ack that arrives while the topic moves: kept
+    await c.delete([p[4]])
+    await ml.close_cursors()
+    with pytest.raises(ManagedLedgerClosedError):
+        await c.delete([p[5]])  # after the hand-over: the next owner's business
+    next_owner = await factories().open("moving")
+    again = await next_owner.open_cursor("sub")
+    assert again.mark_delete_position == p[2]
+    assert again.individually_deleted_ranges() == [(p[4], p[4])]
