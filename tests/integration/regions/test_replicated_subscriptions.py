@@ -3,6 +3,8 @@ consumer acknowledges in one region, fails over to another with the same
 subscription name, and resumes where it left off there."""
 from __future__ import annotations
 
+import os
+import signal
 import statistics
 import threading
 import time
@@ -184,3 +186,52 @@ def test_markers_never_reach_a_client_and_readers_at_the_end_do_not_hang(regions
     finally:
         client.close()
         ours.close()
+
+
+def test_snapshots_need_every_region_and_do_not_pile_up_while_one_is_silent(regions):
+    """A snapshot completes only when every region answered (else a failover
+    could skip what the silent region never got), and a region that does not
+    answer leaves one request in flight, not one per second (Pulsar #23839's
+    request flood)."""
+    replicated_namespace(regions, "acme/snap")
+    a, _, c = regions.regions
+    topic = "persistent://acme/snap/t"
+    path = "/admin/v2/persistent/acme/snap/t"
+    client = pulsar.Client(a.service_url)
+    silent = False
+
+    def controller() -> dict:
+        return a.admin(f"{path}/stats")["replicatedSubscriptions"]
+
+    try:
+        client.subscribe(topic, "billing", replicate_subscription_state_enabled=True)
+        producer = client.create_producer(topic, batching_enabled=False, block_if_queue_full=True)
+
+        def traffic(seconds: float) -> None:  # 100 msg/s: snapshots only follow new data
+            start = time.monotonic()
+            for i in range(int(100 * seconds)):
+                producer.send_async(b"x", None)
+                ahead = start + (i + 1) / 100 - time.monotonic()
+                if ahead > 0:
+                    time.sleep(ahead)
+            producer.flush()
+
+        traffic(3)
+        wait_for(lambda: controller()["snapshotsCompleted"] >= 2, 30, what="snapshots while every region answers")
+        os.kill(c.pid, signal.SIGSTOP)  # c's broker stops answering; its connections stay open
+        silent = True
+        before = controller()["snapshotsCompleted"]
+        traffic(5)  # five snapshot periods with new data
+        during = controller()
+        # One answered just before the pause may still complete; nothing after it.
+        assert during["snapshotsCompleted"] <= before + 1, (before, during)
+        assert during["snapshotsInProgress"] <= 1, during
+        os.kill(c.pid, signal.SIGCONT)
+        silent = False
+        traffic(2)
+        wait_for(lambda: controller()["snapshotsCompleted"] > during["snapshotsCompleted"], 90,
+                 what="snapshots again once c answers")
+    finally:
+        if silent:
+            os.kill(c.pid, signal.SIGCONT)
+        client.close()
