@@ -230,6 +230,9 @@ def test_a_region_outside_the_replication_clusters_refuses_the_namespace(regions
         with pytest.raises(magnetar_client.NotAllowedError, match=f"not served in cluster {c.name}"):
             ours.create_producer(topic)
         assert not _loaded(c, path)  # nothing was created in c
+        with pytest.raises(urllib.error.HTTPError) as http_lookup:
+            c.admin("/lookup/v2/topic/persistent/acme/pair/t")
+        assert http_lookup.value.code == 412 and "not served in cluster" in http_lookup.value.read().decode()
         # a and b serve it and replicate between them.
         consumer_b = pulsar.Client(b.service_url).subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
         client_a.create_producer(topic).send(b"pair")
