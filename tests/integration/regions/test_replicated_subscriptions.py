@@ -235,3 +235,32 @@ def test_snapshots_need_every_region_and_do_not_pile_up_while_one_is_silent(regi
         if silent:
             os.kill(c.pid, signal.SIGCONT)
         client.close()
+
+
+def test_the_snapshot_frequency_is_a_broker_setting(tmp_path):
+    """replicated_subscriptions_snapshot_frequency_ms (Pulsar's
+    replicatedSubscriptionsSnapshotFrequencyMillis): at 200 ms, two seconds
+    of traffic take several times the snapshots the 1 s default would."""
+    regions = LocalRegions(tmp_path / "geo", regions=2,
+                           broker_config="replicated_subscriptions_snapshot_frequency_ms = 200\n").start()
+    try:
+        replicated_namespace(regions, "acme/fast")
+        a = regions.regions[0]
+        path = "/admin/v2/persistent/acme/fast/t"
+        client = pulsar.Client(a.service_url)
+        try:
+            client.subscribe("persistent://acme/fast/t", "billing", replicate_subscription_state_enabled=True)
+            producer = client.create_producer("persistent://acme/fast/t", batching_enabled=False)
+            start = time.monotonic()
+            for i in range(200):  # 100 msg/s for 2 s
+                producer.send_async(b"x", None)
+                ahead = start + (i + 1) / 100 - time.monotonic()
+                if ahead > 0:
+                    time.sleep(ahead)
+            producer.flush()
+            completed = a.admin(f"{path}/stats")["replicatedSubscriptions"]["snapshotsCompleted"]
+            assert completed >= 5, f"{completed} snapshots in 2 s at 200 ms"
+        finally:
+            client.close()
+    finally:
+        regions.stop()
