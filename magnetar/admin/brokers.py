@@ -173,6 +173,7 @@ async def lookup(request: web.Request) -> web.Response:
     service = service_of(request)
     if not await resources.namespace_exists(store_of(request), name.namespace_name):
         raise not_found(f"Namespace {name.namespace_name} does not exist")
+    await service.check_served_here(name)  # 412 in a region outside the topic's replication clusters
     member = service.cluster
     if member is None:
         config = request.app[BROKER].config

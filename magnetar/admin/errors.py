@@ -5,7 +5,8 @@ Handlers raise; the middleware here turns exceptions into answers:
 
 - :class:`AdminError` (and its helpers) carry their own status;
 - resource errors from :mod:`magnetar.broker.namespaces.resources`: NotFound 404,
-  AlreadyExists / NotEmpty 409, InvalidInput 400, PreconditionFailed 412;
+  AlreadyExists / NotEmpty 409, InvalidInput 400, PreconditionFailed 412,
+  Forbidden 403;
 - broker refusals (:class:`~magnetar.broker.errors.BrokerError`): TopicNotFound
   404, ServiceNotReady 503, NotAllowed 405, other refusals 412;
 - aiohttp's own (unknown path 404, wrong method 405) keep their status;
@@ -53,6 +54,7 @@ _RESOURCE_STATUS = {
     resources.NotEmpty: 409,
     resources.InvalidInput: 400,
     resources.PreconditionFailed: 412,
+    resources.Forbidden: 403,
 }
 
 

@@ -20,7 +20,7 @@ from magnetar.broker.namespaces import policies
 
 from magnetar.broker.namespaces import resources
 
-from .params import flag, json_body, namespace_of, service_of, store_of, tenant_of
+from .params import BROKER, flag, json_body, namespace_of, service_of, store_of, tenant_of
 from .routes import BOOLEAN, FORCE, INTEGER, STRING_LIST, QueryParam, RouteTable, json_answer, no_content
 
 table = RouteTable("namespaces")
@@ -45,14 +45,23 @@ async def list_namespaces(request: web.Request) -> web.Response:
     return json_answer(await resources.list_namespaces(store_of(request), tenant_of(request)))
 
 
-@table.route("PUT", NS, "Create a namespace", body=POLICIES, body_required=False, errors=(400, 404, 409, 412),
-             description="The tenant must exist. An optional Policies body sets policies at once.")
+@table.route("PUT", NS, "Create a namespace", body=POLICIES, body_required=False, errors=(400, 403, 404, 409, 412),
+             description="The tenant must exist. An optional Policies body sets policies at once; "
+                         "replication_clusters defaults to this broker's cluster (403 if the tenant does not "
+                         "allow a listed cluster).")
 async def create_namespace(request: web.Request) -> web.Response:
     namespace = namespace_of(request)
     store = store_of(request)
-    tenant = await resources.get_tenant(store, namespace.split("/")[0])
+    tenant_name = namespace.split("/")[0]
+    tenant = await resources.get_tenant(store, tenant_name)
+    allowed = tenant.get("allowedClusters", [])
     initial = policies.validate_policies(await json_body(request, required=False),
-                                         await resources.list_clusters(store), tenant.get("allowedClusters", []))
+                                         await resources.list_clusters(store), allowed, tenant_name)
+    local = request.app[BROKER].config.cluster_name
+    if "replication_clusters" not in initial and local in allowed:
+        # As Pulsar: where it was created (a region serves only the namespaces
+        # replicated to it, so another default would leave it unserved here).
+        initial["replication_clusters"] = [local]
     await resources.create_namespace(store, namespace, initial)
     return no_content()
 
@@ -144,14 +153,14 @@ async def get_replication(request: web.Request) -> web.Response:
 
 
 @table.route("POST", f"{NS}/replication", "Set the replication clusters (stored for geo-replication)",
-             body=STRING_LIST, errors=(400, 404, 412))
+             body=STRING_LIST, errors=(400, 403, 404, 412))
 async def set_replication(request: web.Request) -> web.Response:
     namespace = namespace_of(request)
     store = store_of(request)
     await resources.get_namespace(store, namespace)  # 404 before judging the body
     tenant = await resources.get_tenant(store, namespace.split("/")[0])
     clusters = policies.validate_replication_clusters(await json_body(request), await resources.list_clusters(store),
-                                                      tenant.get("allowedClusters", []))
+                                                      tenant.get("allowedClusters", []), namespace.split("/")[0])
     await resources.set_policy(store, namespace, "replication_clusters", clusters)
     return no_content()
 

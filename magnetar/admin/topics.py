@@ -225,14 +225,14 @@ async def get_replication(request: web.Request) -> web.Response:
 
 
 @table.route("POST", TOPIC + "/replication", "Set the topic's replication clusters (over the namespace's)",
-             body=STRING_LIST, errors=(400, 404, 412))
+             body=STRING_LIST, errors=(400, 403, 404, 412))
 async def set_replication(request: web.Request) -> web.Response:
     name = topic_of(request)
     store = service_of(request).store
     namespace = await _require_namespace(request)
     tenant = await resources.get_tenant(store, namespace.split("/")[0])
     clusters = policies.validate_replication_clusters(await json_body(request), await resources.list_clusters(store),
-                                                      tenant.get("allowedClusters", []))
+                                                      tenant.get("allowedClusters", []), name.tenant)
     await resources.set_topic_replication_clusters(store, name, clusters)
     return no_content()
 

@@ -56,6 +56,15 @@ class BrokerConfig(SecuritySettings):
     #: Where managed ledgers' files live; empty means ``<data_dir>``. Every
     #: broker of a cluster must name the same (shared) directory.
     storage_dir: str = ""
+    #: Replicated subscriptions (PIP-33): milliseconds between two snapshots
+    #: of a topic (taken only while data flows and every region answers); a
+    #: consumer that fails over sees again about this much traffic. Pulsar's
+    #: replicatedSubscriptionsSnapshotFrequencyMillis.
+    replicated_subscriptions_snapshot_frequency_ms: int = 1000
+    #: Seconds a snapshot waits for every region's answer before it is
+    #: abandoned (and the next may start). Pulsar's
+    #: replicatedSubscriptionsSnapshotTimeoutSeconds.
+    replicated_subscriptions_snapshot_timeout_s: float = 30.0
     #: Bundles (hash ranges of topic names) per namespace; ownership is per bundle.
     default_namespace_bundles: int = 4
     #: Seconds a broker's metadata session survives without a keepalive: how
@@ -215,6 +224,10 @@ class BrokerConfig(SecuritySettings):
             raise ConfigError("load_balancer_namespace_maximum_bundles must be between 1 and 1024")
         if self.load_balancer_shedding_cycles < 1 or self.load_balancer_broker_cooldown_s < 0:
             raise ConfigError("load_balancer_shedding_cycles must be >= 1 and load_balancer_broker_cooldown_s >= 0")
+        if self.replicated_subscriptions_snapshot_frequency_ms < 10:
+            raise ConfigError("replicated_subscriptions_snapshot_frequency_ms must be at least 10")
+        if self.replicated_subscriptions_snapshot_timeout_s <= 0:
+            raise ConfigError("replicated_subscriptions_snapshot_timeout_s must be positive")
         if self.separate_configuration_store:
             if not self.clustered:
                 raise ConfigError("configuration_store_url needs an etcd metadata_store_url: regions are "

@@ -49,6 +49,14 @@ class NotAllowed(BrokerError):
     code = ServerError.NotAllowedError
 
 
+class NotServedHere(BrokerError):
+    """The topic's namespace is not replicated to this cluster (a region not
+    in its ``replication_clusters``): Pulsar refuses to serve it there. Not
+    retryable: the client is pointed at the wrong cluster."""
+
+    code = ServerError.NotAllowedError
+
+
 class PersistenceError(BrokerError):
     code = ServerError.PersistenceError
 

@@ -62,6 +62,8 @@ class GeoReplication:
         self.service = service
         self.local = config.cluster_name
         self.interval = interval
+        self.snapshot_interval = config.replicated_subscriptions_snapshot_frequency_ms / 1000
+        self.snapshot_timeout = config.replicated_subscriptions_snapshot_timeout_s
         self.clusters = RemoteClusters(service.store, authentication=from_broker_client_settings(
             config.broker_client_authentication_plugin, config.broker_client_authentication_parameters))
         self._task: asyncio.Task | None = None
@@ -146,7 +148,8 @@ class GeoReplication:
             replicator = topic.replicators.get(remote)
             return replicator is not None and replicator.is_connected()
 
-        controller = ReplicatedSubscriptions(topic, self.local, remotes, connected)
+        controller = ReplicatedSubscriptions(topic, self.local, remotes, connected,
+                                             interval=self.snapshot_interval, timeout=self.snapshot_timeout)
         controller.start()
         return controller
 

@@ -19,7 +19,7 @@ from typing import Any
 from magnetar.security import authorization
 from magnetar.storage import RetentionPolicy
 
-from .resources import POLICY_FIELDS, InvalidInput, PreconditionFailed
+from .resources import POLICY_FIELDS, Forbidden, InvalidInput, PreconditionFailed
 
 #: Pulsar's backlog quota types and retention policies on exceeding them.
 BACKLOG_QUOTA_TYPES = ("destination_storage", "message_age")
@@ -97,8 +97,10 @@ def validate_backlog_quota_type(value: str | None) -> str:
     return value
 
 
-def validate_replication_clusters(body: Any, known: list[str], allowed: list[str]) -> list[str]:
-    """A non-empty list of clusters that exist and the tenant may use."""
+def validate_replication_clusters(body: Any, known: list[str], allowed: list[str], tenant: str = "") -> list[str]:
+    """A non-empty list of clusters that exist (else PreconditionFailed, 412)
+    and the tenant may use (its ``allowedClusters``; else Forbidden, 403, with
+    Pulsar's message)."""
     if not isinstance(body, list) or not body or not all(isinstance(c, str) for c in body):
         raise InvalidInput("replication clusters must be a non-empty JSON list of cluster names")
     missing = sorted(set(body) - set(known))
@@ -106,11 +108,12 @@ def validate_replication_clusters(body: Any, known: list[str], allowed: list[str
         raise PreconditionFailed(f"Clusters do not exist: {', '.join(missing)}")
     refused = sorted(set(body) - set(allowed))
     if refused:
-        raise PreconditionFailed(f"Clusters not allowed for the tenant: {', '.join(refused)}")
+        raise Forbidden(f"Cluster [{', '.join(refused)}] is not in the list of allowed clusters list "
+                        f"for tenant [{tenant}]")
     return sorted(set(body))
 
 
-def validate_policies(body: Any, known: list[str], allowed: list[str]) -> dict:
+def validate_policies(body: Any, known: list[str], allowed: list[str], tenant: str = "") -> dict:
     """The optional Policies body of namespace creation: the fields Magnetar
     keeps are checked; others (Pulsar has many) are ignored."""
     if body is None:
@@ -119,7 +122,7 @@ def validate_policies(body: Any, known: list[str], allowed: list[str]) -> dict:
         raise InvalidInput("namespace policies must be a JSON object")
     out: dict = {}
     if body.get("replication_clusters") is not None:
-        out["replication_clusters"] = validate_replication_clusters(body["replication_clusters"], known, allowed)
+        out["replication_clusters"] = validate_replication_clusters(body["replication_clusters"], known, allowed, tenant)
     if body.get("retention_policies") is not None:
         out["retention_policies"] = validate_retention(body["retention_policies"])
     if body.get("message_ttl_in_seconds") is not None:

@@ -86,6 +86,11 @@ class PreconditionFailed(ResourceError):
     pass
 
 
+class Forbidden(ResourceError):
+    """Refused by a rule of the tenant, not by the caller's role (Pulsar
+    answers these 403 too: a cluster outside the tenant's allowed clusters)."""
+
+
 def check_name(kind: str, name: str) -> None:
     """Raise InvalidInput unless ``name`` is a valid cluster/tenant/namespace segment."""
     if not isinstance(name, str) or not _NAME.match(name) or name in (".", ".."):
@@ -423,19 +428,33 @@ async def list_partitioned(store: MetadataStore, namespace: str, domain: str = "
 
 
 # -- first start ----------------------------------------------------------------------
-async def bootstrap(store: MetadataStore, cluster: str, cluster_data: dict) -> None:
+async def bootstrap(store: MetadataStore, cluster: str, cluster_data: dict, region: bool = False) -> None:
     """What a standalone broker needs, as Pulsar standalone does: the cluster
     record (refreshed at every start), and tenant ``public`` with namespace
-    ``public/default`` when they do not exist."""
+    ``public/default`` when they do not exist.
+
+    A ``region`` (clusters sharing a configuration store) that finds them
+    already there joins them, as Pulsar's cluster metadata setup does: it adds
+    itself to ``public``'s allowed clusters and to ``public/default``'s
+    replication clusters, so every region serves ``public/default`` (a region
+    serves only the namespaces replicated to it) and the regions replicate it.
+    """
     await ensure_cluster(store, cluster, cluster_data)
     try:
         await create_tenant(store, "public", {"adminRoles": [], "allowedClusters": [cluster]})
     except AlreadyExists:
-        pass
+        if region:
+            await _update(store, f"{POLICIES}/public",
+                          lambda info: {**info, "allowedClusters": sorted({*info.get("allowedClusters", []), cluster})},
+                          "Tenant public")
     try:
-        await create_namespace(store, "public/default")
+        await create_namespace(store, "public/default", {"replication_clusters": [cluster]})
     except AlreadyExists:
-        pass
+        if region:
+            await _update(store, _ns_key("public/default"),
+                          lambda doc: {**doc, "replication_clusters":
+                                       sorted({*(doc.get("replication_clusters") or []), cluster})},
+                          "Namespace public/default")
 
 
 # -- topic-level policies -------------------------------------------------------------

@@ -104,7 +104,8 @@ class Broker:
             # directory at any moment: an unnamed file may be one being born.
             await self.factory.remove_orphaned_ledgers()
         # Before clients can connect: cluster, tenant public, namespace public/default.
-        await resources.bootstrap(self.store, config.cluster_name, self._cluster_data())
+        await resources.bootstrap(self.store, config.cluster_name, self._cluster_data(),
+                                  region=config.separate_configuration_store)
         self.service = BrokerService(config, self.store, self.factory)
         try:
             self.service.authenticator = authentication.build(config)

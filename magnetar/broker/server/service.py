@@ -25,6 +25,7 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.broker.topics.dedup import PidAllocator, delete_snapshot
 from magnetar.broker.errors import ServiceNotReady
 from magnetar.broker.namespaces.creation import check_creatable
+from magnetar.broker.namespaces.serving import check_served_here
 from magnetar.broker.namespaces.policies import backlog_quotas, retention_policy
 from magnetar.broker.topics.producer import Producer
 from magnetar.broker.namespaces.resources import POLICIES as POLICIES_ROOT  # namespace policies live below it
@@ -141,6 +142,15 @@ class BrokerService:
         for listener in self.topic_loaded:
             listener(topic)
         return topic
+
+    async def check_served_here(self, name: TopicName) -> None:
+        """Raise NotServedHere when this broker is a region that is not in
+        ``name``'s replication clusters (see :mod:`..namespaces.serving`).
+        The binary protocol's LOOKUP, PARTITIONED_METADATA, PRODUCER and
+        SUBSCRIBE ask this first; the admin API does not (an operator may
+        still read the stats of a copy left behind)."""
+        if self.config.separate_configuration_store:
+            await check_served_here(self.store, name, self.config.cluster_name)
 
     async def topic_exists(self, name: TopicName) -> bool:
         return str(name) in self.topics or await self.factory.exists(name.managed_ledger_name)

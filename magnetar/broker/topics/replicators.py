@@ -77,3 +77,6 @@ class MarkerHandler(Protocol):
 
     def stop(self) -> None:
         """The topic closes or moves."""
+
+    def stats(self) -> dict:
+        """Counters for the topic's stats (snapshots, updates sent and applied)."""

@@ -99,6 +99,8 @@ def topic_stats(topic: Any) -> dict:
         "replication": {remote: replicator.stats() for remote, replicator in topic.replicators.items()},
         "topicEpoch": topic.topic_epoch,
         "deduplicationEnabled": topic.dedup.enabled,
+        # Magnetar's own: the PIP-33 controller of a replicated topic (absent otherwise).
+        **({"replicatedSubscriptions": topic.marker_handler.stats()} if topic.marker_handler is not None else {}),
     }
 
 def topic_internal_stats(topic: Any) -> dict:

@@ -2,14 +2,16 @@
 official client in every region, messages published everywhere at once."""
 from __future__ import annotations
 
+import json
 import threading
-import urllib.error
 import time
+import urllib.error
 from collections import defaultdict
 
 import pulsar
 import pytest
 
+from magnetar import client as magnetar_client
 from tests.conftest import wait_for
 
 from .regions_process import LocalRegions, replicated_namespace
@@ -202,3 +204,75 @@ def test_deleting_a_replicated_topic_follows_pulsars_rules(regions):
                  what="b's replicator recreating it in a")
     finally:
         client_b.close()
+
+
+def test_a_region_outside_the_replication_clusters_refuses_the_namespace(regions):
+    """Pulsar's rule: a namespace is served only in its replication clusters.
+    A client of a region outside them is refused at once (NotAllowed, with a
+    message naming the clusters) instead of writing a copy nobody replicates;
+    the listed regions serve and replicate as usual, and adding the region
+    back makes it serve again."""
+    a, b, c = regions.regions
+    replicated_namespace(regions, "acme/pair")
+    a.admin("/admin/v2/namespaces/acme/pair/replication", "POST", [a.name, b.name])
+    topic = "persistent://acme/pair/t"
+    path = "/admin/v2/persistent/acme/pair/t"
+    official = pulsar.Client(c.service_url, operation_timeout_seconds=30)
+    ours = magnetar_client.Client(c.service_url)
+    client_a = pulsar.Client(a.service_url)
+    try:
+        started = time.monotonic()
+        with pytest.raises(pulsar.exceptions.NotAllowedError):
+            official.create_producer(topic)
+        with pytest.raises(pulsar.exceptions.NotAllowedError):
+            official.subscribe(topic, "s")
+        assert time.monotonic() - started < 10, "refused at once, not retried until a timeout"
+        with pytest.raises(magnetar_client.NotAllowedError, match=f"not served in cluster {c.name}"):
+            ours.create_producer(topic)
+        assert not _loaded(c, path)  # nothing was created in c
+        with pytest.raises(urllib.error.HTTPError) as http_lookup:
+            c.admin("/lookup/v2/topic/persistent/acme/pair/t")
+        assert http_lookup.value.code == 412 and "not served in cluster" in http_lookup.value.read().decode()
+        # a and b serve it and replicate between them.
+        consumer_b = pulsar.Client(b.service_url).subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+        client_a.create_producer(topic).send(b"pair")
+        assert _drain(consumer_b, 1, 60) == ["pair"]
+        # The namespace's public/default and other namespaces still work in c.
+        official.create_producer("persistent://public/default/in-every-region").send(b"ok")
+        # c added: it serves the namespace and gets what a and b stored.
+        a.admin("/admin/v2/namespaces/acme/pair/replication", "POST", [a.name, b.name, c.name])
+        reader = official.subscribe(topic, "late", initial_position=pulsar.InitialPosition.Earliest)
+        assert _drain(reader, 1, 60) == ["pair"]
+    finally:
+        official.close()
+        ours.close()
+        client_a.close()
+
+
+def test_namespaces_may_only_use_the_tenants_allowed_clusters(regions):
+    """Pulsar answers 403 "Cluster [x] is not in the list of allowed
+    clusters" when a namespace (or a topic) would replicate to a cluster its
+    tenant does not allow; 412 for a cluster that does not exist."""
+    a, b, c = regions.regions
+    a.admin("/admin/v2/tenants/narrow", "PUT", {"allowedClusters": [a.name, b.name]})
+    for method, ns_path, body in (
+            ("PUT", "/admin/v2/namespaces/narrow/wide", {"replication_clusters": [a.name, c.name]}),
+            ("PUT", "/admin/v2/namespaces/narrow/ok", None),
+            ("POST", "/admin/v2/namespaces/narrow/ok/replication", [a.name, b.name, c.name]),
+            ("POST", "/admin/v2/persistent/narrow/ok/t/replication", [c.name])):
+        if body is None:
+            a.admin(ns_path, method)  # created: its clusters default to the one it was created in
+            assert a.admin(f"{ns_path}/replication") == [a.name]
+            continue
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            a.admin(ns_path, method, body)
+        assert refused.value.code == 403, (ns_path, refused.value.code)
+        reason = json.loads(refused.value.read())["reason"]
+        assert f"Cluster [{c.name}] is not in the list of allowed clusters" in reason, reason
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        a.admin("/admin/v2/namespaces/narrow/mars", "PUT", {"replication_clusters": ["mars"]})
+    assert missing.value.code == 412
+    assert a.admin("/admin/v2/namespaces/narrow") == ["narrow/ok"]  # nothing else was created
+    # Created in b without a list: b's own cluster (a region serves what is replicated to it).
+    b.admin("/admin/v2/namespaces/narrow/from-b", "PUT")
+    assert b.admin("/admin/v2/namespaces/narrow/from-b/replication") == [b.name]

@@ -1,5 +1,6 @@
 """Regions that go down and come back: the replicator's cursor waits for a
-remote that is down and catches up when it returns; a source that restarts
+remote that is down (30 s, taking traffic meanwhile) and catches up when it
+returns; a source that restarts
 having lost its progress re-sends, and the remote (killed -9 meanwhile,
 so its deduplication is rebuilt from its log) stores nothing twice."""
 from __future__ import annotations
@@ -8,6 +9,7 @@ import asyncio
 import json
 import os
 import signal
+import time
 import urllib.error
 from urllib.parse import quote
 
@@ -22,6 +24,8 @@ from tests.integration.cluster.cluster_process import LocalCluster
 pytestmark = pytest.mark.timeout(600)
 TOPIC = "persistent://acme/ledger/entries"
 STATS = "/admin/v2/persistent/acme/ledger/entries/stats"
+TOTAL = 3300  # 300 before the outage, 3,000 during it
+DOWN_S = 30.0  # how long west stays down while east takes traffic
 
 
 @pytest.fixture
@@ -89,42 +93,48 @@ def test_a_remote_that_was_down_catches_up_and_a_resend_stores_nothing_twice(tmp
         # west dies hard: its deduplication state must come back from its log.
         os.kill(west.members[0].pid, signal.SIGKILL)
         west.stop()
-        for i in range(300, 600):
+        # The issue's outage: west stays down while east keeps taking traffic for 30 s.
+        down_since = time.monotonic()
+        for i in range(300, TOTAL):
             producer.send_async(f"m{i}".encode(), None)
+            ahead = down_since + (i - 299) * DOWN_S / (TOTAL - 300) - time.monotonic()
+            if ahead > 0:
+                time.sleep(ahead)  # pacing the traffic over the outage, not waiting for a condition
         producer.flush()
-        # At least the 300 new ones (receipts west stored but never sent count too).
-        wait_for(lambda: _stats(east)["replication"]["west"]["replicationBacklog"] >= 300, 30,
+        assert time.monotonic() - down_since >= DOWN_S
+        # At least the new ones (receipts west stored but never sent count too).
+        wait_for(lambda: _stats(east)["replication"]["west"]["replicationBacklog"] >= TOTAL - 300, 30,
                  what="east holding the entries west has not confirmed")
         wait_for(lambda: _stats(east)["replication"]["west"]["connected"] is False, 30,
                  what="east's replicator to west shown disconnected")
         client.close()
 
-        # east stops and "loses" its replicator's progress: it will send all 600 again.
+        # east stops and "loses" its replicator's progress: it will send everything again.
         first_ledger = east.admin(e0, "/admin/v2/persistent/acme/ledger/entries/internalStats")["ledgers"][0]["ledgerId"]
         east.stop()
         asyncio.run(_rewind_replicator_cursor(etcd, "east", "west", first_ledger))
         west = _region(tmp_path, etcd, "west")
         east = _region(tmp_path, etcd, "east")
         # No client touches east's topic: its broker loads it to resume replication.
-        wait_for(lambda: _count(west) == 600, 60, what="west has all 600")
+        wait_for(lambda: _count(west) == TOTAL, 60, what="west caught up with everything")
         # West stores the last batch before east hears the receipts: wait for east's count too.
-        wait_for(lambda: _stats(east)["replication"]["west"]["msgOutCounter"] == 600, 30,
-                 what="east re-sent all 600")  # all re-sent...
+        wait_for(lambda: _stats(east)["replication"]["west"]["msgOutCounter"] == TOTAL, 30,
+                 what="east re-sent everything")  # all re-sent...
         w0 = west.members[0]
         consumer = pulsar.Client(w0.service_url).subscribe(TOPIC, "check",
                                                            initial_position=pulsar.InitialPosition.Earliest)
         got = []
-        while len(got) < 600:
+        while len(got) < TOTAL:
             try:
                 msg = consumer.receive(30_000)
             except pulsar.Timeout:
-                raise AssertionError(f"west delivered {len(got)} of 600: {got[:3]}...{got[-3:]}") from None
+                raise AssertionError(f"west delivered {len(got)} of {TOTAL}: {got[:3]}...{got[-3:]}") from None
             got.append(msg.data().decode())
-        assert got == [f"m{i}" for i in range(600)]  # ...and stored once, in order
+        assert got == [f"m{i}" for i in range(TOTAL)]  # ...and stored once, in order
         with pytest.raises(pulsar.Timeout):
             consumer.receive(2000)  # and nothing after them
         internal = west.admin(w0, "/admin/v2/persistent/acme/ledger/entries/internalStats")
-        assert internal["nextOffset"] == 600
+        assert internal["nextOffset"] == TOTAL
     finally:
         east.stop()
         west.stop()

@@ -9,7 +9,6 @@ import pulsar
 import pytest
 
 from magnetar.security.tokens import create_token
-from tests.conftest import wait_for
 
 from .regions_process import LocalRegions
 

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from magnetar.broker.namespaces import policies
-from magnetar.broker.namespaces.resources import InvalidInput, PreconditionFailed
+from magnetar.broker.namespaces.resources import Forbidden, InvalidInput, PreconditionFailed
 from magnetar.storage import RetentionPolicy
 
 
@@ -62,8 +62,8 @@ def test_replication_clusters():
     assert policies.validate_replication_clusters(["b", "a", "a"], ["a", "b"], ["a", "b"]) == ["a", "b"]
     with pytest.raises(PreconditionFailed, match="do not exist"):
         policies.validate_replication_clusters(["c"], ["a"], ["a"])
-    with pytest.raises(PreconditionFailed, match="not allowed"):
-        policies.validate_replication_clusters(["b"], ["a", "b"], ["a"])
+    with pytest.raises(Forbidden, match=r"Cluster \[b\] is not in the list of allowed clusters list for tenant \[t\]"):
+        policies.validate_replication_clusters(["b"], ["a", "b"], ["a"], "t")
     with pytest.raises(InvalidInput):
         policies.validate_replication_clusters([], ["a"], ["a"])
 

@@ -95,6 +95,7 @@ async def _subscribe(session: Session, req: pb.CommandSubscribe, name, consumer:
     try:
         await permissions.check(session.service.authorizer, session.service.store, session.role, "consume", name,
                                 req.subscription)
+        await session.service.check_served_here(name)
         topic = await session.service.get_topic(name, create=None if req.force_topic_creation else False)
         await session.service.schemas.for_consumer(topic, req.schema if req.HasField("schema") else None)
         _check_still_wanted(session, consumer)

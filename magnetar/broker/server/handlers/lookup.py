@@ -7,7 +7,10 @@ sent to that one of the broker's ``advertised_listeners`` (ServiceNotReady
 for a name the broker does not have, as in Pulsar). A cluster member answers with the owner of the topic's
 bundle (``cluster.member``): Connect when it is the owner, Redirect
 (authoritative) to the owner otherwise, as Pulsar's brokers do. Failure modes: a malformed topic name gets
-InvalidTopicName; metadata trouble gets ServiceNotReady (the client retries).
+InvalidTopicName; a region outside the topic's replication clusters gets
+NotAllowedError saying the namespace is not served in this cluster
+(``namespaces.serving``); metadata trouble gets ServiceNotReady (the client
+retries).
 """
 from __future__ import annotations
 
@@ -52,6 +55,7 @@ def on_ping(session: Session, frame: Frame) -> None:
 async def on_partitioned_metadata(session: Session, req: pb.CommandPartitionedTopicMetadata) -> None:
     Lookup = pb.CommandPartitionedTopicMetadataResponse
     try:
+        await session.service.check_served_here(topic_name(req.topic))
         partitions = await lifecycle.partitioned_metadata(
             session.service, topic_name(req.topic), auto_create=req.metadata_auto_creation_enabled)
     except BrokerError as exc:
@@ -111,7 +115,9 @@ def _connect_to(req: pb.CommandLookupTopic, url: str, response: int) -> pb.BaseC
 async def cluster_lookup(session: Session, req: pb.CommandLookupTopic) -> None:
     Lookup = pb.CommandLookupTopicResponse
     try:
-        result = await session.service.cluster.lookup(parse(req.topic))
+        name = parse(req.topic)
+        await session.service.check_served_here(name)
+        result = await session.service.cluster.lookup(name)
     except BrokerError as exc:
         session.write(command(Type.LOOKUP_RESPONSE, request_id=req.request_id, response=Lookup.Failed,
                               error=exc.code, message=str(exc)))

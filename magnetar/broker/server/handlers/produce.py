@@ -59,6 +59,7 @@ async def on_producer(session: Session, req: pb.CommandProducer) -> None:
         # Encrypted producers (end-to-end encryption) need nothing of the
         # broker: keys and parameters travel in the message metadata, which is
         # stored and delivered untouched; only consumers decrypt.
+        await session.service.check_served_here(name)
         topic = await session.service.get_topic(name)
         schema_version = await session.service.schemas.for_producer(
                topic, req.schema if req.HasField("schema") else None)
