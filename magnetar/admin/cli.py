@@ -87,12 +87,19 @@ def brokers_list(ctx: typer.Context, cluster: Optional[str] = typer.Argument(
 
 @brokers_app.command("load")
 def brokers_load(ctx: typer.Context) -> None:
-    """Each broker's load (message rate in) and the bundles it owns."""
+    """Each broker's load report (CPU, memory, message rates and bytes in and out) and its bundles."""
+    def number(load: dict, key: str, scale: float = 1.0, fmt: str = "{:,.0f}") -> str:
+        value = load.get(key)
+        return "-" if value is None else fmt.format(value / scale)
+
     def render(doc: dict) -> None:
-        table = Table("Broker", "msg/s in", "Bundles")
+        table = Table("Broker", "CPU (cores)", "RSS MB", "msg/s in", "msg/s out", "KB/s in", "KB/s out", "Bundles")
         for broker, entry in doc.items():
-            rate = entry.get("load", {}).get("msg_rate_in")
-            table.add_row(broker, "-" if rate is None else f"{rate:.0f}", ", ".join(entry.get("bundles", [])))
+            load = entry.get("load", {})
+            table.add_row(broker, number(load, "cpu", fmt="{:.2f}"), number(load, "memory_rss", 1 << 20),
+                          number(load, "msg_rate_in"), number(load, "msg_rate_out"),
+                          number(load, "throughput_in", 1024), number(load, "throughput_out", 1024),
+                          ", ".join(entry.get("bundles", [])))
         out().print(table)
     call(ctx, lambda c: c.request("GET", "/admin/v2/broker-stats/load-report"), render)
 

@@ -79,7 +79,7 @@ class BrokerConfig(SecuritySettings):
     load_balancer_multi_phase_bundle_unload: bool = True
     #: Let the leader move bundles from busy to idle brokers by itself (the shedder).
     load_balancer_enabled: bool = True
-    #: Seconds between two load reports of a broker (message rates per bundle) to the metadata store.
+    #: Seconds between two load reports of a broker (CPU, memory, rates in and out per bundle) to the metadata store.
     load_balancer_report_interval_s: float = 5.0
     #: Seconds between two rounds of the leader's shedder.
     load_balancer_shedding_interval_s: float = 10.0

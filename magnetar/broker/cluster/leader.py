@@ -30,6 +30,7 @@ from . import splitting
 from .channel import ASSIGNING, FREE, OWNED, RELEASING, SPLITTING, Channel, LostRace
 from .bundles import RANGE_EQUALLY_DIVIDE, Bundle, parse_range, split_point
 from .layout import Layouts
+from .load_report import message_load
 from .placement import least_loaded
 from .registry import Registry
 from .shedder import Move, plan
@@ -148,7 +149,7 @@ class Leader:
         settings = self.shedding
         loads, rates = {}, {}
         for broker, info in self.registry.live.items():
-            loads[broker] = float(info.load.get("msg_rate_in", 0.0))
+            loads[broker] = message_load(info.load)
             owned = {str(b) for b in self.channel.owned_by(broker)}
             rates[broker] = {k: float(r) for k, r in info.load.get("bundles", {}).items() if k in owned}
         cooling = {b for b, t in self._moved_at.items() if now - t < settings.cooldown_s}

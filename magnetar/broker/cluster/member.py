@@ -46,6 +46,7 @@ from .bundles import DEFAULT_BUNDLES, Bundle
 from .channel import ASSIGNING, DELETED, FREE, INIT, OWNED, RELEASING, SPLITTING, BundleState, Channel, \
     IllegalTransition, LostRace
 from .layout import Layouts
+from .load_report import BundleCounters, LoadSampler
 from .leader import Leader, SheddingSettings, SplitSettings
 from .placement import least_loaded
 from .registry import BrokerInfo, Registry
@@ -84,11 +85,10 @@ class ClusterMember:
                  release_bundle: Callable[[Bundle], Awaitable[None]] | None = None,
                  hand_over_bundle: Callable[[Bundle, str | None], None] | None = None,
                  multi_phase: bool = True,
-                 bundle_counters: Callable[[], dict[Bundle, int]] | None = None,
+                 bundle_counters: Callable[[], dict[Bundle, BundleCounters]] | None = None,
                  report_interval_s: float = 5.0,
                  shedding: SheddingSettings | None = None,
                  auto_split: SplitSettings | None = None,
-                 bundle_topics: Callable[[], dict[Bundle, int]] | None = None,
                  bundles_per_namespace: int = DEFAULT_BUNDLES,
                  session_ttl_s: float = 10.0, lookup_timeout_s: float = 15.0) -> None:
         self.store = store
@@ -103,7 +103,6 @@ class ClusterMember:
         self.report_interval_s = report_interval_s
         self.shedding = shedding
         self.auto_split = auto_split
-        self.bundle_topics = bundle_topics
         self._reporter: asyncio.Task | None = None
         #: Bundles this broker released and whose clients wait for the new owner.
         self._released: set[Bundle] = set()
@@ -169,20 +168,13 @@ class ClusterMember:
                         await asyncio.sleep(1.0)
 
     async def _report_load(self) -> None:
-        """Every ``report_interval_s``: message rates in, per bundle and in all,
-        into this broker's registry record (what the leader's shedder reads)."""
-        loop = asyncio.get_running_loop()
-        previous, then = self.bundle_counters(), loop.time()
+        """Every ``report_interval_s``: this broker's load report (see
+        :mod:`.load_report`) into its registry record, where the leader reads it."""
+        sampler = LoadSampler()
+        sampler.sample(self.bundle_counters())
         while not self.closing:
             await asyncio.sleep(self.report_interval_s)
-            now = loop.time()
-            counters = self.bundle_counters()
-            elapsed = max(now - then, 1e-6)
-            rates = {str(b): max(0, n - previous.get(b, 0)) / elapsed for b, n in counters.items()}
-            previous, then = counters, now
-            topics = {str(b): n for b, n in self.bundle_topics().items()} if self.bundle_topics else {}
-            self.info.load = {"msg_rate_in": sum(rates.values()), "bundles": rates, "topics_bundles": len(rates),
-                              "bundle_topics": topics}
+            self.info.load = sampler.sample(self.bundle_counters())
             if self.session is None or not self.session.alive:
                 continue
             try:

@@ -8,8 +8,11 @@ the caller), never takes a broker's last bundle, never involves a broker
 moved within the cool-down (the caller passes those in ``cooling``), and
 picks the bundle whose rate is nearest half the gap (among those below the
 gap: moving it narrows the gap), which brings the two brokers nearest each
-other, so the shedder converges instead of swapping one hot bundle back and
-forth. Like Pulsar's TransferShedder, the destination is chosen here.
+other. A move is made only if it lowers the busier of the two by at least
+half the threshold (of the busiest's load): a bundle about as hot as the gap
+would only swap which broker is busy, and the shedder would chase it back and
+forth; with this rule it stops once no move helps (three brokers with four
+equal bundles settle at 2-1-1). Like Pulsar's TransferShedder, the destination is chosen here.
 """
 from __future__ import annotations
 
@@ -40,7 +43,9 @@ def plan(loads: dict[str, float], bundle_rates: dict[str, dict[str, float]], thr
     if len(owned) < 2:
         return None  # never a broker's last bundle
     gap = high - low
-    movable = [(abs(rate - gap / 2), bundle, rate) for bundle, rate in owned.items() if 0 < rate < gap]
+    worth = high * (1 - threshold / 2)
+    movable = [(abs(rate - gap / 2), bundle, rate) for bundle, rate in owned.items()
+               if 0 < rate and max(high - rate, low + rate) <= worth]
     if not movable:
         return None
     _, bundle, rate = min(movable)

@@ -129,7 +129,6 @@ class Broker:
                                          config.load_balancer_namespace_bundle_max_topics,
                                          config.load_balancer_namespace_bundle_max_msg_rate,
                                          config.load_balancer_namespace_maximum_bundles),
-                bundle_topics=self.service.bundle_topics,
                 bundles_per_namespace=config.default_namespace_bundles,
                 session_ttl_s=config.cluster_session_ttl_s, lookup_timeout_s=config.lookup_timeout_s)
         self.expiry = MessageExpiry(self.service, config.message_expiry_check_interval_s).start()

@@ -20,6 +20,7 @@ from magnetar.metadata import MetadataStore
 from magnetar.storage import ManagedLedgerFactory
 
 from magnetar.broker.cluster.bundles import Bundle
+from magnetar.broker.cluster.load_report import BundleCounters
 from magnetar.broker.cluster.member import ClusterMember
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.topics.dedup import PidAllocator, delete_snapshot
@@ -228,25 +229,17 @@ class BrokerService:
         return [t for t in self.topics.values()
                 if cluster is not None and t.name.namespace_name == bundle.namespace and cluster.bundle_of(t.name) == bundle]
 
-    def bundle_counters(self) -> dict[Bundle, int]:
-        """Messages published so far to the loaded topics, by bundle (load reports)."""
-        counters: dict[Bundle, int] = {}
+    def bundle_counters(self) -> dict[Bundle, BundleCounters]:
+        """Traffic so far of the loaded topics (persistent and not), by bundle:
+        the raw figures of this broker's load reports."""
+        counters: dict[Bundle, BundleCounters] = {}
         if self.cluster is None:
             return counters
-        for topic in self.topics.values():
-            bundle = self.cluster.bundle_of(topic.name)
-            counters[bundle] = counters.get(bundle, 0) + topic.msg_in
-        return counters
-
-    def bundle_topics(self) -> dict[Bundle, int]:
-        """Loaded topics (persistent and not), by bundle (load reports; automatic split)."""
-        counts: dict[Bundle, int] = {}
-        if self.cluster is None:
-            return counts
         for topic in [*self.topics.values(), *self.non_persistent.values()]:
             bundle = self.cluster.bundle_of(topic.name)
-            counts[bundle] = counts.get(bundle, 0) + 1
-        return counts
+            counters.setdefault(bundle, BundleCounters()).add(
+                topic.msg_in, topic.bytes_in, getattr(topic, "msg_out", 0), getattr(topic, "bytes_out", 0))
+        return counters
 
     async def release_bundle(self, bundle: Bundle) -> None:
         """First phase of moving ``bundle`` without lookups (PIP-307): its topics
