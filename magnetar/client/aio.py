@@ -44,15 +44,17 @@ log = logging.getLogger(__name__)
 MAX_LOOKUP_REDIRECTS = 20
 
 
-def _tls_context(trust_file: str | None, allow_insecure: bool, validate_hostname: bool,
+def tls_context(trust_file: str | None, allow_insecure: bool, validate_hostname: bool,
                  cert_file: str | None, key_file: str | None,
                  authentication: Authentication | None) -> ssl.SSLContext:
-    """The context every pulsar+ssl connection of a client uses.
+    """The context every pulsar+ssl connection of a client uses (the
+    client's TLS options, in the constructor's order).
 
     Built once, eagerly, so that a missing or unusable file is an
     InvalidConfiguration from the constructor and not a retried failure on
     every connection attempt. Its CA defaults to the system's, as the
-    official client's does.
+    official client's does. Public so that a broker can check its replicators'
+    settings at start.
     """
     # Imported here: the security package pulls in JWT support a plain client never needs.
     from magnetar.security.tls import TlsSetupError, client_context
@@ -107,7 +109,7 @@ class AsyncClient:
         self._tls_context: ssl.SSLContext | None = None
         if (is_tls_url(service_url) or tls_trust_certs_file_path or tls_certificate_file_path
                 or isinstance(authentication, AuthenticationTLS)):
-            self._tls_context = _tls_context(*self._tls_options)
+            self._tls_context = tls_context(*self._tls_options)
         self.service_url = service_url.rstrip("/")
         self.operation_timeout = float(operation_timeout_seconds)
         self.connection_timeout = connection_timeout_ms / 1000
@@ -143,7 +145,7 @@ class AsyncClient:
         if task is None:
             if self._tls_context is None and is_tls_url(url):
                 # A plain client sent to a pulsar+ssl broker: the system's CAs.
-                self._tls_context = _tls_context(*self._tls_options)
+                self._tls_context = tls_context(*self._tls_options)
             task = asyncio.get_running_loop().create_task(
                 open_connection(url, min(timeout or self.connection_timeout, self.connection_timeout),
                                 self.keepalive_seconds, self.authentication, self._tls_context))

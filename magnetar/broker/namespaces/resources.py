@@ -183,7 +183,8 @@ async def add_cluster_broker(store: MetadataStore, cluster: str, data: dict) -> 
     """Add one broker's URLs to the cluster record, creating it if needed.
 
     Every broker of a cluster calls this at start: the record's
-    ``brokerServiceUrl`` / ``serviceUrl`` become multi-host URLs naming
+    ``brokerServiceUrl`` / ``serviceUrl`` (and ``brokerServiceUrlTls`` /
+    ``serviceUrlTls`` of brokers with TLS listeners) become multi-host URLs naming
     each of them, so another region reaches the cluster through whichever
     broker is up (a stale host only costs a failed connection attempt).
     """
@@ -191,7 +192,8 @@ async def add_cluster_broker(store: MetadataStore, cluster: str, data: dict) -> 
 
     def merge(doc: dict) -> dict:
         out = dict(doc)
-        for field, scheme in (("brokerServiceUrl", "pulsar://"), ("serviceUrl", "http://")):
+        for field, scheme in (("brokerServiceUrl", "pulsar://"), ("serviceUrl", "http://"),
+                              ("brokerServiceUrlTls", "pulsar+ssl://"), ("serviceUrlTls", "https://")):
             if field in data:
                 out[field] = _merge_url(str(doc.get(field) or ""), data[field], scheme)
         return out

@@ -195,17 +195,30 @@ class Broker:
         # Pulsar's broker id: host and web port.
         member.broker_id = member.info.broker_id = f"{config.advertised_address}:{self.admin_port}"
         member.info.service_url = config.service_url
+        if self.tls_port >= 0:
+            member.info.service_url_tls = self._service_url_tls
         member.info.web_service_url = config.web_service_url
         member.info.listeners = config.listeners
         await member.start()
         log.info("broker %s joined cluster %s", member.broker_id, config.cluster_name)
 
     def _cluster_data(self) -> dict:
-        """The cluster record (Pulsar's ClusterData) with this start's URLs."""
-        return {
+        """The cluster record (Pulsar's ClusterData) with this start's URLs;
+        ``brokerServiceUrlTls`` / ``serviceUrlTls`` once the TLS listeners
+        run (other regions' replicators with broker_client_tls_enabled use them)."""
+        data = {
             "serviceUrl": f"http://{self.config.advertised_address}:{self.admin_port}",
             "brokerServiceUrl": self.config.service_url,
         }
+        if self.tls_port >= 0:
+            data["brokerServiceUrlTls"] = self._service_url_tls
+        if self.admin_tls_port >= 0:
+            data["serviceUrlTls"] = f"https://{self.config.advertised_address}:{self.admin_tls_port}"
+        return data
+
+    @property
+    def _service_url_tls(self) -> str:
+        return f"pulsar+ssl://{self.config.advertised_address}:{self.tls_port}"
 
     async def stop(self) -> None:
         if self._server is not None:
