@@ -39,3 +39,15 @@ def test_the_broker_client_trusts_tls_trust_certs_file_unless_told_otherwise():
     assert SecuritySettings(tls_trust_certs_file="/ca.pem",
                             broker_client_trust_certs_file_path="/remote-ca.pem").broker_client_trust_certs \
         == "/remote-ca.pem"
+
+
+def test_replicator_tls_files_that_cannot_be_used_are_refused_at_once(tmp_path):
+    from magnetar.client.errors import InvalidConfiguration
+    from magnetar.replication.remote import RemoteClusters
+
+    with pytest.raises(InvalidConfiguration, match="no-ca.pem"):
+        RemoteClusters(None, tls=True, trust_certs_file=str(tmp_path / "no-ca.pem"))
+    with pytest.raises(InvalidConfiguration, match="no-cert.pem"):
+        RemoteClusters(None, tls=True, authentication=AuthenticationTLS(str(tmp_path / "no-cert.pem"),
+                                                                        str(tmp_path / "no-key.pem")))
+    RemoteClusters(None, tls=False, trust_certs_file=str(tmp_path / "no-ca.pem"))  # plain: the file is not used
