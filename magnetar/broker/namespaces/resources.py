@@ -425,11 +425,18 @@ async def list_partitioned(store: MetadataStore, namespace: str, domain: str = "
 
 
 # -- first start ----------------------------------------------------------------------
-async def bootstrap(store: MetadataStore, cluster: str, cluster_data: dict) -> None:
+async def bootstrap(store: MetadataStore, cluster: str, cluster_data: dict, clustered: bool = False) -> None:
     """What a standalone broker needs, as Pulsar standalone does: the cluster
     record (refreshed at every start), and tenant ``public`` with namespace
-    ``public/default`` when they do not exist."""
-    await ensure_cluster(store, cluster, cluster_data)
+    ``public/default`` when they do not exist.
+
+    ``clustered``: one of several brokers of the cluster, whose URLs are
+    added to the record (:func:`add_cluster_broker`) rather than replacing
+    the others' (a replacement left only the last broker to start in it)."""
+    if clustered:
+        await add_cluster_broker(store, cluster, cluster_data)
+    else:
+        await ensure_cluster(store, cluster, cluster_data)
     try:
         await create_tenant(store, "public", {"adminRoles": [], "allowedClusters": [cluster]})
     except AlreadyExists:

@@ -104,7 +104,10 @@ class Broker:
             # directory at any moment: an unnamed file may be one being born.
             await self.factory.remove_orphaned_ledgers()
         # Before clients can connect: cluster, tenant public, namespace public/default.
-        await resources.bootstrap(self.store, config.cluster_name, self._cluster_data())
+        # A cluster's broker adds its URLs once its listeners run (ports picked
+        # then); until then it only makes sure the record exists.
+        await resources.bootstrap(self.store, config.cluster_name, {} if config.clustered else self._cluster_data(),
+                                  config.clustered)
         self.service = BrokerService(config, self.store, self.factory)
         try:
             self.service.authenticator = authentication.build(config)
