@@ -89,8 +89,10 @@ class AsyncClient:
     ``AuthenticationTLS`` (or ``tls_certificate_file_path`` and
     ``tls_private_key_file_path``). A trust, certificate or key file that is
     missing or unusable raises InvalidConfiguration here; a broker that is
-    not trusted fails operations with ConnectError (retried until the
-    operation timeout, whose Timeout names it as the last error)."""
+    not trusted fails operations with a ConnectError that says so (met while
+    a producer or consumer registers, it is retried until the operation
+    timeout, whose Timeout names it as the last error). Over TLS a lookup is
+    followed only to the broker's ``brokerServiceUrlTls``."""
 
     def __init__(self, service_url: str, operation_timeout_seconds: float = 30, *,
                  connection_timeout_ms: int = 10000, keep_alive_interval_seconds: float = 30,
@@ -104,12 +106,14 @@ class AsyncClient:
             # The official client's use_tls: the same host and port, over TLS.
             service_url = "pulsar+ssl://" + service_url[len("pulsar://"):]
         self.authentication = authentication
-        self._tls_options = (tls_trust_certs_file_path, tls_allow_insecure_connection, tls_validate_hostname,
-                             tls_certificate_file_path, tls_private_key_file_path, authentication)
+        # None on a plain client: its connections hand on only plain URLs
+        # (BrokerConnection.pick_url), so it never meets a pulsar+ssl one.
         self._tls_context: ssl.SSLContext | None = None
         if (is_tls_url(service_url) or tls_trust_certs_file_path or tls_certificate_file_path
                 or isinstance(authentication, AuthenticationTLS)):
-            self._tls_context = tls_context(*self._tls_options)
+            self._tls_context = tls_context(tls_trust_certs_file_path, tls_allow_insecure_connection,
+                                            tls_validate_hostname, tls_certificate_file_path,
+                                            tls_private_key_file_path, authentication)
         self.service_url = service_url.rstrip("/")
         self.operation_timeout = float(operation_timeout_seconds)
         self.connection_timeout = connection_timeout_ms / 1000
@@ -143,9 +147,6 @@ class AsyncClient:
                                                  or task.result().closed.done()):
             task = None
         if task is None:
-            if self._tls_context is None and is_tls_url(url):
-                # A plain client sent to a pulsar+ssl broker: the system's CAs.
-                self._tls_context = tls_context(*self._tls_options)
             task = asyncio.get_running_loop().create_task(
                 open_connection(url, min(timeout or self.connection_timeout, self.connection_timeout),
                                 self.keepalive_seconds, self.authentication, self._tls_context))

@@ -82,6 +82,12 @@ def test_a_wrong_ca_is_refused_with_a_clear_error(tls_broker):
         assert "tls_trust_certs_file_path" in str(refused.value)
     finally:
         client.close()
+    # tls_allow_insecure_connection: any certificate will do (still encrypted).
+    insecure = _client(broker, pki, tls_trust_certs_file_path=str(pki.other_ca), tls_allow_insecure_connection=True)
+    try:
+        insecure.create_producer("persistent://public/default/insecure").send(b"unverified broker")
+    finally:
+        insecure.close()
 
 
 def test_hostname_validation_is_off_by_default_like_the_official_client(tls_broker):
