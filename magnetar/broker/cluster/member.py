@@ -58,8 +58,9 @@ class LookupResult:
     local: bool
     #: The owner's advertised listeners (name -> URL).
     listeners: dict = field(default_factory=dict)
-    #: The owner's pulsar+ssl URL ("" without a TLS listener).
+    #: The owner's pulsar+ssl and https URLs ("" without TLS listeners).
     service_url_tls: str = ""
+    web_service_url_tls: str = ""
 
 
 #: How long each metadata step of a clean stop may take before it is given up.
@@ -338,7 +339,7 @@ class ClusterMember:
                     self.lookup_redirects += 1
                 return LookupResult(owner.broker_id, owner.service_url, owner.web_service_url,
                                     owner.broker_id == self.broker_id, dict(owner.listeners),
-                                    owner.service_url_tls)
+                                    owner.service_url_tls, owner.web_service_url_tls)
             try:
                 if state.state in (INIT, FREE):
                     target = least_loaded(bundle, sorted(self.registry.live), self.channel, pending=self._pending)

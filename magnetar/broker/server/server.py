@@ -198,8 +198,8 @@ class Broker:
         # Pulsar's broker id: host and web port.
         member.broker_id = member.info.broker_id = f"{config.advertised_address}:{self.admin_port}"
         member.info.service_url = config.service_url
-        if self.tls_port >= 0:
-            member.info.service_url_tls = self._service_url_tls
+        member.info.service_url_tls = self.service_url_tls
+        member.info.web_service_url_tls = self.web_service_url_tls
         member.info.web_service_url = config.web_service_url
         member.info.listeners = config.listeners
         await member.start()
@@ -213,15 +213,21 @@ class Broker:
             "serviceUrl": f"http://{self.config.advertised_address}:{self.admin_port}",
             "brokerServiceUrl": self.config.service_url,
         }
-        if self.tls_port >= 0:
-            data["brokerServiceUrlTls"] = self._service_url_tls
-        if self.admin_tls_port >= 0:
-            data["serviceUrlTls"] = f"https://{self.config.advertised_address}:{self.admin_tls_port}"
+        if self.service_url_tls:
+            data["brokerServiceUrlTls"] = self.service_url_tls
+        if self.web_service_url_tls:
+            data["serviceUrlTls"] = self.web_service_url_tls
         return data
 
     @property
-    def _service_url_tls(self) -> str:
-        return f"pulsar+ssl://{self.config.advertised_address}:{self.tls_port}"
+    def service_url_tls(self) -> str:
+        """This broker's pulsar+ssl URL; "" while it has no TLS listener."""
+        return f"pulsar+ssl://{self.config.advertised_address}:{self.tls_port}" if self.tls_port >= 0 else ""
+
+    @property
+    def web_service_url_tls(self) -> str:
+        """This broker's https admin URL; "" while it has no https listener."""
+        return f"https://{self.config.advertised_address}:{self.admin_tls_port}" if self.admin_tls_port >= 0 else ""
 
     async def stop(self) -> None:
         if self._server is not None:

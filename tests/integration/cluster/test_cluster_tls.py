@@ -1,6 +1,7 @@
 """A cluster of brokers with TLS listeners, reached over pulsar+ssl: a lookup
 redirected to another broker names that broker's pulsar+ssl URL
-(brokerServiceUrlTls), which TLS clients follow instead of the plain one."""
+(brokerServiceUrlTls; brokerUrlTls on the HTTP lookup), which TLS clients
+follow instead of the plain one."""
 from __future__ import annotations
 
 import json
@@ -17,6 +18,13 @@ from tests.pki import make_pki
 from .cluster_process import LocalCluster
 
 pytestmark = pytest.mark.timeout(600)
+
+
+def _admin(cluster, path: str, secret: bytes):
+    req = urllib.request.Request(cluster.members[0].admin_url + path,
+                                 headers={"Authorization": f"Bearer {create_token('admin', secret_key=secret)}"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return json.loads(resp.read())
 
 
 def test_tls_clients_follow_lookups_to_the_owners_tls_url(tmp_path):
@@ -38,10 +46,7 @@ authorization_enabled = true
 super_user_roles = ["admin"]
 """).start()
     try:
-        req = urllib.request.Request(cluster.members[0].admin_url + "/admin/v2/clusters/cluster",
-                                     headers={"Authorization": f"Bearer {create_token('admin', secret_key=secret)}"})
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            record = json.loads(resp.read())
+        record = _admin(cluster, "/admin/v2/clusters/cluster", secret)
         hosts = record["brokerServiceUrlTls"].removeprefix("pulsar+ssl://").split(",")
         assert len(hosts) == 2, record  # both brokers published their TLS listener
         entry = f"pulsar+ssl://{hosts[0]}"
@@ -64,6 +69,10 @@ super_user_roles = ["admin"]
             # Bundles of both brokers were used: some lookups were redirected,
             # and each ended on the owner's pulsar+ssl URL.
             assert urls == {f"pulsar+ssl://{h}" for h in hosts}, urls
+            # The HTTP lookup names the owner's pulsar+ssl URL too (brokerUrlTls).
+            looked_up = {_admin(cluster, f"/lookup/v2/topic/{t.replace('://', '/')}", secret)["brokerUrlTls"]
+                         for t in topics}
+            assert looked_up == urls
         finally:
             ours.close()
             official.close()
