@@ -122,7 +122,13 @@ class BrokerConnection(asyncio.Protocol):
             raise Timeout(f"handshake with {self.url} timed out") from None
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._shutdown(ConnectError(f"connection to {self.url} lost" + (f": {exc}" if exc else "")))
+        detail = f": {exc}" if exc else ""
+        if exc is None and self.tls and not self._connected.done():
+            # asyncio logs a TLS alert from the peer and reports a plain close:
+            # the usual cause of a close before CONNECTED is our certificate.
+            detail = (" before CONNECTED: the broker closed the TLS connection (did it refuse this client's "
+                      "certificate? it must chain to the broker's tls_trust_certs_file)")
+        self._shutdown(ConnectError(f"connection to {self.url} lost{detail}"))
 
     def close(self, reason: str = "closed by client") -> None:
         """Close the connection; pending requests fail with ConnectError."""

@@ -126,6 +126,7 @@ def test_authentication_tls_makes_the_certificate_cn_the_role(tls_broker):
     admin = _client(broker, pki, "admin")
     alice = _client(broker, pki, "alice", operation_timeout_seconds=5)
     nobody = _client(broker, pki, None, operation_timeout_seconds=5)
+    stranger = _client(broker, pki, "stranger", operation_timeout_seconds=3)  # CN alice, another CA
     try:
         admin.create_producer("persistent://public/default/by-cert").send(b"signed")
         # alice's certificate is trusted, but her role was granted nothing.
@@ -134,9 +135,13 @@ def test_authentication_tls_makes_the_certificate_cn_the_role(tls_broker):
         # Without a certificate there is no credential and no anonymous role.
         with pytest.raises((mclient.AuthenticationError, mclient.Timeout)):
             nobody.create_producer("persistent://public/default/by-cert")
+        # A certificate the broker does not trust fails the TLS handshake.
+        with pytest.raises((mclient.ConnectError, mclient.Timeout)) as untrusted:
+            stranger.create_producer("persistent://public/default/by-cert")
+        assert "refuse this client's certificate" in str(untrusted.value)
         # A grant to the role named by her certificate's CN lets alice in.
         _grant(broker, pki, "alice", ["produce"])
         alice.create_producer("persistent://public/default/by-cert").send(b"from alice")
     finally:
-        for c in (admin, alice, nobody):
+        for c in (admin, alice, nobody, stranger):
             c.close()
