@@ -11,6 +11,7 @@ import pytest
 
 from magnetar import client as mclient
 from magnetar.security.tokens import create_token
+from tests.conftest import wait_for
 from tests.pki import make_pki
 
 from .regions_process import LocalRegions
@@ -114,5 +115,29 @@ broker_client_authentication_parameters = "tlsCertFile:{cert},tlsKeyFile:{cert_k
         finally:
             writer.close()
             reader.close()
+    finally:
+        regions.stop()
+
+
+def test_replicators_on_tls_never_fall_back_to_plain_text(tmp_path):
+    """broker_client_tls_enabled, but the remote's brokers have no TLS
+    listener (no brokerServiceUrlTls in its record): nothing is replicated,
+    and the replicator says why, rather than sending in plain text."""
+    regions = LocalRegions(tmp_path / "geo", regions=2, broker_config="broker_client_tls_enabled = true\n").start()
+    try:
+        a, b = regions.regions
+        names = [a.name, b.name]
+        a.admin("/admin/v2/tenants/acme", "PUT", {"allowedClusters": names})
+        a.admin("/admin/v2/namespaces/acme/plain", "PUT", {"replication_clusters": names})
+        client = pulsar.Client(a.service_url)
+        try:
+            client.create_producer("persistent://acme/plain/t").send(b"stays home")
+        finally:
+            client.close()
+        log = tmp_path / "geo" / a.name / "broker-0.log"
+        wait_for(lambda: log.exists() and "has no brokerServiceUrlTls" in log.read_text(errors="replace"),
+                 timeout=30, what="the replicator to report the missing TLS URL")
+        stats = a.admin("/admin/v2/persistent/acme/plain/t/stats")
+        assert stats["replication"][b.name]["connected"] is False
     finally:
         regions.stop()
