@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import ssl
+import subprocess
+import sys
 import urllib.request
 
 import pytest
@@ -145,3 +147,24 @@ def test_authentication_tls_makes_the_certificate_cn_the_role(tls_broker):
     finally:
         for c in (admin, alice, nobody, stranger):
             c.close()
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "magnetar.cli", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_produce_and_consume_commands_over_tls_with_a_certificate(tls_broker, tmp_path):
+    broker, pki = tls_broker
+    cert, key = (str(p) for p in pki.clients["admin"])
+    tls = ["-u", f"pulsar+ssl://localhost:{broker.tls_port}", "--tls-trust-certs-file", str(pki.ca),
+           "--tls-cert-file", cert, "--tls-key-file", key]
+    out = _cli("produce", "cli-tls", "-m", "over tls", *tls)
+    assert out.returncode == 0, out.stderr
+    out = _cli("consume", "cli-tls", "-s", "s", "-n", "1", "--timeout", "10", *tls)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().endswith("over tls")
+    # Files that cannot be used: exit 2 and the reason, no traceback.
+    out = _cli("produce", "cli-tls", "-m", "x", *tls[:2], "--tls-trust-certs-file", str(tmp_path / "none.pem"))
+    assert out.returncode == 2 and "not found" in out.stderr and "Traceback" not in out.stderr
+    out = _cli("produce", "cli-tls", "-m", "x", *tls[:4], "--tls-cert-file", cert)
+    assert out.returncode == 2 and "--tls-key-file" in out.stderr
