@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -49,6 +49,43 @@ from magnetar.chaos.cli import chaos_app  # noqa: E402
 app.add_typer(chaos_app, name="chaos")
 
 DEFAULT_URL = "pulsar://localhost:6650"
+
+# Credentials and TLS files of produce and consume: the admin CLI's names.
+AuthToken = Annotated[str, typer.Option("--auth-token", envvar="MAGNETAR_AUTH_TOKEN",
+                                        help="A JWT, or file:///path to one (the token provider)")]
+AuthBasic = Annotated[str, typer.Option("--auth-basic", envvar="MAGNETAR_AUTH_BASIC",
+                                        help="user:password (the basic provider)")]
+TlsTrustCerts = Annotated[str, typer.Option("--tls-trust-certs-file",
+                                            help="CA certificates that verify a pulsar+ssl broker (default: the system's)")]
+TlsCert = Annotated[str, typer.Option("--tls-cert-file", help="Client certificate (the tls provider: its CN is the role)")]
+TlsKey = Annotated[str, typer.Option("--tls-key-file", help="Its private key")]
+
+
+def _client(service_url: str, auth_token: str, auth_basic: str, tls_trust_certs_file: str, tls_cert_file: str,
+            tls_key_file: str):
+    """A client with the command's credential and TLS files; exit 2 saying
+    why when they cannot be used (two credentials, a missing file, ...)."""
+    from magnetar.client import AuthenticationBasic, AuthenticationTLS, AuthenticationToken, Client, PulsarError
+
+    try:
+        if sum(map(bool, (auth_token, auth_basic, tls_cert_file or tls_key_file))) > 1:
+            raise ValueError("give one credential: --auth-token, --auth-basic or --tls-cert-file/--tls-key-file")
+        auth = None
+        if auth_token:
+            auth = AuthenticationToken(auth_token)
+        elif auth_basic:
+            user, sep, password = auth_basic.partition(":")
+            if not sep:
+                raise ValueError("--auth-basic must be user:password")
+            auth = AuthenticationBasic(user, password)
+        elif tls_cert_file or tls_key_file:
+            if not (tls_cert_file and tls_key_file):
+                raise ValueError("a client certificate needs both --tls-cert-file and --tls-key-file")
+            auth = AuthenticationTLS(tls_cert_file, tls_key_file)
+        return Client(service_url, authentication=auth, tls_trust_certs_file_path=tls_trust_certs_file or None)
+    except (ValueError, PulsarError) as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
 
 
 def _register_perf() -> None:
@@ -118,9 +155,12 @@ def produce(
     properties: Optional[list[str]] = typer.Option(None, "-p", "--property", help="key=value; repeat for several"),
     rate: float = typer.Option(0, "-r", "--rate", help="Messages per second; 0 = as fast as acknowledged"),
     service_url: str = typer.Option(DEFAULT_URL, "--service-url", "-u", envvar="MAGNETAR_SERVICE_URL"),
+    auth_token: AuthToken = "", auth_basic: AuthBasic = "", tls_trust_certs_file: TlsTrustCerts = "",
+    tls_cert_file: TlsCert = "", tls_key_file: TlsKey = "",
 ) -> None:
-    """Publish messages and print each message id."""
-    from magnetar.client import Client, PulsarError
+    """Publish messages and print each message id (pulsar+ssl:// and
+    credentials as in docs/security.md)."""
+    from magnetar.client import PulsarError
 
     _check_url(service_url)
     if num < 1:
@@ -146,7 +186,7 @@ def produce(
             err.print(f"[red]--property {item!r} must be key=value[/red]")
             raise typer.Exit(2)
         props[name] = value
-    client = Client(service_url)
+    client = _client(service_url, auth_token, auth_basic, tls_trust_certs_file, tls_cert_file, tls_key_file)
     try:
         producer = client.create_producer(topic)
         start, sent = time.monotonic(), 0
@@ -177,9 +217,12 @@ def consume(
     position: str = typer.Option("earliest", "-p", "--subscription-position", help="earliest or latest"),
     timeout: float = typer.Option(0, "--timeout", help="Give up after this many seconds without a message; 0 = wait"),
     service_url: str = typer.Option(DEFAULT_URL, "--service-url", "-u", envvar="MAGNETAR_SERVICE_URL"),
+    auth_token: AuthToken = "", auth_basic: AuthBasic = "", tls_trust_certs_file: TlsTrustCerts = "",
+    tls_cert_file: TlsCert = "", tls_key_file: TlsKey = "",
 ) -> None:
-    """Receive, print (id, key, properties, body) and acknowledge messages."""
-    from magnetar.client import Client, ConsumerType, InitialPosition, PulsarError, Timeout
+    """Receive, print (id, key, properties, body) and acknowledge messages
+    (pulsar+ssl:// and credentials as in docs/security.md)."""
+    from magnetar.client import ConsumerType, InitialPosition, PulsarError, Timeout
 
     types = {"exclusive": ConsumerType.Exclusive, "shared": ConsumerType.Shared, "failover": ConsumerType.Failover,
              "key_shared": ConsumerType.KeyShared}
@@ -195,7 +238,7 @@ def consume(
         err.print(f"[red]--num-messages must be 0 (forever) or positive, not {num}[/red]")
         raise typer.Exit(2)
     _check_url(service_url)
-    client = Client(service_url)
+    client = _client(service_url, auth_token, auth_basic, tls_trust_certs_file, tls_cert_file, tls_key_file)
     try:
         consumer = client.subscribe(topic, subscription,
                                     consumer_type=types[subscription_type.lower().replace("-", "_")],

@@ -176,16 +176,21 @@ async def lookup(request: web.Request) -> web.Response:
     await service.check_served_here(name)  # 412 in a region outside the topic's replication clusters
     member = service.cluster
     if member is None:
-        config = request.app[BROKER].config
+        broker = request.app[BROKER]
+        config = broker.config
         native, http, listeners = config.service_url, config.web_service_url, config.listeners
+        native_tls, http_tls = broker.service_url_tls, broker.web_service_url_tls
         service.lookup_answers += 1
     else:
         result = await member.lookup(name)
         native, http, listeners = result.service_url, result.web_service_url, result.listeners
+        native_tls, http_tls = result.service_url_tls, result.web_service_url_tls
         service.lookup_answers += 1
         if not result.local:
             service.lookup_redirects += 1
-    answer = {"brokerUrl": native, "nativeUrl": native, "httpUrl": http, "brokerUrlTls": "", "httpUrlTls": ""}
+    # The TLS URLs are "" for a broker without TLS listeners, as Pulsar answers.
+    answer = {"brokerUrl": native, "nativeUrl": native, "httpUrl": http, "brokerUrlTls": native_tls,
+              "httpUrlTls": http_tls}
     listener = request.query.get("listenerName") or request.headers.get("X-Pulsar-ListenerName")
     if listener:
         url = listeners.get(listener)

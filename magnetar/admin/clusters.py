@@ -11,7 +11,8 @@ from .routes import STRING, STRING_LIST, RouteTable, json_answer
 
 table = RouteTable("clusters")
 
-CLUSTER_DATA = {"type": "object", "properties": {"serviceUrl": STRING, "brokerServiceUrl": STRING}}
+CLUSTER_DATA = {"type": "object", "properties": {"serviceUrl": STRING, "brokerServiceUrl": STRING,
+                                               "serviceUrlTls": STRING, "brokerServiceUrlTls": STRING}}
 
 
 @table.route("GET", "/admin/v2/clusters", "List the clusters", answer=STRING_LIST, errors=())

@@ -9,17 +9,17 @@ Names follow the official ``pulsar`` package, so switching is an import::
 
 - :mod:`.sync`       Client, Producer, Consumer, Reader (blocking)
 - :mod:`.aio`        AsyncClient; :mod:`.producer`, :mod:`.consumer`, :mod:`.reader`
-- :mod:`.connection` the socket shell around ``magnetar.protocol``
+- :mod:`.connection` the socket (TCP or TLS) shell around ``magnetar.protocol``
 - :mod:`.link`       registration on a broker and reconnects
 - :mod:`.batch_builder`, :mod:`.inbound`  entries out, messages in
 - :mod:`.idempotence` idempotent producers: pid leases, sequence numbers
 - :mod:`.partitioned`, :mod:`.partition_routing`  partitioned topics: one link per partition
 - :mod:`.acks`       ack bookkeeping; :mod:`.backoff` reconnect delays
-- :mod:`.auth`       AuthenticationToken, AuthenticationBasic
+- :mod:`.auth`       AuthenticationToken, AuthenticationBasic, AuthenticationTLS
 - :mod:`.errors`     exceptions and Result codes
 """
 from .aio import AsyncClient
-from .auth import AuthenticationBasic, AuthenticationToken
+from .auth import AuthenticationBasic, AuthenticationTLS, AuthenticationToken
 from .consumer import AsyncConsumer
 from .enums import CompressionType, ConsumerType, InitialPosition, ProducerAccessMode
 from .errors import *  # noqa: F401,F403  (the exception names, like pulsar's)
@@ -36,6 +36,6 @@ __all__ = [
     "Client", "Producer", "Consumer", "Reader", "AsyncClient", "AsyncProducer", "AsyncConsumer",
     "AsyncReader", "Message", "MessageId", "CompressionType", "ConsumerType", "InitialPosition",
     "ProducerAccessMode", "Result", "PulsarError", "PulsarException", "ExpectedOffsetMismatch",
-    "AuthenticationToken", "AuthenticationBasic", "PartitionsRoutingMode", "HashingScheme",
+    "AuthenticationToken", "AuthenticationBasic", "AuthenticationTLS", "PartitionsRoutingMode", "HashingScheme",
     "PartitionedProducer", "PartitionedConsumer",
 ]

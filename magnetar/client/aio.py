@@ -17,13 +17,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import ssl
 import uuid
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from magnetar.protocol import Type, command, pb
 
-from .auth import Authentication
-from .connection import BrokerConnection, open_connection, parse_service_url
+from .auth import Authentication, AuthenticationTLS
+from .connection import BrokerConnection, is_tls_url, open_connection, parse_service_url
 from .consumer import AsyncConsumer
 from .enums import CompressionType, ConsumerType, InitialPosition, ProducerAccessMode
 from .errors import AlreadyClosed, InvalidConfiguration, LookupError, OperationNotSupported
@@ -43,20 +44,76 @@ log = logging.getLogger(__name__)
 MAX_LOOKUP_REDIRECTS = 20
 
 
+def tls_context(trust_file: str | None, allow_insecure: bool, validate_hostname: bool,
+                 cert_file: str | None, key_file: str | None,
+                 authentication: Authentication | None) -> ssl.SSLContext:
+    """The context every pulsar+ssl connection of a client uses (the
+    client's TLS options, in the constructor's order).
+
+    Built once, eagerly, so that a missing or unusable file is an
+    InvalidConfiguration from the constructor and not a retried failure on
+    every connection attempt. Its CA defaults to the system's, as the
+    official client's does. Public so that a broker can check its replicators'
+    settings at start.
+    """
+    # Imported here: the security package pulls in JWT support a plain client never needs.
+    from magnetar.security.tls import TlsSetupError, client_context
+
+    if isinstance(authentication, AuthenticationTLS):
+        cert_file, key_file = authentication.certificate_path, authentication.private_key_path
+    if bool(cert_file) != bool(key_file):
+        raise InvalidConfiguration("a TLS client certificate needs both tls_certificate_file_path "
+                                   "and tls_private_key_file_path")
+    try:
+        return client_context(trust_file or "", cert_file or "", key_file or "",
+                              validate_hostname=validate_hostname, allow_insecure=allow_insecure)
+    except TlsSetupError as exc:
+        raise InvalidConfiguration(str(exc)) from None
+
+
 class AsyncClient:
     """Raises InvalidUrl at once for a malformed ``service_url``; everything
     else (unreachable broker, ...) surfaces from the first operation.
 
-    ``authentication``: an :class:`~.auth.AuthenticationToken` or
-    :class:`~.auth.AuthenticationBasic` presented on every connection (a
-    refused one fails operations with AuthenticationError)."""
+    ``authentication``: an :class:`~.auth.AuthenticationToken`,
+    :class:`~.auth.AuthenticationBasic` or :class:`~.auth.AuthenticationTLS`
+    presented on every connection (a refused one fails operations with
+    AuthenticationError).
+
+    TLS, with the official client's option names and defaults: a
+    ``pulsar+ssl://`` service URL (or ``use_tls=True``) connects over TLS;
+    the broker's certificate must chain to ``tls_trust_certs_file_path``
+    (default: the system's CAs); its host name is checked only with
+    ``tls_validate_hostname=True``; ``tls_allow_insecure_connection=True``
+    accepts any certificate. A client certificate comes from
+    ``AuthenticationTLS`` (or ``tls_certificate_file_path`` and
+    ``tls_private_key_file_path``). A trust, certificate or key file that is
+    missing or unusable raises InvalidConfiguration here; a broker that is
+    not trusted fails operations with a ConnectError that says so (met while
+    a producer or consumer registers, it is retried until the operation
+    timeout, whose Timeout names it as the last error). Over TLS a lookup is
+    followed only to the broker's ``brokerServiceUrlTls``."""
 
     def __init__(self, service_url: str, operation_timeout_seconds: float = 30, *,
                  connection_timeout_ms: int = 10000, keep_alive_interval_seconds: float = 30,
                  backoff_initial_seconds: float = 0.1, backoff_max_seconds: float = 30.0,
-                 authentication: Authentication | None = None) -> None:
+                 authentication: Authentication | None = None, use_tls: bool = False,
+                 tls_trust_certs_file_path: str | None = None, tls_allow_insecure_connection: bool = False,
+                 tls_validate_hostname: bool = False, tls_certificate_file_path: str | None = None,
+                 tls_private_key_file_path: str | None = None) -> None:
         parse_service_url(service_url)
+        if use_tls and service_url.startswith("pulsar://"):
+            # The official client's use_tls: the same host and port, over TLS.
+            service_url = "pulsar+ssl://" + service_url[len("pulsar://"):]
         self.authentication = authentication
+        # None on a plain client: its connections hand on only plain URLs
+        # (BrokerConnection.pick_url), so it never meets a pulsar+ssl one.
+        self._tls_context: ssl.SSLContext | None = None
+        if (is_tls_url(service_url) or tls_trust_certs_file_path or tls_certificate_file_path
+                or isinstance(authentication, AuthenticationTLS)):
+            self._tls_context = tls_context(tls_trust_certs_file_path, tls_allow_insecure_connection,
+                                            tls_validate_hostname, tls_certificate_file_path,
+                                            tls_private_key_file_path, authentication)
         self.service_url = service_url.rstrip("/")
         self.operation_timeout = float(operation_timeout_seconds)
         self.connection_timeout = connection_timeout_ms / 1000
@@ -92,7 +149,7 @@ class AsyncClient:
         if task is None:
             task = asyncio.get_running_loop().create_task(
                 open_connection(url, min(timeout or self.connection_timeout, self.connection_timeout),
-                                self.keepalive_seconds, self.authentication))
+                                self.keepalive_seconds, self.authentication, self._tls_context))
             self._connections[url] = task
             task.add_done_callback(lambda t, url=url: self._connection_settled(url, t))
         return await asyncio.shield(task)
@@ -120,12 +177,25 @@ class AsyncClient:
                                                 authoritative=authoritative), timeout)).lookupTopicResponse
             if reply.proxy_through_service_url:
                 return self.service_url
-            url = reply.brokerServiceUrl or self.service_url
+            url = self._broker_url(reply)
             if reply.response == pb.CommandLookupTopicResponse.Connect:
                 return url
             authoritative = reply.authoritative
             conn = await self.connection_to(url, timeout)
         raise LookupError(f"lookup of {topic} redirected more than {MAX_LOOKUP_REDIRECTS} times")
+
+    def _broker_url(self, reply: pb.CommandLookupTopicResponse) -> str:
+        """The URL a lookup answer names, on this client's transport: over TLS
+        only ``brokerServiceUrlTls`` will do (as the official client), since
+        following the plain URL would drop encryption without saying so."""
+        if not is_tls_url(self.service_url):
+            return reply.brokerServiceUrl or self.service_url
+        if reply.brokerServiceUrlTls:
+            return reply.brokerServiceUrlTls
+        if not reply.brokerServiceUrl:
+            return self.service_url
+        raise LookupError(f"the broker named {reply.brokerServiceUrl} for a TLS client without a "
+                          f"brokerServiceUrlTls: does that broker have a tls_port?")
 
     async def _partitions(self, topic: str) -> int:
         conn = await self.connection_to(self.service_url, self.operation_timeout)

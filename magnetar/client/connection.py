@@ -1,4 +1,4 @@
-"""The I/O shell around the sans-io protocol: one TCP connection to a broker.
+"""The I/O shell around the sans-io protocol: one TCP (or TLS) connection to a broker.
 
 A :class:`BrokerConnection` performs the CONNECT handshake, matches replies
 to requests by ``request_id``, routes frames addressed to a producer or a
@@ -9,11 +9,16 @@ intervals is declared dead).
 When the connection ends, for whatever reason, every pending request fails
 with ConnectError and every registered producer/consumer is told through
 ``connection_lost(conn)``; they reconnect on their own.
+
+``pulsar+ssl://`` URLs are reached over TLS with the context the client
+built (:func:`open_connection`'s ``ssl_context``); a broker whose certificate
+does not verify fails the connection with a ConnectError naming the reason.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from typing import Protocol
 from urllib.parse import urlsplit
 
@@ -52,12 +57,25 @@ class ConsumerEndpoint(Protocol):
     def connection_lost(self, conn: "BrokerConnection") -> None: ...
 
 
+TLS_SCHEME = "pulsar+ssl"
+
+
 def parse_service_url(url: str) -> tuple[str, int]:
-    """(host, port) of a ``pulsar://host:port`` URL; raises InvalidUrl."""
+    """(host, port) of a ``pulsar://host:port`` or ``pulsar+ssl://host:port``
+    URL (default ports 6650 and 6651, Pulsar's); raises InvalidUrl."""
     parts = urlsplit(url)
-    if parts.scheme != "pulsar" or not parts.hostname:
-        raise InvalidUrl(f"unsupported service URL {url!r} (expected pulsar://host:port)")
-    return parts.hostname, parts.port or 6650
+    if parts.scheme not in ("pulsar", TLS_SCHEME) or not parts.hostname:
+        raise InvalidUrl(f"unsupported service URL {url!r} (expected pulsar://host:port or pulsar+ssl://host:port)")
+    try:
+        port = parts.port
+    except ValueError:
+        raise InvalidUrl(f"service URL {url!r} has a bad port") from None
+    return parts.hostname, port or (6651 if parts.scheme == TLS_SCHEME else 6650)
+
+
+def is_tls_url(url: str) -> bool:
+    """Whether ``url`` is reached over TLS (``pulsar+ssl://``)."""
+    return url.startswith(TLS_SCHEME + "://")
 
 
 class BrokerConnection(asyncio.Protocol):
@@ -65,6 +83,8 @@ class BrokerConnection(asyncio.Protocol):
 
     def __init__(self, url: str, keepalive_seconds: float = 30.0, authentication: Authentication | None = None) -> None:
         self.url = url
+        #: Over TLS: the broker URLs this connection hands on (redirects) must be pulsar+ssl too.
+        self.tls = is_tls_url(url)
         self.authentication = authentication or Authentication()
         self.keepalive_seconds = keepalive_seconds
         self.max_message_size = 5 * 1024 * 1024
@@ -102,7 +122,13 @@ class BrokerConnection(asyncio.Protocol):
             raise Timeout(f"handshake with {self.url} timed out") from None
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._shutdown(ConnectError(f"connection to {self.url} lost" + (f": {exc}" if exc else "")))
+        detail = f": {exc}" if exc else ""
+        if exc is None and self.tls and not self._connected.done():
+            # asyncio logs a TLS alert from the peer and reports a plain close:
+            # the usual cause of a close before CONNECTED is our certificate.
+            detail = (" before CONNECTED: the broker closed the TLS connection (did it refuse this client's "
+                      "certificate? it must chain to the broker's tls_trust_certs_file)")
+        self._shutdown(ConnectError(f"connection to {self.url} lost{detail}"))
 
     def close(self, reason: str = "closed by client") -> None:
         """Close the connection; pending requests fail with ConnectError."""
@@ -131,6 +157,11 @@ class BrokerConnection(asyncio.Protocol):
         self._consumers.clear()
         for endpoint in endpoints:
             endpoint.connection_lost(self)
+
+    def pick_url(self, plain: str, tls: str) -> str | None:
+        """The broker URL to follow from a (plain, TLS) pair the broker sent:
+        a TLS connection never falls back to plain text (None: look up again)."""
+        return (tls or None) if self.tls else (plain or None)
 
     # -- writing -----------------------------------------------------------------
     def _write(self, data: bytes) -> None:
@@ -231,11 +262,13 @@ class BrokerConnection(asyncio.Protocol):
         elif t == Type.CLOSE_PRODUCER:
             producer = self._producers.pop(cmd.close_producer.producer_id, None)
             if producer is not None:
-                producer.on_closed_by_broker(self, cmd.close_producer.assignedBrokerServiceUrl or None)
+                producer.on_closed_by_broker(self, self.pick_url(cmd.close_producer.assignedBrokerServiceUrl,
+                                                                 cmd.close_producer.assignedBrokerServiceUrlTls))
         elif t == Type.CLOSE_CONSUMER:
             consumer = self._consumers.pop(cmd.close_consumer.consumer_id, None)
             if consumer is not None:
-                consumer.on_closed_by_broker(self, cmd.close_consumer.assignedBrokerServiceUrl or None)
+                consumer.on_closed_by_broker(self, self.pick_url(cmd.close_consumer.assignedBrokerServiceUrl,
+                                                                 cmd.close_consumer.assignedBrokerServiceUrlTls))
         elif t == Type.ACTIVE_CONSUMER_CHANGE:
             consumer = self._consumers.get(cmd.active_consumer_change.consumer_id)
             if consumer is not None:
@@ -249,7 +282,7 @@ class BrokerConnection(asyncio.Protocol):
             table = self._producers if migrated.resource_type == migrated.Producer else self._consumers
             endpoint = table.pop(migrated.resource_id, None)
             if endpoint is not None:
-                endpoint.on_closed_by_broker(self, migrated.brokerServiceUrl or None)
+                endpoint.on_closed_by_broker(self, self.pick_url(migrated.brokerServiceUrl, migrated.brokerServiceUrlTls))
         elif t == Type.CONNECTED:
             self.max_message_size = cmd.connected.max_message_size or self.max_message_size
             self._schedule_keepalive()
@@ -322,19 +355,33 @@ def _reply_error(cmd: pb.BaseCommand) -> PulsarError | None:
 
 
 async def open_connection(url: str, timeout: float, keepalive_seconds: float = 30.0,
-                          authentication: Authentication | None = None) -> BrokerConnection:
-    """Connect to ``url`` and complete the handshake.
+                          authentication: Authentication | None = None,
+                          ssl_context: ssl.SSLContext | None = None) -> BrokerConnection:
+    """Connect to ``url`` and complete the handshake; a ``pulsar+ssl://``
+    URL over TLS with ``ssl_context`` (required for it).
 
-    Raises InvalidUrl, ConnectError (refused, reset, handshake refused) or Timeout.
+    Raises InvalidUrl, ConnectError (refused, reset, handshake refused, a
+    TLS handshake that fails: untrusted certificate, host name mismatch, our
+    certificate refused) or Timeout.
     """
     host, port = parse_service_url(url)
+    tls = is_tls_url(url)
+    if tls and ssl_context is None:
+        raise InvalidUrl(f"{url} needs TLS, but this client has no TLS settings")
     loop = asyncio.get_running_loop()
     try:
         _, conn = await asyncio.wait_for(
-            loop.create_connection(lambda: BrokerConnection(url, keepalive_seconds, authentication), host, port),
+            loop.create_connection(lambda: BrokerConnection(url, keepalive_seconds, authentication), host, port,
+                                   ssl=ssl_context if tls else None, server_hostname=host if tls else None),
             timeout)
     except asyncio.TimeoutError:
         raise Timeout(f"connecting to {url} timed out") from None
+    except ssl.SSLCertVerificationError as exc:
+        raise ConnectError(f"TLS handshake with {url} failed: the broker's certificate is not trusted "
+                           f"({exc.verify_message}); check tls_trust_certs_file_path "
+                           f"(and the host name, with tls_validate_hostname)") from None
+    except ssl.SSLError as exc:
+        raise ConnectError(f"TLS handshake with {url} failed: {exc.reason or exc}") from None
     except OSError as exc:
         raise ConnectError(f"cannot connect to {url}: {exc}") from None
     await conn.wait_connected(timeout)

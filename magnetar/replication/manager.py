@@ -32,7 +32,9 @@ from typing import TYPE_CHECKING
 from magnetar.broker import topic_name
 from magnetar.broker.namespaces import resources
 from magnetar.broker.topics.replicators import REPLICATOR_CURSOR_PREFIX, is_replicator_cursor, replicator_cursor
+from magnetar.broker.server.server import StartupError
 from magnetar.client.auth import from_broker_client_settings
+from magnetar.client.errors import PulsarError
 
 from .remote import RemoteClusters
 from .replicator import Replicator
@@ -64,8 +66,15 @@ class GeoReplication:
         self.interval = interval
         self.snapshot_interval = config.replicated_subscriptions_snapshot_frequency_ms / 1000
         self.snapshot_timeout = config.replicated_subscriptions_snapshot_timeout_s
-        self.clusters = RemoteClusters(service.store, authentication=from_broker_client_settings(
-            config.broker_client_authentication_plugin, config.broker_client_authentication_parameters))
+        try:
+            self.clusters = RemoteClusters(
+                service.store, tls=config.broker_client_tls_enabled,
+                trust_certs_file=config.broker_client_trust_certs,
+                authentication=from_broker_client_settings(config.broker_client_authentication_plugin,
+                                                           config.broker_client_authentication_parameters))
+        except (ValueError, PulsarError) as exc:
+            # The replicators' credential or TLS files: say which, do not start half-configured.
+            raise StartupError(f"broker client settings: {exc}") from None
         self._task: asyncio.Task | None = None
         self._pending: set[asyncio.Task] = set()
         self._busy: set[str] = set()  # topics being reconciled (one pass at a time each)

@@ -54,10 +54,23 @@ class SecuritySettings:
     #: while authentication is enabled.
     anonymous_user_role: str = ""
     #: How this broker authenticates to other brokers (geo-replication's
-    #: producers): "token" or "basic" (or Pulsar's class names); empty: none.
+    #: producers): "token", "basic" or "tls" (or Pulsar's class names); empty: none.
     broker_client_authentication_plugin: str = ""
-    #: Its parameters: "token:<jwt>" or "file:///path" for token, "user:password" for basic.
+    #: Its parameters: "token:<jwt>" or "file:///path" for token, "user:password"
+    #: for basic, "tlsCertFile:/path,tlsKeyFile:/path" for tls.
     broker_client_authentication_parameters: str = ""
+    #: Replicators connect to other clusters over pulsar+ssl (their
+    #: brokerServiceUrlTls), Pulsar's brokerClientTlsEnabled.
+    broker_client_tls_enabled: bool = False
+    #: CAs the other clusters' certificates must chain to; empty:
+    #: tls_trust_certs_file, and with that empty too the system's CAs.
+    broker_client_trust_certs_file_path: str = ""
+
+    @property
+    def broker_client_trust_certs(self) -> str:
+        """The CA file replicators trust (empty: the system's), Pulsar's fallback
+        from brokerClientTrustCertsFilePath to tlsTrustCertsFilePath."""
+        return self.broker_client_trust_certs_file_path or self.tls_trust_certs_file
 
     @property
     def tls_enabled(self) -> bool:
@@ -79,12 +92,16 @@ class SecuritySettings:
             raise SecuritySettingsError(f"authentication_providers must be a list of {', '.join(PROVIDERS)}, "
                                         f"got {self.authentication_providers!r}")
         plugin = self.broker_client_authentication_plugin.rsplit(".", 1)[-1].lower()
-        if plugin not in ("", "token", "authenticationtoken", "basic", "authenticationbasic"):
-            raise SecuritySettingsError(f"broker_client_authentication_plugin must be token or basic, "
+        if plugin not in ("", "token", "authenticationtoken", "basic", "authenticationbasic", "tls",
+                          "authenticationtls"):
+            raise SecuritySettingsError(f"broker_client_authentication_plugin must be token, basic or tls, "
                                         f"got {self.broker_client_authentication_plugin!r}")
         if plugin and not self.broker_client_authentication_parameters:
             raise SecuritySettingsError("broker_client_authentication_plugin needs "
                                         "broker_client_authentication_parameters")
+        if plugin in ("tls", "authenticationtls") and not self.broker_client_tls_enabled:
+            # A client certificate only travels in a TLS handshake.
+            raise SecuritySettingsError("broker_client_authentication_plugin tls needs broker_client_tls_enabled")
         if self.authentication_enabled and not self.authentication_providers:
             raise SecuritySettingsError("authentication_enabled needs at least one authentication_providers entry")
         if "token" in self.authentication_providers and bool(self.token_secret_key) == bool(self.token_public_key):

@@ -172,3 +172,14 @@ def test_the_official_client_authenticates_with_its_certificate(https_broker):
             client.create_producer("persistent://public/default/by-cert")
     finally:
         client.close()
+
+
+def test_the_http_lookup_names_the_tls_urls(https_broker):
+    """brokerUrlTls and httpUrlTls, as Pulsar's lookup answers, for a broker with TLS listeners."""
+    broker, pki = https_broker
+    status, answer = _call(f"https://localhost:{broker.admin_tls_port}/lookup/v2/topic/persistent/public/default/t",
+                           context=_context(pki, "admin"))
+    assert status == 200, answer
+    assert answer["brokerUrl"] == broker.service_url
+    assert answer["brokerUrlTls"] == f"pulsar+ssl://127.0.0.1:{broker.tls_port}"
+    assert answer["httpUrlTls"] == f"https://127.0.0.1:{broker.admin_tls_port}"

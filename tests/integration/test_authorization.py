@@ -129,3 +129,54 @@ def test_grants_in_the_namespace_policies_body_count_at_once(broker_and_secret):
     with pytest.raises(urllib.error.HTTPError) as bad:
         _admin(broker, "PUT", "/admin/v2/namespaces/acme/worse", {"auth_policies": {"namespace_auth": {"x": ["fly"]}}})
     assert bad.value.code == 400
+
+
+def _status(broker, method, path, body=None, token=None) -> int:
+    """The admin API's HTTP status for a call, with ``token`` or no credential at all."""
+    data = None if body is None else json.dumps(body).encode()
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(broker.admin_url + path, data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_clients_without_a_credential_get_the_anonymous_role(tmp_path):
+    """anonymous_user_role = "guest": no credential is the role "guest", with
+    exactly what was granted to it, on the binary protocol and the admin API;
+    a wrong credential is still refused (never downgraded to the guest)."""
+    broker, secret = token_secured_broker(tmp_path, extra='anonymous_user_role = "guest"\n')
+    broker.admin_token = create_token("admin", secret_key=secret)
+    try:
+        _admin(broker, "PUT", "/admin/v2/namespaces/public/guests", {})
+        _admin(broker, "POST", "/admin/v2/namespaces/public/guests/permissions/guest", ["produce"])
+        _admin(broker, "PUT", "/admin/v2/tenants/guestco", {"adminRoles": ["guest"], "allowedClusters": ["standalone"]})
+        anonymous = pulsar.Client(broker.service_url, operation_timeout_seconds=10)
+        forged = pulsar.Client(broker.service_url, operation_timeout_seconds=3,
+                               authentication=pulsar.AuthenticationToken("not-a-jwt"))
+        try:
+            anonymous.create_producer("persistent://public/guests/visitors").send(b"hello from nobody")
+            with pytest.raises(pulsar.AuthorizationError):  # produce granted, consume not
+                anonymous.subscribe("persistent://public/guests/visitors", "peek")
+            with pytest.raises(pulsar.AuthorizationError):  # nothing granted in public/default
+                anonymous.create_producer("persistent://public/default/visitors")
+            with pytest.raises(pulsar.PulsarException):
+                forged.create_producer("persistent://public/guests/visitors")
+        finally:
+            anonymous.close()
+            forged.close()
+        # The admin API: no credential is the guest, not 401.
+        assert _status(broker, "GET", "/admin/v2/clusters") == 200                      # any role
+        assert _status(broker, "GET", "/admin/v2/tenants") == 403                       # super-users only
+        assert _status(broker, "GET", "/admin/v2/persistent/public/guests/visitors/stats") == 200  # may produce there
+        assert _status(broker, "GET", "/admin/v2/persistent/public/default/other/stats") == 403
+        assert _status(broker, "PUT", "/admin/v2/namespaces/guestco/mine", {}) in (200, 204)  # guest is its admin
+        assert _status(broker, "PUT", "/admin/v2/namespaces/public/not-mine", {}) == 403
+        assert _status(broker, "GET", "/admin/v2/tenants", token="not-a-jwt") == 401     # a bad credential stays bad
+        assert "guestco/mine" in _admin(broker, "GET", "/admin/v2/namespaces/guestco")
+    finally:
+        broker.stop()

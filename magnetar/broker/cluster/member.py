@@ -63,6 +63,9 @@ class LookupResult:
     local: bool
     #: The owner's advertised listeners (name -> URL).
     listeners: dict = field(default_factory=dict)
+    #: The owner's pulsar+ssl and https URLs ("" without TLS listeners).
+    service_url_tls: str = ""
+    web_service_url_tls: str = ""
 
 
 #: How long each metadata step of a clean stop may take before it is given up.
@@ -353,7 +356,8 @@ class ClusterMember:
                 if owner.broker_id != self.broker_id:
                     self.lookup_redirects += 1
                 return LookupResult(owner.broker_id, owner.service_url, owner.web_service_url,
-                                    owner.broker_id == self.broker_id, dict(owner.listeners))
+                                    owner.broker_id == self.broker_id, dict(owner.listeners),
+                                    owner.service_url_tls, owner.web_service_url_tls)
             try:
                 if state.state in (INIT, FREE):
                     target = least_loaded(bundle, sorted(self.registry.live), self.channel, pending=self._pending)

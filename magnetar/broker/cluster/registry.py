@@ -38,6 +38,9 @@ class BrokerInfo:
     load: dict = field(default_factory=dict)
     #: advertised_listeners: name -> URL.
     listeners: dict = field(default_factory=dict)
+    #: pulsar+ssl and https URLs when the broker has TLS listeners (lookups by TLS clients), else "".
+    service_url_tls: str = ""
+    web_service_url_tls: str = ""
 
     def doc(self) -> bytes:
         return json.dumps(self.__dict__).encode()
@@ -46,7 +49,8 @@ class BrokerInfo:
     def parse(cls, value: bytes) -> "BrokerInfo":
         doc = json.loads(value)
         return cls(doc["broker_id"], doc["service_url"], doc["web_service_url"], doc.get("cluster", ""),
-                   doc.get("started", 0.0), doc.get("load", {}), doc.get("listeners", {}))
+                   doc.get("started", 0.0), doc.get("load", {}), doc.get("listeners", {}),
+                   doc.get("service_url_tls", ""), doc.get("web_service_url_tls", ""))
 
 
 Listener = Callable[[str, BrokerInfo | None], None]  # (broker id, info or None when it left)

@@ -188,7 +188,8 @@ async def add_cluster_broker(store: MetadataStore, cluster: str, data: dict) -> 
     """Add one broker's URLs to the cluster record, creating it if needed.
 
     Every broker of a cluster calls this at start: the record's
-    ``brokerServiceUrl`` / ``serviceUrl`` become multi-host URLs naming
+    ``brokerServiceUrl`` / ``serviceUrl`` (and ``brokerServiceUrlTls`` /
+    ``serviceUrlTls`` of brokers with TLS listeners) become multi-host URLs naming
     each of them, so another region reaches the cluster through whichever
     broker is up (a stale host only costs a failed connection attempt).
     """
@@ -196,7 +197,8 @@ async def add_cluster_broker(store: MetadataStore, cluster: str, data: dict) -> 
 
     def merge(doc: dict) -> dict:
         out = dict(doc)
-        for field, scheme in (("brokerServiceUrl", "pulsar://"), ("serviceUrl", "http://")):
+        for field, scheme in (("brokerServiceUrl", "pulsar://"), ("serviceUrl", "http://"),
+                              ("brokerServiceUrlTls", "pulsar+ssl://"), ("serviceUrlTls", "https://")):
             if field in data:
                 out[field] = _merge_url(str(doc.get(field) or ""), data[field], scheme)
         return out
@@ -428,7 +430,8 @@ async def list_partitioned(store: MetadataStore, namespace: str, domain: str = "
 
 
 # -- first start ----------------------------------------------------------------------
-async def bootstrap(store: MetadataStore, cluster: str, cluster_data: dict, region: bool = False) -> None:
+async def bootstrap(store: MetadataStore, cluster: str, cluster_data: dict, clustered: bool = False,
+                    region: bool = False) -> None:
     """What a standalone broker needs, as Pulsar standalone does: the cluster
     record (refreshed at every start), and tenant ``public`` with namespace
     ``public/default`` when they do not exist.
@@ -438,8 +441,14 @@ async def bootstrap(store: MetadataStore, cluster: str, cluster_data: dict, regi
     itself to ``public``'s allowed clusters and to ``public/default``'s
     replication clusters, so every region serves ``public/default`` (a region
     serves only the namespaces replicated to it) and the regions replicate it.
-    """
-    await ensure_cluster(store, cluster, cluster_data)
+
+    ``clustered``: one of several brokers of the cluster, whose URLs are
+    added to the record (:func:`add_cluster_broker`) rather than replacing
+    the others' (a replacement left only the last broker to start in it)."""
+    if clustered:
+        await add_cluster_broker(store, cluster, cluster_data)
+    else:
+        await ensure_cluster(store, cluster, cluster_data)
     try:
         await create_tenant(store, "public", {"adminRoles": [], "allowedClusters": [cluster]})
     except AlreadyExists:

@@ -104,8 +104,10 @@ class Broker:
             # directory at any moment: an unnamed file may be one being born.
             await self.factory.remove_orphaned_ledgers()
         # Before clients can connect: cluster, tenant public, namespace public/default.
-        await resources.bootstrap(self.store, config.cluster_name, self._cluster_data(),
-                                  region=config.separate_configuration_store)
+        # A cluster's broker adds its URLs once its listeners run (ports picked
+        # then); until then it only makes sure the record exists.
+        await resources.bootstrap(self.store, config.cluster_name, {} if config.clustered else self._cluster_data(),
+                                  config.clustered, region=config.separate_configuration_store)
         self.service = BrokerService(config, self.store, self.factory)
         try:
             self.service.authenticator = authentication.build(config)
@@ -200,17 +202,36 @@ class Broker:
         # Pulsar's broker id: host and web port.
         member.broker_id = member.info.broker_id = f"{config.advertised_address}:{self.admin_port}"
         member.info.service_url = config.service_url
+        member.info.service_url_tls = self.service_url_tls
+        member.info.web_service_url_tls = self.web_service_url_tls
         member.info.web_service_url = config.web_service_url
         member.info.listeners = config.listeners
         await member.start()
         log.info("broker %s joined cluster %s", member.broker_id, config.cluster_name)
 
     def _cluster_data(self) -> dict:
-        """The cluster record (Pulsar's ClusterData) with this start's URLs."""
-        return {
+        """The cluster record (Pulsar's ClusterData) with this start's URLs;
+        ``brokerServiceUrlTls`` / ``serviceUrlTls`` once the TLS listeners
+        run (other regions' replicators with broker_client_tls_enabled use them)."""
+        data = {
             "serviceUrl": f"http://{self.config.advertised_address}:{self.admin_port}",
             "brokerServiceUrl": self.config.service_url,
         }
+        if self.service_url_tls:
+            data["brokerServiceUrlTls"] = self.service_url_tls
+        if self.web_service_url_tls:
+            data["serviceUrlTls"] = self.web_service_url_tls
+        return data
+
+    @property
+    def service_url_tls(self) -> str:
+        """This broker's pulsar+ssl URL; "" while it has no TLS listener."""
+        return f"pulsar+ssl://{self.config.advertised_address}:{self.tls_port}" if self.tls_port >= 0 else ""
+
+    @property
+    def web_service_url_tls(self) -> str:
+        """This broker's https admin URL; "" while it has no https listener."""
+        return f"https://{self.config.advertised_address}:{self.admin_tls_port}" if self.admin_tls_port >= 0 else ""
 
     async def stop(self) -> None:
         if self._server is not None:

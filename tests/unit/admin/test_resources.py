@@ -83,3 +83,14 @@ async def test_partitioned_metadata(store):
     with pytest.raises(resources.NotFound):
         await resources.delete_partitioned(store, name)
     assert await resources.list_partitioned(store, "public/default") == []
+
+
+async def test_a_clustered_brokers_bootstrap_adds_it_to_the_cluster_record(store):
+    """Every broker of a cluster bootstraps: each one's URLs join the record,
+    none replaces the others' (other regions reach the cluster through any)."""
+    await resources.bootstrap(store, "east", {"brokerServiceUrl": "pulsar://h1:6650"}, clustered=True)
+    await resources.bootstrap(store, "east", {"brokerServiceUrl": "pulsar://h2:6650",
+                                              "brokerServiceUrlTls": "pulsar+ssl://h2:6651"}, clustered=True)
+    record = await resources.get_cluster(store, "east")
+    assert record["brokerServiceUrl"] == "pulsar://h1:6650,h2:6650"
+    assert record["brokerServiceUrlTls"] == "pulsar+ssl://h2:6651"

@@ -136,8 +136,10 @@ async def cluster_lookup(session: Session, req: pb.CommandLookupTopic) -> None:
         url = result.listeners.get(req.advertised_listener_name)
         session.write(_no_listener(req) if url is None else _connect_to(req, url, response))
         return
+    # Both URLs, as Pulsar: a TLS client follows brokerServiceUrlTls, a plain one brokerServiceUrl.
+    urls = {"brokerServiceUrlTls": result.service_url_tls} if result.service_url_tls else {}
     session.write(command(Type.LOOKUP_RESPONSE, request_id=req.request_id, response=response,
-                          brokerServiceUrl=result.service_url, authoritative=True))
+                          brokerServiceUrl=result.service_url, authoritative=True, **urls))
 
 
 async def on_get_topics(session: Session, req: pb.CommandGetTopicsOfNamespace) -> None:
