@@ -86,7 +86,7 @@ class ClusterMember:
                  unload_bundle: Callable[[Bundle], Awaitable[None]],
                  unload_all: Callable[[], Awaitable[None]],
                  release_bundle: Callable[[Bundle], Awaitable[None]] | None = None,
-                 hand_over_bundle: Callable[[Bundle, str | None], None] | None = None,
+                 hand_over_bundle: Callable[[Bundle, tuple[str, str] | None], None] | None = None,
                  multi_phase: bool = True,
                  bundle_counters: Callable[[], dict[Bundle, BundleCounters]] | None = None,
                  report_interval_s: float = 5.0,
@@ -247,9 +247,10 @@ class ClusterMember:
             if new.state == OWNED:  # the new owner has it: send our clients there
                 self._released.discard(bundle)
                 owner = self.registry.live.get(new.broker)
-                url = owner.service_url if owner is not None and self.multi_phase else None
+                assigned = (owner.service_url, owner.service_url_tls) if owner is not None and self.multi_phase \
+                    else None
                 log.info("bundle %s is owned by %s: handing its clients over", bundle, new.broker)
-                self.hand_over_bundle(bundle, url)
+                self.hand_over_bundle(bundle, assigned)
             return
         if old.broker == me and old.state in (OWNED, ASSIGNING) and not (new.state == OWNED and new.broker == me):
             # (Owned -> Splitting by us is not a loss: that case returned above.)

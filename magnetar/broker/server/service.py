@@ -253,19 +253,20 @@ class BrokerService:
             except Exception:
                 log.exception("releasing %s failed; its clients will look it up", topic.name)
 
-    def hand_over_bundle(self, bundle: Bundle, url: str | None) -> None:
+    def hand_over_bundle(self, bundle: Bundle, assigned: tuple[str, str] | None) -> None:
         """Last phase: tell the released topics' clients where the bundle went
-        (``url``; None: they look it up), once each topic's cursors hold the
+        (``assigned``: the new owner's plain and TLS service URLs; None: they
+        look it up), once each topic's cursors hold the
         acknowledgements taken while it moved."""
         topics = self._released.pop(bundle, [])
         if topics:
-            task = asyncio.get_running_loop().create_task(self._hand_over(topics, url))
+            task = asyncio.get_running_loop().create_task(self._hand_over(topics, assigned))
             self._handovers.add(task)
             task.add_done_callback(self._handovers.discard)
 
     @staticmethod
-    async def _hand_over(topics: list[Topic], url: str | None) -> None:
-        await asyncio.gather(*(t.hand_over(url) for t in topics), return_exceptions=True)
+    async def _hand_over(topics: list[Topic], assigned: tuple[str, str] | None) -> None:
+        await asyncio.gather(*(t.hand_over(assigned) for t in topics), return_exceptions=True)
 
     async def unload_all(self) -> None:
         """Close every loaded topic (this broker lost its metadata session)."""

@@ -594,11 +594,11 @@ class Topic:
         await self.dedup.close()
         await self.ledger.close(keep_cursors=True)
 
-    async def hand_over(self, url: str | None) -> None:
+    async def hand_over(self, assigned: tuple[str, str] | None) -> None:
         """Last phase: persist the acknowledgements taken since :meth:`release`
         and close the cursors, then tell every client of the released topic to
-        reconnect, to ``url`` at once (the new owner's service URL), or after
-        a lookup. A cursor that cannot persist costs redeliveries, not the
+        reconnect, at once to ``assigned`` (the new owner's plain and TLS
+        service URLs; the client picks the one it speaks), or after a lookup. A cursor that cannot persist costs redeliveries, not the
         hand-over: it is logged."""
         try:
             await self.ledger.close_cursors()
@@ -606,9 +606,9 @@ class Topic:
             log.warning("%s: closing cursors before the hand-over: %s", self.name, exc)
         for producer in list(self.producers.values()):
             self.producers.pop(producer.name, None)
-            producer.disconnect(url)
+            producer.disconnect(assigned)
         for consumer in self._held_consumers:
-            consumer.disconnect(url)
+            consumer.disconnect(assigned)
         self._held_consumers.clear()
 
     async def close(self) -> None:

@@ -12,6 +12,7 @@ import pulsar
 import pytest
 
 from magnetar import client as mclient
+from magnetar.broker.cluster.bundles import bundle_of
 from magnetar.security.tokens import create_token
 from tests.pki import make_pki
 
@@ -20,11 +21,12 @@ from .cluster_process import LocalCluster
 pytestmark = pytest.mark.timeout(600)
 
 
-def _admin(cluster, path: str, secret: bytes):
-    req = urllib.request.Request(cluster.members[0].admin_url + path,
+def _admin(cluster, path: str, secret: bytes, method: str = "GET"):
+    req = urllib.request.Request(cluster.members[0].admin_url + path, method=method,
                                  headers={"Authorization": f"Bearer {create_token('admin', secret_key=secret)}"})
     with urllib.request.urlopen(req, timeout=30) as resp:
-        return json.loads(resp.read())
+        raw = resp.read()
+        return json.loads(raw) if raw else None
 
 
 def test_tls_clients_follow_lookups_to_the_owners_tls_url(tmp_path):
@@ -73,6 +75,23 @@ super_user_roles = ["admin"]
             looked_up = {_admin(cluster, f"/lookup/v2/topic/{t.replace('://', '/')}", secret)["brokerUrlTls"]
                          for t in topics}
             assert looked_up == urls
+
+            # A bundle moved without lookups (PIP-307): CLOSE_PRODUCER and
+            # CLOSE_CONSUMER name the new owner's pulsar+ssl URL too
+            # (assignedBrokerServiceUrlTls), so TLS clients follow it at once.
+            topic = topics[0]
+            consumer = official.subscribe(topic, "moving")
+            producer = official.create_producer(topic)
+            producer.send(b"before")
+            bundle = bundle_of(topic, "public/default").range
+            before = cluster.lookups()
+            owner = _admin(cluster, "/admin/v2/namespaces/public/default/bundles", secret)["owners"][bundle]
+            other = next(m.broker_id for m in cluster.members if m.broker_id != owner)
+            _admin(cluster, f"/admin/v2/namespaces/public/default/{bundle}/unload?destinationBroker={other}", secret,
+                   "PUT")
+            producer.send(b"after")
+            assert [consumer.receive(timeout_millis=30_000).data() for _ in range(2)] == [b"before", b"after"]
+            assert cluster.lookups() == before, "a TLS client looked the topic up after a move"
         finally:
             ours.close()
             official.close()

@@ -81,7 +81,7 @@ def on_subscribe(session: Session, frame: Frame) -> None:
     )
     consumer.deliver = partial(deliver, session)
     consumer.writable = lambda: not session.writing_paused
-    consumer.disconnect = lambda url=None, c=consumer: disconnect_consumer(session, c, url)
+    consumer.disconnect = lambda assigned=None, c=consumer: disconnect_consumer(session, c, assigned)
     consumer.active_change = lambda active, c=consumer: session.write(
            command(Type.ACTIVE_CONSUMER_CHANGE, consumer_id=c.consumer_id, is_active=active)
        ) if c.subscription is not None and c.subscription.type == pb.CommandSubscribe.Failover else None
@@ -176,13 +176,14 @@ def ack_set_words(mask: int) -> list[int]:
     return words
 
 
-def disconnect_consumer(session: Session, consumer: Consumer, assigned_url: str | None = None) -> None:
-    """CLOSE_CONSUMER: the client re-subscribes, at ``assigned_url`` at once
+def disconnect_consumer(session: Session, consumer: Consumer, assigned: tuple[str, str] | None = None) -> None:
+    """CLOSE_CONSUMER: the client re-subscribes, at ``assigned`` (plain and TLS URLs) at once
     when given (PIP-307: the topic moved there), else after a lookup."""
     if session.consumers.get(consumer.consumer_id) is consumer:
         del session.consumers[consumer.consumer_id]
         session.write(command(Type.CLOSE_CONSUMER, consumer_id=consumer.consumer_id, request_id=UINT64_MAX,
-                              assignedBrokerServiceUrl=assigned_url))
+                              assignedBrokerServiceUrl=assigned[0] if assigned else None,
+                              assignedBrokerServiceUrlTls=assigned[1] if assigned and assigned[1] else None))
 
 
 def on_flow(session: Session, frame: Frame) -> None:

@@ -74,7 +74,7 @@ async def on_producer(session: Session, req: pb.CommandProducer) -> None:
             address=session.peer,
         )
         producer.on_result = lambda seq, high, fut, p=producer: send_result(session, p, seq, high, fut)
-        producer.disconnect = lambda url=None, p=producer: disconnect_producer(session, p, url)
+        producer.disconnect = lambda assigned=None, p=producer: disconnect_producer(session, p, assigned)
         session.producers[req.producer_id] = producer
         requested_epoch = req.topic_epoch if req.HasField("topic_epoch") else None
         try:
@@ -108,13 +108,14 @@ async def on_producer(session: Session, req: pb.CommandProducer) -> None:
         session.write(error(req.request_id, ServerError.ServiceNotReady, f"cannot create producer: {exc}"))
 
 
-def disconnect_producer(session: Session, producer: Producer, assigned_url: str | None = None) -> None:
-    """CLOSE_PRODUCER: the client reconnects, to ``assigned_url`` at once when
+def disconnect_producer(session: Session, producer: Producer, assigned: tuple[str, str] | None = None) -> None:
+    """CLOSE_PRODUCER: the client reconnects, to ``assigned`` (plain and TLS URLs) at once when
     given (PIP-307: the topic moved there), else after a lookup."""
     if session.producers.get(producer.producer_id) is producer:
         del session.producers[producer.producer_id]
         session.write(command(Type.CLOSE_PRODUCER, producer_id=producer.producer_id, request_id=UINT64_MAX,
-                              assignedBrokerServiceUrl=assigned_url))
+                              assignedBrokerServiceUrl=assigned[0] if assigned else None,
+                              assignedBrokerServiceUrlTls=assigned[1] if assigned and assigned[1] else None))
 
 
 def on_send(session: Session, frame: Frame) -> None:
