@@ -14,9 +14,9 @@ REDELIVER_UNACKNOWLEDGED_MESSAGES: by entry id on Shared/Key_Shared
 subscriptions, as "redeliver everything unacked" on Exclusive/Failover ones
 (where the broker rewinds the subscription anyway).
 
-On reconnect the consumer re-subscribes under the same id and name, drops
-the messages it had queued (the broker will deliver them again) and grants
-permits afresh. A non-durable subscription (a reader) restarts after the
+On reconnect the consumer re-subscribes under the same id and name, sends
+the acks it kept while disconnected, drops the messages it had queued (the
+broker will deliver them again) and grants permits afresh. A non-durable subscription (a reader) restarts after the
 last message the application took.
 """
 from __future__ import annotations
@@ -202,8 +202,11 @@ class AsyncConsumer(BrokerLink):
     def _on_link_up(self) -> None:
         self._accepting = True
         self._permits_owed = 0
-        self.conn.send_command(command(Type.FLOW, consumer_id=self.consumer_id, messagePermits=self._queue_size))
+        # Acks kept while the link was down go first: the broker applies them
+        # before the FLOW lets it dispatch, so what the application already
+        # acknowledged is not sent again (a topic that moved, a reconnect).
         self._flush_acks()
+        self.conn.send_command(command(Type.FLOW, consumer_id=self.consumer_id, messagePermits=self._queue_size))
 
     def _on_link_down(self) -> None:
         # The broker redelivers what we had queued; keeping it would deliver twice.
