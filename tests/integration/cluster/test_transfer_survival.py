@@ -346,3 +346,168 @@ def test_a_named_producer_recreated_after_a_move_sees_its_last_sequence_id(clust
     finally:
         client.close()
     assert [m.data() for m in read_all(url, topic)] == sent
+
+
+# -- 5. cursors with individual acks --------------------------------------------------------
+def _backlog(cluster: LocalCluster, topic: str, sub: str) -> int | None:
+    s = stats(cluster, topic)
+    return None if s is None else s.get("subscriptions", {}).get(sub, {}).get("msgBacklog")
+
+
+def _receive_set(consumer, count: int, timeout: float = 20.0, quiet_ms: int = 1000) -> list[bytes]:
+    """Receive until ``count`` messages came, then until nothing more comes for
+    ``quiet_ms`` (anything redelivered that should not be shows up)."""
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < count and time.monotonic() < deadline:
+        try:
+            got.append(consumer.receive(timeout_millis=500).data())
+        except pulsar.Timeout:
+            pass
+    while True:
+        try:
+            got.append(consumer.receive(timeout_millis=quiet_ms).data())
+        except pulsar.Timeout:
+            return got
+
+
+def test_a_shared_subscription_gets_only_its_unacknowledged_messages_again(cluster):
+    """Individual (non-contiguous) acks survive moves: after each move the
+    Shared consumer is sent again exactly the messages it had not
+    acknowledged, never one it had."""
+    topic = unique("cursor")
+    url = cluster.members[0].service_url
+    client = pulsar.Client(url, operation_timeout_seconds=30)
+    try:
+        consumer = client.subscribe(topic, "shared", consumer_type=pulsar.ConsumerType.Shared)
+        producer = client.create_producer(topic, batching_enabled=False)
+        for i in range(10):
+            producer.send(b"m%d" % i)
+        received = {}
+        for _ in range(10):
+            msg = consumer.receive(timeout_millis=10_000)
+            received[msg.data()] = msg
+        assert sorted(received) == sorted(b"m%d" % i for i in range(10))
+        for i in range(0, 10, 2):
+            consumer.acknowledge(received[b"m%d" % i])
+        # Acks that reach the source after it released the topic are not
+        # carried over (docs/cluster.md): wait until the owner applied them.
+        wait_for(lambda: _backlog(cluster, topic, "shared") == 5, 20, what="the even acks applied")
+        unacked = [b"m%d" % i for i in range(1, 10, 2)]
+        for k, target in enumerate(there_and_back(cluster, topic)):
+            move(cluster, topic, target)
+            again = _receive_set(consumer, len(unacked))
+            assert sorted(again) == sorted(unacked), f"move {k + 1}: redelivered {again}, unacked {unacked}"
+            # Ack two more from the new owner, leaving holes between the rest.
+            for data in unacked[:2]:
+                consumer.acknowledge(received[data])
+            unacked = unacked[2:]
+            wait_for(lambda n=len(unacked): _backlog(cluster, topic, "shared") == n, 20,
+                     what=f"the acks applied on {target}")
+    finally:
+        client.close()
+
+
+# -- 6. delayed messages --------------------------------------------------------------------
+def test_delayed_messages_scheduled_before_moves_are_delivered_at_their_time(cluster):
+    """Messages sent with ``deliver_after`` before two moves are delivered by
+    the new owner at their time, not before it and not lost; an undelayed
+    message sent with them is delivered at once."""
+    topic = unique("delayed")
+    url = cluster.members[0].service_url
+    client = pulsar.Client(url, operation_timeout_seconds=30)
+    delays = {b"later-6": 6.0, b"later-8": 8.0}
+    try:
+        consumer = client.subscribe(topic, "delayed", consumer_type=pulsar.ConsumerType.Shared)
+        producer = client.create_producer(topic, batching_enabled=False)
+        due = {}
+        for body, delay in delays.items():
+            sent_at = time.time()
+            producer.send(body, deliver_after=timedelta(seconds=delay))
+            due[body] = sent_at + delay
+        producer.send(b"now")
+        now = consumer.receive(timeout_millis=10_000)
+        assert now.data() == b"now"
+        consumer.acknowledge(now)
+        wait_for(lambda: _backlog(cluster, topic, "delayed") == 2, 10, what="the ack applied")
+        for target in there_and_back(cluster, topic):
+            move(cluster, topic, target)
+        # Otherwise the test would not show that the schedule crossed the moves.
+        assert time.time() < min(due.values()), "the moves took longer than the shortest delay"
+        arrived = {}
+        deadline = max(due.values()) + 15
+        while len(arrived) < len(delays) and time.time() < deadline:
+            try:
+                msg = consumer.receive(timeout_millis=500)
+            except pulsar.Timeout:
+                continue
+            arrived[msg.data()] = time.time()
+            consumer.acknowledge(msg)
+        assert sorted(arrived) == sorted(delays), f"delivered: {sorted(arrived)}"
+        for body, at in arrived.items():
+            # deliver_at is computed from the client's clock (this machine's).
+            assert at >= due[body] - 0.05, f"{body!r} delivered {due[body] - at:.2f} s early"
+            assert at <= due[body] + 10, f"{body!r} delivered {at - due[body]:.2f} s late"
+    finally:
+        client.close()
+
+
+# -- 7. compaction and schemas --------------------------------------------------------------
+class Order(Record):
+    id = Integer()
+    item = String()
+
+
+class OrderWithRequiredNote(Record):
+    id = Integer()
+    item = String()
+    note = String(required=True)
+
+
+def test_a_compacted_view_and_a_schema_are_still_there_after_moves(cluster):
+    """A topic compacted before two moves still serves its compacted view
+    (latest value per key) from the new owner, and its registered schema is
+    still the topic's: the same version is found, a compatible producer
+    reuses it and an incompatible one is refused."""
+    topic = unique("compacted")
+    url = cluster.members[0].service_url
+    client = pulsar.Client(url, operation_timeout_seconds=30)
+    schema_path = f"/admin/v2/schemas/{NS}/{short(topic)}/schema"
+    compaction_path = f"/admin/v2/persistent/{NS}/{short(topic)}/compaction"
+    try:
+        producer = client.create_producer(topic, schema=AvroSchema(Order), batching_enabled=False)
+        for i, (key, item) in enumerate([("a", "apple"), ("b", "bread"), ("a", "avocado"), ("c", "cheese"),
+                                         ("b", "butter")]):
+            producer.send(Order(id=i, item=item), partition_key=key)
+        producer.close()
+        before = cluster.admin(member(cluster, owner(cluster, topic)), schema_path)
+        cluster.admin(member(cluster, owner(cluster, topic)), compaction_path, "PUT")
+        wait_for(lambda: cluster.admin(member(cluster, owner(cluster, topic)), compaction_path)["status"] == "SUCCESS",
+                 20, what="compaction to succeed")
+        expected = [("a", "avocado"), ("b", "butter"), ("c", "cheese")]
+
+        def compacted_view() -> list[tuple[str, str]]:
+            reader = client.create_reader(topic, pulsar.MessageId.earliest, is_read_compacted=True,
+                                          schema=AvroSchema(Order))
+            out = []
+            while reader.has_message_available():
+                msg = reader.read_next(10_000)
+                out.append((msg.partition_key(), msg.value().item))
+            reader.close()
+            return sorted(out)
+
+        assert compacted_view() == expected
+        for k, target in enumerate(there_and_back(cluster, topic)):
+            move(cluster, topic, target)
+            assert compacted_view() == expected, f"the compacted view after move {k + 1}"
+            after = cluster.admin(member(cluster, target), schema_path)
+            assert (after["version"], after["type"], after["data"]) == (before["version"], before["type"],
+                                                                       before["data"])
+            client.create_producer(topic, schema=AvroSchema(Order)).close()
+            with pytest.raises(pulsar.IncompatibleSchema):
+                client.create_producer(topic, schema=AvroSchema(OrderWithRequiredNote))
+        # The full log is still there beside the view.
+        assert len(read_all(url, topic)) == 5
+        assert cluster.admin(member(cluster, owner(cluster, topic)), schema_path)["version"] == before["version"]
+    finally:
+        client.close()
