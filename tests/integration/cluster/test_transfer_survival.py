@@ -511,3 +511,118 @@ def test_a_compacted_view_and_a_schema_are_still_there_after_moves(cluster):
         assert cluster.admin(member(cluster, owner(cluster, topic)), schema_path)["version"] == before["version"]
     finally:
         client.close()
+
+
+# -- 8. the destination dies mid-transfer ---------------------------------------------------
+@pytest.fixture
+def own_cluster(tmp_path):
+    c = LocalCluster(tmp_path / "cluster", brokers=3, session_ttl=3.0).start()
+    yield c
+    c.stop()
+
+
+def _states(cluster: LocalCluster, via: Member) -> dict:
+    return cluster.admin(via, f"/admin/v2/namespaces/{NS}/bundles")["states"]
+
+
+@pytest.mark.parametrize("when", ["paused-before-taking", "killed-after-taking"])
+def test_a_destination_killed_during_a_move_loses_nothing_acknowledged(own_cluster, when):
+    """kill -9 of the destination in the middle of a move: either paused
+    (SIGSTOP) before it could take the bundle, then killed, so the bundle is
+    stuck Assigning to a dead broker; or killed right after it took the
+    bundle, while the clients are being sent to it. The leader reassigns the
+    bundle once the dead broker's session ends; the clients, which keep
+    sending and receiving throughout, reach the new owner; no send fails,
+    every acknowledged message is stored exactly once (deduplication settles
+    resends) and is received; a later move works as usual."""
+    cluster = own_cluster
+    via = cluster.members[0]  # the clients' service URL and our admin: never the victim
+    topic = unique("victim")
+    client = pulsar.Client(via.service_url, operation_timeout_seconds=60)
+    acked: list[int] = []
+    received: set[int] = set()
+    errors: list[BaseException] = []
+    stop = threading.Event()
+    produced = threading.Event()
+    threads: list[threading.Thread] = []
+    try:
+        consumer = client.subscribe(topic, "check", consumer_type=pulsar.ConsumerType.Shared)
+        # A subscription that never acknowledges keeps the whole log from
+        # being trimmed (retention is off), so it can be read back at the end.
+        client.subscribe(topic, "keep", consumer_type=pulsar.ConsumerType.Shared, receiver_queue_size=1)
+        producer = client.create_producer(topic, producer_name="p-victim", batching_enabled=False,
+                                          send_timeout_millis=60_000, properties={"magnetar.deduplicate": "true"})
+
+        def produce() -> None:
+            i = 0
+            while not stop.is_set():
+                try:
+                    producer.send(b"%d" % i)
+                except Exception as exc:  # noqa: BLE001  (the test asserts there is none)
+                    errors.append(exc)
+                    return
+                acked.append(i)
+                i += 1
+
+        def consume() -> None:
+            # Until the producer is done and everything it had acknowledged came.
+            while not (produced.is_set() and set(acked) <= received):
+                try:
+                    msg = consumer.receive(timeout_millis=500)
+                except pulsar.Timeout:
+                    continue
+                except Exception as exc:  # noqa: BLE001  (closed at the end of a failed test)
+                    errors.append(exc)
+                    return
+                received.add(int(msg.data()))
+                consumer.acknowledge(msg)
+
+        threads = [threading.Thread(target=produce, daemon=True), threading.Thread(target=consume, daemon=True)]
+        for t in threads:
+            t.start()
+        wait_for(lambda: len(received) >= 50, 30, what="traffic flowing")
+        source = owner(cluster, topic)
+        victim = next(m for m in cluster.members if m.broker_id not in (source, via.broker_id))
+        path = f"/admin/v2/namespaces/{NS}/{bundle(topic)}/unload?destinationBroker={victim.broker_id}"
+        if when == "paused-before-taking":
+            os.kill(victim.pid, signal.SIGSTOP)
+
+            def unload() -> None:  # waits for an Owned(victim) that never comes: its answer is irrelevant
+                try:
+                    cluster.admin(via, path, "PUT")
+                except Exception:  # noqa: BLE001
+                    pass
+
+            threading.Thread(target=unload, daemon=True).start()
+            # The source released the topic and passed the bundle on to the paused broker.
+            wait_for(lambda: _states(cluster, via)[bundle(topic)] == "Assigning", 20,
+                     what="the bundle passed on to the paused destination")
+        else:
+            cluster.admin(via, path, "PUT")
+            assert owner(cluster, topic) == victim.broker_id
+        os.kill(victim.pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        count = len(acked)
+        wait_for(lambda: owner(cluster, topic) not in (None, victim.broker_id), cluster.session_ttl + 15,
+                 what="the leader reassigning the bundle of the dead destination")
+        reassigned = owner(cluster, topic)
+        wait_for(lambda: len(acked) >= count + 50, 30, what="the producer sending again")
+        recovered = time.monotonic() - killed_at
+        # One more move between the survivors, as on a healthy cluster.
+        move(cluster, topic, next(m.broker_id for m in live(cluster) if m.broker_id != reassigned))
+        count = len(acked)
+        wait_for(lambda: len(acked) >= count + 50, 30, what="the producer sending after the last move")
+        stop.set()
+        threads[0].join(60)
+        produced.set()  # only now is ``acked`` final
+        threads[1].join(60)
+        assert not errors, errors
+        assert set(acked) <= received, f"{len(set(acked) - received)} acknowledged messages never received"
+        print(f"{when}: sending again {recovered:.1f} s after kill -9 (session TTL {cluster.session_ttl} s)")
+    finally:
+        stop.set()
+        produced.set()
+        client.close()
+    stored = [int(m.data()) for m in read_all(via.service_url, topic)]
+    assert stored[:len(acked)] == acked, "the stored log is not the acknowledged sends, once each, in order"
+    assert len(stored) <= len(acked) + 1  # at most the one send in flight when the producer stopped
