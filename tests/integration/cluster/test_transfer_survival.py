@@ -183,7 +183,8 @@ def test_a_fencing_takeover_after_moves_fences_the_old_producer_for_good(cluster
     """An ExclusiveWithFencing producer that crossed two moves is fenced by a
     takeover made after them: its sends fail with ProducerFenced, also after
     yet another move, and the log is the old writer's segment, then the new
-    one's, never interleaved. The topic epoch only moves up."""
+    one's, never interleaved. The topic epoch only moves up, also when the
+    topic crosses a move with no writer attached."""
     topic = unique("fencing")
     url = cluster.members[0].service_url
     old_client = pulsar.Client(url, operation_timeout_seconds=30)
@@ -209,7 +210,17 @@ def test_a_fencing_takeover_after_moves_fences_the_old_producer_for_good(cluster
         with pytest.raises(pulsar.ProducerFenced):
             old.send(b"old-later")  # fenced stays fenced on the next owner
         assert stats(cluster, topic, internal=True)["topicEpoch"] == epoch + 1
-        assert [m.data() for m in read_all(url, topic)] == [b"old-0", b"old-1", b"old-2", b"new-0", b"new-1"]
+        # With no writer attached across a move, only the stored epoch tells
+        # the new owner where it stands: the next writer's epoch is a new one
+        # (an epoch handed out twice would let a zombie of it write again).
+        new.close()
+        move(cluster, topic, there_and_back(cluster, topic)[0])
+        last = new_client.create_producer(topic, producer_name="last", access_mode=Mode.Exclusive,
+                                          batching_enabled=False)
+        last.send(b"last-0")
+        assert stats(cluster, topic, internal=True)["topicEpoch"] == epoch + 2
+        assert [m.data() for m in read_all(url, topic)] == [b"old-0", b"old-1", b"old-2", b"new-0", b"new-1",
+                                                            b"last-0"]
     finally:
         old_client.close()
         new_client.close()
