@@ -107,6 +107,10 @@ def stats(cluster: LocalCluster, topic: str, internal: bool = False) -> dict | N
         return None
 
 
+def _states(cluster: LocalCluster, via: Member) -> dict:
+    return cluster.admin(via, f"/admin/v2/namespaces/{NS}/bundles")["states"]
+
+
 def read_all(service_url: str, topic: str, compacted: bool = False) -> list:
     client = pulsar.Client(service_url, operation_timeout_seconds=30)
     try:
@@ -177,6 +181,67 @@ def test_an_exclusive_producer_stays_the_only_writer_and_its_waiter_stays_queued
         holder_client.close()
         waiter_client.close()
         rival_client.close()
+
+
+def test_a_waiter_arriving_first_at_the_destination_does_not_take_the_holders_topic(cluster):
+    """The race of the previous test forced: the WaitForExclusive waiter looks
+    the topic up *at the destination*, which is paused (SIGSTOP) while the
+    source releases the topic, so the destination answers that lookup the
+    moment it owns the bundle, before the holder is even told where to go.
+    The waiter must queue there, not be granted the topic (which would fence
+    the holder that never let go); the holder comes back and keeps writing."""
+    topic = unique("transit")
+    holder_client = pulsar.Client(cluster.members[0].service_url, operation_timeout_seconds=30)
+    holder = holder_client.create_producer(topic, producer_name="holder", access_mode=Mode.Exclusive,
+                                           batching_enabled=False)
+    holder.send(b"holder-0")
+    source = owner(cluster, topic)
+    destination = next(m for m in cluster.members if m.broker_id != source and m.index != 0) \
+        if source != cluster.members[0].broker_id else cluster.members[1]
+    via = next(m for m in cluster.members if m.broker_id != destination.broker_id)
+    waiter_client = pulsar.Client(destination.service_url, operation_timeout_seconds=30)
+    waiter: list = []
+    paused = False
+    try:
+        threading.Thread(target=lambda: waiter.append(waiter_client.create_producer(
+            topic, producer_name="waiter", access_mode=Mode.WaitForExclusive, batching_enabled=False)),
+            daemon=True).start()
+        wait_for(lambda: _publishers(cluster, topic) == ([("holder", "Exclusive")], 1), 20,
+                 what="the waiter queued behind the holder")
+        os.kill(destination.pid, signal.SIGSTOP)
+        paused = True
+
+        def unload() -> None:
+            cluster.admin(via, f"/admin/v2/namespaces/{NS}/{bundle(topic)}/unload"
+                               f"?destinationBroker={destination.broker_id}", "PUT")
+
+        mover = threading.Thread(target=unload, daemon=True)
+        mover.start()
+        wait_for(lambda: _states(cluster, via)[bundle(topic)] == "Assigning", 20,
+                 what="the topic released and passed on to the paused destination")
+        # The waiter's creation failed over with the release; its client
+        # retries after a 100 ms backoff with a lookup that the paused
+        # destination will answer first thing. Give it that backoff (this is
+        # not a wait for an outcome: the assertions below hold either way).
+        time.sleep(1.0)
+        os.kill(destination.pid, signal.SIGCONT)
+        paused = False
+        mover.join(30)
+        assert owner(cluster, topic) == destination.broker_id
+        wait_for(lambda: _publishers(cluster, topic) == ([("holder", "Exclusive")], 1), 30,
+                 what="the holder back at the destination, the waiter queued behind it")
+        holder.send(b"holder-1")
+        assert not waiter, "the waiter was granted the topic while its holder was moving"
+        holder.close()
+        wait_for(lambda: waiter, 30, what="the waiter promoted once the holder closed")
+        waiter[0].send(b"waiter-0")
+        assert [m.data() for m in read_all(cluster.members[0].service_url, topic)] == [
+            b"holder-0", b"holder-1", b"waiter-0"]
+    finally:
+        if paused:
+            os.kill(destination.pid, signal.SIGCONT)
+        holder_client.close()
+        waiter_client.close()
 
 
 def test_a_fencing_takeover_after_moves_fences_the_old_producer_for_good(cluster):
@@ -530,10 +595,6 @@ def own_cluster(tmp_path):
     c = LocalCluster(tmp_path / "cluster", brokers=3, session_ttl=3.0).start()
     yield c
     c.stop()
-
-
-def _states(cluster: LocalCluster, via: Member) -> dict:
-    return cluster.admin(via, f"/admin/v2/namespaces/{NS}/bundles")["states"]
 
 
 @pytest.mark.parametrize("when", ["paused-before-taking", "killed-after-taking"])
