@@ -324,18 +324,41 @@ def test_an_idempotent_producer_keeps_its_pid_generation_and_sequence(cluster):
         assert [m.offset for m in first] == [0, 1, 2]
         sent = [b"m0", b"m1", b"m2"]
         for k, target in enumerate(there_and_back(cluster, topic)):
-            pending = []
-            done = threading.Event()
-            # Pipelined sends in flight while the bundle moves: held by the
-            # source, resent to the destination under their own numbers.
-            for i in range(50):
-                body = b"k%d-%d" % (k, i)
-                sent.append(body)
-                producer.send_async(body, lambda res, mid, box=pending: (box.append((res, mid)),
-                                                                         len(box) == 50 and done.set()))
-            move(cluster, topic, target)
-            assert done.wait(30), f"{len(pending)} of 50 pipelined sends settled"
-            assert all(res == Result.Ok for res, _ in pending), pending
+            # Sends pipelined (up to 20 in flight) before, during and after the
+            # move: those reaching the source while it releases the topic are
+            # held, then resent to the destination under their own numbers.
+            results: list = []
+            window = threading.Semaphore(20)
+            stop, moving = threading.Event(), threading.Event()
+            during = [0]
+            base = len(sent)
+
+            def pump(k: int = k) -> None:
+                i = 0
+                while not stop.is_set():
+                    if not window.acquire(timeout=0.1):
+                        continue
+                    body = b"k%d-%d" % (k, i)
+                    i += 1
+                    sent.append(body)
+                    during[0] += moving.is_set()
+                    producer.send_async(body, lambda res, _mid: (results.append(res), window.release()))
+
+            pumper = threading.Thread(target=pump, daemon=True)
+            pumper.start()
+            try:
+                wait_for(lambda: len(results) >= 20, 30, what="sends flowing")
+                moving.set()
+                move(cluster, topic, target)
+                moving.clear()
+                settled = len(results)
+                wait_for(lambda: len(results) >= settled + 20, 30, what="sends settling on the new owner")
+            finally:
+                stop.set()
+                pumper.join(10)
+            wait_for(lambda: len(results) == len(sent) - base, 30, what="every pipelined send settled")
+            assert during[0] > 0, "no send was queued while the bundle moved"
+            assert all(res == Result.Ok for res in results), [r for r in results if r != Result.Ok]
             assert (producer.pid, producer.generation) == (pid, generation)
             # A retry of m1 (sequence 1, stored before every move) is a duplicate.
             answer = _resend(producer, 1, pid, generation, 1, b"m1")
