@@ -123,6 +123,47 @@ def read_all(service_url: str, topic: str, compacted: bool = False) -> list:
         client.close()
 
 
+def sends_through_a_move(cluster: LocalCluster, topic: str, target: str, send_async, label: bytes) -> list[bytes]:
+    """Pipeline sends (up to 20 in flight) before, during and after a move of
+    ``topic`` to ``target``: those reaching the source while it releases the
+    topic are held and resent to the destination. ``send_async(body, i,
+    callback)`` sends the i-th; returns the bodies in send order once every
+    send succeeded, and asserts some were queued while the bundle moved."""
+    sent: list[bytes] = []
+    results: list = []
+    window = threading.Semaphore(20)
+    stop, moving = threading.Event(), threading.Event()
+    during = [0]
+
+    def pump() -> None:
+        i = 0
+        while not stop.is_set():
+            if not window.acquire(timeout=0.1):
+                continue
+            body = label + b"-%d" % i
+            sent.append(body)
+            during[0] += moving.is_set()
+            send_async(body, i, lambda res, _mid: (results.append(res), window.release()))
+            i += 1
+
+    pumper = threading.Thread(target=pump, daemon=True)
+    pumper.start()
+    try:
+        wait_for(lambda: len(results) >= 20, 30, what="sends flowing")
+        moving.set()
+        move(cluster, topic, target)
+        moving.clear()
+        settled = len(results)
+        wait_for(lambda: len(results) >= settled + 20, 30, what="sends settling on the new owner")
+    finally:
+        stop.set()
+        pumper.join(10)
+    wait_for(lambda: len(results) == len(sent), 30, what="every pipelined send settled")
+    assert during[0] > 0, "no send was queued while the bundle moved"
+    assert all(res == Result.Ok for res in results), [r for r in results if r != Result.Ok]
+    return sent
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     c = LocalCluster(tmp_path_factory.mktemp("survival") / "cluster", brokers=3, session_ttl=5.0).start()
@@ -324,41 +365,8 @@ def test_an_idempotent_producer_keeps_its_pid_generation_and_sequence(cluster):
         assert [m.offset for m in first] == [0, 1, 2]
         sent = [b"m0", b"m1", b"m2"]
         for k, target in enumerate(there_and_back(cluster, topic)):
-            # Sends pipelined (up to 20 in flight) before, during and after the
-            # move: those reaching the source while it releases the topic are
-            # held, then resent to the destination under their own numbers.
-            results: list = []
-            window = threading.Semaphore(20)
-            stop, moving = threading.Event(), threading.Event()
-            during = [0]
-            base = len(sent)
-
-            def pump(k: int = k) -> None:
-                i = 0
-                while not stop.is_set():
-                    if not window.acquire(timeout=0.1):
-                        continue
-                    body = b"k%d-%d" % (k, i)
-                    i += 1
-                    sent.append(body)
-                    during[0] += moving.is_set()
-                    producer.send_async(body, lambda res, _mid: (results.append(res), window.release()))
-
-            pumper = threading.Thread(target=pump, daemon=True)
-            pumper.start()
-            try:
-                wait_for(lambda: len(results) >= 20, 30, what="sends flowing")
-                moving.set()
-                move(cluster, topic, target)
-                moving.clear()
-                settled = len(results)
-                wait_for(lambda: len(results) >= settled + 20, 30, what="sends settling on the new owner")
-            finally:
-                stop.set()
-                pumper.join(10)
-            wait_for(lambda: len(results) == len(sent) - base, 30, what="every pipelined send settled")
-            assert during[0] > 0, "no send was queued while the bundle moved"
-            assert all(res == Result.Ok for res in results), [r for r in results if r != Result.Ok]
+            sent += sends_through_a_move(cluster, topic, target, lambda body, i, cb: producer.send_async(body, cb),
+                                         b"k%d" % k)
             assert (producer.pid, producer.generation) == (pid, generation)
             # A retry of m1 (sequence 1, stored before every move) is a duplicate.
             answer = _resend(producer, 1, pid, generation, 1, b"m1")
@@ -411,6 +419,32 @@ def test_an_expected_offset_right_before_a_move_is_honoured_after_it(cluster):
     finally:
         client.close()
     assert [m.data() for m in read_all(url, topic)] == [b"c0", b"c1", b"c2", b"moved-0", b"moved-1"]
+
+
+def test_conditional_sends_pipelined_across_a_move_land_at_their_offsets(cluster):
+    """Conditional sends in flight while the bundle moves (planned after a
+    refusal, so in a later offset epoch of the source's producer) are resent
+    to the new owner and appended there at exactly the offsets they expected;
+    none is refused, none lands twice."""
+    topic = unique("conditional-pipelined")
+    url = cluster.members[0].service_url
+    client = OurClient(url, operation_timeout_seconds=30)
+    try:
+        producer = client.create_producer(topic, batching_enabled=False)
+        producer.send(b"first", expected_offset=0)
+        with pytest.raises(our_errors.ExpectedOffsetMismatch):
+            producer.send(b"stale", expected_offset=0)  # starts offset epoch 1 on this owner
+        sent = [b"first"]
+        for k, target in enumerate(there_and_back(cluster, topic)):
+            base = len(sent)
+            sent += sends_through_a_move(
+                cluster, topic, target,
+                lambda body, i, cb, base=base: producer.send_async(body, cb, expected_offset=base + i), b"p%d" % k)
+        assert client.get_next_offset(topic) == len(sent)
+    finally:
+        client.close()
+    stored = read_all(url, topic)
+    assert [m.data() for m in stored] == sent
 
 
 # -- 4. name-based deduplication (official client) ------------------------------------------
