@@ -242,7 +242,9 @@ class Topic:
                 self._attach(producer)
                 return None
             self._check_epoch(requested_epoch)
-            if mode == AccessMode.ExclusiveWithFencing:
+            if mode == AccessMode.ExclusiveWithFencing and not returning:
+                # (A holder coming back after a move is not a takeover: the
+                # waiters it had before the move stay queued behind it.)
                 self._fence_all(f"fenced by exclusive producer {producer.name}")
             elif self.producers or self.exclusive_producer is not None or self.reserved_for is not None:
                 if mode == AccessMode.Exclusive:

@@ -95,3 +95,20 @@ async def test_a_topic_moved_without_an_exclusive_holder_reserves_nothing(servic
     moved = await _moved(service, topic)
     assert moved.reserved_for is None
     assert topic_module.EXCLUSIVE_IN_TRANSIT not in moved.ledger.properties
+
+
+async def test_a_returning_fencing_holder_does_not_fence_the_waiter_queued_behind_it(service):
+    topic = await topic_of(service)
+    holder = producer(topic, 1, "holder", pb.ExclusiveWithFencing)
+    assert await topic.add_producer(holder, None) is None
+    assert await topic.add_producer(producer(topic, 2, "waiter", pb.WaitForExclusive), None) is not None
+    moved = await _moved(service, topic)
+    waiter = producer(moved, 3, "waiter", pb.WaitForExclusive)
+    queued = await moved.add_producer(waiter, None)
+    # Coming back is not a takeover: the holder keeps its epoch, the waiter stays queued.
+    back = producer(moved, 4, "holder", pb.ExclusiveWithFencing)
+    assert await moved.add_producer(back, 1) is None
+    assert moved.topic_epoch == 1 and not queued.done() and not waiter.fenced
+    moved.remove_producer(back)
+    await asyncio.wait_for(queued, 5)
+    assert waiter.epoch == 2
