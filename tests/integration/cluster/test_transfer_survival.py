@@ -179,7 +179,8 @@ def _publishers(cluster: LocalCluster, topic: str) -> tuple[list[tuple[str, str]
     return sorted((p["producerName"], p["accessMode"]) for p in s.get("publishers", [])), s.get("waitingPublishers", 0)
 
 
-def test_an_exclusive_producer_stays_the_only_writer_and_its_waiter_stays_queued(cluster):
+@pytest.mark.parametrize("holder_mode", [Mode.Exclusive, Mode.ExclusiveWithFencing], ids=["Exclusive", "Fencing"])
+def test_an_exclusive_producer_stays_the_only_writer_and_its_waiter_stays_queued(cluster, holder_mode):
     """Across moves an Exclusive producer keeps the topic: its sends succeed, a
     second Exclusive producer is still refused (ProducerFenced) and a Shared one
     too (ProducerBusy), and a WaitForExclusive producer queued before the moves
@@ -191,7 +192,7 @@ def test_an_exclusive_producer_stays_the_only_writer_and_its_waiter_stays_queued
     rival_client = pulsar.Client(url, operation_timeout_seconds=30)
     waiter: list = []
     try:
-        holder = holder_client.create_producer(topic, producer_name="holder", access_mode=Mode.Exclusive,
+        holder = holder_client.create_producer(topic, producer_name="holder", access_mode=holder_mode,
                                                batching_enabled=False)
         holder.send(b"holder-0")
 
@@ -200,13 +201,13 @@ def test_an_exclusive_producer_stays_the_only_writer_and_its_waiter_stays_queued
                                                         access_mode=Mode.WaitForExclusive, batching_enabled=False))
 
         threading.Thread(target=wait_for_exclusive, daemon=True).start()
-        wait_for(lambda: _publishers(cluster, topic) == ([("holder", "Exclusive")], 1), 20,
+        wait_for(lambda: _publishers(cluster, topic) == ([("holder", holder_mode.name)], 1), 20,
                  what="the waiter queued behind the holder")
         for k, target in enumerate(there_and_back(cluster, topic), start=1):
             move(cluster, topic, target)
             # The holder comes back with its epoch; the waiter (its creation
             # failed over with the move) queues again behind it.
-            wait_for(lambda: _publishers(cluster, topic) == ([("holder", "Exclusive")], 1), 30,
+            wait_for(lambda: _publishers(cluster, topic) == ([("holder", holder_mode.name)], 1), 30,
                      what=f"the holder back at {target} and the waiter queued (move {k})")
             holder.send(b"holder-%d" % k)
             with pytest.raises(pulsar.ProducerFenced):
@@ -224,16 +225,19 @@ def test_an_exclusive_producer_stays_the_only_writer_and_its_waiter_stays_queued
         rival_client.close()
 
 
-def test_a_waiter_arriving_first_at_the_destination_does_not_take_the_holders_topic(cluster):
+@pytest.mark.parametrize("holder_mode", [Mode.Exclusive, Mode.ExclusiveWithFencing], ids=["Exclusive", "Fencing"])
+def test_a_waiter_arriving_first_at_the_destination_does_not_take_the_holders_topic(cluster, holder_mode):
     """The race of the previous test forced: the WaitForExclusive waiter looks
     the topic up *at the destination*, which is paused (SIGSTOP) while the
     source releases the topic, so the destination answers that lookup the
     moment it owns the bundle, before the holder is even told where to go.
     The waiter must queue there, not be granted the topic (which would fence
-    the holder that never let go); the holder comes back and keeps writing."""
+    the holder that never let go); the holder comes back and keeps writing,
+    and, an ExclusiveWithFencing holder too, without fencing the waiter that
+    was queued behind it before the move."""
     topic = unique("transit")
     holder_client = pulsar.Client(cluster.members[0].service_url, operation_timeout_seconds=30)
-    holder = holder_client.create_producer(topic, producer_name="holder", access_mode=Mode.Exclusive,
+    holder = holder_client.create_producer(topic, producer_name="holder", access_mode=holder_mode,
                                            batching_enabled=False)
     holder.send(b"holder-0")
     source = owner(cluster, topic)
@@ -247,7 +251,7 @@ def test_a_waiter_arriving_first_at_the_destination_does_not_take_the_holders_to
         threading.Thread(target=lambda: waiter.append(waiter_client.create_producer(
             topic, producer_name="waiter", access_mode=Mode.WaitForExclusive, batching_enabled=False)),
             daemon=True).start()
-        wait_for(lambda: _publishers(cluster, topic) == ([("holder", "Exclusive")], 1), 20,
+        wait_for(lambda: _publishers(cluster, topic) == ([("holder", holder_mode.name)], 1), 20,
                  what="the waiter queued behind the holder")
         os.kill(destination.pid, signal.SIGSTOP)
         paused = True
@@ -269,7 +273,7 @@ def test_a_waiter_arriving_first_at_the_destination_does_not_take_the_holders_to
         paused = False
         mover.join(30)
         assert owner(cluster, topic) == destination.broker_id
-        wait_for(lambda: _publishers(cluster, topic) == ([("holder", "Exclusive")], 1), 30,
+        wait_for(lambda: _publishers(cluster, topic) == ([("holder", holder_mode.name)], 1), 30,
                  what="the holder back at the destination, the waiter queued behind it")
         holder.send(b"holder-1")
         assert not waiter, "the waiter was granted the topic while its holder was moving"
