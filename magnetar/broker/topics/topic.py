@@ -63,6 +63,12 @@ log = logging.getLogger(__name__)
 TOPIC_EPOCH = "topic_epoch"
 #: Managed ledger property set by terminate(): the position of the last entry.
 TERMINATED_AT = "terminated_at"
+#: Managed ledger property set by release(): the name of the exclusive
+#: producer that held the topic when it left for another broker (PIP-307).
+EXCLUSIVE_IN_TRANSIT = "exclusive_in_transit"
+#: How long a topic that arrived by a move keeps its exclusive slot for that
+#: producer, which is being sent here at the same moment as everyone else.
+TRANSIT_RESERVATION_S = 10.0
 SHARED = int(AccessMode.Shared)  # a plain int: the enum wrapper is slow on the hot path
 
 
@@ -139,6 +145,10 @@ class Topic:
         #: Set by release(): moving to another broker; sends are held, not refused.
         self.transferring = False
         self._held_consumers: list[Consumer] = []
+        #: The exclusive producer this topic waits for after a move (see
+        #: EXCLUSIVE_IN_TRANSIT), and the timer that gives up waiting.
+        self.reserved_for: str | None = None
+        self._reservation_timer: asyncio.TimerHandle | None = None
         #: Set by terminate(): the last entry the topic will ever have.
         self.terminated_at: Position | None = None
         #: The namespace's backlog quotas (kept current by the service).
@@ -166,6 +176,17 @@ class Topic:
         topic.topic_epoch = int(ledger.properties.get(TOPIC_EPOCH, "0"))
         if TERMINATED_AT in ledger.properties:
             topic.terminated_at = Position.parse(ledger.properties[TERMINATED_AT])
+        holder = ledger.properties.get(EXCLUSIVE_IN_TRANSIT)
+        if holder:
+            # The topic moved here while an exclusive producer held it. Its
+            # clients are sent here all at once: a WaitForExclusive producer
+            # that was queued behind the holder (its creation failed over
+            # with the move) can arrive first and would be granted a new
+            # epoch, fencing the holder, which did not let go. Keep the slot
+            # for the holder until it is back or has had time to come back.
+            topic.reserved_for = holder
+            topic._reservation_timer = asyncio.get_running_loop().call_later(
+                TRANSIT_RESERVATION_S, topic._end_reservation)
         last = ledger.last_confirmed
         if last is not None:
             entries = await ledger.read_entries(last, 1)
@@ -204,7 +225,16 @@ class Topic:
             if producer.name in self.producers:
                 raise ProducerBusy(f"producer with name '{producer.name}' is already connected to {self.name}")
             mode = producer.access_mode
+            returning = self.reserved_for is not None and producer.name == self.reserved_for
+            if returning or (self.reserved_for is not None and mode == AccessMode.ExclusiveWithFencing):
+                # The holder is back (it keeps its epoch below, ahead of the
+                # waiters it had before the move), or a fencing producer takes
+                # the topic from it as it would have on the old owner.
+                await self._end_reservation_now()
             if mode == AccessMode.Shared:
+                if self.reserved_for is not None:
+                    raise ProducerBusy(f"topic {self.name} has an exclusive producer ({self.reserved_for}) "
+                                       f"moving here with the topic")
                 if self.exclusive_producer is not None:
                     raise ProducerBusy(f"topic {self.name} has an exclusive producer ({self.exclusive_producer.name})")
                 if self.waiting:
@@ -212,9 +242,11 @@ class Topic:
                 self._attach(producer)
                 return None
             self._check_epoch(requested_epoch)
-            if mode == AccessMode.ExclusiveWithFencing:
+            if mode == AccessMode.ExclusiveWithFencing and not returning:
+                # (A holder coming back after a move is not a takeover: the
+                # waiters it had before the move stay queued behind it.)
                 self._fence_all(f"fenced by exclusive producer {producer.name}")
-            elif self.producers or self.exclusive_producer is not None:
+            elif self.producers or self.exclusive_producer is not None or self.reserved_for is not None:
                 if mode == AccessMode.Exclusive:
                     # Pulsar answers an Exclusive producer that cannot have the
                     # topic with ProducerFenced (ProducerBusy is for Shared).
@@ -225,7 +257,7 @@ class Topic:
                 self.waiting.append((producer, waiter))
                 producer.requested_epoch = requested_epoch  # type: ignore[attr-defined]
                 return waiter
-            elif self.waiting and mode == AccessMode.Exclusive:
+            elif self.waiting and mode == AccessMode.Exclusive and not returning:
                 raise ProducerFenced(f"topic {self.name} has producers waiting for exclusive access")
             await self._take_exclusive(producer, requested_epoch)
             return None
@@ -281,6 +313,33 @@ class Topic:
             if not fut.done():
                 fut.set_exception(ProducerFenced(reason))
 
+    def _end_reservation(self) -> None:
+        """The holder did not come back in time: the topic is free for its waiters."""
+        if self.reserved_for is None or self.closed:
+            return
+        log.info("%s: exclusive producer %s did not come back after the move", self.name, self.reserved_for)
+        self._clear_reservation()
+        asyncio.get_running_loop().create_task(self._forget_reservation())
+        if not self.producers and self.waiting:
+            asyncio.get_running_loop().create_task(self._promote_next())
+
+    async def _end_reservation_now(self) -> None:
+        self._clear_reservation()
+        await self._forget_reservation()
+
+    def _clear_reservation(self) -> None:
+        self.reserved_for = None
+        if self._reservation_timer is not None:
+            self._reservation_timer.cancel()
+            self._reservation_timer = None
+
+    async def _forget_reservation(self) -> None:
+        # So that a later load (a restart, not a move) does not wait for it.
+        try:
+            await self.ledger.set_properties({EXCLUSIVE_IN_TRANSIT: None})
+        except Exception as exc:  # a closed ledger: the next release writes it anew
+            log.info("%s: cannot clear %s: %s", self.name, EXCLUSIVE_IN_TRANSIT, exc)
+
     def close_producer(self, producer: Producer) -> None:
         """Detach ``producer`` and tell its client (CLOSE_PRODUCER): it reconnects."""
         self.remove_producer(producer)
@@ -304,7 +363,8 @@ class Topic:
 
     async def _promote_next(self) -> None:
         async with self._admission:
-            while self.waiting and not self.producers and self.exclusive_producer is None:
+            while self.waiting and not self.producers and self.exclusive_producer is None \
+                    and self.reserved_for is None:
                 producer, fut = self.waiting.popleft()
                 if fut.done():
                     continue
@@ -591,6 +651,14 @@ class Topic:
         self.waiting.clear()
         for sub in list(self.subscriptions.values()):
             self._held_consumers.extend(sub.detach_for_transfer())
+        holder = self.exclusive_producer.name if self.exclusive_producer is not None else self.reserved_for
+        self._clear_reservation()
+        if holder is not None or EXCLUSIVE_IN_TRANSIT in self.ledger.properties:
+            try:
+                # The new owner keeps the exclusive slot for the holder (see load()).
+                await self.ledger.set_properties({EXCLUSIVE_IN_TRANSIT: holder})
+            except Exception as exc:  # the move goes on; the holder may then meet a waiter first
+                log.warning("%s: cannot record the exclusive producer in transit: %s", self.name, exc)
         await self.dedup.close()
         await self.ledger.close(keep_cursors=True)
 
@@ -616,6 +684,7 @@ class Topic:
         if self.closed:
             return
         self.closed = True
+        self._clear_reservation()
         self._unlisten()
         self._stop_replicators()
         for producer in list(self.producers.values()):
