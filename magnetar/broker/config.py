@@ -77,6 +77,11 @@ class BrokerConfig(SecuritySettings):
     #: false: the old way (disconnect; clients look the topic up again), as
     #: Pulsar's loadBalancerMultiPhaseBundleUnload.
     load_balancer_multi_phase_bundle_unload: bool = True
+    #: After a move, the new owner waits this long (ms) before it dispatches a
+    #: moved topic's messages, so the acknowledgements consumers grouped before
+    #: the move (the official client sends them every 100 ms) arrive first and
+    #: those messages are not sent again. 0: dispatch at once.
+    load_balancer_transfer_dispatch_hold_ms: int = 200
     #: Let the leader move bundles from busy to idle brokers by itself (the shedder).
     load_balancer_enabled: bool = True
     #: Seconds between two load reports of a broker (CPU, memory, rates in and out per bundle) to the metadata store.
@@ -220,6 +225,8 @@ class BrokerConfig(SecuritySettings):
         if self.load_balancer_namespace_bundle_max_topics < 1 or self.load_balancer_namespace_bundle_max_msg_rate <= 0:
             raise ConfigError("load_balancer_namespace_bundle_max_topics must be >= 1 and "
                               "load_balancer_namespace_bundle_max_msg_rate positive")
+        if self.load_balancer_transfer_dispatch_hold_ms < 0:
+            raise ConfigError("load_balancer_transfer_dispatch_hold_ms must be >= 0")
         if not 1 <= self.load_balancer_namespace_maximum_bundles <= 1024:
             raise ConfigError("load_balancer_namespace_maximum_bundles must be between 1 and 1024")
         if self.load_balancer_shedding_cycles < 1 or self.load_balancer_broker_cooldown_s < 0:

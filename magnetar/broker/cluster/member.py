@@ -109,6 +109,8 @@ class ClusterMember:
         self._reporter: asyncio.Task | None = None
         #: Bundles this broker released and whose clients wait for the new owner.
         self._released: set[Bundle] = set()
+        #: When bundles moved here from another broker (event-loop time).
+        self._arrivals: dict[Bundle, float] = {}
         self.bundles_per_namespace = bundles_per_namespace
         self.session_ttl_s = session_ttl_s
         self.lookup_timeout_s = lookup_timeout_s
@@ -307,6 +309,8 @@ class ClusterMember:
         try:
             await self.channel.transition(bundle, OWNED, self.broker_id, state.source, expected=state)
             log.info("broker %s owns bundle %s", self.broker_id, bundle)
+            if state.source not in (None, self.broker_id):
+                self._arrivals[bundle] = asyncio.get_running_loop().time()
         except (LostRace, IllegalTransition):
             pass
         except Exception as exc:
@@ -320,6 +324,11 @@ class ClusterMember:
     # -- ownership and lookups ----------------------------------------------------------
     def bundle_of(self, name: TopicName) -> Bundle:
         return self.layouts.bundle_of(str(name), name.namespace_name)
+
+    def arrived_within(self, name: TopicName, seconds: float) -> bool:
+        """``name``'s bundle moved here from another broker in the last ``seconds``."""
+        at = self._arrivals.get(self.bundle_of(name))
+        return at is not None and asyncio.get_running_loop().time() - at <= seconds
 
     def bundles(self, namespace: str) -> list[Bundle]:
         """``namespace``'s bundles now (its layout)."""

@@ -39,6 +39,10 @@ from magnetar.broker.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 
+#: A topic loaded this soon after its bundle moved here counts as moved (its
+#: clients arrive within milliseconds of the hand-over; later loads are new use).
+ARRIVAL_WINDOW_S = 5.0
+
 
 class BrokerService:
     def __init__(self, config: BrokerConfig, store: MetadataStore, factory: ManagedLedgerFactory) -> None:
@@ -138,6 +142,9 @@ class BrokerService:
         ledger = await self.factory.open(ml_name, retention=retention_policy(policies))
         topic = await Topic.load(self, name, ledger)
         topic.backlog_quotas = backlog_quotas(policies)
+        hold = self.config.load_balancer_transfer_dispatch_hold_ms / 1000
+        if hold > 0 and self.cluster is not None and self.cluster.arrived_within(name, ARRIVAL_WINDOW_S):
+            topic.dispatch_hold_until = asyncio.get_running_loop().time() + hold
         self.topics[str(name)] = topic
         log.info("loaded topic %s (next offset %d, epoch %d)", name, topic.next_offset, topic.topic_epoch)
         for listener in self.topic_loaded:

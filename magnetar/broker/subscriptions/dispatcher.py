@@ -70,6 +70,12 @@ class Dispatcher(abc.ABC):
 
     async def _run(self) -> None:
         try:
+            hold = self.subscription.topic.dispatch_hold_until - asyncio.get_running_loop().time()
+            if hold > 0:
+                # The topic just moved here: consumers still hold acks they
+                # grouped before the move (the official client sends them every
+                # 100 ms); dispatching first would send those messages again.
+                await asyncio.sleep(hold)
             while not self.closed:
                 self._again = False
                 progressed = await self.dispatch_round()

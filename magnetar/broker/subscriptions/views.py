@@ -26,6 +26,9 @@ class TopicView(Protocol):
     #: Messages and bytes dispatched from the topic (dispatchers add to them).
     msg_out: int
     bytes_out: int
+    #: Event-loop time before which dispatchers send nothing (0: none): the
+    #: topic just moved here, and its consumers' grouped acks come first.
+    dispatch_hold_until: float
 
     def replicated_subscription_moved(self, name: str, snapshot: Any) -> None:
         """A replicated subscription's mark-delete passed ``snapshot`` (a

@@ -158,6 +158,8 @@ class Topic:
         self.msg_in = 0
         self.bytes_in = 0
         #: Dispatched to consumers, every subscription (counted by dispatchers).
+        #: See TopicView.dispatch_hold_until (set by the service on a moved topic).
+        self.dispatch_hold_until = 0.0
         self.msg_out = 0
         self.bytes_out = 0
         self.rates = RateMeter()

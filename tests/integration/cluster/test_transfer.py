@@ -117,12 +117,13 @@ def test_twenty_moves_with_two_producers_and_every_subscription_type(cluster):
     receive: nothing lost anywhere, no error, no lookup after the first.
     Magnetar's Exclusive and Failover consumers get each message exactly
     once; the official client's may get again the messages whose grouped acks
-    it dropped in a reconnect (docs/cluster.md), which is counted, not hidden."""
+    it dropped in a reconnect (docs/cluster.md): counted, and bounded."""
     b0 = cluster.members[0]
     cluster.admin(b0, "/admin/v2/namespaces/public/default/deduplication", "POST", True)
     official = pulsar.Client(b0.service_url, operation_timeout_seconds=30)
     ours = mclient.Client(b0.service_url, operation_timeout_seconds=30)
-    stop = threading.Event()
+    stop = threading.Event()  # producers stop
+    drained = threading.Event()  # consumers stop (once everything arrived, or the test gave up)
     errors: list[BaseException] = []
     sent: dict[str, list[str]] = {"p-a": [], "p-b": []}
     received: dict[str, list[str]] = {}
@@ -162,7 +163,7 @@ def test_twenty_moves_with_two_producers_and_every_subscription_type(cluster):
                 try:
                     msg = consumer.receive(timeout_millis=300)
                 except timeout:
-                    if stop.is_set():
+                    if drained.is_set():
                         return
                     continue
                 except Exception as exc:  # noqa: BLE001
@@ -194,8 +195,16 @@ def test_twenty_moves_with_two_producers_and_every_subscription_type(cluster):
         for t in threads[:2]:
             t.join(60)
         everything = sorted(sent["p-a"] + sent["p-b"])
-        wait_for(lambda: all(set(received.get(s, ())) >= set(everything) for s in consumers), 60,
-                 what="every subscription to receive everything")
+        try:
+            wait_for(lambda: all(set(received.get(s, ())) >= set(everything) for s in consumers), 60,
+                     what="every subscription to receive everything")
+        except AssertionError:
+            missing = {s: sorted(set(everything) - set(received.get(s, ())))[:10] for s in consumers}
+            o = next(m for m in cluster.members if m.broker_id == owner(cluster))
+            subs = cluster.admin(o, "/admin/v2/persistent/public/default/moving/stats")["subscriptions"]
+            raise AssertionError(f"missing after 60 s (first 10 each): {missing}; errors: {errors}; "
+                                 f"subscriptions at the owner: {subs}") from None
+        drained.set()
         for t in threads[2:]:
             t.join(60)
         assert not errors, errors
@@ -206,9 +215,15 @@ def test_twenty_moves_with_two_producers_and_every_subscription_type(cluster):
             repeats[sub] = len(got) - len(set(got))
         print(f"{len(everything)} messages, 20 moves, {moved_lookups} lookups; received again: {repeats}")
         assert repeats["ours-exclusive"] == 0 and repeats["ours-failover"] == 0, repeats
+        # The official client's repeats come from acks it grouped and dropped
+        # in the reconnect; holding the first dispatch after a move
+        # (load_balancer_transfer_dispatch_hold_ms) lets the rest arrive first.
+        # Without the hold they were about two thirds of the messages.
+        assert repeats["exclusive"] + repeats["failover"] <= 0.2 * len(everything), repeats
         assert moved_lookups == 0, f"{moved_lookups} lookups during 20 moves"
     finally:
         stop.set()
+        drained.set()
         for t in threads:
             t.join(10)
         official.close()
