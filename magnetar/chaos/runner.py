@@ -74,16 +74,18 @@ def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: 
         on_progress: Callable[[Progress], None] | None = None,
         interval: tuple[float, float] = (2.0, 5.0)) -> Report:
     """Run, judge, and write the outputs. Raises ValueError for an unknown
-    fault or topology; BrokerDidNotStart if the broker will not start."""
+    fault or topology, or a fault this machine cannot do (PartitionUnavailable); BrokerDidNotStart if the broker will not start."""
     if topology not in SYSTEMS:
         raise ValueError(f"topology {topology!r} is not available; choose from {', '.join(SYSTEMS)}")
     unknown = set(faults) - set(SYSTEMS[topology].faults)
     if unknown:
         raise ValueError(f"unknown faults {sorted(unknown)} for {topology}; "
                          f"choose from {', '.join(SYSTEMS[topology].faults)}")
+    # Made before anything is written: a fault this machine cannot do (a
+    # partition without root) is refused with nothing left behind.
+    system = SYSTEMS[topology](out_dir, faults=faults, seed=seed)
     out_dir.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
-    system = SYSTEMS[topology](out_dir, faults=faults)
     history = History(out_dir / "history.jsonl")
     workloads: list[Workload] = []
     try:
