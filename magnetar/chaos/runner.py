@@ -74,7 +74,8 @@ def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: 
         on_progress: Callable[[Progress], None] | None = None,
         interval: tuple[float, float] = (2.0, 5.0)) -> Report:
     """Run, judge, and write the outputs. Raises ValueError for an unknown
-    fault or topology, or a fault this machine cannot do (PartitionUnavailable); BrokerDidNotStart if the broker will not start."""
+    fault or topology, or for a fault this machine cannot do
+    (PartitionUnavailable); BrokerDidNotStart if the broker will not start."""
     if topology not in SYSTEMS:
         raise ValueError(f"topology {topology!r} is not available; choose from {', '.join(SYSTEMS)}")
     unknown = set(faults) - set(SYSTEMS[topology].faults)
