@@ -370,3 +370,37 @@ async def test_a_failed_persist_whose_waiter_was_cancelled_logs_no_unretrieved_e
         store.hanging.clear()
         loop.set_exception_handler(None)
         await factory.close()
+
+
+async def test_a_cursor_reading_at_the_tail_skips_nothing_across_rollovers(factories):
+    """Found by the chaos partition run (seed 11; a Key_Shared consumer never
+    got entry 50,000, the first of the second ledger): while a rollover ran,
+    ``next_position`` of the old ledger's last entry was where the *next*
+    append would go, past the appends already waiting for the new ledger, so
+    a cursor reading at the tail jumped over them; Shared, Failover and
+    Key_Shared consumers all lost whole ledgers' worth with small ledgers."""
+    ml = await factories(max_entries_per_ledger=5).open("t")
+    cursor = await ml.open_cursor("tail", "earliest")
+    total = 300
+    got: list[bytes] = []
+
+    async def produce() -> None:
+        pending = []
+        for i in range(total):
+            pending.append(ml.append(b"m%d" % i))
+            if i % 7 == 0:
+                await asyncio.sleep(0)  # let the reader and the rollover run between appends
+        await asyncio.gather(*pending)
+
+    async def consume() -> None:
+        deadline = asyncio.get_running_loop().time() + 10
+        while len(got) < total and asyncio.get_running_loop().time() < deadline:
+            entries = await cursor.read_entries(3)
+            got.extend(e.data for e in entries)
+            await cursor.delete([e.position for e in entries])
+            if not entries:
+                await asyncio.sleep(0.001)
+
+    await asyncio.gather(produce(), consume())
+    missing = sorted(set(b"m%d" % i for i in range(total)) - set(got))
+    assert missing == [] and got == [b"m%d" % i for i in range(total)], f"{len(missing)} skipped: {missing[:10]}"
