@@ -227,8 +227,9 @@ class Network:
         for ns in leftovers:
             pids = _ip("netns", "pids", ns, check=False).split()
             if pids:
-                raise NetworkError(f"namespace {ns} is in use by processes {' '.join(pids)}: another chaos "
-                                   f"run with this seed is going on; wait for it or use another seed")
+                raise NetworkError(f"processes {' '.join(pids)} run in namespace {ns}: another chaos run "
+                                   f"with this seed is going on, or the brokers of one that was killed "
+                                   f"outlived it; wait for it or stop them, or use another seed")
         for ns in leftovers:
             _ip("netns", "del", ns, check=False)
         self._delete_links()

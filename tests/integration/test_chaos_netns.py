@@ -100,7 +100,7 @@ def test_leftovers_of_a_dead_run_are_removed_but_a_live_run_is_left_alone(net):
         assert time.monotonic() < deadline, "the sleeper never entered the namespace"
         time.sleep(0.05)
     try:
-        with pytest.raises(RuntimeError, match="in use"):
+        with pytest.raises(RuntimeError, match="run in namespace"):
             crashed.remove_leftovers()
     finally:
         sleeper.kill()
