@@ -128,12 +128,12 @@ def standalone_broker(data_dir: Path, extra_args: list[str] | None = None) -> Br
 
 
 def cluster_broker(base: Path, index: int, store_url: str, session_ttl: float, address: str = "127.0.0.1",
-                   netns: str | None = None) -> BrokerProcess:
+                   netns: str | None = None, config: Path | None = None) -> BrokerProcess:
     """Member ``index`` of a cluster: ``magnetar broker`` on the shared storage
     under ``base``, with the command line ``magnetar cluster up`` uses. With
     ``netns`` it runs inside that network namespace (``ip netns exec``, which
     execs in place: the process is the broker, signals reach it), listening
-    on and advertising ``address``."""
+    on and advertising ``address``. ``config``: a TOML file it reads (flags win)."""
     from magnetar.cluster_cli import broker_command
 
     base = Path(base)
@@ -141,6 +141,6 @@ def cluster_broker(base: Path, index: int, store_url: str, session_ttl: float, a
 
     def args(port: int, admin_port: int) -> list[str]:
         return prefix + broker_command("chaos", store_url, None, base, index, port, admin_port, session_ttl,
-                                       None, address=address)
+                                       str(config) if config else None, address=address)
 
     return BrokerProcess(args, base / f"broker-{index}.log", host=address)

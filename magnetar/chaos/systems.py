@@ -33,6 +33,19 @@ from .netns import MODES, Network, PartitionUnavailable, unavailable_reason
 from .proxy import CutProxy
 
 SESSION_TTL_S = 3.0
+#: Entries per ledger in the brokers under test (Magnetar's default is
+#: 50,000): small enough that every topic rolls to new ledgers a few times
+#: a minute, so rollovers happen under faults and next to readers at the
+#: tail (where a skip hid until a long run crossed 50,000 entries).
+LEDGER_ENTRIES = 2000
+
+
+def _broker_config(directory: Path) -> Path:
+    """The TOML file every broker of a run reads."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "chaos-broker.toml"
+    path.write_text(f"[storage]\nmax_entries_per_ledger = {LEDGER_ENTRIES}\n")
+    return path
 
 
 def _hit(broker: BrokerProcess, kind: str, rng: random.Random, longest_pause: float) -> None:
@@ -53,7 +66,8 @@ class StandaloneSystem:
     faults = ("kill", "pause", "restart", "cut", "disk-full")
 
     def __init__(self, out_dir: Path, faults: tuple[str, ...] | list[str] = (), seed: int = 0) -> None:
-        self.broker = standalone_broker(out_dir / "data")
+        self.broker = standalone_broker(out_dir / "data", ["--config", str(out_dir / "chaos-broker.toml")])
+        self.out_dir = out_dir
         self.proxy: CutProxy | None = None
         #: The data directory on a small tmpfs, for the disk-full fault only.
         self.disk = SmallDisk(out_dir / "data") if "disk-full" in faults else None
@@ -68,6 +82,7 @@ class StandaloneSystem:
         return self.broker.admin_url
 
     def start(self) -> None:
+        _broker_config(self.out_dir)
         if self.disk is not None:
             self.disk.mount()
         self.broker.start()
@@ -155,10 +170,11 @@ class ClusterSystem:
         self.etcd = EtcdServer(self.base / "etcd", host=plan.etcd if plan else "127.0.0.1")
         self.etcd.start()
         store_url = self.etcd.store_url("chaos")
+        config = _broker_config(self.base)
         self.brokers = [
             cluster_broker(self.base, k, store_url, SESSION_TTL_S,
                            address=plan.broker(k) if plan else "127.0.0.1",
-                           netns=self.net.namespace(k) if self.net else None)
+                           netns=self.net.namespace(k) if self.net else None, config=config)
             for k in range(self.count)]
         for broker in self.brokers:
             broker.start()
