@@ -118,6 +118,12 @@ def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: 
         for w in workloads:
             w.stop()
         system.stop()
+        # After an interruption the workloads are still in their last call:
+        # give their clients a moment to close, since an official client
+        # still running when the interpreter exits aborts the process.
+        deadline = time.monotonic() + CLOSE_GRACE_S
+        for w in workloads:
+            w.join(max(0.0, deadline - time.monotonic()))
         history.close()
     report = check(history.ops)
     failed = {w.process: repr(w.error) for w in workloads if w.error is not None}
@@ -132,3 +138,5 @@ def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: 
 
 #: How long stopping workloads may take to finish their last send.
 SEND_GRACE_S = 30.0
+#: How long, in all, an interrupted run waits for its workloads' clients to close.
+CLOSE_GRACE_S = 15.0
