@@ -86,7 +86,7 @@ def run_command(
         console.print(f"[red]{exc}[/red]", soft_wrap=True, highlight=False)
         raise typer.Exit(2)
     except (BrokerDidNotStart, RuntimeError) as exc:
-        console.print(f"[red]the run failed:[/red] {exc}", highlight=False)
+        console.print(f"[red]the run failed:[/red] {exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(1)
     console.print(_table(report, seed))
     console.print(f"history: {out / f'seed-{seed}' / 'history.jsonl'}; latency plot: "
