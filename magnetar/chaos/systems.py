@@ -14,8 +14,8 @@
   ``kill-etcd`` (SIGKILL, restart on the same data after 1-3 s) and
   ``pause-etcd`` (SIGSTOP 1-4 s). With ``partition`` (root only) the
   brokers run in network namespaces of their own (:mod:`.netns`) and a
-  broker other than the first is cut off (from everything, from etcd and
-  the other brokers, or from etcd only) for 1-4 s longer than the session
+  broker is cut off (from everything, but never the first; from etcd and
+  the other brokers; or from etcd only) for 1-4 s longer than the session
   TTL, then healed.
 
 Each ``inject`` returns once the system is healed (restarted, resumed).
@@ -123,12 +123,14 @@ class Partition:
 
 
 def draw_partition(rng: random.Random, brokers: int, session_ttl: float) -> Partition:
-    """The next partition from the nemesis's random stream: a broker other
-    than 0 (the clients' way in), a mode, and a hold of 1-4 s past the
-    session TTL (the victim's session lapses, its bundles move: the case
-    worth testing)."""
-    return Partition(rng.randrange(1, brokers), rng.choice(MODES),
-                     rng.uniform(session_ttl + 1.0, session_ttl + 4.0))
+    """The next partition from the nemesis's random stream: a mode, a victim,
+    and a hold of 1-4 s past the session TTL (the victim's session lapses,
+    its bundles move: the case worth testing). Broker 0, the clients' way
+    in, is cut from etcd (and its peers) but never isolated: the clients
+    would lose their only service URL, which tests nothing but waiting."""
+    mode = rng.choice(MODES)
+    victim = rng.randrange(1 if mode == "isolate" else 0, brokers)
+    return Partition(victim, mode, rng.uniform(session_ttl + 1.0, session_ttl + 4.0))
 
 
 class ClusterSystem:
