@@ -12,7 +12,7 @@ PORT ?= 6650
 ADMIN_PORT ?= 8080
 DATA ?= ./data
 
-.PHONY: install standalone cluster test unit integration chaos chaos-soak proto proto-check bench bench-quick profile clean
+.PHONY: install standalone cluster test unit integration chaos chaos-partition chaos-soak proto proto-check bench bench-quick profile clean
 
 install: $(STAMP)
 
@@ -51,10 +51,13 @@ integration: $(STAMP)
 
 # Fault injection (docs/reliability.md): a bounded run for CI, fixed seeds,
 # the standalone broker then a 3-broker cluster on etcd; exit code 1 if the
-# checker finds an anomaly; then the live-socket fuzzer. chaos-soak: the long one.
+# checker finds an anomaly; then the live-socket fuzzer; then, as root only
+# (it makes network namespaces), one cluster run with network partitions.
+# chaos-soak: the long one.
 CHAOS_SEEDS ?= 1 2
 CHAOS_SECONDS ?= 45
 FUZZ_ROUNDS ?= 1000
+CHAOS_PARTITION_SECONDS ?= 30
 chaos: $(STAMP)
 	@for seed in $(CHAOS_SEEDS); do \
 	  $(BIN)/magnetar chaos run --duration $(CHAOS_SECONDS) --faults kill,pause,restart,cut --seed $$seed --out ./chaos-out || exit 1; \
@@ -62,9 +65,22 @@ chaos: $(STAMP)
 	    --faults kill,pause,restart,kill-etcd,pause-etcd --seed $$seed --out ./chaos-out/cluster || exit 1; \
 	  $(BIN)/magnetar chaos fuzz --rounds $(FUZZ_ROUNDS) --seed $$seed --out ./chaos-out/fuzz || exit 1; \
 	done
+	@$(MAKE) --no-print-directory chaos-partition
+
+# Brokers in network namespaces, partitioned by the nemesis: root only; a
+# line says why it is skipped otherwise (CI machines may not be root).
+chaos-partition: $(STAMP)
+	@if [ "$$(id -u)" != 0 ]; then \
+	  echo "make chaos: skipping the partition run: it makes network namespaces and veth pairs, which needs root"; \
+	elif ! command -v ip >/dev/null; then \
+	  echo "make chaos: skipping the partition run: it needs the ip command (iproute2)"; \
+	else \
+	  $(BIN)/magnetar chaos run --topology cluster --duration $(CHAOS_PARTITION_SECONDS) \
+	    --faults partition,kill,pause --seed 1 --out ./chaos-out/partition || exit 1; \
+	fi
 
 chaos-soak: $(STAMP)
-	$(MAKE) chaos CHAOS_SEEDS="1 2 3 4 5 6 7 8 9 10" CHAOS_SECONDS=600 FUZZ_ROUNDS=20000
+	$(MAKE) chaos CHAOS_SEEDS="1 2 3 4 5 6 7 8 9 10" CHAOS_SECONDS=600 FUZZ_ROUNDS=20000 CHAOS_PARTITION_SECONDS=600
 
 proto: $(STAMP)
 	$(BIN)/python -m magnetar.protocol.generate

@@ -124,13 +124,20 @@ def _tail(path: Path, lines: int = 15) -> str:
         return "(no log)"
 
 
-def _broker_command(name: str, store_url: str, configuration_store: str | None, base: Path, k: int,
-                    port: int, admin_port: int, session_ttl: float, broker_config: str | None) -> list[str]:
+def broker_command(name: str, store_url: str, configuration_store: str | None, base: Path, k: int,
+                   port: int, admin_port: int, session_ttl: float, broker_config: str | None,
+                   address: str = "127.0.0.1") -> list[str]:
+    """The command line of broker ``k`` of cluster ``name``: shared storage
+    ``base/storage``, its own files in ``base/broker-<k>``, listening on and
+    advertising ``address`` (the chaos harness gives each broker its own, in
+    its own network namespace)."""
     cmd = [sys.executable, "-m", "magnetar.cli", "broker", "--metadata-store", store_url,
            "--cluster-name", name, "--storage-dir", str(base / "storage"),
            "--data-dir", str(base / f"broker-{k}"), "--port", str(port),
-           "--admin-port", str(admin_port), "--advertised-address", "127.0.0.1",
+           "--admin-port", str(admin_port), "--advertised-address", address,
            "--session-ttl", str(session_ttl)]
+    if address != "127.0.0.1":
+        cmd += ["--bind-address", address]
     if configuration_store:
         cmd += ["--configuration-store", configuration_store]
     if broker_config:
@@ -228,8 +235,8 @@ def up(
         else:
             store_url = etcd_store_url(etcd, name)
         for k in range(brokers):
-            cmd = _broker_command(name, store_url, shared, base, k, port + k, admin_port + k,
-                                  session_ttl, broker_config)
+            cmd = broker_command(name, store_url, shared, base, k, port + k, admin_port + k,
+                                 session_ttl, broker_config)
             supervisor.start_broker(f"broker {k}", cmd, base / f"broker-{k}.log")
         supervisor.watch()
     finally:
@@ -270,8 +277,8 @@ def geo_up(
             region_dir = base / region
             region_dir.mkdir(exist_ok=True)
             for k in range(brokers):
-                cmd = _broker_command(region, server.store_url(region), shared, region_dir, k,
-                                      port + 10 * r + k, admin_port + 10 * r + k, session_ttl, broker_config)
+                cmd = broker_command(region, server.store_url(region), shared, region_dir, k,
+                                     port + 10 * r + k, admin_port + 10 * r + k, session_ttl, broker_config)
                 supervisor.start_broker(f"region {region} broker {k}", cmd, region_dir / f"broker-{k}.log")
         supervisor.watch()
     finally:

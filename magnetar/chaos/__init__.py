@@ -8,6 +8,7 @@ a history, and a checker judges the history.
   one exclusive writer at a time, conditional offsets honoured;
 - :mod:`.broker`    a broker process under test and the signals done to it;
 - :mod:`.systems`   standalone or cluster (with etcd), and the faults each takes;
+- :mod:`.netns`     the cluster's brokers in network namespaces, and the partitions between them;
 - :mod:`.workloads` the clients (official and Magnetar's) and what they record;
 - :mod:`.runner`    a run: broker, workloads, nemesis schedule from a seed, final reads;
 - :mod:`.cli`       ``magnetar chaos run`` / ``magnetar chaos check``.

@@ -38,10 +38,12 @@ def free_port() -> int:
 
 
 class BrokerProcess:
-    """``args(port, admin_port)`` gives the command line; its log is ``log_path``."""
+    """``args(port, admin_port)`` gives the command line; its log is ``log_path``;
+    clients reach it at ``host`` (its advertised address)."""
 
-    def __init__(self, args: Callable[[int, int], list[str]], log_path: Path) -> None:
+    def __init__(self, args: Callable[[int, int], list[str]], log_path: Path, host: str = "127.0.0.1") -> None:
         self._args = args
+        self.host = host
         self.port = free_port()
         self.admin_port = free_port()
         self.log_path = log_path
@@ -51,11 +53,11 @@ class BrokerProcess:
 
     @property
     def service_url(self) -> str:
-        return f"pulsar://127.0.0.1:{self.port}"
+        return f"pulsar://{self.host}:{self.port}"
 
     @property
     def admin_url(self) -> str:
-        return f"http://127.0.0.1:{self.admin_port}"
+        return f"http://{self.host}:{self.admin_port}"
 
     def start(self) -> None:
         ready = threading.Event()
@@ -125,14 +127,20 @@ def standalone_broker(data_dir: Path, extra_args: list[str] | None = None) -> Br
     return BrokerProcess(args, data_dir.parent / "broker.log")
 
 
-def cluster_broker(base: Path, index: int, store_url: str, session_ttl: float) -> BrokerProcess:
-    """Member ``index`` of a cluster: ``magnetar broker`` on the shared storage under ``base``."""
+def cluster_broker(base: Path, index: int, store_url: str, session_ttl: float, address: str = "127.0.0.1",
+                   netns: str | None = None, config: Path | None = None) -> BrokerProcess:
+    """Member ``index`` of a cluster: ``magnetar broker`` on the shared storage
+    under ``base``, with the command line ``magnetar cluster up`` uses. With
+    ``netns`` it runs inside that network namespace (``ip netns exec``, which
+    execs in place: the process is the broker, signals reach it), listening
+    on and advertising ``address``. ``config``: a TOML file it reads (flags win)."""
+    from magnetar.cluster_cli import broker_command
+
     base = Path(base)
+    prefix = ["ip", "netns", "exec", netns] if netns else []
 
     def args(port: int, admin_port: int) -> list[str]:
-        return [sys.executable, "-m", "magnetar.cli", "broker", "--metadata-store", store_url,
-                "--cluster-name", "chaos", "--storage-dir", str(base / "storage"),
-                "--data-dir", str(base / f"broker-{index}"), "--port", str(port), "--admin-port", str(admin_port),
-                "--advertised-address", "127.0.0.1", "--session-ttl", str(session_ttl)]
+        return prefix + broker_command("chaos", store_url, None, base, index, port, admin_port, session_ttl,
+                                       str(config) if config else None, address=address)
 
-    return BrokerProcess(args, base / f"broker-{index}.log")
+    return BrokerProcess(args, base / f"broker-{index}.log", host=address)

@@ -74,16 +74,19 @@ def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: 
         on_progress: Callable[[Progress], None] | None = None,
         interval: tuple[float, float] = (2.0, 5.0)) -> Report:
     """Run, judge, and write the outputs. Raises ValueError for an unknown
-    fault or topology; BrokerDidNotStart if the broker will not start."""
+    fault or topology, or for a fault this machine cannot do
+    (PartitionUnavailable); BrokerDidNotStart if the broker will not start."""
     if topology not in SYSTEMS:
         raise ValueError(f"topology {topology!r} is not available; choose from {', '.join(SYSTEMS)}")
     unknown = set(faults) - set(SYSTEMS[topology].faults)
     if unknown:
         raise ValueError(f"unknown faults {sorted(unknown)} for {topology}; "
                          f"choose from {', '.join(SYSTEMS[topology].faults)}")
+    # Made before anything is written: a fault this machine cannot do (a
+    # partition without root) is refused with nothing left behind.
+    system = SYSTEMS[topology](out_dir, faults=faults, seed=seed)
     out_dir.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
-    system = SYSTEMS[topology](out_dir, faults=faults)
     history = History(out_dir / "history.jsonl")
     workloads: list[Workload] = []
     try:
@@ -115,6 +118,12 @@ def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: 
         for w in workloads:
             w.stop()
         system.stop()
+        # After an interruption the workloads are still in their last call:
+        # give their clients a moment to close, since an official client
+        # still running when the interpreter exits aborts the process.
+        deadline = time.monotonic() + CLOSE_GRACE_S
+        for w in workloads:
+            w.join(max(0.0, deadline - time.monotonic()))
         history.close()
     report = check(history.ops)
     failed = {w.process: repr(w.error) for w in workloads if w.error is not None}
@@ -129,3 +138,5 @@ def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: 
 
 #: How long stopping workloads may take to finish their last send.
 SEND_GRACE_S = 30.0
+#: How long, in all, an interrupted run waits for its workloads' clients to close.
+CLOSE_GRACE_S = 15.0

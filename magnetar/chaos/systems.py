@@ -12,7 +12,11 @@
   first (the clients' service URL), so its bundles move to the others; a
   pause may outlast the session (a zombie owner comes back). Also
   ``kill-etcd`` (SIGKILL, restart on the same data after 1-3 s) and
-  ``pause-etcd`` (SIGSTOP 1-4 s).
+  ``pause-etcd`` (SIGSTOP 1-4 s). With ``partition`` (root only) the
+  brokers run in network namespaces of their own (:mod:`.netns`) and a
+  broker is cut off (from everything, but never the first; from etcd and
+  the other brokers; or from etcd only) for 1-4 s longer than the session
+  TTL, then healed.
 
 Each ``inject`` returns once the system is healed (restarted, resumed).
 """
@@ -20,13 +24,28 @@ from __future__ import annotations
 
 import random
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from .broker import BrokerProcess, cluster_broker, standalone_broker
 from .disk import SmallDisk
+from .netns import MODES, Network, PartitionUnavailable, unavailable_reason
 from .proxy import CutProxy
 
 SESSION_TTL_S = 3.0
+#: Entries per ledger in the brokers under test (Magnetar's default is
+#: 50,000): small enough that every topic rolls to new ledgers a few times
+#: a minute, so rollovers happen under faults and next to readers at the
+#: tail (where a skip hid until a long run crossed 50,000 entries).
+LEDGER_ENTRIES = 2000
+
+
+def _broker_config(directory: Path) -> Path:
+    """The TOML file every broker of a run reads."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "chaos-broker.toml"
+    path.write_text(f"[storage]\nmax_entries_per_ledger = {LEDGER_ENTRIES}\n")
+    return path
 
 
 def _hit(broker: BrokerProcess, kind: str, rng: random.Random, longest_pause: float) -> None:
@@ -46,8 +65,9 @@ def _hit(broker: BrokerProcess, kind: str, rng: random.Random, longest_pause: fl
 class StandaloneSystem:
     faults = ("kill", "pause", "restart", "cut", "disk-full")
 
-    def __init__(self, out_dir: Path, faults: tuple[str, ...] | list[str] = ()) -> None:
-        self.broker = standalone_broker(out_dir / "data")
+    def __init__(self, out_dir: Path, faults: tuple[str, ...] | list[str] = (), seed: int = 0) -> None:
+        self.broker = standalone_broker(out_dir / "data", ["--config", str(out_dir / "chaos-broker.toml")])
+        self.out_dir = out_dir
         self.proxy: CutProxy | None = None
         #: The data directory on a small tmpfs, for the disk-full fault only.
         self.disk = SmallDisk(out_dir / "data") if "disk-full" in faults else None
@@ -62,6 +82,7 @@ class StandaloneSystem:
         return self.broker.admin_url
 
     def start(self) -> None:
+        _broker_config(self.out_dir)
         if self.disk is not None:
             self.disk.mount()
         self.broker.start()
@@ -93,20 +114,46 @@ class StandaloneSystem:
             self.disk.unmount()
 
 
+@dataclass(frozen=True)
+class Partition:
+    """One partition fault: who is cut off, how (a mode of :mod:`.netns`), how long."""
+    victim: int
+    mode: str
+    hold_s: float
+
+
+def draw_partition(rng: random.Random, brokers: int, session_ttl: float) -> Partition:
+    """The next partition from the nemesis's random stream: a mode, a victim,
+    and a hold of 1-4 s past the session TTL (the victim's session lapses,
+    its bundles move: the case worth testing). Broker 0, the clients' way
+    in, is cut from etcd (and its peers) but never isolated: the clients
+    would lose their only service URL, which tests nothing but waiting."""
+    mode = rng.choice(MODES)
+    victim = rng.randrange(1 if mode == "isolate" else 0, brokers)
+    return Partition(victim, mode, rng.uniform(session_ttl + 1.0, session_ttl + 4.0))
+
+
 class ClusterSystem:
-    faults = ("kill", "pause", "restart", "kill-etcd", "pause-etcd")
+    faults = ("kill", "pause", "restart", "kill-etcd", "pause-etcd", "partition")
     #: How long a fault's effects go on after its heal: a lapsed session is
     #: noticed up to a TTL later, then its bundles move (the checker widens
     #: the fault's window by this much).
     aftermath_s = SESSION_TTL_S + 2.0
 
-    def __init__(self, out_dir: Path, faults: tuple[str, ...] | list[str] = (), brokers: int = 3) -> None:
-        from magnetar.metadata.etcd_server import EtcdServer
-
+    def __init__(self, out_dir: Path, faults: tuple[str, ...] | list[str] = (), brokers: int = 3,
+                 seed: int = 0) -> None:
+        """Raises PartitionUnavailable (a ValueError) if ``partition`` is
+        asked for where namespaces cannot be made; nothing is started yet."""
         self.base = out_dir / "cluster"
-        self.etcd = EtcdServer(self.base / "etcd")
         self.count = brokers
         self.brokers: list[BrokerProcess] = []
+        self.etcd = None
+        self.net: Network | None = None
+        if "partition" in faults:
+            reason = unavailable_reason()
+            if reason is not None:
+                raise PartitionUnavailable(reason)
+            self.net = Network(seed, brokers)
 
     @property
     def service_url(self) -> str:
@@ -117,9 +164,20 @@ class ClusterSystem:
         return self.brokers[0].admin_url
 
     def start(self) -> None:
+        from magnetar.metadata.etcd_server import EtcdServer
+
+        plan = self.net.setup() if self.net is not None else None
+        # In namespaces, etcd listens on the bridge's second address (which
+        # the partition cuts), the brokers each on their own.
+        self.etcd = EtcdServer(self.base / "etcd", host=plan.etcd if plan else "127.0.0.1")
         self.etcd.start()
         store_url = self.etcd.store_url("chaos")
-        self.brokers = [cluster_broker(self.base, k, store_url, SESSION_TTL_S) for k in range(self.count)]
+        config = _broker_config(self.base)
+        self.brokers = [
+            cluster_broker(self.base, k, store_url, SESSION_TTL_S,
+                           address=plan.broker(k) if plan else "127.0.0.1",
+                           netns=self.net.namespace(k) if self.net else None, config=config)
+            for k in range(self.count)]
         for broker in self.brokers:
             broker.start()
 
@@ -134,15 +192,32 @@ class ClusterSystem:
             time.sleep(rng.uniform(1.0, 4.0))
             self.etcd.resume()
             return kind
+        if kind == "partition":
+            assert self.net is not None
+            cut = draw_partition(rng, self.count, SESSION_TTL_S)
+            self.net.partition(cut.mode, cut.victim)
+            try:
+                time.sleep(cut.hold_s)  # the partition itself: sessions lapse, bundles move
+            finally:
+                self.net.heal()
+            return f"partition {cut.mode} broker-{cut.victim} {cut.hold_s:.1f} s"
         victim = rng.randrange(1, self.count)  # broker 0 is the clients' way in
         _hit(self.brokers[victim], kind, rng, longest_pause=2 * SESSION_TTL_S + 2)
         return f"{kind} broker-{victim}"
 
     def stop(self) -> None:
-        for broker in self.brokers:
-            broker.stop()
-        if self.etcd.running:
-            self.etcd.stop()
+        """Stop the brokers and etcd, then remove the network (healed first,
+        so an isolated broker can stop cleanly). Safe after a failed start."""
+        try:
+            if self.net is not None:
+                self.net.heal()
+            for broker in self.brokers:
+                broker.stop()
+            if self.etcd is not None and self.etcd.running:
+                self.etcd.stop()
+        finally:
+            if self.net is not None:
+                self.net.teardown()
 
 
 SYSTEMS = {"standalone": StandaloneSystem, "cluster": ClusterSystem}

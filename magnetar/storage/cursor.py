@@ -361,6 +361,10 @@ class ManagedCursor:
             task = self._persist_task
             if task is None:
                 task = self._persist_task = asyncio.get_running_loop().create_task(self._write())
+                # Its waiters may all be cancelled (a topic unloading) before it
+                # fails; shield then drops it and asyncio would log its error as
+                # unhandled. The waiters still present get the error raised.
+                task.add_done_callback(_mark_retrieved)
             await asyncio.shield(task)
 
     async def _write(self) -> None:
@@ -400,3 +404,8 @@ class ManagedCursor:
                 await asyncio.shield(task)
             except Exception:
                 pass
+
+
+def _mark_retrieved(task: asyncio.Task) -> None:
+    if not task.cancelled():
+        task.exception()

@@ -55,7 +55,8 @@ class Reading:
     def next_position(self, pos: Position) -> Position:
         """The position right after ``pos``, crossing ledger boundaries and
         skipping empty or deleted ledgers. Past the end: the position the
-        next append gets (if that is after ``pos``)."""
+        next append gets (if that is after ``pos``), or while a rollover
+        runs, the new ledger's first position (appends wait for it)."""
         meta = self._ledgers.get(pos.ledger_id)
         if meta is not None and pos.entry_id + 1 < self._assigned(meta):
             return Position(pos.ledger_id, pos.entry_id + 1)
@@ -65,6 +66,11 @@ class Reading:
             if self._assigned(later):
                 return Position(later.ledger_id, 0)
         end = self._next_append_position()
+        if end.ledger_id > pos.ledger_id:
+            # A rollover is running: the appends waiting for the new ledger
+            # become its entries 0, 1, ...; the next position is its first,
+            # not where the next append goes (a reader would skip them).
+            return Position(end.ledger_id, 0)
         return end if end > pos else Position(pos.ledger_id, pos.entry_id + 1)
 
     def _is_confirmed_entry(self, pos: Position) -> bool:

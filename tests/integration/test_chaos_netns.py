@@ -1,0 +1,109 @@
+"""The chaos harness's network (magnetar/chaos/netns.py) on the real kernel:
+brokers' namespaces reach etcd and each other, clients reach the brokers,
+each partition mode cuts exactly what it says, a heal restores it, and
+nothing of ours is left afterwards. Needs root (skipped otherwise)."""
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from magnetar.chaos.netns import Network, unavailable_reason
+
+pytestmark = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
+
+SEED = 987654  # a tag no chaos run of the docs or the Makefile uses
+
+
+def _listen(address: str) -> socket.socket:
+    sock = socket.socket()
+    sock.bind((address, 0))
+    sock.listen(16)
+    return sock
+
+
+def _reaches_from(net: Network, k: int, address: str, port: int) -> bool:
+    """Whether a TCP connect from inside broker k's namespace succeeds within 1 s."""
+    code = ("import socket,sys\ntry:\n socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=1)\n"
+            "except OSError:\n sys.exit(1)")
+    return subprocess.run(["ip", "netns", "exec", net.namespace(k), sys.executable, "-c", code, address,
+                           str(port)], capture_output=True).returncode == 0
+
+
+def _reaches_from_host(address: str, port: int) -> bool:
+    try:
+        socket.create_connection((address, port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def _ours() -> str:
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    spaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return "\n".join(line for line in (links + spaces).splitlines() if f"mgc{SEED}" in line or f"mgc-{SEED}-" in line)
+
+
+@pytest.fixture
+def net():
+    network = Network(SEED, 3)
+    try:
+        yield network
+    finally:
+        network.teardown()
+        assert _ours() == "", "the network was not removed"
+
+
+def test_each_partition_mode_cuts_what_it_says_and_heals(net):
+    plan = net.setup()
+    etcd, clients = _listen(plan.etcd), _listen(plan.gateway)
+    # A broker-side server in namespace 2, for the host's clients and broker 1.
+    server = subprocess.Popen(["ip", "netns", "exec", net.namespace(2), sys.executable, "-c",
+                               "import socket,sys,time\ns=socket.socket();s.bind((sys.argv[1],7777));s.listen(16)\n"
+                               "print('up',flush=True)\nwhile True: s.accept()", plan.broker(2)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout.readline().strip() == "up"
+        etcd_port, client_port = etcd.getsockname()[1], clients.getsockname()[1]
+
+        def reach() -> dict[str, bool]:
+            return {"etcd": _reaches_from(net, 2, plan.etcd, etcd_port),
+                    "peer": _reaches_from(net, 1, plan.broker(2), 7777),
+                    "clients": _reaches_from_host(plan.broker(2), 7777),
+                    "host": _reaches_from(net, 2, plan.gateway, client_port)}
+
+        everything = {"etcd": True, "peer": True, "clients": True, "host": True}
+        assert reach() == everything
+        for mode, expected in (("etcd", {**everything, "etcd": False}),
+                               ("zombie", {**everything, "etcd": False, "peer": False}),
+                               ("isolate", {"etcd": False, "peer": False, "clients": False, "host": False})):
+            net.partition(mode, 2)
+            assert reach() == expected, mode
+            net.heal()
+            assert reach() == everything, f"after healing {mode}"
+    finally:
+        server.kill()
+        server.wait()
+        etcd.close()
+        clients.close()
+
+
+def test_leftovers_of_a_dead_run_are_removed_but_a_live_run_is_left_alone(net):
+    net.setup()
+    crashed = Network(SEED, 3)  # a new run with the same seed: the old one died without tearing down
+    sleeper = subprocess.Popen(["ip", "netns", "exec", net.namespace(0), "sleep", "60"])
+    deadline = time.monotonic() + 10
+    while not subprocess.run(["ip", "netns", "pids", net.namespace(0)], capture_output=True, text=True).stdout:
+        assert time.monotonic() < deadline, "the sleeper never entered the namespace"
+        time.sleep(0.05)
+    try:
+        with pytest.raises(RuntimeError, match="run in namespace"):
+            crashed.remove_leftovers()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    crashed.remove_leftovers()
+    assert _ours() == ""
