@@ -136,3 +136,21 @@ token_secret_key = "file://{key}"
 {rules}{extra}
 """).start()
     return broker, secret
+
+
+def certificate_secured_broker(tmp_path: Path, pki) -> "BrokerProcess":
+    """A started broker with pulsar+ssl and https on free ports, client
+    certificates as the only credential (the tls provider) and authorization:
+    "admin" may do anything, nobody else anything not granted. ``pki``: a
+    ``tests.pki.make_pki`` result."""
+    return BrokerProcess.with_config(tmp_path, f"""
+tls_port = 0
+admin_tls_port = 0
+tls_certificate_file = "{pki.server_cert}"
+tls_key_file = "{pki.server_key}"
+tls_trust_certs_file = "{pki.ca}"
+authentication_enabled = true
+authentication_providers = ["tls"]
+authorization_enabled = true
+super_user_roles = ["admin"]
+""").start()

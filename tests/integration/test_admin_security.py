@@ -17,7 +17,7 @@ import pytest
 from magnetar.security.tokens import create_token
 from tests.pki import make_pki
 
-from .broker_process import BrokerProcess, token_secured_broker
+from .broker_process import certificate_secured_broker, token_secured_broker
 
 
 def _call(url: str, method: str = "GET", body=None, token: str | None = None, context=None,
@@ -108,17 +108,7 @@ def test_the_admin_cli_sends_its_token(secured):
 @pytest.fixture
 def https_broker(tmp_path):
     pki = make_pki(tmp_path / "pki")
-    broker = BrokerProcess.with_config(tmp_path, f"""
-tls_port = 0
-admin_tls_port = 0
-tls_certificate_file = "{pki.server_cert}"
-tls_key_file = "{pki.server_key}"
-tls_trust_certs_file = "{pki.ca}"
-authentication_enabled = true
-authentication_providers = ["tls"]
-authorization_enabled = true
-super_user_roles = ["admin"]
-""").start()
+    broker = certificate_secured_broker(tmp_path, pki)
     assert broker.admin_tls_port > 0
     yield broker, pki
     broker.stop()

@@ -14,7 +14,7 @@ import pytest
 from magnetar import client as mclient
 from tests.pki import make_pki
 
-from .broker_process import BrokerProcess
+from .broker_process import certificate_secured_broker
 
 
 @pytest.fixture
@@ -23,17 +23,7 @@ def tls_broker(tmp_path):
     provider) and authorization: "admin" may do anything, nobody else anything
     not granted."""
     pki = make_pki(tmp_path / "pki", hosts=("localhost",))  # not 127.0.0.1: see the host name test
-    broker = BrokerProcess.with_config(tmp_path, f"""
-tls_port = 0
-admin_tls_port = 0
-tls_certificate_file = "{pki.server_cert}"
-tls_key_file = "{pki.server_key}"
-tls_trust_certs_file = "{pki.ca}"
-authentication_enabled = true
-authentication_providers = ["tls"]
-authorization_enabled = true
-super_user_roles = ["admin"]
-""").start()
+    broker = certificate_secured_broker(tmp_path, pki)
     assert broker.tls_port > 0
     yield broker, pki
     broker.stop()

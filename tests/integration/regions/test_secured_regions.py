@@ -19,6 +19,15 @@ from .regions_process import LocalRegions
 pytestmark = pytest.mark.timeout(600)
 
 
+def _alice_may_use(a, b, namespace: str, admin: str) -> None:
+    """Namespace ``namespace`` replicated between regions ``a`` and ``b``,
+    where "alice" may produce and consume (``admin``: a super-user's token)."""
+    names = [a.name, b.name]
+    a.admin("/admin/v2/tenants/acme", "PUT", {"allowedClusters": names}, token=admin)
+    a.admin(f"/admin/v2/namespaces/{namespace}", "PUT", {"replication_clusters": names}, token=admin)
+    a.admin(f"/admin/v2/namespaces/{namespace}/permissions/alice", "POST", ["produce", "consume"], token=admin)
+
+
 def test_replication_between_secured_regions(tmp_path):
     secret = os.urandom(32)
     key = tmp_path / "secret.key"
@@ -36,10 +45,7 @@ broker_client_authentication_parameters = "token:{create_token('replicator', sec
     try:
         a, b = regions.regions
         admin = create_token("admin", secret_key=secret)
-        names = [a.name, b.name]
-        a.admin("/admin/v2/tenants/acme", "PUT", {"allowedClusters": names}, token=admin)
-        a.admin("/admin/v2/namespaces/acme/secure", "PUT", {"replication_clusters": names}, token=admin)
-        a.admin("/admin/v2/namespaces/acme/secure/permissions/alice", "POST", ["produce", "consume"], token=admin)
+        _alice_may_use(a, b, "acme/secure", admin)
         alice = pulsar.AuthenticationToken(create_token("alice", secret_key=secret))
         client_a = pulsar.Client(a.service_url, authentication=alice)
         client_b = pulsar.Client(b.service_url, authentication=alice)
@@ -90,10 +96,7 @@ broker_client_authentication_parameters = "tlsCertFile:{cert},tlsKeyFile:{cert_k
     try:
         a, b = regions.regions
         admin = create_token("admin", secret_key=secret)
-        names = [a.name, b.name]
-        a.admin("/admin/v2/tenants/acme", "PUT", {"allowedClusters": names}, token=admin)
-        a.admin("/admin/v2/namespaces/acme/tls", "PUT", {"replication_clusters": names}, token=admin)
-        a.admin("/admin/v2/namespaces/acme/tls/permissions/alice", "POST", ["produce", "consume"], token=admin)
+        _alice_may_use(a, b, "acme/tls", admin)
         # Each region's broker published its pulsar+ssl URL in the cluster record.
         tls_urls = [a.admin(f"/admin/v2/clusters/{r.name}", token=admin)["brokerServiceUrlTls"] for r in (a, b)]
         assert all(url.startswith("pulsar+ssl://") for url in tls_urls), tls_urls
