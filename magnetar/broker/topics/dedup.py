@@ -58,7 +58,7 @@ from magnetar.broker.errors import BrokerError, NotAllowed, OutOfOrderSequence, 
 from .replicators import replicated_sequence
 
 if TYPE_CHECKING:
-    from .producer import Producer
+    from .producer import PendingSend, Producer
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ RECENT_WINDOW = 1000
 class Duplicate(Exception):
     """Internal: the send repeats an appended entry; ``result`` answers it."""
 
-    def __init__(self, result: asyncio.Future | None) -> None:
+    def __init__(self, result: "PendingSend | None") -> None:
         self.result = result
 
 
@@ -86,14 +86,14 @@ class SequenceState:
     last_chunk: int = -1
     last_used_ms: int = 0
     lease_expiry_ms: int = 0
-    recent: "OrderedDict[int, asyncio.Future]" = field(default_factory=OrderedDict)
+    recent: "OrderedDict[int, PendingSend]" = field(default_factory=OrderedDict)
 
-    def remember(self, last_sequence: int, result: asyncio.Future) -> None:
+    def remember(self, last_sequence: int, result: "PendingSend") -> None:
         self.recent[last_sequence] = result
         while len(self.recent) > RECENT_WINDOW:
             self.recent.popitem(last=False)
 
-    def original(self, last_sequence: int) -> asyncio.Future | None:
+    def original(self, last_sequence: int) -> "PendingSend | None":
         return self.recent.get(last_sequence)
 
     def doc(self) -> list:
@@ -164,7 +164,9 @@ class Deduplicator:
         self.name_expiry_ms = name_expiry_ms
         self.names: dict[str, SequenceState] = {}
         self.pids: dict[int, SequenceState] = {}
-        self.durable_position: Position | None = None
+        # The last durable entry, as two ints: set once per entry, read per snapshot.
+        self._durable_ledger = -1
+        self._durable_entry = -1
         self._since_snapshot = 0
         self._snapshot_task: asyncio.Task | None = None
         self._snapshot_again = False
@@ -219,7 +221,16 @@ class Deduplicator:
             )
         return ("pid", pid, last, generation, True)
 
-    def record(self, token: tuple | None, result: asyncio.Future) -> None:
+    @property
+    def durable_position(self) -> Position | None:
+        """The last entry known durable (snapshots record it), None before any."""
+        return Position(self._durable_ledger, self._durable_entry) if self._durable_ledger >= 0 else None
+
+    @durable_position.setter
+    def durable_position(self, position: Position | None) -> None:
+        self._durable_ledger, self._durable_entry = (position.ledger_id, position.entry_id) if position else (-1, -1)
+
+    def record(self, token: tuple | None, result: "PendingSend") -> None:
         """The entry was handed to storage: move the pending highwater."""
         if token is None:
             return
@@ -239,9 +250,10 @@ class Deduplicator:
             # window would cost an insert and an eviction per entry for nothing.
             state.remember(last, result)
 
-    def on_durable(self, token: tuple | None, position: Position) -> None:
-        """The entry is on disk: the durable highwater may follow."""
-        self.durable_position = position
+    def on_durable(self, token: tuple | None, ledger_id: int, entry_id: int) -> None:
+        """The entry is on disk at ``ledger_id:entry_id``: the durable highwater may follow."""
+        self._durable_ledger = ledger_id
+        self._durable_entry = entry_id
         if token is not None:
             kind, key, last, _, _ = token
             state = (self.pids if kind == "pid" else self.names).get(key)
