@@ -20,15 +20,18 @@ $(VENV)/bin/pip:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-$(RUNTIME_STAMP): pyproject.toml | $(VENV)/bin/pip
+# setup.py and _hot.c: the compiled hot path is rebuilt when its source changes.
+HOT := setup.py magnetar/protocol/_hot.c
+
+$(RUNTIME_STAMP): pyproject.toml $(HOT) | $(VENV)/bin/pip
 	$(BIN)/pip install --quiet -e .
 	touch $(RUNTIME_STAMP)
 
-$(CLUSTER_STAMP): pyproject.toml | $(VENV)/bin/pip
+$(CLUSTER_STAMP): pyproject.toml $(HOT) | $(VENV)/bin/pip
 	$(BIN)/pip install --quiet -e '.[cluster]'
 	touch $(CLUSTER_STAMP)
 
-$(STAMP): pyproject.toml | $(VENV)/bin/pip
+$(STAMP): pyproject.toml $(HOT) | $(VENV)/bin/pip
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import struct
 
 from .commands import Type
+from .compiled import hot as _hot
 from .varint import encode as _varint
 
 _U32U32 = struct.Struct(">II")
@@ -56,6 +57,14 @@ class ReceiptTemplate:
     def frame(self, sequence_id: int, highest_sequence_id: int, ledger_id: int, entry_id: int,
               offset: int) -> bytes:
         """The whole SEND_RECEIPT frame (size fields included)."""
+        if _hot is not None:  # the compiled twin (_hot.c): same bytes
+            return _hot.receipt_frame(self.producer_id, sequence_id, highest_sequence_id, ledger_id, entry_id,
+                                      offset)
+        return self.frame_python(sequence_id, highest_sequence_id, ledger_id, entry_id, offset)
+
+    def frame_python(self, sequence_id: int, highest_sequence_id: int, ledger_id: int, entry_id: int,
+                     offset: int) -> bytes:
+        """:meth:`frame` in Python."""
         if ledger_id != self._ledger_id:
             self._ledger_part = _LEDGER_ID + _varint(ledger_id) + _ENTRY_ID
             self._ledger_id = ledger_id

@@ -7,8 +7,22 @@ from hypothesis import strategies as st
 
 from magnetar.protocol import ProtocolError, pb
 from magnetar.protocol.commands import Type, command
-from magnetar.protocol.fast_send import SendCommandView, parse_send
+from magnetar.protocol.compiled import hot
+from magnetar.protocol.fast_send import SendCommandView, parse_send_python
 from magnetar.protocol.frames import FrameDecoder, encode_send
+
+
+def parse_send(buf, start, end):
+    """Both twins (Python, and the compiled one of ``_hot.c``), which must agree
+    value for value and type for type; their answer."""
+    answer = parse_send_python(buf, start, end)
+    if hot is not None:
+        compiled = hot.parse_send(buf, start, end)
+        assert compiled == answer
+        if answer is not None:
+            assert type(compiled) is SendCommandView
+            assert [type(v) for v in compiled] == [type(v) for v in answer]
+    return answer
 
 U64 = st.integers(0, 2**64 - 1)
 FIELDS = ("producer_id", "sequence_id", "num_messages", "txnid_least_bits", "txnid_most_bits",
