@@ -20,7 +20,9 @@ compare byte for byte). Every number must be in ``0 .. 2**64 - 1``
 """
 from __future__ import annotations
 
+import functools
 import struct
+from typing import Callable
 
 from .commands import Type
 from .compiled import hot as _hot
@@ -76,6 +78,16 @@ class ReceiptTemplate:
         # At most ~70 bytes: the sizes are one byte each (a table look-up).
         size = len(body)
         return b"".join((_U32U32.pack(size + 8, size + 4), _HEAD, _SMALL[size], body))
+
+
+def receipt_encoder(producer_id: int) -> Callable[[int, int, int, int, int], bytes]:
+    """``encode(sequence_id, highest_sequence_id, ledger_id, entry_id, offset)``
+    -> the SEND_RECEIPT frame of one producer: the compiled twin with the id
+    bound in (no Python frame per receipt) when built, else a template's
+    :meth:`ReceiptTemplate.frame`. Same bytes, same ValueError either way."""
+    if _hot is not None:
+        return functools.partial(_hot.receipt_frame, producer_id)
+    return ReceiptTemplate(producer_id).frame
 
 
 #: One-byte varints (and lengths) of 0..127.

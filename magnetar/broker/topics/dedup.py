@@ -184,19 +184,20 @@ class Deduplicator:
         Raises :class:`Duplicate` (answer with the original), ProducerFenced,
         OutOfOrderSequence or NotAllowed (refuse; nothing changes).
         """
-        n = max(1, send.num_messages)
         if producer.idempotent:
+            n = max(1, send.num_messages)
             md = block.metadata
             if md.magnetar_pid:
                 return self._check_pid(md.magnetar_pid, md.magnetar_generation, md.magnetar_sequence, n)
-        first = send.sequence_id
-        last = max(send.highest_sequence_id, first)
+        last = send.sequence_id
+        if send.highest_sequence_id > last:
+            last = send.highest_sequence_id
         chunk = -1
         if send.is_chunk:
             chunk = block.metadata.chunk_id
         deduplicating = self.enabled or producer.deduplicate
-        state = self.names.get(producer.name)
-        if deduplicating and state is not None:
+        state = self.names.get(producer.name) if deduplicating else None
+        if state is not None:
             if chunk >= 0:
                 if last < state.highwater or (last == state.highwater and chunk <= state.last_chunk):
                     raise Duplicate(state.original(last) if chunk == state.last_chunk else None)
@@ -230,8 +231,9 @@ class Deduplicator:
     def durable_position(self, position: Position | None) -> None:
         self._durable_ledger, self._durable_entry = (position.ledger_id, position.entry_id) if position else (-1, -1)
 
-    def record(self, token: tuple | None, result: "PendingSend") -> None:
-        """The entry was handed to storage: move the pending highwater."""
+    def record(self, token: tuple | None, result: "PendingSend", now_ms: int) -> None:
+        """The entry was handed to storage at ``now_ms`` (the caller's clock
+        reading: this runs once per entry): move the pending highwater."""
         if token is None:
             return
         kind, key, last, extra, deduplicating = token
@@ -239,12 +241,14 @@ class Deduplicator:
         state = table.get(key)
         if state is None:
             state = table[key] = SequenceState()
-        state.highwater = max(state.highwater, last)
+        if last > state.highwater:
+            state.highwater = last
         if kind == "pid":
-            state.generation = max(state.generation, extra)
+            if extra > state.generation:
+                state.generation = extra
         else:
             state.last_chunk = extra
-        state.last_used_ms = _now_ms()
+        state.last_used_ms = now_ms
         if deduplicating:
             # Only these answer retries with the original result; otherwise the
             # window would cost an insert and an eviction per entry for nothing.
@@ -257,8 +261,8 @@ class Deduplicator:
         if token is not None:
             kind, key, last, _, _ = token
             state = (self.pids if kind == "pid" else self.names).get(key)
-            if state is not None:
-                state.durable_highwater = max(state.durable_highwater, last)
+            if state is not None and last > state.durable_highwater:
+                state.durable_highwater = last
         self._since_snapshot += 1
         if self._since_snapshot >= self.snapshot_interval:
             self.request_snapshot()

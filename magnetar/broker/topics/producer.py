@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from magnetar.protocol import pb
-from magnetar.protocol.receipts import ReceiptTemplate
+from magnetar.protocol.receipts import receipt_encoder
 
 
 AccessMode = pb.ProducerAccessMode
@@ -149,15 +149,16 @@ class Producer:
     msg_in: int = 0
     bytes_in: int = 0
     _pending: deque = field(default_factory=deque)
-    #: SEND_RECEIPT frames of this producer, from pre-encoded pieces.
-    receipts: ReceiptTemplate = field(init=False)
+    #: ``receipt(seq, highest_seq, ledger_id, entry_id, offset)``: this
+    #: producer's SEND_RECEIPT frame (``protocol.receipts.receipt_encoder``).
+    receipt: Callable[[int, int, int, int, int], bytes] = field(init=False)
 
     #: Geo-replication's producer (named ``pulsar.repl.<source cluster>``):
     #: the entries it brings may be markers for this cluster (PIP-33).
     replicator: bool = field(init=False)
 
     def __post_init__(self) -> None:
-        self.receipts = ReceiptTemplate(self.producer_id)
+        self.receipt = receipt_encoder(self.producer_id)
         self.replicator = self.name.startswith("pulsar.repl.")
 
     def expect(self, sequence_id: int, highest_sequence_id: int) -> "PendingSend":

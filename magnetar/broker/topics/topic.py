@@ -248,13 +248,14 @@ class Topic(ProducerAdmission):
             pending.failed(exc)
             return
         first = self.next_offset
-        data = build_entry(block.checksummed, int(time.time() * 1000), first, n)
+        now_ms = int(time.time() * 1000)
+        data = build_entry(block.checksummed, now_ms, first, n)
         self.next_offset = first + n
         self.msg_in += n
         self.bytes_in += len(data)
         producer.msg_in += n
         producer.bytes_in += len(data)
-        self.dedup.record(token, pending)
+        self.dedup.record(token, pending, now_ms)
         if producer.replicator and self.marker_handler is not None:
             marker = marker_log.replicated_marker(self, block)
         else:

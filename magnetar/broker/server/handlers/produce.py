@@ -11,6 +11,7 @@ failure while creating a producer answers ServiceNotReady (retryable).
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 
@@ -73,7 +74,7 @@ async def on_producer(session: Session, req: pb.CommandProducer) -> None:
             deduplicate=_metadata_flag(req, "magnetar.deduplicate"),
             address=session.peer,
         )
-        producer.on_result = lambda pending, p=producer: send_result(session, p, pending)
+        producer.on_result = functools.partial(send_result, session, producer)
         producer.disconnect = lambda assigned=None, p=producer: disconnect_producer(session, p, assigned)
         session.producers[req.producer_id] = producer
         requested_epoch = req.topic_epoch if req.HasField("topic_epoch") else None
@@ -159,9 +160,9 @@ def send_result(session: Session, producer: Producer, pending: PendingSend) -> N
                                   highest_sequence_id=pending.highest_sequence_id,
                                   message_id=message_id(UINT64_MAX, UINT64_MAX)))
             return
-        # From the producer's template (pre-encoded pieces): once per stored entry.
-        session.queue(producer.receipts.frame(seq, pending.highest_sequence_id, pending.ledger_id,
-                                              pending.entry_id, pending.first_offset))
+        # The producer's receipt encoder (compiled when built): once per stored entry.
+        session.queue(producer.receipt(seq, pending.highest_sequence_id, pending.ledger_id,
+                                       pending.entry_id, pending.first_offset))
         return
     code = exc.code if isinstance(exc, BrokerError) else ServerError.PersistenceError
     cmd = command(Type.SEND_ERROR, producer_id=producer.producer_id, sequence_id=seq, error=code,
