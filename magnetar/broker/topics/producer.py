@@ -76,7 +76,14 @@ class PendingSend:
         self.entry_id = entry_id
         self.first_offset = first_offset
         self.num_messages = num_messages
-        self._settle()
+        # _settle() inlined: this runs once per stored entry.
+        self.settled = True
+        if self._followers is not None:
+            followers, self._followers = self._followers, None
+            for callback in followers:
+                callback(self)
+        if self.owner is not None:
+            self.owner._settled(self)
 
     def failed(self, error: BaseException) -> None:
         """Nothing of this send is stored; the client hears ``error``."""
