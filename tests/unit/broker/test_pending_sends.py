@@ -19,13 +19,19 @@ async def _wait(condition, timeout=5.0):
         await asyncio.sleep(0.002)
 
 
-async def test_a_refusal_known_at_once_is_reported_after_the_stored_sends_before_it(tmp_path):
-    service = await make_service(tmp_path)
+async def _attached(tmp_path, name=None, **config):
+    """A topic on real storage with one attached producer whose reports land in a list."""
+    service = await make_service(tmp_path, **config)
     topic = await topic_of(service)
-    p = producer(topic, 1)
+    p = producer(topic, 1, name=name)
     await topic.add_producer(p, None)
     reported: list[PendingSend] = []
     p.on_result = reported.append
+    return service, topic, p, reported
+
+
+async def test_a_refusal_known_at_once_is_reported_after_the_stored_sends_before_it(tmp_path):
+    service, topic, p, reported = await _attached(tmp_path)
     for seq, expected in enumerate([0, 1, 7, 2]):  # the third is refused at once
         send, block = send_of(p.name, seq, expected_offset=expected)
         topic.publish_into(p, send, block, p.expect(send.sequence_id, send.highest_sequence_id))
@@ -39,12 +45,7 @@ async def test_a_refusal_known_at_once_is_reported_after_the_stored_sends_before
 
 
 async def test_a_resend_of_an_entry_in_flight_gets_the_originals_place(tmp_path):
-    service = await make_service(tmp_path, deduplication_enabled=True)
-    topic = await topic_of(service)
-    first = producer(topic, 1, name="writer")
-    await topic.add_producer(first, None)
-    reported: list[PendingSend] = []
-    first.on_result = reported.append
+    service, topic, first, reported = await _attached(tmp_path, name="writer", deduplication_enabled=True)
     send, block = send_of("writer", 0)
     topic.publish_into(first, send, block, first.expect(0, 0))
     # The same producer reconnects before the receipt and resends sequence 0.
@@ -61,12 +62,7 @@ async def test_a_resend_of_an_entry_in_flight_gets_the_originals_place(tmp_path)
 
 
 async def test_when_reported_waits_for_every_send_accepted_so_far(tmp_path):
-    service = await make_service(tmp_path)
-    topic = await topic_of(service)
-    p = producer(topic, 1)
-    await topic.add_producer(p, None)
-    reported: list[PendingSend] = []
-    p.on_result = reported.append
+    service, topic, p, reported = await _attached(tmp_path)
     for seq in range(50):
         send, block = send_of(p.name, seq)
         topic.publish_into(p, send, block, p.expect(seq, seq))
