@@ -53,29 +53,12 @@ register_send_view(PyObject *self, PyObject *cls)
     Py_RETURN_NONE;
 }
 
-/* parse_send(buf: bytes, start: int, end: int) -> SendCommandView | None */
+/* The SEND in b[start:end] as a new SendCommandView, Py_None (a new
+   reference) when it is not a plain SEND, NULL with an exception set on
+   a memory error. `len` is the whole buffer's length. */
 static PyObject *
-parse_send(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+decode_send(const uint8_t *b, Py_ssize_t len, Py_ssize_t start, Py_ssize_t end)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "parse_send(buf, start, end)");
-        return NULL;
-    }
-    if (send_view_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "register_send_view was not called");
-        return NULL;
-    }
-    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
-    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
-    if ((start == -1 || end == -1) && PyErr_Occurred())
-        return NULL;
-    Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
-        return NULL;
-    const uint8_t *b = (const uint8_t *)view.buf;
-    Py_ssize_t len = view.len;
-    PyObject *result = Py_None;
-
     if (start < 0 || end > len || end - start < 4 || b[start] != 0x08 || b[start + 1] != SEND_TYPE
         || b[start + 2] != 0x32)
         goto none;
@@ -145,7 +128,6 @@ parse_send(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     if (pos != end || !have_pid || !have_seq)
         goto none;
-    PyBuffer_Release(&view);
 
     PyObject *out = send_view_type->tp_alloc(send_view_type, 11);
     if (out == NULL)
@@ -169,9 +151,186 @@ parse_send(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return out;
 
 none:
+    Py_RETURN_NONE;
+}
+
+/* parse_send(buf: bytes, start: int, end: int) -> SendCommandView | None */
+static PyObject *
+parse_send(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "parse_send(buf, start, end)");
+        return NULL;
+    }
+    if (send_view_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "register_send_view was not called");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
+    if ((start == -1 || end == -1) && PyErr_Occurred())
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *out = decode_send((const uint8_t *)view.buf, view.len, start, end);
     PyBuffer_Release(&view);
-    Py_INCREF(result);
-    return result;
+    return out;
+}
+
+/* ---- CRC32C (Castagnoli), as the crc32c package computes it ---- */
+
+static uint32_t crc_table[256];
+static int crc_hw = 0;
+
+static void
+crc_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        crc_table[i] = c;
+    }
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    crc_hw = __builtin_cpu_supports("sse4.2");
+#endif
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <nmmintrin.h>
+__attribute__((target("sse4.2"))) static uint32_t
+crc_sse42(uint32_t crc, const uint8_t *p, Py_ssize_t n)
+{
+    uint64_t c = crc;
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c = _mm_crc32_u64(c, v);
+        p += 8;
+        n -= 8;
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (n-- > 0)
+        c32 = _mm_crc32_u8(c32, *p++);
+    return c32;
+}
+#endif
+
+/* CRC32C of p[0:n] continuing from `initial` (0 starts a new sum). */
+static uint32_t
+crc32c(uint32_t initial, const uint8_t *p, Py_ssize_t n)
+{
+    uint32_t crc = ~initial;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (crc_hw)
+        return ~crc_sse42(crc, p, n);
+#endif
+    while (n-- > 0)
+        crc = crc_table[(crc ^ *p++) & 0xFF] ^ (crc >> 8);
+    return ~crc;
+}
+
+/* crc32c(data, initial=0) -> int: for the tests (the broker calls it from C). */
+static PyObject *
+py_crc32c(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "crc32c(data, initial=0)");
+        return NULL;
+    }
+    uint32_t initial = 0;
+    if (nargs == 2) {
+        unsigned long v = PyLong_AsUnsignedLong(args[1]);
+        if (v == (unsigned long)-1 && PyErr_Occurred())
+            return NULL;
+        initial = (uint32_t)v;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    uint32_t crc = crc32c(initial, (const uint8_t *)view.buf, view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(crc);
+}
+
+static inline uint32_t
+get_u32(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+/* send_frame(data: bytes, start: int, end: int) -> (SendCommandView, block_start, checked) | None
+
+   The whole frame data[start:end] ([total][cmd size][BaseCommand][block])
+   if it is a plain SEND (see parse_send), else None. `checked` is the
+   block's checksum verdict when the block is a SEND's plain
+   [0x0e01][crc][meta size][...]: 1 it matches, 0 it does not; -1 when the
+   block has another shape (PayloadBlock.verify_checksum decides). */
+static PyObject *
+send_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "send_frame(data, start, end)");
+        return NULL;
+    }
+    if (send_view_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "register_send_view was not called");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
+    if ((start == -1 || end == -1) && PyErr_Occurred())
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const uint8_t *b = (const uint8_t *)view.buf;
+    Py_ssize_t len = view.len;
+    PyObject *out = NULL;
+    if (start < 0 || end > len || end - start <= 12 || b[start + 8] != 0x08 || b[start + 9] != SEND_TYPE) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t cmd_end = start + 8 + (Py_ssize_t)get_u32(b + start + 4);
+    if (cmd_end >= end) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    PyObject *send = decode_send(b, len, start + 8, cmd_end);
+    if (send == NULL || send == Py_None) {
+        PyBuffer_Release(&view);
+        return send;
+    }
+    long checked = -1;
+    const uint8_t *block = b + cmd_end;
+    Py_ssize_t block_len = end - cmd_end;
+    if (block_len >= 10 && block[0] == 0x0E && block[1] == 0x01) {
+        uint32_t crc = get_u32(block + 2);
+        uint32_t meta_size = get_u32(block + 6);
+        if (10 + (Py_ssize_t)meta_size <= block_len)
+            checked = crc32c(0, block + 6, block_len - 6) == crc;
+    }
+    PyBuffer_Release(&view);
+    out = PyTuple_New(3);
+    if (out == NULL) {
+        Py_DECREF(send);
+        return NULL;
+    }
+    PyObject *at = PyLong_FromSsize_t(cmd_end);
+    PyObject *verdict = PyLong_FromLong(checked);
+    if (at == NULL || verdict == NULL) {
+        Py_XDECREF(at);
+        Py_XDECREF(verdict);
+        Py_DECREF(send);
+        Py_DECREF(out);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(out, 0, send);
+    PyTuple_SET_ITEM(out, 1, at);
+    PyTuple_SET_ITEM(out, 2, verdict);
+    return out;
 }
 
 /* An unsigned 64-bit number from a Python int; ValueError (the Python twin's
@@ -313,6 +472,9 @@ build_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyMethodDef methods[] = {
     {"register_send_view", (PyCFunction)register_send_view, METH_O, "Set the class parse_send returns."},
     {"parse_send", (PyCFunction)(void (*)(void))parse_send, METH_FASTCALL, "See fast_send.parse_send."},
+    {"send_frame", (PyCFunction)(void (*)(void))send_frame, METH_FASTCALL,
+     "A whole SEND frame: its command, where its block starts, its checksum verdict (see _hot.c)."},
+    {"crc32c", (PyCFunction)(void (*)(void))py_crc32c, METH_FASTCALL, "CRC32C of a buffer (for the tests)."},
     {"receipt_frame", (PyCFunction)(void (*)(void))receipt_frame, METH_FASTCALL,
      "See receipts.ReceiptTemplate.frame."},
     {"build_entry", (PyCFunction)(void (*)(void))build_entry, METH_FASTCALL, "See entry_format.build_entry."},
@@ -327,5 +489,6 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__hot(void)
 {
+    crc_init();
     return PyModule_Create(&module);
 }
