@@ -210,12 +210,15 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing, Recovery, Ownership):
 
     def append_then(self, data: bytes, on_stored: Waiter) -> None:
         """:meth:`append` without a future: ``on_stored(ledger_id, entry_id,
-        error)`` is called instead (the contract is in :mod:`.waiters`; a
-        refusal is reported through it too, synchronously). Raises
-        ``ValueError`` at once for an empty or oversized entry."""
+        error)`` is called instead (the contract is in :mod:`.waiters`).
+
+        Raises at once, appending nothing and never calling ``on_stored``:
+        ``StorageError`` when the managed ledger takes no appends (closing,
+        closed, fenced, failed), ``ValueError`` for an empty or oversized
+        entry. So every call that returns is told exactly once, in call order.
+        """
         if self._state is not _OPEN:
-            waiters.fail((on_stored,), self._refusal())
-            return
+            raise self._refusal()
         if type(data) is not bytes:
             data = bytes(data)
         size = len(data)

@@ -8,7 +8,8 @@ of the event loop (``set_result`` schedules its callbacks with ``call_soon``)
 per entry, and that was a fifth of the broker's CPU per unbatched entry.
 
 Callback contract (``OnStored``): called on the event loop, exactly once per
-append that is not abandoned, as ``on_stored(ledger_id, entry_id, None)``
+accepted append (``append_then`` returned) that is not abandoned, as
+``on_stored(ledger_id, entry_id, None)``
 once the entry is durable, or ``on_stored(-1, -1, error)`` with a
 ``StorageError`` when it is not; in append order, synchronously from the
 managed ledger's completion path. It must not raise (what it raises is

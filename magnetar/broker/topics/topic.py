@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from magnetar.protocol import pb
 from magnetar.protocol.frames import PayloadBlock, checksummed_block
-from magnetar.storage import Entry, ManagedLedger, Position
+from magnetar.storage import Entry, ManagedLedger, Position, StorageError
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.entries.entry_format import build_entry, entry_info
@@ -118,6 +118,13 @@ class Topic(ProducerAdmission):
         self.config: BrokerConfig = service.config
         self.name = name
         self.ledger = ledger
+        #: Published entries handed to storage and not yet told of, in append
+        #: order: (pending send, dedup token, first offset, messages, marker
+        #: hook). Storage tells appends in the order they were made, exactly
+        #: once each (``storage/waiters.py``), so one bound method serves as
+        #: every entry's callback and takes the head: no closure per entry.
+        self._appending: deque = deque()
+        self._on_appended = self._entry_stored
         self.producers: dict[str, Producer] = {}
         self.subscriptions: dict[str, Subscription] = {}
         self.next_offset = 0
@@ -260,17 +267,26 @@ class Topic(ProducerAdmission):
             marker = marker_log.replicated_marker(self, block)
         else:
             marker = None
+        self._appending.append((pending, token, first, n, marker))
+        try:
+            self.ledger.append_then(data, self._on_appended)
+        except StorageError as exc:  # refused at once (closing, fenced, failed): never told
+            self._appending.pop()
+            self._on_store_failed(pending, exc)
+        except BaseException:
+            self._appending.pop()
+            raise
 
-        def on_stored(ledger_id: int, entry_id: int, error: BaseException | None) -> None:
-            if error is not None:
-                self._on_store_failed(pending, error)
-                return
-            self.dedup.on_durable(token, ledger_id, entry_id)
-            pending.stored(ledger_id, entry_id, first, n)
-            if marker is not None:
-                marker(ledger_id, entry_id)
-
-        self.ledger.append_then(data, on_stored)
+    def _entry_stored(self, ledger_id: int, entry_id: int, error: BaseException | None) -> None:
+        """Storage's answer for the oldest published entry it has not answered for."""
+        pending, token, first, n, marker = self._appending.popleft()
+        if error is not None:
+            self._on_store_failed(pending, error)
+            return
+        self.dedup.on_durable(token, ledger_id, entry_id)
+        pending.stored(ledger_id, entry_id, first, n)
+        if marker is not None:
+            marker(ledger_id, entry_id)
 
     def _on_store_failed(self, pending: PendingSend, error: BaseException) -> None:
         pending.failed(PersistenceError(f"cannot store entry: {error}"))

@@ -71,3 +71,21 @@ async def test_when_reported_waits_for_every_send_accepted_so_far(tmp_path):
     await p.reported()
     assert drained == [50] and [r.sequence_id for r in reported] == list(range(50))
     await close_service(service)
+
+
+async def test_a_send_refused_by_a_closing_ledger_fails_alone_and_the_earlier_ones_keep_their_places(tmp_path):
+    """Storage refuses at once while closing; the sends it accepted before are
+    told their own places (the topic matches answers to sends by order)."""
+    service, topic, p, reported = await _attached(tmp_path)
+    for seq in range(3):
+        send, block = send_of(p.name, seq)
+        topic.publish_into(p, send, block, p.expect(seq, seq))
+    closing = asyncio.ensure_future(topic.ledger.close())
+    await asyncio.sleep(0)
+    send, block = send_of(p.name, 3)
+    topic.publish_into(p, send, block, p.expect(3, 3))
+    await closing
+    await _wait(lambda: len(reported) == 4)
+    assert [(r.sequence_id, r.entry_id, r.error) for r in reported[:3]] == [(0, 0, None), (1, 1, None), (2, 2, None)]
+    assert reported[3].sequence_id == 3 and reported[3].error is not None
+    await close_service(service)

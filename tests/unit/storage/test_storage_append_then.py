@@ -37,14 +37,29 @@ async def test_callbacks_and_futures_complete_in_append_order_across_rollovers(f
     assert callback_order == sorted(callback_order)
 
 
-async def test_a_closed_ledger_refuses_through_the_callback_at_once(factories):
+async def test_a_closed_ledger_refuses_at_once_and_never_calls_back(factories):
     ml = await factories().open("t")
     await ml.close()
     told = []
-    ml.append_then(b"late", lambda lid, eid, err: told.append((lid, eid, err)))
-    assert len(told) == 1
-    lid, eid, err = told[0]
-    assert (lid, eid) == (-1, -1) and isinstance(err, ManagedLedgerClosedError)
+    with pytest.raises(ManagedLedgerClosedError):
+        ml.append_then(b"late", lambda lid, eid, err: told.append((lid, eid, err)))
+    await asyncio.sleep(0)
+    assert told == []
+
+
+async def test_appends_refused_while_closing_leave_the_earlier_ones_in_order(factories, wait_until):
+    """The order callers rely on: what append_then accepted is told in
+    acceptance order, and a refusal in between is not told at all."""
+    ml = await factories().open("t")
+    told = []
+    for i in range(3):
+        ml.append_then(payload(i), lambda lid, eid, err, i=i: told.append((i, eid, err)))
+    closing = asyncio.ensure_future(ml.close())
+    await asyncio.sleep(0)
+    with pytest.raises(StorageError):
+        ml.append_then(payload(3), lambda lid, eid, err: told.append((3, eid, err)))
+    await closing
+    assert told == [(0, 0, None), (1, 1, None), (2, 2, None)]
 
 
 async def test_bad_entries_raise_at_once(factories):
@@ -76,5 +91,6 @@ async def test_a_fenced_ledger_fails_every_callback_in_flight(factories, wait_un
     assert told == [None] * 5
     await factories().open("t")  # a second owner fences the first
     await wait_until(lambda: first.state == "fenced", what="the first owner fenced")
-    first.append_then(payload(5), lambda lid, eid, err: told.append(err))
-    assert isinstance(told[-1], ManagedLedgerFencedError) and isinstance(told[-1], StorageError)
+    with pytest.raises(ManagedLedgerFencedError):
+        first.append_then(payload(5), lambda lid, eid, err: told.append(err))
+    assert told == [None] * 5
