@@ -104,8 +104,9 @@ class ProducerAdmission:
         try:
             if epoch != self.topic_epoch:
                 await self.ledger.set_properties({TOPIC_EPOCH: str(epoch)})
-        except Exception:
-            self.exclusive_producer = None
+        except BaseException:  # a cancelled admission too: the slot must not stay reserved
+            if self.exclusive_producer is producer:
+                self.exclusive_producer = None
             raise
         self.topic_epoch = epoch
         producer.epoch = epoch
