@@ -81,3 +81,19 @@ async def test_a_waiter_whose_turn_was_cancelled_during_its_promotion_is_detache
         await asyncio.sleep(0)
     assert topic.exclusive_producer is staying and "leaving" not in topic.producers
     assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
+
+
+async def test_an_admission_cancelled_during_its_epoch_write_releases_the_slot(service, monkeypatch):
+    topic = await topic_of(service)
+    gate, entered = _gate_epoch_writes(topic, monkeypatch)
+    first = producer(topic, 1, "first", pb.Exclusive)
+    admitting = asyncio.ensure_future(topic.add_producer(first, None))
+    await asyncio.wait_for(entered.wait(), 5)
+    admitting.cancel()  # the PRODUCER request's task, cancelled on its own
+    with pytest.raises(asyncio.CancelledError):
+        await admitting
+    assert topic.exclusive_producer is None
+    gate.set()
+    second = producer(topic, 2, "second", pb.Exclusive)
+    assert await asyncio.wait_for(topic.add_producer(second, None), 5) is None
+    assert topic.exclusive_producer is second
