@@ -21,7 +21,8 @@ tracer's tracees); then the broker is checked in ``/proc`` and sent SIGCONT
 if it was left stopped. That runs on return, on an exception, on Ctrl-C and
 SIGTERM (the CLI turns it into KeyboardInterrupt), at exit as a last resort,
 and if the chaos run itself dies by SIGKILL, strace is sent SIGINT by the
-kernel (``PR_SET_PDEATHSIG``) and detaches on its own.
+kernel (``PR_SET_PDEATHSIG``, through ``setpriv`` where installed) and
+detaches on its own.
 
 Failure modes: :class:`FsyncErrorsUnavailable` (a ValueError: the run is
 refused up front, one line) when strace is missing or this process may not
@@ -32,7 +33,6 @@ broker (it exited, say): nothing is left attached.
 from __future__ import annotations
 
 import atexit
-import ctypes
 import os
 import random
 import shutil
@@ -49,7 +49,6 @@ SYSCALLS = ("fdatasync", "fsync")
 CAP_SYS_PTRACE = 19
 ATTACH_TIMEOUT_S = 10.0
 DETACH_TIMEOUT_S = 5.0
-_PR_SET_PDEATHSIG = 1
 
 
 class FsyncErrorsUnavailable(ValueError):
@@ -136,13 +135,16 @@ def _probe() -> str | None:
     return None
 
 
-def _die_with_parent() -> None:
-    """In the strace child, before exec: SIGINT when the chaos run dies, so
-    strace detaches instead of failing the broker's syncs forever."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGINT)
-    except (OSError, AttributeError):
-        pass
+def _dying_with_parent(args: list[str]) -> list[str]:
+    """``args`` run so that the kernel sends them SIGINT when the chaos run
+    dies (PR_SET_PDEATHSIG, set by util-linux's ``setpriv``, which then
+    execs them in place): strace detaches instead of failing the broker's
+    syncs forever. (Not a ``preexec_fn``: running Python between fork and
+    exec in a process full of client threads can deadlock.) Without
+    setpriv, as they are: the other clean-ups still apply."""
+    if shutil.which("setpriv") is None:
+        return args
+    return ["setpriv", "--pdeathsig", "INT", *args]
 
 
 class _Tracer:
@@ -153,8 +155,8 @@ class _Tracer:
         self.attached = threading.Event()
         self.injected = 0
         self.lines: list[str] = []
-        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True, preexec_fn=_die_with_parent)
+        self.proc = subprocess.Popen(_dying_with_parent(args), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
