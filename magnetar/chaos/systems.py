@@ -6,13 +6,15 @@
   ``restart`` (SIGTERM, start), ``cut`` (every client connection cut, two to
   five times over 0.5-2 s: frames lost mid-way, clients reconnect),
   ``disk-full`` (the data directory, a 512 MB tmpfs, filled for 1-3 s:
-  see :mod:`.disk`; needs root).
+  see :mod:`.disk`; needs root), ``fsync-error`` (its fsync and fdatasync
+  calls fail with EIO for 1-3 s: see :mod:`.fsync`; needs ptrace).
 - ``cluster``: an etcd and three ``magnetar broker`` processes on shared
   storage (session TTL 3 s). The same faults hit a broker other than the
   first (the clients' service URL), so its bundles move to the others; a
   pause may outlast the session (a zombie owner comes back). Also
   ``kill-etcd`` (SIGKILL, restart on the same data after 1-3 s) and
-  ``pause-etcd`` (SIGSTOP 1-4 s). With ``partition`` (root only) the
+  ``pause-etcd`` (SIGSTOP 1-4 s), and ``fsync-error`` on any broker (the
+  first too: it is not taken away, its disk fails). With ``partition`` (root only) the
   brokers run in network namespaces of their own (:mod:`.netns`) and a
   broker is cut off (from everything, but never the first; from etcd and
   the other brokers; or from etcd only) for 1-4 s longer than the session
@@ -29,6 +31,8 @@ from pathlib import Path
 
 from .broker import BrokerProcess, cluster_broker, standalone_broker
 from .disk import SmallDisk
+from .fsync import FsyncErrors, FsyncErrorsUnavailable, draw_fsync_fault
+from .fsync import unavailable_reason as fsync_unavailable_reason
 from .netns import MODES, Network, PartitionUnavailable, unavailable_reason
 from .proxy import CutProxy
 
@@ -48,6 +52,25 @@ def _broker_config(directory: Path) -> Path:
     return path
 
 
+def _fsync_injector(faults) -> FsyncErrors | None:
+    """The injector if ``fsync-error`` is asked for; raises
+    FsyncErrorsUnavailable (a ValueError: nothing started yet) if this
+    machine cannot ptrace."""
+    if "fsync-error" not in faults:
+        return None
+    reason = fsync_unavailable_reason()
+    if reason is not None:
+        raise FsyncErrorsUnavailable(reason)
+    return FsyncErrors()
+
+
+def _fail_fsyncs(injector: FsyncErrors, broker: BrokerProcess, rng: random.Random, name: str) -> str:
+    fault = draw_fsync_fault(rng)
+    assert broker.proc is not None
+    failed = injector.inject(broker.proc.pid, fault)
+    return f"fsync-error {name}: {fault.describe()}, {failed} calls failed"
+
+
 def _hit(broker: BrokerProcess, kind: str, rng: random.Random, longest_pause: float) -> None:
     if kind == "kill":
         broker.kill()
@@ -63,7 +86,7 @@ def _hit(broker: BrokerProcess, kind: str, rng: random.Random, longest_pause: fl
 
 
 class StandaloneSystem:
-    faults = ("kill", "pause", "restart", "cut", "disk-full")
+    faults = ("kill", "pause", "restart", "cut", "disk-full", "fsync-error")
 
     def __init__(self, out_dir: Path, faults: tuple[str, ...] | list[str] = (), seed: int = 0) -> None:
         self.broker = standalone_broker(out_dir / "data", ["--config", str(out_dir / "chaos-broker.toml")])
@@ -71,6 +94,7 @@ class StandaloneSystem:
         self.proxy: CutProxy | None = None
         #: The data directory on a small tmpfs, for the disk-full fault only.
         self.disk = SmallDisk(out_dir / "data") if "disk-full" in faults else None
+        self.fsync = _fsync_injector(faults)
 
     @property
     def service_url(self) -> str:
@@ -102,10 +126,15 @@ class StandaloneSystem:
             time.sleep(rng.uniform(1.0, 3.0))  # writes fail with ENOSPC meanwhile
             self.disk.free()
             return f"disk-full ({taken >> 20} MB taken)"
+        if kind == "fsync-error":
+            assert self.fsync is not None
+            return _fail_fsyncs(self.fsync, self.broker, rng, "broker")
         _hit(self.broker, kind, rng, longest_pause=6.0)
         return kind
 
     def stop(self) -> None:
+        if self.fsync is not None:
+            self.fsync.close()  # detached before the broker is stopped
         if self.proxy is not None:
             self.proxy.close()
         self.broker.stop()
@@ -134,7 +163,7 @@ def draw_partition(rng: random.Random, brokers: int, session_ttl: float) -> Part
 
 
 class ClusterSystem:
-    faults = ("kill", "pause", "restart", "kill-etcd", "pause-etcd", "partition")
+    faults = ("kill", "pause", "restart", "kill-etcd", "pause-etcd", "partition", "fsync-error")
     #: How long a fault's effects go on after its heal: a lapsed session is
     #: noticed up to a TTL later, then its bundles move (the checker widens
     #: the fault's window by this much).
@@ -142,8 +171,9 @@ class ClusterSystem:
 
     def __init__(self, out_dir: Path, faults: tuple[str, ...] | list[str] = (), brokers: int = 3,
                  seed: int = 0) -> None:
-        """Raises PartitionUnavailable (a ValueError) if ``partition`` is
-        asked for where namespaces cannot be made; nothing is started yet."""
+        """Raises PartitionUnavailable or FsyncErrorsUnavailable (ValueErrors)
+        if ``partition`` or ``fsync-error`` is asked for where namespaces
+        cannot be made or ptrace is not allowed; nothing is started yet."""
         self.base = out_dir / "cluster"
         self.count = brokers
         self.brokers: list[BrokerProcess] = []
@@ -154,6 +184,7 @@ class ClusterSystem:
             if reason is not None:
                 raise PartitionUnavailable(reason)
             self.net = Network(seed, brokers)
+        self.fsync = _fsync_injector(faults)
 
     @property
     def service_url(self) -> str:
@@ -201,6 +232,10 @@ class ClusterSystem:
             finally:
                 self.net.heal()
             return f"partition {cut.mode} broker-{cut.victim} {cut.hold_s:.1f} s"
+        if kind == "fsync-error":
+            assert self.fsync is not None
+            victim = rng.randrange(self.count)
+            return _fail_fsyncs(self.fsync, self.brokers[victim], rng, f"broker-{victim}")
         victim = rng.randrange(1, self.count)  # broker 0 is the clients' way in
         _hit(self.brokers[victim], kind, rng, longest_pause=2 * SESSION_TTL_S + 2)
         return f"{kind} broker-{victim}"
@@ -209,6 +244,8 @@ class ClusterSystem:
         """Stop the brokers and etcd, then remove the network (healed first,
         so an isolated broker can stop cleanly). Safe after a failed start."""
         try:
+            if self.fsync is not None:
+                self.fsync.close()
             if self.net is not None:
                 self.net.heal()
             for broker in self.brokers:

@@ -47,7 +47,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from magnetar.metadata import MetadataStore, NotFound
+from magnetar.metadata import MetadataError, MetadataStore, NotFound
 from magnetar.protocol import pb
 from magnetar.protocol.frames import PayloadBlock
 from magnetar.storage import Position
@@ -347,7 +347,7 @@ class Deduplicator:
                 if not self._snapshot_again:
                     return
         except Exception as exc:
-            log.exception("dedup snapshot of %s failed", self.key)
+            _log_failure("dedup snapshot of %s failed", self.key, exc)
             self._settle_covered(exc)
 
     def _settle_covered(self, error: BaseException | None) -> None:
@@ -433,5 +433,15 @@ class Deduplicator:
     async def close(self) -> None:
         try:
             await self.snapshot()
-        except Exception:
-            log.exception("final dedup snapshot of %s failed", self.key)
+        except Exception as exc:
+            _log_failure("final dedup snapshot of %s failed", self.key, exc)
+
+
+def _log_failure(message: str, key: str, exc: BaseException) -> None:
+    """A snapshot that failed on the disk (EIO, ENOSPC) is expected under a
+    failing disk and harmless (the next load replays the log from the last
+    snapshot stored): one line. Anything else is a bug: its traceback."""
+    if isinstance(exc, (MetadataError, OSError)):
+        log.error(message + ": %s", key, exc)
+    else:
+        log.error(message, key, exc_info=exc)
