@@ -13,8 +13,11 @@
 #include <stdint.h>
 #include <string.h>
 
-/* SendCommandView (a tuple subclass from fast_send.py), set by register_send_view. */
+/* SendCommandView (a tuple subclass from fast_send.py), set by register_send_view;
+   Frame and PayloadBlock (tuple subclasses from frames.py), set by register_frame_types. */
 static PyTypeObject *send_view_type = NULL;
+static PyTypeObject *frame_type = NULL;
+static PyTypeObject *block_type = NULL;
 
 #define SEND_TYPE 6
 #define SEND_RECEIPT_TYPE 7
@@ -154,6 +157,42 @@ none:
     Py_RETURN_NONE;
 }
 
+static PyObject *
+register_frame_types(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "register_frame_types(Frame, PayloadBlock)");
+        return NULL;
+    }
+    for (int i = 0; i < 2; i++) {
+        if (!PyType_Check(args[i]) || !PyType_IsSubtype((PyTypeObject *)args[i], &PyTuple_Type)) {
+            PyErr_SetString(PyExc_TypeError, "register_frame_types takes two tuple subclasses");
+            return NULL;
+        }
+    }
+    Py_INCREF(args[0]);
+    Py_XSETREF(frame_type, (PyTypeObject *)args[0]);
+    Py_INCREF(args[1]);
+    Py_XSETREF(block_type, (PyTypeObject *)args[1]);
+    Py_RETURN_NONE;
+}
+
+/* A new tuple-subclass instance of `type` holding `a` and `b` (references stolen,
+   also on failure). */
+static PyObject *
+pair(PyTypeObject *type, PyObject *a, PyObject *b)
+{
+    PyObject *out = type->tp_alloc(type, 2);
+    if (out == NULL) {
+        Py_DECREF(a);
+        Py_DECREF(b);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(out, 0, a);
+    PyTuple_SET_ITEM(out, 1, b);
+    return out;
+}
+
 /* parse_send(buf: bytes, start: int, end: int) -> SendCommandView | None */
 static PyObject *
 parse_send(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -261,9 +300,10 @@ get_u32(const uint8_t *p)
     return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
 }
 
-/* send_frame(data: bytes, start: int, end: int) -> (SendCommandView, block_start, checked) | None
+/* send_frame(data: bytes, start: int, end: int) -> Frame | None
 
    The whole frame data[start:end] ([total][cmd size][BaseCommand][block])
+   as Frame(SendCommandView, PayloadBlock(memoryview of the block, checked))
    if it is a plain SEND (see parse_send), else None. `checked` is the
    block's checksum verdict when the block is a SEND's plain
    [0x0e01][crc][meta size][...]: 1 it matches, 0 it does not; -1 when the
@@ -275,8 +315,8 @@ send_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "send_frame(data, start, end)");
         return NULL;
     }
-    if (send_view_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "register_send_view was not called");
+    if (send_view_type == NULL || frame_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "register_send_view / register_frame_types were not called");
         return NULL;
     }
     Py_ssize_t start = PyLong_AsSsize_t(args[1]);
@@ -288,7 +328,6 @@ send_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     const uint8_t *b = (const uint8_t *)view.buf;
     Py_ssize_t len = view.len;
-    PyObject *out = NULL;
     if (start < 0 || end > len || end - start <= 12 || b[start + 8] != 0x08 || b[start + 9] != SEND_TYPE) {
         PyBuffer_Release(&view);
         Py_RETURN_NONE;
@@ -313,24 +352,30 @@ send_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             checked = crc32c(0, block + 6, block_len - 6) == crc;
     }
     PyBuffer_Release(&view);
-    out = PyTuple_New(3);
-    if (out == NULL) {
+    /* The block: a memoryview of `data` (which it keeps alive), no copy. */
+    PyObject *whole = PyMemoryView_FromObject(args[0]);
+    if (whole == NULL) {
         Py_DECREF(send);
         return NULL;
     }
-    PyObject *at = PyLong_FromSsize_t(cmd_end);
+    PyObject *raw = PySequence_GetSlice(whole, cmd_end, end);
+    Py_DECREF(whole);
+    if (raw == NULL) {
+        Py_DECREF(send);
+        return NULL;
+    }
     PyObject *verdict = PyLong_FromLong(checked);
-    if (at == NULL || verdict == NULL) {
-        Py_XDECREF(at);
-        Py_XDECREF(verdict);
+    if (verdict == NULL) {
+        Py_DECREF(raw);
         Py_DECREF(send);
-        Py_DECREF(out);
         return NULL;
     }
-    PyTuple_SET_ITEM(out, 0, send);
-    PyTuple_SET_ITEM(out, 1, at);
-    PyTuple_SET_ITEM(out, 2, verdict);
-    return out;
+    PyObject *block_obj = pair(block_type, raw, verdict);
+    if (block_obj == NULL) {
+        Py_DECREF(send);
+        return NULL;
+    }
+    return pair(frame_type, send, block_obj);
 }
 
 /* An unsigned 64-bit number from a Python int; ValueError (the Python twin's
@@ -475,6 +520,8 @@ static PyMethodDef methods[] = {
     {"send_frame", (PyCFunction)(void (*)(void))send_frame, METH_FASTCALL,
      "A whole SEND frame: its command, where its block starts, its checksum verdict (see _hot.c)."},
     {"crc32c", (PyCFunction)(void (*)(void))py_crc32c, METH_FASTCALL, "CRC32C of a buffer (for the tests)."},
+    {"register_frame_types", (PyCFunction)(void (*)(void))register_frame_types, METH_FASTCALL,
+     "Set the Frame and PayloadBlock classes send_frame builds."},
     {"receipt_frame", (PyCFunction)(void (*)(void))receipt_frame, METH_FASTCALL,
      "See receipts.ReceiptTemplate.frame."},
     {"build_entry", (PyCFunction)(void (*)(void))build_entry, METH_FASTCALL, "See entry_format.build_entry."},

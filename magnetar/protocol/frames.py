@@ -18,7 +18,6 @@ pays only for what it reads.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from . import magnetar_api_pb2 as pb
@@ -74,13 +73,13 @@ def encode_send(cmd: pb.BaseCommand, metadata: bytes, payload: bytes | memoryvie
     return b"".join(encode_payload_command(cmd, checksummed_block(metadata, payload)))
 
 
-@dataclass(slots=True)
-class PayloadBlock:
+class PayloadBlock(NamedTuple):
     """The bytes after a payload command, parsed on demand.
 
     ``raw`` is the whole block. A block may start with broker entry metadata
     (MESSAGE); the checksummed part follows. Accessors raise ProtocolError
-    when the block is malformed.
+    when the block is malformed. (A tuple: one per entry, and the compiled
+    decoder builds it without a Python call.)
     """
 
     raw: memoryview
@@ -167,6 +166,8 @@ class Frame(NamedTuple):
 
 
 _new_frame = tuple.__new__
+if _hot is not None:
+    _hot.register_frame_types(Frame, PayloadBlock)
 
 
 def _parse(msg, data: bytes | memoryview) -> None:
@@ -285,11 +286,10 @@ class FrameDecoder:
             start, end = bounds
             data = self._data
         if self.fast_send and _hot is not None:
-            # The compiled twin of the branch below, which also checks the block's CRC.
-            hit = _hot.send_frame(data, start, end)
-            if hit is not None:
-                send, cmd_end, checked = hit
-                return _new_frame(Frame, (send, PayloadBlock(memoryview(data)[cmd_end:end], checked)))
+            # The compiled twin of the branch below; it also checks the block's CRC.
+            frame = _hot.send_frame(data, start, end)
+            if frame is not None:
+                return frame
         elif self.fast_send and end - start > 12 and data[start + 9] == 0x06 and data[start + 8] == 0x08:
             # [total][cmd_size][08 06 ...]: maybe a SEND; parse it by hand if it is a plain one.
             cmd_end = start + 8 + _U32.unpack_from(data, start + 4)[0]
