@@ -27,7 +27,8 @@ from .auth import Authentication, AuthenticationTLS
 from .connection import BrokerConnection, is_tls_url, open_connection
 from .consumer import AsyncConsumer
 from .enums import CompressionType, ConsumerType, InitialPosition, ProducerAccessMode
-from .errors import AlreadyClosed, ConnectError, InvalidConfiguration, LookupError, OperationNotSupported, Timeout
+from .errors import (AlreadyClosed, ConnectError, InvalidConfiguration, LookupError, OperationNotSupported,
+                     ServiceUnitNotReady, Timeout)
 from .link import BrokerLink
 from .message_id import MessageId
 from .partition_routing import HashingScheme, PartitionsRoutingMode, router
@@ -186,7 +187,10 @@ class AsyncClient:
         Each untried host gets an equal share of the time left, so a paused
         broker at the head of the list cannot take all of it. An error
         answer (ServiceNotReady, ...) comes from a live broker and is raised
-        as is. Raises the last host's ConnectError or Timeout when none answered.
+        as is; after a ServiceUnitNotReady (a broker out of its metadata
+        session says "try another broker") the next call starts with the
+        next host, since any host answers lookups as well as another. Raises
+        the last host's ConnectError or Timeout when none answered.
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
@@ -200,6 +204,11 @@ class AsyncClient:
             try:
                 conn = await self.connection_to(url, share)
                 return await conn.request(cmd_for(), share), url
+            except ServiceUnitNotReady:
+                # Raised, not retried here: the caller's backoff paces the
+                # retry (the bundle may be moving, and every host would say so).
+                self._service_hosts.failed(url)
+                raise
             except (ConnectError, Timeout) as exc:
                 if len(hosts) > 1:
                     log.info("service host %s failed (%s); trying the next", url, exc)

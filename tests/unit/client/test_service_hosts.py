@@ -106,7 +106,7 @@ async def test_when_no_host_answers_the_last_error_is_raised():
     assert tried == ["pulsar://a:1", "pulsar://b:2"]
 
 
-async def test_an_error_answer_comes_from_a_live_broker_and_is_not_a_reason_to_rotate():
+async def test_not_ready_is_raised_and_the_next_call_asks_the_next_host():
     client, tried = fake_client("pulsar://a:1,b:2")
 
     async def refusing(cmd, timeout):
@@ -121,5 +121,25 @@ async def test_an_error_answer_comes_from_a_live_broker_and_is_not_a_reason_to_r
 
     client.connection_to = connection_to  # type: ignore[method-assign]
     with pytest.raises(errors.ServiceUnitNotReady):
+        await client.lookup("persistent://public/default/t", timeout=1.0)
+    assert tried == ["pulsar://a:1"], "the caller's backoff paces the retry"
+    assert client._service_hosts.current == "pulsar://b:2", "a broker out of its session says: try another"
+
+
+async def test_other_error_answers_come_from_a_live_broker_and_move_nothing():
+    client, tried = fake_client("pulsar://a:1,b:2")
+
+    async def refusing(cmd, timeout):
+        raise errors.AuthorizationError("no")
+
+    real = client.connection_to
+
+    async def connection_to(target, timeout=None):
+        conn = await real(target, timeout)
+        conn.request = refusing
+        return conn
+
+    client.connection_to = connection_to  # type: ignore[method-assign]
+    with pytest.raises(errors.AuthorizationError):
         await client.lookup("persistent://public/default/t", timeout=1.0)
     assert tried == ["pulsar://a:1"] and client._service_hosts.current == "pulsar://a:1"
