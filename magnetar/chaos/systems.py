@@ -8,15 +8,19 @@
   ``disk-full`` (the data directory, a 512 MB tmpfs, filled for 1-3 s:
   see :mod:`.disk`; needs root).
 - ``cluster``: an etcd and three ``magnetar broker`` processes on shared
-  storage (session TTL 3 s). The same faults hit a broker other than the
-  first (the clients' service URL), so its bundles move to the others; a
-  pause may outlast the session (a zombie owner comes back). Also
-  ``kill-etcd`` (SIGKILL, restart on the same data after 1-3 s) and
-  ``pause-etcd`` (SIGSTOP 1-4 s). With ``partition`` (root only) the
-  brokers run in network namespaces of their own (:mod:`.netns`) and a
-  broker is cut off (from everything, but never the first; from etcd and
-  the other brokers; or from etcd only) for 1-4 s longer than the session
-  TTL, then healed.
+  storage (session TTL 3 s); the clients' service URL names all three
+  (``pulsar://b0,b1,b2``), so any broker may be hit. The same faults hit
+  one broker, so its bundles move to the others; a pause may outlast the
+  session (a zombie owner comes back). Also ``kill-etcd`` (SIGKILL, restart
+  on the same data after 1-3 s) and ``pause-etcd`` (SIGSTOP 1-4 s);
+  ``move`` (a workload topic's bundle unloaded to another broker, chosen at
+  random: PIP-307) and ``split`` (that bundle cut in two), see
+  :mod:`.moves`. A kill, pause or restart right after a move hits the
+  move's destination half the time: a bundle moved to a broker that then
+  dies. With ``partition`` (root only) the brokers run in network
+  namespaces of their own (:mod:`.netns`) and a broker is cut off (from
+  everything; from etcd and the other brokers; or from etcd only) for 1-4 s
+  longer than the session TTL, then healed.
 
 Each ``inject`` returns once the system is healed (restarted, resumed).
 """
@@ -29,6 +33,7 @@ from pathlib import Path
 
 from .broker import BrokerProcess, cluster_broker, standalone_broker
 from .disk import SmallDisk
+from .moves import move_bundle, split_bundle
 from .netns import MODES, Network, PartitionUnavailable, unavailable_reason
 from .proxy import CutProxy
 
@@ -125,16 +130,15 @@ class Partition:
 def draw_partition(rng: random.Random, brokers: int, session_ttl: float) -> Partition:
     """The next partition from the nemesis's random stream: a mode, a victim,
     and a hold of 1-4 s past the session TTL (the victim's session lapses,
-    its bundles move: the case worth testing). Broker 0, the clients' way
-    in, is cut from etcd (and its peers) but never isolated: the clients
-    would lose their only service URL, which tests nothing but waiting."""
+    its bundles move: the case worth testing). Any broker may be the
+    victim, broker 0 included: the clients' service URL names them all."""
     mode = rng.choice(MODES)
-    victim = rng.randrange(1 if mode == "isolate" else 0, brokers)
+    victim = rng.randrange(brokers)
     return Partition(victim, mode, rng.uniform(session_ttl + 1.0, session_ttl + 4.0))
 
 
 class ClusterSystem:
-    faults = ("kill", "pause", "restart", "kill-etcd", "pause-etcd", "partition")
+    faults = ("kill", "pause", "restart", "kill-etcd", "pause-etcd", "partition", "move", "split")
     #: How long a fault's effects go on after its heal: a lapsed session is
     #: noticed up to a TTL later, then its bundles move (the checker widens
     #: the fault's window by this much).
@@ -149,6 +153,11 @@ class ClusterSystem:
         self.brokers: list[BrokerProcess] = []
         self.etcd = None
         self.net: Network | None = None
+        #: The workloads' topics, whose bundles ``move`` and ``split`` act on
+        #: (the runner sets them before the first fault).
+        self.topics: list[str] = []
+        #: Where the last move took a bundle, until the next kill, pause or restart.
+        self._moved_to: int | None = None
         if "partition" in faults:
             reason = unavailable_reason()
             if reason is not None:
@@ -157,11 +166,18 @@ class ClusterSystem:
 
     @property
     def service_url(self) -> str:
-        return self.brokers[0].service_url
+        """Every broker, in order (``pulsar://h0:p0,h1:p1,h2:p2``): the clients,
+        official and Magnetar's, try the next when one is down."""
+        return "pulsar://" + ",".join(b.service_url.removeprefix("pulsar://") for b in self.brokers)
 
     @property
     def admin_url(self) -> str:
+        """Broker 0's, for the setup before any fault."""
         return self.brokers[0].admin_url
+
+    @property
+    def admin_urls(self) -> list[str]:
+        return [b.admin_url for b in self.brokers]
 
     def start(self) -> None:
         from magnetar.metadata.etcd_server import EtcdServer
@@ -201,9 +217,25 @@ class ClusterSystem:
             finally:
                 self.net.heal()
             return f"partition {cut.mode} broker-{cut.victim} {cut.hold_s:.1f} s"
-        victim = rng.randrange(1, self.count)  # broker 0 is the clients' way in
+        if kind in ("move", "split"):
+            return self._move_or_split(kind, rng)
+        victim = rng.randrange(self.count)
+        if self._moved_to is not None and rng.random() < 0.5:
+            victim = self._moved_to  # a bundle just moved there: the new owner dies
+        self._moved_to = None
         _hit(self.brokers[victim], kind, rng, longest_pause=2 * SESSION_TTL_S + 2)
         return f"{kind} broker-{victim}"
+
+    def _move_or_split(self, kind: str, rng: random.Random) -> str:
+        if not self.topics:
+            return f"{kind}: no topic yet"
+        topic = rng.choice(self.topics)
+        if kind == "split":
+            return split_bundle(self.admin_urls, topic)
+        done, destination = move_bundle(self.admin_urls, topic, rng)
+        ids = [u.removeprefix("http://") for u in self.admin_urls]
+        self._moved_to = ids.index(destination) if destination in ids else None
+        return done
 
     def stop(self) -> None:
         """Stop the brokers and etcd, then remove the network (healed first,
