@@ -4,6 +4,9 @@
   a destination broker (``PUT .../{bundle}/unload?destinationBroker=``), as an
   operator or the load manager would: its owner hands it over without
   client lookups (PIP-307), producers and consumers follow to the new owner.
+- ``move-kill``: a move whose destination is killed (SIGKILL) while the
+  handover runs, then restarted: the bundle is left releasing to, or
+  just owned by, a dead broker; its session lapses, another broker takes it.
 - ``split``: the same bundle is cut in two (``PUT .../{bundle}/split``, by
   topic count, or in the middle of its range when it holds one topic); its
   owner keeps both halves and their clients.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import dataclass
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -70,26 +74,53 @@ def _refusal(exc: urllib.error.HTTPError) -> str:
     return f"refused ({exc.code}: {reason or exc.reason})"
 
 
-def move_bundle(admin_urls: list[str], topic: str, rng: random.Random) -> tuple[str, str | None]:
-    """Move ``topic``'s bundle to another broker, drawn from ``rng``.
+@dataclass(frozen=True)
+class Move:
+    """A move about to be asked: ``topic``'s ``bundle``, from ``owner`` to
+    ``destination`` (broker ids), through the admin API at ``asked``."""
+    asked: str
+    topic: str
+    bundle: str
+    owner: str | None
+    destination: str
 
-    ``admin_urls[k]`` is broker k's admin URL, whose ``host:port`` is its
-    broker id. Returns ``(description, destination broker id or None when
-    the move did not happen)``; raises NoBrokerAnswers if no admin API answers.
-    """
+
+def plan_move(admin_urls: list[str], topic: str, rng: random.Random) -> Move:
+    """Where ``topic``'s bundle is and where it goes: another broker drawn
+    from ``rng``. ``admin_urls[k]`` is broker k's admin URL, whose
+    ``host:port`` is its broker id. Raises NoBrokerAnswers."""
     ids = [u.removeprefix("http://") for u in admin_urls]
     asked, bundle, owner = _bundle_and_owner(admin_urls, topic)
-    others = [b for b in ids if b != owner]
-    destination = rng.choice(others)
-    what = f"move {bundle} {_name(ids, owner)} -> {_name(ids, destination)}"
+    destination = rng.choice([b for b in ids if b != owner])
+    if asked.removeprefix("http://") == destination:
+        # Asked elsewhere: the destination may be killed while the move runs
+        # (move-kill), and the question is whether the cluster gets over it.
+        asked = next(u for u in admin_urls if u.removeprefix("http://") != destination)
+    return Move(asked, topic, bundle, owner, destination)
+
+
+def do_move(move: Move, ids: list[str]) -> tuple[str, bool]:
+    """Ask for ``move``; ``(description, whether the new owner took it)``.
+    Returns once the destination owns the bundle, or the cluster refused
+    (``ids``: the brokers' ids, to name them broker-k)."""
+    what = f"move {move.bundle} {_name(ids, move.owner)} -> {_name(ids, move.destination)}"
     try:
-        _request(asked, f"/admin/v2/namespaces/{_namespace(topic)}/{bundle}/unload?"
-                        f"destinationBroker={urllib.parse.quote(destination)}", "PUT")
+        _request(move.asked, f"/admin/v2/namespaces/{_namespace(move.topic)}/{move.bundle}/unload?"
+                             f"destinationBroker={urllib.parse.quote(move.destination)}", "PUT")
     except urllib.error.HTTPError as exc:
-        return f"{what}: {_refusal(exc)}", None
+        return f"{what}: {_refusal(exc)}", False
     except (urllib.error.URLError, OSError) as exc:
-        return f"{what}: no answer ({exc})", None
-    return what, destination
+        return f"{what}: no answer ({exc})", False
+    return what, True
+
+
+def move_bundle(admin_urls: list[str], topic: str, rng: random.Random) -> tuple[str, str | None]:
+    """Move ``topic``'s bundle to another broker drawn from ``rng`` (see
+    :func:`plan_move`). Returns ``(description, destination broker id, or
+    None when the move did not happen)``; raises NoBrokerAnswers."""
+    move = plan_move(admin_urls, topic, rng)
+    what, done = do_move(move, [u.removeprefix("http://") for u in admin_urls])
+    return what, move.destination if done else None
 
 
 def split_bundle(admin_urls: list[str], topic: str) -> str:

@@ -14,7 +14,8 @@
   session (a zombie owner comes back). Also ``kill-etcd`` (SIGKILL, restart
   on the same data after 1-3 s) and ``pause-etcd`` (SIGSTOP 1-4 s);
   ``move`` (a workload topic's bundle unloaded to another broker, chosen at
-  random: PIP-307) and ``split`` (that bundle cut in two), see
+  random: PIP-307), ``move-kill`` (the same, its destination killed while
+  the handover runs) and ``split`` (that bundle cut in two), see
   :mod:`.moves`. A kill, pause or restart right after a move hits the
   move's destination half the time: a bundle moved to a broker that then
   dies. With ``partition`` (root only) the brokers run in network
@@ -27,13 +28,14 @@ Each ``inject`` returns once the system is healed (restarted, resumed).
 from __future__ import annotations
 
 import random
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from .broker import BrokerProcess, cluster_broker, standalone_broker
 from .disk import SmallDisk
-from .moves import move_bundle, split_bundle
+from .moves import do_move, move_bundle, plan_move, split_bundle
 from .netns import MODES, Network, PartitionUnavailable, unavailable_reason
 from .proxy import CutProxy
 
@@ -138,7 +140,7 @@ def draw_partition(rng: random.Random, brokers: int, session_ttl: float) -> Part
 
 
 class ClusterSystem:
-    faults = ("kill", "pause", "restart", "kill-etcd", "pause-etcd", "partition", "move", "split")
+    faults = ("kill", "pause", "restart", "kill-etcd", "pause-etcd", "partition", "move", "move-kill", "split")
     #: How long a fault's effects go on after its heal: a lapsed session is
     #: noticed up to a TTL later, then its bundles move (the checker widens
     #: the fault's window by this much).
@@ -217,7 +219,7 @@ class ClusterSystem:
             finally:
                 self.net.heal()
             return f"partition {cut.mode} broker-{cut.victim} {cut.hold_s:.1f} s"
-        if kind in ("move", "split"):
+        if kind in ("move", "move-kill", "split"):
             return self._move_or_split(kind, rng)
         victim = rng.randrange(self.count)
         if self._moved_to is not None and rng.random() < 0.5:
@@ -232,10 +234,29 @@ class ClusterSystem:
         topic = rng.choice(self.topics)
         if kind == "split":
             return split_bundle(self.admin_urls, topic)
+        if kind == "move-kill":
+            return self._move_and_kill_destination(topic, rng)
         done, destination = move_bundle(self.admin_urls, topic, rng)
         ids = [u.removeprefix("http://") for u in self.admin_urls]
         self._moved_to = ids.index(destination) if destination in ids else None
         return done
+
+    def _move_and_kill_destination(self, topic: str, rng: random.Random) -> str:
+        """Ask for a move and SIGKILL its destination 0-0.3 s later, while the
+        handover runs (the unload answers once the destination owns the
+        bundle, or times out); restart it 0.5-2 s after."""
+        ids = [u.removeprefix("http://") for u in self.admin_urls]
+        move = plan_move(self.admin_urls, topic, rng)
+        victim = self.brokers[ids.index(move.destination)]
+        outcome: list[str] = []
+        asking = threading.Thread(target=lambda: outcome.append(do_move(move, ids)[0]), daemon=True)
+        asking.start()
+        time.sleep(rng.uniform(0.0, 0.3))
+        victim.kill()
+        time.sleep(rng.uniform(0.5, 2.0))
+        victim.start()
+        asking.join(60)  # the broker side gives up on a handover after 30 s
+        return f"{outcome[0] if outcome else 'move: no answer in 60 s'}, destination killed mid-move"
 
     def stop(self) -> None:
         """Stop the brokers and etcd, then remove the network (healed first,
