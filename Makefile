@@ -51,7 +51,7 @@ integration: $(STAMP)
 
 # Fault injection (docs/reliability.md): a bounded run for CI, fixed seeds,
 # the standalone broker then a 3-broker cluster on etcd (its faults include
-# bundle moves and splits, sharing the same 45 s); exit code 1 if the
+# bundle moves, moves to a broker killed meanwhile, and splits, in the same 45 s); exit code 1 if the
 # checker finds an anomaly; then the live-socket fuzzer; then, as root only
 # (it makes network namespaces), one cluster run with network partitions.
 # chaos-soak: the long one.
@@ -63,7 +63,7 @@ chaos: $(STAMP)
 	@for seed in $(CHAOS_SEEDS); do \
 	  $(BIN)/magnetar chaos run --duration $(CHAOS_SECONDS) --faults kill,pause,restart,cut --seed $$seed --out ./chaos-out || exit 1; \
 	  $(BIN)/magnetar chaos run --topology cluster --duration $(CHAOS_SECONDS) \
-	    --faults kill,pause,restart,kill-etcd,pause-etcd,move,split --seed $$seed --out ./chaos-out/cluster || exit 1; \
+	    --faults kill,pause,restart,kill-etcd,pause-etcd,move,move-kill,split --seed $$seed --out ./chaos-out/cluster || exit 1; \
 	  $(BIN)/magnetar chaos fuzz --rounds $(FUZZ_ROUNDS) --seed $$seed --out ./chaos-out/fuzz || exit 1; \
 	done
 	@$(MAKE) --no-print-directory chaos-partition
