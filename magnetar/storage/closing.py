@@ -10,8 +10,8 @@ import logging
 import time
 
 
-from .ledger import is_fenced
 from .ledger_meta import _OPEN, _CLOSING, _CLOSED, _LedgerMeta
+from .ledger import is_fenced
 
 log = logging.getLogger(__name__)
 
