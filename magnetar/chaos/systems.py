@@ -35,7 +35,7 @@ from pathlib import Path
 
 from .broker import BrokerProcess, cluster_broker, standalone_broker
 from .disk import SmallDisk
-from .moves import do_move, move_bundle, plan_move, split_bundle
+from .moves import NoBrokerAnswers, do_move, move_bundle, plan_move, split_bundle
 from .netns import MODES, Network, PartitionUnavailable, unavailable_reason
 from .proxy import CutProxy
 
@@ -229,17 +229,23 @@ class ClusterSystem:
         return f"{kind} broker-{victim}"
 
     def _move_or_split(self, kind: str, rng: random.Random) -> str:
+        """What happened, as text; a cluster that refuses or cannot answer
+        just now (right after etcd came back, every broker may be out of its
+        session) is recorded, not a failed run."""
         if not self.topics:
             return f"{kind}: no topic yet"
         topic = rng.choice(self.topics)
-        if kind == "split":
-            return split_bundle(self.admin_urls, topic)
-        if kind == "move-kill":
-            return self._move_and_kill_destination(topic, rng)
-        done, destination = move_bundle(self.admin_urls, topic, rng)
+        try:
+            if kind == "split":
+                return split_bundle(self.admin_urls, topic)
+            if kind == "move-kill":
+                return self._move_and_kill_destination(topic, rng)
+            what, destination = move_bundle(self.admin_urls, topic, rng)
+        except NoBrokerAnswers as exc:
+            return f"{kind}: {exc}"
         ids = [u.removeprefix("http://") for u in self.admin_urls]
         self._moved_to = ids.index(destination) if destination in ids else None
-        return done
+        return what
 
     def _move_and_kill_destination(self, topic: str, rng: random.Random) -> str:
         """Ask for a move and SIGKILL its destination 0-0.3 s later, while the
