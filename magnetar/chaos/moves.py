@@ -4,9 +4,10 @@
   a destination broker (``PUT .../{bundle}/unload?destinationBroker=``), as an
   operator or the load manager would: its owner hands it over without
   client lookups (PIP-307), producers and consumers follow to the new owner.
-- ``move-kill``: a move whose destination is killed (SIGKILL) while the
-  handover runs, then restarted: the bundle is left releasing to, or
-  just owned by, a dead broker; its session lapses, another broker takes it.
+- ``move-kill``: a move whose destination is killed (SIGKILL) as the
+  handover runs or just after, then restarted: the bundle is left
+  releasing to, or just owned by, a dead broker; its session lapses,
+  another broker takes it.
 - ``split``: the same bundle is cut in two (``PUT .../{bundle}/split``, by
   topic count, or in the middle of its range when it holds one topic); its
   owner keeps both halves and their clients.

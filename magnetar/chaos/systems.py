@@ -248,21 +248,24 @@ class ClusterSystem:
         return what
 
     def _move_and_kill_destination(self, topic: str, rng: random.Random) -> str:
-        """Ask for a move and SIGKILL its destination 0-0.3 s later, while the
-        handover runs (the unload answers once the destination owns the
-        bundle, or times out); restart it 0.5-2 s after."""
+        """Ask for a move and SIGKILL its destination 0-60 ms later (a
+        handover takes a few to some tens of milliseconds: the kill lands
+        during it or just after), restart it 0.5-2 s after. The unload
+        answers once the destination owns the bundle or, if it died first,
+        once the leader gave the bundle to another broker."""
         ids = [u.removeprefix("http://") for u in self.admin_urls]
         move = plan_move(self.admin_urls, topic, rng)
         victim = self.brokers[ids.index(move.destination)]
         outcome: list[str] = []
         asking = threading.Thread(target=lambda: outcome.append(do_move(move, ids)[0]), daemon=True)
         asking.start()
-        time.sleep(rng.uniform(0.0, 0.3))
+        time.sleep(rng.uniform(0.0, 0.06))
+        when = "after the unload answered" if outcome else "before the unload answered"
         victim.kill()
         time.sleep(rng.uniform(0.5, 2.0))
         victim.start()
         asking.join(60)  # the broker side gives up on a handover after 30 s
-        return f"{outcome[0] if outcome else 'move: no answer in 60 s'}, destination killed mid-move"
+        return f"{outcome[0] if outcome else 'move: no answer in 60 s'}; destination killed {when}"
 
     def stop(self) -> None:
         """Stop the brokers and etcd, then remove the network (healed first,
