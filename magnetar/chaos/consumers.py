@@ -14,7 +14,8 @@ reader, each a thread recording every message it gets as a ``receive`` op
   reconnect).
 
 After :meth:`~.workloads.Workload.stop` each one drains until the topic is
-quiet, so the checker can ask whether everything stored reached it.
+quiet, so the checker can ask whether everything stored reached it; the
+runner stops them only once every writer has finished its last send.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import time
 from .workloads import Workload, _quiet_logger, official_client
 
 
-class _Receiver(Workload):
+class Receiver(Workload):
     promise = "at-least-once"
     #: Draining after stop: done once nothing came for this long *while
     #: connected* (a client still in its reconnect backoff is not "quiet"),
@@ -90,7 +91,7 @@ def _connected(consumer) -> bool:
         return True  # a client without is_connected: the quiet time alone decides
 
 
-class SubscriptionConsumer(_Receiver):
+class SubscriptionConsumer(Receiver):
     """One consumer on subscription ``chaos-<type>`` of the topic."""
 
     def __init__(self, *args, consumer_type: str = "Shared", **kwargs) -> None:
@@ -113,7 +114,7 @@ class SharedConsumer(SubscriptionConsumer):
         super().__init__(*args, consumer_type="Shared", **kwargs)
 
 
-class TopicReader(_Receiver):
+class TopicReader(Receiver):
     """A reader from the earliest message; judged as a gap-free prefix of the log."""
 
     subscription = "reader"

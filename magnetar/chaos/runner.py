@@ -23,7 +23,7 @@ from .checker import Report, check
 from .history import History
 from .plot import write_svg
 from .systems import SYSTEMS
-from .consumers import SubscriptionConsumer, TopicReader
+from .consumers import SubscriptionConsumer, TopicReader, Receiver
 from .workloads import ConditionalWriter, DedupProducer, ExclusiveWriter, IdempotentProducer, Workload, read_log
 
 NAMESPACE = "public/default"
@@ -109,10 +109,16 @@ def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: 
                 on_progress(Progress(time.monotonic() - start, sum(w.seq for w in workloads),
                                      sum(w.acks for w in workloads), injected))
             time.sleep(min(1.0, max(0.05, next_fault - time.monotonic())))  # the run's clock
-        for w in workloads:
-            w.stop()
-        for w in workloads:
-            w.join(SEND_GRACE_S)
+        # Writers first: a send still in flight at the end (held up by the
+        # last fault) may be acknowledged seconds later, and a reader that
+        # began draining at the same time could have called the topic quiet
+        # and left before it (seen as a false "missed by consumers").
+        writers = [w for w in workloads if not isinstance(w, Receiver)]
+        for group in (writers, [w for w in workloads if isinstance(w, Receiver)]):
+            for w in group:
+                w.stop()
+            for w in group:
+                w.join(SEND_GRACE_S)
         for topic in sorted({w.topic for w in workloads}):
             history.add("final", "invoke", "read", topic=topic)
             history.add("final", "ok", "read", topic=topic, log=read_log(system.service_url, topic))

@@ -6,22 +6,23 @@
   ``restart`` (SIGTERM, start), ``cut`` (every client connection cut, two to
   five times over 0.5-2 s: frames lost mid-way, clients reconnect),
   ``disk-full`` (the data directory, a 512 MB tmpfs, filled for 1-3 s:
-  see :mod:`.disk`; needs root).
+  see :mod:`.disk`; needs root), ``fsync-error`` (its fsync and fdatasync
+  calls fail with EIO for 1-3 s: see :mod:`.fsync`; needs ptrace).
 - ``cluster``: an etcd and three ``magnetar broker`` processes on shared
   storage (session TTL 3 s); the clients' service URL names all three
   (``pulsar://b0,b1,b2``), so any broker may be hit. The same faults hit
   one broker, so its bundles move to the others; a pause may outlast the
   session (a zombie owner comes back). Also ``kill-etcd`` (SIGKILL, restart
   on the same data after 1-3 s) and ``pause-etcd`` (SIGSTOP 1-4 s);
-  ``move`` (a workload topic's bundle unloaded to another broker, chosen at
-  random: PIP-307), ``move-kill`` (the same, its destination killed while
-  the handover runs) and ``split`` (that bundle cut in two), see
-  :mod:`.moves`. A kill, pause or restart right after a move hits the
-  move's destination half the time: a bundle moved to a broker that then
-  dies. With ``partition`` (root only) the brokers run in network
-  namespaces of their own (:mod:`.netns`) and a broker is cut off (from
-  everything; from etcd and the other brokers; or from etcd only) for 1-4 s
-  longer than the session TTL, then healed.
+  ``fsync-error`` on any broker; ``move`` (a workload topic's bundle
+  unloaded to another broker, chosen at random: PIP-307), ``move-kill``
+  (the same, its destination killed while the handover runs) and ``split``
+  (that bundle cut in two), see :mod:`.moves`. A kill, pause or restart
+  right after a move hits the move's destination half the time: a bundle
+  moved to a broker that then dies. With ``partition`` (root only) the
+  brokers run in network namespaces of their own (:mod:`.netns`) and a
+  broker is cut off (from everything; from etcd and the other brokers; or
+  from etcd only) for 1-4 s longer than the session TTL, then healed.
 
 Each ``inject`` returns once the system is healed (restarted, resumed).
 """
@@ -35,6 +36,8 @@ from pathlib import Path
 
 from .broker import BrokerProcess, cluster_broker, standalone_broker
 from .disk import SmallDisk
+from .fsync import FsyncErrors, FsyncErrorsUnavailable, draw_fsync_fault
+from .fsync import unavailable_reason as fsync_unavailable_reason
 from .moves import NoBrokerAnswers, do_move, move_bundle, plan_move, split_bundle
 from .netns import MODES, Network, PartitionUnavailable, unavailable_reason
 from .proxy import CutProxy
@@ -55,6 +58,25 @@ def _broker_config(directory: Path) -> Path:
     return path
 
 
+def _fsync_injector(faults) -> FsyncErrors | None:
+    """The injector if ``fsync-error`` is asked for; raises
+    FsyncErrorsUnavailable (a ValueError: nothing started yet) if this
+    machine cannot ptrace."""
+    if "fsync-error" not in faults:
+        return None
+    reason = fsync_unavailable_reason()
+    if reason is not None:
+        raise FsyncErrorsUnavailable(reason)
+    return FsyncErrors()
+
+
+def _fail_fsyncs(injector: FsyncErrors, broker: BrokerProcess, rng: random.Random, name: str) -> str:
+    fault = draw_fsync_fault(rng)
+    assert broker.proc is not None
+    failed = injector.inject(broker.proc.pid, fault)
+    return f"fsync-error {name}: {fault.describe()}, {failed} calls failed"
+
+
 def _hit(broker: BrokerProcess, kind: str, rng: random.Random, longest_pause: float) -> None:
     if kind == "kill":
         broker.kill()
@@ -70,7 +92,7 @@ def _hit(broker: BrokerProcess, kind: str, rng: random.Random, longest_pause: fl
 
 
 class StandaloneSystem:
-    faults = ("kill", "pause", "restart", "cut", "disk-full")
+    faults = ("kill", "pause", "restart", "cut", "disk-full", "fsync-error")
 
     def __init__(self, out_dir: Path, faults: tuple[str, ...] | list[str] = (), seed: int = 0) -> None:
         self.broker = standalone_broker(out_dir / "data", ["--config", str(out_dir / "chaos-broker.toml")])
@@ -78,6 +100,7 @@ class StandaloneSystem:
         self.proxy: CutProxy | None = None
         #: The data directory on a small tmpfs, for the disk-full fault only.
         self.disk = SmallDisk(out_dir / "data") if "disk-full" in faults else None
+        self.fsync = _fsync_injector(faults)
 
     @property
     def service_url(self) -> str:
@@ -109,10 +132,15 @@ class StandaloneSystem:
             time.sleep(rng.uniform(1.0, 3.0))  # writes fail with ENOSPC meanwhile
             self.disk.free()
             return f"disk-full ({taken >> 20} MB taken)"
+        if kind == "fsync-error":
+            assert self.fsync is not None
+            return _fail_fsyncs(self.fsync, self.broker, rng, "broker")
         _hit(self.broker, kind, rng, longest_pause=6.0)
         return kind
 
     def stop(self) -> None:
+        if self.fsync is not None:
+            self.fsync.close()  # detached before the broker is stopped
         if self.proxy is not None:
             self.proxy.close()
         self.broker.stop()
@@ -140,7 +168,8 @@ def draw_partition(rng: random.Random, brokers: int, session_ttl: float) -> Part
 
 
 class ClusterSystem:
-    faults = ("kill", "pause", "restart", "kill-etcd", "pause-etcd", "partition", "move", "move-kill", "split")
+    faults = ("kill", "pause", "restart", "kill-etcd", "pause-etcd", "partition", "fsync-error", "move", "move-kill",
+              "split")
     #: How long a fault's effects go on after its heal: a lapsed session is
     #: noticed up to a TTL later, then its bundles move (the checker widens
     #: the fault's window by this much).
@@ -148,8 +177,9 @@ class ClusterSystem:
 
     def __init__(self, out_dir: Path, faults: tuple[str, ...] | list[str] = (), brokers: int = 3,
                  seed: int = 0) -> None:
-        """Raises PartitionUnavailable (a ValueError) if ``partition`` is
-        asked for where namespaces cannot be made; nothing is started yet."""
+        """Raises PartitionUnavailable or FsyncErrorsUnavailable (ValueErrors)
+        if ``partition`` or ``fsync-error`` is asked for where namespaces
+        cannot be made or ptrace is not allowed; nothing is started yet."""
         self.base = out_dir / "cluster"
         self.count = brokers
         self.brokers: list[BrokerProcess] = []
@@ -165,6 +195,7 @@ class ClusterSystem:
             if reason is not None:
                 raise PartitionUnavailable(reason)
             self.net = Network(seed, brokers)
+        self.fsync = _fsync_injector(faults)
 
     @property
     def service_url(self) -> str:
@@ -219,6 +250,10 @@ class ClusterSystem:
             finally:
                 self.net.heal()
             return f"partition {cut.mode} broker-{cut.victim} {cut.hold_s:.1f} s"
+        if kind == "fsync-error":
+            assert self.fsync is not None
+            victim = rng.randrange(self.count)
+            return _fail_fsyncs(self.fsync, self.brokers[victim], rng, f"broker-{victim}")
         if kind in ("move", "move-kill", "split"):
             return self._move_or_split(kind, rng)
         victim = rng.randrange(self.count)
@@ -271,6 +306,8 @@ class ClusterSystem:
         """Stop the brokers and etcd, then remove the network (healed first,
         so an isolated broker can stop cleanly). Safe after a failed start."""
         try:
+            if self.fsync is not None:
+                self.fsync.close()
             if self.net is not None:
                 self.net.heal()
             for broker in self.brokers:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 
+from . import compiled as _compiled
 from .commands import Type
 
 _SEND = Type.SEND
@@ -91,7 +92,7 @@ class SendCommandView(collections.namedtuple("_SendFields", (*_FIELDS, "present"
 _new = tuple.__new__
 
 
-def parse_send(buf, start: int, end: int) -> SendCommandView | None:
+def parse_send_python(buf, start: int, end: int) -> SendCommandView | None:
     """Decode the BaseCommand in ``buf[start:end]`` if it is a plain SEND; else None.
 
     ``buf`` is bytes (or a memoryview of bytes). See the module docstring
@@ -171,3 +172,11 @@ def parse_send(buf, start: int, end: int) -> SendCommandView | None:
     if pos != end or pid is None or seq is None:
         return None  # the last varint ran into the payload, or a required field is missing
     return _new(SendCommandView, (pid, seq, num, txl, txm, high, chunk, marker, expected, epoch, present))
+
+
+#: What the broker calls: the compiled twin (``_hot.c``, same contract, same
+#: results) when this install has it, else the function above.
+parse_send = parse_send_python
+if _compiled.hot is not None:
+    _compiled.hot.register_send_view(SendCommandView)
+    parse_send = _compiled.hot.parse_send

@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 from . import magnetar_api_pb2 as pb
 from .checksum import crc32c
+from .compiled import hot as _hot
 from .errors import FrameTooLarge, ProtocolError
 from .fast_send import parse_send
 
@@ -83,6 +84,9 @@ class PayloadBlock:
     """
 
     raw: memoryview
+    #: The checksum's verdict when the decoder already checked it (1 matches,
+    #: 0 does not; the compiled SEND path does), -1 when not checked yet.
+    checked: int = -1
 
     def _split(self) -> tuple[memoryview | None, memoryview]:
         raw = self.raw
@@ -127,6 +131,8 @@ class PayloadBlock:
         """True if there is no checksum or it matches; False on a mismatch.
 
         Raises ProtocolError when the block is malformed."""
+        if self.checked >= 0:
+            return self.checked == 1
         raw = self.raw
         if len(raw) >= 10 and raw[0] == 0x0E and raw[1] == 0x01:
             # A SEND's block: [0x0e01][crc][meta_size]... (once per entry: no section views)
@@ -278,7 +284,13 @@ class FrameDecoder:
                 return None
             start, end = bounds
             data = self._data
-        if self.fast_send and end - start > 12 and data[start + 9] == 0x06 and data[start + 8] == 0x08:
+        if self.fast_send and _hot is not None:
+            # The compiled twin of the branch below, which also checks the block's CRC.
+            hit = _hot.send_frame(data, start, end)
+            if hit is not None:
+                send, cmd_end, checked = hit
+                return _new_frame(Frame, (send, PayloadBlock(memoryview(data)[cmd_end:end], checked)))
+        elif self.fast_send and end - start > 12 and data[start + 9] == 0x06 and data[start + 8] == 0x08:
             # [total][cmd_size][08 06 ...]: maybe a SEND; parse it by hand if it is a plain one.
             cmd_end = start + 8 + _U32.unpack_from(data, start + 4)[0]
             if cmd_end < end:

@@ -10,6 +10,7 @@ import logging
 import time
 
 
+from . import waiters
 from .ledger_meta import _OPEN, _CLOSING, _CLOSED, _LedgerMeta
 from .ledger import is_fenced
 
@@ -114,8 +115,7 @@ class Closing:
         pending += self._buf_futures + [f for _, f in self._waiting]
         self._buf, self._buf_futures, self._waiting = [], [], []
         self._inflight.clear()
-        for batch_future in pending:
-            batch_future.cancel()
+        waiters.abandon(pending)
         for task in (self._rollover_task, self._trim_task, self._spare_task):
             if task is not None:
                 task.cancel()

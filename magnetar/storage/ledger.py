@@ -391,7 +391,8 @@ def write_fence(directory: Path, ledger_id: int) -> None:
 
 
 def is_fenced(directory: Path, ledger_id: int) -> bool:
-    return os.path.exists(fence_path(directory, ledger_id))
+    # Once per group commit on the event loop: a plain string, no Path object.
+    return os.path.exists(os.path.join(directory, f"{ledger_id:020d}.fenced"))
 
 
 def delete_ledger_files(directory: Path, ledger_id: int) -> None:

@@ -82,6 +82,8 @@ from .errors import (
 from .group_commit import GroupCommitWriter
 from .ledger import HEADER_SIZE, MAX_ENTRY_SIZE, Ledger, is_fenced
 from .position import Position
+from . import waiters
+from .waiters import Waiter
 
 from .closing import Closing
 from .ledger_meta import (
@@ -125,10 +127,10 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing, Recovery, Ownership):
         self._next_entry = 0
         self._current_bytes = 0
         self._buf: list[bytes] = []
-        self._buf_futures: list[asyncio.Future] = []
+        self._buf_futures: list[Waiter] = []  # the waiters of _buf's entries
         self._flush_scheduled = False
         self._inflight: collections.deque[_Batch] = collections.deque()
-        self._waiting: list[tuple[bytes, asyncio.Future]] = []
+        self._waiting: list[tuple[bytes, Waiter]] = []
         self._rolling = False
         self._rollover_task: asyncio.Task | None = None
         self._spare_id: int | None = None  # id of the next ledger, fetched ahead of time
@@ -202,18 +204,32 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing, Recovery, Ownership):
         """
         if self._state is not _OPEN:
             return _failed_future(self._loop, self._refusal())
+        fut = self._loop.create_future()
+        self.append_then(data, fut)
+        return fut
+
+    def append_then(self, data: bytes, on_stored: Waiter) -> None:
+        """:meth:`append` without a future: ``on_stored(ledger_id, entry_id,
+        error)`` is called instead (the contract is in :mod:`.waiters`).
+
+        Raises at once, appending nothing and never calling ``on_stored``:
+        ``StorageError`` when the managed ledger takes no appends (closing,
+        closed, fenced, failed), ``ValueError`` for an empty or oversized
+        entry. So every call that returns is told exactly once, in call order.
+        """
+        if self._state is not _OPEN:
+            raise self._refusal()
         if type(data) is not bytes:
             data = bytes(data)
         size = len(data)
         if not 0 < size <= MAX_ENTRY_SIZE:
             raise ValueError(f"entry size {size} out of range 1..{MAX_ENTRY_SIZE}")
-        fut = self._loop.create_future()
         if self._rolling:
-            self._waiting.append((data, fut))
-            return fut
+            self._waiting.append((data, on_stored))
+            return
         # _enqueue inlined: this runs once per entry
         self._buf.append(data)
-        self._buf_futures.append(fut)
+        self._buf_futures.append(on_stored)
         self._next_entry += 1
         self._current_bytes += size + HEADER_SIZE
         if not self._flush_scheduled:
@@ -221,14 +237,13 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing, Recovery, Ownership):
             self._loop.call_soon(self._flush)
         if self._next_entry >= self._max_entries or self._current_bytes >= self._max_bytes:
             self._start_rollover()
-        return fut
 
     def _refusal(self) -> StorageError:
         if self._error is not None:
             return self._error
         return ManagedLedgerClosedError(f"managed ledger {self.name!r} is {self._state}")
 
-    def _enqueue(self, data: bytes, fut: asyncio.Future) -> None:
+    def _enqueue(self, data: bytes, fut: Waiter) -> None:
         """``append`` after the checks (appends queued during a rollover)."""
         self._buf.append(data)
         self._buf_futures.append(fut)
@@ -282,9 +297,7 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing, Recovery, Ownership):
             meta.entries += len(futures)
             meta.size += batch.nbytes
         self._last_confirmed = Position(lid, first + len(futures) - 1)
-        for i, fut in enumerate(futures, first):
-            if not fut.done():
-                fut.set_result(Position(lid, i))
+        waiters.complete(futures, lid, first)
         if not self._notify_scheduled and self._listeners:
             self._notify_scheduled = True
             self._loop.call_soon(self._notify)
@@ -301,13 +314,9 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing, Recovery, Ownership):
         self._inflight.clear()
         for batch in failed:
             batch.failed = True
-            for fut in batch.futures:
-                if not fut.done():
-                    fut.set_exception(error)
+            waiters.fail(batch.futures, error)
         buffered, self._buf, self._buf_futures = self._buf_futures, [], []
-        for fut in buffered:
-            if not fut.done():
-                fut.set_exception(error)
+        waiters.fail(buffered, error)
         self._state = _FENCED
         self._error = error
         if self._current is not None:
@@ -329,12 +338,8 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing, Recovery, Ownership):
         self._waiting = []
         for batch in failed:
             self._cache.truncate(batch.ledger_id, batch.first)
-            for fut in batch.futures:
-                if not fut.done():
-                    fut.set_exception(error)
-        for fut in itertools.chain(buffered, (f for _, f in waiting)):
-            if not fut.done():
-                fut.set_exception(error)
+            waiters.fail(batch.futures, error)
+        waiters.fail(itertools.chain(buffered, (w for _, w in waiting)), error)
         if self._current_meta is not None:
             self._cache.truncate(self._current_meta.ledger_id, self._current_meta.entries)
         if self._current is not None:

@@ -21,6 +21,7 @@ from bisect import bisect_left
 
 from .errors import ManagedLedgerFailedError, ManagedLedgerFencedError, StorageError
 from .ledger import Ledger, delete_ledger_files
+from . import waiters
 from .ledger_meta import _CLOSING, _FAILED, _FENCED, _OPEN, _LedgerMeta
 
 log = logging.getLogger(__name__)
@@ -89,12 +90,12 @@ class Rollover:
         self._rollover_task = None
         waiting = self._waiting
         self._waiting = []
-        for i, (data, fut) in enumerate(waiting):
+        for i, (data, waiter) in enumerate(waiting):
             if self._rolling:  # a tiny max_entries_per_ledger can roll again at once
                 self._waiting = waiting[i:] + self._waiting
                 break
-            if not fut.done():
-                self._enqueue(data, fut)
+            if waiters.is_pending(waiter):
+                self._enqueue(data, waiter)
         self._schedule_trim()
         self._wake_idle()
 
@@ -151,7 +152,5 @@ class Rollover:
                 log.error("%s: %s", self.name, self._error)
         waiting = self._waiting
         self._waiting = []
-        for _, fut in waiting:
-            if not fut.done():
-                fut.set_exception(self._error or self._refusal())
+        waiters.fail([w for _, w in waiting], self._error or self._refusal())
         self._wake_idle()

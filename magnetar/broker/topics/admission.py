@@ -104,12 +104,29 @@ class ProducerAdmission:
         try:
             if epoch != self.topic_epoch:
                 await self.ledger.set_properties({TOPIC_EPOCH: str(epoch)})
-        except Exception:
-            self.exclusive_producer = None
+        except BaseException:  # a cancelled admission too: the slot must not stay reserved
+            if self.exclusive_producer is producer:
+                self.exclusive_producer = None
             raise
         self.topic_epoch = epoch
         producer.epoch = epoch
+        if producer.fenced:
+            # Detached (its connection closed, remove_producer ran) while the
+            # epoch was written: attaching it now would hand the topic to a
+            # producer no client serves, and keep every other exclusive
+            # producer out until the topic unloads. The epoch stays spent.
+            if self.exclusive_producer is producer:
+                self.exclusive_producer = None
+            raise ProducerFenced(f"producer {producer.name} left while it was being admitted")
         self._attach(producer)
+
+    def _detach_exclusive(self, producer: Producer) -> None:
+        """Undo :meth:`_take_exclusive` for a producer whose client is gone."""
+        producer.fenced = True
+        if self.producers.get(producer.name) is producer:
+            del self.producers[producer.name]
+        if self.exclusive_producer is producer:
+            self.exclusive_producer = None
 
     def _attach(self, producer: Producer) -> None:
         producer.connected_since = time.time()
@@ -185,10 +202,22 @@ class ProducerAdmission:
                 try:
                     await self._take_exclusive(producer, getattr(producer, "requested_epoch", None))
                 except BrokerError as exc:
-                    fut.set_exception(exc)
+                    _settle(fut, exc)
                     continue
                 except Exception as exc:
-                    fut.set_exception(PersistenceError(f"cannot persist topic epoch: {exc}"))
+                    _settle(fut, PersistenceError(f"cannot persist topic epoch: {exc}"))
+                    continue
+                if fut.done():
+                    # Nobody awaits the turn any more (the PRODUCER request's
+                    # task was cancelled while the epoch was written): the
+                    # producer must not keep the topic from the next waiter.
+                    self._detach_exclusive(producer)
                     continue
                 fut.set_result(None)
                 return
+
+
+def _settle(fut: asyncio.Future, exc: BaseException) -> None:
+    """Fail a waiter's turn, unless nobody awaits it any more."""
+    if not fut.done():
+        fut.set_exception(exc)

@@ -47,7 +47,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from magnetar.metadata import MetadataStore, NotFound
+from magnetar.metadata import MetadataError, MetadataStore, NotFound
 from magnetar.protocol import pb
 from magnetar.protocol.frames import PayloadBlock
 from magnetar.storage import Position
@@ -58,7 +58,7 @@ from magnetar.broker.errors import BrokerError, NotAllowed, OutOfOrderSequence, 
 from .replicators import replicated_sequence
 
 if TYPE_CHECKING:
-    from .producer import Producer
+    from .producer import PendingSend, Producer
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ RECENT_WINDOW = 1000
 class Duplicate(Exception):
     """Internal: the send repeats an appended entry; ``result`` answers it."""
 
-    def __init__(self, result: asyncio.Future | None) -> None:
+    def __init__(self, result: "PendingSend | None") -> None:
         self.result = result
 
 
@@ -86,14 +86,14 @@ class SequenceState:
     last_chunk: int = -1
     last_used_ms: int = 0
     lease_expiry_ms: int = 0
-    recent: "OrderedDict[int, asyncio.Future]" = field(default_factory=OrderedDict)
+    recent: "OrderedDict[int, PendingSend]" = field(default_factory=OrderedDict)
 
-    def remember(self, last_sequence: int, result: asyncio.Future) -> None:
+    def remember(self, last_sequence: int, result: "PendingSend") -> None:
         self.recent[last_sequence] = result
         while len(self.recent) > RECENT_WINDOW:
             self.recent.popitem(last=False)
 
-    def original(self, last_sequence: int) -> asyncio.Future | None:
+    def original(self, last_sequence: int) -> "PendingSend | None":
         return self.recent.get(last_sequence)
 
     def doc(self) -> list:
@@ -164,7 +164,9 @@ class Deduplicator:
         self.name_expiry_ms = name_expiry_ms
         self.names: dict[str, SequenceState] = {}
         self.pids: dict[int, SequenceState] = {}
-        self.durable_position: Position | None = None
+        # The last durable entry, as two ints: set once per entry, read per snapshot.
+        self._durable_ledger = -1
+        self._durable_entry = -1
         self._since_snapshot = 0
         self._snapshot_task: asyncio.Task | None = None
         self._snapshot_again = False
@@ -182,19 +184,20 @@ class Deduplicator:
         Raises :class:`Duplicate` (answer with the original), ProducerFenced,
         OutOfOrderSequence or NotAllowed (refuse; nothing changes).
         """
-        n = max(1, send.num_messages)
         if producer.idempotent:
+            n = max(1, send.num_messages)
             md = block.metadata
             if md.magnetar_pid:
                 return self._check_pid(md.magnetar_pid, md.magnetar_generation, md.magnetar_sequence, n)
-        first = send.sequence_id
-        last = max(send.highest_sequence_id, first)
+        last = send.sequence_id
+        if send.highest_sequence_id > last:
+            last = send.highest_sequence_id
         chunk = -1
         if send.is_chunk:
             chunk = block.metadata.chunk_id
         deduplicating = self.enabled or producer.deduplicate
-        state = self.names.get(producer.name)
-        if deduplicating and state is not None:
+        state = self.names.get(producer.name) if deduplicating else None
+        if state is not None:
             if chunk >= 0:
                 if last < state.highwater or (last == state.highwater and chunk <= state.last_chunk):
                     raise Duplicate(state.original(last) if chunk == state.last_chunk else None)
@@ -219,8 +222,18 @@ class Deduplicator:
             )
         return ("pid", pid, last, generation, True)
 
-    def record(self, token: tuple | None, result: asyncio.Future) -> None:
-        """The entry was handed to storage: move the pending highwater."""
+    @property
+    def durable_position(self) -> Position | None:
+        """The last entry known durable (snapshots record it), None before any."""
+        return Position(self._durable_ledger, self._durable_entry) if self._durable_ledger >= 0 else None
+
+    @durable_position.setter
+    def durable_position(self, position: Position | None) -> None:
+        self._durable_ledger, self._durable_entry = (position.ledger_id, position.entry_id) if position else (-1, -1)
+
+    def record(self, token: tuple | None, result: "PendingSend", now_ms: int) -> None:
+        """The entry was handed to storage at ``now_ms`` (the caller's clock
+        reading: this runs once per entry): move the pending highwater."""
         if token is None:
             return
         kind, key, last, extra, deduplicating = token
@@ -228,25 +241,28 @@ class Deduplicator:
         state = table.get(key)
         if state is None:
             state = table[key] = SequenceState()
-        state.highwater = max(state.highwater, last)
+        if last > state.highwater:
+            state.highwater = last
         if kind == "pid":
-            state.generation = max(state.generation, extra)
+            if extra > state.generation:
+                state.generation = extra
         else:
             state.last_chunk = extra
-        state.last_used_ms = _now_ms()
+        state.last_used_ms = now_ms
         if deduplicating:
             # Only these answer retries with the original result; otherwise the
             # window would cost an insert and an eviction per entry for nothing.
             state.remember(last, result)
 
-    def on_durable(self, token: tuple | None, position: Position) -> None:
-        """The entry is on disk: the durable highwater may follow."""
-        self.durable_position = position
+    def on_durable(self, token: tuple | None, ledger_id: int, entry_id: int) -> None:
+        """The entry is on disk at ``ledger_id:entry_id``: the durable highwater may follow."""
+        self._durable_ledger = ledger_id
+        self._durable_entry = entry_id
         if token is not None:
             kind, key, last, _, _ = token
             state = (self.pids if kind == "pid" else self.names).get(key)
-            if state is not None:
-                state.durable_highwater = max(state.durable_highwater, last)
+            if state is not None and last > state.durable_highwater:
+                state.durable_highwater = last
         self._since_snapshot += 1
         if self._since_snapshot >= self.snapshot_interval:
             self.request_snapshot()
@@ -331,7 +347,7 @@ class Deduplicator:
                 if not self._snapshot_again:
                     return
         except Exception as exc:
-            log.exception("dedup snapshot of %s failed", self.key)
+            _log_failure("dedup snapshot of %s failed", self.key, exc)
             self._settle_covered(exc)
 
     def _settle_covered(self, error: BaseException | None) -> None:
@@ -417,5 +433,15 @@ class Deduplicator:
     async def close(self) -> None:
         try:
             await self.snapshot()
-        except Exception:
-            log.exception("final dedup snapshot of %s failed", self.key)
+        except Exception as exc:
+            _log_failure("final dedup snapshot of %s failed", self.key, exc)
+
+
+def _log_failure(message: str, key: str, exc: BaseException) -> None:
+    """A snapshot that failed on the disk (EIO, ENOSPC) is expected under a
+    failing disk and harmless (the next load replays the log from the last
+    snapshot stored): one line. Anything else is a bug: its traceback."""
+    if isinstance(exc, (MetadataError, OSError)):
+        log.error(message + ": %s", key, exc)
+    else:
+        log.error(message, key, exc_info=exc)

@@ -9,7 +9,7 @@ the only reader of replicated markers.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Callable
 
 from magnetar.protocol.frames import PayloadBlock
 from magnetar.storage import Position
@@ -24,23 +24,30 @@ def append(topic: Any, entry: bytes) -> asyncio.Future:
     return appended
 
 
-def watch_replicated(topic: Any, block: PayloadBlock, appended: asyncio.Future) -> None:
-    """A replicator's entry that is a marker goes to the topic's marker
-    handler once stored (only replicators' producers bring markers in)."""
+def replicated_marker(topic: Any, block: PayloadBlock) -> Callable[[int, int], None] | None:
+    """For a replicator's entry that is a marker (only replicators' producers
+    bring markers in): what to call with its place once it is stored, which
+    hands it to the topic's marker handler. None for any other entry."""
     try:
         metadata = block.metadata
     except Exception:
-        return
+        return None
     if not is_marker(metadata):
-        return
+        return None
     payload = bytes(block.payload)
     handler = topic.marker_handler
 
-    def stored(f: asyncio.Future) -> None:
-        if _stored(topic, f) and handler is topic.marker_handler:
-            handler.on_replicated_marker(f.result(), metadata, payload)
+    def on_marker(position: Position) -> None:
+        step_idle_cursors_over(topic, position)
+        if handler is topic.marker_handler:
+            handler.on_replicated_marker(position, metadata, payload)
 
-    appended.add_done_callback(stored)
+    def stored(ledger_id: int, entry_id: int) -> None:
+        # Called from storage's completion path: act on the next turn of the
+        # loop, once storage has finished its own bookkeeping.
+        asyncio.get_running_loop().call_soon(on_marker, Position(ledger_id, entry_id))
+
+    return stored
 
 
 def _stored(topic: Any, appended: asyncio.Future) -> bool:

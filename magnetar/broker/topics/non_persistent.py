@@ -32,7 +32,7 @@ from magnetar.broker.errors import ConsumerBusy, NotAllowed, ProducerBusy, Servi
 from magnetar.protocol import pb
 from magnetar.storage import Entry, Position
 
-from .producer import AccessMode, Producer, PublishResult
+from .producer import AccessMode, PendingSend, Producer
 from .stats import RateMeter
 
 if TYPE_CHECKING:
@@ -179,11 +179,22 @@ class NonPersistentTopic:
             del self.producers[producer.name]
 
     def publish(self, producer: Producer, send: pb.CommandSend, block: Any) -> asyncio.Future:
-        """Hand the entry to every subscription now; the receipt names 0:0."""
+        """:meth:`publish_into` with a future of :class:`PublishResult`."""
         result = asyncio.get_running_loop().create_future()
+        pending = PendingSend(send.sequence_id, send.highest_sequence_id)
+        self.publish_into(producer, send, block, pending)
+        if pending.error is not None:
+            result.set_exception(pending.error)
+        else:
+            result.set_result(pending.result())
+        return result
+
+    def publish_into(self, producer: Producer, send: pb.CommandSend, block: Any, pending: PendingSend) -> None:
+        """Hand the entry to every subscription now; the receipt names 0:0.
+        Settles ``pending`` before it returns."""
         if self.closed or self.producers.get(producer.name) is not producer:
-            result.set_exception(ServiceNotReady(f"topic {self.name} is being unloaded; retry"))
-            return result
+            pending.failed(ServiceNotReady(f"topic {self.name} is being unloaded; retry"))
+            return
         n = max(1, send.num_messages)
         data = build_entry(block.checksummed, int(time.time() * 1000), next(self._sequence), n)
         self.msg_in += n
@@ -193,8 +204,7 @@ class NonPersistentTopic:
         entry = Entry(NOWHERE, data)
         for sub in list(self.subscriptions.values()):
             sub.dispatch(entry, n)
-        result.set_result(PublishResult(NOWHERE.ledger_id, NOWHERE.entry_id, 0, n))
-        return result
+        pending.stored(NOWHERE.ledger_id, NOWHERE.entry_id, 0, n)
 
     # -- subscriptions -------------------------------------------------------------------
     async def subscribe(self, name: str, sub_type: int, consumer: "Consumer", *, durable: bool = True,

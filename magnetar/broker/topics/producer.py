@@ -1,9 +1,9 @@
 """A producer attached to a topic, and the in-order delivery of its receipts.
 
-Every SEND yields a future (stored, refused or failed). Receipts must reach
-the client in send order even when a refusal is known at once while earlier
-entries are still being synced, so results queue here and leave from the
-head only.
+Every SEND becomes a :class:`PendingSend` that the topic settles (stored,
+refused or failed). Receipts must reach the client in send order even when a
+refusal is known at once while earlier entries are still being synced, so
+pending sends queue here and are reported from the head only.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from magnetar.protocol import pb
-from magnetar.protocol.receipts import ReceiptTemplate
+from magnetar.protocol.receipts import receipt_encoder
 
 
 AccessMode = pb.ProducerAccessMode
@@ -25,7 +25,7 @@ class ProducerTopic(Protocol):
     #: The topic's name (a ``TopicName``).
     name: Any
 
-    def publish(self, producer: "Producer", send: pb.CommandSend, block: Any) -> asyncio.Future: ...
+    def publish_into(self, producer: "Producer", send: pb.CommandSend, block: Any, pending: "PendingSend") -> None: ...
 
     def remove_producer(self, producer: "Producer") -> None: ...
 
@@ -38,6 +38,92 @@ class PublishResult:
     entry_id: int
     first_offset: int
     num_messages: int
+
+
+class PendingSend:
+    """One SEND between its arrival and its report to the client.
+
+    Settled once, with a stored entry's place (``ledger_id``, ``entry_id``,
+    ``first_offset``, ``num_messages``) or an ``error`` (a BrokerError, or a
+    storage failure). A send held during a move (PIP-307) is never settled:
+    its producer is closed and the client resends elsewhere. Settling tells
+    the followers (a duplicate's resend waiting for the original's outcome,
+    someone waiting for the producer to drain), then the owning producer,
+    which reports its sends in arrival order. Plain attributes and direct
+    calls: this runs once per entry, where a future and its callbacks cost a
+    turn of the event loop each.
+    """
+
+    __slots__ = ("sequence_id", "highest_sequence_id", "owner", "settled", "error",
+                 "ledger_id", "entry_id", "first_offset", "num_messages", "_followers")
+
+    def __init__(self, sequence_id: int, highest_sequence_id: int, owner: "Producer | None" = None) -> None:
+        self.sequence_id = sequence_id
+        self.highest_sequence_id = highest_sequence_id
+        self.owner = owner
+        self.settled = False
+        self.error: BaseException | None = None
+        self.ledger_id = self.entry_id = self.first_offset = -1
+        self.num_messages = 0
+        self._followers: list | None = None
+
+    def stored(self, ledger_id: int, entry_id: int, first_offset: int, num_messages: int) -> None:
+        """The entry is durable at ``ledger_id:entry_id`` (``-1:-1``: a duplicate
+        whose original is no longer known)."""
+        if self.settled:
+            return
+        self.ledger_id = ledger_id
+        self.entry_id = entry_id
+        self.first_offset = first_offset
+        self.num_messages = num_messages
+        # _settle() inlined: this runs once per stored entry.
+        self.settled = True
+        if self._followers is not None:
+            followers, self._followers = self._followers, None
+            for callback in followers:
+                callback(self)
+        if self.owner is not None:
+            self.owner._settled(self)
+
+    def failed(self, error: BaseException) -> None:
+        """Nothing of this send is stored; the client hears ``error``."""
+        if self.settled:
+            return
+        self.error = error
+        self._settle()
+
+    def settle_like(self, original: "PendingSend") -> None:
+        """A duplicate: the same outcome as ``original`` (now or once it has one)."""
+        if not original.settled:
+            original.follow(self.settle_like)
+        elif original.error is not None:
+            self.failed(original.error)
+        else:
+            self.stored(original.ledger_id, original.entry_id, original.first_offset, original.num_messages)
+
+    def follow(self, callback: Callable[["PendingSend"], None]) -> None:
+        """Call ``callback(self)`` once settled (at once if it is)."""
+        if self.settled:
+            callback(self)
+        elif self._followers is None:
+            self._followers = [callback]
+        else:
+            self._followers.append(callback)
+
+    def result(self) -> PublishResult:
+        """The outcome as a PublishResult; raises the error if it failed."""
+        if self.error is not None:
+            raise self.error
+        return PublishResult(self.ledger_id, self.entry_id, self.first_offset, self.num_messages)
+
+    def _settle(self) -> None:
+        self.settled = True
+        followers, self._followers = self._followers, None
+        if followers:
+            for callback in followers:
+                callback(self)
+        if self.owner is not None:
+            self.owner._settled(self)
 
 
 @dataclass(eq=False)
@@ -60,8 +146,8 @@ class Producer:
     fenced: bool = False
     #: Conditional sends must carry this epoch; each refusal moves it on.
     offset_epoch: int = 0
-    #: Where to write receipts: callable(seq, highest_seq, result_future).
-    on_result: Callable[[int, int, asyncio.Future], None] | None = None
+    #: Where to write receipts and send errors: callable(PendingSend), in arrival order.
+    on_result: Callable[["PendingSend"], None] | None = None
     #: Tells the client the broker closed this producer (fenced, unloaded);
     #: with a URL, to reconnect there without a lookup (the topic moved there).
     disconnect: Callable[..., None] = lambda url=None: None
@@ -70,31 +156,34 @@ class Producer:
     msg_in: int = 0
     bytes_in: int = 0
     _pending: deque = field(default_factory=deque)
-    #: SEND_RECEIPT frames of this producer, from pre-encoded pieces.
-    receipts: ReceiptTemplate = field(init=False)
+    #: ``receipt(seq, highest_seq, ledger_id, entry_id, offset)``: this
+    #: producer's SEND_RECEIPT frame (``protocol.receipts.receipt_encoder``).
+    receipt: Callable[[int, int, int, int, int], bytes] = field(init=False)
 
     #: Geo-replication's producer (named ``pulsar.repl.<source cluster>``):
     #: the entries it brings may be markers for this cluster (PIP-33).
     replicator: bool = field(init=False)
 
     def __post_init__(self) -> None:
-        self.receipts = ReceiptTemplate(self.producer_id)
+        self.receipt = receipt_encoder(self.producer_id)
         self.replicator = self.name.startswith("pulsar.repl.")
 
-    def enqueue(self, sequence_id: int, highest_sequence_id: int, result: asyncio.Future) -> None:
-        """Queue a send's outcome; it is reported after every earlier one."""
-        self._pending.append((sequence_id, highest_sequence_id, result))
-        if len(self._pending) == 1:
-            result.add_done_callback(self._drain)
+    def expect(self, sequence_id: int, highest_sequence_id: int) -> "PendingSend":
+        """A send arrived: its outcome is reported after every earlier one's."""
+        send = PendingSend(sequence_id, highest_sequence_id, self)
+        self._pending.append(send)
+        return send
 
-    def _drain(self, _fut: asyncio.Future | None = None) -> None:
+    def _settled(self, send: "PendingSend") -> None:
+        """``send`` has its outcome: report whatever the head of the queue allows."""
         pending = self._pending
-        while pending and pending[0][2].done():
-            seq, highest, fut = pending.popleft()
-            if self.on_result is not None:
-                self.on_result(seq, highest, fut)
-        if pending:
-            pending[0][2].add_done_callback(self._drain)
+        if not pending or pending[0] is not send:
+            return  # an earlier send is still waiting: this one is reported after it
+        report = self.on_result
+        while pending and pending[0].settled:
+            done = pending.popleft()
+            if report is not None:
+                report(done)
 
     def when_reported(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` once every send accepted so far has had its
@@ -109,9 +198,15 @@ class Producer:
             callback()
             return
         loop = asyncio.get_running_loop()
-        # Once the last pending outcome is done, its receipt goes out in the
-        # same round of callbacks; look again on the next turn of the loop.
-        self._pending[-1][2].add_done_callback(lambda _: loop.call_soon(self.when_reported, callback))
+        # The last pending send's receipt goes out right after its followers
+        # run; look again on the next turn of the loop.
+        self._pending[-1].follow(lambda _send: loop.call_soon(self.when_reported, callback))
+
+    async def reported(self) -> None:
+        """Wait until every send accepted so far has been reported."""
+        done = asyncio.get_running_loop().create_future()
+        self.when_reported(lambda: done.done() or done.set_result(None))
+        await done
 
     @property
     def pending_count(self) -> int:

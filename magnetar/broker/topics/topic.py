@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from magnetar.protocol import pb
 from magnetar.protocol.frames import PayloadBlock, checksummed_block
-from magnetar.storage import Entry, ManagedLedger, Position
+from magnetar.storage import Entry, ManagedLedger, Position, StorageError
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.entries.entry_format import build_entry, entry_info
@@ -53,7 +53,7 @@ from magnetar.metadata import MetadataStore
 
 from .admission import EXCLUSIVE_IN_TRANSIT, TOPIC_EPOCH, TRANSIT_RESERVATION_S, ProducerAdmission
 from .dedup import Deduplicator, Duplicate
-from .producer import AccessMode, Producer, PublishResult
+from .producer import AccessMode, PendingSend, Producer
 from . import marker_log, positions
 from .replicators import REPLICATOR_CURSOR_PREFIX, MarkerHandler, ReplicatorView, is_replicator_cursor
 from .stats import RateMeter, topic_internal_stats, topic_stats
@@ -69,23 +69,22 @@ class TransferHold(Exception):
     """A send that arrived while the topic is moving: held, not answered."""
 
 
-def _chain(source: asyncio.Future, target: asyncio.Future) -> None:
-    """Complete ``target`` like ``source`` (now or when it completes)."""
+def _as_future(topic: "Topic", producer: Producer, send: pb.CommandSend, block: PayloadBlock) -> asyncio.Future:
+    """Publish with a future of the outcome (PendingSend -> asyncio.Future)."""
+    result = asyncio.get_running_loop().create_future()
 
-    def copy(src: asyncio.Future) -> None:
-        if target.done():
+    def settled(pending: PendingSend) -> None:
+        if result.done():
             return
-        if src.cancelled():
-            target.cancel()
-        elif src.exception() is not None:
-            target.set_exception(src.exception())
+        if pending.error is not None:
+            result.set_exception(pending.error)
         else:
-            target.set_result(src.result())
+            result.set_result(pending.result())
 
-    if source.done():
-        copy(source)
-    else:
-        source.add_done_callback(copy)
+    pending = PendingSend(send.sequence_id, send.highest_sequence_id)
+    pending.follow(settled)
+    topic.publish_into(producer, send, block, pending)
+    return result
 
 
 class CompactedReads(Protocol):
@@ -119,6 +118,13 @@ class Topic(ProducerAdmission):
         self.config: BrokerConfig = service.config
         self.name = name
         self.ledger = ledger
+        #: Published entries handed to storage and not yet told of, in append
+        #: order: (pending send, dedup token, first offset, messages, marker
+        #: hook). Storage tells appends in the order they were made, exactly
+        #: once each (``storage/waiters.py``), so one bound method serves as
+        #: every entry's callback and takes the head: no closure per entry.
+        self._appending: deque = deque()
+        self._on_appended = self._entry_stored
         self.producers: dict[str, Producer] = {}
         self.subscriptions: dict[str, Subscription] = {}
         self.next_offset = 0
@@ -216,14 +222,19 @@ class Topic(ProducerAdmission):
 
     # -- the ordered append path ----------------------------------------------
     def publish(self, producer: Producer, send: pb.CommandSend, block: PayloadBlock) -> asyncio.Future:
-        """Check every single-writer rule, then append. Never awaits.
+        """:meth:`publish_into` with a future of :class:`PublishResult` (failed
+        with a :class:`BrokerError` when refused): for code that awaits."""
+        return _as_future(self, producer, send, block)
 
-        Returns a future of :class:`PublishResult`, or already failed with a
-        :class:`BrokerError` (refused: nothing was appended).
+    def publish_into(self, producer: Producer, send: pb.CommandSend, block: PayloadBlock,
+                     pending: PendingSend) -> None:
+        """Check every single-writer rule, then append; ``pending`` is settled
+        with where the entry landed, or failed (refused: nothing was appended;
+        or storage failed). Never awaits; may settle ``pending`` before it returns.
         """
-        loop = asyncio.get_running_loop()
-        result = loop.create_future()
-        n = max(1, send.num_messages)
+        n = send.num_messages
+        if n < 1:
+            n = 1
         try:
             self._check_access(producer)
             token = self.dedup.check(producer, send, block)
@@ -232,30 +243,56 @@ class Topic(ProducerAdmission):
         except TransferHold:
             # Moving to another broker (PIP-307): neither receipt nor error;
             # the client resends to the new owner once told where it is.
-            return result
+            return
         except Duplicate as dup:
             # A retry of an appended entry: answer with the original outcome.
             if dup.result is None:
-                result.set_result(PublishResult(-1, -1, -1, n))
+                pending.stored(-1, -1, -1, n)
             else:
-                _chain(dup.result, result)
-            return result
+                pending.settle_like(dup.result)
+            return
         except BrokerError as exc:
-            result.set_exception(exc)
-            return result
+            pending.failed(exc)
+            return
         first = self.next_offset
-        data = build_entry(block.checksummed, int(time.time() * 1000), first, n)
+        now_ms = int(time.time() * 1000)
+        data = build_entry(block.checksummed, now_ms, first, n)
         self.next_offset = first + n
         self.msg_in += n
         self.bytes_in += len(data)
         producer.msg_in += n
         producer.bytes_in += len(data)
-        appended = self.ledger.append(data)
-        self.dedup.record(token, result)
-        appended.add_done_callback(lambda f: self._on_appended(f, result, first, n, token))
+        self.dedup.record(token, pending, now_ms)
         if producer.replicator and self.marker_handler is not None:
-            marker_log.watch_replicated(self, block, appended)
-        return result
+            marker = marker_log.replicated_marker(self, block)
+        else:
+            marker = None
+        self._appending.append((pending, token, first, n, marker))
+        try:
+            self.ledger.append_then(data, self._on_appended)
+        except StorageError as exc:  # refused at once (closing, fenced, failed): never told
+            self._appending.pop()
+            self._on_store_failed(pending, exc)
+        except BaseException:
+            self._appending.pop()
+            raise
+
+    def _entry_stored(self, ledger_id: int, entry_id: int, error: BaseException | None) -> None:
+        """Storage's answer for the oldest published entry it has not answered for."""
+        pending, token, first, n, marker = self._appending.popleft()
+        if error is not None:
+            self._on_store_failed(pending, error)
+            return
+        self.dedup.on_durable(token, ledger_id, entry_id)
+        pending.stored(ledger_id, entry_id, first, n)
+        if marker is not None:
+            marker(ledger_id, entry_id)
+
+    def _on_store_failed(self, pending: PendingSend, error: BaseException) -> None:
+        pending.failed(PersistenceError(f"cannot store entry: {error}"))
+        # Offsets and sequence state assumed this entry landed: reload the
+        # topic from storage rather than continue on a wrong picture.
+        self.service.fail_topic(self, error)
 
     def append_marker(self, metadata: bytes, payload: bytes) -> asyncio.Future:
         """Append a marker entry written by the broker itself (no producer,
@@ -300,21 +337,6 @@ class Topic(ProducerAdmission):
             )
         if self.quota_block is not None and self.quota_block.policy == backlog_quota.REFUSE:
             raise backlog_quota.refusal(self, self.quota_block)
-
-    def _on_appended(self, appended: asyncio.Future, result: asyncio.Future, first: int, n: int,
-                     token: tuple | None) -> None:
-        if result.done():
-            return
-        exc = appended.exception()
-        if exc is not None:
-            result.set_exception(PersistenceError(f"cannot store entry: {exc}"))
-            # Offsets and sequence state assumed this entry landed: reload the
-            # topic from storage rather than continue on a wrong picture.
-            self.service.fail_topic(self, exc)
-            return
-        pos: Position = appended.result()
-        self.dedup.on_durable(token, pos)
-        result.set_result(PublishResult(pos.ledger_id, pos.entry_id, first, n))
 
     def _on_new_entries(self) -> None:
         for sub in self.subscriptions.values():
@@ -449,8 +471,7 @@ class Topic(ProducerAdmission):
         self._check_open()
         self.terminated_at = Position(-1, -1)  # refuse publishes from now on
         try:
-            pending = [fut for p in self.producers.values() for _, _, fut in p._pending if not fut.done()]
-            await asyncio.gather(*pending, return_exceptions=True)
+            await asyncio.gather(*(p.reported() for p in self.producers.values()))
             last = self.end_position()
             await self.ledger.set_properties({TERMINATED_AT: str(last)})
         except BaseException:

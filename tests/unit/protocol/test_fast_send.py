@@ -7,8 +7,23 @@ from hypothesis import strategies as st
 
 from magnetar.protocol import ProtocolError, pb
 from magnetar.protocol.commands import Type, command
-from magnetar.protocol.fast_send import SendCommandView, parse_send
-from magnetar.protocol.frames import FrameDecoder, encode_send
+from magnetar.protocol.compiled import hot
+from magnetar.protocol.fast_send import SendCommandView, parse_send_python
+from magnetar.protocol.checksum import crc32c
+from magnetar.protocol.frames import FrameDecoder, PayloadBlock, encode_send
+
+
+def parse_send(buf, start, end):
+    """Both twins (Python, and the compiled one of ``_hot.c``), which must agree
+    value for value and type for type; their answer."""
+    answer = parse_send_python(buf, start, end)
+    if hot is not None:
+        compiled = hot.parse_send(buf, start, end)
+        assert compiled == answer
+        if answer is not None:
+            assert type(compiled) is SendCommandView
+            assert [type(v) for v in compiled] == [type(v) for v in answer]
+    return answer
 
 U64 = st.integers(0, 2**64 - 1)
 FIELDS = ("producer_id", "sequence_id", "num_messages", "txnid_least_bits", "txnid_most_bits",
@@ -148,3 +163,42 @@ def test_tiny_and_garbage_frames_fail_cleanly(frames, chunk):
                 pass
     except ProtocolError:
         pass
+
+
+@settings(max_examples=300)
+@given(fields=sends, metadata=st.binary(max_size=30), payload=st.binary(max_size=200),
+       flip=st.one_of(st.none(), st.integers(0, 10_000)), meta_size=st.one_of(st.none(), st.integers(0, 2**32 - 1)))
+def test_the_checksum_verdict_is_the_same_on_every_path(fields, metadata, payload, flip, meta_size):
+    """A damaged byte anywhere in the block, or a lying metadata size: the
+    compiled decoder's verdict (taken while splitting the frame) is the one
+    the Python check gives on the same block."""
+    frame = bytearray(encode_send(command(Type.SEND, **fields), metadata, payload))
+    block_at = 8 + int.from_bytes(frame[4:8], "big")
+    if flip is not None:
+        frame[block_at + flip % (len(frame) - block_at)] ^= 0x5A
+    if meta_size is not None:
+        frame[block_at + 6:block_at + 10] = meta_size.to_bytes(4, "big")
+    fast = FrameDecoder(fast_send=True)
+    fast.feed(bytes(frame))
+    got = fast.next_frame()
+    again = PayloadBlock(got.block.raw)  # checked = -1: the Python check
+    try:
+        expected = again.verify_checksum()
+    except ProtocolError:
+        expected = ProtocolError
+    try:
+        verdict = got.block.verify_checksum()
+    except ProtocolError:
+        verdict = ProtocolError
+    assert verdict == expected
+    if hot is not None and isinstance(got.command, SendCommandView) and got.block.checked >= 0:
+        assert got.block.checked == (expected is True)
+
+
+@settings(max_examples=300)
+@given(data=st.binary(max_size=3000), initial=st.integers(0, 2**32 - 1))
+def test_the_compiled_crc32c_is_the_packages(data, initial):
+    if hot is None:
+        return  # test_the_compiled_hot_path_is_built says why
+    assert hot.crc32c(data, initial) == crc32c(data, initial)
+    assert hot.crc32c(memoryview(data)[1:]) == crc32c(data[1:])

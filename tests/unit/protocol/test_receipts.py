@@ -1,12 +1,16 @@
 """SEND_RECEIPT templates and varints: byte for byte what protobuf writes."""
 from __future__ import annotations
 
+import os
+
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from google.protobuf.internal.encoder import _VarintBytes
 
+from magnetar.broker.entries.entry_format import build_entry, build_entry_python
 from magnetar.protocol import pb, varint
+from magnetar.protocol.compiled import hot
 from magnetar.protocol.commands import Type
 from magnetar.protocol.frames import FrameDecoder, broker_entry_metadata_block, encode_command
 from magnetar.protocol.receipts import ReceiptTemplate, broker_entry_metadata_prefix
@@ -59,6 +63,7 @@ def test_receipt_is_byte_for_byte_the_protobuf_encoding(pid, seq, highest, ledge
         message_id=pb.MessageIdData(ledgerId=ledger, entryId=entry))))
     frame = ReceiptTemplate(pid).frame(seq, highest, ledger, entry, offset)
     assert frame == expected
+    assert ReceiptTemplate(pid).frame_python(seq, highest, ledger, entry, offset) == expected
     decoder = FrameDecoder()
     decoder.feed(frame)
     receipt = decoder.next_frame().command.send_receipt
@@ -66,9 +71,38 @@ def test_receipt_is_byte_for_byte_the_protobuf_encoding(pid, seq, highest, ledge
             receipt.message_id.ledgerId, receipt.message_id.entryId) == (pid, seq, highest, offset, ledger, entry)
 
 
-def test_receipt_refuses_negative_numbers():
+@pytest.mark.parametrize("numbers", [(-1, 0, 0, 0, 0), (0, 0, 0, 0, 2**64), (0, -3, 0, 0, 0)])
+def test_receipt_refuses_numbers_outside_uint64(numbers):
     with pytest.raises(ValueError):
-        ReceiptTemplate(1).frame(-1, 0, 0, 0, 0)
+        ReceiptTemplate(1).frame(*numbers)
+    with pytest.raises(ValueError):
+        ReceiptTemplate(1).frame_python(*numbers)
+
+
+def test_the_compiled_hot_path_is_built():
+    """``make install`` builds ``_hot.c``; without it the broker runs the
+    slower Python twins. MAGNETAR_PURE_PYTHON=1 is the only way to ask for them."""
+    if os.environ.get("MAGNETAR_PURE_PYTHON") == "1":
+        assert hot is None
+    else:
+        assert hot is not None, "magnetar/protocol/_hot.c was not built: run make install (needs gcc)"
+
+
+@settings(max_examples=300)
+@given(block=st.binary(max_size=300), time_ms=U64, first=st.integers(0, 2**63), n=st.integers(1, 2**32 - 1))
+@example(block=b"", time_ms=0, first=0, n=1)
+def test_build_entry_twins_write_the_same_bytes(block, time_ms, first, n):
+    expected = broker_entry_metadata_block(pb.BrokerEntryMetadata(
+        broker_timestamp=time_ms, index=first + n - 1, magnetar_num_messages=n).SerializeToString()) + block
+    assert build_entry_python(block, time_ms, first, n) == expected
+    assert build_entry(memoryview(block), time_ms, first, n) == expected
+
+
+@pytest.mark.parametrize("args", [(0, 0, 2**32), (-1, 0, 1), (0, -1, 1), (0, 2**64 - 1, 2)])
+def test_build_entry_refuses_numbers_that_do_not_fit(args):
+    for build in (build_entry, build_entry_python):
+        with pytest.raises(ValueError):
+            build(b"x", *args)
 
 
 @settings(max_examples=300)

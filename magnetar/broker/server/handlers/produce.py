@@ -11,11 +11,12 @@ failure while creating a producer answers ServiceNotReady (retryable).
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 
 from magnetar.broker.errors import BrokerError, ExpectedOffsetMismatch
-from magnetar.broker.topics.producer import Producer
+from magnetar.broker.topics.producer import PendingSend, Producer
 from magnetar.metadata import MetadataError
 from magnetar.protocol import ProtocolError, ServerError, pb
 from magnetar.storage import StorageError
@@ -73,7 +74,7 @@ async def on_producer(session: Session, req: pb.CommandProducer) -> None:
             deduplicate=_metadata_flag(req, "magnetar.deduplicate"),
             address=session.peer,
         )
-        producer.on_result = lambda seq, high, fut, p=producer: send_result(session, p, seq, high, fut)
+        producer.on_result = functools.partial(send_result, session, producer)
         producer.disconnect = lambda assigned=None, p=producer: disconnect_producer(session, p, assigned)
         session.producers[req.producer_id] = producer
         requested_epoch = req.topic_epoch if req.HasField("topic_epoch") else None
@@ -127,19 +128,19 @@ def on_send(session: Session, frame: Frame) -> None:
         session.write(command(Type.SEND_ERROR, producer_id=send.producer_id, sequence_id=send.sequence_id,
                               error=ServerError.NotAllowedError, message="unknown producer id"))
         return
-    if not frame.block.verify_checksum():
-        fut = asyncio.get_running_loop().create_future()
-        fut.set_exception(BrokerError("checksum mismatch", ServerError.ChecksumError))
-    else:
-        fut = producer.topic.publish(producer, send, frame.block)
+    pending = producer.expect(send.sequence_id, send.highest_sequence_id)
+    # Counted before publishing: the outcome may be reported before publish_into returns.
     session.pending_sends += 1
     if session.pending_sends > MAX_PENDING_SENDS and not session.reading_paused and session.transport is not None:
         session.reading_paused = True
         session.transport.pause_reading()
-    producer.enqueue(send.sequence_id, send.highest_sequence_id, fut)
+    if frame.block.verify_checksum():
+        producer.topic.publish_into(producer, send, frame.block, pending)
+    else:
+        pending.failed(BrokerError("checksum mismatch", ServerError.ChecksumError))
 
 
-def send_result(session: Session, producer: Producer, seq: int, highest: int, fut: asyncio.Future) -> None:
+def send_result(session: Session, producer: Producer, pending: PendingSend) -> None:
     session.pending_sends -= 1
     if session.reading_paused and session.pending_sends < MAX_PENDING_SENDS // 2 and session.transport is not None:
         session.reading_paused = False
@@ -150,16 +151,18 @@ def send_result(session: Session, producer: Producer, seq: int, highest: int, fu
     # Withholding that receipt would leave the client guessing; an official
     # client even reports such a send as failed (ProducerFenced) when its
     # retry meets a rival exclusive producer on the new owner.
-    exc = fut.exception()
+    exc = pending.error
+    seq = pending.sequence_id
     if exc is None:
-        res = fut.result()
-        if res.ledger_id < 0:
+        if pending.ledger_id < 0:
             # A duplicate whose original is no longer remembered: Pulsar's -1:-1.
             session.write(command(Type.SEND_RECEIPT, producer_id=producer.producer_id, sequence_id=seq,
-                                  highest_sequence_id=highest, message_id=message_id(UINT64_MAX, UINT64_MAX)))
+                                  highest_sequence_id=pending.highest_sequence_id,
+                                  message_id=message_id(UINT64_MAX, UINT64_MAX)))
             return
-        # From the producer's template (pre-encoded pieces): once per stored entry.
-        session.queue(producer.receipts.frame(seq, highest, res.ledger_id, res.entry_id, res.first_offset))
+        # The producer's receipt encoder (compiled when built): once per stored entry.
+        session.queue(producer.receipt(seq, pending.highest_sequence_id, pending.ledger_id,
+                                       pending.entry_id, pending.first_offset))
         return
     code = exc.code if isinstance(exc, BrokerError) else ServerError.PersistenceError
     cmd = command(Type.SEND_ERROR, producer_id=producer.producer_id, sequence_id=seq, error=code,

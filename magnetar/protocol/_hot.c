@@ -1,0 +1,494 @@
+/* The broker's per-entry byte work, compiled: reading a SEND command,
+ * writing a SEND_RECEIPT frame and an entry's BrokerEntryMetadata prefix.
+ *
+ * Each function does exactly what its pure-Python twin does (same results,
+ * same None for "ask protobuf", same ValueError), and the twins live beside
+ * the callers: protocol/fast_send.py (parse_send), protocol/receipts.py
+ * (receipt_frame, build_entry). The unit tests run both against protobuf.
+ * Built by `pip install -e .` (setup.py); when it is missing or
+ * MAGNETAR_PURE_PYTHON=1 is set, the Python twins run instead.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* SendCommandView (a tuple subclass from fast_send.py), set by register_send_view. */
+static PyTypeObject *send_view_type = NULL;
+
+#define SEND_TYPE 6
+#define SEND_RECEIPT_TYPE 7
+
+/* Field tags of CommandSend (wire type 0); 1000 and 1001 are two bytes on the wire. */
+#define T_PRODUCER_ID 0x08
+#define T_SEQUENCE_ID 0x10
+#define T_NUM_MESSAGES 0x18
+#define T_TXN_LEAST 0x20
+#define T_TXN_MOST 0x28
+#define T_HIGHEST 0x30
+#define T_IS_CHUNK 0x38
+#define T_MARKER 0x40
+#define T_EXPECTED_OFFSET (1000 << 3)
+#define T_OFFSET_EPOCH (1001 << 3)
+
+/* Presence bits, in fast_send._FIELDS order. */
+#define B_NUM (1 << 2)
+#define B_TXL (1 << 3)
+#define B_TXM (1 << 4)
+#define B_HIGH (1 << 5)
+#define B_CHUNK (1 << 6)
+#define B_MARKER (1 << 7)
+#define B_EXP (1 << 8)
+#define B_EPOCH (1 << 9)
+
+static PyObject *
+register_send_view(PyObject *self, PyObject *cls)
+{
+    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "register_send_view takes a tuple subclass");
+        return NULL;
+    }
+    Py_INCREF(cls);
+    Py_XSETREF(send_view_type, (PyTypeObject *)cls);
+    Py_RETURN_NONE;
+}
+
+/* The SEND in b[start:end] as a new SendCommandView, Py_None (a new
+   reference) when it is not a plain SEND, NULL with an exception set on
+   a memory error. `len` is the whole buffer's length. */
+static PyObject *
+decode_send(const uint8_t *b, Py_ssize_t len, Py_ssize_t start, Py_ssize_t end)
+{
+    if (start < 0 || end > len || end - start < 4 || b[start] != 0x08 || b[start + 1] != SEND_TYPE
+        || b[start + 2] != 0x32)
+        goto none;
+    {
+        uint8_t size = b[start + 3];
+        if (size >= 0x80 || start + 4 + size != end)
+            goto none;
+    }
+    Py_ssize_t pos = start + 4;
+    int have_pid = 0, have_seq = 0;
+    uint64_t pid = 0, seq = 0, txl = 0, txm = 0, high = 0, expected = 0, epoch = 0;
+    int64_t num = 1;
+    int chunk = 0, marker = 0;
+    long present = 0;
+    while (pos < end) {
+        /* Reads past `end` (into the payload) are allowed, as in Python;
+           past the buffer they mean "truncated": None. */
+        if (pos >= len)
+            goto none;
+        unsigned tag = b[pos];
+        if (tag >= 0x80) {
+            if (pos + 1 >= len)
+                goto none;
+            if ((tag != 0xC0 && tag != 0xC8) || b[pos + 1] != 0x3E)
+                goto none;
+            tag = tag == 0xC0 ? T_EXPECTED_OFFSET : T_OFFSET_EPOCH;
+            pos += 1;
+        }
+        if (pos + 1 >= len)
+            goto none;
+        uint64_t value = b[pos + 1];
+        pos += 2;
+        if (value >= 0x80) {
+            value &= 0x7F;
+            int shift = 7;
+            uint8_t c;
+            do {
+                if (shift > 63 || pos >= len)
+                    goto none; /* over 10 bytes, or truncated: protobuf's call */
+                c = b[pos++];
+                uint64_t bits = c & 0x7F;
+                if (shift == 63 && bits > 1)
+                    goto none; /* above 2**64 - 1 */
+                value |= bits << shift;
+                shift += 7;
+            } while (c >= 0x80);
+        }
+        switch (tag) {
+        case T_SEQUENCE_ID: seq = value; have_seq = 1; break;
+        case T_PRODUCER_ID: pid = value; have_pid = 1; break;
+        case T_HIGHEST: high = value; present |= B_HIGH; break;
+        case T_NUM_MESSAGES: {
+            /* int32 on the wire as a (possibly 10-byte) two's-complement varint. */
+            uint32_t low = (uint32_t)(value & 0xFFFFFFFFu);
+            num = (low & 0x80000000u) ? (int64_t)low - ((int64_t)1 << 32) : (int64_t)low;
+            present |= B_NUM;
+            break;
+        }
+        case T_EXPECTED_OFFSET: expected = value; present |= B_EXP; break;
+        case T_OFFSET_EPOCH: epoch = value; present |= B_EPOCH; break;
+        case T_TXN_LEAST: txl = value; present |= B_TXL; break;
+        case T_TXN_MOST: txm = value; present |= B_TXM; break;
+        case T_IS_CHUNK: chunk = value != 0; present |= B_CHUNK; break;
+        case T_MARKER: marker = value != 0; present |= B_MARKER; break;
+        default: goto none;
+        }
+    }
+    if (pos != end || !have_pid || !have_seq)
+        goto none;
+
+    PyObject *out = send_view_type->tp_alloc(send_view_type, 11);
+    if (out == NULL)
+        return NULL;
+    PyObject *items[11] = {
+        PyLong_FromUnsignedLongLong(pid), PyLong_FromUnsignedLongLong(seq), PyLong_FromLongLong(num),
+        PyLong_FromUnsignedLongLong(txl), PyLong_FromUnsignedLongLong(txm), PyLong_FromUnsignedLongLong(high),
+        PyBool_FromLong(chunk), PyBool_FromLong(marker), PyLong_FromUnsignedLongLong(expected),
+        PyLong_FromUnsignedLongLong(epoch), PyLong_FromLong(present),
+    };
+    int failed = 0;
+    for (int i = 0; i < 11; i++) {
+        if (items[i] == NULL)
+            failed = 1;
+        PyTuple_SET_ITEM(out, i, items[i]);
+    }
+    if (failed) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+
+none:
+    Py_RETURN_NONE;
+}
+
+/* parse_send(buf: bytes, start: int, end: int) -> SendCommandView | None */
+static PyObject *
+parse_send(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "parse_send(buf, start, end)");
+        return NULL;
+    }
+    if (send_view_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "register_send_view was not called");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
+    if ((start == -1 || end == -1) && PyErr_Occurred())
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *out = decode_send((const uint8_t *)view.buf, view.len, start, end);
+    PyBuffer_Release(&view);
+    return out;
+}
+
+/* ---- CRC32C (Castagnoli), as the crc32c package computes it ---- */
+
+static uint32_t crc_table[256];
+static int crc_hw = 0;
+
+static void
+crc_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        crc_table[i] = c;
+    }
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    crc_hw = __builtin_cpu_supports("sse4.2");
+#endif
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <nmmintrin.h>
+__attribute__((target("sse4.2"))) static uint32_t
+crc_sse42(uint32_t crc, const uint8_t *p, Py_ssize_t n)
+{
+    uint64_t c = crc;
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c = _mm_crc32_u64(c, v);
+        p += 8;
+        n -= 8;
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (n-- > 0)
+        c32 = _mm_crc32_u8(c32, *p++);
+    return c32;
+}
+#endif
+
+/* CRC32C of p[0:n] continuing from `initial` (0 starts a new sum). */
+static uint32_t
+crc32c(uint32_t initial, const uint8_t *p, Py_ssize_t n)
+{
+    uint32_t crc = ~initial;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (crc_hw)
+        return ~crc_sse42(crc, p, n);
+#endif
+    while (n-- > 0)
+        crc = crc_table[(crc ^ *p++) & 0xFF] ^ (crc >> 8);
+    return ~crc;
+}
+
+/* crc32c(data, initial=0) -> int: for the tests (the broker calls it from C). */
+static PyObject *
+py_crc32c(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "crc32c(data, initial=0)");
+        return NULL;
+    }
+    uint32_t initial = 0;
+    if (nargs == 2) {
+        unsigned long v = PyLong_AsUnsignedLong(args[1]);
+        if (v == (unsigned long)-1 && PyErr_Occurred())
+            return NULL;
+        initial = (uint32_t)v;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    uint32_t crc = crc32c(initial, (const uint8_t *)view.buf, view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(crc);
+}
+
+static inline uint32_t
+get_u32(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+/* send_frame(data: bytes, start: int, end: int) -> (SendCommandView, block_start, checked) | None
+
+   The whole frame data[start:end] ([total][cmd size][BaseCommand][block])
+   if it is a plain SEND (see parse_send), else None. `checked` is the
+   block's checksum verdict when the block is a SEND's plain
+   [0x0e01][crc][meta size][...]: 1 it matches, 0 it does not; -1 when the
+   block has another shape (PayloadBlock.verify_checksum decides). */
+static PyObject *
+send_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "send_frame(data, start, end)");
+        return NULL;
+    }
+    if (send_view_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "register_send_view was not called");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
+    if ((start == -1 || end == -1) && PyErr_Occurred())
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const uint8_t *b = (const uint8_t *)view.buf;
+    Py_ssize_t len = view.len;
+    PyObject *out = NULL;
+    if (start < 0 || end > len || end - start <= 12 || b[start + 8] != 0x08 || b[start + 9] != SEND_TYPE) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t cmd_end = start + 8 + (Py_ssize_t)get_u32(b + start + 4);
+    if (cmd_end >= end) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    PyObject *send = decode_send(b, len, start + 8, cmd_end);
+    if (send == NULL || send == Py_None) {
+        PyBuffer_Release(&view);
+        return send;
+    }
+    long checked = -1;
+    const uint8_t *block = b + cmd_end;
+    Py_ssize_t block_len = end - cmd_end;
+    if (block_len >= 10 && block[0] == 0x0E && block[1] == 0x01) {
+        uint32_t crc = get_u32(block + 2);
+        uint32_t meta_size = get_u32(block + 6);
+        if (10 + (Py_ssize_t)meta_size <= block_len)
+            checked = crc32c(0, block + 6, block_len - 6) == crc;
+    }
+    PyBuffer_Release(&view);
+    out = PyTuple_New(3);
+    if (out == NULL) {
+        Py_DECREF(send);
+        return NULL;
+    }
+    PyObject *at = PyLong_FromSsize_t(cmd_end);
+    PyObject *verdict = PyLong_FromLong(checked);
+    if (at == NULL || verdict == NULL) {
+        Py_XDECREF(at);
+        Py_XDECREF(verdict);
+        Py_DECREF(send);
+        Py_DECREF(out);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(out, 0, send);
+    PyTuple_SET_ITEM(out, 1, at);
+    PyTuple_SET_ITEM(out, 2, verdict);
+    return out;
+}
+
+/* An unsigned 64-bit number from a Python int; ValueError (the Python twin's
+   error) for a negative or too large one. */
+static int
+as_u64(PyObject *obj, uint64_t *out)
+{
+    if (!PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "an int is required, not %.100s", Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    unsigned long long v = PyLong_AsUnsignedLongLong(obj);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyObject *repr = PyObject_Repr(obj);
+        PyErr_Format(PyExc_ValueError, "%U does not fit a varint (0 .. 2**64 - 1)", repr);
+        Py_XDECREF(repr);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static inline Py_ssize_t
+put_varint(uint8_t *p, uint64_t v)
+{
+    Py_ssize_t n = 0;
+    while (v >= 0x80) {
+        p[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (uint8_t)v;
+    return n;
+}
+
+static inline void
+put_u32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+/* receipt_frame(producer_id, sequence_id, highest_sequence_id, ledger_id, entry_id, offset) -> bytes:
+   the whole SEND_RECEIPT frame, as receipts.ReceiptTemplate.frame writes it. */
+static PyObject *
+receipt_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "receipt_frame(producer_id, sequence_id, highest_sequence_id, ledger_id, entry_id, offset)");
+        return NULL;
+    }
+    uint64_t v[6];
+    for (int i = 0; i < 6; i++)
+        if (as_u64(args[i], &v[i]) < 0)
+            return NULL;
+    uint8_t body[128];
+    Py_ssize_t n = 0;
+    body[n++] = 0x08; /* CommandSendReceipt.producer_id (1) */
+    n += put_varint(body + n, v[0]);
+    body[n++] = 0x10; /* .sequence_id (2) */
+    n += put_varint(body + n, v[1]);
+    body[n++] = 0x1a; /* .message_id (3), length-delimited */
+    Py_ssize_t len_at = n++;
+    Py_ssize_t mid_start = n;
+    body[n++] = 0x08; /* MessageIdData.ledgerId (1) */
+    n += put_varint(body + n, v[3]);
+    body[n++] = 0x10; /* .entryId (2) */
+    n += put_varint(body + n, v[4]);
+    body[len_at] = (uint8_t)(n - mid_start);
+    body[n++] = 0x20; /* .highest_sequence_id (4) */
+    n += put_varint(body + n, v[2]);
+    body[n++] = 0xc0; /* .offset (1000) */
+    body[n++] = 0x3e;
+    n += put_varint(body + n, v[5]);
+    /* n <= 70: every size below fits one byte */
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n + 12);
+    if (out == NULL)
+        return NULL;
+    uint8_t *p = (uint8_t *)PyBytes_AS_STRING(out);
+    put_u32(p, (uint32_t)(n + 8));
+    put_u32(p + 4, (uint32_t)(n + 4));
+    p[8] = 0x08; /* BaseCommand.type */
+    p[9] = SEND_RECEIPT_TYPE;
+    p[10] = (7 << 3) | 2; /* .send_receipt (7) */
+    p[11] = (uint8_t)n;
+    memcpy(p + 12, body, n);
+    return out;
+}
+
+/* build_entry(block, publish_time_ms, first_offset, num_messages) -> bytes:
+   [0x0e02][u32 size][BrokerEntryMetadata] + block, as entry_format.build_entry writes it. */
+static PyObject *
+build_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "build_entry(block, publish_time_ms, first_offset, num_messages)");
+        return NULL;
+    }
+    uint64_t ts, first, count;
+    if (as_u64(args[1], &ts) < 0 || as_u64(args[2], &first) < 0 || as_u64(args[3], &count) < 0)
+        return NULL;
+    if (count >= ((uint64_t)1 << 32)) {
+        PyErr_Format(PyExc_ValueError, "%llu messages do not fit uint32", (unsigned long long)count);
+        return NULL;
+    }
+    uint64_t index = first + count - 1;
+    if (count == 0 ? first == 0 : index < first) {
+        PyErr_SetString(PyExc_ValueError, "the entry's index does not fit a varint (0 .. 2**64 - 1)");
+        return NULL;
+    }
+    uint8_t bem[40];
+    Py_ssize_t n = 0;
+    bem[n++] = 0x08; /* broker_timestamp (1) */
+    n += put_varint(bem + n, ts);
+    bem[n++] = 0x10; /* index (2) */
+    n += put_varint(bem + n, index);
+    bem[n++] = 0xc0; /* magnetar_num_messages (1000) */
+    bem[n++] = 0x3e;
+    n += put_varint(bem + n, count);
+    Py_buffer block;
+    if (PyObject_GetBuffer(args[0], &block, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, 6 + n + block.len);
+    if (out != NULL) {
+        uint8_t *p = (uint8_t *)PyBytes_AS_STRING(out);
+        p[0] = 0x0e;
+        p[1] = 0x02;
+        put_u32(p + 2, (uint32_t)n);
+        memcpy(p + 6, bem, n);
+        memcpy(p + 6 + n, block.buf, block.len);
+    }
+    PyBuffer_Release(&block);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"register_send_view", (PyCFunction)register_send_view, METH_O, "Set the class parse_send returns."},
+    {"parse_send", (PyCFunction)(void (*)(void))parse_send, METH_FASTCALL, "See fast_send.parse_send."},
+    {"send_frame", (PyCFunction)(void (*)(void))send_frame, METH_FASTCALL,
+     "A whole SEND frame: its command, where its block starts, its checksum verdict (see _hot.c)."},
+    {"crc32c", (PyCFunction)(void (*)(void))py_crc32c, METH_FASTCALL, "CRC32C of a buffer (for the tests)."},
+    {"receipt_frame", (PyCFunction)(void (*)(void))receipt_frame, METH_FASTCALL,
+     "See receipts.ReceiptTemplate.frame."},
+    {"build_entry", (PyCFunction)(void (*)(void))build_entry, METH_FASTCALL, "See entry_format.build_entry."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "magnetar.protocol._hot",
+    "The broker's per-entry byte work, compiled (see _hot.c).", -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__hot(void)
+{
+    crc_init();
+    return PyModule_Create(&module);
+}
