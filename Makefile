@@ -53,7 +53,8 @@ integration: $(STAMP)
 	$(BIN)/python -m pytest -q tests/integration
 
 # Fault injection (docs/reliability.md): a bounded run for CI, fixed seeds,
-# the standalone broker then a 3-broker cluster on etcd; exit code 1 if the
+# the standalone broker then a 3-broker cluster on etcd (its faults include
+# bundle moves, moves to a broker killed meanwhile, and splits, in the same 45 s); exit code 1 if the
 # checker finds an anomaly; then the live-socket fuzzer; then, as root only
 # (it makes network namespaces), one cluster run with network partitions.
 # Both runs also draw fsync-error (EIO from fsync, injected with strace)
@@ -69,7 +70,7 @@ chaos: $(STAMP)
 	for seed in $(CHAOS_SEEDS); do \
 	  $(BIN)/magnetar chaos run --duration $(CHAOS_SECONDS) --faults kill,pause,restart,cut$$fsync --seed $$seed --out ./chaos-out || exit 1; \
 	  $(BIN)/magnetar chaos run --topology cluster --duration $(CHAOS_SECONDS) \
-	    --faults kill,pause,restart,kill-etcd,pause-etcd$$fsync --seed $$seed --out ./chaos-out/cluster || exit 1; \
+	    --faults kill,pause,restart,kill-etcd,pause-etcd,move,move-kill,split$$fsync --seed $$seed --out ./chaos-out/cluster || exit 1; \
 	  $(BIN)/magnetar chaos fuzz --rounds $(FUZZ_ROUNDS) --seed $$seed --out ./chaos-out/fuzz || exit 1; \
 	done
 	@$(MAKE) --no-print-directory chaos-partition

@@ -9,6 +9,7 @@ a history, and a checker judges the history.
 - :mod:`.broker`    a broker process under test and the signals done to it;
 - :mod:`.systems`   standalone or cluster (with etcd), and the faults each takes;
 - :mod:`.netns`     the cluster's brokers in network namespaces, and the partitions between them;
+- :mod:`.moves`     bundle moves and splits through the admin API, as faults;
 - :mod:`.workloads` the clients (official and Magnetar's) and what they record;
 - :mod:`.runner`    a run: broker, workloads, nemesis schedule from a seed, final reads;
 - :mod:`.cli`       ``magnetar chaos run`` / ``magnetar chaos check``.

@@ -9,22 +9,27 @@
   see :mod:`.disk`; needs root), ``fsync-error`` (its fsync and fdatasync
   calls fail with EIO for 1-3 s: see :mod:`.fsync`; needs ptrace).
 - ``cluster``: an etcd and three ``magnetar broker`` processes on shared
-  storage (session TTL 3 s). The same faults hit a broker other than the
-  first (the clients' service URL), so its bundles move to the others; a
-  pause may outlast the session (a zombie owner comes back). Also
-  ``kill-etcd`` (SIGKILL, restart on the same data after 1-3 s) and
-  ``pause-etcd`` (SIGSTOP 1-4 s), and ``fsync-error`` on any broker (the
-  first too: it is not taken away, its disk fails). With ``partition`` (root only) the
+  storage (session TTL 3 s); the clients' service URL names all three
+  (``pulsar://b0,b1,b2``), so any broker may be hit. The same faults hit
+  one broker, so its bundles move to the others; a pause may outlast the
+  session (a zombie owner comes back). Also ``kill-etcd`` (SIGKILL, restart
+  on the same data after 1-3 s) and ``pause-etcd`` (SIGSTOP 1-4 s);
+  ``fsync-error`` on any broker; ``move`` (a workload topic's bundle
+  unloaded to another broker, chosen at random: PIP-307), ``move-kill``
+  (the same, its destination killed while the handover runs) and ``split``
+  (that bundle cut in two), see :mod:`.moves`. A kill, pause or restart
+  right after a move hits the move's destination half the time: a bundle
+  moved to a broker that then dies. With ``partition`` (root only) the
   brokers run in network namespaces of their own (:mod:`.netns`) and a
-  broker is cut off (from everything, but never the first; from etcd and
-  the other brokers; or from etcd only) for 1-4 s longer than the session
-  TTL, then healed.
+  broker is cut off (from everything; from etcd and the other brokers; or
+  from etcd only) for 1-4 s longer than the session TTL, then healed.
 
 Each ``inject`` returns once the system is healed (restarted, resumed).
 """
 from __future__ import annotations
 
 import random
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +38,7 @@ from .broker import BrokerProcess, cluster_broker, standalone_broker
 from .disk import SmallDisk
 from .fsync import FsyncErrors, FsyncErrorsUnavailable, draw_fsync_fault
 from .fsync import unavailable_reason as fsync_unavailable_reason
+from .moves import NoBrokerAnswers, do_move, move_bundle, plan_move, split_bundle
 from .netns import MODES, Network, PartitionUnavailable, unavailable_reason
 from .proxy import CutProxy
 
@@ -154,16 +160,16 @@ class Partition:
 def draw_partition(rng: random.Random, brokers: int, session_ttl: float) -> Partition:
     """The next partition from the nemesis's random stream: a mode, a victim,
     and a hold of 1-4 s past the session TTL (the victim's session lapses,
-    its bundles move: the case worth testing). Broker 0, the clients' way
-    in, is cut from etcd (and its peers) but never isolated: the clients
-    would lose their only service URL, which tests nothing but waiting."""
+    its bundles move: the case worth testing). Any broker may be the
+    victim, broker 0 included: the clients' service URL names them all."""
     mode = rng.choice(MODES)
-    victim = rng.randrange(1 if mode == "isolate" else 0, brokers)
+    victim = rng.randrange(brokers)
     return Partition(victim, mode, rng.uniform(session_ttl + 1.0, session_ttl + 4.0))
 
 
 class ClusterSystem:
-    faults = ("kill", "pause", "restart", "kill-etcd", "pause-etcd", "partition", "fsync-error")
+    faults = ("kill", "pause", "restart", "kill-etcd", "pause-etcd", "partition", "fsync-error", "move", "move-kill",
+              "split")
     #: How long a fault's effects go on after its heal: a lapsed session is
     #: noticed up to a TTL later, then its bundles move (the checker widens
     #: the fault's window by this much).
@@ -179,6 +185,11 @@ class ClusterSystem:
         self.brokers: list[BrokerProcess] = []
         self.etcd = None
         self.net: Network | None = None
+        #: The workloads' topics, whose bundles ``move`` and ``split`` act on
+        #: (the runner sets them before the first fault).
+        self.topics: list[str] = []
+        #: Where the last move took a bundle, until the next kill, pause or restart.
+        self._moved_to: int | None = None
         if "partition" in faults:
             reason = unavailable_reason()
             if reason is not None:
@@ -188,11 +199,18 @@ class ClusterSystem:
 
     @property
     def service_url(self) -> str:
-        return self.brokers[0].service_url
+        """Every broker, in order (``pulsar://h0:p0,h1:p1,h2:p2``): the clients,
+        official and Magnetar's, try the next when one is down."""
+        return "pulsar://" + ",".join(b.service_url.removeprefix("pulsar://") for b in self.brokers)
 
     @property
     def admin_url(self) -> str:
+        """Broker 0's, for the setup before any fault."""
         return self.brokers[0].admin_url
+
+    @property
+    def admin_urls(self) -> list[str]:
+        return [b.admin_url for b in self.brokers]
 
     def start(self) -> None:
         from magnetar.metadata.etcd_server import EtcdServer
@@ -236,9 +254,53 @@ class ClusterSystem:
             assert self.fsync is not None
             victim = rng.randrange(self.count)
             return _fail_fsyncs(self.fsync, self.brokers[victim], rng, f"broker-{victim}")
-        victim = rng.randrange(1, self.count)  # broker 0 is the clients' way in
+        if kind in ("move", "move-kill", "split"):
+            return self._move_or_split(kind, rng)
+        victim = rng.randrange(self.count)
+        if self._moved_to is not None and rng.random() < 0.5:
+            victim = self._moved_to  # a bundle just moved there: the new owner dies
+        self._moved_to = None
         _hit(self.brokers[victim], kind, rng, longest_pause=2 * SESSION_TTL_S + 2)
         return f"{kind} broker-{victim}"
+
+    def _move_or_split(self, kind: str, rng: random.Random) -> str:
+        """What happened, as text; a cluster that refuses or cannot answer
+        just now (right after etcd came back, every broker may be out of its
+        session) is recorded, not a failed run."""
+        if not self.topics:
+            return f"{kind}: no topic yet"
+        topic = rng.choice(self.topics)
+        try:
+            if kind == "split":
+                return split_bundle(self.admin_urls, topic)
+            if kind == "move-kill":
+                return self._move_and_kill_destination(topic, rng)
+            what, destination = move_bundle(self.admin_urls, topic, rng)
+        except NoBrokerAnswers as exc:
+            return f"{kind}: {exc}"
+        ids = [u.removeprefix("http://") for u in self.admin_urls]
+        self._moved_to = ids.index(destination) if destination in ids else None
+        return what
+
+    def _move_and_kill_destination(self, topic: str, rng: random.Random) -> str:
+        """Ask for a move and SIGKILL its destination 0-60 ms later (a
+        handover takes a few to some tens of milliseconds: the kill lands
+        during it or just after), restart it 0.5-2 s after. The unload
+        answers once the destination owns the bundle or, if it died first,
+        once the leader gave the bundle to another broker."""
+        ids = [u.removeprefix("http://") for u in self.admin_urls]
+        move = plan_move(self.admin_urls, topic, rng)
+        victim = self.brokers[ids.index(move.destination)]
+        outcome: list[str] = []
+        asking = threading.Thread(target=lambda: outcome.append(do_move(move, ids)[0]), daemon=True)
+        asking.start()
+        time.sleep(rng.uniform(0.0, 0.06))
+        when = "after the unload answered" if outcome else "before the unload answered"
+        victim.kill()
+        time.sleep(rng.uniform(0.5, 2.0))
+        victim.start()
+        asking.join(60)  # the broker side gives up on a handover after 30 s
+        return f"{outcome[0] if outcome else 'move: no answer in 60 s'}; destination killed {when}"
 
     def stop(self) -> None:
         """Stop the brokers and etcd, then remove the network (healed first,

@@ -24,16 +24,18 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from magnetar.protocol import Type, command, pb
 
 from .auth import Authentication, AuthenticationTLS
-from .connection import BrokerConnection, is_tls_url, open_connection, parse_service_url
+from .connection import BrokerConnection, is_tls_url, open_connection
 from .consumer import AsyncConsumer
 from .enums import CompressionType, ConsumerType, InitialPosition, ProducerAccessMode
-from .errors import AlreadyClosed, InvalidConfiguration, LookupError, OperationNotSupported
+from .errors import (AlreadyClosed, ConnectError, InvalidConfiguration, LookupError, OperationNotSupported,
+                     ServiceUnitNotReady, Timeout)
 from .link import BrokerLink
 from .message_id import MessageId
 from .partition_routing import HashingScheme, PartitionsRoutingMode, router
 from .partitioned import PartitionedConsumer, PartitionedProducer
 from .producer import AsyncProducer
 from .reader import AsyncReader
+from .service_hosts import ServiceHosts
 
 if TYPE_CHECKING:
     from .table_view import AsyncTableView
@@ -75,6 +77,12 @@ class AsyncClient:
     """Raises InvalidUrl at once for a malformed ``service_url``; everything
     else (unreachable broker, ...) surfaces from the first operation.
 
+    ``service_url`` may name several brokers, as Pulsar's clients allow:
+    ``pulsar://h1:6650,h2:6650,h3:6651`` (see :mod:`.service_hosts`).
+    Lookups and partition counts go to the first that answers, in the order
+    given, the time left shared among those not tried yet; the client stays
+    on the one that worked until it fails in turn.
+
     ``authentication``: an :class:`~.auth.AuthenticationToken`,
     :class:`~.auth.AuthenticationBasic` or :class:`~.auth.AuthenticationTLS`
     presented on every connection (a refused one fails operations with
@@ -101,7 +109,8 @@ class AsyncClient:
                  tls_trust_certs_file_path: str | None = None, tls_allow_insecure_connection: bool = False,
                  tls_validate_hostname: bool = False, tls_certificate_file_path: str | None = None,
                  tls_private_key_file_path: str | None = None) -> None:
-        parse_service_url(service_url)
+        # Parsed first: a bad URL is an InvalidUrl whatever the other options say.
+        ServiceHosts(service_url)
         if use_tls and service_url.startswith("pulsar://"):
             # The official client's use_tls: the same host and port, over TLS.
             service_url = "pulsar+ssl://" + service_url[len("pulsar://"):]
@@ -115,6 +124,7 @@ class AsyncClient:
                                             tls_validate_hostname, tls_certificate_file_path,
                                             tls_private_key_file_path, authentication)
         self.service_url = service_url.rstrip("/")
+        self._service_hosts = ServiceHosts(self.service_url)
         self.operation_timeout = float(operation_timeout_seconds)
         self.connection_timeout = connection_timeout_ms / 1000
         self.keepalive_seconds = keep_alive_interval_seconds
@@ -167,40 +177,82 @@ class AsyncClient:
 
         conn.closed.add_done_callback(forget)
 
+    async def _ask_service_host(self, cmd_for: Callable[[], pb.BaseCommand],
+                                timeout: float) -> tuple[pb.BaseCommand, str]:
+        """Send a request to a host of the service URL: ``(reply, host URL)``.
+
+        The hosts are tried in :meth:`ServiceHosts.in_order`; one that cannot
+        be reached (ConnectError) or does not answer in its share of
+        ``timeout`` (Timeout) is marked failed and the next one is asked.
+        Each untried host gets an equal share of the time left, so a paused
+        broker at the head of the list cannot take all of it. An error
+        answer (ServiceNotReady, ...) comes from a live broker and is raised
+        as is; after a ServiceUnitNotReady (a broker out of its metadata
+        session says "try another broker") the next call starts with the
+        next host, since any host answers lookups as well as another. Raises
+        the last host's ConnectError or Timeout when none answered.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        hosts = self._service_hosts.in_order()
+        last: Exception | None = None
+        for tried, url in enumerate(hosts):
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            share = left / (len(hosts) - tried)
+            try:
+                conn = await self.connection_to(url, share)
+                return await conn.request(cmd_for(), share), url
+            except ServiceUnitNotReady:
+                # Raised, not retried here: the caller's backoff paces the
+                # retry (the bundle may be moving, and every host would say so).
+                self._service_hosts.failed(url)
+                raise
+            except (ConnectError, Timeout) as exc:
+                if len(hosts) > 1:
+                    log.info("service host %s failed (%s); trying the next", url, exc)
+                self._service_hosts.failed(url)
+                last = exc
+        raise last or Timeout(f"no host of {self.service_url} answered within {timeout:.1f} s")
+
     async def lookup(self, topic: str, timeout: float | None = None) -> str:
         """The service URL of the broker that serves ``topic`` (following redirects)."""
         timeout = self.operation_timeout if timeout is None else timeout
-        conn = await self.connection_to(self.service_url, timeout)
-        authoritative = False
+
+        def ask(authoritative: bool = False) -> pb.BaseCommand:
+            return command(Type.LOOKUP, topic=topic, request_id=self.new_request_id(), authoritative=authoritative)
+
+        answer, service_host = await self._ask_service_host(ask, timeout)
         for _ in range(MAX_LOOKUP_REDIRECTS):
-            reply = (await conn.request(command(Type.LOOKUP, topic=topic, request_id=self.new_request_id(),
-                                                authoritative=authoritative), timeout)).lookupTopicResponse
+            reply = answer.lookupTopicResponse
             if reply.proxy_through_service_url:
-                return self.service_url
-            url = self._broker_url(reply)
+                return service_host
+            url = self._broker_url(reply, service_host)
             if reply.response == pb.CommandLookupTopicResponse.Connect:
                 return url
-            authoritative = reply.authoritative
             conn = await self.connection_to(url, timeout)
+            answer = await conn.request(ask(reply.authoritative), timeout)
         raise LookupError(f"lookup of {topic} redirected more than {MAX_LOOKUP_REDIRECTS} times")
 
-    def _broker_url(self, reply: pb.CommandLookupTopicResponse) -> str:
+    def _broker_url(self, reply: pb.CommandLookupTopicResponse, service_host: str) -> str:
         """The URL a lookup answer names, on this client's transport: over TLS
         only ``brokerServiceUrlTls`` will do (as the official client), since
-        following the plain URL would drop encryption without saying so."""
+        following the plain URL would drop encryption without saying so. An
+        answer naming no broker means the host that answered."""
         if not is_tls_url(self.service_url):
-            return reply.brokerServiceUrl or self.service_url
+            return reply.brokerServiceUrl or service_host
         if reply.brokerServiceUrlTls:
             return reply.brokerServiceUrlTls
         if not reply.brokerServiceUrl:
-            return self.service_url
+            return service_host
         raise LookupError(f"the broker named {reply.brokerServiceUrl} for a TLS client without a "
                           f"brokerServiceUrlTls: does that broker have a tls_port?")
 
     async def _partitions(self, topic: str) -> int:
-        conn = await self.connection_to(self.service_url, self.operation_timeout)
-        reply = await conn.request(command(Type.PARTITIONED_METADATA, topic=topic,
-                                           request_id=self.new_request_id()), self.operation_timeout)
+        reply, _ = await self._ask_service_host(
+            lambda: command(Type.PARTITIONED_METADATA, topic=topic, request_id=self.new_request_id()),
+            self.operation_timeout)
         return reply.partitionMetadataResponse.partitions
 
     def _forget(self, link: BrokerLink) -> None:

@@ -12,6 +12,7 @@ import time
 
 from . import waiters
 from .ledger_meta import _OPEN, _CLOSING, _CLOSED, _LedgerMeta
+from .ledger import is_fenced
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,15 @@ class Closing:
                 pass
         if not keep_cursors:
             await self.close_cursors()
+        if (clean and self._state is _CLOSING and self._current is not None
+                and await asyncio.to_thread(is_fenced, self._dir, self._current.ledger_id)):
+            # A new owner took the managed ledger over (this broker's session
+            # lapsed before it heard): that owner recovers and seals this
+            # ledger and owns the metadata, whose compare-and-set would refuse
+            # ours anyway. Nothing to do, and nothing wrong.
+            log.info("%s: ledger %d was fenced by a new owner, which seals it", self.name,
+                     self._current.ledger_id)
+            clean = False
         if clean and self._state is _CLOSING and self._current is not None:
             try:
                 await self._seal_current()

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import enum
 import os
+import secrets
 import struct
 import sys
 import threading
@@ -395,7 +396,10 @@ def is_fenced(directory: Path, ledger_id: int) -> bool:
 
 
 def delete_ledger_files(directory: Path, ledger_id: int) -> None:
-    for path in (log_path(directory, ledger_id), index_path(directory, ledger_id), fence_path(directory, ledger_id)):
+    # With any temporary index a crash in the middle of a seal left behind.
+    leftovers = list(Path(directory).glob(f"{index_path(directory, ledger_id).name}.*.tmp"))
+    for path in (log_path(directory, ledger_id), index_path(directory, ledger_id), fence_path(directory, ledger_id),
+                 *leftovers):
         try:
             os.unlink(path)
         except FileNotFoundError:
@@ -438,16 +442,29 @@ def _write_index(directory: Path, ledger_id: int, ends: array) -> None:
     data = _INDEX_HEAD.pack(_INDEX_MAGIC, _INDEX_VERSION, len(ends), ends[-1] if ends else 0) + body.tobytes()
     data += struct.pack(">I", _crc(data))
     final = index_path(directory, ledger_id)
-    tmp = final.with_suffix(".idx.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    # A temporary name of this writer's own: on shared storage an owner
+    # closing a ledger it just lost and the new owner recovering it may seal
+    # it at the same moment. With one shared name, one's O_TRUNC cut the
+    # other's file, and the second rename found it gone. Both write the same
+    # index (the fence makes them agree on the entries), so whichever rename
+    # comes last leaves a whole one.
+    tmp = final.with_name(f"{final.name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, final)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, final)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
     fsync_dir(directory)
 
 

@@ -282,8 +282,10 @@ class ClusterMember:
         loaded other live broker); returns the new owner once it owns it.
 
         Raises ValueError for a bundle that is not owned, a destination that
-        is not a live broker or is the owner already; TimeoutError if the move
-        does not finish within ``timeout``.
+        is not a live broker or is the owner already, or a destination that
+        left during the handover (its bundle is then reassigned, and that is
+        said as soon as it is, not after ``timeout``); TimeoutError if the
+        move does not finish within ``timeout``.
         """
         state = self.channel.get(bundle)
         if state.state != OWNED:
@@ -299,8 +301,21 @@ class ClusterMember:
         if destination == state.broker:
             raise ValueError(f"bundle {bundle} is already owned by {destination}")
         await self.channel.transition(bundle, RELEASING, destination, state.broker, expected=state)
-        done = await self.channel.wait_for(bundle, lambda s: s.state == OWNED and s.broker == destination,
-                                           timeout)
+        moving = False
+
+        def settled(s: BundleState) -> bool:
+            # Owned again after the handover began: by the destination, or,
+            # when the destination died meanwhile, by whoever the leader gave
+            # the bundle to. (Until the handover shows, an Owned state is the
+            # one before it.)
+            nonlocal moving
+            moving = moving or s.state != OWNED
+            return s.state == OWNED and (s.broker == destination or moving)
+
+        done = await self.channel.wait_for(bundle, settled, timeout)
+        if done.broker != destination:
+            raise ValueError(f"bundle {bundle} did not move to {destination}, which left the cluster during the "
+                             f"handover; it is owned by {done.broker}")
         return done.broker
 
     async def _take(self, bundle: Bundle, state: BundleState) -> None:

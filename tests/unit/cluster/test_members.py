@@ -116,3 +116,31 @@ async def test_concurrent_lookups_of_one_broker_spread_a_namespace_over_the_brok
         results = await asyncio.gather(*(asker.lookup(n) for n in names))
         owners = {r.broker_id for r in results}
         assert len(owners) >= 2, owners
+
+
+async def test_an_unload_whose_destination_dies_says_so_once_the_bundle_is_reassigned():
+    """Found by the chaos harness's move-kill fault: the unload waited its whole
+    timeout (30 s) for a destination that had died, though the leader had
+    given the bundle to a survivor within a session TTL."""
+    async with Cluster() as (store, members):
+        name = parse("persistent://public/default/moving-to-a-dead-broker")
+        owner_id = (await members[0].member.lookup(name)).broker_id
+        owner = next(m for m in members if m.member.broker_id == owner_id)
+        await wait_until(lambda: owner.member.owns(name), what="owned")
+        dest = next(m for m in members if m is not owner and not m.member.leader.is_leader)
+        # The destination stops reacting (it will never take the bundle) but
+        # is still live when the move is asked; it dies once the move began.
+        dest.member.closing = True
+        dest.member._monitor.cancel()
+        dest.member.channel._listeners.clear()
+        bundle = owner.member.bundle_of(name)
+        began = time.monotonic()
+        moving = asyncio.ensure_future(owner.member.unload(bundle, dest.member.broker_id, timeout=20.0))
+        await wait_until(lambda: owner.member.channel.get(bundle).state != OWNED or moving.done(),
+                         what="the handover begun")
+        await dest.member.leader.stop()
+        await dest.member.session.close()
+        with pytest.raises(ValueError, match="left the cluster during the handover"):
+            await moving
+        assert time.monotonic() - began < 10.0
+        assert owner.member.channel.get(bundle).broker != dest.member.broker_id
