@@ -50,6 +50,10 @@ class BrokerProcess:
         self.proc: subprocess.Popen | None = None
         self.paused = False
         self.starts = 0
+        #: Added to its environment at each start (the clock-jump fault's preload).
+        self.env: dict[str, str] = {}
+        #: Rewrites its command line at each start (the clock-jump fault's boot shim).
+        self.wrap: Callable[[list[str]], list[str]] | None = None
 
     @property
     def service_url(self) -> str:
@@ -62,9 +66,11 @@ class BrokerProcess:
     def start(self) -> None:
         ready = threading.Event()
         args = self._args(self.port, self.admin_port)
+        if self.wrap is not None:
+            args = self.wrap(args)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log,
-                                         env=dict(os.environ, PYTHONUNBUFFERED="1"))
+                                         env=dict(os.environ, PYTHONUNBUFFERED="1", **self.env))
 
         def read(proc: subprocess.Popen) -> None:
             for raw in proc.stdout:  # type: ignore[union-attr]

@@ -7,14 +7,16 @@
   five times over 0.5-2 s: frames lost mid-way, clients reconnect),
   ``disk-full`` (the data directory, a 512 MB tmpfs, filled for 1-3 s:
   see :mod:`.disk`; needs root), ``fsync-error`` (its fsync and fdatasync
-  calls fail with EIO for 1-3 s: see :mod:`.fsync`; needs ptrace).
+  calls fail with EIO for 1-3 s: see :mod:`.fsync`; needs ptrace),
+  ``clock-jump`` (its wall clock steps forward or back, held 1-5 s or left:
+  see :mod:`.clock`; needs libfaketime, installed when root).
 - ``cluster``: an etcd and three ``magnetar broker`` processes on shared
   storage (session TTL 3 s); the clients' service URL names all three
   (``pulsar://b0,b1,b2``), so any broker may be hit. The same faults hit
   one broker, so its bundles move to the others; a pause may outlast the
   session (a zombie owner comes back). Also ``kill-etcd`` (SIGKILL, restart
   on the same data after 1-3 s) and ``pause-etcd`` (SIGSTOP 1-4 s);
-  ``fsync-error`` on any broker; ``move`` (a workload topic's bundle
+  ``fsync-error`` and ``clock-jump`` on any broker; ``move`` (a workload topic's bundle
   unloaded to another broker, chosen at random: PIP-307), ``move-kill``
   (the same, its destination killed while the handover runs) and ``split``
   (that bundle cut in two), see :mod:`.moves`. A kill, pause or restart
@@ -35,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .broker import BrokerProcess, cluster_broker, standalone_broker
+from .clock import make_clock_files, draw_clock_jump
 from .disk import SmallDisk
 from .fsync import FsyncErrors, FsyncErrorsUnavailable, draw_fsync_fault
 from .fsync import unavailable_reason as fsync_unavailable_reason
@@ -92,7 +95,7 @@ def _hit(broker: BrokerProcess, kind: str, rng: random.Random, longest_pause: fl
 
 
 class StandaloneSystem:
-    faults = ("kill", "pause", "restart", "cut", "disk-full", "fsync-error")
+    faults = ("kill", "pause", "restart", "cut", "disk-full", "fsync-error", "clock-jump")
 
     def __init__(self, out_dir: Path, faults: tuple[str, ...] | list[str] = (), seed: int = 0) -> None:
         self.broker = standalone_broker(out_dir / "data", ["--config", str(out_dir / "chaos-broker.toml")])
@@ -101,6 +104,10 @@ class StandaloneSystem:
         #: The data directory on a small tmpfs, for the disk-full fault only.
         self.disk = SmallDisk(out_dir / "data") if "disk-full" in faults else None
         self.fsync = _fsync_injector(faults)
+        #: The broker's clock file, for the clock-jump fault only.
+        self.clock = make_clock_files(faults, out_dir)
+        if self.clock is not None:
+            self.clock.attach(self.broker, "broker")
 
     @property
     def service_url(self) -> str:
@@ -135,6 +142,9 @@ class StandaloneSystem:
         if kind == "fsync-error":
             assert self.fsync is not None
             return _fail_fsyncs(self.fsync, self.broker, rng, "broker")
+        if kind == "clock-jump":
+            assert self.clock is not None
+            return self.clock.jump("broker", draw_clock_jump(rng))
         _hit(self.broker, kind, rng, longest_pause=6.0)
         return kind
 
@@ -169,7 +179,7 @@ def draw_partition(rng: random.Random, brokers: int, session_ttl: float) -> Part
 
 class ClusterSystem:
     faults = ("kill", "pause", "restart", "kill-etcd", "pause-etcd", "partition", "fsync-error", "move", "move-kill",
-              "split")
+              "split", "clock-jump")
     #: How long a fault's effects go on after its heal: a lapsed session is
     #: noticed up to a TTL later, then its bundles move (the checker widens
     #: the fault's window by this much).
@@ -177,9 +187,10 @@ class ClusterSystem:
 
     def __init__(self, out_dir: Path, faults: tuple[str, ...] | list[str] = (), brokers: int = 3,
                  seed: int = 0) -> None:
-        """Raises PartitionUnavailable or FsyncErrorsUnavailable (ValueErrors)
-        if ``partition`` or ``fsync-error`` is asked for where namespaces
-        cannot be made or ptrace is not allowed; nothing is started yet."""
+        """Raises PartitionUnavailable, FsyncErrorsUnavailable or
+        ClockJumpUnavailable (ValueErrors) if ``partition``, ``fsync-error``
+        or ``clock-jump`` is asked for where namespaces cannot be made, ptrace
+        is not allowed or libfaketime cannot be had; nothing is started yet."""
         self.base = out_dir / "cluster"
         self.count = brokers
         self.brokers: list[BrokerProcess] = []
@@ -196,6 +207,7 @@ class ClusterSystem:
                 raise PartitionUnavailable(reason)
             self.net = Network(seed, brokers)
         self.fsync = _fsync_injector(faults)
+        self.clock = make_clock_files(faults, out_dir)
 
     @property
     def service_url(self) -> str:
@@ -227,6 +239,9 @@ class ClusterSystem:
                            address=plan.broker(k) if plan else "127.0.0.1",
                            netns=self.net.namespace(k) if self.net else None, config=config)
             for k in range(self.count)]
+        if self.clock is not None:
+            for k, broker in enumerate(self.brokers):
+                self.clock.attach(broker, f"broker-{k}")
         for broker in self.brokers:
             broker.start()
 
@@ -254,6 +269,9 @@ class ClusterSystem:
             assert self.fsync is not None
             victim = rng.randrange(self.count)
             return _fail_fsyncs(self.fsync, self.brokers[victim], rng, f"broker-{victim}")
+        if kind == "clock-jump":
+            assert self.clock is not None
+            return self.clock.jump(f"broker-{rng.randrange(self.count)}", draw_clock_jump(rng))
         if kind in ("move", "move-kill", "split"):
             return self._move_or_split(kind, rng)
         victim = rng.randrange(self.count)
