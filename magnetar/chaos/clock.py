@@ -18,7 +18,8 @@ The fault writes a new offset into one broker's file (:class:`ClockFiles`,
 atomically: a reader never sees an empty file, which would read as "no
 offset" and step the clock back for one reading). What a fault does is
 drawn by :func:`draw_clock_jump`: forward +90 s (past the 60 s pid lease),
-+10 min, +2 h, or backward -30 s, -10 min; then half the time the clock is
++10 min, +2 h, +8 days (past the 7-day pid expiry), or backward -30 s,
+-10 min; then half the time the clock is
 stepped back to the true time after 1-5 s (a wrong clock that NTP
 corrects: two steps, one each way), else left where it is until that
 broker's next clock jump (a step stays: the broker keeps running, and
@@ -54,8 +55,10 @@ from pathlib import Path
 LIBRARY_GLOBS = ("/usr/lib/*/faketime/libfaketime.so.1", "/usr/lib/faketime/libfaketime.so.1",
                  "/usr/local/lib/faketime/libfaketime.so.1")
 APT_PACKAGE = "libfaketime"
-#: Forward past the 60 s pid lease, past minutes and hours; backward a little and a lot.
-OFFSETS_S = (90, 600, 7200, -30, -600)
+#: Forward past the 60 s pid lease, by minutes, hours, and past the 7-day
+#: pid expiry (``pid_expiry_s``: a pid unused that long by the wall clock,
+#: its lease run out, is dropped); backward a little and a lot.
+OFFSETS_S = (90, 600, 7200, 8 * 24 * 3600, -30, -600)
 PROBE_OFFSET_S = 3600
 
 
