@@ -86,6 +86,10 @@ class SequenceState:
     last_chunk: int = -1
     last_used_ms: int = 0
     lease_expiry_ms: int = 0
+    #: When the lease granted by this process runs out, by the monotonic
+    #: clock (None: not leased here since the topic was loaded). Not stored:
+    #: it keeps a wall-clock step from expiring a pid whose holder renews.
+    lease_until_mono: float | None = None
     recent: "OrderedDict[int, PendingSend]" = field(default_factory=OrderedDict)
 
     def remember(self, last_sequence: int, result: "PendingSend") -> None:
@@ -295,20 +299,31 @@ class Deduplicator:
                 raise ProducerFenced(f"producer id {pid} is at generation {state.generation}, not {generation}")
         state.last_used_ms = now
         state.lease_expiry_ms = now + expire_ms
+        state.lease_until_mono = time.monotonic() + expire_ms / 1000
         await self.snapshot()
         return PidLease(pid, state.generation, state.highwater + 1, state.lease_expiry_ms)
 
-    def expire(self, now_ms: int | None = None, attached: set[str] | frozenset = frozenset()) -> int:
+    def expire(self, now_ms: int | None = None, attached: set[str] | frozenset = frozenset(),
+               mono_now: float | None = None) -> int:
         """Drop pids unused for their expiry period whose lease ran out, and
         producer names (Pulsar dedup) not attached and unused for theirs, as
         Pulsar does after producer inactivity; return how many went.
 
         A retry from a writer forgotten this way is stored again: the
         guarantee holds within the expiry periods (7 days / 6 hours by default).
+
+        Ages are read on the wall clock (``now_ms``: they must survive a
+        restart), but a lease this process granted is also timed on the
+        monotonic clock (``mono_now``), and a pid whose lease is still running
+        by that clock stays: a wall clock stepped forward past the expiry
+        period (an NTP step, a VM resumed) must not take the pid of a producer
+        that is renewing its lease (``docs/reliability.md``, clock jumps).
         """
         now = _now_ms() if now_ms is None else now_ms
+        mono = time.monotonic() if mono_now is None else mono_now
         gone = [pid for pid, s in self.pids.items()
-                if s.last_used_ms + self.pid_expiry_ms < now and s.lease_expiry_ms < now]
+                if s.last_used_ms + self.pid_expiry_ms < now and s.lease_expiry_ms < now
+                and (s.lease_until_mono is None or s.lease_until_mono < mono)]
         for pid in gone:
             del self.pids[pid]
         names = [name for name, s in self.names.items()

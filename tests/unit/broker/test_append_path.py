@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import pytest
 
@@ -130,8 +131,10 @@ async def test_expiry_drops_idle_pids_and_keeps_live_ones(tmp_path):
     live = await topic.dedup.lease(service.pid_allocator, -1, None, 60_000)
     week = topic.dedup.pid_expiry_ms
     now = topic.dedup.pids[live.pid].last_used_ms + week + 1
+    mono = time.monotonic() + week / 1000  # a week later by both clocks
     topic.dedup.pids[live.pid].lease_expiry_ms = now + 1  # renewed: still leased
-    assert topic.dedup.expire(now) == 1
+    topic.dedup.pids[live.pid].lease_until_mono = mono + 1
+    assert topic.dedup.expire(now, mono_now=mono) == 1
     assert idle.pid not in topic.dedup.pids and live.pid in topic.dedup.pids
     await close_service(service)
 
@@ -172,3 +175,20 @@ async def test_a_burst_of_leases_shares_snapshot_writes_and_each_is_stored_when_
     assert writes <= 50, f"{writes} snapshot writes for 200 concurrent leases"
     await close_service(service)
     await store.close()
+
+
+async def test_a_wall_clock_stepped_past_the_pid_expiry_keeps_a_pid_whose_lease_runs(tmp_path):
+    """The clock-jump fault's case: the wall clock steps forward 8 days (past
+    the 7-day pid expiry and the 60 s lease) while the pid's holder renews
+    its lease. By the monotonic clock the lease is still running: the pid
+    stays; once that lease has run out too, it goes."""
+    service = await make_service(tmp_path)
+    topic = await topic_of(service)
+    lease = await topic.dedup.lease(service.pid_allocator, -1, None, 60_000)
+    state = topic.dedup.pids[lease.pid]
+    stepped = state.last_used_ms + 8 * 24 * 3600 * 1000
+    assert topic.dedup.expire(stepped, mono_now=state.lease_until_mono - 30) == 0
+    assert lease.pid in topic.dedup.pids
+    assert topic.dedup.expire(stepped, mono_now=state.lease_until_mono + 1) == 1
+    assert lease.pid not in topic.dedup.pids
+    await close_service(service)
