@@ -180,6 +180,9 @@ class Deduplicator:
         self._requested = 0
         self._covered = 0
         self._covering: list[tuple[int, asyncio.Future]] = []
+        #: Names of the producers a closing topic has just let go: attached
+        #: until the final snapshot is written.
+        self._closing_attached: frozenset[str] = frozenset()
 
     # -- the check, in the ordered append path ---------------------------------
     def check(self, producer: "Producer", send: pb.CommandSend, block: PayloadBlock) -> tuple | None:
@@ -393,7 +396,7 @@ class Deduplicator:
         await fut
 
     async def _write_snapshot(self) -> None:
-        self.expire(attached=self.attached_names())
+        self.expire(attached=self.attached_names() | self._closing_attached)
         self._since_snapshot = 0
         await self.store.put(self.key, json.dumps(self._snapshot_doc()).encode())
 
@@ -445,7 +448,13 @@ class Deduplicator:
         # Replayed writers count as seen now: their age is unknown, keep them a full period.
         state.last_used_ms = max(state.last_used_ms, _now_ms())
 
-    async def close(self) -> None:
+    async def close(self, attached: set[str] | frozenset = frozenset()) -> None:
+        """Write the final snapshot. ``attached``: the producers attached when
+        the topic began closing (it lets them go first); they count as
+        attached, else a wall clock stepped past the name expiry (6 h) would
+        drop every writer of the topic from the snapshot the next owner or
+        the restarted broker loads, and their resends would be stored again."""
+        self._closing_attached = frozenset(attached)
         try:
             await self.snapshot()
         except Exception as exc:

@@ -543,6 +543,7 @@ class Topic(ProducerAdmission):
         self._clear_reservation()
         self._unlisten()
         self._stop_replicators()
+        attached = set(self.producers)  # still writers of this topic for the final snapshot
         for producer in list(self.producers.values()):
             self.producers.pop(producer.name, None)
             self.service.notify_producer_closed(producer)
@@ -552,7 +553,7 @@ class Topic(ProducerAdmission):
         self.waiting.clear()
         for sub in list(self.subscriptions.values()):
             sub.close()
-        await self.dedup.close()
+        await self.dedup.close(attached)
 
     # -- stats -----------------------------------------------------------------
     def stats(self) -> dict:

@@ -192,3 +192,26 @@ async def test_a_wall_clock_stepped_past_the_pid_expiry_keeps_a_pid_whose_lease_
     assert topic.dedup.expire(stepped, mono_now=state.lease_until_mono + 1) == 1
     assert lease.pid not in topic.dedup.pids
     await close_service(service)
+
+
+async def test_a_stop_on_a_wall_clock_stepped_past_the_name_expiry_keeps_its_writers(tmp_path, monkeypatch):
+    """The topic lets its producers go before its final deduplication
+    snapshot; with the wall clock stepped 8 days forward (past the 6 h name
+    expiry) that snapshot dropped them all, and after the restart the broker
+    no longer knew the writer's last sequence (a resend would be stored
+    again). Attached at the close, they stay."""
+    store = await SqliteMetadataStore.open(tmp_path / "meta.db")
+    service = await make_service(tmp_path, store, deduplication_enabled=True)
+    topic = await topic_of(service)
+    p = producer(topic, 1, name="writer")
+    await topic.add_producer(p, None)
+    for seq in range(5):
+        await _publish(topic, p, seq)
+    true_time = time.time
+    monkeypatch.setattr(time, "time", lambda: true_time() + 8 * 24 * 3600)  # what libfaketime does
+    await close_service(service)
+    service = await make_service(tmp_path, store, deduplication_enabled=True)
+    topic = await topic_of(service)
+    assert topic.dedup.last_sequence_id("writer") == 4
+    await close_service(service)
+    await store.close()
