@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .broker import BrokerProcess, cluster_broker, standalone_broker
-from .clock import make_clock_files, draw_clock_jump
+from .clock import draw_clock_jump, make_clock_files
 from .disk import SmallDisk
 from .fsync import FsyncErrors, FsyncErrorsUnavailable, draw_fsync_fault
 from .fsync import unavailable_reason as fsync_unavailable_reason
