@@ -150,3 +150,23 @@ def test_under_libfaketime_only_the_wall_clock_jumps(tmp_path):
 @needs_libfaketime
 def test_the_probe_passes_where_libfaketime_works():
     assert clock.probe(LIBRARY) is None
+
+
+def test_the_cli_refuses_the_fault_in_one_line_with_exit_code_2_and_writes_nothing(monkeypatch, tmp_path):
+    import signal
+
+    from typer.testing import CliRunner
+
+    from magnetar.chaos.cli import chaos_app
+
+    monkeypatch.setattr(clock, "find_library", lambda: None)
+    monkeypatch.setattr(clock.os, "geteuid", lambda: 1000)
+    previous = signal.getsignal(signal.SIGTERM)  # the command installs its own
+    try:
+        result = CliRunner().invoke(chaos_app, ["run", "--duration", "5", "--faults", "kill,clock-jump",
+                                                "--out", str(tmp_path / "out")])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert result.exit_code == 2, result.output
+    assert len(result.output.strip().splitlines()) == 1 and "libfaketime" in result.output
+    assert not (tmp_path / "out").exists()
