@@ -8,7 +8,7 @@
   ``disk-full`` (the data directory, a 512 MB tmpfs, filled for 1-3 s:
   see :mod:`.disk`; needs root), ``fsync-error`` (its fsync and fdatasync
   calls fail with EIO for 1-3 s: see :mod:`.fsync`; needs ptrace),
-  ``clock-jump`` (its wall clock steps forward or back, held 1-5 s or left:
+  ``clock-jump`` (its wall clock steps forward or back, held 3-6 s or left:
   see :mod:`.clock`; needs libfaketime, installed when root).
 - ``cluster``: an etcd and three ``magnetar broker`` processes on shared
   storage (session TTL 3 s); the clients' service URL names all three
