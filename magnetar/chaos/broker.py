@@ -54,6 +54,8 @@ class BrokerProcess:
         self.env: dict[str, str] = {}
         #: Rewrites its command line at each start (the clock-jump fault's boot shim).
         self.wrap: Callable[[list[str]], list[str]] | None = None
+        #: Called with the pid of each run that ended (the preload's leftovers).
+        self.on_exit: Callable[[int], None] | None = None
 
     @property
     def service_url(self) -> str:
@@ -94,7 +96,12 @@ class BrokerProcess:
         self._signal(signal.SIGKILL)
         if self.proc is not None:
             self.proc.wait()
+            self._ended()
         self.paused = False
+
+    def _ended(self) -> None:
+        if self.on_exit is not None and self.proc is not None:
+            self.on_exit(self.proc.pid)
 
     def pause(self) -> None:
         self._signal(signal.SIGSTOP)
@@ -115,6 +122,7 @@ class BrokerProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        self._ended()
 
     def _signal(self, sig: int) -> None:
         if self.proc is not None and self.proc.poll() is None:

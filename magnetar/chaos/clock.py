@@ -209,9 +209,11 @@ class ClockFiles:
         write_offset(self.path(name), offset_s)
 
     def attach(self, broker, name: str) -> None:
-        """Make ``broker`` (a :class:`.broker.BrokerProcess`) start under its clock file."""
+        """Make ``broker`` (a :class:`.broker.BrokerProcess`) start under its
+        clock file, and clear the preload's leftovers of each run that ends."""
         broker.env = self.env(name)
         broker.wrap = boot_args
+        broker.on_exit = forget_process
 
     def jump(self, name: str, jump: ClockJump) -> str:
         """Do ``jump`` to broker ``name``'s clock: step, and if it is held,
@@ -227,6 +229,15 @@ class ClockFiles:
 
     def offset(self, name: str) -> int:
         return read_offset(self.path(name))
+
+
+def forget_process(pid: int, shm: Path = Path("/dev/shm")) -> None:
+    """Remove the shared memory and semaphore libfaketime made for ``pid``:
+    a process killed by SIGKILL cannot, and a later process given the same
+    pid would fail to start under the preload ("shm_open failed: File
+    exists", libfaketime's README)."""
+    for name in (f"faketime_shm_{pid}", f"sem.faketime_sem_{pid}"):
+        (shm / name).unlink(missing_ok=True)
 
 
 def make_clock_files(faults, out_dir: Path) -> ClockFiles | None:

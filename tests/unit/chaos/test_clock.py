@@ -172,3 +172,11 @@ def test_the_cli_refuses_the_fault_in_one_line_with_exit_code_2_and_writes_nothi
     assert result.exit_code == 2, result.output
     assert len(result.output.strip().splitlines()) == 1 and "libfaketime" in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_a_killed_brokers_preload_leftovers_are_removed(tmp_path):
+    for name in ("faketime_shm_41", "sem.faketime_sem_41", "faketime_shm_42"):
+        (tmp_path / name).write_text("")
+    clock.forget_process(41, tmp_path)
+    clock.forget_process(43, tmp_path)  # nothing there: no error
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["faketime_shm_42"]
