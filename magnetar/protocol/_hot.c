@@ -193,24 +193,34 @@ pair(PyTypeObject *type, PyObject *a, PyObject *b)
     return out;
 }
 
+/* The (buf, start, end) arguments of parse_send and send_frame: 0 with `view`
+   to release, or -1 with an exception set (wrong count, not ints, no buffer). */
+static int
+span_args(PyObject *const *args, Py_ssize_t nargs, const char *usage, Py_buffer *view, Py_ssize_t *start,
+          Py_ssize_t *end)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return -1;
+    }
+    *start = PyLong_AsSsize_t(args[1]);
+    *end = PyLong_AsSsize_t(args[2]);
+    if ((*start == -1 || *end == -1) && PyErr_Occurred())
+        return -1;
+    return PyObject_GetBuffer(args[0], view, PyBUF_SIMPLE);
+}
+
 /* parse_send(buf: bytes, start: int, end: int) -> SendCommandView | None */
 static PyObject *
 parse_send(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "parse_send(buf, start, end)");
-        return NULL;
-    }
     if (send_view_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "register_send_view was not called");
         return NULL;
     }
-    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
-    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
-    if ((start == -1 || end == -1) && PyErr_Occurred())
-        return NULL;
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+    Py_ssize_t start, end;
+    if (span_args(args, nargs, "parse_send(buf, start, end)", &view, &start, &end) < 0)
         return NULL;
     PyObject *out = decode_send((const uint8_t *)view.buf, view.len, start, end);
     PyBuffer_Release(&view);
@@ -311,20 +321,13 @@ get_u32(const uint8_t *p)
 static PyObject *
 send_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "send_frame(data, start, end)");
-        return NULL;
-    }
     if (send_view_type == NULL || frame_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "register_send_view / register_frame_types were not called");
         return NULL;
     }
-    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
-    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
-    if ((start == -1 || end == -1) && PyErr_Occurred())
-        return NULL;
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+    Py_ssize_t start, end;
+    if (span_args(args, nargs, "send_frame(data, start, end)", &view, &start, &end) < 0)
         return NULL;
     const uint8_t *b = (const uint8_t *)view.buf;
     Py_ssize_t len = view.len;
