@@ -24,6 +24,7 @@ from magnetar.broker.subscriptions.consumer import Consumer
 from magnetar.broker.topics.producer import Producer
 from magnetar.protocol import Connection, ProtocolError, Role, ServerError, pb
 from magnetar.protocol.commands import FIELD_OF_TYPE, Type, body, command, error, type_name
+from magnetar.protocol.fast_send import SendCommandView
 from magnetar.protocol.frames import FRAME_OVERHEAD, Frame
 from magnetar.security.tls import peer_certificate
 
@@ -110,11 +111,15 @@ class ServerConnection(asyncio.Protocol):
             log.warning("closing connection from %s: %s", self.peer, exc)
             self.close()
             return
+        handlers, on_send = self._handlers, produce.on_send
         for frame in frames:
-            handler = self._handlers.get(frame.command.type)
             try:
+                if frame.command.__class__ is SendCommandView:
+                    on_send(self, frame)  # the per-entry frame: no route to look up, no text to check
+                    continue
                 if frame.command.type in malformed.NAMED and malformed.refuse_if_malformed(self, frame):
                     continue
+                handler = handlers.get(frame.command.type)
                 if handler is None:
                     self._on_unsupported(frame)
                 else:

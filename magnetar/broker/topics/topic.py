@@ -256,7 +256,8 @@ class Topic(ProducerAdmission):
             return
         first = self.next_offset
         now_ms = int(time.time() * 1000)
-        data = build_entry(block.checksummed, now_ms, first, n)
+        # A block the decoder checked starts at its checksum: it is what is stored.
+        data = build_entry(block.raw if block.checked >= 0 else block.checksummed, now_ms, first, n)
         self.next_offset = first + n
         self.msg_in += n
         self.bytes_in += len(data)
