@@ -122,9 +122,10 @@ class Topic(ProducerAdmission):
         #: order: (pending send, dedup token, first offset, messages, marker
         #: hook). Storage tells appends in the order they were made, exactly
         #: once each (``storage/waiters.py``), so one bound method serves as
-        #: every entry's callback and takes the head: no closure per entry.
+        #: every entry's callback and takes the head: no closure per entry,
+        #: and one call for the entries of one group commit.
         self._appending: deque = deque()
-        self._on_appended = self._entry_stored
+        self._on_appended = self._entries_stored
         self.producers: dict[str, Producer] = {}
         self.subscriptions: dict[str, Subscription] = {}
         self.next_offset = 0
@@ -278,16 +279,23 @@ class Topic(ProducerAdmission):
             self._appending.pop()
             raise
 
-    def _entry_stored(self, ledger_id: int, entry_id: int, error: BaseException | None) -> None:
-        """Storage's answer for the oldest published entry it has not answered for."""
-        pending, token, first, n, marker = self._appending.popleft()
+    def _entries_stored(self, ledger_id: int, first_entry_id: int, count: int,
+                        error: BaseException | None) -> None:
+        """Storage's answer for the ``count`` oldest published entries it has
+        not answered for (a run of one group commit: ``waiters``' contract)."""
+        appending = self._appending
         if error is not None:
-            self._on_store_failed(pending, error)
+            for _ in range(count):
+                self._on_store_failed(appending.popleft()[0], error)
             return
-        self.dedup.on_durable(token, ledger_id, entry_id)
-        pending.stored(ledger_id, entry_id, first, n)
-        if marker is not None:
-            marker(ledger_id, entry_id)
+        done = [appending.popleft() for _ in range(count)]
+        self.dedup.on_durable_run([token for _, token, _, _, _ in done], ledger_id, first_entry_id + count - 1)
+        entry_id = first_entry_id
+        for pending, _, first, n, marker in done:
+            pending.stored(ledger_id, entry_id, first, n)
+            if marker is not None:
+                marker(ledger_id, entry_id)
+            entry_id += 1
 
     def _on_store_failed(self, pending: PendingSend, error: BaseException) -> None:
         pending.failed(PersistenceError(f"cannot store entry: {error}"))
