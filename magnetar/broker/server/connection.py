@@ -49,6 +49,7 @@ class ServerConnection(asyncio.Protocol):
         self.reading_paused = False
         self.writing_paused = False
         self.last_received = time.monotonic()
+        self.received_ms = int(time.time() * 1000)
         self._out: list = []
         self._flush_scheduled = False
         self._keepalive: asyncio.Task | None = None
@@ -105,6 +106,8 @@ class ServerConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_received = time.monotonic()
+        # The publish time of the SENDs in this chunk: one clock reading, not one per entry.
+        self.received_ms = int(time.time() * 1000)
         try:
             frames = self.proto.receive_data(data)
         except ProtocolError as exc:

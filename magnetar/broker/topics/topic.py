@@ -83,7 +83,7 @@ def _as_future(topic: "Topic", producer: Producer, send: pb.CommandSend, block: 
 
     pending = PendingSend(send.sequence_id, send.highest_sequence_id)
     pending.follow(settled)
-    topic.publish_into(producer, send, block, pending)
+    topic.publish_into(producer, send, block, pending, int(time.time() * 1000))
     return result
 
 
@@ -228,10 +228,12 @@ class Topic(ProducerAdmission):
         return _as_future(self, producer, send, block)
 
     def publish_into(self, producer: Producer, send: pb.CommandSend, block: PayloadBlock,
-                     pending: PendingSend) -> None:
+                     pending: PendingSend, received_ms: int) -> None:
         """Check every single-writer rule, then append; ``pending`` is settled
         with where the entry landed, or failed (refused: nothing was appended;
         or storage failed). Never awaits; may settle ``pending`` before it returns.
+        ``received_ms`` (wall clock, ms) is when the broker read the SEND: the
+        entry's publish time, read once per received chunk rather than per entry.
         """
         n = send.num_messages
         if n < 1:
@@ -256,15 +258,14 @@ class Topic(ProducerAdmission):
             pending.failed(exc)
             return
         first = self.next_offset
-        now_ms = int(time.time() * 1000)
         # A block the decoder checked starts at its checksum: it is what is stored.
-        data = build_entry(block.raw if block.checked >= 0 else block.checksummed, now_ms, first, n)
+        data = build_entry(block.raw if block.checked >= 0 else block.checksummed, received_ms, first, n)
         self.next_offset = first + n
         self.msg_in += n
         self.bytes_in += len(data)
         producer.msg_in += n
         producer.bytes_in += len(data)
-        self.dedup.record(token, pending, now_ms)
+        self.dedup.record(token, pending, received_ms)
         if producer.replicator and self.marker_handler is not None:
             marker = marker_log.replicated_marker(self, block)
         else:

@@ -136,7 +136,7 @@ def on_send(session: Session, frame: Frame) -> None:
         session.transport.pause_reading()
     block = frame.block
     if block.checked == 1 or block.verify_checksum():  # checked: the compiled decoder's verdict
-        producer.topic.publish_into(producer, send, block, pending)
+        producer.topic.publish_into(producer, send, block, pending, session.received_ms)
     else:
         pending.failed(BrokerError("checksum mismatch", ServerError.ChecksumError))
 
