@@ -1,10 +1,12 @@
-/* The broker's per-entry byte work, compiled: reading a SEND command,
- * writing a SEND_RECEIPT frame and an entry's BrokerEntryMetadata prefix.
+/* The broker's per-entry byte work, compiled: splitting a received chunk's
+ * SEND frames, reading a SEND command and checking its CRC32C, writing a
+ * SEND_RECEIPT frame and an entry's BrokerEntryMetadata prefix.
  *
  * Each function does exactly what its pure-Python twin does (same results,
  * same None for "ask protobuf", same ValueError), and the twins live beside
- * the callers: protocol/fast_send.py (parse_send), protocol/receipts.py
- * (receipt_frame, build_entry). The unit tests run both against protobuf.
+ * the callers: protocol/fast_send.py (parse_send), protocol/frames.py
+ * (send_frame, send_frames), protocol/receipts.py (receipt_frame,
+ * build_entry). The unit tests run both against protobuf.
  * Built by `pip install -e .` (setup.py); when it is missing or
  * MAGNETAR_PURE_PYTHON=1 is set, the Python twins run instead.
  */

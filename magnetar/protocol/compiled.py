@@ -2,7 +2,8 @@
 
 ``_hot`` is built from ``_hot.c`` by ``pip install -e .`` (``setup.py``; the
 build is optional). Its functions are byte-for-byte twins of pure-Python
-ones (``fast_send.parse_send``, ``receipts.ReceiptTemplate.frame``,
+ones (``fast_send.parse_send``, ``frames.send_frame_python``,
+``frames.send_frames_python``, ``receipts.ReceiptTemplate.frame``,
 ``entry_format.build_entry``), which the callers use when ``hot`` is None:
 the extension was not built, or ``MAGNETAR_PURE_PYTHON=1`` asks for Python
 (to compare costs, or to test the twins).
