@@ -18,13 +18,19 @@
   on the same data after 1-3 s) and ``pause-etcd`` (SIGSTOP 1-4 s);
   ``fsync-error`` and ``clock-jump`` on any broker; ``move`` (a workload topic's bundle
   unloaded to another broker, chosen at random: PIP-307), ``move-kill``
-  (the same, its destination killed while the handover runs) and ``split``
+  (the same, its destination killed while the handover runs),
+  ``move-kill-source`` (the same, its source, the owner, killed while the
+  handover runs and restarted within its session; the heal line says how
+  long the bundle had no owner, ``STUCK`` past :data:`STUCK_S`) and ``split``
   (that bundle cut in two), see :mod:`.moves`. A kill, pause or restart
   right after a move hits the move's destination half the time: a bundle
   moved to a broker that then dies. With ``partition`` (root only) the
   brokers run in network namespaces of their own (:mod:`.netns`) and a
   broker is cut off (from everything; from etcd and the other brokers; or
   from etcd only) for 1-4 s longer than the session TTL, then healed.
+
+Every broker of a run stores with one sync policy (``--sync-policy``,
+:data:`SYNC_POLICIES`): ``always`` (the default) or ``interval``.
 
 Each ``inject`` returns once the system is healed (restarted, resumed).
 """

@@ -161,6 +161,8 @@ class ClusterMember:
                 # no owner for good. Nothing of it is loaded here now, so
                 # releasing is a no-op and we pass it on to its destination
                 # (a dead one is then the leader's to replace).
+                log.info("bundle %s was being released to %s by a previous life of this broker: passing it on",
+                         bundle, state.broker)
                 self._spawn(self._release(bundle, state))
 
     async def _watch_session(self) -> None:
