@@ -127,7 +127,14 @@ def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: 
                 w.join(SEND_GRACE_S)
         for topic in sorted({w.topic for w in workloads}):
             history.add("final", "invoke", "read", topic=topic)
-            history.add("final", "ok", "read", topic=topic, log=read_log(system.service_url, topic))
+            try:
+                log = read_log(system.service_url, topic)
+            except Exception as exc:
+                # A topic nobody serves at the end (a bundle left without an
+                # owner): a failed run, said in one line, not a traceback.
+                raise RuntimeError(f"the final read of {topic} failed: {exc!r}; its bundle may have no owner "
+                                   f"(see the nemesis's heal lines in the history and the brokers' logs)") from exc
+            history.add("final", "ok", "read", topic=topic, log=log)
     finally:
         for w in workloads:
             w.stop()
