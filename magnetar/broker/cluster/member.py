@@ -9,8 +9,8 @@ channel and the leader election), and then:
   answered once it is Owned again, or ServiceNotReady after
   ``lookup_timeout_s`` (the client retries);
 - takes the bundles assigned to it (Assigning -> Owned), and on joining
-  passes on the bundles a previous life of it was releasing when it died
-  (see :meth:`_join`);
+  passes on the bundles a previous life of it was releasing, and carries
+  out the splits it was asked to do, when it died (see :meth:`_join`);
 - gives up a bundle the moment the channel says someone else has it, or the
   moment its session is lost: ``unload_bundle`` / ``unload_all`` (callbacks
   of the service) close the topics, so their clients reconnect and look up.
@@ -164,6 +164,12 @@ class ClusterMember:
                 log.info("bundle %s was being released to %s by a previous life of this broker: passing it on",
                          bundle, state.broker)
                 self._spawn(self._release(bundle, state))
+            elif state.state == SPLITTING and state.broker == self.broker_id:
+                # Likewise a split a previous life of ours was asked to do:
+                # the leader cleans up only after gone brokers. Finishing it
+                # resumes where it stopped (or puts the bundle back whole).
+                log.info("bundle %s was being split by a previous life of this broker: carrying it out", bundle)
+                self._spawn(splitting.carry_out(self.channel, self.layouts, self.broker_id, bundle, state))
 
     async def _watch_session(self) -> None:
         """A lost session: stop serving at once, then join again."""
