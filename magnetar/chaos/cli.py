@@ -56,7 +56,7 @@ def _verdict(report: Report) -> None:
 def run_command(
     topology: str = typer.Option("standalone", "--topology", help="standalone or cluster (3 brokers on etcd)"),
     duration: float = typer.Option(60.0, "--duration", min=1, help="Seconds of faults and traffic"),
-    faults: str = typer.Option("kill,pause", "--faults", help="Comma-separated: kill, pause, restart, fsync-error (EIO from fsync for 1-3 s; needs ptrace: root or CAP_SYS_PTRACE), clock-jump (a broker's wall clock steps +90 s, +10 min, +2 h, +8 d, -30 s or -10 min, held 3-6 s or left; libfaketime, installed when root); standalone also cut, disk-full (root); cluster also kill-etcd, pause-etcd, move, move-kill, split, partition (root)"),
+    faults: str = typer.Option("kill,pause", "--faults", help="Comma-separated: kill, pause, restart, fsync-error (EIO from fsync for 1-3 s; needs ptrace: root or CAP_SYS_PTRACE), clock-jump (a broker's wall clock steps +90 s, +10 min, +2 h, +8 d, -30 s or -10 min, held 3-6 s or left; libfaketime, installed when root); standalone also cut, disk-full (root); cluster also kill-etcd, pause-etcd, move, move-kill, move-kill-source, split, partition (root)"),
     seed: int = typer.Option(1, "--seed", help="Seeds the fault schedule and the workloads"),
     out: Path = typer.Option(Path("./chaos-out"), "--out", help="history.jsonl, report.json, broker.log"),
     interval: str = typer.Option("2,5", "--interval", help="Seconds between a heal and the next fault: MIN,MAX"),

@@ -11,6 +11,7 @@ Outputs in ``out_dir``: ``history.jsonl``, ``report.json``, ``latency.svg``
 """
 from __future__ import annotations
 
+import inspect
 import json
 import random
 import time
@@ -90,6 +91,9 @@ def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: 
     # Passed only when not the default, so a system that knows no policy
     # (always syncs) still runs the default.
     policy = {"sync_policy": sync_policy} if sync_policy != "always" else {}
+    if policy and "sync_policy" not in inspect.signature(SYSTEMS[topology]).parameters:
+        raise ValueError(f"the {topology} topology runs its brokers on the always sync policy only; "
+                         f"leave --sync-policy out")
     system = SYSTEMS[topology](out_dir, faults=faults, seed=seed, **policy)
     out_dir.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)

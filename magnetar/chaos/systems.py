@@ -57,6 +57,10 @@ SESSION_TTL_S = 3.0
 #: a minute, so rollovers happen under faults and next to readers at the
 #: tail (where a skip hid until a long run crossed 50,000 entries).
 LEDGER_ENTRIES = 2000
+#: How long a bundle may stay without an owner after a move-kill-source
+#: before the heal line calls it stuck: a lapsed session (3 s), the leader's
+#: sweep, the new owner's recovery take a few seconds, not twenty.
+STUCK_S = 20.0
 
 
 #: The storage sync policies a run may give its brokers (``--sync-policy``).
@@ -96,6 +100,10 @@ def _fail_fsyncs(injector: FsyncErrors, broker: BrokerProcess, rng: random.Rando
     assert broker.proc is not None
     failed = injector.inject(broker.proc.pid, fault)
     return f"fsync-error {name}: {fault.describe()}, {failed} calls failed"
+
+
+def _broker_name(ids: list[str], broker: str) -> str:
+    return f"broker-{ids.index(broker)}" if broker in ids else broker
 
 
 def _hit(broker: BrokerProcess, kind: str, rng: random.Random, longest_pause: float) -> None:
@@ -396,14 +404,5 @@ class ClusterSystem:
             if self.net is not None:
                 self.net.teardown()
 
-
-def _broker_name(ids: list[str], broker: str) -> str:
-    return f"broker-{ids.index(broker)}" if broker in ids else broker
-
-
-#: How long a bundle may stay without an owner after a move-kill-source
-#: before the heal line calls it stuck: a lapsed session (3 s), the leader's
-#: sweep, the new owner's recovery take a few seconds, not twenty.
-STUCK_S = 20.0
 
 SYSTEMS = {"standalone": StandaloneSystem, "cluster": ClusterSystem}
