@@ -73,10 +73,17 @@ STUCK_S = 20.0
 SYNC_POLICIES = ("always", "interval")
 
 
-def _broker_config(directory: Path, sync_policy: str = "always") -> Path:
-    """The TOML file every broker of a run reads."""
+def _checked_sync_policy(sync_policy: str) -> str:
+    """``sync_policy`` if it is one of :data:`SYNC_POLICIES`, else ValueError
+    (before anything starts)."""
     if sync_policy not in SYNC_POLICIES:
         raise ValueError(f"sync policy {sync_policy!r} is not available; choose from {', '.join(SYNC_POLICIES)}")
+    return sync_policy
+
+
+def _broker_config(directory: Path, sync_policy: str = "always") -> Path:
+    """The TOML file every broker of a run reads."""
+    _checked_sync_policy(sync_policy)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "chaos-broker.toml"
     path.write_text(f"[storage]\nmax_entries_per_ledger = {LEDGER_ENTRIES}\nsync_policy = \"{sync_policy}\"\n")
@@ -125,9 +132,7 @@ class StandaloneSystem:
 
     def __init__(self, out_dir: Path, faults: tuple[str, ...] | list[str] = (), seed: int = 0,
                  sync_policy: str = "always") -> None:
-        if sync_policy not in SYNC_POLICIES:
-            raise ValueError(f"sync policy {sync_policy!r} is not available; choose from {', '.join(SYNC_POLICIES)}")
-        self.sync_policy = sync_policy
+        self.sync_policy = _checked_sync_policy(sync_policy)
         self.broker = standalone_broker(out_dir / "data", ["--config", str(out_dir / "chaos-broker.toml")])
         self.out_dir = out_dir
         self.proxy: CutProxy | None = None
@@ -222,9 +227,7 @@ class ClusterSystem:
         or ``clock-jump`` is asked for where namespaces cannot be made, ptrace
         is not allowed or libfaketime cannot be had, and ValueError for an
         unknown ``sync_policy``; nothing is started yet."""
-        if sync_policy not in SYNC_POLICIES:
-            raise ValueError(f"sync policy {sync_policy!r} is not available; choose from {', '.join(SYNC_POLICIES)}")
-        self.sync_policy = sync_policy
+        self.sync_policy = _checked_sync_policy(sync_policy)
         self.base = out_dir / "cluster"
         self.count = brokers
         self.brokers: list[BrokerProcess] = []
