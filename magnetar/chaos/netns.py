@@ -15,18 +15,38 @@ turning on). The shared storage is a directory: file systems are not
 per-namespace.
 
 Partitions (:meth:`Network.partition`, one at a time, undone by
-:meth:`Network.heal`):
+:meth:`Network.heal`); ``k`` is the victim:
 
 - ``isolate``: broker k's host end of its veth goes down: nothing reaches it
   and it reaches nothing (etcd, the other brokers, the clients);
 - ``zombie``: broker k cannot talk to etcd nor to the other brokers, yet the
   clients still reach it (a minority partition with clients on both sides);
-- ``etcd``: broker k cannot talk to etcd; clients and brokers still reach it.
+- ``etcd``: broker k's packets to etcd vanish; clients and brokers still
+  reach it (etcd's packets to k still arrive: on an established stream k
+  keeps getting what etcd pushes, while its keepalives and acks are lost);
+- ``clients``: broker k's packets to the clients' source address (the
+  bridge's .1) vanish; etcd and the other brokers still reach it and it
+  them. Its session stays alive, so it keeps its bundles while no client
+  can talk to it (a client's SYN arrives, the SYN-ACK is lost; on an open
+  connection the client's frames arrive and are acted on, the answers are
+  lost);
+- ``majority``: every broker but k is cut from etcd and from k (both
+  ways); they still reach each other and the clients. Only k keeps a
+  session: the majority of the brokers must give up their bundles, k takes
+  them all;
+- ``one-way``: broker k's packets to etcd and to the other brokers vanish,
+  theirs to k still arrive (an entry in k's namespace only, none in the
+  others'). A peer's SYN to k arrives and k's SYN-ACK is lost: the peer's
+  connect hangs until its own timeout while k holds a half-open connection;
+  k's own connects lose their SYN. Clients are not affected.
 
-The last two point the addresses to be cut at a MAC no interface has
+All but ``isolate`` point the addresses to be cut at a MAC no interface has
 (a permanent neighbour entry, inside the namespaces only): packets vanish
 on the wire, as in a real partition, and the host's tables are not touched.
-(The kernel here has no netem, no tc actions and no iptables.)
+A neighbour entry is per destination, so every cut is one-way at the packet
+level; a cut is two-way where both ends have an entry (``zombie``,
+``majority``). (The kernel here has no netem, no tc actions and no
+iptables.)
 
 Only our own objects are ever touched: namespaces named ``mgc-<tag>-b<k>``,
 links named ``mgc<tag>br`` and ``mgc<tag>b<k>``. :meth:`Network.setup`
@@ -53,7 +73,7 @@ import subprocess
 from dataclasses import dataclass
 
 PREFIX = "mgc"
-MODES = ("isolate", "zombie", "etcd")
+MODES = ("isolate", "zombie", "etcd", "clients", "majority", "one-way")
 #: A locally administered MAC no interface of ours has: frames sent to it
 #: are flooded by the bridge and dropped by every receiver.
 NOWHERE_MAC = "02:00:5e:00:de:ad"
@@ -157,16 +177,29 @@ class Plan:
 
 def cuts(mode: str, victim: int, count: int, plan: Plan) -> list[tuple[int, str]]:
     """For a neighbour-entry partition: (broker whose namespace gets the
-    entry, address it can no longer reach). ``etcd`` cuts the victim from
-    etcd; ``zombie`` also from every other broker, both ways."""
-    if mode not in ("zombie", "etcd"):
-        raise ValueError(f"{mode!r} is not a neighbour-entry partition")
-    entries = [(victim, plan.etcd)]
+    entry, address it can no longer send to); see the module docstring for
+    each mode. Raises ValueError for ``isolate`` or an unknown mode."""
+    others = [k for k in range(count) if k != victim]
+    if mode == "etcd":
+        return [(victim, plan.etcd)]
     if mode == "zombie":
-        for k in range(count):
-            if k != victim:
-                entries += [(victim, plan.broker(k)), (k, plan.broker(victim))]
-    return entries
+        return [(victim, plan.etcd)] + [e for k in others
+                                        for e in ((victim, plan.broker(k)), (k, plan.broker(victim)))]
+    if mode == "clients":
+        return [(victim, plan.gateway)]
+    if mode == "majority":
+        return [e for k in others for e in ((k, plan.etcd), (k, plan.broker(victim)), (victim, plan.broker(k)))]
+    if mode == "one-way":
+        return [(victim, plan.etcd)] + [(victim, plan.broker(k)) for k in others]
+    raise ValueError(f"{mode!r} is not a neighbour-entry partition")
+
+
+def describe(mode: str, victim: int, count: int) -> str:
+    """The partition in words, for the nemesis's log line."""
+    if mode == "majority":
+        cut = ",".join(f"broker-{k}" for k in range(count) if k != victim)
+        return f"majority {cut} cut from etcd and broker-{victim}"
+    return f"{mode} broker-{victim}"
 
 
 def _ip(*args: str, check: bool = True) -> str:
@@ -273,10 +306,16 @@ class Network:
 
     def heal(self) -> None:
         """Undo the partition in place (if any): the link up, the entries
-        gone (ARP finds the real MACs again)."""
+        gone (ARP finds the real MACs again). Raises NetworkError if an
+        entry could not be removed."""
         if self._down is not None:
             _ip("link", "set", self.names.host_veth(self._down), "up")
             self._down = None
         while self._cut:
             k, address = self._cut.pop()
             _ip("-n", self.names.namespace(k), "neigh", "del", address, "dev", NS_VETH, check=False)
+            # A heal that left an entry behind would be a partition nobody
+            # logged: every later fault's verdict would be wrong.
+            left = _ip("-n", self.names.namespace(k), "neigh", "show", address, "dev", NS_VETH, check=False)
+            if NOWHERE_MAC in left:
+                raise NetworkError(f"the entry for {address} in {self.names.namespace(k)} survived the heal")

@@ -26,8 +26,11 @@
   right after a move hits the move's destination half the time: a bundle
   moved to a broker that then dies. With ``partition`` (root only) the
   brokers run in network namespaces of their own (:mod:`.netns`) and a
-  broker is cut off (from everything; from etcd and the other brokers; or
-  from etcd only) for 1-4 s longer than the session TTL, then healed.
+  partition drawn among its modes (a broker cut from everything; from etcd
+  and the other brokers; from etcd only; from the clients only; the other
+  two brokers cut from etcd and from it, a majority; or its packets to etcd
+  and the other brokers lost, one way) holds for 1-4 s longer than the
+  session TTL, then heals.
 
 Every broker of a run stores with one sync policy (``--sync-policy``,
 :data:`SYNC_POLICIES`): ``always`` (the default) or ``interval``.
@@ -48,7 +51,7 @@ from .disk import SmallDisk
 from .fsync import FsyncErrors, FsyncErrorsUnavailable, draw_fsync_fault
 from .fsync import unavailable_reason as fsync_unavailable_reason
 from .moves import NoBrokerAnswers, do_move, move_bundle, plan_move, split_bundle, wait_owned
-from .netns import MODES, Network, PartitionUnavailable, unavailable_reason
+from .netns import MODES, Network, PartitionUnavailable, describe, unavailable_reason
 from .proxy import CutProxy
 
 SESSION_TTL_S = 3.0
@@ -206,7 +209,9 @@ def draw_partition(rng: random.Random, brokers: int, session_ttl: float) -> Part
     """The next partition from the nemesis's random stream: a mode, a victim,
     and a hold of 1-4 s past the session TTL (the victim's session lapses,
     its bundles move: the case worth testing). Any broker may be the
-    victim, broker 0 included: the clients' service URL names them all."""
+    victim, broker 0 included: the clients' service URL names them all.
+    The mode is drawn among all of :data:`.netns.MODES`; for ``majority``
+    the victim is the one broker left with etcd."""
     mode = rng.choice(MODES)
     victim = rng.randrange(brokers)
     return Partition(victim, mode, rng.uniform(session_ttl + 1.0, session_ttl + 4.0))
@@ -301,7 +306,7 @@ class ClusterSystem:
                 time.sleep(cut.hold_s)  # the partition itself: sessions lapse, bundles move
             finally:
                 self.net.heal()
-            return f"partition {cut.mode} broker-{cut.victim} {cut.hold_s:.1f} s"
+            return f"partition {describe(cut.mode, cut.victim, self.count)} {cut.hold_s:.1f} s"
         if kind == "fsync-error":
             assert self.fsync is not None
             victim = rng.randrange(self.count)

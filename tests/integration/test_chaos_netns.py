@@ -1,9 +1,11 @@
 """The chaos harness's network (magnetar/chaos/netns.py) on the real kernel:
 brokers' namespaces reach etcd and each other, clients reach the brokers,
-each partition mode cuts exactly what it says, a heal restores it, and
+each partition mode (isolate, zombie, etcd, clients, majority, one-way) cuts
+exactly what it says, a heal restores it, and
 nothing of ours is left afterwards. Needs root (skipped otherwise)."""
 from __future__ import annotations
 
+import select
 import socket
 import subprocess
 import sys
@@ -21,7 +23,7 @@ SEED = 987654  # a tag no chaos run of the docs or the Makefile uses
 def _listen(address: str) -> socket.socket:
     sock = socket.socket()
     sock.bind((address, 0))
-    sock.listen(16)
+    sock.listen(128)  # never accepted: room for every probe of the test
     return sock
 
 
@@ -57,36 +59,72 @@ def net():
         assert _ours() == "", "the network was not removed"
 
 
+_SERVER = ("import socket,sys\ns=socket.socket();s.bind((sys.argv[1],7777));s.listen(128)\n"
+           "u=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);u.bind((sys.argv[1],7778));u.settimeout(0.05)\n"
+           "print('up',flush=True)\ns.settimeout(0.05)\n"
+           "while True:\n"
+           " try: s.accept()\n except OSError: pass\n"
+           " try: print(u.recv(64).decode(),flush=True)\n except OSError: pass\n")
+
+
+def _server(net: Network, k: int, address: str) -> subprocess.Popen:
+    """A TCP listener (port 7777) in broker k's namespace that also prints
+    each UDP datagram it gets on port 7778 (what shows a one-way cut)."""
+    proc = subprocess.Popen(["ip", "netns", "exec", net.namespace(k), sys.executable, "-c", _SERVER, address],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "up"
+    return proc
+
+
+def _datagram_arrives(server: subprocess.Popen, source: str, address: str, token: str) -> bool:
+    """Whether a UDP datagram from ``source`` (an address of the host
+    namespace) reaches the server at ``address`` within 2 s."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+        u.bind((source, 0))
+        u.sendto(token.encode(), (address, 7778))
+    ready, _, _ = select.select([server.stdout], [], [], 2.0)
+    return bool(ready) and server.stdout.readline().strip() == token
+
+
 def test_each_partition_mode_cuts_what_it_says_and_heals(net):
     plan = net.setup()
     etcd, clients = _listen(plan.etcd), _listen(plan.gateway)
-    # A broker-side server in namespace 2, for the host's clients and broker 1.
-    server = subprocess.Popen(["ip", "netns", "exec", net.namespace(2), sys.executable, "-c",
-                               "import socket,sys,time\ns=socket.socket();s.bind((sys.argv[1],7777));s.listen(16)\n"
-                               "print('up',flush=True)\nwhile True: s.accept()", plan.broker(2)],
-                              stdout=subprocess.PIPE, text=True)
+    # Broker-side servers in namespaces 1 and 2, for the host's clients and the other brokers.
+    servers = [_server(net, 1, plan.broker(1)), _server(net, 2, plan.broker(2))]
     try:
-        assert server.stdout.readline().strip() == "up"
         etcd_port, client_port = etcd.getsockname()[1], clients.getsockname()[1]
 
         def reach() -> dict[str, bool]:
             return {"etcd": _reaches_from(net, 2, plan.etcd, etcd_port),
                     "peer": _reaches_from(net, 1, plan.broker(2), 7777),
                     "clients": _reaches_from_host(plan.broker(2), 7777),
-                    "host": _reaches_from(net, 2, plan.gateway, client_port)}
+                    "host": _reaches_from(net, 2, plan.gateway, client_port),
+                    "other etcd": _reaches_from(net, 0, plan.etcd, etcd_port),
+                    "others": _reaches_from(net, 0, plan.broker(1), 7777)}
 
-        everything = {"etcd": True, "peer": True, "clients": True, "host": True}
+        everything = dict.fromkeys(("etcd", "peer", "clients", "host", "other etcd", "others"), True)
         assert reach() == everything
         for mode, expected in (("etcd", {**everything, "etcd": False}),
                                ("zombie", {**everything, "etcd": False, "peer": False}),
-                               ("isolate", {"etcd": False, "peer": False, "clients": False, "host": False})):
+                               ("isolate", {**everything, "etcd": False, "peer": False, "clients": False,
+                                            "host": False}),
+                               ("clients", {**everything, "clients": False, "host": False}),
+                               # Brokers 0 and 1 lose etcd and broker 2; they keep each other.
+                               ("majority", {**everything, "peer": False, "other etcd": False}),
+                               # Broker 2's packets to etcd and its peers vanish: TCP fails both
+                               # ways (a peer's SYN arrives, the SYN-ACK is lost)...
+                               ("one-way", {**everything, "etcd": False, "peer": False})):
             net.partition(mode, 2)
             assert reach() == expected, mode
+            if mode == "one-way":  # ... yet what etcd sends broker 2 arrives
+                assert _datagram_arrives(servers[1], plan.etcd, plan.broker(2), "from-etcd")
             net.heal()
             assert reach() == everything, f"after healing {mode}"
+        assert _datagram_arrives(servers[1], plan.etcd, plan.broker(2), "healed")
     finally:
-        server.kill()
-        server.wait()
+        for server in servers:
+            server.kill()
+            server.wait()
         etcd.close()
         clients.close()
 
