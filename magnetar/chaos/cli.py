@@ -125,42 +125,63 @@ def fuzz_command(
     seed: int = typer.Option(1, "--seed", help="Seeds the mutations"),
     service_url: Optional[str] = typer.Option(None, "--service-url", "-u",
                                               help="A running broker (default: start a standalone one)"),
-    out: Path = typer.Option(Path("./chaos-out/fuzz"), "--out", help="The started broker's data and log"),
+    topology: str = typer.Option("standalone", "--topology",
+                                 help="What to start: standalone, or cluster (3 brokers on etcd; broker SEED % 3 "
+                                      "is fuzzed, canaries on it and on the next one)"),
+    out: Path = typer.Option(Path("./chaos-out/fuzz"), "--out", help="The started brokers' data and logs"),
 ) -> None:
-    """Mutated real frames at a live broker while a canary client works; the
-    broker must survive, keep serving the canary, and not bloat."""
+    """Mutated real frames at a live broker while canary clients work; the
+    broker must survive, keep serving the canaries, and not bloat."""
     from magnetar.service_urls import require_pulsar_url
 
     from .broker import BrokerDidNotStart
-    from .fuzz import fuzz
-    from .systems import StandaloneSystem
+    from .fuzz import fuzz, fuzz_cluster
+    from .systems import ClusterSystem, StandaloneSystem
 
+    if topology not in ("standalone", "cluster"):
+        console.print(f"[red]--topology must be standalone or cluster, not {topology!r}[/red]")
+        raise typer.Exit(2)
+    if topology == "cluster" and service_url is not None:
+        console.print("[red]--topology cluster starts its own cluster: leave out --service-url[/red]")
+        raise typer.Exit(2)
     system = None
     if service_url is None:
         (out / f"seed-{seed}").mkdir(parents=True, exist_ok=True)
-        system = StandaloneSystem(out / f"seed-{seed}")
+        system = (ClusterSystem(out / f"seed-{seed}", seed=seed) if topology == "cluster"
+                  else StandaloneSystem(out / f"seed-{seed}"))
         try:
             system.start()
         except BrokerDidNotStart as exc:
+            system.stop()
             console.print(f"[red]the broker did not start:[/red] {exc}", highlight=False)
             raise typer.Exit(1)
-        service_url = system.broker.service_url  # straight at the broker, not through the proxy
+        if topology == "standalone":
+            service_url = system.broker.service_url  # straight at the broker, not through the proxy
     try:
-        try:
-            host, port = require_pulsar_url(service_url)
-        except ValueError as exc:
-            console.print(f"[red]{exc}[/red]")
-            raise typer.Exit(2)
-        pid = system.broker.proc.pid if system is not None and system.broker.proc is not None else None
-        report = fuzz(host, port, rounds, seed, broker_pid=pid)
+        if topology == "cluster":
+            brokers = [(b.host, b.port, b.proc.pid) for b in system.brokers]
+            target = seed % len(brokers)
+            console.print(f"fuzzing broker-{target} of {len(brokers)}", highlight=False)
+            report = fuzz_cluster(brokers, target, rounds, seed)
+        else:
+            try:
+                host, port = require_pulsar_url(service_url)
+            except ValueError as exc:
+                console.print(f"[red]{exc}[/red]")
+                raise typer.Exit(2)
+            pid = system.broker.proc.pid if system is not None and system.broker.proc is not None else None
+            report = fuzz(host, port, rounds, seed, broker_pid=pid)
     finally:
         if system is not None:
             system.stop()
     console.print(f"{report.rounds} rounds; canary sent {report.canary_sent}, received {report.canary_received}"
-                  + (f"; broker RSS {report.rss_before_kb} -> {report.rss_after_kb} kB" if report.rss_before_kb else ""),
+                  + (f"; broker RSS {report.rss_before_kb} -> {report.rss_after_kb} kB" if report.rss_before_kb else "")
+                  + (f"; {report.owned_by_target} of {report.topics} fuzzed topics owned by the fuzzed broker"
+                     if report.owned_by_target is not None else ""),
                   highlight=False)
     for problem in report.problems:
         console.print(f"[red]{problem}[/red]", highlight=False)
     if not report.clean:
         raise typer.Exit(1)
-    console.print("[green]the broker survived[/green]")
+    console.print("[green]the broker survived[/green]" if topology == "standalone"
+                  else "[green]the cluster survived[/green]")

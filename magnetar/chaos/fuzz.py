@@ -15,6 +15,17 @@ topic. The verdict: the broker process is alive, it still answers a fresh
 client, the canary got every message it sent, and the broker's resident
 memory grew by less than a bound. Failure modes: none raised; the
 :class:`FuzzReport` says what went wrong.
+
+Against a cluster (:func:`fuzz_cluster`, three brokers on etcd as
+:class:`.systems.ClusterSystem` starts them) one broker is fuzzed; the rounds
+pick among several topics, some owned by the fuzzed broker and some by the
+others, so the damaged LOOKUPs are answered with redirects and the damaged
+PRODUCER and SUBSCRIBE frames meet topics the broker does not serve. Two
+canaries work meanwhile: one connected to the fuzzed broker on a topic it
+owns, one connected to another broker on a topic that one owns. The verdict
+adds: every broker process alive and answering a fresh client. A canary
+whose topic moved (the fuzzed broker lost its session under the load) follows
+it and must still get all it sent.
 """
 from __future__ import annotations
 
@@ -171,6 +182,10 @@ class FuzzReport:
     rss_before_kb: int = 0
     rss_after_kb: int = 0
     problems: list[str] = field(default_factory=list)
+    #: Cluster only: how many of the fuzzed topics the fuzzed broker owned
+    #: at the start (the rest are redirects and refusals).
+    owned_by_target: int | None = None
+    topics: int = 1
 
     @property
     def clean(self) -> bool:
@@ -192,10 +207,11 @@ def rss_kb(pid: int) -> int:
 class _Canary(threading.Thread):
     """Produces and consumes on its own topic, through the fuzzing."""
 
-    def __init__(self, service_url: str) -> None:
+    def __init__(self, service_url: str, topic: str | None = None, name: str = "canary") -> None:
         super().__init__(daemon=True)
         self.service_url = service_url
-        self.topic = f"persistent://public/default/fuzz-canary-{uuid.uuid4().hex[:8]}"
+        self.name_ = name
+        self.topic = topic or f"persistent://public/default/fuzz-canary-{uuid.uuid4().hex[:8]}"
         self.stop_event = threading.Event()
         self.sent: list[bytes] = []
         self.received: set[bytes] = set()
@@ -239,36 +255,99 @@ class _Canary(threading.Thread):
 def fuzz(host: str, port: int, rounds: int, seed: int, broker_pid: int | None = None,
          timeout: float = 0.3, max_rss_growth_kb: int = 200_000) -> FuzzReport:
     """Play ``rounds`` damaged conversations at ``host:port``; see the module docstring."""
+    canary = _Canary(f"pulsar://{host}:{port}")
+    return _fuzz(host, port, rounds, seed, [f"persistent://public/default/fuzz-{seed}"], [canary],
+                 {"broker": broker_pid} if broker_pid is not None else {}, broker_pid, [(host, port)],
+                 timeout, max_rss_growth_kb)
+
+
+def _fuzz(host: str, port: int, rounds: int, seed: int, topics: list[str], canaries: list[_Canary],
+          pids: dict[str, int], rss_pid: int | None, answering: list[tuple[str, int]],
+          timeout: float, max_rss_growth_kb: int) -> FuzzReport:
+    """The rounds at ``host:port`` (each on one of ``topics``), with the
+    ``canaries`` working; then the verdict: every process of ``pids``
+    alive, ``rss_pid``'s memory bounded, every address of ``answering``
+    answering a fresh client."""
     rng = random.Random(seed)
     report = FuzzReport()
-    topic = f"persistent://public/default/fuzz-{seed}"
-    frames = conversation(topic)
-    canary = _Canary(f"pulsar://{host}:{port}")
-    canary.start()
-    if broker_pid is not None:
-        report.rss_before_kb = rss_kb(broker_pid)
+    conversations = [conversation(topic) for topic in topics]
+    for canary in canaries:
+        canary.start()
+    if rss_pid is not None:
+        report.rss_before_kb = rss_kb(rss_pid)
     for _ in range(rounds):
-        _round(host, port, frames, rng, timeout)
+        _round(host, port, rng.choice(conversations), rng, timeout)
         report.rounds += 1
-    canary.stop_event.set()
-    canary.join(60)
-    report.canary_sent, report.canary_received = len(canary.sent), len(canary.received)
-    if canary.error is not None:
-        report.problems.append(f"the canary client failed: {canary.error!r}")
-    elif not canary.sent:
-        report.problems.append("the canary sent nothing")
-    elif set(canary.sent) - canary.received:
-        report.problems.append(f"the canary missed {len(set(canary.sent) - canary.received)} of its messages")
-    if broker_pid is not None:
+    for canary in canaries:
+        canary.stop_event.set()
+    for canary in canaries:
+        canary.join(60)
+        report.canary_sent += len(canary.sent)
+        report.canary_received += len(canary.received)
+        who = "the canary" if len(canaries) == 1 else f"the canary {canary.name_}"
+        if canary.is_alive():
+            report.problems.append(f"{who} was still running 60 s after the rounds")
+        elif canary.error is not None:
+            report.problems.append(f"{who} client failed: {canary.error!r}")
+        elif not canary.sent:
+            report.problems.append(f"{who} sent nothing")
+        elif set(canary.sent) - canary.received:
+            report.problems.append(f"{who} missed {len(set(canary.sent) - canary.received)} of its messages")
+    for name, pid in pids.items():
         try:
-            os.kill(broker_pid, 0)
+            os.kill(pid, 0)
         except ProcessLookupError:
-            report.problems.append("the broker process died")
-        report.rss_after_kb = rss_kb(broker_pid)
+            report.problems.append(f"the {name} process died")
+    if rss_pid is not None:
+        report.rss_after_kb = rss_kb(rss_pid)
         if report.rss_after_kb - report.rss_before_kb > max_rss_growth_kb:
             report.problems.append(f"the broker's memory grew by {report.rss_after_kb - report.rss_before_kb} kB")
-    if not _answers(host, port):
-        report.problems.append("the broker no longer answers a fresh client")
+    for h, p in answering:
+        if not _answers(h, p):
+            report.problems.append(f"the broker at {h}:{p} no longer answers a fresh client")
+    return report
+
+
+def _owners(service_url: str, topics: list[str]) -> list[str]:
+    """The service URL of each topic's owner (a LOOKUP through
+    ``service_url``, which gives a bundle an owner if it has none)."""
+    from magnetar.client import Client
+
+    client = Client(service_url, operation_timeout_seconds=15)
+    try:
+        return [client._loop.run(client.aio.lookup(topic)) for topic in topics]
+    finally:
+        client.close()
+
+
+def fuzz_cluster(brokers: list[tuple[str, int, int]], target: int, rounds: int, seed: int,
+                 timeout: float = 0.3, max_rss_growth_kb: int = 200_000, topics: int = 8) -> FuzzReport:
+    """Fuzz broker ``target`` of ``brokers`` (``(host, port, pid)`` each, a
+    running cluster) for ``rounds`` rounds; see the module docstring. Of
+    the ``topics`` fuzzed topics, half are owned by the fuzzed broker and
+    half by others where the names tried allow (bundles are hashed ranges of
+    the name). A canary topic that cannot be placed on its broker (64 names
+    all owned elsewhere) is a problem in the report, and nothing is fuzzed."""
+    urls = [f"pulsar://{h}:{p}" for h, p, _ in brokers]
+    host, port, pid = brokers[target]
+    other = (target + 1) % len(brokers)
+    candidates = [f"persistent://public/default/fuzz-{seed}-{n}" for n in range(4 * topics)]
+    owners = _owners(urls[target], candidates)
+    mine = [t for t, o in zip(candidates, owners) if o == urls[target]][:topics // 2]
+    theirs = [t for t, o in zip(candidates, owners) if o != urls[target]][:topics - len(mine)]
+    canaries = []
+    for who, k in (("on the fuzzed broker", target), ("on another broker", other)):
+        names = [f"persistent://public/default/fuzz-canary-{seed}-{k}-{n}" for n in range(64)]
+        placed = [t for t, o in zip(names, _owners(urls[k], names)) if o == urls[k]]
+        if not placed:
+            report = FuzzReport()
+            report.problems.append(f"none of 64 topics is owned by broker {k}: no canary {who}")
+            return report
+        canaries.append(_Canary(urls[k], placed[0], who))
+    report = _fuzz(host, port, rounds, seed, mine + theirs, canaries,
+                   {f"broker-{k}": p for k, (_, _, p) in enumerate(brokers)}, pid,
+                   [(h, p) for h, p, _ in brokers], timeout, max_rss_growth_kb)
+    report.owned_by_target, report.topics = len(mine), len(mine) + len(theirs)
     return report
 
 
