@@ -55,7 +55,8 @@ integration: $(STAMP)
 # Fault injection (docs/reliability.md): a bounded run for CI, fixed seeds,
 # the standalone broker then a 3-broker cluster on etcd (its faults include
 # bundle moves, moves whose destination or source is killed meanwhile, and splits, in the same 45 s);
-# exit code 1 if the checker finds an anomaly; then the live-socket fuzzer; then one standalone run
+# exit code 1 if the checker finds an anomaly; then the live-socket fuzzer (each seed on a standalone
+# broker, then once, seed 1, on one broker of a 3-broker cluster: about 45 s); then one standalone run
 # on the interval sync policy (30 s); then, as root only
 # (it makes network namespaces), one cluster run with network partitions.
 # Both runs also draw fsync-error (EIO from fsync, injected with strace)
@@ -64,6 +65,7 @@ integration: $(STAMP)
 CHAOS_SEEDS ?= 1 2
 CHAOS_SECONDS ?= 45
 FUZZ_ROUNDS ?= 1000
+CLUSTER_FUZZ_ROUNDS ?= 500
 CHAOS_PARTITION_SECONDS ?= 30
 chaos: $(STAMP)
 	@reason=$$($(BIN)/python -c 'from magnetar.chaos.fsync import unavailable_reason as r; print(r() or "")'); \
@@ -74,6 +76,7 @@ chaos: $(STAMP)
 	    --faults kill,pause,restart,kill-etcd,pause-etcd,move,move-kill,move-kill-source,split$$fsync --seed $$seed --out ./chaos-out/cluster || exit 1; \
 	  $(BIN)/magnetar chaos fuzz --rounds $(FUZZ_ROUNDS) --seed $$seed --out ./chaos-out/fuzz || exit 1; \
 	done
+	$(BIN)/magnetar chaos fuzz --topology cluster --rounds $(CLUSTER_FUZZ_ROUNDS) --seed 1 --out ./chaos-out/fuzz-cluster
 	@$(MAKE) --no-print-directory chaos-interval
 	@$(MAKE) --no-print-directory chaos-partition
 
@@ -100,7 +103,7 @@ chaos-partition: $(STAMP)
 	fi
 
 chaos-soak: $(STAMP)
-	$(MAKE) chaos CHAOS_SEEDS="1 2 3 4 5 6 7 8 9 10" CHAOS_SECONDS=600 FUZZ_ROUNDS=20000 CHAOS_PARTITION_SECONDS=600 \
+	$(MAKE) chaos CHAOS_SEEDS="1 2 3 4 5 6 7 8 9 10" CHAOS_SECONDS=600 FUZZ_ROUNDS=20000 CLUSTER_FUZZ_ROUNDS=5000 CHAOS_PARTITION_SECONDS=600 \
 	  CHAOS_INTERVAL_SECONDS=600
 
 proto: $(STAMP)
