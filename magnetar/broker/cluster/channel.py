@@ -128,10 +128,24 @@ class Channel:
     async def start(self) -> None:
         """Load the whole channel and follow it. Call once, before lookups."""
         self._watch = self.store.watch(ROOT, self._on_change)
+        await self.reload()
+
+    async def reload(self) -> None:
+        """Read every record again, so the table is the store's as of now
+        (listeners hear each difference; a record gone from the store leaves
+        the table). A broker back from a lost session calls it before it
+        serves: the watch missed what changed while the store was out of
+        reach, and a stale table still names it the owner of bundles another
+        broker took meanwhile. Metadata errors propagate."""
+        keys = set()
         for tenant in await self.store.children(ROOT):
             for ns in await self.store.children(f"{ROOT}/{tenant}"):
                 for rng in await self.store.children(f"{ROOT}/{tenant}/{ns}"):
-                    await self.refresh(f"{ROOT}/{tenant}/{ns}/{rng}")
+                    keys.add(f"{ROOT}/{tenant}/{ns}/{rng}")
+        for key in sorted(keys):
+            await self.refresh(key)
+        for bundle in [b for b in self.table if key_of(b) not in keys]:
+            self._apply(bundle, BundleState())
 
     def close(self) -> None:
         if self._watch is not None:

@@ -185,6 +185,12 @@ class ClusterMember:
                     await self.leader.stop()
                 while not self.closing:
                     try:
+                        # The channel first: while the store was out of reach
+                        # the watch missed the takeover of our bundles, and
+                        # the new session would have us serve them from the
+                        # stale table (fencing the new owner's ledger and
+                        # acknowledging writes its metadata then drops).
+                        await self.channel.reload()
                         await self._join()
                         log.info("broker %s joined the cluster again", self.broker_id)
                         break

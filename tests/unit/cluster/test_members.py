@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from magnetar.broker.cluster.channel import OWNED, RELEASING
+from magnetar.broker.cluster.channel import OWNED, RELEASING, ROOT
 from magnetar.broker.cluster.member import ClusterMember
 from magnetar.broker.cluster.registry import BrokerInfo
 from magnetar.broker.errors import ServiceNotReady
@@ -179,3 +179,40 @@ async def test_a_source_back_within_its_session_passes_on_the_bundle_it_was_rele
                          what=f"the bundle owned again (it is {dest.member.channel.get(bundle)})")
         assert dest.member.channel.get(bundle).broker == dest.member.broker_id
         await owner.member.session.close()
+
+
+async def test_a_member_back_from_a_lost_session_does_not_serve_bundles_taken_meanwhile():
+    """Regression (chaos run seed 27, an etcd partition): a broker cut from
+    the store misses, through its watch, the takeover of its bundles; back
+    with a new session it must not answer from its stale table that it owns
+    them (it served a producer there, fenced the new owner's ledger and
+    acknowledged two messages the topic's metadata then dropped)."""
+    async with Cluster() as (store, members):
+        names = [parse(f"persistent://public/default/r-partition-{i}") for i in range(12)]
+        for name in names:
+            await members[0].member.lookup(name)
+        victim = next(m for m in members if m.member.channel.owned_by(m.member.broker_id))
+        lost = set(victim.member.channel.owned_by(victim.member.broker_id))
+        mine = [n for n in names if victim.member.bundle_of(n) in lost]
+        away = asyncio.Event()
+        rejoin = victim.member._join
+
+        async def join_after_the_takeover():
+            await away.wait()
+            await rejoin()
+
+        victim.member._join = join_after_the_takeover
+        victim.member.channel.close()  # the partition: no more events reach it
+        await victim.member.session.close()  # its lease expires
+        survivors = [m for m in members if m is not victim]
+        await wait_until(lambda: all(any(s.member.channel.get(b).state == OWNED
+                                         and s.member.channel.get(b).broker == s.member.broker_id
+                                         for s in survivors) for b in lost),
+                         what="the cut broker's bundles owned by survivors")
+        # The heal: its watch follows the store again (from now on), it joins again.
+        victim.member.channel._watch = store.watch(ROOT, victim.member.channel._on_change)
+        away.set()
+        await wait_until(lambda: victim.member.serving, what="joining again")
+        assert not any(victim.member.owns(n) for n in mine)
+        for name in mine:
+            assert (await victim.member.lookup(name)).broker_id != victim.member.broker_id
