@@ -92,8 +92,8 @@ class BrokerService:
         if name.domain != "persistent":
             return await self._non_persistent_topic(name, create)
         key = str(name)
-        topic = self.topics.get(key)
-        if topic is not None and not topic.closed:
+        topic = await self._loaded(key)
+        if topic is not None:
             return topic
         pending = self._loading.get(key)
         if pending is not None:
@@ -103,8 +103,8 @@ class BrokerService:
             pending = self._loading.get(key)
             if pending is not None:
                 return await asyncio.shield(pending)
-            topic = self.topics.get(key)
-            if topic is not None and not topic.closed:
+            topic = await self._loaded(key)
+            if topic is not None:
                 return topic
         fut = asyncio.get_running_loop().create_future()
         self._loading[key] = fut
@@ -118,6 +118,24 @@ class BrokerService:
             self._loading.pop(key, None)
         fut.set_result(topic)
         return topic
+
+    async def _loaded(self, key: str) -> Topic | None:
+        """The loaded topic ``key`` if it can serve, else None (then load it).
+        A topic whose managed ledger another broker opened since (its
+        metadata changed elsewhere: a broker that took the bundle for a
+        moment, with a stale view, after a partition) is unloaded here: its
+        view ends where the other broker took over, so it would refuse every
+        producer and serve readers a log without what the other broker
+        stored. Loading it again recovers all of it."""
+        topic = self.topics.get(key)
+        if topic is None or topic.closed:
+            return None
+        if topic.ledger.state != "fenced":
+            return topic
+        log.info("%s was opened elsewhere since it was loaded here: loading it again", key)
+        if self.topics.get(key) is topic:
+            await self.unload(topic)
+        return None
 
     async def _non_persistent_topic(self, name: TopicName, create: bool | None) -> NonPersistentTopic:
         """The in-memory topic ``name`` (``non-persistent://``), made on first use."""

@@ -1,0 +1,44 @@
+"""A loaded topic whose managed ledger another broker opened since: the next
+get_topic loads it again rather than serve the stale instance.
+
+Regression (chaos run seed 27, an etcd partition): a broker back from a lost
+session took the bundle for a moment with a stale view, opened the topic
+(fencing the owner's ledger), stored two acknowledged messages and let go;
+the owner kept its fenced instance, refused every producer for seconds, and
+answered the final read without the two messages."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+from magnetar.broker.topic_name import parse
+from magnetar.metadata import MemoryMetadataStore
+from magnetar.protocol import pb
+
+from .harness import close_service, make_service
+
+_META = pb.MessageMetadata(producer_name="marker", sequence_id=0, publish_time=1).SerializeToString()
+
+
+async def test_a_topic_opened_elsewhere_is_loaded_again_with_what_the_other_stored(tmp_path):
+    store = MemoryMetadataStore()
+    owner = await make_service(tmp_path, store)
+    interloper = await make_service(tmp_path, store)
+    name = parse("persistent://public/default/opened-elsewhere")
+    try:
+        stale = await owner.get_topic(name)
+        await stale.append_marker(_META, b"first")
+        taken = await interloper.get_topic(name)  # recovers and fences the owner's ledger
+        await taken.append_marker(_META, b"second")
+        await interloper.unload(taken)
+        deadline = time.monotonic() + 10  # the owner hears of it through its metadata watch
+        while stale.ledger.state != "fenced":
+            assert time.monotonic() < deadline, "the owner never noticed the takeover"
+            await asyncio.sleep(0.02)
+        fresh = await owner.get_topic(name)
+        assert fresh is not stale and fresh.ledger.state == "open"
+        assert fresh.ledger.entry_count == 2  # the interloper's entry too
+        await fresh.append_marker(_META, b"third")
+    finally:
+        await close_service(interloper)
+        await close_service(owner)
