@@ -30,7 +30,7 @@
   and the other brokers; from etcd only; from the clients only; the other
   two brokers cut from etcd and from it, a majority; or its packets to etcd
   and the other brokers lost, one way) holds for 1-4 s longer than the
-  session TTL, then heals.
+  session TTL (a ``clients`` cut 4-16 s), then heals.
 
 Every broker of a run stores with one sync policy (``--sync-policy``,
 :data:`SYNC_POLICIES`): ``always`` (the default) or ``interval``.
