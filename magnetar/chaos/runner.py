@@ -122,6 +122,8 @@ def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: 
         for topic in sorted({w.topic for w in workloads}):
             history.add("final", "invoke", "read", topic=topic)
             history.add("final", "ok", "read", topic=topic, log=read_log(system.service_url, topic))
+        if hasattr(system, "read_replicas"):  # the regions topology: each topic's copy in the other region
+            system.read_replicas(history, sorted({w.topic for w in workloads}))
     finally:
         for w in workloads:
             w.stop()

@@ -337,4 +337,6 @@ class ClusterSystem:
                 self.net.teardown()
 
 
-SYSTEMS = {"standalone": StandaloneSystem, "cluster": ClusterSystem}
+from .regions import RegionsSystem  # noqa: E402 (built on the helpers above; ``regions``: two replicating regions)
+
+SYSTEMS = {"standalone": StandaloneSystem, "cluster": ClusterSystem, "regions": RegionsSystem}
