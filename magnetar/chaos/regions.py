@@ -99,6 +99,10 @@ def region_broker(base: Path, name: str, store_url: str, configuration_store: st
 
 
 class RegionsSystem:
+    """Two regions on one etcd (see the module docstring). The runner
+    writes into :attr:`service_url` (region A) and, after its final reads,
+    calls :meth:`read_replicas`; each :meth:`inject` returns once healed."""
+
     faults = ("kill", "pause", "restart", "cut", "kill-etcd", "pause-etcd")
 
     @property
@@ -110,6 +114,9 @@ class RegionsSystem:
         return SESSION_TTL_S + 2.0
 
     def __init__(self, out_dir: Path, faults: tuple[str, ...] | list[str] = (), seed: int = 0) -> None:
+        """Nothing starts here. ``faults`` and ``seed`` are the runner's
+        common arguments: every fault of this topology works anywhere
+        (no root, no ptrace), so none is refused up front."""
         self.base = out_dir / "regions"
         self.etcd = None
         self.brokers: dict[str, BrokerProcess] = {}
