@@ -48,6 +48,14 @@ replicator had drained. Against the source region's final read:
 
 A topic with acknowledged sends and no replica read, in a history that has
 replica reads, is unread.
+
+A ``replica-subscription`` op gives a replicated subscription's
+mark-delete position in the replica (``mark_delete``, ``"ledger:entry"``
+in the replica's log, whose ``replica-read`` entries carry their position
+third): every value the replica holds at or before it must have been
+received by that subscription in the source region, else a consumer
+failing over would skip it (**replicated subscription ahead**). The
+values it covers are counted (**replicated subscription covers**).
 """
 from __future__ import annotations
 
@@ -57,7 +65,7 @@ from typing import Any
 
 ANOMALIES = ("lost", "duplicated", "reordered", "interleaved_writers", "offset_violations", "phantoms",
              "unread_topics", "missed_by_consumers", "delivered_out_of_order", "not_replicated",
-             "duplicated_by_replication", "replicated_out_of_order")
+             "duplicated_by_replication", "replicated_out_of_order", "replicated_subscription_ahead")
 
 
 @dataclass
@@ -87,6 +95,11 @@ class Report:
     replicated_out_of_order: int = 0
     #: Values found in the replicas (a figure, not an anomaly).
     replicated: int = 0
+    #: Values in a replica before its copy of a replicated subscription's
+    #: mark-delete position that the subscription never received in the source.
+    replicated_subscription_ahead: int = 0
+    #: Values a replicated subscription's copy covers (a figure).
+    replicated_subscription_covers: int = 0
     faults: Counter = field(default_factory=Counter)
     reordered_by_process: Counter = field(default_factory=Counter)
     #: A few examples per anomaly, to start the investigation from.
@@ -102,7 +115,8 @@ class Report:
 
     def as_dict(self) -> dict[str, Any]:
         out = {name: getattr(self, name) for name in ("operations", "acknowledged", "indeterminate", "received",
-                                                      "redelivered", "replicated", *ANOMALIES)}
+                                                      "redelivered", "replicated", "replicated_subscription_covers",
+                                                      *ANOMALIES)}
         out["faults"] = dict(self.faults)
         out["reordered_by_process"] = dict(self.reordered_by_process)
         out["examples"] = {k: v for k, v in self.examples.items() if v}
@@ -116,6 +130,8 @@ def check(ops: list[dict[str, Any]]) -> Report:
     outcome: dict[tuple[str, str], dict] = {}  # (topic, value) -> the ok/fail/info
     logs: dict[str, list[tuple[int | None, str]]] = {}
     replicas: dict[tuple[str, str], list[str]] = {}  # (topic, region) -> the values as that region stores them
+    replica_positions: dict[tuple[str, str], list[tuple[str, str]]] = {}  # -> [(value, "ledger:entry")]
+    replica_subscriptions: list[dict] = []
     # (topic, subscription) -> value -> times it was received; and the values in first-receipt order.
     receipts: dict[tuple[str, str], Counter] = defaultdict(Counter)
     first_receipts: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -145,7 +161,12 @@ def check(ops: list[dict[str, Any]]) -> Report:
             logs[op["topic"]] = [(entry[0], entry[1]) for entry in op.get("log", [])]
             continue
         if f == "replica-read" and kind == "ok":
-            replicas[(op["topic"], str(op.get("region", "")))] = [entry[1] for entry in op.get("log", [])]
+            key = (op["topic"], str(op.get("region", "")))
+            replicas[key] = [entry[1] for entry in op.get("log", [])]
+            replica_positions[key] = [(entry[1], entry[2]) for entry in op.get("log", []) if len(entry) > 2]
+            continue
+        if f == "replica-subscription" and kind == "ok":
+            replica_subscriptions.append(op)
             continue
         if f != "send":
             continue
@@ -196,7 +217,34 @@ def check(ops: list[dict[str, Any]]) -> Report:
         if order is not None:
             _check_delivery_order(report, topic, subscription, order, first_receipts[(topic, subscription)],
                                   logs.get(topic), invokes)
+    for op in replica_subscriptions:
+        _check_replicated_subscription(report, op, replica_positions.get((op["topic"], str(op.get("region", "")))),
+                                       receipts.get((op["topic"], op.get("subscription", "")), Counter()))
     return report
+
+
+def _position(text: str) -> tuple[int, int]:
+    ledger, _, entry = str(text).partition(":")
+    return int(ledger), int(entry)
+
+
+def _check_replicated_subscription(report: Report, op: dict, positions: list[tuple[str, str]] | None,
+                                   received: Counter) -> None:
+    """Every value of the replica at or before the subscription copy's
+    mark-delete position was received by the subscription in the source."""
+    if op.get("mark_delete") is None or not positions:
+        return  # no copy yet (no snapshot completed), or no replica read to place it in
+    topic, subscription, region = op["topic"], op.get("subscription", ""), op.get("region", "")
+    mark = _position(op["mark_delete"])
+    for value, at in positions:
+        if _position(at) > mark:
+            continue
+        report.replicated_subscription_covers += 1
+        if received[value] == 0:
+            report.replicated_subscription_ahead += 1
+            report._example("replicated_subscription_ahead",
+                            f"{topic} ({subscription}): {value} at {at} is behind {region}'s copy of the "
+                            f"subscription ({op['mark_delete']}) but was never received here")
 
 
 def _check_delivery_order(report: Report, topic: str, subscription: str, order: str, firsts: list[str],

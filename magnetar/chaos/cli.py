@@ -27,7 +27,8 @@ def _table(report: Report, seed: int | None = None) -> Table:
     table = Table(title="chaos verdict" + (f" (seed {seed})" if seed is not None else ""))
     table.add_column("measure")
     table.add_column("count", justify="right")
-    for name in ("operations", "acknowledged", "indeterminate", "received", "redelivered", "replicated", *ANOMALIES):
+    for name in ("operations", "acknowledged", "indeterminate", "received", "redelivered", "replicated",
+                 "replicated_subscription_covers", *ANOMALIES):
         value = getattr(report, name)
         style = "red" if name in ANOMALIES and value else ""
         table.add_row(name.replace("_", " "), f"[{style}]{value}[/{style}]" if style else str(value))

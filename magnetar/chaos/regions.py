@@ -49,6 +49,7 @@ import urllib.request
 from pathlib import Path
 
 from .broker import BrokerProcess
+from .consumers import SubscriptionConsumer
 from .history import History
 from .proxy import CutProxy
 from .workloads import read_log
@@ -62,6 +63,26 @@ REGIONS = ("region-a", "region-b")
 REPLICA_BIND = "127.0.0.2"
 #: How long the final reads wait for A's replicators to drain, per topic.
 CATCH_UP_S = 120.0
+#: The subscription whose state replicates (PIP-33), on the dedup topic.
+REPLICATED_SUBSCRIPTION = "chaos-replicated"
+
+
+class ReplicatedSubscriptionConsumer(SubscriptionConsumer):
+    """A Failover consumer in region A on :data:`REPLICATED_SUBSCRIPTION`,
+    created with ``replicate_subscription_state_enabled``: A's acknowledged
+    position travels to B's copy of the subscription. Judged in A like the
+    other Failover consumer (every acknowledged send, each producer in
+    order); its copy in B is judged by the checker (never ahead of what
+    this consumer received)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, consumer_type="Failover", **kwargs)
+        self.subscription = REPLICATED_SUBSCRIPTION
+
+    def _open(self, pulsar, client):
+        return client.subscribe(self.topic, self.subscription, consumer_type=pulsar.ConsumerType.Failover,
+                                initial_position=pulsar.InitialPosition.Earliest,
+                                replicate_subscription_state_enabled=True)
 
 
 class LinkProxy(CutProxy):
@@ -123,6 +144,8 @@ class RegionsSystem:
         #: In front of region B's Pulsar port (the replication link) and admin port.
         self.link: LinkProxy | None = None
         self._admin_forward: CutProxy | None = None
+        #: (topic, subscription) of the replicated subscriptions, set by extra_workloads.
+        self.replicated_subscriptions: list[tuple[str, str]] = []
 
     @property
     def service_url(self) -> str:
@@ -192,19 +215,35 @@ class RegionsSystem:
         _hit(self.brokers[region], kind, rng, longest_pause=2 * SESSION_TTL_S + 2)
         return f"{kind} {region}"
 
+    def extra_workloads(self, workloads: list, history: History, seed: int) -> list:
+        """What this topology adds to the runner's workloads: a consumer with
+        a replicated subscription on the ``dedup`` process's topic."""
+        topic = next(w.topic for w in workloads if w.process == "dedup")
+        self.replicated_subscriptions = [(topic, REPLICATED_SUBSCRIPTION)]
+        return [ReplicatedSubscriptionConsumer("replicated", self.service_url, topic, history, seed + 11)]
+
     def read_replicas(self, history: History, topics: list[str]) -> None:
         """Record, for each topic, its copy in region B as a ``replica-read``
-        op, once A's replicator to B has drained (or the deadline passed:
-        ``caught_up`` false)."""
+        op (``log`` entries ``[offset, value, "ledger:entry"]``, B's
+        positions), once A's replicator to B has drained (or the deadline
+        passed: ``caught_up`` false); then, for each replicated
+        subscription, its copy's mark-delete position in B as a
+        ``replica-subscription`` op (``mark_delete`` None if B has no copy:
+        no snapshot completed)."""
         b = REGIONS[1]
         for topic in topics:
             history.add("final-replica", "invoke", "replica-read", topic=topic, region=b)
             started = time.monotonic()
             caught_up = _wait(lambda: self.replication_backlog(topic) == 0, CATCH_UP_S, None)
             waited = round(time.monotonic() - started, 3)
-            log = read_log(self.replica_service_url, topic)
+            log = read_log(self.replica_service_url, topic, positions=True)
             history.add("final-replica", "ok", "replica-read", topic=topic, region=b, log=log,
                         caught_up=caught_up, waited_s=waited)
+        for topic, subscription in self.replicated_subscriptions:
+            path = "/admin/v2/" + topic.replace("://", "/", 1) + "/internalStats"
+            cursor = (_admin(self.replica_admin_url, path) or {}).get("cursors", {}).get(subscription)
+            history.add("final-replica", "ok", "replica-subscription", topic=topic, region=b,
+                        subscription=subscription, mark_delete=cursor.get("markDeletePosition") if cursor else None)
 
     def replication_backlog(self, topic: str) -> int | None:
         """A's backlog of ``topic`` towards B, from A's topic stats; None if

@@ -93,6 +93,8 @@ def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: 
         system.start()
         _prepare_namespace(system.admin_url)
         workloads = _workloads(system.service_url, history, seed)
+        if hasattr(system, "extra_workloads"):  # the regions topology's replicated subscription
+            workloads += system.extra_workloads(workloads, history, seed)
         if hasattr(system, "topics"):  # the cluster's move and split faults act on their bundles
             system.topics = sorted({w.topic for w in workloads})
         for w in workloads:

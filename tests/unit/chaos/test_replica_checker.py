@@ -115,3 +115,43 @@ def test_a_topic_without_a_replica_read_is_unread_once_replicas_are_read():
     h2, values2 = _two_producers()
     _reads(h2, values2, None)
     assert check(h2.ops).clean
+
+
+def _with_positions(h: History, values: list[str], received: list[str], mark_delete: str | None) -> None:
+    """The source's read, the replica's (entry i at ``7:i``), the values the
+    subscription ``sub`` received in the source, and its copy's position."""
+    h.add("final", "ok", "read", topic=T, log=[[i, v] for i, v in enumerate(values)])
+    h.add("final-replica", "ok", "replica-read", topic=T, region="region-b",
+          log=[[i, v, f"7:{i}"] for i, v in enumerate(values)], caught_up=True)
+    for v in received:
+        h.add("replicated", "ok", "receive", topic=T, value=v, subscription="sub", order=None)
+    h.add("final-replica", "ok", "replica-subscription", topic=T, region="region-b", subscription="sub",
+          mark_delete=mark_delete)
+
+
+def test_a_replicated_subscription_behind_what_was_received_is_clean_and_counted():
+    h, values = _two_producers()
+    _with_positions(h, values, values, "7:4")
+    report = check(h.ops)
+    assert report.clean, report.as_dict()
+    assert report.replicated_subscription_covers == 5  # entries 7:0 .. 7:4
+
+
+def test_a_replicated_subscription_ahead_of_what_was_received_is_found():
+    h, values = _two_producers()
+    _with_positions(h, values, values[:3], "7:4")  # received 3, the copy covers 5
+    report = check(h.ops)
+    assert report.replicated_subscription_ahead == 2 and not report.clean
+    assert "q:1" in report.examples["replicated_subscription_ahead"][0]
+
+
+def test_a_replicated_subscription_without_a_copy_is_not_judged():
+    h, values = _two_producers()
+    _with_positions(h, values, values, None)
+    # Every acknowledged value was received: clean, and nothing covered.
+    report = check(h.ops)
+    assert report.clean and report.replicated_subscription_covers == 0
+    # The initial position (nothing acknowledged: entry -1) covers nothing either.
+    h2, values2 = _two_producers()
+    _with_positions(h2, values2, values2, "7:-1")
+    assert check(h2.ops).replicated_subscription_covers == 0
