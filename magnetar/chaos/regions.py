@@ -23,7 +23,12 @@ store, so both regions have them).
   moves only after B's receipts), waited for with a deadline. The reads are
   recorded as ``replica-read`` ops; :func:`.checker.check` judges them
   (**not replicated**, **duplicated by replication**, **replicated out of
-  order**).
+  order**). A consumer in A with a replicated subscription (PIP-33,
+  :class:`ReplicatedSubscriptionConsumer`, added by
+  :meth:`RegionsSystem.extra_workloads`) is judged in A like the others;
+  its copy's mark-delete position in B is recorded as a
+  ``replica-subscription`` op (**replicated subscription ahead** if it
+  covers a message the consumer never received).
 
 Faults: ``kill``, ``pause``, ``restart`` of either region's broker (drawn at
 random; a pause may outlast the 3 s session); ``cut``: every connection

@@ -2,8 +2,8 @@
 with real brokers and etcd: the link proxy really is the only way from
 region A to region B (held down, A's replicator loses B and its backlog
 grows; healed, B gets everything once), and a short run with broker
-faults and cuts finds no anomaly, with faults injected and every topic
-replicated."""
+faults and cuts finds no anomaly, with faults injected, every topic
+replicated and the replicated subscription's copy in B looked up."""
 from __future__ import annotations
 
 import json
@@ -88,3 +88,5 @@ def test_a_short_run_with_broker_faults_and_cuts_replicates_everything(tmp_path)
     assert {op["topic"] for op in replicas} == topics and len(topics) == 5
     assert all(op["caught_up"] for op in replicas), [(op["topic"], op["waited_s"]) for op in replicas]
     assert report["replicated"] >= report["acknowledged"] > 0
+    # The replicated subscription's copy in B was looked up (judged if B has one).
+    assert [op["subscription"] for op in ops if op["f"] == "replica-subscription"] == ["chaos-replicated"]
