@@ -32,7 +32,8 @@ store, so both regions have them).
 
 Faults: ``kill``, ``pause``, ``restart`` of either region's broker (drawn at
 random; a pause may outlast the 3 s session); ``cut``: every connection
-between the regions dropped and the link held down 1-4 s (each connection
+to region B (A's replicators'; B's reach A directly) dropped and the link
+held down 1-4 s (each connection
 attempt dropped at its first bytes: the replicators' sends wait, then
 resume; B deduplicates what is sent again); ``kill-etcd`` (SIGKILL, restart
 on the same data after 1-3 s) and ``pause-etcd`` (SIGSTOP 1-4 s) of the
