@@ -58,10 +58,8 @@ from .broker import BrokerProcess
 from .consumers import SubscriptionConsumer
 from .history import History
 from .proxy import CutProxy
+from .systems import SESSION_TTL_S, _broker_config, _hit
 from .workloads import read_log
-
-# .systems registers this module's system, so its helpers are imported
-# where used (a module-level import would be circular whichever loads first).
 
 REGIONS = ("region-a", "region-b")
 #: Where region B's broker really listens: its advertised address
@@ -113,8 +111,6 @@ def region_broker(base: Path, name: str, store_url: str, configuration_store: st
     advertising 127.0.0.1 but listening on ``bind`` if given."""
     from magnetar.cluster_cli import broker_command
 
-    from .systems import SESSION_TTL_S
-
     base.mkdir(parents=True, exist_ok=True)
 
     def args(port: int, admin_port: int) -> list[str]:
@@ -132,13 +128,9 @@ class RegionsSystem:
 
     faults = ("kill", "pause", "restart", "cut", "kill-etcd", "pause-etcd")
 
-    @property
-    def aftermath_s(self) -> float:
-        """How long a fault's effects go on after its heal: a lapsed session
-        is noticed up to a TTL later (as in the cluster topology)."""
-        from .systems import SESSION_TTL_S
-
-        return SESSION_TTL_S + 2.0
+    #: How long a fault's effects go on after its heal: a lapsed session is
+    #: noticed up to a TTL later (as in the cluster topology).
+    aftermath_s = SESSION_TTL_S + 2.0
 
     def __init__(self, out_dir: Path, faults: tuple[str, ...] | list[str] = (), seed: int = 0) -> None:
         """Nothing starts here. ``faults`` and ``seed`` are the runner's
@@ -172,8 +164,6 @@ class RegionsSystem:
 
     def start(self) -> None:
         from magnetar.metadata.etcd_server import EtcdServer
-
-        from .systems import _broker_config
 
         self.etcd = EtcdServer(self.base / "etcd")
         self.etcd.start()
@@ -215,8 +205,6 @@ class RegionsSystem:
             time.sleep(rng.uniform(1.0, 4.0))
             self.etcd.resume()
             return kind
-        from .systems import SESSION_TTL_S, _hit
-
         region = rng.choice(REGIONS)
         _hit(self.brokers[region], kind, rng, longest_pause=2 * SESSION_TTL_S + 2)
         return f"{kind} {region}"

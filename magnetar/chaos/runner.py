@@ -22,11 +22,16 @@ from typing import Callable
 from .checker import Report, check
 from .history import History
 from .plot import write_svg
-from .systems import SYSTEMS
+from .regions import RegionsSystem
+from .systems import SYSTEMS as _SYSTEMS
 from .consumers import SubscriptionConsumer, TopicReader, Receiver
 from .workloads import ConditionalWriter, DedupProducer, ExclusiveWriter, IdempotentProducer, Workload, read_log
 
 NAMESPACE = "public/default"
+#: Every topology: those of :mod:`.systems`, and ``regions``, registered
+#: here because :mod:`.regions` builds on :mod:`.systems` (an import back
+#: from there would be a circle).
+SYSTEMS = {**_SYSTEMS, "regions": RegionsSystem}
 
 
 @dataclass

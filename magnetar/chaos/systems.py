@@ -27,6 +27,7 @@
   from etcd only) for 1-4 s longer than the session TTL, then healed.
 
 Each ``inject`` returns once the system is healed (restarted, resumed).
+``regions`` (two replicating regions) is in :mod:`.regions`, built on these helpers.
 """
 from __future__ import annotations
 
@@ -337,6 +338,4 @@ class ClusterSystem:
                 self.net.teardown()
 
 
-from .regions import RegionsSystem  # noqa: E402 (built on the helpers above; ``regions``: two replicating regions)
-
-SYSTEMS = {"standalone": StandaloneSystem, "cluster": ClusterSystem, "regions": RegionsSystem}
+SYSTEMS = {"standalone": StandaloneSystem, "cluster": ClusterSystem}
