@@ -8,6 +8,14 @@
   handover runs or just after, then restarted: the bundle is left
   releasing to, or just owned by, a dead broker; its session lapses,
   another broker takes it.
+- ``move-kill-source``: a move whose *source* (the bundle's owner) is
+  killed (SIGKILL) as the handover runs or just after, then restarted: the
+  bundle is left Releasing from, or Assigning from, a dead broker, with its
+  topics released or half released and their ledgers open. The new owner
+  must get it (the leader passes it on once the source's session lapses;
+  a source back within its session passes it on itself), fence and recover
+  the ledgers the source left open. :func:`wait_owned` measures how long
+  the bundle had no owner.
 - ``split``: the same bundle is cut in two (``PUT .../{bundle}/split``, by
   topic count, or in the middle of its range when it holds one topic); its
   owner keeps both halves and their clients.
@@ -23,6 +31,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from dataclasses import dataclass
 import urllib.error
 import urllib.parse
@@ -98,6 +107,30 @@ def plan_move(admin_urls: list[str], topic: str, rng: random.Random) -> Move:
         # (move-kill), and the question is whether the cluster gets over it.
         asked = next(u for u in admin_urls if u.removeprefix("http://") != destination)
     return Move(asked, topic, bundle, owner, destination)
+
+
+def wait_owned(admin_urls: list[str], topic: str, bundle: str, timeout: float) -> tuple[float, str | None]:
+    """Poll until ``bundle`` of ``topic``'s namespace is Owned (any broker's
+    view: the first that answers); ``(seconds waited, owner id)``, or
+    ``(timeout, None)`` if it was still not owned then (a stuck bundle).
+    A bundle cut by a split meanwhile is gone from the list: that counts as
+    settled (its halves are owned by whoever split it)."""
+    start = time.monotonic()
+    path = f"/admin/v2/namespaces/{_namespace(topic)}/bundles"
+    while True:
+        waited = time.monotonic() - start
+        try:
+            _, answer = _first_answer(admin_urls, path)
+            states = answer.get("states", {}) if isinstance(answer, dict) else {}
+            if bundle not in states:
+                return waited, None
+            if states[bundle] == "Owned":
+                return waited, answer.get("owners", {}).get(bundle)
+        except NoBrokerAnswers:
+            pass  # the brokers are restarting or out of their sessions: ask again
+        if waited >= timeout:
+            return timeout, None
+        time.sleep(0.1)
 
 
 def do_move(move: Move, ids: list[str]) -> tuple[str, bool]:

@@ -18,13 +18,19 @@
   on the same data after 1-3 s) and ``pause-etcd`` (SIGSTOP 1-4 s);
   ``fsync-error`` and ``clock-jump`` on any broker; ``move`` (a workload topic's bundle
   unloaded to another broker, chosen at random: PIP-307), ``move-kill``
-  (the same, its destination killed while the handover runs) and ``split``
+  (the same, its destination killed while the handover runs),
+  ``move-kill-source`` (the same, its source, the owner, killed while the
+  handover runs and restarted within its session; the heal line says how
+  long the bundle had no owner, ``STUCK`` past :data:`STUCK_S`) and ``split``
   (that bundle cut in two), see :mod:`.moves`. A kill, pause or restart
   right after a move hits the move's destination half the time: a bundle
   moved to a broker that then dies. With ``partition`` (root only) the
   brokers run in network namespaces of their own (:mod:`.netns`) and a
   broker is cut off (from everything; from etcd and the other brokers; or
   from etcd only) for 1-4 s longer than the session TTL, then healed.
+
+Every broker of a run stores with one sync policy (``--sync-policy``,
+:data:`SYNC_POLICIES`): ``always`` (the default) or ``interval``.
 
 Each ``inject`` returns once the system is healed (restarted, resumed).
 ``regions`` (two replicating regions) is in :mod:`.regions`, built on these helpers.
@@ -34,7 +40,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .broker import BrokerProcess, cluster_broker, standalone_broker
@@ -42,7 +48,7 @@ from .clock import draw_clock_jump, make_clock_files
 from .disk import SmallDisk
 from .fsync import FsyncErrors, FsyncErrorsUnavailable, draw_fsync_fault
 from .fsync import unavailable_reason as fsync_unavailable_reason
-from .moves import NoBrokerAnswers, do_move, move_bundle, plan_move, split_bundle
+from .moves import NoBrokerAnswers, do_move, move_bundle, plan_move, split_bundle, wait_owned
 from .netns import MODES, Network, PartitionUnavailable, unavailable_reason
 from .proxy import CutProxy
 
@@ -52,13 +58,36 @@ SESSION_TTL_S = 3.0
 #: a minute, so rollovers happen under faults and next to readers at the
 #: tail (where a skip hid until a long run crossed 50,000 entries).
 LEDGER_ENTRIES = 2000
+#: How long a bundle may stay without an owner after a move-kill-source
+#: before the heal line calls it stuck: a lapsed session (3 s), the leader's
+#: sweep, the new owner's recovery take a few seconds, not twenty.
+STUCK_S = 20.0
 
 
-def _broker_config(directory: Path) -> Path:
+#: The storage sync policies a run may give its brokers (``--sync-policy``).
+#: ``always``: a receipt follows the entry's fdatasync. ``interval``: it
+#: follows write(), the fdatasync comes within 100 ms (the broker's default
+#: period). The faults are process faults (SIGKILL, SIGSTOP, SIGTERM,
+#: cut connections, moves) or EIO from a skipped fsync syscall: none drops
+#: the page cache, so under either policy an acknowledged entry survives
+#: and the checker's promise is the same (docs/reliability.md).
+SYNC_POLICIES = ("always", "interval")
+
+
+def _checked_sync_policy(sync_policy: str) -> str:
+    """``sync_policy`` if it is one of :data:`SYNC_POLICIES`, else ValueError
+    (before anything starts)."""
+    if sync_policy not in SYNC_POLICIES:
+        raise ValueError(f"sync policy {sync_policy!r} is not available; choose from {', '.join(SYNC_POLICIES)}")
+    return sync_policy
+
+
+def _broker_config(directory: Path, sync_policy: str = "always") -> Path:
     """The TOML file every broker of a run reads."""
+    _checked_sync_policy(sync_policy)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "chaos-broker.toml"
-    path.write_text(f"[storage]\nmax_entries_per_ledger = {LEDGER_ENTRIES}\n")
+    path.write_text(f"[storage]\nmax_entries_per_ledger = {LEDGER_ENTRIES}\nsync_policy = \"{sync_policy}\"\n")
     return path
 
 
@@ -81,6 +110,10 @@ def _fail_fsyncs(injector: FsyncErrors, broker: BrokerProcess, rng: random.Rando
     return f"fsync-error {name}: {fault.describe()}, {failed} calls failed"
 
 
+def _broker_name(ids: list[str], broker: str) -> str:
+    return f"broker-{ids.index(broker)}" if broker in ids else broker
+
+
 def _hit(broker: BrokerProcess, kind: str, rng: random.Random, longest_pause: float) -> None:
     if kind == "kill":
         broker.kill()
@@ -98,7 +131,9 @@ def _hit(broker: BrokerProcess, kind: str, rng: random.Random, longest_pause: fl
 class StandaloneSystem:
     faults = ("kill", "pause", "restart", "cut", "disk-full", "fsync-error", "clock-jump")
 
-    def __init__(self, out_dir: Path, faults: tuple[str, ...] | list[str] = (), seed: int = 0) -> None:
+    def __init__(self, out_dir: Path, faults: tuple[str, ...] | list[str] = (), seed: int = 0,
+                 sync_policy: str = "always") -> None:
+        self.sync_policy = _checked_sync_policy(sync_policy)
         self.broker = standalone_broker(out_dir / "data", ["--config", str(out_dir / "chaos-broker.toml")])
         self.out_dir = out_dir
         self.proxy: CutProxy | None = None
@@ -120,7 +155,7 @@ class StandaloneSystem:
         return self.broker.admin_url
 
     def start(self) -> None:
-        _broker_config(self.out_dir)
+        _broker_config(self.out_dir, self.sync_policy)
         if self.disk is not None:
             self.disk.mount()
         self.broker.start()
@@ -180,18 +215,20 @@ def draw_partition(rng: random.Random, brokers: int, session_ttl: float) -> Part
 
 class ClusterSystem:
     faults = ("kill", "pause", "restart", "kill-etcd", "pause-etcd", "partition", "fsync-error", "move", "move-kill",
-              "split", "clock-jump")
+              "move-kill-source", "split", "clock-jump")
     #: How long a fault's effects go on after its heal: a lapsed session is
     #: noticed up to a TTL later, then its bundles move (the checker widens
     #: the fault's window by this much).
     aftermath_s = SESSION_TTL_S + 2.0
 
     def __init__(self, out_dir: Path, faults: tuple[str, ...] | list[str] = (), brokers: int = 3,
-                 seed: int = 0) -> None:
+                 seed: int = 0, sync_policy: str = "always") -> None:
         """Raises PartitionUnavailable, FsyncErrorsUnavailable or
         ClockJumpUnavailable (ValueErrors) if ``partition``, ``fsync-error``
         or ``clock-jump`` is asked for where namespaces cannot be made, ptrace
-        is not allowed or libfaketime cannot be had; nothing is started yet."""
+        is not allowed or libfaketime cannot be had, and ValueError for an
+        unknown ``sync_policy``; nothing is started yet."""
+        self.sync_policy = _checked_sync_policy(sync_policy)
         self.base = out_dir / "cluster"
         self.count = brokers
         self.brokers: list[BrokerProcess] = []
@@ -234,7 +271,7 @@ class ClusterSystem:
         self.etcd = EtcdServer(self.base / "etcd", host=plan.etcd if plan else "127.0.0.1")
         self.etcd.start()
         store_url = self.etcd.store_url("chaos")
-        config = _broker_config(self.base)
+        config = _broker_config(self.base, self.sync_policy)
         self.brokers = [
             cluster_broker(self.base, k, store_url, SESSION_TTL_S,
                            address=plan.broker(k) if plan else "127.0.0.1",
@@ -273,7 +310,7 @@ class ClusterSystem:
         if kind == "clock-jump":
             assert self.clock is not None
             return self.clock.jump(f"broker-{rng.randrange(self.count)}", draw_clock_jump(rng))
-        if kind in ("move", "move-kill", "split"):
+        if kind in ("move", "move-kill", "move-kill-source", "split"):
             return self._move_or_split(kind, rng)
         victim = rng.randrange(self.count)
         if self._moved_to is not None and rng.random() < 0.5:
@@ -294,6 +331,8 @@ class ClusterSystem:
                 return split_bundle(self.admin_urls, topic)
             if kind == "move-kill":
                 return self._move_and_kill_destination(topic, rng)
+            if kind == "move-kill-source":
+                return self._move_and_kill_source(topic, rng)
             what, destination = move_bundle(self.admin_urls, topic, rng)
         except NoBrokerAnswers as exc:
             return f"{kind}: {exc}"
@@ -320,6 +359,38 @@ class ClusterSystem:
         victim.start()
         asking.join(60)  # the broker side gives up on a handover after 30 s
         return f"{outcome[0] if outcome else 'move: no answer in 60 s'}; destination killed {when}"
+
+    def _move_and_kill_source(self, topic: str, rng: random.Random) -> str:
+        """Ask for a move (at a broker other than the source, which dies)
+        and SIGKILL the bundle's current owner 0-60 ms later, mid-handover
+        or just after; restart it 0.5-2 s later (within its 3 s session, so
+        the cluster may never see it leave). Then wait for the bundle to be
+        owned again: the heal line says by whom and after how long, or that
+        it had no owner for :data:`STUCK_S` (a stuck bundle: the clients of
+        its topics cannot send)."""
+        ids = [u.removeprefix("http://") for u in self.admin_urls]
+        move = plan_move(self.admin_urls, topic, rng)
+        if move.owner not in ids:
+            return f"move-kill-source: bundle {move.bundle} has no owner just now"
+        source = ids.index(move.owner)
+        victim = self.brokers[source]
+        move = replace(move, asked=next(u for u in self.admin_urls if u.removeprefix("http://") != move.owner))
+        outcome: list[str] = []
+        asking = threading.Thread(target=lambda: outcome.append(do_move(move, ids)[0]), daemon=True)
+        started = time.monotonic()
+        asking.start()
+        time.sleep(rng.uniform(0.0, 0.06))
+        when = "after the unload answered" if outcome else "before the unload answered"
+        victim.kill()
+        time.sleep(rng.uniform(0.5, 2.0))
+        victim.start()
+        waited, owner = wait_owned(self.admin_urls, topic, move.bundle, STUCK_S)
+        owned = (f"owned by {_broker_name(ids, owner)} {time.monotonic() - started:.1f} s after the unload"
+                 if owner is not None else
+                 f"STUCK: no owner {time.monotonic() - started:.1f} s after the unload" if waited >= STUCK_S
+                 else "split meanwhile")
+        asking.join(60)  # the broker side gives up on a handover after 30 s
+        return (f"{outcome[0] if outcome else 'move: no answer in 60 s'}; source killed {when}; {owned}")
 
     def stop(self) -> None:
         """Stop the brokers and etcd, then remove the network (healed first,

@@ -1,10 +1,12 @@
-/* The broker's per-entry byte work, compiled: reading a SEND command,
- * writing a SEND_RECEIPT frame and an entry's BrokerEntryMetadata prefix.
+/* The broker's per-entry byte work, compiled: splitting a received chunk's
+ * SEND frames, reading a SEND command and checking its CRC32C, writing a
+ * SEND_RECEIPT frame and an entry's BrokerEntryMetadata prefix.
  *
  * Each function does exactly what its pure-Python twin does (same results,
  * same None for "ask protobuf", same ValueError), and the twins live beside
- * the callers: protocol/fast_send.py (parse_send), protocol/receipts.py
- * (receipt_frame, build_entry). The unit tests run both against protobuf.
+ * the callers: protocol/fast_send.py (parse_send), protocol/frames.py
+ * (send_frame, send_frames), protocol/receipts.py (receipt_frame,
+ * build_entry). The unit tests run both against protobuf.
  * Built by `pip install -e .` (setup.py); when it is missing or
  * MAGNETAR_PURE_PYTHON=1 is set, the Python twins run instead.
  */
@@ -310,41 +312,26 @@ get_u32(const uint8_t *p)
     return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
 }
 
-/* send_frame(data: bytes, start: int, end: int) -> Frame | None
-
-   The whole frame data[start:end] ([total][cmd size][BaseCommand][block])
-   as Frame(SendCommandView, PayloadBlock(memoryview of the block, checked))
-   if it is a plain SEND (see parse_send), else None. `checked` is the
-   block's checksum verdict when the block is a SEND's plain
-   [0x0e01][crc][meta size][...]: 1 it matches, 0 it does not; -1 when the
-   block has another shape (PayloadBlock.verify_checksum decides). */
+/* The plain SEND frame b[start:end] ([total][cmd size][BaseCommand][block])
+   of `data` as a new Frame(SendCommandView, PayloadBlock(memoryview of the
+   block, checked)); Py_None (a new reference) when it is not a plain SEND
+   (see parse_send); NULL with an exception set. `*whole` is a memoryview of
+   `data` made on first use and kept for the next frames of the same buffer
+   (the caller releases it). `checked` is the block's checksum verdict when
+   the block is a SEND's plain [0x0e01][crc][meta size][...]: 1 it matches, 0
+   it does not; -1 when the block has another shape
+   (PayloadBlock.verify_checksum decides). */
 static PyObject *
-send_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+frame_at(PyObject *data, const uint8_t *b, Py_ssize_t len, PyObject **whole, Py_ssize_t start, Py_ssize_t end)
 {
-    if (send_view_type == NULL || frame_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "register_send_view / register_frame_types were not called");
-        return NULL;
-    }
-    Py_buffer view;
-    Py_ssize_t start, end;
-    if (span_args(args, nargs, "send_frame(data, start, end)", &view, &start, &end) < 0)
-        return NULL;
-    const uint8_t *b = (const uint8_t *)view.buf;
-    Py_ssize_t len = view.len;
-    if (start < 0 || end > len || end - start <= 12 || b[start + 8] != 0x08 || b[start + 9] != SEND_TYPE) {
-        PyBuffer_Release(&view);
+    if (start < 0 || end > len || end - start <= 12 || b[start + 8] != 0x08 || b[start + 9] != SEND_TYPE)
         Py_RETURN_NONE;
-    }
     Py_ssize_t cmd_end = start + 8 + (Py_ssize_t)get_u32(b + start + 4);
-    if (cmd_end >= end) {
-        PyBuffer_Release(&view);
+    if (cmd_end >= end)
         Py_RETURN_NONE;
-    }
     PyObject *send = decode_send(b, len, start + 8, cmd_end);
-    if (send == NULL || send == Py_None) {
-        PyBuffer_Release(&view);
+    if (send == NULL || send == Py_None)
         return send;
-    }
     long checked = -1;
     const uint8_t *block = b + cmd_end;
     Py_ssize_t block_len = end - cmd_end;
@@ -354,15 +341,12 @@ send_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (10 + (Py_ssize_t)meta_size <= block_len)
             checked = crc32c(0, block + 6, block_len - 6) == crc;
     }
-    PyBuffer_Release(&view);
     /* The block: a memoryview of `data` (which it keeps alive), no copy. */
-    PyObject *whole = PyMemoryView_FromObject(args[0]);
-    if (whole == NULL) {
+    if (*whole == NULL && (*whole = PyMemoryView_FromObject(data)) == NULL) {
         Py_DECREF(send);
         return NULL;
     }
-    PyObject *raw = PySequence_GetSlice(whole, cmd_end, end);
-    Py_DECREF(whole);
+    PyObject *raw = PySequence_GetSlice(*whole, cmd_end, end);
     if (raw == NULL) {
         Py_DECREF(send);
         return NULL;
@@ -379,6 +363,87 @@ send_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     return pair(frame_type, send, block_obj);
+}
+
+static int
+frame_types_registered(void)
+{
+    if (send_view_type == NULL || frame_type == NULL || block_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "register_send_view / register_frame_types were not called");
+        return 0;
+    }
+    return 1;
+}
+
+/* send_frame(data: bytes, start: int, end: int) -> Frame | None
+
+   The whole frame data[start:end] as a Frame if it is a plain SEND, else
+   None (see frame_at). */
+static PyObject *
+send_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!frame_types_registered())
+        return NULL;
+    Py_buffer view;
+    Py_ssize_t start, end;
+    if (span_args(args, nargs, "send_frame(data, start, end)", &view, &start, &end) < 0)
+        return NULL;
+    PyObject *whole = NULL;
+    PyObject *out = frame_at(args[0], (const uint8_t *)view.buf, view.len, &whole, start, end);
+    Py_XDECREF(whole);
+    PyBuffer_Release(&view);
+    return out;
+}
+
+/* send_frames(data: bytes, start: int, max_frame_size: int) -> (list[Frame], int)
+
+   The plain SEND frames that lie whole in data[start:], one after the
+   other, as Frames (see frame_at), and the position after the last one. It
+   stops, without consuming it, at the first frame that is incomplete, whose
+   size is outside 4..max_frame_size, or that is not a plain SEND: the
+   caller's general decoder takes it from there (and raises what it raises).
+   One call per received chunk instead of one per frame: an unbatched
+   producer's chunk holds dozens of SENDs. */
+static PyObject *
+send_frames(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!frame_types_registered())
+        return NULL;
+    Py_buffer view;
+    Py_ssize_t start, max_size;
+    if (span_args(args, nargs, "send_frames(data, start, max_frame_size)", &view, &start, &max_size) < 0)
+        return NULL;
+    const uint8_t *b = (const uint8_t *)view.buf;
+    Py_ssize_t len = view.len;
+    PyObject *frames = PyList_New(0);
+    PyObject *whole = NULL;
+    Py_ssize_t pos = start;
+    while (frames != NULL && pos >= 0 && len - pos >= 4) {
+        Py_ssize_t total = (Py_ssize_t)get_u32(b + pos);
+        if (total < 4 || total > max_size || pos + 4 + total > len)
+            break;
+        PyObject *frame = frame_at(args[0], b, len, &whole, pos, pos + 4 + total);
+        if (frame == NULL) {
+            Py_CLEAR(frames);
+            break;
+        }
+        if (frame == Py_None) {
+            Py_DECREF(frame);
+            break;
+        }
+        int failed = PyList_Append(frames, frame);
+        Py_DECREF(frame);
+        if (failed) {
+            Py_CLEAR(frames);
+            break;
+        }
+        pos += 4 + total;
+    }
+    Py_XDECREF(whole);
+    PyBuffer_Release(&view);
+    if (frames == NULL)
+        return NULL;
+    return Py_BuildValue("(Nn)", frames, pos);
 }
 
 /* An unsigned 64-bit number from a Python int; ValueError (the Python twin's
@@ -522,6 +587,8 @@ static PyMethodDef methods[] = {
     {"parse_send", (PyCFunction)(void (*)(void))parse_send, METH_FASTCALL, "See fast_send.parse_send."},
     {"send_frame", (PyCFunction)(void (*)(void))send_frame, METH_FASTCALL,
      "A whole SEND frame: its command, where its block starts, its checksum verdict (see _hot.c)."},
+    {"send_frames", (PyCFunction)(void (*)(void))send_frames, METH_FASTCALL,
+     "The whole plain SEND frames at the head of a buffer, and where they end (see _hot.c)."},
     {"crc32c", (PyCFunction)(void (*)(void))py_crc32c, METH_FASTCALL, "CRC32C of a buffer (for the tests)."},
     {"register_frame_types", (PyCFunction)(void (*)(void))register_frame_types, METH_FASTCALL,
      "Set the Frame and PayloadBlock classes send_frame builds."},

@@ -58,12 +58,17 @@ class Connection:
         next_frame = self.decoder.next_frame
         # A server past CONNECT has no rule for a SEND (the hot frame): skip the check.
         sends_ok = self.role is Role.SERVER and self.state is not State.AWAITING_CONNECT
-        while (frame := next_frame()) is not None:
+        next_sends = self.decoder.next_sends
+        while True:
+            if sends_ok:
+                frames += next_sends()  # the run of SENDs ahead, in one call
+            frame = next_frame()
+            if frame is None:
+                return frames
             if not sends_ok or type(frame.command) is not SendCommandView:
                 self._on_receive(frame.command)
                 sends_ok = self.role is Role.SERVER and self.state is not State.AWAITING_CONNECT
             frames.append(frame)
-        return frames
 
     def _on_receive(self, cmd: pb.BaseCommand) -> None:
         t = cmd.type

@@ -56,6 +56,7 @@ _FIELDS = ("producer_id", "sequence_id", "num_messages", "txnid_least_bits", "tx
 _BIT = {name: 1 << i for i, name in enumerate(_FIELDS)}
 _B_NUM, _B_TXL, _B_TXM, _B_HIGH = _BIT["num_messages"], _BIT["txnid_least_bits"], _BIT["txnid_most_bits"], \
     _BIT["highest_sequence_id"]
+_OPTIONAL_BIT = {name: bit for name, bit in _BIT.items() if name in _OPTIONAL}
 _B_CHUNK, _B_MARKER, _B_EXP, _B_EPOCH = _BIT["is_chunk"], _BIT["marker"], _BIT["expected_offset"], \
     _BIT["offset_epoch"]
 
@@ -78,11 +79,12 @@ class SendCommandView(collections.namedtuple("_SendFields", (*_FIELDS, "present"
 
     def HasField(self, name: str) -> bool:  # noqa: N802  (protobuf's name)
         """Whether the optional field ``name`` was on the wire (protobuf's meaning)."""
-        if name not in _OPTIONAL:
+        bit = _OPTIONAL_BIT.get(name)
+        if bit is None:
             if name in ("producer_id", "sequence_id"):
                 return True
             raise ValueError(f'CommandSend has no optional field "{name}"')
-        return bool(self.present & _BIT[name])
+        return self.present & bit != 0
 
     def __repr__(self) -> str:
         return (f"SendCommandView(producer_id={self.producer_id}, sequence_id={self.sequence_id}, "

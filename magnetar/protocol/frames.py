@@ -84,7 +84,9 @@ class PayloadBlock(NamedTuple):
 
     raw: memoryview
     #: The checksum's verdict when the decoder already checked it (1 matches,
-    #: 0 does not; the compiled SEND path does), -1 when not checked yet.
+    #: 0 does not; the compiled SEND path does, on a block that starts with
+    #: the 0x0e01 magic, so ``raw`` is then ``checksummed``), -1 when not
+    #: checked yet.
     checked: int = -1
 
     def _split(self) -> tuple[memoryview | None, memoryview]:
@@ -178,6 +180,44 @@ def _parse(msg, data: bytes | memoryview) -> None:
     if not msg.IsInitialized():
         missing = ", ".join(msg.FindInitializationErrors())
         raise ProtocolError(f"{type(msg).__name__} lacks required fields: {missing}")
+
+
+def send_frame_python(data: bytes, start: int, end: int) -> Frame | None:
+    """The whole frame ``data[start:end]`` as a Frame if it is a plain SEND
+    (see :func:`.fast_send.parse_send`), else None: then :func:`decode_frame`
+    decides. Its block is a view of ``data``, its checksum not checked yet
+    (the compiled twin, ``_hot.send_frame``, checks it while it is there)."""
+    # [total][cmd_size][08 06 ...]: maybe a SEND; parse it by hand if it is a plain one.
+    if end - start > 12 and data[start + 9] == 0x06 and data[start + 8] == 0x08:
+        cmd_end = start + 8 + _U32.unpack_from(data, start + 4)[0]
+        if cmd_end < end:
+            send = parse_send(data, start + 8, cmd_end)
+            if send is not None:
+                return _new_frame(Frame, (send, PayloadBlock(memoryview(data)[cmd_end:end])))
+    return None
+
+
+def send_frames_python(data: bytes, start: int, max_frame_size: int) -> tuple[list[Frame], int]:
+    """The plain SEND frames lying whole in ``data[start:]``, one after the
+    other, and the position after the last; it stops before the first frame
+    that is incomplete, outside ``4..max_frame_size``, or not a plain SEND."""
+    frames: list[Frame] = []
+    pos, size = start, len(data)
+    while 0 <= pos and size - pos >= 4:
+        (total,) = _U32.unpack_from(data, pos)
+        end = pos + 4 + total
+        if not 4 <= total <= max_frame_size or end > size:
+            break
+        frame = send_frame_python(data, pos, end)
+        if frame is None:
+            break
+        frames.append(frame)
+        pos = end
+    return frames, pos
+
+
+_send_frame = send_frame_python if _hot is None else _hot.send_frame
+_send_frames = send_frames_python if _hot is None else _hot.send_frames
 
 
 def decode_frame(frame: memoryview) -> Frame:
@@ -285,19 +325,23 @@ class FrameDecoder:
                 return None
             start, end = bounds
             data = self._data
-        if self.fast_send and _hot is not None:
-            # The compiled twin of the branch below; it also checks the block's CRC.
-            frame = _hot.send_frame(data, start, end)
+        if self.fast_send:
+            frame = _send_frame(data, start, end)
             if frame is not None:
                 return frame
-        elif self.fast_send and end - start > 12 and data[start + 9] == 0x06 and data[start + 8] == 0x08:
-            # [total][cmd_size][08 06 ...]: maybe a SEND; parse it by hand if it is a plain one.
-            cmd_end = start + 8 + _U32.unpack_from(data, start + 4)[0]
-            if cmd_end < end:
-                send = parse_send(data, start + 8, cmd_end)
-                if send is not None:
-                    return _new_frame(Frame, (send, PayloadBlock(memoryview(data)[cmd_end:end])))
         return decode_frame(memoryview(data)[start + 4 : end])
+
+    def next_sends(self) -> list[Frame]:
+        """The plain SEND frames lying whole at the head of the buffer, in
+        order; often none. One call takes a received chunk's run of SENDs (an
+        unbatched producer's chunk holds dozens). Whatever follows them (another
+        command, a partial frame, a bad size) is left for :meth:`next_frame`,
+        which decodes or refuses it as before. Always none without ``fast_send``.
+        """
+        if self._pending is not None or not self.fast_send:
+            return []
+        frames, self._pos = _send_frames(self._data, self._pos, self.max_frame_size)
+        return frames
 
     def next_frame_raw(self) -> tuple[int, bytes] | None:
         """The next whole frame as (command type, the frame's exact bytes), or None.

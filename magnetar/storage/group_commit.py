@@ -237,6 +237,12 @@ class GroupCommitWriter:
         for ledger in pending:
             try:
                 synced = ledger.sync_if_open()
+            except StorageError as exc:
+                # The disk refused (EIO): expected of a failing disk, so one
+                # line, not a traceback per ledger per period.
+                log.error("periodic fsync of ledger %d failed; fencing it: %s", ledger.ledger_id, exc)
+                ledger.fence()
+                continue
             except BaseException:
                 log.exception("periodic fsync of ledger %d failed; fencing it", ledger.ledger_id)
                 ledger.fence()

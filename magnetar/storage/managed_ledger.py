@@ -209,8 +209,10 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing, Recovery, Ownership):
         return fut
 
     def append_then(self, data: bytes, on_stored: Waiter) -> None:
-        """:meth:`append` without a future: ``on_stored(ledger_id, entry_id,
-        error)`` is called instead (the contract is in :mod:`.waiters`).
+        """:meth:`append` without a future: ``on_stored(ledger_id,
+        first_entry_id, count, error)`` is called instead, once per run of
+        appends that gave it one after the other (the contract is in
+        :mod:`.waiters`).
 
         Raises at once, appending nothing and never calling ``on_stored``:
         ``StorageError`` when the managed ledger takes no appends (closing,

@@ -8,7 +8,9 @@ channel and the leader election), and then:
   in transition (Assigning, Releasing, or owned by a broker that is gone) is
   answered once it is Owned again, or ServiceNotReady after
   ``lookup_timeout_s`` (the client retries);
-- takes the bundles assigned to it (Assigning -> Owned);
+- takes the bundles assigned to it (Assigning -> Owned), and on joining
+  passes on the bundles a previous life of it was releasing, and carries
+  out the splits it was asked to do, when it died (see :meth:`_join`);
 - gives up a bundle the moment the channel says someone else has it, or the
   moment its session is lost: ``unload_bundle`` / ``unload_all`` (callbacks
   of the service) close the topics, so their clients reconnect and look up.
@@ -147,9 +149,27 @@ class ClusterMember:
         self.leader = Leader(self.broker_id, self.store, self.session, self.channel, self.registry,
                              shedding=self.shedding, layouts=self.layouts, auto_split=self.auto_split)
         self.leader.start()
-        for bundle, state in list(self.channel.table.items()):  # assigned while we were away
-            if state.state == ASSIGNING and state.broker == self.broker_id:
+        for bundle, state in list(self.channel.table.items()):
+            if state.state == ASSIGNING and state.broker == self.broker_id:  # assigned while we were away
                 self._spawn(self._take(bundle, state))
+            elif state.state == RELEASING and state.source == self.broker_id:
+                # A handover a previous life of ours began and never finished
+                # (killed, or its session lost, mid-move). Back within the
+                # session TTL, our new registry record replaced the old one,
+                # so the leader never saw us leave and will not pass the
+                # bundle on: nobody would, and it would stay Releasing with
+                # no owner for good. Nothing of it is loaded here now, so
+                # releasing is a no-op and we pass it on to its destination
+                # (a dead one is then the leader's to replace).
+                log.info("bundle %s was being released to %s by a previous life of this broker: passing it on",
+                         bundle, state.broker)
+                self._spawn(self._release(bundle, state))
+            elif state.state == SPLITTING and state.broker == self.broker_id:
+                # Likewise a split a previous life of ours was asked to do:
+                # the leader cleans up only after gone brokers. Finishing it
+                # resumes where it stopped (or puts the bundle back whole).
+                log.info("bundle %s was being split by a previous life of this broker: carrying it out", bundle)
+                self._spawn(splitting.carry_out(self.channel, self.layouts, self.broker_id, bundle, state))
 
     async def _watch_session(self) -> None:
         """A lost session: stop serving at once, then join again."""

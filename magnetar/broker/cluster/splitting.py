@@ -20,7 +20,9 @@ Failure modes: an owner that cannot finish (a half held by another broker, a
 metadata error) puts the bundle back to Owned by itself and logs why; the
 requester then gets RuntimeError. An owner that dies mid-split is cleaned up
 by the leader (:meth:`.leader.Leader.sweep`): Deleted if the layout already
-has the halves, else Free.
+has the halves, else Free; one back within its session (the leader never
+saw it leave) carries the split out itself when it joins
+(:meth:`.member.ClusterMember._join`).
 """
 from __future__ import annotations
 
@@ -82,6 +84,11 @@ async def carry_out(channel: Channel, layouts: Layouts, me: str, bundle: Bundle,
 async def _take_half(channel: Channel, me: str, half: Bundle) -> None:
     current = channel.get(half)
     if current.state == OWNED and current.broker == me:
+        return
+    if current.state == ASSIGNING and current.broker == me:
+        # Assigned to us by an earlier attempt (a previous life of this
+        # broker, which died mid-split): our listener or join takes it.
+        await channel.wait_for(half, lambda s: s.state == OWNED and s.broker == me, HALF_TIMEOUT_S)
         return
     if current.state not in (INIT, FREE):
         raise ValueError(f"its half {half.range} is {current.state} on {current.broker}")

@@ -24,6 +24,7 @@ from magnetar.broker.subscriptions.consumer import Consumer
 from magnetar.broker.topics.producer import Producer
 from magnetar.protocol import Connection, ProtocolError, Role, ServerError, pb
 from magnetar.protocol.commands import FIELD_OF_TYPE, Type, body, command, error, type_name
+from magnetar.protocol.fast_send import SendCommandView
 from magnetar.protocol.frames import FRAME_OVERHEAD, Frame
 from magnetar.security.tls import peer_certificate
 
@@ -48,6 +49,7 @@ class ServerConnection(asyncio.Protocol):
         self.reading_paused = False
         self.writing_paused = False
         self.last_received = time.monotonic()
+        self.received_ms = int(time.time() * 1000)
         self._out: list = []
         self._flush_scheduled = False
         self._keepalive: asyncio.Task | None = None
@@ -104,17 +106,23 @@ class ServerConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_received = time.monotonic()
+        # The publish time of the SENDs in this chunk: one clock reading, not one per entry.
+        self.received_ms = int(time.time() * 1000)
         try:
             frames = self.proto.receive_data(data)
         except ProtocolError as exc:
             log.warning("closing connection from %s: %s", self.peer, exc)
             self.close()
             return
+        handlers, on_send = self._handlers, produce.on_send
         for frame in frames:
-            handler = self._handlers.get(frame.command.type)
             try:
+                if frame.command.__class__ is SendCommandView:
+                    on_send(self, frame)  # the per-entry frame: no route to look up, no text to check
+                    continue
                 if frame.command.type in malformed.NAMED and malformed.refuse_if_malformed(self, frame):
                     continue
+                handler = handlers.get(frame.command.type)
                 if handler is None:
                     self._on_unsupported(frame)
                 else:

@@ -261,16 +261,21 @@ class Deduplicator:
             # window would cost an insert and an eviction per entry for nothing.
             state.remember(last, result)
 
-    def on_durable(self, token: tuple | None, ledger_id: int, entry_id: int) -> None:
-        """The entry is on disk at ``ledger_id:entry_id``: the durable highwater may follow."""
+    def on_durable_run(self, tokens, ledger_id: int, last_entry_id: int) -> None:
+        """The entries of ``tokens`` (in append order, from :meth:`check`) are
+        on disk, the last at ``ledger_id:last_entry_id``: the durable
+        highwaters may follow, and a snapshot is due every
+        ``snapshot_interval`` entries (at the end of the run that crosses it)."""
         self._durable_ledger = ledger_id
-        self._durable_entry = entry_id
-        if token is not None:
-            kind, key, last, _, _ = token
-            state = (self.pids if kind == "pid" else self.names).get(key)
-            if state is not None and last > state.durable_highwater:
-                state.durable_highwater = last
-        self._since_snapshot += 1
+        self._durable_entry = last_entry_id
+        pids, names = self.pids, self.names
+        for token in tokens:
+            if token is not None:
+                kind, key, last, _, _ = token
+                state = (pids if kind == "pid" else names).get(key)
+                if state is not None and last > state.durable_highwater:
+                    state.durable_highwater = last
+        self._since_snapshot += len(tokens)
         if self._since_snapshot >= self.snapshot_interval:
             self.request_snapshot()
 

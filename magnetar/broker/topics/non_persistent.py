@@ -182,21 +182,22 @@ class NonPersistentTopic:
         """:meth:`publish_into` with a future of :class:`PublishResult`."""
         result = asyncio.get_running_loop().create_future()
         pending = PendingSend(send.sequence_id, send.highest_sequence_id)
-        self.publish_into(producer, send, block, pending)
+        self.publish_into(producer, send, block, pending, int(time.time() * 1000))
         if pending.error is not None:
             result.set_exception(pending.error)
         else:
             result.set_result(pending.result())
         return result
 
-    def publish_into(self, producer: Producer, send: pb.CommandSend, block: Any, pending: PendingSend) -> None:
+    def publish_into(self, producer: Producer, send: pb.CommandSend, block: Any, pending: PendingSend,
+                     received_ms: int) -> None:
         """Hand the entry to every subscription now; the receipt names 0:0.
-        Settles ``pending`` before it returns."""
+        Settles ``pending`` before it returns. ``received_ms``: the publish time."""
         if self.closed or self.producers.get(producer.name) is not producer:
             pending.failed(ServiceNotReady(f"topic {self.name} is being unloaded; retry"))
             return
         n = max(1, send.num_messages)
-        data = build_entry(block.checksummed, int(time.time() * 1000), next(self._sequence), n)
+        data = build_entry(block.checksummed, received_ms, next(self._sequence), n)
         self.msg_in += n
         self.bytes_in += len(data)
         producer.msg_in += n

@@ -25,7 +25,8 @@ class ProducerTopic(Protocol):
     #: The topic's name (a ``TopicName``).
     name: Any
 
-    def publish_into(self, producer: "Producer", send: pb.CommandSend, block: Any, pending: "PendingSend") -> None: ...
+    def publish_into(self, producer: "Producer", send: pb.CommandSend, block: Any, pending: "PendingSend",
+                     received_ms: int) -> None: ...
 
     def remove_producer(self, producer: "Producer") -> None: ...
 

@@ -83,7 +83,7 @@ def _as_future(topic: "Topic", producer: Producer, send: pb.CommandSend, block: 
 
     pending = PendingSend(send.sequence_id, send.highest_sequence_id)
     pending.follow(settled)
-    topic.publish_into(producer, send, block, pending)
+    topic.publish_into(producer, send, block, pending, int(time.time() * 1000))
     return result
 
 
@@ -122,9 +122,10 @@ class Topic(ProducerAdmission):
         #: order: (pending send, dedup token, first offset, messages, marker
         #: hook). Storage tells appends in the order they were made, exactly
         #: once each (``storage/waiters.py``), so one bound method serves as
-        #: every entry's callback and takes the head: no closure per entry.
+        #: every entry's callback and takes the head: no closure per entry,
+        #: and one call for the entries of one group commit.
         self._appending: deque = deque()
-        self._on_appended = self._entry_stored
+        self._on_appended = self._entries_stored
         self.producers: dict[str, Producer] = {}
         self.subscriptions: dict[str, Subscription] = {}
         self.next_offset = 0
@@ -227,10 +228,12 @@ class Topic(ProducerAdmission):
         return _as_future(self, producer, send, block)
 
     def publish_into(self, producer: Producer, send: pb.CommandSend, block: PayloadBlock,
-                     pending: PendingSend) -> None:
+                     pending: PendingSend, received_ms: int) -> None:
         """Check every single-writer rule, then append; ``pending`` is settled
         with where the entry landed, or failed (refused: nothing was appended;
         or storage failed). Never awaits; may settle ``pending`` before it returns.
+        ``received_ms`` (wall clock, ms) is when the broker read the SEND: the
+        entry's publish time, read once per received chunk rather than per entry.
         """
         n = send.num_messages
         if n < 1:
@@ -255,14 +258,14 @@ class Topic(ProducerAdmission):
             pending.failed(exc)
             return
         first = self.next_offset
-        now_ms = int(time.time() * 1000)
-        data = build_entry(block.checksummed, now_ms, first, n)
+        # A block the decoder checked starts at its checksum: it is what is stored.
+        data = build_entry(block.raw if block.checked >= 0 else block.checksummed, received_ms, first, n)
         self.next_offset = first + n
         self.msg_in += n
         self.bytes_in += len(data)
         producer.msg_in += n
         producer.bytes_in += len(data)
-        self.dedup.record(token, pending, now_ms)
+        self.dedup.record(token, pending, received_ms)
         if producer.replicator and self.marker_handler is not None:
             marker = marker_log.replicated_marker(self, block)
         else:
@@ -277,16 +280,23 @@ class Topic(ProducerAdmission):
             self._appending.pop()
             raise
 
-    def _entry_stored(self, ledger_id: int, entry_id: int, error: BaseException | None) -> None:
-        """Storage's answer for the oldest published entry it has not answered for."""
-        pending, token, first, n, marker = self._appending.popleft()
+    def _entries_stored(self, ledger_id: int, first_entry_id: int, count: int,
+                        error: BaseException | None) -> None:
+        """Storage's answer for the ``count`` oldest published entries it has
+        not answered for (a run of one group commit: ``waiters``' contract)."""
+        appending = self._appending
         if error is not None:
-            self._on_store_failed(pending, error)
+            for _ in range(count):
+                self._on_store_failed(appending.popleft()[0], error)
             return
-        self.dedup.on_durable(token, ledger_id, entry_id)
-        pending.stored(ledger_id, entry_id, first, n)
-        if marker is not None:
-            marker(ledger_id, entry_id)
+        done = [appending.popleft() for _ in range(count)]
+        self.dedup.on_durable_run([token for _, token, _, _, _ in done], ledger_id, first_entry_id + count - 1)
+        entry_id = first_entry_id
+        for pending, _, first, n, marker in done:
+            pending.stored(ledger_id, entry_id, first, n)
+            if marker is not None:
+                marker(ledger_id, entry_id)
+            entry_id += 1
 
     def _on_store_failed(self, pending: PendingSend, error: BaseException) -> None:
         pending.failed(PersistenceError(f"cannot store entry: {error}"))

@@ -1,6 +1,7 @@
-"""A short chaos run on a cluster with bundle moves (``--faults move``):
-at least one bundle holding a workload topic moved between brokers while
-the clients worked, and the checker found nothing wrong."""
+"""Short chaos runs on a cluster with bundle moves: ``--faults move`` (at
+least one bundle holding a workload topic moved between brokers while the
+clients worked) and ``--faults move-kill-source`` (moves whose source died
+mid-handover, every bundle owned again); the checker finds nothing wrong."""
 from __future__ import annotations
 
 import pytest
@@ -18,5 +19,22 @@ def test_a_chaos_run_with_bundle_moves_is_clean(tmp_path):
              if op.get("f") == "heal" and op.get("process") == "nemesis"]
     moved = [h for h in heals if " -> " in h and ":" not in h]  # a refusal reads "move ...: refused (...)"
     assert report.faults["move"] >= 1 and moved, heals
+    assert report.acknowledged > 0
+    assert report.clean, report.examples
+
+
+def test_a_chaos_run_whose_moves_lose_their_source_is_clean(tmp_path):
+    """``move-kill-source``: the owner is SIGKILLed 0-60 ms after the unload
+    is asked and restarted within its session. Every bundle must be owned
+    again (the heal line says by whom; ``STUCK`` if it had no owner for
+    20 s, which is what a source back within its session left before the
+    fix in ``ClusterMember._join``), and nothing acknowledged lost."""
+    report = run(tmp_path, duration=20, faults=["move-kill-source"], seed=5, topology="cluster",
+                 interval=(1.0, 2.0))
+    heals = [op["value"] for op in read_history(tmp_path / "history.jsonl")
+             if op.get("f") == "heal" and op.get("process") == "nemesis"]
+    killed = [h for h in heals if "source killed" in h]
+    assert killed and any("owned by" in h for h in killed), heals
+    assert not [h for h in heals if "STUCK" in h], heals
     assert report.acknowledged > 0
     assert report.clean, report.examples

@@ -11,6 +11,8 @@ from magnetar.broker.topics.producer import PendingSend
 
 from .harness import close_service, make_service, producer, send_of, topic_of
 
+NOW_MS = 1_700_000_000_000  # the publish time the connection would have read
+
 
 async def _wait(condition, timeout=5.0):
     deadline = time.monotonic() + timeout
@@ -34,7 +36,7 @@ async def test_a_refusal_known_at_once_is_reported_after_the_stored_sends_before
     service, topic, p, reported = await _attached(tmp_path)
     for seq, expected in enumerate([0, 1, 7, 2]):  # the third is refused at once
         send, block = send_of(p.name, seq, expected_offset=expected)
-        topic.publish_into(p, send, block, p.expect(send.sequence_id, send.highest_sequence_id))
+        topic.publish_into(p, send, block, p.expect(send.sequence_id, send.highest_sequence_id), NOW_MS)
     assert reported == []  # the refusal waits behind the two entries being synced
     await _wait(lambda: len(reported) == 4)
     assert [r.sequence_id for r in reported] == [0, 1, 2, 3]
@@ -47,13 +49,13 @@ async def test_a_refusal_known_at_once_is_reported_after_the_stored_sends_before
 async def test_a_resend_of_an_entry_in_flight_gets_the_originals_place(tmp_path):
     service, topic, first, reported = await _attached(tmp_path, name="writer", deduplication_enabled=True)
     send, block = send_of("writer", 0)
-    topic.publish_into(first, send, block, first.expect(0, 0))
+    topic.publish_into(first, send, block, first.expect(0, 0), NOW_MS)
     # The same producer reconnects before the receipt and resends sequence 0.
     topic.remove_producer(first)
     second = producer(topic, 2, name="writer")
     await topic.add_producer(second, None)
     second.on_result = reported.append
-    topic.publish_into(second, send, block, second.expect(0, 0))
+    topic.publish_into(second, send, block, second.expect(0, 0), NOW_MS)
     await _wait(lambda: len(reported) == 2)
     original, resend = reported
     assert (resend.ledger_id, resend.entry_id) == (original.ledger_id, original.entry_id) != (-1, -1)
@@ -65,7 +67,7 @@ async def test_when_reported_waits_for_every_send_accepted_so_far(tmp_path):
     service, topic, p, reported = await _attached(tmp_path)
     for seq in range(50):
         send, block = send_of(p.name, seq)
-        topic.publish_into(p, send, block, p.expect(seq, seq))
+        topic.publish_into(p, send, block, p.expect(seq, seq), NOW_MS)
     drained = []
     p.when_reported(lambda: drained.append(len(reported)))
     await p.reported()
@@ -79,11 +81,11 @@ async def test_a_send_refused_by_a_closing_ledger_fails_alone_and_the_earlier_on
     service, topic, p, reported = await _attached(tmp_path)
     for seq in range(3):
         send, block = send_of(p.name, seq)
-        topic.publish_into(p, send, block, p.expect(seq, seq))
+        topic.publish_into(p, send, block, p.expect(seq, seq), NOW_MS)
     closing = asyncio.ensure_future(topic.ledger.close())
     await asyncio.sleep(0)
     send, block = send_of(p.name, 3)
-    topic.publish_into(p, send, block, p.expect(3, 3))
+    topic.publish_into(p, send, block, p.expect(3, 3), NOW_MS)
     await closing
     await _wait(lambda: len(reported) == 4)
     assert [(r.sequence_id, r.entry_id, r.error) for r in reported[:3]] == [(0, 0, None), (1, 1, None), (2, 2, None)]

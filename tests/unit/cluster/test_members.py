@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from magnetar.broker.cluster.channel import OWNED
+from magnetar.broker.cluster.channel import OWNED, RELEASING
 from magnetar.broker.cluster.member import ClusterMember
 from magnetar.broker.cluster.registry import BrokerInfo
 from magnetar.broker.errors import ServiceNotReady
@@ -144,3 +144,38 @@ async def test_an_unload_whose_destination_dies_says_so_once_the_bundle_is_reass
             await moving
         assert time.monotonic() - began < 10.0
         assert owner.member.channel.get(bundle).broker != dest.member.broker_id
+
+
+async def test_a_source_back_within_its_session_passes_on_the_bundle_it_was_releasing():
+    """Found by the chaos harness's move-kill-source fault: the source of a
+    move was killed after the unload wrote Releasing(source -> destination)
+    and before it passed the bundle on, then restarted within its session
+    TTL. Its new registry record replaced the old one, so the leader never
+    saw it leave, and the restarted broker did not know it was releasing:
+    the bundle stayed Releasing, with no owner, until the source left again
+    (22.6 s and on in a run; for ever on a quiet cluster)."""
+    async with Cluster() as (store, members):
+        name = parse("persistent://public/default/source-dies-mid-move")
+        owner_id = (await members[0].member.lookup(name)).broker_id
+        index = next(i for i, m in enumerate(members) if m.member.broker_id == owner_id)
+        owner = members[index]
+        await wait_until(lambda: owner.member.owns(name), what="owned")
+        bundle = owner.member.bundle_of(name)
+        dest = next(m for m in members if m is not owner)
+        # The source dies as the move is asked: it never reacts to Releasing.
+        owner.member.closing = True
+        owner.member._monitor.cancel()
+        owner.member.channel._listeners.clear()
+        await owner.member.leader.stop()
+        state = dest.member.channel.get(bundle)
+        await dest.member.channel.transition(bundle, RELEASING, dest.member.broker_id, owner_id, expected=state)
+        # Its restart, same broker id, while its old session still holds: the
+        # registry never loses it.
+        reborn = Member(store, index)
+        members[index] = reborn
+        await reborn.member.start()
+        assert owner_id in dest.member.registry.live
+        await wait_until(lambda: dest.member.channel.get(bundle).state == OWNED, timeout=5.0,
+                         what=f"the bundle owned again (it is {dest.member.channel.get(bundle)})")
+        assert dest.member.channel.get(bundle).broker == dest.member.broker_id
+        await owner.member.session.close()

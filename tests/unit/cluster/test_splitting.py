@@ -10,7 +10,7 @@ from magnetar.broker.cluster.layout import Layouts
 from magnetar.broker.topic_name import parse
 from magnetar.metadata import MemoryMetadataStore
 
-from .test_members import Cluster, wait_until
+from .test_members import Cluster, Member, wait_until
 
 NS = "public/default"
 
@@ -134,3 +134,36 @@ async def test_the_leader_finishes_or_undoes_the_split_of_a_dead_owner():
         # The bundle is whole again and served by a live broker.
         result = await others[0].member.lookup(name)
         assert result.broker_id != owner_id
+
+
+async def test_an_owner_back_within_its_session_carries_out_the_split_it_was_asked_to_do():
+    """The split's twin of the chaos harness's move-kill-source finding: an
+    owner killed as a split was asked and restarted within its session TTL
+    is never seen leaving, so the leader does not clean up; without the
+    restarted owner carrying it out, the bundle stayed Splitting for good,
+    its topics unserved."""
+    async with Cluster() as (store, members):
+        name = parse(f"persistent://{NS}/split-then-restart")
+        owner_id = (await members[0].member.lookup(name)).broker_id
+        index = next(i for i, m in enumerate(members) if m.member.broker_id == owner_id)
+        owner = members[index]
+        await wait_until(lambda: owner.member.owns(name), what="owned")
+        bundle = owner.member.bundle_of(name)
+        owner.member.closing = True
+        owner.member._monitor.cancel()
+        owner.member.channel._listeners.clear()
+        await owner.member.leader.stop()
+        state = owner.member.channel.get(bundle)
+        await owner.member.channel.transition(bundle, SPLITTING, owner_id, owner_id, expected=state,
+                                              split_at=split_point(bundle))
+        reborn = Member(store, index)
+        members[index] = reborn
+        await reborn.member.start()
+        other = next(m for m in members if m is not reborn)
+        await wait_until(lambda: other.member.channel.get(bundle).state == DELETED, timeout=10,
+                         what=f"the split finished (the bundle is {other.member.channel.get(bundle)})")
+        for half in bundle.split(split_point(bundle)):
+            state = other.member.channel.get(half)
+            assert (state.state, state.broker) == (OWNED, owner_id)
+        assert (await other.member.lookup(name)).broker_id == owner_id
+        await owner.member.session.close()

@@ -10,7 +10,7 @@ from magnetar.protocol.commands import Type, command
 from magnetar.protocol.compiled import hot
 from magnetar.protocol.fast_send import SendCommandView, parse_send_python
 from magnetar.protocol.checksum import crc32c
-from magnetar.protocol.frames import FrameDecoder, PayloadBlock, encode_send
+from magnetar.protocol.frames import FrameDecoder, PayloadBlock, encode_command, encode_send, send_frames_python
 
 
 def parse_send(buf, start, end):
@@ -202,3 +202,74 @@ def test_the_compiled_crc32c_is_the_packages(data, initial):
         return  # test_the_compiled_hot_path_is_built says why
     assert hot.crc32c(data, initial) == crc32c(data, initial)
     assert hot.crc32c(memoryview(data)[1:]) == crc32c(data[1:])
+
+
+MAX_FRAME = 5 * 1024 * 1024
+
+
+def _same_frames(got, expected) -> None:
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected):
+        assert type(a.command) is type(b.command)
+        assert a.command == b.command
+        assert (a.block is None) == (b.block is None)
+        if a.block is not None:
+            assert bytes(a.block.raw) == bytes(b.block.raw)
+            assert a.block.verify_checksum() == b.block.verify_checksum()
+
+
+@settings(max_examples=200)
+@given(run=st.lists(sends, max_size=5), payload=st.binary(max_size=64),
+       tail=st.sampled_from(["nothing", "partial", "flow", "too large", "too small"]))
+def test_a_run_of_sends_is_split_as_one_frame_at_a_time_would(run, payload, tail):
+    """``send_frames`` takes exactly the plain SENDs ahead, both twins alike,
+    and stops before anything else for the general decoder."""
+    frames = [encode_send(command(Type.SEND, **fields), b"\x0a\x01p", payload) for fields in run]
+    data = b"".join(frames)
+    ends_at = len(data)
+    data += {"nothing": b"", "partial": frames[0][:-1] if frames else b"\x00\x00",
+             "flow": encode_command(command(Type.FLOW, consumer_id=1, messagePermits=5)),
+             "too large": (MAX_FRAME + 1).to_bytes(4, "big") + bytes(20),
+             "too small": (3).to_bytes(4, "big") + bytes(20)}[tail]
+    one_by_one = FrameDecoder(MAX_FRAME, fast_send=True)
+    one_by_one.feed(data)
+    expected = [one_by_one.next_frame() for _ in run]
+    got, pos = send_frames_python(data, 0, MAX_FRAME)
+    assert pos == ends_at
+    _same_frames(got, expected)
+    if hot is not None:
+        compiled, compiled_pos = hot.send_frames(data, 0, MAX_FRAME)
+        assert compiled_pos == ends_at
+        _same_frames(compiled, expected)
+
+
+@settings(max_examples=100)
+@given(kinds=st.lists(st.sampled_from(["send", "flow", "ping"]), max_size=8), chunk=st.integers(1, 200))
+def test_the_decoder_gives_the_same_frames_with_or_without_runs(kinds, chunk):
+    """Taking runs of SENDs with ``next_sends`` between ``next_frame`` calls
+    yields the frames, in order, that ``next_frame`` alone yields, however the
+    bytes are chunked."""
+    parts = []
+    for i, kind in enumerate(kinds):
+        if kind == "send":
+            parts.append(encode_send(command(Type.SEND, producer_id=1, sequence_id=i), b"\x0a\x01p", b"x" * i))
+        elif kind == "flow":
+            parts.append(encode_command(command(Type.FLOW, consumer_id=1, messagePermits=i + 1)))
+        else:
+            parts.append(encode_command(command(Type.PING)))
+    data = b"".join(parts)
+    alone, runs = FrameDecoder(fast_send=True), FrameDecoder(fast_send=True)
+    expected, got = [], []
+    for i in range(0, len(data), chunk):
+        alone.feed(data[i:i + chunk])
+        runs.feed(data[i:i + chunk])
+        while (frame := alone.next_frame()) is not None:
+            expected.append(frame)
+        while True:
+            got += runs.next_sends()
+            frame = runs.next_frame()
+            if frame is None:
+                break
+            got.append(frame)
+    assert len(expected) == len(kinds)
+    _same_frames(got, expected)

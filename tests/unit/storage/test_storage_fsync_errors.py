@@ -120,3 +120,26 @@ async def test_interval_policy_a_failed_periodic_fdatasync_fences_the_ledger_and
             outcomes.append(exc)
     assert outcomes[-1].ledger_id > broken, outcomes
     assert await _read_all(ml) == [b"a", b"b", b"c"]
+
+
+async def test_interval_policy_a_failed_periodic_fdatasync_is_logged_in_one_line(factories, monkeypatch, wait_until,
+                                                                               caplog):
+    """A failing disk fails every periodic sync of every ledger written: the
+    chaos runs with ``--sync-policy interval --faults fsync-error`` logged
+    a two-part traceback for each (40 in 60 s). The error is expected of a
+    failing disk: one line naming the ledger and the error."""
+    disk = FailingDisk(monkeypatch, fsync_too=False)
+    factory = factories(sync_policy="interval", sync_interval_ms=5)
+    ml = await factory.open("t")
+    await ml.append(b"a")
+    broken = ml.ledgers[-1].ledger_id
+    disk.failing = True
+    with caplog.at_level("ERROR", logger="magnetar.storage.group_commit"):
+        await ml.append(b"b")
+        await wait_until(lambda: ml._current.state.value == "fenced", what="the ledger fenced by the syncer")
+    disk.failing = False
+    records = [r for r in caplog.records if "periodic fsync" in r.getMessage()]
+    assert records, caplog.text
+    assert all(r.exc_info is None for r in records), caplog.text
+    assert f"periodic fsync of ledger {broken} failed; fencing it" in records[0].getMessage()
+    assert "Input/output error" in records[0].getMessage()

@@ -38,6 +38,8 @@ class Session(Protocol):
     pending_sends: int
     reading_paused: bool
     writing_paused: bool
+    #: Wall clock (ms) when the chunk being handled was read: its SENDs' publish time.
+    received_ms: int
 
     #: The client's role once authenticated (None: anonymous, or authentication off).
     role: str | None
