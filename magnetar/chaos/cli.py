@@ -29,8 +29,9 @@ def _table(report: Report, seed: int | None = None, sync_policy: str | None = No
     table.add_column("count", justify="right")
     if sync_policy is not None:  # a recorded history does not say it: only the run's own table shows it
         table.add_row("sync policy", sync_policy)
-    for name in ("operations", "acknowledged", "indeterminate", "received", "redelivered", "replicated",
-                 "replicated_subscription_covers", *ANOMALIES):
+    # The replication figures only where something was replicated (the regions topology).
+    figures = ("replicated", "replicated_subscription_covers") if report.replicated else ()
+    for name in ("operations", "acknowledged", "indeterminate", "received", "redelivered", *figures, *ANOMALIES):
         value = getattr(report, name)
         style = "red" if name in ANOMALIES and value else ""
         table.add_row(name.replace("_", " "), f"[{style}]{value}[/{style}]" if style else str(value))
