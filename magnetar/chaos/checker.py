@@ -33,6 +33,29 @@ promise an order, the *first* receipt of each message is judged
 key) wants each producer's messages in the order it sent them; ``log`` (a
 reader) wants the stored log from its start, each entry after the one before
 it, no gap.
+
+Replicas (the ``regions`` topology): a ``replica-read`` op gives a topic's
+log as another region stores it (its ``region``), read once the source's
+replicator had drained. Against the source region's final read:
+
+- **not replicated**: a value acknowledged, or stored, in the source region
+  that is absent from the replica;
+- **duplicated by replication**: a value stored more times in the replica
+  than in the source (at least once counts as once): the replicator's
+  resends after a fault must be deduplicated by the remote;
+- **replicated out of order**: a producer's values in the replica out of the
+  order the source stored them in (each value at its first appearance).
+
+A topic with acknowledged sends and no replica read, in a history that has
+replica reads, is unread.
+
+A ``replica-subscription`` op gives a replicated subscription's
+mark-delete position in the replica (``mark_delete``, ``"ledger:entry"``
+in the replica's log, whose ``replica-read`` entries carry their position
+third): every value the replica holds at or before it must have been
+received by that subscription in the source region, else a consumer
+failing over would skip it (**replicated subscription ahead**). The
+values it covers are counted (**replicated subscription covers**).
 """
 from __future__ import annotations
 
@@ -41,7 +64,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ANOMALIES = ("lost", "duplicated", "reordered", "interleaved_writers", "offset_violations", "phantoms",
-             "unread_topics", "missed_by_consumers", "delivered_out_of_order")
+             "unread_topics", "missed_by_consumers", "delivered_out_of_order", "not_replicated",
+             "duplicated_by_replication", "replicated_out_of_order", "replicated_subscription_ahead")
 
 
 @dataclass
@@ -63,6 +87,19 @@ class Report:
     #: Messages consumers received more than once (at-least-once: counted, not wrong).
     redelivered: int = 0
     received: int = 0
+    #: Acknowledged or stored in the source region, absent from a replica.
+    not_replicated: int = 0
+    #: Extra copies in a replica beyond what the source stores.
+    duplicated_by_replication: int = 0
+    #: A producer's values in a replica out of the order the source stored them in.
+    replicated_out_of_order: int = 0
+    #: Values found in the replicas (a figure, not an anomaly).
+    replicated: int = 0
+    #: Values in a replica before its copy of a replicated subscription's
+    #: mark-delete position that the subscription never received in the source.
+    replicated_subscription_ahead: int = 0
+    #: Values a replicated subscription's copy covers (a figure).
+    replicated_subscription_covers: int = 0
     faults: Counter = field(default_factory=Counter)
     reordered_by_process: Counter = field(default_factory=Counter)
     #: A few examples per anomaly, to start the investigation from.
@@ -78,7 +115,8 @@ class Report:
 
     def as_dict(self) -> dict[str, Any]:
         out = {name: getattr(self, name) for name in ("operations", "acknowledged", "indeterminate", "received",
-                                                      "redelivered", *ANOMALIES)}
+                                                      "redelivered", "replicated", "replicated_subscription_covers",
+                                                      *ANOMALIES)}
         out["faults"] = dict(self.faults)
         out["reordered_by_process"] = dict(self.reordered_by_process)
         out["examples"] = {k: v for k, v in self.examples.items() if v}
@@ -91,6 +129,9 @@ def check(ops: list[dict[str, Any]]) -> Report:
     invokes: dict[tuple[str, str], dict] = {}  # (topic, value) -> the invoke
     outcome: dict[tuple[str, str], dict] = {}  # (topic, value) -> the ok/fail/info
     logs: dict[str, list[tuple[int | None, str]]] = {}
+    replicas: dict[tuple[str, str], list[str]] = {}  # (topic, region) -> the values as that region stores them
+    replica_positions: dict[tuple[str, str], list[tuple[str, str]]] = {}  # -> [(value, "ledger:entry")]
+    replica_subscriptions: list[dict] = []
     # (topic, subscription) -> value -> times it was received; and the values in first-receipt order.
     receipts: dict[tuple[str, str], Counter] = defaultdict(Counter)
     first_receipts: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -119,6 +160,14 @@ def check(ops: list[dict[str, Any]]) -> Report:
         if f == "read" and kind == "ok":
             logs[op["topic"]] = [(entry[0], entry[1]) for entry in op.get("log", [])]
             continue
+        if f == "replica-read" and kind == "ok":
+            key = (op["topic"], str(op.get("region", "")))
+            replicas[key] = [entry[1] for entry in op.get("log", [])]
+            replica_positions[key] = [(entry[1], entry[2]) for entry in op.get("log", []) if len(entry) > 2]
+            continue
+        if f == "replica-subscription" and kind == "ok":
+            replica_subscriptions.append(op)
+            continue
         if f != "send":
             continue
         key = (op.get("topic"), op.get("value"))
@@ -140,6 +189,10 @@ def check(ops: list[dict[str, Any]]) -> Report:
     for topic in sorted(acked_topics - logs.keys()):
         report.unread_topics += 1
         report._example("unread_topics", topic)
+    for region in sorted({region for _, region in replicas}):
+        for topic in sorted(acked_topics - {t for t, r in replicas if r == region}):
+            report.unread_topics += 1
+            report._example("unread_topics", f"{topic} (its replica in {region})")
 
     # A refusal reported while the broker was being killed or paused may be
     # the client's verdict on a send whose fate it never heard: unknown, not "no".
@@ -150,6 +203,8 @@ def check(ops: list[dict[str, Any]]) -> Report:
             op["may_exist"] = True
     for topic, log in logs.items():
         _check_topic(report, topic, log, invokes, outcome)
+    for (topic, region), replica in sorted(replicas.items()):
+        _check_replica(report, topic, region, [value for _, value in logs.get(topic, [])], replica, outcome)
     for (topic, subscription), got in receipts.items():
         report.received += sum(got.values())
         report.redelivered += sum(n - 1 for n in got.values() if n > 1)
@@ -162,7 +217,34 @@ def check(ops: list[dict[str, Any]]) -> Report:
         if order is not None:
             _check_delivery_order(report, topic, subscription, order, first_receipts[(topic, subscription)],
                                   logs.get(topic), invokes)
+    for op in replica_subscriptions:
+        _check_replicated_subscription(report, op, replica_positions.get((op["topic"], str(op.get("region", "")))),
+                                       receipts.get((op["topic"], op.get("subscription", "")), Counter()))
     return report
+
+
+def _position(text: str) -> tuple[int, int]:
+    ledger, _, entry = str(text).partition(":")
+    return int(ledger), int(entry)
+
+
+def _check_replicated_subscription(report: Report, op: dict, positions: list[tuple[str, str]] | None,
+                                   received: Counter) -> None:
+    """Every value of the replica at or before the subscription copy's
+    mark-delete position was received by the subscription in the source."""
+    if op.get("mark_delete") is None or not positions:
+        return  # no copy yet (no snapshot completed), or no replica read to place it in
+    topic, subscription, region = op["topic"], op.get("subscription", ""), op.get("region", "")
+    mark = _position(op["mark_delete"])
+    for value, at in positions:
+        if _position(at) > mark:
+            continue
+        report.replicated_subscription_covers += 1
+        if received[value] == 0:
+            report.replicated_subscription_ahead += 1
+            report._example("replicated_subscription_ahead",
+                            f"{topic} ({subscription}): {value} at {at} is behind {region}'s copy of the "
+                            f"subscription ({op['mark_delete']}) but was never received here")
 
 
 def _check_delivery_order(report: Report, topic: str, subscription: str, order: str, firsts: list[str],
@@ -238,6 +320,42 @@ def _check_topic(report: Report, topic: str, log: list[tuple[int | None, str]],
             report.offset_violations += 1
             report._example("offset_violations",
                             f"{topic}: {value} acknowledged at offset {expected}, stored: {at_offset.get(expected)!r}")
+
+
+def _check_replica(report: Report, topic: str, region: str, source: list[str], replica: list[str],
+                   outcome: dict) -> None:
+    """``replica`` (the values of ``topic`` as ``region`` stores them) against
+    ``source`` (the source region's final read) and the acknowledgements."""
+    report.replicated += len(replica)
+    in_source, in_replica = Counter(source), Counter(replica)
+    acked = [value for (t, value), op in outcome.items() if t == topic and op["type"] == "ok"]
+    for value in dict.fromkeys(source + acked):  # each once, source order first
+        if in_replica[value] == 0:
+            report.not_replicated += 1
+            report._example("not_replicated", f"{topic}: {value} "
+                            f"({'stored' if in_source[value] else 'acknowledged'} here, not in {region})")
+    for value, count in in_replica.items():
+        extra = count - max(in_source[value], 1)
+        if extra > 0:
+            report.duplicated_by_replication += extra
+            report._example("duplicated_by_replication",
+                            f"{topic}: {value} stored {count} times in {region}, {in_source[value]} here")
+    # Each producer's values (``<process>:<seq>``) in the source's order: a
+    # value the replica has before one the source stored ahead of it is out.
+    place = {value: at for at, value in enumerate(dict.fromkeys(source))}
+    furthest: dict[str, tuple[int, str]] = {}
+    for value in dict.fromkeys(replica):
+        at = place.get(value)
+        if at is None:
+            continue  # not in the source's log: judged (if acknowledged) as the source's loss
+        producer = value.rsplit(":", 1)[0]
+        ahead = furthest.get(producer)
+        if ahead is not None and at < ahead[0]:
+            report.replicated_out_of_order += 1
+            report._example("replicated_out_of_order", f"{topic}: {value} after {ahead[1]} in {region}, "
+                                                       f"stored before it here")
+        else:
+            furthest[producer] = (at, value)
 
 
 def _behind_their_producer(topic: str, values: list[str], invokes: dict) -> list[tuple[str, int, int]]:

@@ -29,7 +29,9 @@ def _table(report: Report, seed: int | None = None, sync_policy: str | None = No
     table.add_column("count", justify="right")
     if sync_policy is not None:  # a recorded history does not say it: only the run's own table shows it
         table.add_row("sync policy", sync_policy)
-    for name in ("operations", "acknowledged", "indeterminate", "received", "redelivered", *ANOMALIES):
+    # The replication figures only where something was replicated (the regions topology).
+    figures = ("replicated", "replicated_subscription_covers") if report.replicated else ()
+    for name in ("operations", "acknowledged", "indeterminate", "received", "redelivered", *figures, *ANOMALIES):
         value = getattr(report, name)
         style = "red" if name in ANOMALIES and value else ""
         table.add_row(name.replace("_", " "), f"[{style}]{value}[/{style}]" if style else str(value))
@@ -54,9 +56,9 @@ def _verdict(report: Report) -> None:
 
 @chaos_app.command("run")
 def run_command(
-    topology: str = typer.Option("standalone", "--topology", help="standalone or cluster (3 brokers on etcd)"),
+    topology: str = typer.Option("standalone", "--topology", help="standalone, cluster (3 brokers on etcd) or regions (two one-broker regions replicating; workloads write to the first, the second's copy is checked)"),
     duration: float = typer.Option(60.0, "--duration", min=1, help="Seconds of faults and traffic"),
-    faults: str = typer.Option("kill,pause", "--faults", help="Comma-separated: kill, pause, restart, fsync-error (EIO from fsync for 1-3 s; needs ptrace: root or CAP_SYS_PTRACE), clock-jump (a broker's wall clock steps +90 s, +10 min, +2 h, +8 d, -30 s or -10 min, held 3-6 s or left; libfaketime, installed when root); standalone also cut, disk-full (root); cluster also kill-etcd, pause-etcd, move, move-kill, move-kill-source, split, partition (root)"),
+    faults: str = typer.Option("kill,pause", "--faults", help="Comma-separated: kill, pause, restart, fsync-error (EIO from fsync for 1-3 s; needs ptrace: root or CAP_SYS_PTRACE), clock-jump (a broker's wall clock steps +90 s, +10 min, +2 h, +8 d, -30 s or -10 min, held 3-6 s or left; libfaketime, installed when root); standalone also cut, disk-full (root); cluster also kill-etcd, pause-etcd, move, move-kill, move-kill-source, split, partition (root); regions: kill, pause, restart (either region's broker), cut (the link to the second region down 1-4 s), kill-etcd, pause-etcd"),
     seed: int = typer.Option(1, "--seed", help="Seeds the fault schedule and the workloads"),
     out: Path = typer.Option(Path("./chaos-out"), "--out", help="history.jsonl, report.json, broker.log"),
     interval: str = typer.Option("2,5", "--interval", help="Seconds between a heal and the next fault: MIN,MAX"),

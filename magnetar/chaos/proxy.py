@@ -14,11 +14,20 @@ import threading
 
 
 class CutProxy:
-    def __init__(self, target_port: int, host: str = "127.0.0.1") -> None:
-        self.target = (host, target_port)
+    """Listens on ``host``:``listen_port`` (0: any free port) and forwards to
+    ``target_host`` (default ``host``):``target_port``. A fixed port on
+    another loopback address than the target's lets the proxy stand at a
+    broker's advertised address (the regions topology: every connection to
+    region B, the replicators' included, passes through it). OSError if
+    the port is taken."""
+
+    def __init__(self, target_port: int, host: str = "127.0.0.1", listen_port: int = 0,
+                 target_host: str | None = None) -> None:
+        self.target = (target_host or host, target_port)
+        self.host = host
         self.listener = socket.socket()
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.listener.bind((host, 0))
+        self.listener.bind((host, listen_port))
         self.listener.listen(64)
         self.port = self.listener.getsockname()[1]
         self.cuts = 0
@@ -29,7 +38,7 @@ class CutProxy:
 
     @property
     def url(self) -> str:
-        return f"pulsar://{self.target[0]}:{self.port}"
+        return f"pulsar://{self.host}:{self.port}"
 
     def cut(self) -> int:
         """Close every connection through the proxy now; returns how many."""

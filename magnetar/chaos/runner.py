@@ -23,11 +23,16 @@ from typing import Callable
 from .checker import Report, check
 from .history import History
 from .plot import write_svg
-from .systems import SYSTEMS
+from .regions import RegionsSystem
+from .systems import SYSTEMS as _SYSTEMS
 from .consumers import SubscriptionConsumer, TopicReader, Receiver
 from .workloads import ConditionalWriter, DedupProducer, ExclusiveWriter, IdempotentProducer, Workload, read_log
 
 NAMESPACE = "public/default"
+#: Every topology: those of :mod:`.systems`, and ``regions``, registered
+#: here because :mod:`.regions` builds on :mod:`.systems` (an import back
+#: from there would be a circle).
+SYSTEMS = {**_SYSTEMS, "regions": RegionsSystem}
 
 
 @dataclass
@@ -103,6 +108,8 @@ def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: 
         system.start()
         _prepare_namespace(system.admin_url)
         workloads = _workloads(system.service_url, history, seed)
+        if hasattr(system, "extra_workloads"):  # the regions topology's replicated subscription
+            workloads += system.extra_workloads(workloads, history, seed)
         if hasattr(system, "topics"):  # the cluster's move and split faults act on their bundles
             system.topics = sorted({w.topic for w in workloads})
         for w in workloads:
@@ -139,6 +146,8 @@ def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: 
                 raise RuntimeError(f"the final read of {topic} failed: {exc!r}; its bundle may have no owner "
                                    f"(see the nemesis's heal lines in the history and the brokers' logs)") from exc
             history.add("final", "ok", "read", topic=topic, log=log)
+        if hasattr(system, "read_replicas"):  # the regions topology: each topic's copy in the other region
+            system.read_replicas(history, sorted({w.topic for w in workloads}))
     finally:
         for w in workloads:
             w.stop()

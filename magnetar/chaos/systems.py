@@ -36,6 +36,7 @@ Every broker of a run stores with one sync policy (``--sync-policy``,
 :data:`SYNC_POLICIES`): ``always`` (the default) or ``interval``.
 
 Each ``inject`` returns once the system is healed (restarted, resumed).
+``regions`` (two replicating regions) is in :mod:`.regions`, built on these helpers.
 """
 from __future__ import annotations
 

@@ -239,8 +239,9 @@ class ConditionalWriter(Workload):
             client.close()
 
 
-def read_log(service_url: str, topic: str, timeout_s: float = 60.0) -> list[list]:
-    """The topic as stored: ``[[offset, value], ...]`` from the earliest entry."""
+def read_log(service_url: str, topic: str, timeout_s: float = 60.0, positions: bool = False) -> list[list]:
+    """The topic as stored: ``[[offset, value], ...]`` from the earliest entry;
+    with ``positions``, ``[[offset, value, "ledger:entry"], ...]``."""
     client = magnetar_client.Client(service_url, operation_timeout_seconds=30)
     deadline = time.monotonic() + timeout_s
     try:
@@ -251,6 +252,9 @@ def read_log(service_url: str, topic: str, timeout_s: float = 60.0) -> list[list
                 raise TimeoutError(f"reading {topic} took more than {timeout_s:.0f} s")
             msg = reader.read_next(10_000)
             log.append([msg.offset, msg.data().decode(errors="replace")])
+            if positions:
+                mid = msg.message_id()
+                log[-1].append(f"{mid.ledger_id()}:{mid.entry_id()}")
         return log
     finally:
         client.close()

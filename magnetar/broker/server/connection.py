@@ -114,11 +114,12 @@ class ServerConnection(asyncio.Protocol):
             log.warning("closing connection from %s: %s", self.peer, exc)
             self.close()
             return
-        handlers, on_send = self._handlers, produce.on_send
+        handlers, on_plain_send = self._handlers, produce.on_plain_send
         for frame in frames:
             try:
                 if frame.command.__class__ is SendCommandView:
-                    on_send(self, frame)  # the per-entry frame: no route to look up, no text to check
+                    # The per-entry frame: no route to look up, no text to check.
+                    on_plain_send(self, *frame)
                     continue
                 if frame.command.type in malformed.NAMED and malformed.refuse_if_malformed(self, frame):
                     continue

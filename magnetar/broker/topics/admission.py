@@ -59,6 +59,15 @@ class ProducerAdmission:
                 # waiters it had before the move), or a fencing producer takes
                 # the topic from it as it would have on the old owner.
                 await self._end_reservation_now()
+            if mode == AccessMode.Shared and producer.replicator:
+                # Geo-replication's producer brings what was written in
+                # another region: it writes beside whoever holds the topic
+                # here, and does not count as a producer for the access
+                # modes. Counted, it kept WaitForExclusive producers waiting
+                # as long as it stayed connected (and was refused while an
+                # exclusive producer held the topic: Pulsar's issue #24914).
+                self._attach(producer)
+                return None
             if mode == AccessMode.Shared:
                 if self.reserved_for is not None:
                     raise ProducerBusy(f"topic {self.name} has an exclusive producer ({self.reserved_for}) "
@@ -74,12 +83,12 @@ class ProducerAdmission:
                 # (A holder coming back after a move is not a takeover: the
                 # waiters it had before the move stay queued behind it.)
                 self._fence_all(f"fenced by exclusive producer {producer.name}")
-            elif self.producers or self.exclusive_producer is not None or self.reserved_for is not None:
+            elif self._has_local_producers() or self.exclusive_producer is not None or self.reserved_for is not None:
                 if mode == AccessMode.Exclusive:
                     # Pulsar answers an Exclusive producer that cannot have the
                     # topic with ProducerFenced (ProducerBusy is for Shared).
                     raise ProducerFenced(
-                        f"topic {self.name} has {len(self.producers)} producer(s); exclusive access refused"
+                        f"topic {self.name} has a producer; exclusive access refused"
                     )
                 waiter = asyncio.get_running_loop().create_future()
                 self.waiting.append((producer, waiter))
@@ -89,6 +98,10 @@ class ProducerAdmission:
                 raise ProducerFenced(f"topic {self.name} has producers waiting for exclusive access")
             await self._take_exclusive(producer, requested_epoch)
             return None
+
+    def _has_local_producers(self) -> bool:
+        """Whether a producer other than geo-replication's is attached."""
+        return any(not p.replicator for p in self.producers.values())
 
     def _check_epoch(self, requested: int | None) -> None:
         if requested is not None and requested < self.topic_epoch:
@@ -134,6 +147,8 @@ class ProducerAdmission:
 
     def _fence_all(self, reason: str) -> None:
         for other in list(self.producers.values()):
+            if other.replicator:
+                continue  # not a rival: see add_producer
             other.fenced = True
             self.producers.pop(other.name, None)
             self.service.notify_producer_closed(other)
@@ -151,7 +166,7 @@ class ProducerAdmission:
         log.info("%s: exclusive producer %s did not come back after the move", self.name, self.reserved_for)
         self._clear_reservation()
         asyncio.get_running_loop().create_task(self._forget_reservation())
-        if not self.producers and self.waiting:
+        if not self._has_local_producers() and self.waiting:
             asyncio.get_running_loop().create_task(self._promote_next())
 
     async def _end_reservation_now(self) -> None:
@@ -189,18 +204,24 @@ class ProducerAdmission:
                 break
         if self.exclusive_producer is producer:
             self.exclusive_producer = None
-        if not self.producers and self.waiting:
+        if not self._has_local_producers() and self.waiting:
             asyncio.get_running_loop().create_task(self._promote_next())
 
     async def _promote_next(self) -> None:
         async with self._admission:
-            while self.waiting and not self.producers and self.exclusive_producer is None \
+            while self.waiting and not self._has_local_producers() and self.exclusive_producer is None \
                     and self.reserved_for is None:
                 producer, fut = self.waiting.popleft()
                 if fut.done():
                     continue
+                requested = getattr(producer, "requested_epoch", None)
                 try:
-                    await self._take_exclusive(producer, getattr(producer, "requested_epoch", None))
+                    # A holder that reconnected and queued (its epoch was
+                    # current then) is fenced if another producer held the
+                    # topic meanwhile, as it would be had it arrived now:
+                    # its pending sends must not land after that one's.
+                    self._check_epoch(requested)
+                    await self._take_exclusive(producer, requested)
                 except BrokerError as exc:
                     _settle(fut, exc)
                     continue

@@ -436,15 +436,20 @@ class Deduplicator:
             md = PayloadBlock(producer_block(data)).metadata
         except Exception:
             return
-        if md.magnetar_pid:
+        # Replicated first: an entry an idempotent producer wrote in another
+        # region keeps that producer's pid in its metadata, but here it was
+        # the replicator's producer that sent it, deduplicated by the source
+        # position (as :meth:`check` does, the replicator not being
+        # idempotent). Taken for the pid's, it left the replicator's
+        # highwater behind after a restart, and the resends were stored
+        # again (found by the chaos harness's regions topology).
+        if md.HasField("replicated_from") and (sent := replicated_sequence(md.replicated_from, md.properties)):
+            state = self.names.setdefault(sent[0], SequenceState())
+            last = sent[1]
+        elif md.magnetar_pid:
             state = self.pids.setdefault(md.magnetar_pid, SequenceState())
             last = md.magnetar_sequence + n - 1
             state.generation = max(state.generation, md.magnetar_generation)
-        elif md.HasField("replicated_from") and (sent := replicated_sequence(md.replicated_from, md.properties)):
-            # A replicator's producer is deduplicated by the source position
-            # it sent, not by the original producer's name and sequence.
-            state = self.names.setdefault(sent[0], SequenceState())
-            last = sent[1]
         else:
             state = self.names.setdefault(md.producer_name, SequenceState())
             last = max(md.sequence_id, md.highest_sequence_id)

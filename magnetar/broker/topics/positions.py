@@ -96,6 +96,18 @@ def _is_marker_entry(entry: Entry) -> bool:
     return metadata is not None and is_marker(metadata)
 
 
+def _entry_before(ledger: ManagedLedger, pos: Position) -> Position | None:
+    """The stored entry just before ``pos``, in its ledger or the last entry
+    of the ledger before it; None before the first stored entry."""
+    if pos.entry_id > 0:
+        return before(pos)
+    earlier = [info for info in ledger.ledgers if info.ledger_id < pos.ledger_id and info.entries > 0]
+    if not earlier:
+        return None
+    last = max(earlier, key=lambda info: info.ledger_id)
+    return Position(last.ledger_id, last.entries - 1)
+
+
 async def last_message_id(ledger: ManagedLedger, skip_markers: bool) -> pb.MessageIdData:
     """The id of the last message stored, as GET_LAST_MESSAGE_ID answers it.
 
@@ -109,11 +121,18 @@ async def last_message_id(ledger: ManagedLedger, skip_markers: bool) -> pb.Messa
         return pb.MessageIdData(ledgerId=end.ledger_id, entryId=end.entry_id & UINT64_MAX)
     entries: list[Entry] = await ledger.read_entries(last, 1)
     if skip_markers:
-        while entries and last.entry_id > 0 and _is_marker_entry(entries[0]):
-            last = before(last)
+        # Back across ledgers: after a restart or a rollover the newest
+        # ledger may hold markers only (snapshots written after the last
+        # message), and its ``L:-1`` reads as an empty topic to clients
+        # (found by the chaos harness's regions topology: a reader from the
+        # earliest message of a topic with 18,226 messages read none).
+        while entries and _is_marker_entry(entries[0]):
+            earlier = _entry_before(ledger, last)
+            if earlier is None:  # markers only: the topic has no message
+                last, entries = before(last), []
+                break
+            last = earlier
             entries = await ledger.read_entries(last, 1)
-        if entries and _is_marker_entry(entries[0]):
-            last, entries = before(last), []
     mid = pb.MessageIdData(ledgerId=last.ledger_id, entryId=last.entry_id & UINT64_MAX)
     if entries:
         n = entry_info(entries[0].data).num_messages

@@ -54,12 +54,15 @@ def test_the_current_host_moves_on_only_when_it_is_the_one_that_failed():
 
 class FakeConn:
     """A connection whose broker answers every lookup with Connect to itself,
-    or hangs (a paused broker) when ``hang``."""
+    or hangs (a paused broker) when ``hang``, or raises ``refusal`` (an error
+    answer) when given."""
 
-    def __init__(self, url: str, hang: bool) -> None:
-        self.url, self.hang = url, hang
+    def __init__(self, url: str, hang: bool, refusal: Exception | None = None) -> None:
+        self.url, self.hang, self.refusal = url, hang, refusal
 
     async def request(self, cmd, timeout):
+        if self.refusal is not None:
+            raise self.refusal
         if self.hang:
             await asyncio.sleep(timeout)
             raise errors.Timeout(f"{self.url} did not answer")
@@ -67,7 +70,7 @@ class FakeConn:
                        response=pb.CommandLookupTopicResponse.Connect)
 
 
-def fake_client(url: str, dead=(), hanging=()) -> tuple[AsyncClient, list[str]]:
+def fake_client(url: str, dead=(), hanging=(), refusal: Exception | None = None) -> tuple[AsyncClient, list[str]]:
     client = AsyncClient(url, operation_timeout_seconds=3)
     tried: list[str] = []
 
@@ -75,7 +78,7 @@ def fake_client(url: str, dead=(), hanging=()) -> tuple[AsyncClient, list[str]]:
         tried.append(target)
         if target in dead:
             raise errors.ConnectError(f"cannot connect to {target}: refused")
-        return FakeConn(target, target in hanging)
+        return FakeConn(target, target in hanging, refusal)
 
     client.connection_to = connection_to  # type: ignore[method-assign]
     return client, tried
@@ -107,19 +110,7 @@ async def test_when_no_host_answers_the_last_error_is_raised():
 
 
 async def test_not_ready_is_raised_and_the_next_call_asks_the_next_host():
-    client, tried = fake_client("pulsar://a:1,b:2")
-
-    async def refusing(cmd, timeout):
-        raise errors.ServiceUnitNotReady("not yet")
-
-    real = client.connection_to
-
-    async def connection_to(target, timeout=None):
-        conn = await real(target, timeout)
-        conn.request = refusing
-        return conn
-
-    client.connection_to = connection_to  # type: ignore[method-assign]
+    client, tried = fake_client("pulsar://a:1,b:2", refusal=errors.ServiceUnitNotReady("not yet"))
     with pytest.raises(errors.ServiceUnitNotReady):
         await client.lookup("persistent://public/default/t", timeout=1.0)
     assert tried == ["pulsar://a:1"], "the caller's backoff paces the retry"
@@ -127,19 +118,7 @@ async def test_not_ready_is_raised_and_the_next_call_asks_the_next_host():
 
 
 async def test_other_error_answers_come_from_a_live_broker_and_move_nothing():
-    client, tried = fake_client("pulsar://a:1,b:2")
-
-    async def refusing(cmd, timeout):
-        raise errors.AuthorizationError("no")
-
-    real = client.connection_to
-
-    async def connection_to(target, timeout=None):
-        conn = await real(target, timeout)
-        conn.request = refusing
-        return conn
-
-    client.connection_to = connection_to  # type: ignore[method-assign]
+    client, tried = fake_client("pulsar://a:1,b:2", refusal=errors.AuthorizationError("no"))
     with pytest.raises(errors.AuthorizationError):
         await client.lookup("persistent://public/default/t", timeout=1.0)
     assert tried == ["pulsar://a:1"] and client._service_hosts.current == "pulsar://a:1"

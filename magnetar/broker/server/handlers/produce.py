@@ -21,7 +21,7 @@ from magnetar.metadata import MetadataError
 from magnetar.protocol import ProtocolError, ServerError, pb
 from magnetar.storage import StorageError
 from magnetar.protocol.commands import Type, command, error, message_id, success
-from magnetar.protocol.frames import Frame
+from magnetar.protocol.frames import Frame, PayloadBlock
 
 from .. import permissions
 from .session import UINT64_MAX, Session, topic_name
@@ -120,9 +120,17 @@ def disconnect_producer(session: Session, producer: Producer, assigned: tuple[st
 
 
 def on_send(session: Session, frame: Frame) -> None:
-    send = frame.command.send
+    """A SEND frame (protobuf's or the fast decoder's): see :func:`on_plain_send`."""
+    on_plain_send(session, frame.command.send, frame.block)
+
+
+def on_plain_send(session: Session, send, block: PayloadBlock | None) -> None:
+    """One entry's SEND (``send``: a ``CommandSend`` or the fast decoder's
+    ``SendCommandView``): queued behind its producer's earlier sends and
+    published, or answered at once (unknown producer, bad checksum). Raises
+    ProtocolError (the connection closes) for a SEND without a payload."""
     producer = session.producers.get(send.producer_id)
-    if frame.block is None:
+    if block is None:
         raise ProtocolError("SEND without a payload")
     if producer is None:
         session.write(command(Type.SEND_ERROR, producer_id=send.producer_id, sequence_id=send.sequence_id,
@@ -134,7 +142,6 @@ def on_send(session: Session, frame: Frame) -> None:
     if session.pending_sends > MAX_PENDING_SENDS and not session.reading_paused and session.transport is not None:
         session.reading_paused = True
         session.transport.pause_reading()
-    block = frame.block
     if block.checked == 1 or block.verify_checksum():  # checked: the compiled decoder's verdict
         producer.topic.publish_into(producer, send, block, pending, session.received_ms)
     else:

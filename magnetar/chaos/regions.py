@@ -1,0 +1,289 @@
+"""The ``regions`` topology of ``magnetar chaos run``: two regions that
+geo-replicate (docs/regions.md), the workloads writing into one of them.
+
+What runs (what ``magnetar geo up --regions 2`` runs, made of the harness's
+own :class:`~.broker.BrokerProcess` so each broker can be killed, paused
+and restarted on its own): one etcd; ``region-a`` and ``region-b``, each a
+one-broker cluster with its own metadata prefix and storage, sharing the
+configuration store (prefix ``/global``). The chaos namespace
+(``public/default``) replicates between both; the runner sets
+deduplication and infinite retention on it (policies live in the shared
+store, so both regions have them).
+
+- The workloads and consumers connect to region A only, so the checker
+  judges A exactly as in the other topologies.
+- Region B's broker listens on ``127.0.0.2`` and is reached only through a
+  :class:`LinkProxy` standing at its advertised address ``127.0.0.1:<port>``
+  (its admin port likewise, through a plain forwarder): the cluster record
+  in the configuration store names that address, so A's replicators reach
+  B through the proxy, whichever broker restarts.
+- After the run (:meth:`RegionsSystem.read_replicas`) each topic's copy in
+  B is read once A's replicator reports an empty backlog to B (topic stats,
+  ``replication.region-b.replicationBacklog`` = 0: its cursor's mark-delete
+  moves only after B's receipts), waited for with a deadline. The reads are
+  recorded as ``replica-read`` ops; :func:`.checker.check` judges them
+  (**not replicated**, **duplicated by replication**, **replicated out of
+  order**). A consumer in A with a replicated subscription (PIP-33,
+  :class:`ReplicatedSubscriptionConsumer`, added by
+  :meth:`RegionsSystem.extra_workloads`) is judged in A like the others;
+  its copy's mark-delete position in B is recorded as a
+  ``replica-subscription`` op (**replicated subscription ahead** if it
+  covers a message the consumer never received).
+
+Faults: ``kill``, ``pause``, ``restart`` of either region's broker (drawn at
+random; a pause may outlast the 3 s session); ``cut``: every connection
+to region B (A's replicators'; B's reach A directly) dropped and the link
+held down 1-4 s (each connection
+attempt dropped at its first bytes: the replicators' sends wait, then
+resume; B deduplicates what is sent again); ``kill-etcd`` (SIGKILL, restart
+on the same data after 1-3 s) and ``pause-etcd`` (SIGSTOP 1-4 s) of the
+etcd both regions share.
+
+Failure modes: :class:`~.broker.BrokerDidNotStart` if a broker does not
+start; ``EtcdNotInstalled`` / ``EtcdStartError`` for etcd; OSError if a
+port of region B cannot be taken on both loopback addresses. A replica
+that has not caught up by the deadline is read anyway and marked
+``caught_up: false``: what it lacks is reported as not replicated.
+"""
+from __future__ import annotations
+
+import json
+import random
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+from .broker import BrokerProcess
+from .consumers import SubscriptionConsumer
+from .history import History
+from .proxy import CutProxy
+from .systems import SESSION_TTL_S, _broker_config, _hit
+from .workloads import read_log
+
+REGIONS = ("region-a", "region-b")
+#: Where region B's broker really listens: its advertised address
+#: (127.0.0.1) belongs to the proxies in front of it.
+REPLICA_BIND = "127.0.0.2"
+#: How long the final reads wait for A's replicators to drain, per topic.
+CATCH_UP_S = 120.0
+#: The subscription whose state replicates (PIP-33), on the dedup topic.
+REPLICATED_SUBSCRIPTION = "chaos-replicated"
+
+
+class ReplicatedSubscriptionConsumer(SubscriptionConsumer):
+    """A Failover consumer in region A on :data:`REPLICATED_SUBSCRIPTION`,
+    created with ``replicate_subscription_state_enabled``: A's acknowledged
+    position travels to B's copy of the subscription. Judged in A like the
+    other Failover consumer (every acknowledged send, each producer in
+    order); its copy in B is judged by the checker (never ahead of what
+    this consumer received)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, consumer_type="Failover", **kwargs)
+        self.subscription = REPLICATED_SUBSCRIPTION
+
+    def _open(self, pulsar, client):
+        return client.subscribe(self.topic, self.subscription, consumer_type=pulsar.ConsumerType.Failover,
+                                initial_position=pulsar.InitialPosition.Earliest,
+                                replicate_subscription_state_enabled=True)
+
+
+class LinkProxy(CutProxy):
+    """A :class:`CutProxy` that can also be held down: while :attr:`down`,
+    a connection is dropped as soon as either side sends anything (a new
+    connection is accepted, then dropped at its first frame), as a network
+    that lost the route would."""
+
+    down = False
+
+    def relay(self, from_broker: bool = False):
+        def send(data: bytes, dst) -> None:
+            if self.down:
+                raise OSError("the link is down")  # _pump closes both sides
+            dst.sendall(data)
+        return send
+
+
+def region_broker(base: Path, name: str, store_url: str, configuration_store: str, config: Path,
+                  bind: str | None = None) -> BrokerProcess:
+    """Region ``name``'s one broker, with ``magnetar geo up``'s command line;
+    advertising 127.0.0.1 but listening on ``bind`` if given."""
+    from magnetar.cluster_cli import broker_command
+
+    base.mkdir(parents=True, exist_ok=True)
+
+    def args(port: int, admin_port: int) -> list[str]:
+        cmd = broker_command(name, store_url, configuration_store, base, 0, port, admin_port, SESSION_TTL_S,
+                             str(config))
+        return cmd + (["--bind-address", bind] if bind else [])
+
+    return BrokerProcess(args, base / "broker-0.log")
+
+
+class RegionsSystem:
+    """Two regions on one etcd (see the module docstring). The runner
+    writes into :attr:`service_url` (region A) and, after its final reads,
+    calls :meth:`read_replicas`; each :meth:`inject` returns once healed."""
+
+    faults = ("kill", "pause", "restart", "cut", "kill-etcd", "pause-etcd")
+
+    #: How long a fault's effects go on after its heal: a lapsed session is
+    #: noticed up to a TTL later (as in the cluster topology).
+    aftermath_s = SESSION_TTL_S + 2.0
+
+    def __init__(self, out_dir: Path, faults: tuple[str, ...] | list[str] = (), seed: int = 0) -> None:
+        """Nothing starts here. ``faults`` and ``seed`` are the runner's
+        common arguments: every fault of this topology works anywhere
+        (no root, no ptrace), so none is refused up front."""
+        self.base = out_dir / "regions"
+        self.etcd = None
+        self.brokers: dict[str, BrokerProcess] = {}
+        #: In front of region B's Pulsar port (the replication link) and admin port.
+        self.link: LinkProxy | None = None
+        self._admin_forward: CutProxy | None = None
+        #: (topic, subscription) of the replicated subscriptions, set by extra_workloads.
+        self.replicated_subscriptions: list[tuple[str, str]] = []
+
+    @property
+    def service_url(self) -> str:
+        """Region A's: where the workloads write."""
+        return self.brokers[REGIONS[0]].service_url
+
+    @property
+    def admin_url(self) -> str:
+        return self.brokers[REGIONS[0]].admin_url
+
+    @property
+    def replica_service_url(self) -> str:
+        return self.brokers[REGIONS[1]].service_url
+
+    @property
+    def replica_admin_url(self) -> str:
+        return self.brokers[REGIONS[1]].admin_url
+
+    def start(self) -> None:
+        from magnetar.metadata.etcd_server import EtcdServer
+
+        self.etcd = EtcdServer(self.base / "etcd")
+        self.etcd.start()
+        shared = self.etcd.store_url("global")
+        config = _broker_config(self.base)
+        a, b = REGIONS
+        self.brokers[a] = region_broker(self.base / a, a, self.etcd.store_url(a), shared, config)
+        self.brokers[b] = replica = region_broker(self.base / b, b, self.etcd.store_url(b), shared, config,
+                                                  bind=REPLICA_BIND)
+        # The proxies first: B registers 127.0.0.1:<port> in its cluster
+        # record as it starts, and A's replicators dial it at once.
+        self.link = LinkProxy(replica.port, listen_port=replica.port, target_host=REPLICA_BIND)
+        self._admin_forward = CutProxy(replica.admin_port, listen_port=replica.admin_port, target_host=REPLICA_BIND)
+        self.brokers[a].start()
+        replica.start()
+        _admin(self.admin_url, "/admin/v2/namespaces/public/default/replication", "POST", list(REGIONS))
+        # Policies live in the shared store: B sees the list A set (a condition, not a pause).
+        _wait(lambda: sorted(_admin(self.replica_admin_url, "/admin/v2/namespaces/public/default/replication")
+                             or []) == sorted(REGIONS), 30.0, "region B to see the replication clusters")
+
+    def inject(self, kind: str, rng: random.Random) -> str:
+        if kind == "cut":
+            assert self.link is not None
+            self.link.down = True
+            try:
+                cut = self.link.cut()
+                hold = rng.uniform(1.0, 4.0)
+                time.sleep(hold)  # the link stays down: the replicators' sends wait
+            finally:
+                self.link.down = False
+            return f"cut {cut} connections to {REGIONS[1]}, link down {hold:.1f} s"
+        if kind == "kill-etcd":
+            self.etcd.kill()
+            time.sleep(rng.uniform(1.0, 3.0))
+            self.etcd.start()
+            return kind
+        if kind == "pause-etcd":
+            self.etcd.pause()
+            time.sleep(rng.uniform(1.0, 4.0))
+            self.etcd.resume()
+            return kind
+        region = rng.choice(REGIONS)
+        _hit(self.brokers[region], kind, rng, longest_pause=2 * SESSION_TTL_S + 2)
+        return f"{kind} {region}"
+
+    def extra_workloads(self, workloads: list, history: History, seed: int) -> list:
+        """What this topology adds to the runner's workloads: a consumer with
+        a replicated subscription on the ``dedup`` process's topic."""
+        topic = next(w.topic for w in workloads if w.process == "dedup")
+        self.replicated_subscriptions = [(topic, REPLICATED_SUBSCRIPTION)]
+        return [ReplicatedSubscriptionConsumer("replicated", self.service_url, topic, history, seed + 11)]
+
+    def read_replicas(self, history: History, topics: list[str]) -> None:
+        """Record, for each topic, its copy in region B as a ``replica-read``
+        op (``log`` entries ``[offset, value, "ledger:entry"]``, B's
+        positions), once A's replicator to B has drained (or the deadline
+        passed: ``caught_up`` false); then, for each replicated
+        subscription, its copy's mark-delete position in B as a
+        ``replica-subscription`` op (``mark_delete`` None if B has no copy:
+        no snapshot completed)."""
+        b = REGIONS[1]
+        for topic in topics:
+            history.add("final-replica", "invoke", "replica-read", topic=topic, region=b)
+            started = time.monotonic()
+            caught_up = _wait(lambda: self.replication_backlog(topic) == 0, CATCH_UP_S, None)
+            waited = round(time.monotonic() - started, 3)
+            log = read_log(self.replica_service_url, topic, positions=True)
+            history.add("final-replica", "ok", "replica-read", topic=topic, region=b, log=log,
+                        caught_up=caught_up, waited_s=waited)
+        for topic, subscription in self.replicated_subscriptions:
+            path = "/admin/v2/" + topic.replace("://", "/", 1) + "/internalStats"
+            cursor = (_admin(self.replica_admin_url, path) or {}).get("cursors", {}).get(subscription)
+            history.add("final-replica", "ok", "replica-subscription", topic=topic, region=b,
+                        subscription=subscription, mark_delete=cursor.get("markDeletePosition") if cursor else None)
+
+    def replication_backlog(self, topic: str) -> int | None:
+        """A's backlog of ``topic`` towards B, from A's topic stats; None if
+        A does not answer or has no replicator to B yet."""
+        path = "/admin/v2/" + topic.replace("://", "/", 1) + "/stats"
+        try:
+            stats = _admin(self.admin_url, path)
+        except (OSError, ValueError):
+            return None  # A is loading the topic, or busy: ask again
+        entry = (stats or {}).get("replication", {}).get(REGIONS[1])
+        return None if entry is None else int(entry.get("replicationBacklog", -1))
+
+    def stop(self) -> None:
+        """Stop both brokers, the proxies and etcd. Safe after a failed start."""
+        try:
+            for broker in self.brokers.values():
+                broker.stop()
+            for proxy in (self.link, self._admin_forward):
+                if proxy is not None:
+                    proxy.close()
+        finally:
+            if self.etcd is not None and self.etcd.running:
+                self.etcd.stop()
+
+
+def _admin(base_url: str, path: str, method: str = "GET", body=None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(base_url + urllib.parse.quote(path), data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        raw = resp.read()
+        return json.loads(raw) if raw else None
+
+
+def _wait(condition, timeout: float, what: str | None) -> bool:
+    """Poll ``condition`` until true (True) or ``timeout`` (False, or
+    TimeoutError naming ``what`` if given). Errors count as not yet."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if condition():
+                return True
+        except (OSError, ValueError):
+            pass
+        if time.monotonic() > deadline:
+            if what is not None:
+                raise TimeoutError(f"waited {timeout:.0f} s for {what}")
+            return False
+        time.sleep(0.2)  # the poll interval of a condition with a deadline
