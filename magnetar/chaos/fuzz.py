@@ -210,7 +210,7 @@ class _Canary(threading.Thread):
     def __init__(self, service_url: str, topic: str | None = None, name: str = "canary") -> None:
         super().__init__(daemon=True)
         self.service_url = service_url
-        self.name_ = name
+        self.name_ = name  # for the report (Thread.name is the thread's own)
         self.topic = topic or f"persistent://public/default/fuzz-canary-{uuid.uuid4().hex[:8]}"
         self.stop_event = threading.Event()
         self.sent: list[bytes] = []
