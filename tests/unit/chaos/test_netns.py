@@ -93,7 +93,11 @@ def test_partitions_hit_every_broker_outlast_the_session_and_repeat_with_the_see
     assert {p.victim for p in many if p.mode == "isolate"} == {0, 1, 2}
     assert {p.victim for p in many if p.mode != "isolate"} == {0, 1, 2}
     assert {p.mode for p in many} == set(MODES)
-    assert all(4.0 <= p.hold_s <= 7.0 for p in many)
+    # Past the 3 s session by 1-4 s; a clients cut (no session lapses) up to
+    # 16 s, past the workloads' 10 s send timeout about half the time.
+    assert all(4.0 <= p.hold_s <= 7.0 for p in many if p.mode != "clients")
+    clients = [p.hold_s for p in many if p.mode == "clients"]
+    assert all(4.0 <= hold <= 16.0 for hold in clients) and max(clients) > 10.0
 
 
 def test_partition_is_refused_up_front_when_not_root(monkeypatch, tmp_path):
