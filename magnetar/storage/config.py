@@ -33,7 +33,8 @@ class StorageConfig:
         one cursor. Acks in between wait and share the next write. 0: write as
         soon as the previous write finished (acks still coalesce while it runs).
     read_cache_bytes: size of each managed ledger's tail cache (the most
-        recently appended entries, served to readers without disk reads).
+        recently appended entries, served to readers without disk reads; it
+        may go an eighth over before it evicts, in one go, down to this).
         0 disables it.
     """
 

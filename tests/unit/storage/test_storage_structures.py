@@ -1,7 +1,7 @@
 """The small data structures: position ranges and the tail cache."""
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from magnetar.storage import Position
@@ -68,3 +68,39 @@ def test_disabled_cache():
     cache = TailCache(0)
     cache.put_many(1, 0, [b"x"])
     assert cache.get(1, 0, 0) == [] and cache.bytes == 0
+
+
+def test_tail_cache_evicts_in_chunks_down_to_its_size():
+    """Past an eighth over its size the cache drops the oldest entries down to
+    its size at once, so the next puts do not each evict one."""
+    cache = TailCache(max_bytes=800)
+    for i in range(9):
+        cache.put_many(1, i, [bytes(100)])
+    assert cache.bytes == 900 and cache.first_cached(1) == 0  # an eighth over: not yet
+    cache.put_many(1, 9, [bytes(100)])
+    assert cache.bytes == 800 and cache.first_cached(1) == 2
+    cache.put_many(1, 10, [bytes(100)])
+    assert cache.bytes == 900 and cache.first_cached(1) == 2  # no eviction for this one
+
+
+@settings(max_examples=200)
+@given(puts=st.lists(st.tuples(st.integers(0, 2), st.lists(st.integers(1, 300), min_size=1, max_size=20)),
+                     max_size=40),
+       size=st.integers(1, 2000))
+def test_tail_cache_keeps_a_suffix_of_each_run_within_bounds(puts, size):
+    cache = TailCache(max_bytes=size)
+    written: dict[int, list[bytes]] = {}
+    for ledger, sizes in puts:
+        datas = [bytes([len(written.get(ledger, [])) % 256]) * n for n in sizes]
+        cache.put_many(ledger, len(written.get(ledger, [])), datas)
+        written.setdefault(ledger, []).extend(datas)
+        held = 0
+        for lid, entries in written.items():
+            first = cache.first_cached(lid)
+            if first is None:
+                continue
+            cached = cache.get(lid, first, len(entries))
+            assert cached == entries[first:], "a run is the newest entries, contiguous"
+            held += sum(map(len, cached))
+        assert held == cache.bytes
+        assert cache.bytes <= size + size // 8
