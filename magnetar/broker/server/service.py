@@ -94,6 +94,12 @@ class BrokerService:
         key = str(name)
         topic = await self._loaded(key)
         if topic is not None:
+            if self.cluster is not None and not self.cluster.serving:
+                # Out of session: its bundles may be someone else's by now, and
+                # the unload of every topic (which waits on the store) may not
+                # have reached this one yet. New producers and consumers go
+                # elsewhere; the client looks up again.
+                raise ServiceNotReady(f"topic {name}: this broker lost its metadata session; look up again")
             return topic
         pending = self._loading.get(key)
         if pending is not None:
