@@ -58,7 +58,7 @@ from .broker import BrokerProcess
 from .consumers import SubscriptionConsumer
 from .history import History
 from .proxy import CutProxy
-from .systems import SESSION_TTL_S, _broker_config, _hit
+from .systems import ETCD_FAULTS, SESSION_TTL_S, _broker_config, _hit, hit_etcd
 from .workloads import read_log
 
 REGIONS = ("region-a", "region-b")
@@ -195,16 +195,8 @@ class RegionsSystem:
             finally:
                 self.link.down = False
             return f"cut {cut} connections to {REGIONS[1]}, link down {hold:.1f} s"
-        if kind == "kill-etcd":
-            self.etcd.kill()
-            time.sleep(rng.uniform(1.0, 3.0))
-            self.etcd.start()
-            return kind
-        if kind == "pause-etcd":
-            self.etcd.pause()
-            time.sleep(rng.uniform(1.0, 4.0))
-            self.etcd.resume()
-            return kind
+        if kind in ETCD_FAULTS:
+            return hit_etcd(self.etcd, kind, rng)
         region = rng.choice(REGIONS)
         _hit(self.brokers[region], kind, rng, longest_pause=2 * SESSION_TTL_S + 2)
         return f"{kind} {region}"

@@ -131,6 +131,24 @@ def _hit(broker: BrokerProcess, kind: str, rng: random.Random, longest_pause: fl
         broker.start()
 
 
+#: The faults of a topology's etcd (``cluster``, ``regions``).
+ETCD_FAULTS = ("kill-etcd", "pause-etcd")
+
+
+def hit_etcd(etcd, kind: str, rng: random.Random) -> str:
+    """``kill-etcd`` (SIGKILL, restart on the same data after 1-3 s) or
+    ``pause-etcd`` (SIGSTOP 1-4 s); returns once etcd runs again."""
+    if kind == "kill-etcd":
+        etcd.kill()
+        time.sleep(rng.uniform(1.0, 3.0))
+        etcd.start()
+    else:
+        etcd.pause()
+        time.sleep(rng.uniform(1.0, 4.0))
+        etcd.resume()
+    return kind
+
+
 class StandaloneSystem:
     faults = ("kill", "pause", "restart", "cut", "disk-full", "fsync-error", "clock-jump")
 
@@ -224,6 +242,24 @@ def draw_partition(rng: random.Random, brokers: int, session_ttl: float) -> Part
     return Partition(victim, mode, rng.uniform(session_ttl + 1.0, session_ttl + 4.0))
 
 
+def _move_and_kill(move, ids: list[str], victim: BrokerProcess,
+                   rng: random.Random) -> tuple[threading.Thread, list[str], str]:
+    """Ask for ``move`` on a thread, SIGKILL ``victim`` 0-60 ms later (a
+    handover takes a few to some tens of milliseconds: the kill lands during
+    it or just after) and restart it 0.5-2 s after. Returns the asking
+    thread (to join), the list its answer lands in, and whether the kill
+    came before or after that answer."""
+    outcome: list[str] = []
+    asking = threading.Thread(target=lambda: outcome.append(do_move(move, ids)[0]), daemon=True)
+    asking.start()
+    time.sleep(rng.uniform(0.0, 0.06))
+    when = "after the unload answered" if outcome else "before the unload answered"
+    victim.kill()
+    time.sleep(rng.uniform(0.5, 2.0))
+    victim.start()
+    return asking, outcome, when
+
+
 class ClusterSystem:
     faults = ("kill", "pause", "restart", "kill-etcd", "pause-etcd", "partition", "fsync-error", "move", "move-kill",
               "move-kill-source", "split", "clock-jump")
@@ -295,16 +331,8 @@ class ClusterSystem:
             broker.start()
 
     def inject(self, kind: str, rng: random.Random) -> str:
-        if kind == "kill-etcd":
-            self.etcd.kill()
-            time.sleep(rng.uniform(1.0, 3.0))
-            self.etcd.start()
-            return kind
-        if kind == "pause-etcd":
-            self.etcd.pause()
-            time.sleep(rng.uniform(1.0, 4.0))
-            self.etcd.resume()
-            return kind
+        if kind in ETCD_FAULTS:
+            return hit_etcd(self.etcd, kind, rng)
         if kind == "partition":
             assert self.net is not None
             cut = draw_partition(rng, self.count, SESSION_TTL_S)
@@ -360,14 +388,7 @@ class ClusterSystem:
         ids = [u.removeprefix("http://") for u in self.admin_urls]
         move = plan_move(self.admin_urls, topic, rng)
         victim = self.brokers[ids.index(move.destination)]
-        outcome: list[str] = []
-        asking = threading.Thread(target=lambda: outcome.append(do_move(move, ids)[0]), daemon=True)
-        asking.start()
-        time.sleep(rng.uniform(0.0, 0.06))
-        when = "after the unload answered" if outcome else "before the unload answered"
-        victim.kill()
-        time.sleep(rng.uniform(0.5, 2.0))
-        victim.start()
+        asking, outcome, when = _move_and_kill(move, ids, victim, rng)
         asking.join(60)  # the broker side gives up on a handover after 30 s
         return f"{outcome[0] if outcome else 'move: no answer in 60 s'}; destination killed {when}"
 
@@ -386,15 +407,8 @@ class ClusterSystem:
         source = ids.index(move.owner)
         victim = self.brokers[source]
         move = replace(move, asked=next(u for u in self.admin_urls if u.removeprefix("http://") != move.owner))
-        outcome: list[str] = []
-        asking = threading.Thread(target=lambda: outcome.append(do_move(move, ids)[0]), daemon=True)
         started = time.monotonic()
-        asking.start()
-        time.sleep(rng.uniform(0.0, 0.06))
-        when = "after the unload answered" if outcome else "before the unload answered"
-        victim.kill()
-        time.sleep(rng.uniform(0.5, 2.0))
-        victim.start()
+        asking, outcome, when = _move_and_kill(move, ids, victim, rng)
         waited, owner = wait_owned(self.admin_urls, topic, move.bundle, STUCK_S)
         owned = (f"owned by {_broker_name(ids, owner)} {time.monotonic() - started:.1f} s after the unload"
                  if owner is not None else
