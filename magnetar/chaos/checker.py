@@ -130,6 +130,7 @@ def check(ops: list[dict[str, Any]]) -> Report:
     outcome: dict[tuple[str, str], dict] = {}  # (topic, value) -> the ok/fail/info
     logs: dict[str, list[tuple[int | None, str]]] = {}
     replicas: dict[tuple[str, str], list[str]] = {}  # (topic, region) -> the values as that region stores them
+    behind: dict[tuple[str, str], float] = {}  # (topic, region) -> seconds waited for a replica that never caught up
     replica_positions: dict[tuple[str, str], list[tuple[str, str]]] = {}  # -> [(value, "ledger:entry")]
     replica_subscriptions: list[dict] = []
     # (topic, subscription) -> value -> times it was received; and the values in first-receipt order.
@@ -163,6 +164,8 @@ def check(ops: list[dict[str, Any]]) -> Report:
         if f == "replica-read" and kind == "ok":
             key = (op["topic"], str(op.get("region", "")))
             replicas[key] = [entry[1] for entry in op.get("log", [])]
+            if op.get("caught_up") is False:
+                behind[key] = float(op.get("waited_s") or 0)
             replica_positions[key] = [(entry[1], entry[2]) for entry in op.get("log", []) if len(entry) > 2]
             continue
         if f == "replica-subscription" and kind == "ok":
@@ -204,7 +207,8 @@ def check(ops: list[dict[str, Any]]) -> Report:
     for topic, log in logs.items():
         _check_topic(report, topic, log, invokes, outcome)
     for (topic, region), replica in sorted(replicas.items()):
-        _check_replica(report, topic, region, [value for _, value in logs.get(topic, [])], replica, outcome)
+        _check_replica(report, topic, region, [value for _, value in logs.get(topic, [])], replica, outcome,
+                       behind.get((topic, region)))
     for (topic, subscription), got in receipts.items():
         report.received += sum(got.values())
         report.redelivered += sum(n - 1 for n in got.values() if n > 1)
@@ -323,9 +327,13 @@ def _check_topic(report: Report, topic: str, log: list[tuple[int | None, str]],
 
 
 def _check_replica(report: Report, topic: str, region: str, source: list[str], replica: list[str],
-                   outcome: dict) -> None:
+                   outcome: dict, waited_s: float | None = None) -> None:
     """``replica`` (the values of ``topic`` as ``region`` stores them) against
-    ``source`` (the source region's final read) and the acknowledgements."""
+    ``source`` (the source region's final read) and the acknowledgements;
+    ``waited_s`` is set if the replica was read after waiting that long for
+    a replication backlog that never drained (a stuck replicator, not a loss
+    in transit: the examples say which)."""
+    stuck = "" if waited_s is None else f"; the backlog towards {region} was not drained after {waited_s:.0f} s"
     report.replicated += len(replica)
     in_source, in_replica = Counter(source), Counter(replica)
     acked = [value for (t, value), op in outcome.items() if t == topic and op["type"] == "ok"]
@@ -333,7 +341,7 @@ def _check_replica(report: Report, topic: str, region: str, source: list[str], r
         if in_replica[value] == 0:
             report.not_replicated += 1
             report._example("not_replicated", f"{topic}: {value} "
-                            f"({'stored' if in_source[value] else 'acknowledged'} here, not in {region})")
+                            f"({'stored' if in_source[value] else 'acknowledged'} here, not in {region}{stuck})")
     for value, count in in_replica.items():
         extra = count - max(in_source[value], 1)
         if extra > 0:

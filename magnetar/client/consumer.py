@@ -199,6 +199,9 @@ class AsyncConsumer(BrokerLink):
     def _detach(self, conn: BrokerConnection) -> None:
         conn.detach_consumer(self.consumer_id, self)
 
+    def _unregister_command(self) -> pb.BaseCommand:
+        return command(Type.CLOSE_CONSUMER, consumer_id=self.consumer_id, request_id=self._client.new_request_id())
+
     def _on_link_up(self) -> None:
         self._accepting = True
         self._permits_owed = 0

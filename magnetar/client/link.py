@@ -20,6 +20,8 @@ import enum
 import logging
 from typing import Protocol
 
+from magnetar.protocol import pb
+
 from .backoff import Backoff
 from .connection import BrokerConnection
 from .errors import AlreadyClosed, NotConnected, PulsarError, Timeout, is_fatal
@@ -78,6 +80,10 @@ class BrokerLink(abc.ABC):
     def _detach(self, conn: BrokerConnection) -> None:
         """Stop routing ``conn``'s frames to this link."""
 
+    @abc.abstractmethod
+    def _unregister_command(self) -> pb.BaseCommand:
+        """The command that ends this link's registration (CLOSE_PRODUCER / CLOSE_CONSUMER)."""
+
     def _on_link_up(self) -> None:
         """Registered and READY: resend what is pending, ask for messages."""
 
@@ -125,7 +131,11 @@ class BrokerLink(abc.ABC):
                     url = await self._client.lookup(self._topic, timeout)
                 conn = await self._client.connection_to(url, timeout)
                 self._check_open()
-                await self._register(conn, timeout)
+                try:
+                    await self._register(conn, timeout)
+                except (Timeout, asyncio.CancelledError):
+                    self._abandon(conn)
+                    raise
             except PulsarError as exc:
                 if conn is not None:
                     self._detach(conn)
@@ -141,7 +151,7 @@ class BrokerLink(abc.ABC):
                 continue
             if self.state is not LinkState.CONNECTING or conn.closed.done():
                 # Closed while registering, or the connection died right after.
-                self._detach(conn)
+                self._abandon(conn)
                 if conn.closed.done() and self.state is LinkState.CONNECTING:
                     continue
                 self._check_open()
@@ -152,6 +162,17 @@ class BrokerLink(abc.ABC):
             self._on_link_up()
             self._ready.set()
             return
+
+    def _abandon(self, conn: BrokerConnection) -> None:
+        """Give up a registration that may have reached the broker (its
+        answer timed out, the wait was cancelled, or the link closed
+        meanwhile): stop routing ``conn``'s frames here and tell the broker to
+        drop it, without waiting for the answer. Left there, it would hold
+        the producer's name (or an exclusive subscription) for as long as
+        the connection lives, refusing this link's next registration."""
+        self._detach(conn)
+        if conn.is_open:
+            conn.send_command(self._unregister_command())
 
     async def _create(self) -> None:
         """First registration, bounded by the client's operation timeout."""

@@ -232,6 +232,9 @@ class AsyncProducer(BrokerLink):
     def _detach(self, conn: BrokerConnection) -> None:
         conn.detach_producer(self.producer_id, self)
 
+    def _unregister_command(self) -> pb.BaseCommand:
+        return command(Type.CLOSE_PRODUCER, producer_id=self.producer_id, request_id=self._client.new_request_id())
+
     def _on_link_up(self) -> None:
         conn = self.conn
         # A new broker-side producer: its offset epoch starts at 0. Every
@@ -574,11 +577,12 @@ class AsyncProducer(BrokerLink):
         if waiting:
             await asyncio.wait(waiting)
 
-    async def close(self) -> None:
-        """Flush, then unregister. Idempotent."""
+    async def close(self, *, flush: bool = True) -> None:
+        """Flush (unless ``flush`` is false: what is pending fails with
+        AlreadyClosed), then unregister. Idempotent."""
         if self.state in (LinkState.CLOSED, LinkState.CLOSING):
             return
-        if self.state is not LinkState.FAILED:
+        if flush and self.state is not LinkState.FAILED:
             await self.flush()
         self.state = LinkState.CLOSING
         self._stop_renewing()

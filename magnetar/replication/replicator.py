@@ -203,7 +203,10 @@ class Replicator:
 
 
 async def _close_quietly(producer: "AsyncProducer") -> None:
+    # No flush: what is pending is sent again from the cursor's mark-delete
+    # position by the next round, and a flush could wait on an unreachable
+    # remote while the producer's reconnects hold its name there.
     try:
-        await producer.close()
+        await producer.close(flush=False)
     except Exception:  # the remote may be gone; the producer is abandoned either way
         pass

@@ -219,3 +219,48 @@ def test_frames_for_a_consumer_whose_subscribe_is_pending_get_answers_not_traceb
             break
     sock.close()
     assert "Traceback" not in broker.log()
+
+
+def test_a_producer_closed_while_it_is_being_created_leaves_nothing_behind(broker):
+    """A client that gives up waiting for PRODUCER_SUCCESS (its wait timed out
+    or was cancelled) sends CLOSE_PRODUCER. The broker handled that close
+    before the creation had registered anything, the creation then finished,
+    and a producer nobody owned kept the name (and exclusive access) for as
+    long as the connection lived: found by the regions chaos run, where a
+    geo-replicator could no longer reconnect ("already connected")."""
+    sock = _raw(broker)
+    conn = _handshake(sock)
+    topic = "persistent://public/default/closed-while-created"
+
+    def producer(producer_id, request_id):
+        return conn.send(command(Type.PRODUCER, topic=topic, producer_id=producer_id, request_id=request_id,
+                                 producer_name="only-one", user_provided_producer_name=True,
+                                 producer_access_mode=pb.Exclusive))
+
+    def answer(request_id):
+        while True:
+            for frame in _read_frames(sock, conn, 1):
+                cmd = frame.command
+                inner = {Type.SUCCESS: cmd.success, Type.ERROR: cmd.error,
+                         Type.PRODUCER_SUCCESS: cmd.producer_success}.get(cmd.type)
+                if inner is not None and inner.request_id == request_id:
+                    return cmd
+
+    # The topic is new: the creation waits for it to load, the close does not.
+    sock.sendall(producer(1, 1) + conn.send(command(Type.CLOSE_PRODUCER, producer_id=1, request_id=2)))
+    assert answer(2).type == Type.SUCCESS
+    assert answer(1).type == Type.ERROR
+    # The name and the exclusive access are free: a new producer id gets them.
+    sock.sendall(producer(2, 3))
+    created = answer(3)
+    assert created.type == Type.PRODUCER_SUCCESS, created
+    # A retried PRODUCER for the same id, closed and sent again in one burst,
+    # ends with that id registered once.
+    sock.sendall(conn.send(command(Type.CLOSE_PRODUCER, producer_id=2, request_id=4)) + producer(5, 5)
+                 + conn.send(command(Type.CLOSE_PRODUCER, producer_id=5, request_id=6)) + producer(5, 7))
+    assert answer(4).type == Type.SUCCESS
+    assert answer(7).type == Type.PRODUCER_SUCCESS
+    sock.sendall(producer(6, 8))
+    assert answer(8).type == Type.ERROR  # id 5 holds the exclusive access
+    sock.close()
+    assert "Traceback" not in broker.log()

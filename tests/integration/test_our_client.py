@@ -463,6 +463,29 @@ async def test_wait_for_exclusive_producer_waits_its_turn(broker):
     await client.close()
 
 
+async def test_a_create_given_up_midway_leaves_no_producer_on_the_broker(broker):
+    """A create cancelled while its PRODUCER is on the wire (a geo-replicator
+    stopped in the middle of a reconnect) left the broker holding a producer
+    nobody owned under that name: every later create with the name was
+    refused for as long as the shared connection lived. The link now tells
+    the broker to drop what it gave up on."""
+    client = AsyncClient(broker.service_url, operation_timeout_seconds=10)
+    await (await client.create_producer(unique())).close()  # the connection is up and idle
+    conn = next(iter(client._connections.values())).result()
+    topic = unique()
+    creating = asyncio.ensure_future(client.create_producer(topic, producer_name="named"))
+    deadline = time.monotonic() + 10
+    while not conn._producers:  # attached, and its PRODUCER written, in one step
+        assert time.monotonic() < deadline, "the create never registered"
+        await asyncio.sleep(0)
+    creating.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await creating
+    producer = await client.create_producer(topic, producer_name="named")
+    await producer.send(b"one writer")
+    await client.close()
+
+
 def test_ack_timeout_redelivers(client):
     topic = unique()
     consumer = client.subscribe(topic, "sub", consumer_type=ConsumerType.Shared, unacked_messages_timeout_ms=300)

@@ -44,6 +44,7 @@ class ServerConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.producers: dict[int, Producer] = {}
+        self.producers_creating: dict[int, int] = {}
         self.consumers: dict[int, Consumer] = {}
         self.pending_sends = 0
         self.reading_paused = False
@@ -70,7 +71,7 @@ class ServerConnection(asyncio.Protocol):
             Type.PARTITIONED_METADATA: lambda f: spawn(lookup.on_partitioned_metadata(self, f.command.partitionMetadata)),
             Type.LOOKUP: partial(lookup.on_lookup, self),
             Type.GET_TOPICS_OF_NAMESPACE: lambda f: spawn(lookup.on_get_topics(self, f.command.getTopicsOfNamespace)),
-            Type.PRODUCER: lambda f: spawn(produce.on_producer(self, f.command.producer)),
+            Type.PRODUCER: partial(produce.on_producer_frame, self),
             Type.SEND: partial(produce.on_send, self),
             Type.CLOSE_PRODUCER: partial(produce.on_close_producer, self),
             Type.GET_NEXT_OFFSET: lambda f: spawn(produce.on_get_next_offset(self, f.command.getNextOffset)),

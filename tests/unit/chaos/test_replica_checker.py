@@ -155,3 +155,19 @@ def test_a_replicated_subscription_without_a_copy_is_not_judged():
     h2, values2 = _two_producers()
     _with_positions(h2, values2, values2, "7:-1")
     assert check(h2.ops).replicated_subscription_covers == 0
+
+
+def test_a_replica_read_before_its_backlog_drained_says_so():
+    """A stuck replicator and an entry lost in transit both leave values
+    missing; the examples tell them apart (the CI failure that hid a stuck
+    replicator printed only the missing values)."""
+    h, values = _two_producers()
+    h.add("final", "ok", "read", topic=T, log=[[i, v] for i, v in enumerate(values)])
+    h.add("final-replica", "ok", "replica-read", topic=T, region="region-b",
+          log=[[i, v] for i, v in enumerate(values[:-2])], caught_up=False, waited_s=120.0)
+    report = check(h.ops)
+    assert report.not_replicated == 2
+    assert all("not drained after 120 s" in text for text in report.examples["not_replicated"])
+    h2, values2 = _two_producers()
+    _reads(h2, values2, values2[:-1])
+    assert "drained" not in check(h2.ops).examples["not_replicated"][0]

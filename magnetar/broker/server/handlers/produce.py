@@ -47,6 +47,26 @@ def _metadata_flag(req: pb.CommandProducer, key: str) -> bool:
     return any(kv.key == key and kv.value == "true" for kv in req.metadata)
 
 
+def on_producer_frame(session: Session, frame: Frame) -> None:
+    """PRODUCER: the id is marked as being created now, in frame order, so
+    that a CLOSE_PRODUCER right behind it (a client that gave up waiting)
+    undoes the creation instead of finding nothing and leaving a producer
+    nobody owns holding its name; the creating runs as a task."""
+    req = frame.command.producer
+    if req.producer_id not in session.producers:
+        session.producers_creating[req.producer_id] = req.request_id
+    session.spawn(on_producer(session, req))
+
+
+def _still_wanted(session: Session, req: pb.CommandProducer) -> bool:
+    return session.producers_creating.get(req.producer_id) == req.request_id
+
+
+def _check_still_wanted(session: Session, req: pb.CommandProducer) -> None:
+    if not _still_wanted(session, req):
+        raise BrokerError("the producer was closed while it was being created", ServerError.ServiceNotReady)
+
+
 async def on_producer(session: Session, req: pb.CommandProducer) -> None:
     existing = session.producers.get(req.producer_id)
     if existing is not None:
@@ -54,6 +74,14 @@ async def on_producer(session: Session, req: pb.CommandProducer) -> None:
         session.write(command(Type.PRODUCER_SUCCESS, request_id=req.request_id, producer_name=existing.name,
                               last_sequence_id=-1, topic_epoch=existing.epoch or None))
         return
+    try:
+        await _create_producer(session, req)
+    finally:
+        if _still_wanted(session, req):
+            del session.producers_creating[req.producer_id]
+
+
+async def _create_producer(session: Session, req: pb.CommandProducer) -> None:
     try:
         name = topic_name(req.topic)
         await permissions.check(session.service.authorizer, session.service.store, session.role, "produce", name)
@@ -76,6 +104,9 @@ async def on_producer(session: Session, req: pb.CommandProducer) -> None:
         )
         producer.on_result = functools.partial(send_result, session, producer)
         producer.disconnect = lambda assigned=None, p=producer: disconnect_producer(session, p, assigned)
+        # Checked before joining the topic: an exclusive producer closed
+        # while it waited must not fence the topic's current one.
+        _check_still_wanted(session, req)
         session.producers[req.producer_id] = producer
         requested_epoch = req.topic_epoch if req.HasField("topic_epoch") else None
         try:
@@ -91,6 +122,12 @@ async def on_producer(session: Session, req: pb.CommandProducer) -> None:
             except BaseException:
                 session.producers.pop(req.producer_id, None)
                 raise
+        if not _still_wanted(session, req):
+            # Closed while joining: leave again (on_close_producer may have
+            # run before the producer had joined the topic).
+            session.producers.pop(req.producer_id, None)
+            topic.remove_producer(producer)
+            _check_still_wanted(session, req)
         session.write(command(
                Type.PRODUCER_SUCCESS, request_id=req.request_id, producer_name=producer.name,
                last_sequence_id=topic.last_sequence_id(producer.name, producer.deduplicate),
@@ -183,6 +220,7 @@ def send_result(session: Session, producer: Producer, pending: PendingSend) -> N
 
 def on_close_producer(session: Session, frame: Frame) -> None:
     req = frame.command.close_producer
+    session.producers_creating.pop(req.producer_id, None)  # a creation under way is undone when it ends
     producer = session.producers.pop(req.producer_id, None)
     if producer is not None:
         producer.topic.remove_producer(producer)

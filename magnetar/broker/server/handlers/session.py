@@ -33,6 +33,10 @@ class Session(Protocol):
     transport: asyncio.Transport | None
     peer: str
     producers: dict[int, Producer]
+    #: Producer id -> request id of the PRODUCER being handled for it. A
+    #: CLOSE_PRODUCER meanwhile takes the id out (a retried PRODUCER replaces
+    #: the request id), and the creation it interrupted is undone.
+    producers_creating: dict[int, int]
     consumers: dict[int, Consumer]
     #: Sends waiting for storage; past a bound the socket stops being read.
     pending_sends: int
