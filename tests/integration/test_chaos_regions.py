@@ -10,25 +10,12 @@ import json
 import subprocess
 import sys
 
-import pytest
 
 from magnetar import client as magnetar_client
 from magnetar.chaos.regions import REGIONS, RegionsSystem
 from magnetar.chaos.workloads import read_log
-from magnetar.metadata.etcd_server import EtcdNotInstalled, find_etcd_binary
 
 from ..conftest import wait_for
-
-
-def _etcd_missing() -> str | None:
-    try:
-        find_etcd_binary()
-    except EtcdNotInstalled as exc:
-        return str(exc)
-    return None
-
-
-pytestmark = pytest.mark.skipif(_etcd_missing() is not None, reason=str(_etcd_missing()))
 
 
 def _replication(system: RegionsSystem, topic: str) -> dict:
