@@ -10,7 +10,6 @@ import json
 import subprocess
 import sys
 
-
 from magnetar import client as magnetar_client
 from magnetar.chaos.regions import REGIONS, RegionsSystem
 from magnetar.chaos.workloads import read_log
