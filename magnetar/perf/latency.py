@@ -26,13 +26,14 @@ def new_histogram() -> HdrHistogram:
     return HdrHistogram(LOWEST_US, HIGHEST_US, SIGNIFICANT_DIGITS)
 
 
-def record(hist: HdrHistogram, micros: int) -> None:
-    """Record one latency in microseconds (negative clock skew counts as 0 -> 1 us)."""
+def record(hist: HdrHistogram, micros: int, count: int = 1) -> None:
+    """Record ``count`` latencies of ``micros`` microseconds (negative clock
+    skew counts as 0 -> 1 us)."""
     if micros < LOWEST_US:
         micros = LOWEST_US
     elif micros > HIGHEST_US:
         micros = HIGHEST_US
-    hist.record_value(micros)
+    hist.record_value(micros, count)
 
 
 def encode(hist: HdrHistogram) -> bytes | None:

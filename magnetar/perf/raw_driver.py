@@ -25,7 +25,14 @@ counts them as errors with the broker's error code. Latency: one histogram
 sample per *entry* (each entry is one sample, whatever its message count),
 from the moment its first message was due (the pacer's schedule in paced
 runs, so a late generator shows up as latency; the frame write at max rate)
-to its receipt. End-to-end runs stamp every body of an entry with that same
+to its receipt.
+
+Receipts are read in runs (:meth:`Connection.receive_data_in_runs`: one
+compiled call per received chunk gives each producer's stretch of
+consecutive sequence ids), and the window holds one record per *write*
+(an unbatched burst of entries written together, with one due time), so
+a run of receipts settles whole records at once: the same samples and
+counts, recorded as "``n`` entries of this latency". End-to-end runs stamp every body of an entry with that same
 moment (wall clock), in the format :func:`.payload.stamp_of` reads.
 
 Consumers are the official client's: :func:`consume` is
@@ -49,7 +56,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import itertools
 import time
 
 from magnetar.client.connection import parse_service_url
@@ -121,18 +127,21 @@ class _Link(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         try:
-            self._dispatch(self.proto.receive_data(data))
+            self._dispatch(self.proto.receive_data_in_runs(data))
         except ProtocolError as exc:
             self._abort(f"protocol error: {exc}")
 
-    def _dispatch(self, frames) -> None:
+    def _dispatch(self, items) -> None:
         now_ns = time.monotonic_ns()
-        for frame in frames:
+        for frame in items:
+            if type(frame) is tuple:  # a run of receipts: (producer_id, first, last, count)
+                self._producer(frame[0]).on_receipts(frame[1], frame[3], now_ns)
+                continue
             cmd = frame.command
             t = cmd.type
             if t == Type.SEND_RECEIPT:
                 r = cmd.send_receipt
-                self._producer(r.producer_id).on_receipt(r.sequence_id, now_ns)
+                self._producer(r.producer_id).on_receipts(r.sequence_id, 1, now_ns)
             elif t == Type.SEND_ERROR:
                 e = cmd.send_error
                 self._producer(e.producer_id).on_error(e.sequence_id, e.error, e.message)
@@ -189,30 +198,51 @@ class _Producer:
         self.encoder: BatchEncoder | None = None
         #: The broker's last stored sequence id for this producer name + 1 (0 for a new name).
         self.first_sequence = 0
-        #: (first sequence id, message count, due time in monotonic ns) per entry.
-        self.window: collections.deque[tuple[int, int, int]] = collections.deque()
+        #: Per write, in order: (first sequence id, entries, messages per entry,
+        #: due time in monotonic ns). The entries' sequence ids are the first's,
+        #: then one "messages per entry" apart.
+        self.window: collections.deque[tuple[int, int, int, int]] = collections.deque()
         self.pending = 0
         self.space = asyncio.Event()
         self.failure: str | None = None
 
-    def on_receipt(self, sequence_id: int, now_ns: int) -> None:
-        if not self.window:
-            raise ProtocolError(f"producer {self.producer_id}: receipt {sequence_id} with nothing in flight")
-        first, count, due_ns = self.window[0]
-        if sequence_id != first:
-            raise ProtocolError(f"producer {self.producer_id}: receipt for {sequence_id}, expected {first}")
-        self.window.popleft()
-        self.pending -= count
-        self.reporter.add(count, count * self.size)
-        self.reporter.latency_us((now_ns - due_ns) // 1000)
+    def on_receipts(self, sequence_id: int, count: int, now_ns: int) -> None:
+        """Receipts for ``count`` entries whose sequence ids run on from
+        ``sequence_id`` one by one; the window's head must be exactly those."""
+        window = self.window
+        acked = 0
+        while count:
+            if not window:
+                raise ProtocolError(f"producer {self.producer_id}: receipt {sequence_id} with nothing in flight")
+            first, entries, per_entry, due_ns = window[0]
+            if sequence_id != first:
+                raise ProtocolError(f"producer {self.producer_id}: receipt for {sequence_id}, expected {first}")
+            # A run steps by one: only entries of one message each go many at a time.
+            take = min(count, entries) if per_entry == 1 else 1
+            if take == entries:
+                window.popleft()
+            else:
+                window[0] = (first + take * per_entry, entries - take, per_entry, due_ns)
+            acked += take * per_entry
+            self.reporter.latency_us((now_ns - due_ns) // 1000, take)
+            sequence_id += take
+            count -= take
+        self.pending -= acked
+        self.reporter.add(acked, acked * self.size)
         self.space.set()
 
     def on_error(self, sequence_id: int, code: int, message: str) -> None:
-        for i, (first, count, _) in enumerate(self.window):
-            if first == sequence_id:
+        for i, (first, entries, per_entry, due_ns) in enumerate(self.window):
+            j, off = divmod(sequence_id - first, per_entry)
+            if off == 0 and 0 <= j < entries:
+                # That entry leaves its record: what was written before and after it stays.
                 del self.window[i]
-                self.pending -= count
-                self.reporter.error(count, f"SEND_ERROR {error_name(code)}: {message}")
+                if j + 1 < entries:
+                    self.window.insert(i, (sequence_id + per_entry, entries - j - 1, per_entry, due_ns))
+                if j > 0:
+                    self.window.insert(i, (first, j, per_entry, due_ns))
+                self.pending -= per_entry
+                self.reporter.error(per_entry, f"SEND_ERROR {error_name(code)}: {message}")
                 self.space.set()
                 return
         self.reporter.error(1, f"SEND_ERROR {error_name(code)} for unknown sequence id {sequence_id}: {message}")
@@ -321,12 +351,11 @@ async def _pump(link: _Link, producer: _Producer, spec: WorkloadSpec, reporter: 
         stamp_us = (time.time_ns() - (now_ns - due_ns)) // 1000 if stamp else None
         if plain:
             # Unbatched: up to PLAIN_BURST entries of one message, in one write.
-            producer.window.extend(zip(range(seq, seq + count), itertools.repeat(1, count),
-                                       itertools.repeat(due_ns, count)))
+            producer.window.append((seq, count, 1, due_ns))
             link.write(encoder.frames(seq, count, time.time_ns() // 1_000_000, stamp_us))
         else:
             frame = encoder.frame(seq, count, time.time_ns() // 1_000_000, stamp_us)
-            producer.window.append((seq, count, due_ns))
+            producer.window.append((seq, 1, count, due_ns))
             link.write(frame)
         producer.pending += count
         seq += count

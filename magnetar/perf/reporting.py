@@ -53,9 +53,10 @@ class Reporter:
                 self.first = now
             self.last = now
 
-    def latency_us(self, micros: int) -> None:
+    def latency_us(self, micros: int, count: int = 1) -> None:
+        """Record ``count`` samples of ``micros`` (entries sent and answered together)."""
         with self._lock:
-            latency.record(self._hist, micros)
+            latency.record(self._hist, micros, count)
 
     def error(self, count: int = 1, reason: str | None = None) -> None:
         with self._lock:

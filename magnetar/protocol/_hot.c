@@ -6,7 +6,7 @@
  * same None for "ask protobuf", same ValueError), and the twins live beside
  * the callers: protocol/fast_send.py (parse_send), protocol/frames.py
  * (send_frame, send_frames), protocol/receipts.py (receipt_frame,
- * build_entry). The unit tests run both against protobuf.
+ * build_entry), protocol/receipt_runs.py (receipt_runs: a client's side). The unit tests run both against protobuf.
  * Built by `pip install -e .` (setup.py); when it is missing or
  * MAGNETAR_PURE_PYTHON=1 is set, the Python twins run instead.
  */
@@ -582,6 +582,155 @@ build_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+/* ---- SEND_RECEIPTs read in runs (protocol/receipt_runs.py is the twin) ---- */
+
+/* The varint at b[*pos] before `end` into *out, *pos moved past it: 0, or -1
+   when it is truncated, over 10 bytes or above 2**64 - 1. */
+static int
+read_varint(const uint8_t *b, Py_ssize_t *pos, Py_ssize_t end, uint64_t *out)
+{
+    uint64_t value = 0;
+    int shift = 0;
+    Py_ssize_t p = *pos;
+    while (p < end) {
+        uint8_t c = b[p++];
+        if (shift == 63 && c > 1)
+            return -1;
+        value |= (uint64_t)(c & 0x7F) << shift;
+        if (c < 0x80) {
+            *out = value;
+            *pos = p;
+            return 0;
+        }
+        shift += 7;
+        if (shift > 63)
+            return -1;
+    }
+    return -1;
+}
+
+/* Whether b[pos:end] is a MessageIdData of exactly ledgerId and entryId. */
+static int
+message_id_is_plain(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end)
+{
+    int seen = 0;
+    uint64_t ignored;
+    while (pos < end) {
+        uint8_t tag = b[pos];
+        if (tag != 0x08 && tag != 0x10)
+            return 0;
+        pos += 1;
+        if (read_varint(b, &pos, end, &ignored) < 0)
+            return 0;
+        seen |= tag == 0x08 ? 1 : 2;
+    }
+    return seen == 3;
+}
+
+/* The frame b[start:end] (size fields included) as (*pid, *seq) if it is a
+   plain receipt: 1, else 0. */
+static int
+plain_receipt(const uint8_t *b, Py_ssize_t start, Py_ssize_t end, uint64_t *pid, uint64_t *seq)
+{
+    if (end - start < 12 || start + 8 + (Py_ssize_t)get_u32(b + start + 4) != end)
+        return 0;
+    Py_ssize_t p = start + 8;
+    if (b[p] != 0x08 || b[p + 1] != SEND_RECEIPT_TYPE || b[p + 2] != ((7 << 3) | 2))
+        return 0;
+    uint8_t size = b[p + 3];
+    if (size >= 0x80 || p + 4 + size != end)
+        return 0;
+    Py_ssize_t pos = p + 4;
+    int have_pid = 0, have_seq = 0;
+    while (pos < end) {
+        uint8_t tag = b[pos];
+        if (tag == 0x1A) { /* message_id: checked, skipped */
+            if (pos + 1 >= end)
+                return 0;
+            uint8_t n = b[pos + 1];
+            if (n >= 0x80 || pos + 2 + n > end || !message_id_is_plain(b, pos + 2, pos + 2 + n))
+                return 0;
+            pos += 2 + n;
+            continue;
+        }
+        if (tag == 0xC0) { /* offset (1000): two-byte tag */
+            if (pos + 1 >= end || b[pos + 1] != 0x3E)
+                return 0;
+            pos += 1;
+        } else if (tag != 0x08 && tag != 0x10 && tag != 0x20) {
+            return 0;
+        }
+        pos += 1;
+        uint64_t value;
+        if (read_varint(b, &pos, end, &value) < 0)
+            return 0;
+        if (tag == 0x08) {
+            *pid = value;
+            have_pid = 1;
+        } else if (tag == 0x10) {
+            *seq = value;
+            have_seq = 1;
+        }
+    }
+    return have_pid && have_seq;
+}
+
+/* Append (pid, first, last, count) to `runs`: 0, or -1 with an exception set. */
+static int
+append_run(PyObject *runs, uint64_t pid, uint64_t first, uint64_t last, uint64_t count)
+{
+    PyObject *run = Py_BuildValue("(KKKK)", (unsigned long long)pid, (unsigned long long)first,
+                                  (unsigned long long)last, (unsigned long long)count);
+    if (run == NULL)
+        return -1;
+    int failed = PyList_Append(runs, run);
+    Py_DECREF(run);
+    return failed;
+}
+
+/* receipt_runs(data: bytes, start: int, max_frame_size: int) -> (list[tuple], int)
+   See protocol/receipt_runs.py. */
+static PyObject *
+receipt_runs(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer view;
+    Py_ssize_t start, max_size;
+    if (span_args(args, nargs, "receipt_runs(data, start, max_frame_size)", &view, &start, &max_size) < 0)
+        return NULL;
+    const uint8_t *b = (const uint8_t *)view.buf;
+    Py_ssize_t len = view.len;
+    PyObject *runs = PyList_New(0);
+    Py_ssize_t pos = start;
+    int open = 0;
+    uint64_t run_pid = 0, run_first = 0, run_last = 0, run_count = 0;
+    while (runs != NULL && pos >= 0 && len - pos >= 4) {
+        Py_ssize_t total = (Py_ssize_t)get_u32(b + pos);
+        if (total < 4 || total > max_size || pos + 4 + total > len)
+            break;
+        uint64_t pid = 0, seq = 0;
+        if (!plain_receipt(b, pos, pos + 4 + total, &pid, &seq))
+            break;
+        if (open && pid == run_pid && run_last != UINT64_MAX && run_last + 1 == seq) {
+            run_last = seq;
+            run_count += 1;
+        } else {
+            if (open && append_run(runs, run_pid, run_first, run_last, run_count) < 0)
+                Py_CLEAR(runs);
+            open = 1;
+            run_pid = pid;
+            run_first = run_last = seq;
+            run_count = 1;
+        }
+        pos += 4 + total;
+    }
+    if (runs != NULL && open && append_run(runs, run_pid, run_first, run_last, run_count) < 0)
+        Py_CLEAR(runs);
+    PyBuffer_Release(&view);
+    if (runs == NULL)
+        return NULL;
+    return Py_BuildValue("(Nn)", runs, pos);
+}
+
 static PyMethodDef methods[] = {
     {"register_send_view", (PyCFunction)register_send_view, METH_O, "Set the class parse_send returns."},
     {"parse_send", (PyCFunction)(void (*)(void))parse_send, METH_FASTCALL, "See fast_send.parse_send."},
@@ -595,6 +744,7 @@ static PyMethodDef methods[] = {
     {"receipt_frame", (PyCFunction)(void (*)(void))receipt_frame, METH_FASTCALL,
      "See receipts.ReceiptTemplate.frame."},
     {"build_entry", (PyCFunction)(void (*)(void))build_entry, METH_FASTCALL, "See entry_format.build_entry."},
+    {"receipt_runs", (PyCFunction)(void (*)(void))receipt_runs, METH_FASTCALL, "See receipt_runs.receipt_runs."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -70,6 +70,27 @@ class Connection:
                 sends_ok = self.role is Role.SERVER and self.state is not State.AWAITING_CONNECT
             frames.append(frame)
 
+    def receive_data_in_runs(self, data: bytes) -> list:
+        """:meth:`receive_data` for a client with many entries in flight:
+        runs of plain SEND_RECEIPTs come out as ``(producer_id,
+        first_sequence_id, last_sequence_id, count)`` tuples (one per stretch
+        of one producer's consecutive sequence ids: see
+        :mod:`.receipt_runs`), every other frame as a :class:`Frame` (a
+        NamedTuple, so ``type(item) is tuple`` tells a run), all in stream
+        order. Before CONNECTED, and on a server, it is :meth:`receive_data`."""
+        if self.role is not Role.CLIENT or self.state is not State.CONNECTED:
+            return self.receive_data(data)
+        self.decoder.feed(data)
+        out: list = []
+        next_receipts, next_frame = self.decoder.next_receipts, self.decoder.next_frame
+        while True:
+            out += next_receipts()
+            frame = next_frame()
+            if frame is None:
+                return out
+            self._on_receive(frame.command)
+            out.append(frame)
+
     def _on_receive(self, cmd: pb.BaseCommand) -> None:
         t = cmd.type
         if self.role is Role.SERVER:

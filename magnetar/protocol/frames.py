@@ -25,6 +25,7 @@ from .checksum import crc32c
 from .compiled import hot as _hot
 from .errors import FrameTooLarge, ProtocolError
 from .fast_send import parse_send
+from .receipt_runs import receipt_runs as _receipt_runs
 
 MAGIC_CRC32C = 0x0E01
 MAGIC_BROKER_ENTRY_METADATA = 0x0E02
@@ -342,6 +343,16 @@ class FrameDecoder:
             return []
         frames, self._pos = _send_frames(self._data, self._pos, self.max_frame_size)
         return frames
+
+    def next_receipts(self) -> list[tuple[int, int, int, int]]:
+        """The plain SEND_RECEIPTs lying whole at the head of the buffer, as
+        runs ``(producer_id, first_sequence_id, last_sequence_id, count)``
+        (:func:`.receipt_runs.receipt_runs`); often none. Whatever follows
+        them is left for :meth:`next_frame`, as with :meth:`next_sends`."""
+        if self._pending is not None:
+            return []
+        runs, self._pos = _receipt_runs(self._data, self._pos, self.max_frame_size)
+        return runs
 
     def next_frame_raw(self) -> tuple[int, bytes] | None:
         """The next whole frame as (command type, the frame's exact bytes), or None.
