@@ -9,8 +9,16 @@ the cache, in slices, rather than an entry's worth of Python per entry put.
 
 It may hold entries that are not yet durable; the managed ledger never reads
 past its last confirmed entry, and calls :meth:`truncate` when writes fail.
+
+The caches of one storage factory (one broker) also share a
+:class:`CacheBudget`: past it, the caches written to least recently give
+up their entries first. Without it, each topic's cache is bounded but their sum is
+not: a broker with a few hundred busy topics would hold gigabytes of old
+tails of topics nobody reads.
 """
 from __future__ import annotations
+
+from collections import OrderedDict
 
 
 class _Run:
@@ -25,9 +33,45 @@ class _Run:
         return self.first + len(self.items)
 
 
-class TailCache:
+class CacheBudget:
+    """Bytes shared by many :class:`TailCache` s (one factory's, on one loop).
+
+    Contract: after any put, the caches hold at most ``max_bytes`` plus an
+    eighth in total. Once over that, entries go down to ``max_bytes``, the
+    oldest of the caches put to least recently first (idle topics' tails
+    before the busy ones'); the cache just put to goes last. ``max_bytes``
+    0: no shared limit (each cache keeps its own).
+    """
+
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
+        self.bytes = 0
+        self._caches: OrderedDict[int, TailCache] = OrderedDict()  # least recently put to first
+
+    def _grew(self, cache: "TailCache", nbytes: int) -> None:
+        self.bytes += nbytes
+        key = id(cache)
+        if key in self._caches:
+            self._caches.move_to_end(key)
+        else:
+            self._caches[key] = cache
+        limit = self.max_bytes
+        if limit and self.bytes > limit + (limit >> 3):
+            for other in list(self._caches.values()):
+                if self.bytes <= limit:
+                    break
+                other._evict(max(0, other.bytes - (self.bytes - limit)))
+
+    def _shrank(self, cache: "TailCache", nbytes: int) -> None:
+        self.bytes -= nbytes
+        if cache.bytes == 0:
+            self._caches.pop(id(cache), None)
+
+
+class TailCache:
+    def __init__(self, max_bytes: int, budget: CacheBudget | None = None) -> None:
+        self.max_bytes = max_bytes
+        self.budget = budget
         self.bytes = 0
         self._runs: dict[int, _Run] = {}  # ledger id -> run; insertion order = age
         self._last_id = -1
@@ -42,9 +86,12 @@ class TailCache:
         if run is None or ledger_id != self._last_id or first != run.end():
             run = self._start(ledger_id, first)
         run.items.extend(datas)
-        self.bytes += sum(map(len, datas))
+        added = sum(map(len, datas))
+        self.bytes += added
         if self.bytes > self.max_bytes + (self.max_bytes >> 3):
-            self._evict()
+            self._evict(self.max_bytes)
+        if self.budget is not None:
+            self.budget._grew(self, added)
 
     def _start(self, ledger_id: int, entry_id: int) -> _Run:
         self.drop(ledger_id)
@@ -79,31 +126,36 @@ class TailCache:
         if keep >= run.end() - run.first:
             return
         cut = run.items[keep:]
-        self.bytes -= sum(map(len, cut))
         del run.items[keep:]
+        self._freed(sum(map(len, cut)))
 
     def drop(self, ledger_id: int) -> None:
         run = self._runs.pop(ledger_id, None)
         if run is None:
             return
-        self.bytes -= sum(map(len, run.items))
         if run is self._last:
             self._last = None
             self._last_id = -1
+        self._freed(sum(map(len, run.items)))
 
     def clear(self) -> None:
         self._runs.clear()
         self._last = None
         self._last_id = -1
-        self.bytes = 0
+        self._freed(self.bytes)
 
-    def _evict(self) -> None:
-        """Drop the oldest entries, oldest run first, until at most ``max_bytes`` remain."""
-        while self.bytes > self.max_bytes and self._runs:
+    def _freed(self, nbytes: int) -> None:
+        self.bytes -= nbytes
+        if self.budget is not None:
+            self.budget._shrank(self, nbytes)
+
+    def _evict(self, limit: int) -> None:
+        """Drop the oldest entries, oldest run first, until at most ``limit`` bytes remain."""
+        while self.bytes > limit and self._runs:
             ledger_id, run = next(iter(self._runs.items()))
             items = run.items
             head, end = 0, len(items)
-            need = self.bytes - self.max_bytes
+            need = self.bytes - limit
             freed = 0
             while head < end and freed < need:
                 # Half of what the next entry's size says would cover the
@@ -112,9 +164,9 @@ class TailCache:
                 step = min(end - head, max(1, (need - freed) // (2 * len(items[head]) or 1)))
                 freed += sum(map(len, items[head:head + step]))
                 head += step
-            self.bytes -= freed
             run.first += head
             del items[:head]
+            self._freed(freed)
             if not items:
                 if run is self._last:
                     return  # keep the (empty) newest run so appends stay on the fast path

@@ -36,6 +36,9 @@ class StorageConfig:
         recently appended entries, served to readers without disk reads; it
         may go an eighth over before it evicts, in one go, down to this).
         0 disables it.
+    cache_budget_bytes: what all the managed ledgers' tail caches hold
+        together (an eighth over at most): past it, the caches written to
+        least recently give up their entries first. 0: no shared limit.
     """
 
     sync_policy: str = "always"
@@ -47,6 +50,7 @@ class StorageConfig:
     retention_size_bytes: int = 0
     cursor_persist_interval_ms: int = 0
     read_cache_bytes: int = 32 * 1024 * 1024
+    cache_budget_bytes: int = 256 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if self.sync_policy not in SYNC_POLICIES:
@@ -61,6 +65,7 @@ class StorageConfig:
         _non_negative(self, "retention_size_bytes")
         _non_negative(self, "cursor_persist_interval_ms")
         _non_negative(self, "read_cache_bytes")
+        _non_negative(self, "cache_budget_bytes")
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ import logging
 from pathlib import Path
 
 from ..metadata.store import BadVersion, MetadataError, MetadataStore, NotFound
+from .cache import CacheBudget
 from .config import RetentionPolicy, StorageConfig
 from .errors import (
     ManagedLedgerClosedError,
@@ -40,6 +41,8 @@ class ManagedLedgerFactory:
         self.ledger_dir = ledger_dir(self.data_dir)
         self.ledger_dir.mkdir(parents=True, exist_ok=True)
         self.writer = GroupCommitWriter(self.config.sync_policy, self.config.sync_interval_ms)
+        #: What the managed ledgers' tail caches hold together, at most.
+        self.cache_budget = CacheBudget(self.config.cache_budget_bytes)
         self._open: dict[str, ManagedLedger] = {}
         self._opening: dict[str, asyncio.Task] = {}
         self._closed = False

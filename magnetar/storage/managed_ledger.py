@@ -108,7 +108,8 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing, Recovery, Ownership):
 
     def __init__(self, factory: Any, name: str) -> None:
         # factory: the ManagedLedgerFactory that opened it (factory.py imports
-        # this module): its config, store, writer, ledger directory and ids.
+        # this module): its config, store, writer, ledger directory, ids and
+        # the tail caches' shared budget.
         self.name = name
         self._factory = factory
         self._config: StorageConfig = factory.config
@@ -142,7 +143,7 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing, Recovery, Ownership):
         self._listener_ids = itertools.count()
         self._notify_scheduled = False
         self._idle_waiters: list[asyncio.Future] = []
-        self._cache = TailCache(self._config.read_cache_bytes)
+        self._cache = TailCache(self._config.read_cache_bytes, factory.cache_budget)
         self._max_entries = self._config.max_entries_per_ledger
         self._max_bytes = self._config.max_ledger_bytes
         self._age_timer: asyncio.TimerHandle | None = None

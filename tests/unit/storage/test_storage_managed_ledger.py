@@ -67,6 +67,20 @@ async def test_small_cache_mixes_cache_and_file_reads(factories):
     assert await read_all(ml) == [payload(i) for i in range(120)]
 
 
+async def test_the_managed_ledgers_of_one_factory_share_the_cache_budget(factories):
+    """Ten topics written in turn hold at most the factory's budget in their
+    tail caches together (each could hold 10x that alone); what the oldest
+    gave up is read from the files."""
+    factory = factories(read_cache_bytes=100_000, cache_budget_bytes=2_000)
+    ledgers = [await factory.open(f"t{i}") for i in range(10)]
+    for ml in ledgers:
+        await append_all(ml, 40)
+    assert factory.cache_budget.bytes == sum(ml._cache.bytes for ml in ledgers) <= 2_000 + 2_000 // 8
+    assert ledgers[0]._cache.bytes == 0 and ledgers[-1]._cache.bytes > 0
+    for ml in (ledgers[0], ledgers[-1]):
+        assert await read_all(ml) == [payload(i) for i in range(40)]
+
+
 async def test_next_position_and_first_position(factories):
     ml = await factories(max_entries_per_ledger=3).open("t")
     assert ml.first_position() is None

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from magnetar.storage import Position
-from magnetar.storage.cache import TailCache
+from magnetar.storage.cache import CacheBudget, TailCache
 from magnetar.storage.ranges import PositionRangeSet
 
 positions = st.builds(Position, st.integers(1, 3), st.integers(0, 30))
@@ -104,3 +104,45 @@ def test_tail_cache_keeps_a_suffix_of_each_run_within_bounds(puts, size):
             held += sum(map(len, cached))
         assert held == cache.bytes
         assert cache.bytes <= size + size // 8
+
+
+def test_caches_sharing_a_budget_give_up_the_least_recently_written_first():
+    """A broker with many topics: each cache is bounded, and so is their sum.
+    Past the budget the oldest entries of the caches written to least
+    recently go first; the one being written keeps its newest entries."""
+    budget = CacheBudget(max_bytes=1000)
+    a, b, c = (TailCache(800, budget) for _ in range(3))
+    a.put_many(1, 0, [bytes(100)] * 4)  # 400
+    b.put_many(2, 0, [bytes(100)] * 4)  # 800
+    a.put_many(1, 4, [bytes(100)])      # 900: a is now the most recent
+    c.put_many(3, 0, [bytes(100)] * 3)  # 1200: over by more than an eighth
+    assert (a.bytes, b.bytes, c.bytes) == (500, 200, 300) and budget.bytes == 1000
+    assert b.first_cached(2) == 2 and a.get(1, 0, 4) == [bytes(100)] * 5
+    c.put_many(3, 3, [bytes(100)] * 9)  # c keeps its own 800; b goes, then a's oldest
+    assert (a.bytes, b.bytes, c.bytes) == (200, 0, 800) and budget.bytes == 1000
+    assert b.first_cached(2) is None and a.first_cached(1) == 3 and c.first_cached(3) == 4
+    c.clear()
+    assert budget.bytes == 200
+
+
+@settings(max_examples=200)
+@given(puts=st.lists(st.tuples(st.integers(0, 4), st.lists(st.integers(1, 300), min_size=1, max_size=10)),
+                     max_size=60),
+       size=st.integers(1, 1500), budget_size=st.integers(0, 3000))
+def test_caches_under_a_budget_keep_suffixes_and_the_budget_holds(puts, size, budget_size):
+    budget = CacheBudget(budget_size)
+    caches = [TailCache(size, budget) for _ in range(5)]
+    written: dict[int, list[bytes]] = {}
+    for i, sizes in puts:
+        entries = written.setdefault(i, [])
+        datas = [bytes([len(entries) % 256]) * n for n in sizes]
+        caches[i].put_many(7, len(entries), datas)
+        entries.extend(datas)
+        for j, cache in enumerate(caches):
+            first = cache.first_cached(7)
+            if first is not None:
+                assert cache.get(7, first, len(written[j])) == written[j][first:]
+            assert cache.bytes <= size + size // 8
+        assert budget.bytes == sum(c.bytes for c in caches)
+        if budget_size:
+            assert budget.bytes <= budget_size + budget_size // 8
