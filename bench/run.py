@@ -43,6 +43,7 @@ import functools
 import json
 import os
 import platform
+import shutil
 import sys
 import tempfile
 import time
@@ -176,46 +177,49 @@ def main(argv: list[str] | None = None) -> int:
     }
     started = time.monotonic()
     workdir = Path(tempfile.mkdtemp(prefix="magnetar-bench-"))
-    report["fsync_probe"] = fsync_probe(workdir)
-    log(f"fdatasync of 8 KiB on the bench disk: {report['fsync_probe']}")
+    try:
+        report["fsync_probe"] = fsync_probe(workdir)
+        log(f"fdatasync of 8 KiB on the bench disk: {report['fsync_probe']}")
 
-    def step(key: str, fn, *a) -> None:
-        report["background_busy_percent"][key] = background_busy()
-        rows, details = fn(systems, timing, *a, log, workdir)
-        report["rows"].extend(rows)
-        report["details"][key] = details
+        def step(key: str, fn, *a) -> None:
+            report["background_busy_percent"][key] = background_busy()
+            rows, details = fn(systems, timing, *a, log, workdir)
+            report["rows"].extend(rows)
+            report["details"][key] = details
 
-    if "produce" in only:
-        spec = WorkloadSpec(topic="ceiling", size=100, producers=2, producer_workers=2, batch_max_messages=1000,
-                            batch_delay_ms=1, max_pending=10_000, subscriptions=[], consumers=0)
-        for size in (100, 1024):
-            log(f"load generator ceiling (pulsar-client, 2 processes, {size} B) against a no-op sink")
-            c = measure_ceiling(WorkloadSpec(**{**spec.as_dict(), "size": size}), timing.ceiling_seconds)
-            report.setdefault("ceiling", {})[str(size)] = c
-            if args.raw_producers:
-                log(f"load generator ceiling (raw generator, 2 processes, {size} B) against a no-op sink")
-                c = measure_ceiling(WorkloadSpec(**{**spec.as_dict(), "size": size}), timing.ceiling_seconds,
-                                    driver=wl.RAW)
-                report.setdefault("ceiling_raw", {})[str(size)] = c
-        produce = functools.partial(wl.max_produce, raw=args.raw_producers)
-        step("produce-100", produce, 100)
-        step("produce-1024", produce, 1024)
-    if "unbatched" in only:
-        step("unbatched", wl.unbatched_produce)
-    if "roundtrip" in only:
-        step("roundtrip", wl.round_trip)
-    if "e2e" in only:
-        for rate in (10_000, 50_000):
-            step(f"e2e-{rate}", wl.e2e_latency, rate)
-            report["latency_cdfs"][f"e2e at {rate:,} msg/s"] = {
-                label: (r.get("consume") or {}).get("latency_cdf", [])
-                for label, r in report["details"][f"e2e-{rate}"].items()}
-    if "fanout" in only:
-        step("fanout", wl.fan_out, 20_000)
-    if "catchup" in only:
-        step("catchup", wl.catch_up)
-    if "cold" in only:
-        step("cold", wl.cold_start)
+        if "produce" in only:
+            spec = WorkloadSpec(topic="ceiling", size=100, producers=2, producer_workers=2, batch_max_messages=1000,
+                                batch_delay_ms=1, max_pending=10_000, subscriptions=[], consumers=0)
+            for size in (100, 1024):
+                log(f"load generator ceiling (pulsar-client, 2 processes, {size} B) against a no-op sink")
+                c = measure_ceiling(WorkloadSpec(**{**spec.as_dict(), "size": size}), timing.ceiling_seconds)
+                report.setdefault("ceiling", {})[str(size)] = c
+                if args.raw_producers:
+                    log(f"load generator ceiling (raw generator, 2 processes, {size} B) against a no-op sink")
+                    c = measure_ceiling(WorkloadSpec(**{**spec.as_dict(), "size": size}), timing.ceiling_seconds,
+                                        driver=wl.RAW)
+                    report.setdefault("ceiling_raw", {})[str(size)] = c
+            produce = functools.partial(wl.max_produce, raw=args.raw_producers)
+            step("produce-100", produce, 100)
+            step("produce-1024", produce, 1024)
+        if "unbatched" in only:
+            step("unbatched", wl.unbatched_produce)
+        if "roundtrip" in only:
+            step("roundtrip", wl.round_trip)
+        if "e2e" in only:
+            for rate in (10_000, 50_000):
+                step(f"e2e-{rate}", wl.e2e_latency, rate)
+                report["latency_cdfs"][f"e2e at {rate:,} msg/s"] = {
+                    label: (r.get("consume") or {}).get("latency_cdf", [])
+                    for label, r in report["details"][f"e2e-{rate}"].items()}
+        if "fanout" in only:
+            step("fanout", wl.fan_out, 20_000)
+        if "catchup" in only:
+            step("catchup", wl.catch_up)
+        if "cold" in only:
+            step("cold", wl.cold_start)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)  # tens of gigabytes of servers' data
     report["wall_seconds"] = round(time.monotonic() - started, 1)
 
     print_table(report)

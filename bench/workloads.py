@@ -20,6 +20,7 @@ metric says "raw generator"; their results sit in ``detail`` under
 from __future__ import annotations
 
 import asyncio
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -78,7 +79,8 @@ QUICK = Timing(seconds=4, backlog=100_000, cold_trials=1, ceiling_seconds=2)
 def _measure(system: System, spec: WorkloadSpec, log, produce: bool = True, consume: bool = True,
              prepare=None, workdir: Path | None = None) -> dict:
     """Run ``spec`` once against a fresh server of ``system``; the perf result
-    (with ``error`` set instead when it failed)."""
+    (with ``error`` set instead when it failed). The server's data goes with
+    it: a full bench writes tens of gigabytes."""
     workdir = Path(tempfile.mkdtemp(prefix=f"{system.label}-", dir=workdir))
     server = None
     try:
@@ -97,6 +99,7 @@ def _measure(system: System, spec: WorkloadSpec, log, produce: bool = True, cons
     finally:
         if server is not None:
             server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _value(result: dict, side: str, key: str, sub: str | None = None):
