@@ -51,20 +51,52 @@ class Receiver(Workload):
     def _next(self, consumer):
         return consumer.receive(500)
 
+    def _caught_up(self) -> bool:
+        """Whether everything this receiver should get has reached where it
+        reads (its drain counts quiet time only then). Always, in the region
+        the workloads write to; see :class:`~.regions.FollowingConsumer`."""
+        return True
+
+    def _opened(self, service_url: str) -> None:
+        """Called on the receiver's thread each time it is connected anew."""
+
+    def _labels(self) -> dict:
+        """Extra fields of its ``receive`` ops."""
+        return {}
+
+    def _connect(self, pulsar, old_client):
+        """Close ``old_client`` (if any) and open the consumer at
+        :attr:`service_url`, retrying while the broker is away; ``(client,
+        consumer or None if the run stopped first, the URL)``."""
+        if old_client is not None:
+            try:
+                old_client.close()
+            except Exception:
+                pass  # the broker is away: the client goes anyway
+        url = self.service_url
+        client = pulsar.Client(url, operation_timeout_seconds=15, logger=_quiet_logger())
+        consumer = self.retrying(lambda: self._open(pulsar, client), "consumer")
+        if consumer is not None:
+            self._opened(url)
+        return client, consumer, url
+
     def work(self) -> None:
         pulsar = official_client()
-        client = pulsar.Client(self.service_url, operation_timeout_seconds=15, logger=_quiet_logger())
+        client, consumer, url = self._connect(pulsar, None)
         try:
-            consumer = self.retrying(lambda: self._open(pulsar, client), "consumer")
             quiet_since = drain_until = None
             while consumer is not None:
+                if self.service_url != url:  # told to read elsewhere: a failover
+                    client, consumer, url = self._connect(pulsar, client)
+                    quiet_since = None
+                    continue
                 try:
                     msg = self._next(consumer)
                 except Exception:  # a timeout, or the broker is away: keep asking
                     if self.stopping:
                         now = time.monotonic()
                         drain_until = drain_until or now + self.DRAIN_MAX_S
-                        if not _connected(consumer):
+                        if not _connected(consumer) or not self._caught_up():
                             quiet_since = None
                         else:
                             quiet_since = quiet_since or now
@@ -74,7 +106,7 @@ class Receiver(Workload):
                 quiet_since = None
                 self.history.add(self.process, "ok", "receive", topic=self.topic,
                                  value=msg.data().decode(errors="replace"), redelivery=msg.redelivery_count(),
-                                 subscription=self.subscription, order=self.order)
+                                 subscription=self.subscription, order=self.order, **self._labels())
                 self.received += 1
                 try:
                     self._done_with(consumer, msg)

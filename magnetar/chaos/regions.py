@@ -11,7 +11,9 @@ deduplication and infinite retention on it (policies live in the shared
 store, so both regions have them).
 
 - The workloads and consumers connect to region A only, so the checker
-  judges A exactly as in the other topologies.
+  judges A exactly as in the other topologies; the one exception is the
+  :class:`FollowingConsumer`, which the ``failover`` fault moves between
+  the regions.
 - Region B's broker listens on ``127.0.0.2`` and is reached only through a
   :class:`LinkProxy` standing at its advertised address ``127.0.0.1:<port>``
   (its admin port likewise, through a plain forwarder): the cluster record
@@ -37,7 +39,9 @@ held down 1-4 s (each connection
 attempt dropped at its first bytes: the replicators' sends wait, then
 resume; B deduplicates what is sent again); ``kill-etcd`` (SIGKILL, restart
 on the same data after 1-3 s) and ``pause-etcd`` (SIGSTOP 1-4 s) of the
-etcd both regions share.
+etcd both regions share; ``failover``: the :class:`FollowingConsumer` (a
+replicated subscription) moves to the other region, once that region has a
+copy of its subscription.
 
 Failure modes: :class:`~.broker.BrokerDidNotStart` if a broker does not
 start; ``EtcdNotInstalled`` / ``EtcdStartError`` for etcd; OSError if a
@@ -49,6 +53,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -69,6 +74,12 @@ REPLICA_BIND = "127.0.0.2"
 CATCH_UP_S = 120.0
 #: The subscription whose state replicates (PIP-33), on the dedup topic.
 REPLICATED_SUBSCRIPTION = "chaos-replicated"
+#: The replicated subscription whose consumer the ``failover`` fault moves.
+FOLLOWING_SUBSCRIPTION = "chaos-following"
+#: How long a failover waits for region B to have a copy of the following
+#: subscription (the first snapshot after it was created), then for the
+#: consumer to be subscribed in its new region.
+FAILOVER_WAIT_S = 30.0
 
 
 class ReplicatedSubscriptionConsumer(SubscriptionConsumer):
@@ -87,6 +98,68 @@ class ReplicatedSubscriptionConsumer(SubscriptionConsumer):
         return client.subscribe(self.topic, self.subscription, consumer_type=pulsar.ConsumerType.Failover,
                                 initial_position=pulsar.InitialPosition.Earliest,
                                 replicate_subscription_state_enabled=True)
+
+
+class FollowingConsumer(ReplicatedSubscriptionConsumer):
+    """A Failover consumer on :data:`FOLLOWING_SUBSCRIPTION` (replicated,
+    PIP-33) that the ``failover`` fault moves between the regions, as an
+    application whose region went away would: it closes its client and
+    subscribes with the same name in the other region, from ``Latest``.
+    Only the replicated copy of the subscription makes that lossless (a
+    subscription new to a region starts at its end), so the checker's
+    **missed by consumers** is the test of the copy: every acknowledged send
+    must reach this subscription in one region or the other, each
+    producer's messages first arriving in order. Its ``receive`` ops name
+    the region they came from.
+
+    In region B it drains, after the run, only once A's replicator has no
+    backlog towards B (:attr:`caught_up_in_replica`): what has not crossed
+    yet is still to come, not missed."""
+
+    #: Replication may lag after the last fault (a cut's reconnect backoff).
+    DRAIN_MAX_S = 60.0
+
+    def __init__(self, name: str, regions: dict[str, str], topic: str, history: History, seed: int) -> None:
+        first = REGIONS[0]
+        super().__init__(name, regions[first], topic, history, seed)
+        self.subscription = FOLLOWING_SUBSCRIPTION
+        self.regions = regions
+        #: Where it was told to read, and where it is connected now.
+        self.region = self.connected_region = first
+        self.arrived = threading.Event()
+        #: Called in region B while draining: whether B has everything A acknowledged.
+        self.caught_up_in_replica = lambda: True
+        self._subscribed_once = False
+
+    def follow(self, region: str) -> None:
+        """Ask the consumer to move to ``region`` (it does so within half a
+        second, between two receives); :attr:`arrived` is set once it is
+        subscribed there."""
+        self.arrived.clear()
+        self.region = region
+        self.service_url = self.regions[region]
+
+    def _open(self, pulsar, client):
+        # Earliest only the first time (the subscription is created in A
+        # before any message is sent); after a failover, Latest.
+        position = pulsar.InitialPosition.Latest if self._subscribed_once else pulsar.InitialPosition.Earliest
+        consumer = client.subscribe(self.topic, self.subscription, consumer_type=pulsar.ConsumerType.Failover,
+                                    initial_position=position, replicate_subscription_state_enabled=True)
+        self._subscribed_once = True
+        return consumer
+
+    def _opened(self, service_url: str) -> None:
+        self.connected_region = next(r for r, url in self.regions.items() if url == service_url)
+        self.history.add(self.process, "info", "subscribed", topic=self.topic, subscription=self.subscription,
+                         region=self.connected_region)
+        if self.connected_region == self.region:  # not a connect begun before the move was asked
+            self.arrived.set()
+
+    def _labels(self) -> dict:
+        return {"region": self.connected_region}
+
+    def _caught_up(self) -> bool:
+        return self.connected_region == REGIONS[0] or self.caught_up_in_replica()
 
 
 class LinkProxy(CutProxy):
@@ -126,7 +199,7 @@ class RegionsSystem:
     writes into :attr:`service_url` (region A) and, after its final reads,
     calls :meth:`read_replicas`; each :meth:`inject` returns once healed."""
 
-    faults = ("kill", "pause", "restart", "cut", "kill-etcd", "pause-etcd")
+    faults = ("kill", "pause", "restart", "cut", "kill-etcd", "pause-etcd", "failover")
 
     #: How long a fault's effects go on after its heal: a lapsed session is
     #: noticed up to a TTL later (as in the cluster topology).
@@ -144,6 +217,8 @@ class RegionsSystem:
         self._admin_forward: CutProxy | None = None
         #: (topic, subscription) of the replicated subscriptions, set by extra_workloads.
         self.replicated_subscriptions: list[tuple[str, str]] = []
+        #: The consumer the ``failover`` fault moves, set by extra_workloads.
+        self.following: FollowingConsumer | None = None
 
     @property
     def service_url(self) -> str:
@@ -197,16 +272,55 @@ class RegionsSystem:
             return f"cut {cut} connections to {REGIONS[1]}, link down {hold:.1f} s"
         if kind in ETCD_FAULTS:
             return hit_etcd(self.etcd, kind, rng)
+        if kind == "failover":
+            return self.fail_over()
         region = rng.choice(REGIONS)
         _hit(self.brokers[region], kind, rng, longest_pause=2 * SESSION_TTL_S + 2)
         return f"{kind} {region}"
 
+    def fail_over(self) -> str:
+        """The ``failover`` fault: move the :class:`FollowingConsumer` to the
+        other region, once that region has a copy of its subscription
+        (region A always has; B once a snapshot completed there: before,
+        PIP-33 promises nothing, so the move waits rather than skip
+        messages the checker would call missed). Returns once it is
+        subscribed there, or says why it did not move."""
+        consumer = self.following
+        if consumer is None:
+            return "failover: no following consumer"
+        source = consumer.region
+        target = REGIONS[1] if source == REGIONS[0] else REGIONS[0]
+        admin = self.admin_url if target == REGIONS[0] else self.replica_admin_url
+        started = time.monotonic()
+        has_copy = _wait(lambda: self.subscription_exists(admin, consumer.topic, FOLLOWING_SUBSCRIPTION),
+                         FAILOVER_WAIT_S, None)
+        if not has_copy:
+            return f"failover: {target} has no copy of {FOLLOWING_SUBSCRIPTION} after {FAILOVER_WAIT_S:.0f} s"
+        consumer.follow(target)
+        moved = consumer.arrived.wait(FAILOVER_WAIT_S)
+        took = time.monotonic() - started
+        if not moved:
+            return f"failover {source} -> {target}: not subscribed there after {took:.1f} s"
+        return f"failover {source} -> {target}: subscribed there {took:.1f} s after asked"
+
+    @staticmethod
+    def subscription_exists(admin_url: str, topic: str, subscription: str) -> bool:
+        path = "/admin/v2/" + topic.replace("://", "/", 1) + "/internalStats"
+        return subscription in ((_admin(admin_url, path) or {}).get("cursors") or {})
+
     def extra_workloads(self, workloads: list, history: History, seed: int) -> list:
-        """What this topology adds to the runner's workloads: a consumer with
-        a replicated subscription on the ``dedup`` process's topic."""
+        """What this topology adds to the runner's workloads, on the
+        ``dedup`` process's topic: a consumer with a replicated subscription
+        in region A, and the :class:`FollowingConsumer` that ``failover``
+        moves between the regions."""
         topic = next(w.topic for w in workloads if w.process == "dedup")
-        self.replicated_subscriptions = [(topic, REPLICATED_SUBSCRIPTION)]
-        return [ReplicatedSubscriptionConsumer("replicated", self.service_url, topic, history, seed + 11)]
+        self.replicated_subscriptions = [(topic, REPLICATED_SUBSCRIPTION), (topic, FOLLOWING_SUBSCRIPTION)]
+        following = FollowingConsumer("following", {REGIONS[0]: self.service_url, REGIONS[1]: self.replica_service_url},
+                                      topic, history, seed + 13)
+        following.caught_up_in_replica = lambda: self.replication_backlog(topic) == 0
+        self.following = following
+        return [ReplicatedSubscriptionConsumer("replicated", self.service_url, topic, history, seed + 11),
+                following]
 
     def read_replicas(self, history: History, topics: list[str]) -> None:
         """Record, for each topic, its copy in region B as a ``replica-read``

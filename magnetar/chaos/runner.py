@@ -135,7 +135,9 @@ def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: 
             for w in group:
                 w.stop()
             for w in group:
-                w.join(SEND_GRACE_S)
+                # A receiver drains for up to its DRAIN_MAX_S (a consumer in
+                # the replica region waits for replication to catch up).
+                w.join(max(SEND_GRACE_S, getattr(w, "DRAIN_MAX_S", 0.0) + 5.0))
         for topic in sorted({w.topic for w in workloads}):
             history.add("final", "invoke", "read", topic=topic)
             try:

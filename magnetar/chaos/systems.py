@@ -21,7 +21,10 @@
   (the same, its destination killed while the handover runs),
   ``move-kill-source`` (the same, its source, the owner, killed while the
   handover runs and restarted within its session; the heal line says how
-  long the bundle had no owner, ``STUCK`` past :data:`STUCK_S`) and ``split``
+  long the bundle had no owner, ``STUCK`` past :data:`STUCK_S`),
+  ``move-pause-source`` (its source paused past its session mid-handover:
+  a zombie owner), ``move-partition-source`` (its source cut from etcd and
+  the other brokers past its session mid-handover; root) and ``split``
   (that bundle cut in two), see :mod:`.moves`. A kill, pause or restart
   right after a move hits the move's destination half the time: a bundle
   moved to a broker that then dies. With ``partition`` (root only) the
@@ -242,27 +245,40 @@ def draw_partition(rng: random.Random, brokers: int, session_ttl: float) -> Part
     return Partition(victim, mode, rng.uniform(session_ttl + 1.0, session_ttl + 4.0))
 
 
-def _move_and_kill(move, ids: list[str], victim: BrokerProcess,
-                   rng: random.Random) -> tuple[threading.Thread, list[str], str]:
-    """Ask for ``move`` on a thread, SIGKILL ``victim`` 0-60 ms later (a
-    handover takes a few to some tens of milliseconds: the kill lands during
-    it or just after) and restart it 0.5-2 s after. Returns the asking
-    thread (to join), the list its answer lands in, and whether the kill
-    came before or after that answer."""
+def _move_and_strike(move, ids: list[str], strike, rng: random.Random) -> tuple[threading.Thread, list[str], str]:
+    """Ask for ``move`` on a thread and call ``strike()`` 0-60 ms later (a
+    handover takes a few to some tens of milliseconds: the fault lands
+    during it or just after); ``strike`` returns once its fault is healed.
+    Returns the asking thread (to join), the list its answer lands in, and
+    whether the fault came before or after that answer."""
     outcome: list[str] = []
     asking = threading.Thread(target=lambda: outcome.append(do_move(move, ids)[0]), daemon=True)
     asking.start()
     time.sleep(rng.uniform(0.0, 0.06))
     when = "after the unload answered" if outcome else "before the unload answered"
-    victim.kill()
-    time.sleep(rng.uniform(0.5, 2.0))
-    victim.start()
+    strike()
     return asking, outcome, when
+
+
+def _kill_briefly(victim: BrokerProcess, rng: random.Random):
+    """A strike for :func:`_move_and_strike`: SIGKILL, restart 0.5-2 s later."""
+    def strike() -> None:
+        victim.kill()
+        time.sleep(rng.uniform(0.5, 2.0))
+        victim.start()
+    return strike
+
+
+#: The moves whose source is struck mid-handover, and how: killed and back
+#: within its session; paused past its session (a zombie owner that wakes
+#: after the bundle moved on); partitioned from etcd and the other brokers
+#: past its session, its clients still reaching it (a zombie by the network).
+SOURCE_STRIKES = {"move-kill-source": "killed", "move-pause-source": "paused", "move-partition-source": "partitioned"}
 
 
 class ClusterSystem:
     faults = ("kill", "pause", "restart", "kill-etcd", "pause-etcd", "partition", "fsync-error", "move", "move-kill",
-              "move-kill-source", "split", "clock-jump")
+              "move-kill-source", "move-pause-source", "move-partition-source", "split", "clock-jump")
     #: How long a fault's effects go on after its heal: a lapsed session is
     #: noticed up to a TTL later, then its bundles move (the checker widens
     #: the fault's window by this much).
@@ -286,7 +302,7 @@ class ClusterSystem:
         self.topics: list[str] = []
         #: Where the last move took a bundle, until the next kill, pause or restart.
         self._moved_to: int | None = None
-        if "partition" in faults:
+        if "partition" in faults or "move-partition-source" in faults:
             reason = unavailable_reason()
             if reason is not None:
                 raise PartitionUnavailable(reason)
@@ -349,7 +365,7 @@ class ClusterSystem:
         if kind == "clock-jump":
             assert self.clock is not None
             return self.clock.jump(f"broker-{rng.randrange(self.count)}", draw_clock_jump(rng))
-        if kind in ("move", "move-kill", "move-kill-source", "split"):
+        if kind in ("move", "move-kill", "split") or kind in SOURCE_STRIKES:
             return self._move_or_split(kind, rng)
         victim = rng.randrange(self.count)
         if self._moved_to is not None and rng.random() < 0.5:
@@ -370,8 +386,8 @@ class ClusterSystem:
                 return split_bundle(self.admin_urls, topic)
             if kind == "move-kill":
                 return self._move_and_kill_destination(topic, rng)
-            if kind == "move-kill-source":
-                return self._move_and_kill_source(topic, rng)
+            if kind in SOURCE_STRIKES:
+                return self._move_and_strike_source(kind, topic, rng)
             what, destination = move_bundle(self.admin_urls, topic, rng)
         except NoBrokerAnswers as exc:
             return f"{kind}: {exc}"
@@ -388,34 +404,71 @@ class ClusterSystem:
         ids = [u.removeprefix("http://") for u in self.admin_urls]
         move = plan_move(self.admin_urls, topic, rng)
         victim = self.brokers[ids.index(move.destination)]
-        asking, outcome, when = _move_and_kill(move, ids, victim, rng)
+        asking, outcome, when = _move_and_strike(move, ids, _kill_briefly(victim, rng), rng)
         asking.join(60)  # the broker side gives up on a handover after 30 s
         return f"{outcome[0] if outcome else 'move: no answer in 60 s'}; destination killed {when}"
 
-    def _move_and_kill_source(self, topic: str, rng: random.Random) -> str:
-        """Ask for a move (at a broker other than the source, which dies)
-        and SIGKILL the bundle's current owner 0-60 ms later, mid-handover
-        or just after; restart it 0.5-2 s later (within its 3 s session, so
-        the cluster may never see it leave). Then wait for the bundle to be
-        owned again: the heal line says by whom and after how long, or that
-        it had no owner for :data:`STUCK_S` (a stuck bundle: the clients of
-        its topics cannot send)."""
+    def _move_and_strike_source(self, kind: str, topic: str, rng: random.Random) -> str:
+        """Ask for a move (at a broker other than the source) and strike the
+        bundle's current owner 0-60 ms later, mid-handover or just after, as
+        ``kind`` says (:data:`SOURCE_STRIKES`):
+
+        - ``move-kill-source``: SIGKILL, restarted 0.5-2 s later (within its
+          3 s session, so the cluster may never see it leave);
+        - ``move-pause-source``: SIGSTOP for 1-4 s past its session, then
+          SIGCONT: it wakes as a zombie that still thinks it is handing the
+          bundle over, with its clients' connections open;
+        - ``move-partition-source``: cut from etcd and the other brokers for
+          1-4 s past its session, its clients still reaching it.
+
+        Then wait for the bundle to be owned again: the heal line says by
+        whom and after how long, or that it had no owner for
+        :data:`STUCK_S` (a stuck bundle: the clients of its topics cannot
+        send)."""
         ids = [u.removeprefix("http://") for u in self.admin_urls]
         move = plan_move(self.admin_urls, topic, rng)
         if move.owner not in ids:
-            return f"move-kill-source: bundle {move.bundle} has no owner just now"
+            return f"{kind}: bundle {move.bundle} has no owner just now"
         source = ids.index(move.owner)
         victim = self.brokers[source]
         move = replace(move, asked=next(u for u in self.admin_urls if u.removeprefix("http://") != move.owner))
+        if kind == "move-kill-source":
+            strike = _kill_briefly(victim, rng)
+        else:
+            hold = rng.uniform(SESSION_TTL_S + 1.0, SESSION_TTL_S + 4.0)
+            strike = self._pause_for(victim, hold) if kind == "move-pause-source" else self._zombie_for(source, hold)
         started = time.monotonic()
-        asking, outcome, when = _move_and_kill(move, ids, victim, rng)
+        asking, outcome, when = _move_and_strike(move, ids, strike, rng)
         waited, owner = wait_owned(self.admin_urls, topic, move.bundle, STUCK_S)
         owned = (f"owned by {_broker_name(ids, owner)} {time.monotonic() - started:.1f} s after the unload"
                  if owner is not None else
                  f"STUCK: no owner {time.monotonic() - started:.1f} s after the unload" if waited >= STUCK_S
                  else "split meanwhile")
         asking.join(60)  # the broker side gives up on a handover after 30 s
-        return (f"{outcome[0] if outcome else 'move: no answer in 60 s'}; source killed {when}; {owned}")
+        return (f"{outcome[0] if outcome else 'move: no answer in 60 s'}; "
+                f"source {SOURCE_STRIKES[kind]} {when}; {owned}")
+
+    @staticmethod
+    def _pause_for(victim: BrokerProcess, hold: float):
+        def strike() -> None:
+            victim.pause()
+            try:
+                time.sleep(hold)  # frozen past its session: the leader passes its bundles on
+            finally:
+                victim.resume()
+        return strike
+
+    def _zombie_for(self, source: int, hold: float):
+        assert self.net is not None
+        net = self.net
+
+        def strike() -> None:
+            net.partition("zombie", source)
+            try:
+                time.sleep(hold)  # cut from etcd and peers past its session, clients still in reach
+            finally:
+                net.heal()
+        return strike
 
     def stop(self) -> None:
         """Stop the brokers and etcd, then remove the network (healed first,

@@ -75,4 +75,44 @@ def test_a_short_run_with_broker_faults_and_cuts_replicates_everything(tmp_path)
     assert all(op["caught_up"] for op in replicas), [(op["topic"], op["waited_s"]) for op in replicas]
     assert report["replicated"] >= report["acknowledged"] > 0
     # The replicated subscription's copy in B was looked up (judged if B has one).
-    assert [op["subscription"] for op in ops if op["f"] == "replica-subscription"] == ["chaos-replicated"]
+    assert [op["subscription"] for op in ops if op["f"] == "replica-subscription"] == ["chaos-replicated",
+                                                                                      "chaos-following"]
+
+
+def test_a_consumer_that_fails_over_between_the_regions_misses_nothing(tmp_path):
+    """``failover``: the following consumer (a replicated subscription)
+    moves from A to B and back, subscribing from Latest each time, while
+    the workloads write into A and the link is cut now and then. Only the
+    subscription's replicated copy in B makes that lossless: without it,
+    the consumer would start at B's end and the checker would report the
+    messages between as missed by consumers."""
+    out = tmp_path / "chaos"
+    result = subprocess.run(
+        [sys.executable, "-m", "magnetar.cli", "chaos", "run", "--topology", "regions", "--duration", "25",
+         "--interval", "1,2", "--faults", "failover,cut", "--seed", "4", "--out", str(out)],
+        capture_output=True, text=True, timeout=300)
+    run_dir = out / "seed-4"
+    report = json.loads((run_dir / "report.json").read_text())
+    assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    assert report["clean"], report
+    ops = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+    heals = [op["value"] for op in ops if op["f"] == "heal"]
+    assert any(h.startswith("failover region-a -> region-b: subscribed") for h in heals), heals
+    assert _resumed_behind_the_end_in_b(ops), heals
+
+
+def _resumed_behind_the_end_in_b(ops: list[dict]) -> bool:
+    """Whether, after some subscription of the following consumer in region
+    B, it received a message again or one sent before it subscribed there:
+    it resumed from the replicated copy's position, not from B's end."""
+    invoked = {op["value"]: i for i, op in enumerate(ops) if op["f"] == "send" and op["type"] == "invoke"}
+    seen: set[str] = set()
+    region, subscribed_at, behind = None, 0, False
+    for i, op in enumerate(ops):
+        if op["f"] == "subscribed" and op.get("subscription") == "chaos-following":
+            region, subscribed_at = op["region"], i
+        elif op["f"] == "receive" and op.get("subscription") == "chaos-following":
+            if region == "region-b" and (op["value"] in seen or invoked.get(op["value"], i) < subscribed_at):
+                behind = True
+            seen.add(op["value"])
+    return behind
