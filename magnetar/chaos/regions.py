@@ -58,13 +58,14 @@ import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import Callable
 
 from .broker import BrokerProcess
-from .consumers import SubscriptionConsumer
+from .consumers import Receiver, SubscriptionConsumer
 from .history import History
 from .proxy import CutProxy
 from .systems import ETCD_FAULTS, SESSION_TTL_S, _broker_config, _hit, hit_etcd
-from .workloads import read_log
+from .workloads import DedupProducer, read_log
 
 REGIONS = ("region-a", "region-b")
 #: Where region B's broker really listens: its advertised address
@@ -112,9 +113,9 @@ class FollowingConsumer(ReplicatedSubscriptionConsumer):
     producer's messages first arriving in order. Its ``receive`` ops name
     the region they came from.
 
-    In region B it drains, after the run, only once A's replicator has no
-    backlog towards B (:attr:`caught_up_in_replica`): what has not crossed
-    yet is still to come, not missed."""
+    After the run it drains, in either region, only once the other
+    region's replicator has no backlog towards it (:attr:`caught_up_in`):
+    what has not crossed yet is still to come, not missed."""
 
     #: Replication may lag after the last fault (a cut's reconnect backoff).
     DRAIN_MAX_S = 60.0
@@ -127,8 +128,8 @@ class FollowingConsumer(ReplicatedSubscriptionConsumer):
         #: Where it was told to read, and where it is connected now.
         self.region = self.connected_region = first
         self.arrived = threading.Event()
-        #: Called in region B while draining: whether B has everything A acknowledged.
-        self.caught_up_in_replica = lambda: True
+        #: Region -> whether it has everything the other region acknowledged (while draining).
+        self.caught_up_in: dict[str, Callable[[], bool]] = {}
         self._subscribed_once = False
 
     def follow(self, region: str) -> None:
@@ -159,7 +160,7 @@ class FollowingConsumer(ReplicatedSubscriptionConsumer):
         return {"region": self.connected_region}
 
     def _caught_up(self) -> bool:
-        return self.connected_region == REGIONS[0] or self.caught_up_in_replica()
+        return self.caught_up_in.get(self.connected_region, lambda: True)()
 
 
 class LinkProxy(CutProxy):
@@ -217,6 +218,8 @@ class RegionsSystem:
         self._admin_forward: CutProxy | None = None
         #: (topic, subscription) of the replicated subscriptions, set by extra_workloads.
         self.replicated_subscriptions: list[tuple[str, str]] = []
+        #: The topics a workload writes into region B too, set by extra_workloads.
+        self.written_in_b: list[str] = []
         #: The consumer the ``failover`` fault moves, set by extra_workloads.
         self.following: FollowingConsumer | None = None
 
@@ -310,17 +313,41 @@ class RegionsSystem:
 
     def extra_workloads(self, workloads: list, history: History, seed: int) -> list:
         """What this topology adds to the runner's workloads, on the
-        ``dedup`` process's topic: a consumer with a replicated subscription
-        in region A, and the :class:`FollowingConsumer` that ``failover``
-        moves between the regions."""
+        ``dedup`` process's topic: a second deduplicated producer,
+        ``dedup-b``, writing into region B (both regions write the topic at
+        once, each replicating to the other); a consumer with a replicated
+        subscription in region A; and the :class:`FollowingConsumer` that
+        ``failover`` moves between the regions. The receivers of that topic
+        in A drain only once B's replicator to A has no backlog."""
+        a, b = REGIONS
         topic = next(w.topic for w in workloads if w.process == "dedup")
         self.replicated_subscriptions = [(topic, REPLICATED_SUBSCRIPTION), (topic, FOLLOWING_SUBSCRIPTION)]
-        following = FollowingConsumer("following", {REGIONS[0]: self.service_url, REGIONS[1]: self.replica_service_url},
+        self.written_in_b = [topic]
+
+        def in_a() -> bool:  # A has all B acknowledged
+            return self.replication_backlog(topic, source=b) == 0
+
+        def in_b() -> bool:
+            return self.replication_backlog(topic, source=a) == 0
+
+        following = FollowingConsumer("following", {a: self.service_url, b: self.replica_service_url},
                                       topic, history, seed + 13)
-        following.caught_up_in_replica = lambda: self.replication_backlog(topic) == 0
+        following.caught_up_in = {a: in_a, b: in_b}
         self.following = following
-        return [ReplicatedSubscriptionConsumer("replicated", self.service_url, topic, history, seed + 11),
-                following]
+        replicated = ReplicatedSubscriptionConsumer("replicated", self.service_url, topic, history, seed + 11)
+        for w in workloads + [replicated]:
+            if isinstance(w, Receiver) and w.topic == topic:
+                w.caught_up = in_a
+        return [DedupProducer("dedup-b", self.replica_service_url, topic, history, seed + 12), replicated, following]
+
+    def settle(self, topics: list[str]) -> None:
+        """Before the runner's final reads in A: wait (up to
+        :data:`CATCH_UP_S` per topic) for B's replicator to A to drain the
+        topics written in B, so A's log holds what B acknowledged. One not
+        drained by then is read anyway: what it lacks is reported."""
+        for topic in self.written_in_b:
+            if topic in topics:
+                _wait(lambda: self.replication_backlog(topic, source=REGIONS[1]) == 0, CATCH_UP_S, None)
 
     def read_replicas(self, history: History, topics: list[str]) -> None:
         """Record, for each topic, its copy in region B as a ``replica-read``
@@ -345,15 +372,18 @@ class RegionsSystem:
             history.add("final-replica", "ok", "replica-subscription", topic=topic, region=b,
                         subscription=subscription, mark_delete=cursor.get("markDeletePosition") if cursor else None)
 
-    def replication_backlog(self, topic: str) -> int | None:
-        """A's backlog of ``topic`` towards B, from A's topic stats; None if
-        A does not answer or has no replicator to B yet."""
+    def replication_backlog(self, topic: str, source: str = REGIONS[0]) -> int | None:
+        """``source`` region's backlog of ``topic`` towards the other
+        region, from its topic stats (A's towards B by default); None if it
+        does not answer or has no replicator there yet."""
+        a, b = REGIONS
+        admin, target = (self.admin_url, b) if source == a else (self.replica_admin_url, a)
         path = "/admin/v2/" + topic.replace("://", "/", 1) + "/stats"
         try:
-            stats = _admin(self.admin_url, path)
+            stats = _admin(admin, path)
         except (OSError, ValueError):
-            return None  # A is loading the topic, or busy: ask again
-        entry = (stats or {}).get("replication", {}).get(REGIONS[1])
+            return None  # the region is loading the topic, or busy: ask again
+        entry = (stats or {}).get("replication", {}).get(target)
         return None if entry is None else int(entry.get("replicationBacklog", -1))
 
     def stop(self) -> None:

@@ -138,6 +138,8 @@ def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: 
                 # A receiver drains for up to its DRAIN_MAX_S (a consumer in
                 # the replica region waits for replication to catch up).
                 w.join(max(SEND_GRACE_S, getattr(w, "DRAIN_MAX_S", 0.0) + 5.0))
+        if hasattr(system, "settle"):  # the regions topology: what B acknowledged reaches A first
+            system.settle(sorted({w.topic for w in workloads}))
         for topic in sorted({w.topic for w in workloads}):
             history.add("final", "invoke", "read", topic=topic)
             try:

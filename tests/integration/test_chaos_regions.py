@@ -1,9 +1,11 @@
 """The ``regions`` topology of the chaos harness (magnetar/chaos/regions.py)
 with real brokers and etcd: the link proxy really is the only way from
 region A to region B (held down, A's replicator loses B and its backlog
-grows; healed, B gets everything once), and a short run with broker
+grows; healed, B gets everything once); a short run with broker
 faults and cuts finds no anomaly, with faults injected, every topic
-replicated and the replicated subscription's copy in B looked up."""
+replicated, what region B acknowledged in A's log, and the replicated
+subscriptions' copies in B looked up; and a consumer failing over between
+the regions resumes from its subscription's copy."""
 from __future__ import annotations
 
 import json
@@ -74,6 +76,11 @@ def test_a_short_run_with_broker_faults_and_cuts_replicates_everything(tmp_path)
     assert {op["topic"] for op in replicas} == topics and len(topics) == 5
     assert all(op["caught_up"] for op in replicas), [(op["topic"], op["waited_s"]) for op in replicas]
     assert report["replicated"] >= report["acknowledged"] > 0
+    # Both regions wrote the dedup topic at once: what B acknowledged is in
+    # A's log too (else the checker would have called it lost).
+    from_b = [op["value"] for op in ops if op["f"] == "send" and op["type"] == "ok" and op["process"] == "dedup-b"]
+    dedup_log = next(op["log"] for op in ops if op["f"] == "read" and op["type"] == "ok" and op["topic"].endswith("-dedup"))
+    assert from_b and set(from_b) <= {value for _, value in dedup_log}
     # The replicated subscription's copy in B was looked up (judged if B has one).
     assert [op["subscription"] for op in ops if op["f"] == "replica-subscription"] == ["chaos-replicated",
                                                                                       "chaos-following"]
