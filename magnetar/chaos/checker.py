@@ -21,6 +21,15 @@ without knowing their fate). A heal may give an ``aftermath`` in seconds
 (a cluster's session TTL and bundle moves go on after the heal); the
 fault's window extends that far.
 
+Reads of a topic's next offset (``next-offset`` ops: the probe asks
+``get_next_offset``): each answer must count every send acknowledged, in
+the region read, before the read was invoked: its offset in the final log
+plus one at least (**stale reads**: a broker answering from a state older
+than a receipt it or another broker already gave, a zombie owner's). A
+send whose invoke names a ``region`` was made in another region than the
+probe's and is left out (it reaches the probe's region by replication,
+later).
+
 A topic with acknowledged sends and no final read is reported as unread:
 nothing about it can be judged, and the report is not clean.
 
@@ -65,7 +74,7 @@ from typing import Any
 
 ANOMALIES = ("lost", "duplicated", "reordered", "interleaved_writers", "offset_violations", "phantoms",
              "unread_topics", "missed_by_consumers", "delivered_out_of_order", "not_replicated",
-             "duplicated_by_replication", "replicated_out_of_order", "replicated_subscription_ahead")
+             "duplicated_by_replication", "replicated_out_of_order", "replicated_subscription_ahead", "stale_reads")
 
 
 @dataclass
@@ -100,8 +109,12 @@ class Report:
     replicated_subscription_ahead: int = 0
     #: Values a replicated subscription's copy covers (a figure).
     replicated_subscription_covers: int = 0
+    #: Next-offset reads answered, and those older than a receipt given before they were asked.
+    offset_reads: int = 0
+    stale_reads: int = 0
     faults: Counter = field(default_factory=Counter)
     reordered_by_process: Counter = field(default_factory=Counter)
+    acknowledged_by_process: Counter = field(default_factory=Counter)
     #: A few examples per anomaly, to start the investigation from.
     examples: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
 
@@ -116,9 +129,10 @@ class Report:
     def as_dict(self) -> dict[str, Any]:
         out = {name: getattr(self, name) for name in ("operations", "acknowledged", "indeterminate", "received",
                                                       "redelivered", "replicated", "replicated_subscription_covers",
-                                                      *ANOMALIES)}
+                                                      "offset_reads", *ANOMALIES)}
         out["faults"] = dict(self.faults)
         out["reordered_by_process"] = dict(self.reordered_by_process)
+        out["acknowledged_by_process"] = dict(self.acknowledged_by_process)
         out["examples"] = {k: v for k, v in self.examples.items() if v}
         out["clean"] = self.clean
         return out
@@ -138,6 +152,10 @@ def check(ops: list[dict[str, Any]]) -> Report:
     first_receipts: dict[tuple[str, str], list[str]] = defaultdict(list)
     promised_order: dict[tuple[str, str], str | None] = {}
     faults: list[list[float]] = []  # [start, end] of each fault, open until healed
+    # topic -> values acknowledged in the probe's region, in the order of their receipts
+    acked_here: dict[str, list[str]] = defaultdict(list)
+    asked: dict[tuple[str, str], int] = {}  # (probe, topic) -> how many acked_here[topic] when invoked
+    offset_reads: list[tuple[str, int, int]] = []  # (topic, acked_here count at invoke, answer)
     for op in ops:
         f, kind = op.get("f"), op.get("type")
         if f == "fault" and kind == "info":
@@ -171,6 +189,13 @@ def check(ops: list[dict[str, Any]]) -> Report:
         if f == "replica-subscription" and kind == "ok":
             replica_subscriptions.append(op)
             continue
+        if f == "next-offset":
+            probe = (op.get("process"), op.get("topic"))
+            if kind == "invoke":
+                asked[probe] = len(acked_here[op.get("topic")])
+            elif kind == "ok" and probe in asked:
+                offset_reads.append((op["topic"], asked.pop(probe), int(op["next_offset"])))
+            continue
         if f != "send":
             continue
         key = (op.get("topic"), op.get("value"))
@@ -179,9 +204,12 @@ def check(ops: list[dict[str, Any]]) -> Report:
             invokes[key] = op
         elif kind in ("ok", "fail", "info"):
             outcome[key] = op
+            if kind == "ok" and "region" not in invokes.get(key, {}):
+                acked_here[key[0]].append(key[1])
     for key, op in outcome.items():
         if op["type"] == "ok":
             report.acknowledged += 1
+            report.acknowledged_by_process[op.get("process", "")] += 1
         elif op["type"] == "info":
             report.indeterminate += 1
     for key in invokes:
@@ -224,7 +252,35 @@ def check(ops: list[dict[str, Any]]) -> Report:
     for op in replica_subscriptions:
         _check_replicated_subscription(report, op, replica_positions.get((op["topic"], str(op.get("region", "")))),
                                        receipts.get((op["topic"], op.get("subscription", "")), Counter()))
+    _check_offset_reads(report, offset_reads, acked_here, logs)
     return report
+
+
+def _check_offset_reads(report: Report, reads: list[tuple[str, int, int]], acked_here: dict[str, list[str]],
+                        logs: dict[str, list[tuple[int | None, str]]]) -> None:
+    """Each ``(topic, n, answer)``: ``answer`` must be past the stored
+    offset of each of the first ``n`` values acknowledged on ``topic``
+    (those not in the final log are lost, judged apart)."""
+    floors: dict[str, list[tuple[int, str | None]]] = {}  # topic -> prefix maxima: (offset + 1, whose)
+    for topic, acked in acked_here.items():
+        offset_of: dict[str, int] = {}
+        for offset, value in logs.get(topic, []):
+            if offset is not None:
+                offset_of.setdefault(value, offset)
+        prefix, best = [(0, None)], (0, None)
+        for value in acked:
+            at = offset_of.get(value)
+            if at is not None and at + 1 > best[0]:
+                best = (at + 1, value)
+            prefix.append(best)
+        floors[topic] = prefix
+    for topic, n, answer in reads:
+        report.offset_reads += 1
+        floor, value = floors[topic][n] if topic in floors else (0, None)
+        if answer < floor:
+            report.stale_reads += 1
+            report._example("stale_reads", f"{topic}: next offset {answer} read after {value} had been "
+                                           f"acknowledged at offset {floor - 1}")
 
 
 def _position(text: str) -> tuple[int, int]:

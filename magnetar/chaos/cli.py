@@ -31,10 +31,15 @@ def _table(report: Report, seed: int | None = None, sync_policy: str | None = No
         table.add_row("sync policy", sync_policy)
     # The replication figures only where something was replicated (the regions topology).
     figures = ("replicated", "replicated_subscription_covers") if report.replicated else ()
-    for name in ("operations", "acknowledged", "indeterminate", "received", "redelivered", *figures, *ANOMALIES):
+    for name in ("operations", "acknowledged", "indeterminate", "received", "redelivered", "offset_reads", *figures,
+                 *ANOMALIES):
         value = getattr(report, name)
         style = "red" if name in ANOMALIES and value else ""
         table.add_row(name.replace("_", " "), f"[{style}]{value}[/{style}]" if style else str(value))
+        if name == "reordered":  # and per producer
+            for process in sorted(report.acknowledged_by_process):
+                n = report.reordered_by_process[process]
+                table.add_row(f"  reordered: {process}", f"[red]{n}[/red]" if n else "0")
     for kind, n in sorted(report.faults.items()):
         table.add_row(f"faults: {kind}", str(n))
     return table

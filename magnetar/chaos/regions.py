@@ -338,7 +338,9 @@ class RegionsSystem:
         for w in workloads + [replicated]:
             if isinstance(w, Receiver) and w.topic == topic:
                 w.caught_up = in_a
-        return [DedupProducer("dedup-b", self.replica_service_url, topic, history, seed + 12), replicated, following]
+        in_region_b = DedupProducer("dedup-b", self.replica_service_url, topic, history, seed + 12)
+        in_region_b.labels = {"region": b}  # not counted against the reads of A's next offsets
+        return [in_region_b, replicated, following]
 
     def settle(self, topics: list[str]) -> None:
         """Before the runner's final reads in A: wait (up to

@@ -26,7 +26,8 @@ from .plot import write_svg
 from .regions import RegionsSystem
 from .systems import SYSTEMS as _SYSTEMS
 from .consumers import SubscriptionConsumer, TopicReader, Receiver
-from .workloads import ConditionalWriter, DedupProducer, ExclusiveWriter, IdempotentProducer, Workload, read_log
+from .workloads import (ConditionalWriter, DedupProducer, ExclusiveWriter, IdempotentProducer, OffsetProbe, Workload,
+                        read_log)
 
 NAMESPACE = "public/default"
 #: Every topology: those of :mod:`.systems`, and ``regions``, registered
@@ -67,6 +68,8 @@ def _workloads(url: str, history: History, seed: int) -> list[Workload]:
         SubscriptionConsumer("failover", url, f"{base}-dedup", history, seed + 6, consumer_type="Failover"),
         SubscriptionConsumer("key-shared", url, f"{base}-idempotent", history, seed + 7, consumer_type="KeyShared"),
         TopicReader("reader", url, f"{base}-conditional", history, seed + 8),
+        OffsetProbe("offsets", url, [f"{base}-{name}" for name in ("dedup", "idempotent", "exclusive", "leader",
+                                                                   "conditional")], history, seed + 14),
     ]
 
 

@@ -15,6 +15,9 @@ connection; the outcome is unknown). Values are ``<process>:<seq>``.
 - :class:`ConditionalWriter`: Magnetar's client with expected offsets: what
   it is told was stored is at the offset it asked for; what is refused is
   not stored.
+- :class:`OffsetProbe`: Magnetar's client asking every topic in turn for
+  its next offset: a read, which must count every receipt given before it
+  was asked (no stale reads).
 
 Consumers and readers are in :mod:`.consumers`.
 
@@ -58,6 +61,9 @@ class Workload(threading.Thread, metaclass=abc.ABCMeta):
     """A client thread; :meth:`stop` asks it to finish its current send and end."""
 
     promise = "once"
+    #: Fields every ``invoke`` of its sends carries (the regions topology
+    #: names the region of a producer that writes elsewhere than region A).
+    labels: dict[str, Any] = {}
 
     def __init__(self, name: str, service_url: str, topic: str, history: History, seed: int) -> None:
         super().__init__(name=name, daemon=True)
@@ -92,7 +98,7 @@ class Workload(threading.Thread, metaclass=abc.ABCMeta):
     def invoke(self, **extra: Any) -> str:
         value = f"{self.process}:{self.seq}"
         self.history.add(self.process, "invoke", "send", topic=self.topic, value=value, seq=self.seq,
-                         promise=self.promise, **extra)
+                         promise=self.promise, **self.labels, **extra)
         self.seq += 1
         return value
 
@@ -235,6 +241,39 @@ class ConditionalWriter(Workload):
                     self.info(value, exc)
                     # Whether it was stored is unknown: ask where the topic is now.
                     expected = self.retrying(lambda: client.get_next_offset(self.topic), "offset")
+        finally:
+            client.close()
+
+
+class OffsetProbe(Workload):
+    """Asks each of ``topics`` in turn for its next offset
+    (``get_next_offset``, which a conditional writer relies on), recording
+    ``next-offset`` invoke/ok/info ops; the checker wants every answer to
+    count each send acknowledged before it was asked. It sends nothing (its
+    :attr:`seq` stays 0: the run's progress line counts sends)."""
+
+    #: Between two reads: a few hundred a second would crowd the history, not add to the check.
+    PACE_S = 0.02
+
+    def __init__(self, name: str, service_url: str, topics: list[str], history: History, seed: int) -> None:
+        super().__init__(name, service_url, topics[0], history, seed)
+        self.topics = topics
+
+    def work(self) -> None:
+        client = magnetar_client.Client(self.service_url, operation_timeout_seconds=15)
+        try:
+            turn = 0
+            while not self.stopping:
+                topic = self.topics[turn % len(self.topics)]
+                turn += 1
+                self.history.add(self.process, "invoke", "next-offset", topic=topic)
+                try:
+                    answer = client.get_next_offset(topic)
+                except Exception as exc:  # the broker is away or the topic moving: no answer, no check
+                    self.history.add(self.process, "info", "next-offset", topic=topic, error=type(exc).__name__)
+                    continue
+                self.history.add(self.process, "ok", "next-offset", topic=topic, next_offset=answer)
+                time.sleep(self.PACE_S)
         finally:
             client.close()
 

@@ -239,3 +239,44 @@ def test_a_refusal_in_a_faults_aftermath_is_unknown_but_not_after_it():
 
     assert check(history(aftermath=5.0).ops).phantoms == 0  # sessions still lapsing after the heal
     assert check(history(aftermath=0.0).ops).phantoms == 1
+
+
+def _ask_next_offset(h: History, answer: int, probe: str = "offsets") -> None:
+    h.add(probe, "invoke", "next-offset", topic=T)
+    h.add(probe, "ok", "next-offset", topic=T, next_offset=answer)
+
+
+def test_a_next_offset_older_than_a_receipt_given_before_it_was_asked_is_a_stale_read():
+    h, values = _clean()  # p:0..p:4 acknowledged, stored at offsets 0..4
+    _ask_next_offset(h, 5)
+    _ask_next_offset(h, 3)  # a zombie's answer: p:3 and p:4 were acknowledged before the question
+    _read(h, values)
+    report = check(h.ops)
+    assert report.offset_reads == 2 and report.stale_reads == 1 and not report.clean
+    assert "next offset 3" in report.examples["stale_reads"][0] and "p:4" in report.examples["stale_reads"][0]
+
+
+def test_a_receipt_given_while_the_read_was_in_flight_does_not_make_it_stale():
+    h = History()
+    first = _send(h, "p", 0)
+    h.add("offsets", "invoke", "next-offset", topic=T)
+    second = _send(h, "p", 1)  # acknowledged after the question: the answer may or may not count it
+    h.add("offsets", "ok", "next-offset", topic=T, next_offset=1)
+    _ask_next_offset(h, 2)
+    _read(h, [first, second])
+    report = check(h.ops)
+    assert report.offset_reads == 2 and report.clean, report.as_dict()
+
+
+def test_a_send_made_in_another_region_does_not_count_against_the_reads():
+    h, values = _clean()
+    elsewhere = _send(h, "remote", 0, region="region-b")  # reaches this region's log later, by replication
+    _ask_next_offset(h, 5)
+    _read(h, values + [elsewhere])
+    report = check(h.ops)
+    assert report.stale_reads == 0 and report.clean, report.as_dict()
+    h2, values2 = _clean()
+    here = _send(h2, "local", 0)
+    _ask_next_offset(h2, 5)
+    _read(h2, values2 + [here])
+    assert check(h2.ops).stale_reads == 1
