@@ -10,8 +10,11 @@ configuration store (prefix ``/global``). The chaos namespace
 deduplication and infinite retention on it (policies live in the shared
 store, so both regions have them).
 
-- The workloads and consumers connect to region A only, so the checker
-  judges A exactly as in the other topologies; the one exception is the
+- The workloads and consumers connect to region A, so the checker judges
+  A exactly as in the other topologies, with two exceptions: ``dedup-b``
+  writes the ``dedup`` topic in region B at the same time (each region
+  replicates to the other; :meth:`RegionsSystem.settle` waits for B's
+  replicator to A before the final reads), and the
   :class:`FollowingConsumer`, which the ``failover`` fault moves between
   the regions.
 - Region B's broker listens on ``127.0.0.2`` and is reached only through a

@@ -47,7 +47,7 @@ def test_a_chaos_run_whose_moves_freeze_their_source_is_clean(tmp_path):
     on while the source still holds its clients' connections and believes
     it is mid-handover. When it wakes, a zombie, nothing it stores or
     acknowledges may count: the checker finds no phantom, duplicate or
-    interleaved writer, and the bundle has an owner again."""
+    interleaved writer, no stale read, and the bundle has an owner again."""
     report = run(tmp_path, duration=20, faults=["move-pause-source"], seed=5, topology="cluster",
                  interval=(1.0, 2.0))
     heals = [op["value"] for op in read_history(tmp_path / "history.jsonl")
@@ -55,7 +55,9 @@ def test_a_chaos_run_whose_moves_freeze_their_source_is_clean(tmp_path):
     paused = [h for h in heals if "source paused" in h]
     assert paused and any("owned by" in h for h in paused), heals
     assert not [h for h in heals if "STUCK" in h], heals
-    assert report.acknowledged > 0
+    # The next-offset reads, some of them asked of the source as it woke:
+    # none may miss a receipt the new owner gave before it was asked.
+    assert report.acknowledged > 0 and report.offset_reads > 0 and report.stale_reads == 0
     assert report.clean, report.examples
 
 
