@@ -58,19 +58,25 @@ def test_the_link_down_holds_replication_back_and_the_heal_delivers_it_once(tmp_
         system.stop()
 
 
-def test_a_short_run_with_broker_faults_and_cuts_replicates_everything(tmp_path):
-    """~15 s of the workloads in region A with kill, pause and cut every 1-2 s."""
+def _clean_run(tmp_path, duration: int, faults: str, seed: int) -> tuple[dict, list[dict]]:
+    """``magnetar chaos run --topology regions`` with a fault every 1-2 s;
+    its report and history, once it exited 0 with a clean verdict."""
     out = tmp_path / "chaos"
     result = subprocess.run(
-        [sys.executable, "-m", "magnetar.cli", "chaos", "run", "--topology", "regions", "--duration", "15",
-         "--interval", "1,2", "--faults", "kill,pause,cut", "--seed", "3", "--out", str(out)],
-        capture_output=True, text=True, timeout=240)
-    run_dir = out / "seed-3"
+        [sys.executable, "-m", "magnetar.cli", "chaos", "run", "--topology", "regions", "--duration", str(duration),
+         "--interval", "1,2", "--faults", faults, "--seed", str(seed), "--out", str(out)],
+        capture_output=True, text=True, timeout=240 + 4 * duration)
+    run_dir = out / f"seed-{seed}"
     report = json.loads((run_dir / "report.json").read_text())
     assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     assert report["clean"], report
+    return report, [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+
+
+def test_a_short_run_with_broker_faults_and_cuts_replicates_everything(tmp_path):
+    """~15 s of the workloads in region A with kill, pause and cut every 1-2 s."""
+    report, ops = _clean_run(tmp_path, 15, "kill,pause,cut", seed=3)
     assert sum(report["faults"].values()) >= 3, report["faults"]
-    ops = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
     replicas = [op for op in ops if op["f"] == "replica-read" and op["type"] == "ok"]
     topics = {op["topic"] for op in ops if op["f"] == "read" and op["type"] == "ok"}
     assert {op["topic"] for op in replicas} == topics and len(topics) == 5
@@ -93,16 +99,7 @@ def test_a_consumer_that_fails_over_between_the_regions_misses_nothing(tmp_path)
     subscription's replicated copy in B makes that lossless: without it,
     the consumer would start at B's end and the checker would report the
     messages between as missed by consumers."""
-    out = tmp_path / "chaos"
-    result = subprocess.run(
-        [sys.executable, "-m", "magnetar.cli", "chaos", "run", "--topology", "regions", "--duration", "25",
-         "--interval", "1,2", "--faults", "failover,cut", "--seed", "4", "--out", str(out)],
-        capture_output=True, text=True, timeout=300)
-    run_dir = out / "seed-4"
-    report = json.loads((run_dir / "report.json").read_text())
-    assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    assert report["clean"], report
-    ops = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+    _, ops = _clean_run(tmp_path, 25, "failover,cut", seed=4)
     heals = [op["value"] for op in ops if op["f"] == "heal"]
     assert any(h.startswith("failover region-a -> region-b: subscribed") for h in heals), heals
     assert _resumed_behind_the_end_in_b(ops), heals

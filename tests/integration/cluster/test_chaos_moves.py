@@ -1,7 +1,9 @@
 """Short chaos runs on a cluster with bundle moves: ``--faults move`` (at
 least one bundle holding a workload topic moved between brokers while the
-clients worked) and ``--faults move-kill-source`` (moves whose source died
-mid-handover, every bundle owned again); the checker finds nothing wrong."""
+clients worked), and moves whose source died (``move-kill-source``), froze
+past its session (``move-pause-source``) or was cut off past it
+(``move-partition-source``, root) mid-handover, every bundle owned again;
+the checker finds nothing wrong."""
 from __future__ import annotations
 
 import pytest
@@ -13,11 +15,25 @@ from magnetar.chaos.runner import run
 pytestmark = pytest.mark.timeout(240)
 
 
-def test_a_chaos_run_with_bundle_moves_is_clean(tmp_path):
-    # One fault every 1-2 s after the previous heal: five or more in 20 s.
-    report = run(tmp_path, duration=20, faults=["move"], seed=3, topology="cluster", interval=(1.0, 2.0))
+def _run(tmp_path, fault: str, seed: int):
+    """20 s of ``fault`` on a cluster, one every 1-2 s after the previous
+    heal; the report and the nemesis's heal lines."""
+    report = run(tmp_path, duration=20, faults=[fault], seed=seed, topology="cluster", interval=(1.0, 2.0))
     heals = [op["value"] for op in read_history(tmp_path / "history.jsonl")
              if op.get("f") == "heal" and op.get("process") == "nemesis"]
+    return report, heals
+
+
+def _assert_owned_after(heals: list[str], struck: str) -> None:
+    """Some move's source was ``struck`` ("killed", "paused", ...) and its
+    bundle owned again; no bundle was ever left without an owner."""
+    hit = [h for h in heals if f"source {struck}" in h]
+    assert hit and any("owned by" in h for h in hit), heals
+    assert not [h for h in heals if "STUCK" in h], heals
+
+
+def test_a_chaos_run_with_bundle_moves_is_clean(tmp_path):
+    report, heals = _run(tmp_path, "move", seed=3)  # five or more moves in 20 s
     moved = [h for h in heals if " -> " in h and ":" not in h]  # a refusal reads "move ...: refused (...)"
     assert report.faults["move"] >= 1 and moved, heals
     assert report.acknowledged > 0
@@ -30,13 +46,8 @@ def test_a_chaos_run_whose_moves_lose_their_source_is_clean(tmp_path):
     again (the heal line says by whom; ``STUCK`` if it had no owner for
     20 s, which is what a source back within its session left before the
     fix in ``ClusterMember._join``), and nothing acknowledged lost."""
-    report = run(tmp_path, duration=20, faults=["move-kill-source"], seed=5, topology="cluster",
-                 interval=(1.0, 2.0))
-    heals = [op["value"] for op in read_history(tmp_path / "history.jsonl")
-             if op.get("f") == "heal" and op.get("process") == "nemesis"]
-    killed = [h for h in heals if "source killed" in h]
-    assert killed and any("owned by" in h for h in killed), heals
-    assert not [h for h in heals if "STUCK" in h], heals
+    report, heals = _run(tmp_path, "move-kill-source", seed=5)
+    _assert_owned_after(heals, "killed")
     assert report.acknowledged > 0
     assert report.clean, report.examples
 
@@ -48,13 +59,8 @@ def test_a_chaos_run_whose_moves_freeze_their_source_is_clean(tmp_path):
     it is mid-handover. When it wakes, a zombie, nothing it stores or
     acknowledges may count: the checker finds no phantom, duplicate or
     interleaved writer, no stale read, and the bundle has an owner again."""
-    report = run(tmp_path, duration=20, faults=["move-pause-source"], seed=5, topology="cluster",
-                 interval=(1.0, 2.0))
-    heals = [op["value"] for op in read_history(tmp_path / "history.jsonl")
-             if op.get("f") == "heal" and op.get("process") == "nemesis"]
-    paused = [h for h in heals if "source paused" in h]
-    assert paused and any("owned by" in h for h in paused), heals
-    assert not [h for h in heals if "STUCK" in h], heals
+    report, heals = _run(tmp_path, "move-pause-source", seed=5)
+    _assert_owned_after(heals, "paused")
     # The next-offset reads, some of them asked of the source as it woke:
     # none may miss a receipt the new owner gave before it was asked.
     assert report.acknowledged > 0 and report.offset_reads > 0 and report.stale_reads == 0
@@ -67,12 +73,7 @@ def test_a_chaos_run_whose_moves_cut_their_source_off_is_clean(tmp_path):
     from etcd and the other brokers 0-60 ms after the unload is asked, past
     its session, while its clients still reach it: a zombie by the network.
     The bundle is owned again and the checker finds nothing wrong."""
-    report = run(tmp_path, duration=20, faults=["move-partition-source"], seed=11, topology="cluster",
-                 interval=(1.0, 2.0))
-    heals = [op["value"] for op in read_history(tmp_path / "history.jsonl")
-             if op.get("f") == "heal" and op.get("process") == "nemesis"]
-    cut = [h for h in heals if "source partitioned" in h]
-    assert cut and any("owned by" in h for h in cut), heals
-    assert not [h for h in heals if "STUCK" in h], heals
+    report, heals = _run(tmp_path, "move-partition-source", seed=11)
+    _assert_owned_after(heals, "partitioned")
     assert report.acknowledged > 0
     assert report.clean, report.examples
