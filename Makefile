@@ -55,14 +55,14 @@ integration: $(STAMP)
 # Fault injection (docs/reliability.md): a bounded run for CI, fixed seeds,
 # the standalone broker then a 3-broker cluster on etcd (its faults include
 # bundle moves, moves whose destination or source is killed meanwhile or whose source is paused
-# past its session, and splits, in the same 45 s),
+# past its session, and splits, some whose owner is killed meanwhile, in the same 45 s),
 # then two replicating regions (region B's copy checked too, a consumer failing over between them);
 # exit code 1 if the checker finds an
 # anomaly; then the live-socket fuzzer (each seed on a standalone broker, then once, seed 1, on one
 # broker of a 3-broker cluster: about 45 s); then one standalone run
 # on the interval sync policy (30 s); then, as root only
 # (it makes network namespaces), one cluster run with network partitions, moves whose source
-# is partitioned midway among them.
+# or destination is partitioned midway among them.
 # The first two also draw fsync-error (EIO from fsync, injected with strace)
 # where this machine may ptrace; a line says so when it may not.
 # chaos-soak: the long one.
@@ -77,7 +77,7 @@ chaos: $(STAMP)
 	for seed in $(CHAOS_SEEDS); do \
 	  $(BIN)/magnetar chaos run --duration $(CHAOS_SECONDS) --faults kill,pause,restart,cut$$fsync --seed $$seed --out ./chaos-out || exit 1; \
 	  $(BIN)/magnetar chaos run --topology cluster --duration $(CHAOS_SECONDS) \
-	    --faults kill,pause,restart,kill-etcd,pause-etcd,move,move-kill,move-kill-source,move-pause-source,split$$fsync --seed $$seed --out ./chaos-out/cluster || exit 1; \
+	    --faults kill,pause,restart,kill-etcd,pause-etcd,move,move-kill,move-kill-source,move-pause-source,split,split-kill$$fsync --seed $$seed --out ./chaos-out/cluster || exit 1; \
 	  $(BIN)/magnetar chaos run --topology regions --duration $(CHAOS_SECONDS) \
 	    --faults kill,pause,restart,cut,kill-etcd,pause-etcd,failover --seed $$seed --out ./chaos-out/regions || exit 1; \
 	  $(BIN)/magnetar chaos fuzz --rounds $(FUZZ_ROUNDS) --seed $$seed --out ./chaos-out/fuzz || exit 1; \
@@ -105,7 +105,7 @@ chaos-partition: $(STAMP)
 	  echo "make chaos: skipping the partition run: it needs the ip command (iproute2)"; \
 	else \
 	  $(BIN)/magnetar chaos run --topology cluster --duration $(CHAOS_PARTITION_SECONDS) \
-	    --faults partition,kill,pause,move-partition-source --seed 1 --out ./chaos-out/partition || exit 1; \
+	    --faults partition,kill,pause,move-partition-source,move-partition-destination --seed 1 --out ./chaos-out/partition || exit 1; \
 	fi
 
 chaos-soak: $(STAMP)

@@ -16,6 +16,9 @@
   a source back within its session passes it on itself), fence and recover
   the ledgers the source left open. :func:`wait_owned` measures how long
   the bundle had no owner.
+- ``split-kill``: a split whose owner is killed (SIGKILL) as it runs or
+  just after, then restarted: the bundle, or its halves, must be owned
+  again (:func:`wait_topic_owned`).
 - ``split``: the same bundle is cut in two (``PUT .../{bundle}/split``, by
   topic count, or in the middle of its range when it holds one topic); its
   owner keeps both halves and their clients.
@@ -157,9 +160,35 @@ def move_bundle(admin_urls: list[str], topic: str, rng: random.Random) -> tuple[
     return what, move.destination if done else None
 
 
-def split_bundle(admin_urls: list[str], topic: str) -> str:
-    """Split ``topic``'s bundle; a description of what happened (see the module docstring)."""
-    asked, bundle, owner = _bundle_and_owner(admin_urls, topic)
+def wait_topic_owned(admin_urls: list[str], topic: str, timeout: float) -> tuple[float, str | None]:
+    """Poll until the bundle that holds ``topic`` now (a split may have cut
+    the one it was in) is Owned; ``(seconds waited, owner id)``, or
+    ``(timeout, None)`` if it was not by then."""
+    start = time.monotonic()
+    path = f"/admin/v2/namespaces/{_namespace(topic)}/bundles"
+    while True:
+        waited = time.monotonic() - start
+        try:
+            _, bundle, _ = _bundle_and_owner(admin_urls, topic)
+            _, answer = _first_answer(admin_urls, path)
+            if isinstance(answer, dict) and answer.get("states", {}).get(bundle) == "Owned":
+                return waited, answer.get("owners", {}).get(bundle)
+        except (NoBrokerAnswers, KeyError, TypeError):
+            pass  # restarting, out of session, or mid-split: ask again
+        if waited >= timeout:
+            return timeout, None
+        time.sleep(0.1)
+
+
+def plan_split(admin_urls: list[str], topic: str) -> tuple[str, str, str | None]:
+    """``(admin URL to ask, bundle, owner id or None)`` for a split of ``topic``'s bundle."""
+    return _bundle_and_owner(admin_urls, topic)
+
+
+def split_bundle(admin_urls: list[str], topic: str, planned: tuple[str, str, str | None] | None = None) -> str:
+    """Split ``topic``'s bundle (as ``planned`` by :func:`plan_split`, else
+    found now); a description of what happened (see the module docstring)."""
+    asked, bundle, owner = planned or _bundle_and_owner(admin_urls, topic)
     what = f"split {bundle} on {_name([u.removeprefix('http://') for u in admin_urls], owner)}"
     for algorithm in ("topic_count_equally_divide", "range_equally_divide"):
         try:

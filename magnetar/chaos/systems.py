@@ -24,8 +24,10 @@
   long the bundle had no owner, ``STUCK`` past :data:`STUCK_S`),
   ``move-pause-source`` (its source paused past its session mid-handover:
   a zombie owner), ``move-partition-source`` (its source cut from etcd and
-  the other brokers past its session mid-handover; root) and ``split``
-  (that bundle cut in two), see :mod:`.moves`. A kill, pause or restart
+  the other brokers past its session mid-handover; root),
+  ``move-partition-destination`` (its destination cut off so, mid-handover;
+  root), ``split`` (that bundle cut in two) and ``split-kill`` (its owner
+  killed mid-split), see :mod:`.moves`. A kill, pause or restart
   right after a move hits the move's destination half the time: a bundle
   moved to a broker that then dies. With ``partition`` (root only) the
   brokers run in network namespaces of their own (:mod:`.netns`) and a
@@ -54,7 +56,8 @@ from .clock import draw_clock_jump, make_clock_files
 from .disk import SmallDisk
 from .fsync import FsyncErrors, FsyncErrorsUnavailable, draw_fsync_fault
 from .fsync import unavailable_reason as fsync_unavailable_reason
-from .moves import NoBrokerAnswers, do_move, move_bundle, plan_move, split_bundle, wait_owned
+from .moves import (NoBrokerAnswers, do_move, move_bundle, plan_move, plan_split, split_bundle, wait_owned,
+                    wait_topic_owned)
 from .netns import MODES, Network, PartitionUnavailable, describe, unavailable_reason
 from .proxy import CutProxy
 
@@ -278,7 +281,8 @@ SOURCE_STRIKES = {"move-kill-source": "killed", "move-pause-source": "paused", "
 
 class ClusterSystem:
     faults = ("kill", "pause", "restart", "kill-etcd", "pause-etcd", "partition", "fsync-error", "move", "move-kill",
-              "move-kill-source", "move-pause-source", "move-partition-source", "split", "clock-jump")
+              "move-kill-source", "move-pause-source", "move-partition-source", "move-partition-destination",
+              "split", "split-kill", "clock-jump")
     #: How long a fault's effects go on after its heal: a lapsed session is
     #: noticed up to a TTL later, then its bundles move (the checker widens
     #: the fault's window by this much).
@@ -302,7 +306,7 @@ class ClusterSystem:
         self.topics: list[str] = []
         #: Where the last move took a bundle, until the next kill, pause or restart.
         self._moved_to: int | None = None
-        if "partition" in faults or "move-partition-source" in faults:
+        if {"partition", "move-partition-source", "move-partition-destination"} & set(faults):
             reason = unavailable_reason()
             if reason is not None:
                 raise PartitionUnavailable(reason)
@@ -365,7 +369,7 @@ class ClusterSystem:
         if kind == "clock-jump":
             assert self.clock is not None
             return self.clock.jump(f"broker-{rng.randrange(self.count)}", draw_clock_jump(rng))
-        if kind in ("move", "move-kill", "split") or kind in SOURCE_STRIKES:
+        if kind in ("move", "move-kill", "move-partition-destination", "split", "split-kill") or kind in SOURCE_STRIKES:
             return self._move_or_split(kind, rng)
         victim = rng.randrange(self.count)
         if self._moved_to is not None and rng.random() < 0.5:
@@ -384,8 +388,10 @@ class ClusterSystem:
         try:
             if kind == "split":
                 return split_bundle(self.admin_urls, topic)
-            if kind == "move-kill":
-                return self._move_and_kill_destination(topic, rng)
+            if kind in ("move-kill", "move-partition-destination"):
+                return self._move_and_strike_destination(kind, topic, rng)
+            if kind == "split-kill":
+                return self._split_and_kill_owner(topic, rng)
             if kind in SOURCE_STRIKES:
                 return self._move_and_strike_source(kind, topic, rng)
             what, destination = move_bundle(self.admin_urls, topic, rng)
@@ -395,18 +401,50 @@ class ClusterSystem:
         self._moved_to = ids.index(destination) if destination in ids else None
         return what
 
-    def _move_and_kill_destination(self, topic: str, rng: random.Random) -> str:
-        """Ask for a move and SIGKILL its destination 0-60 ms later (a
-        handover takes a few to some tens of milliseconds: the kill lands
-        during it or just after), restart it 0.5-2 s after. The unload
-        answers once the destination owns the bundle or, if it died first,
+    def _move_and_strike_destination(self, kind: str, topic: str, rng: random.Random) -> str:
+        """Ask for a move and strike its destination 0-60 ms later (a
+        handover takes a few to some tens of milliseconds: the fault lands
+        during it or just after): ``move-kill`` SIGKILLs it and restarts it
+        0.5-2 s after; ``move-partition-destination`` cuts it from etcd and
+        the other brokers for 1-4 s past its session. The unload answers
+        once the destination owns the bundle or, if it was struck first,
         once the leader gave the bundle to another broker."""
         ids = [u.removeprefix("http://") for u in self.admin_urls]
         move = plan_move(self.admin_urls, topic, rng)
-        victim = self.brokers[ids.index(move.destination)]
-        asking, outcome, when = _move_and_strike(move, ids, _kill_briefly(victim, rng), rng)
+        destination = ids.index(move.destination)
+        if kind == "move-kill":
+            strike, struck = _kill_briefly(self.brokers[destination], rng), "killed"
+        else:
+            strike = self._zombie_for(destination, rng.uniform(SESSION_TTL_S + 1.0, SESSION_TTL_S + 4.0))
+            struck = "partitioned"
+        asking, outcome, when = _move_and_strike(move, ids, strike, rng)
         asking.join(60)  # the broker side gives up on a handover after 30 s
-        return f"{outcome[0] if outcome else 'move: no answer in 60 s'}; destination killed {when}"
+        return f"{outcome[0] if outcome else 'move: no answer in 60 s'}; destination {struck} {when}"
+
+    def _split_and_kill_owner(self, topic: str, rng: random.Random) -> str:
+        """Ask for a split of ``topic``'s bundle (at another broker than its
+        owner) and SIGKILL the owner, which does the split, 0-60 ms later;
+        restart it 0.5-2 s after. Then wait for the bundle now holding the
+        topic (the whole one, or a half) to be owned again, as
+        ``move-kill-source`` does."""
+        ids = [u.removeprefix("http://") for u in self.admin_urls]
+        _, bundle, owner = plan_split(self.admin_urls, topic)
+        if owner not in ids:
+            return f"split-kill: bundle {bundle} has no owner just now"
+        asked = next(u for u in self.admin_urls if u.removeprefix("http://") != owner)
+        outcome: list[str] = []
+        asking = threading.Thread(
+            target=lambda: outcome.append(split_bundle(self.admin_urls, topic, (asked, bundle, owner))), daemon=True)
+        started = time.monotonic()
+        asking.start()
+        time.sleep(rng.uniform(0.0, 0.06))
+        when = "after the split answered" if outcome else "before the split answered"
+        _kill_briefly(self.brokers[ids.index(owner)], rng)()
+        waited, now_owner = wait_topic_owned(self.admin_urls, topic, STUCK_S)
+        owned = (f"owned by {_broker_name(ids, now_owner)} {time.monotonic() - started:.1f} s after the split"
+                 if now_owner is not None else f"STUCK: no owner {time.monotonic() - started:.1f} s after the split")
+        asking.join(60)
+        return f"{outcome[0] if outcome else 'split: no answer in 60 s'}; owner killed {when}; {owned}"
 
     def _move_and_strike_source(self, kind: str, topic: str, rng: random.Random) -> str:
         """Ask for a move (at a broker other than the source) and strike the
