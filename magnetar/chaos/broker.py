@@ -10,12 +10,17 @@ act on the process:
 - ``pause``: SIGSTOP for a while, then SIGCONT (clients time out, resend);
 - ``restart``: SIGTERM (a clean stop), then a start.
 
+Every process a chaos run starts (brokers, etcd, strace) is started with
+:func:`dying_with_parent`: a run that is itself SIGKILLed leaves nothing
+running behind it.
+
 Failure modes: a broker that does not print READY within the start timeout
 raises BrokerDidNotStart with the tail of its log.
 """
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -29,6 +34,22 @@ START_TIMEOUT_S = 60.0
 
 class BrokerDidNotStart(RuntimeError):
     pass
+
+
+def dying_with_parent(args: list[str], signal_name: str = "KILL") -> list[str]:
+    """``args`` run so that the kernel sends them ``signal_name`` when the
+    process that started them dies (PR_SET_PDEATHSIG, set by util-linux's
+    ``setpriv``, which then execs them in place; it lasts through ``ip netns
+    exec``'s exec too). KILL by default: a broker the nemesis left stopped
+    (SIGSTOP) would keep a pending TERM for ever. The kernel ties the
+    signal to the starting *thread*: start them from one that outlives them
+    (the chaos run's main thread does every start). Not a ``preexec_fn``:
+    running Python between fork and exec in a process full of client
+    threads can deadlock. Without setpriv, ``args`` as they are: a run's
+    own clean-up still stops them, unless the run is SIGKILLed."""
+    if shutil.which("setpriv") is None:
+        return args
+    return ["setpriv", "--pdeathsig", signal_name, *args]
 
 
 def free_port() -> int:
@@ -71,7 +92,7 @@ class BrokerProcess:
         if self.wrap is not None:
             args = self.wrap(args)
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log,
+            self.proc = subprocess.Popen(dying_with_parent(args), stdout=subprocess.PIPE, stderr=log,
                                          env=dict(os.environ, PYTHONUNBUFFERED="1", **self.env))
 
         def read(proc: subprocess.Popen) -> None:

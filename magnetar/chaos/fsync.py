@@ -43,6 +43,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .broker import dying_with_parent
+
 #: fsync(2) and fdatasync(2): the ledgers use fdatasync, seals, directory
 #: syncs and SQLite (the standalone metadata store) use fsync.
 SYSCALLS = ("fdatasync", "fsync")
@@ -135,18 +137,6 @@ def _probe() -> str | None:
     return None
 
 
-def _dying_with_parent(args: list[str]) -> list[str]:
-    """``args`` run so that the kernel sends them SIGINT when the chaos run
-    dies (PR_SET_PDEATHSIG, set by util-linux's ``setpriv``, which then
-    execs them in place): strace detaches instead of failing the broker's
-    syncs forever. (Not a ``preexec_fn``: running Python between fork and
-    exec in a process full of client threads can deadlock.) Without
-    setpriv, as they are: the other clean-ups still apply."""
-    if shutil.which("setpriv") is None:
-        return args
-    return ["setpriv", "--pdeathsig", "INT", *args]
-
-
 class _Tracer:
     """One strace process; its stderr read on a thread: attach messages, and
     one line per traced call (``... = -1 EIO (Input/output error) (INJECTED)``)."""
@@ -155,7 +145,7 @@ class _Tracer:
         self.attached = threading.Event()
         self.injected = 0
         self.lines: list[str] = []
-        self.proc = subprocess.Popen(_dying_with_parent(args), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        self.proc = subprocess.Popen(dying_with_parent(args, "INT"), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

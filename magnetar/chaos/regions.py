@@ -63,7 +63,7 @@ import urllib.request
 from pathlib import Path
 from typing import Callable
 
-from .broker import BrokerProcess
+from .broker import BrokerProcess, dying_with_parent
 from .consumers import Receiver, SubscriptionConsumer
 from .history import History
 from .proxy import CutProxy
@@ -246,7 +246,7 @@ class RegionsSystem:
     def start(self) -> None:
         from magnetar.metadata.etcd_server import EtcdServer
 
-        self.etcd = EtcdServer(self.base / "etcd")
+        self.etcd = EtcdServer(self.base / "etcd", launcher=dying_with_parent([]))
         self.etcd.start()
         shared = self.etcd.store_url("global")
         config = _broker_config(self.base)

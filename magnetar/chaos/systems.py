@@ -51,7 +51,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .broker import BrokerProcess, cluster_broker, standalone_broker
+from .broker import BrokerProcess, cluster_broker, dying_with_parent, standalone_broker
 from .clock import draw_clock_jump, make_clock_files
 from .disk import SmallDisk
 from .fsync import FsyncErrors, FsyncErrorsUnavailable, draw_fsync_fault
@@ -335,7 +335,8 @@ class ClusterSystem:
         plan = self.net.setup() if self.net is not None else None
         # In namespaces, etcd listens on the bridge's second address (which
         # the partition cuts), the brokers each on their own.
-        self.etcd = EtcdServer(self.base / "etcd", host=plan.etcd if plan else "127.0.0.1")
+        self.etcd = EtcdServer(self.base / "etcd", host=plan.etcd if plan else "127.0.0.1",
+                               launcher=dying_with_parent([]))
         self.etcd.start()
         store_url = self.etcd.store_url("chaos")
         config = _broker_config(self.base, self.sync_policy)

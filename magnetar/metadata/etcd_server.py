@@ -103,6 +103,7 @@ class EtcdServer:
         peer_port: int | None = None,
         name: str = "magnetar-etcd",
         binary: str | None = None,
+        launcher: list[str] | None = None,
     ) -> None:
         self.base_dir = Path(base_dir)
         self.data_dir = self.base_dir / "data"
@@ -112,6 +113,9 @@ class EtcdServer:
         self.peer_port = peer_port
         self.name = name
         self._binary = binary
+        #: Put before etcd's command line (the chaos harness's ``setpriv
+        #: --pdeathsig KILL``: etcd dies with the run that started it).
+        self.launcher = list(launcher or [])
         self._ports_fixed = client_port is not None
         self.process: subprocess.Popen | None = None
 
@@ -187,7 +191,7 @@ class EtcdServer:
         log = open(self.log_path, "ab")
         try:
             self.process = subprocess.Popen(
-                args,
+                self.launcher + args,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
