@@ -67,7 +67,7 @@ from .broker import BrokerProcess, dying_with_parent
 from .consumers import Receiver, SubscriptionConsumer
 from .history import History
 from .proxy import CutProxy
-from .systems import ETCD_FAULTS, SESSION_TTL_S, _broker_config, _hit, hit_etcd
+from .systems import ETCD_FAULTS, SESSION_TTL_S, _broker_config, _checked_sync_policy, _hit, hit_etcd
 from .workloads import DedupProducer, read_log
 
 REGIONS = ("region-a", "region-b")
@@ -209,10 +209,13 @@ class RegionsSystem:
     #: noticed up to a TTL later (as in the cluster topology).
     aftermath_s = SESSION_TTL_S + 2.0
 
-    def __init__(self, out_dir: Path, faults: tuple[str, ...] | list[str] = (), seed: int = 0) -> None:
+    def __init__(self, out_dir: Path, faults: tuple[str, ...] | list[str] = (), seed: int = 0,
+                 sync_policy: str = "always") -> None:
         """Nothing starts here. ``faults`` and ``seed`` are the runner's
         common arguments: every fault of this topology works anywhere
-        (no root, no ptrace), so none is refused up front."""
+        (no root, no ptrace), so none is refused up front. Both regions'
+        brokers store with ``sync_policy`` (ValueError if unknown)."""
+        self.sync_policy = _checked_sync_policy(sync_policy)
         self.base = out_dir / "regions"
         self.etcd = None
         self.brokers: dict[str, BrokerProcess] = {}
@@ -249,7 +252,7 @@ class RegionsSystem:
         self.etcd = EtcdServer(self.base / "etcd", launcher=dying_with_parent([]))
         self.etcd.start()
         shared = self.etcd.store_url("global")
-        config = _broker_config(self.base)
+        config = _broker_config(self.base, self.sync_policy)
         a, b = REGIONS
         self.brokers[a] = region_broker(self.base / a, a, self.etcd.store_url(a), shared, config)
         self.brokers[b] = replica = region_broker(self.base / b, b, self.etcd.store_url(b), shared, config,

@@ -4,6 +4,7 @@ policy under the key the broker reads, and anything but ``always`` or
 import pytest
 
 from magnetar.broker.config import load_config
+from magnetar.chaos.regions import RegionsSystem
 from magnetar.chaos.systems import LEDGER_ENTRIES, ClusterSystem, StandaloneSystem, _broker_config
 
 
@@ -14,7 +15,7 @@ def test_the_brokers_config_file_gives_them_the_policy(tmp_path, policy):
     assert config.storage.max_entries_per_ledger == LEDGER_ENTRIES
 
 
-@pytest.mark.parametrize("system", [StandaloneSystem, ClusterSystem])
+@pytest.mark.parametrize("system", [StandaloneSystem, ClusterSystem, RegionsSystem])
 def test_an_unknown_policy_is_refused_before_anything_starts(tmp_path, system):
     with pytest.raises(ValueError, match="sync policy 'never' is not available"):
         system(tmp_path / "run", sync_policy="never")
