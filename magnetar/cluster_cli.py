@@ -161,11 +161,13 @@ class _Supervisor:
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
 
-    def start_etcd(self, directory: Path):
+    def start_etcd(self, directory: Path, brokers_ports: set[int]):
+        """etcd on two free ports other than ``brokers_ports`` (the brokers
+        start after it: a port etcd took would be "already in use")."""
         from magnetar.metadata.etcd_server import EtcdServer, EtcdNotInstalled, EtcdStartError
 
         try:
-            self.server = EtcdServer(directory).start()
+            self.server = EtcdServer(directory, avoid_ports=brokers_ports).start()
         except (EtcdNotInstalled, EtcdStartError) as exc:
             err.print(f"[red]cannot start etcd:[/red] {exc}")
             raise typer.Exit(1)
@@ -231,7 +233,8 @@ def up(
     supervisor = _Supervisor()
     try:
         if etcd is None:
-            store_url = supervisor.start_etcd(base / "etcd").store_url(name)
+            ports = {first + k for first in (port, admin_port) for k in range(brokers)}
+            store_url = supervisor.start_etcd(base / "etcd", ports).store_url(name)
         else:
             store_url = etcd_store_url(etcd, name)
         for k in range(brokers):
@@ -271,7 +274,8 @@ def geo_up(
     base.mkdir(parents=True, exist_ok=True)
     supervisor = _Supervisor()
     try:
-        server = supervisor.start_etcd(base / "etcd")
+        server = supervisor.start_etcd(base / "etcd", {first + 10 * r + k for first in (port, admin_port)
+                                                       for r in range(len(region_names)) for k in range(brokers)})
         shared = server.store_url("global")
         for r, region in enumerate(region_names):
             region_dir = base / region

@@ -104,6 +104,7 @@ class EtcdServer:
         name: str = "magnetar-etcd",
         binary: str | None = None,
         launcher: list[str] | None = None,
+        avoid_ports: set[int] | frozenset[int] = frozenset(),
     ) -> None:
         self.base_dir = Path(base_dir)
         self.data_dir = self.base_dir / "data"
@@ -116,6 +117,9 @@ class EtcdServer:
         #: Put before etcd's command line (the chaos harness's ``setpriv
         #: --pdeathsig KILL``: etcd dies with the run that started it).
         self.launcher = list(launcher or [])
+        #: Ports it must not pick for itself: those its caller is about to
+        #: give to brokers (a port free now is not reserved).
+        self.avoid_ports = frozenset(avoid_ports)
         self._ports_fixed = client_port is not None
         self.process: subprocess.Popen | None = None
 
@@ -151,9 +155,9 @@ class EtcdServer:
         attempts = 1 if (self._ports_fixed or self.client_port is not None) else 2
         for attempt in range(attempts):
             if self.client_port is None:
-                self.client_port = free_port(self.host)
+                self.client_port = self._free_port()
             if self.peer_port is None:
-                self.peer_port = free_port(self.host)
+                self.peer_port = self._free_port()
             try:
                 self._launch(binary, start_timeout)
                 self._ports_fixed = True  # a restart must come back on the same address
@@ -163,6 +167,12 @@ class EtcdServer:
                     raise
                 self.client_port = self.peer_port = None  # maybe a port was taken: new ones
         raise AssertionError("unreachable")
+
+    def _free_port(self) -> int:
+        while True:
+            port = free_port(self.host)
+            if port not in self.avoid_ports and port != self.client_port:
+                return port
 
     def _launch(self, binary: str, start_timeout: float) -> None:
         # Another server on our port would answer our health check: refuse
