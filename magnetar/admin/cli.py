@@ -80,9 +80,9 @@ def clusters_get(ctx: typer.Context, cluster: str) -> None:
 def brokers_list(ctx: typer.Context, cluster: Optional[str] = typer.Argument(
         None, help="Cluster name [the broker's own cluster]")) -> None:
     """List the live brokers (host:web port) of a cluster."""
-    def call(c: AdminClient):
+    def brokers_of(c: AdminClient):
         return c.request("GET", f"/admin/v2/brokers/{cluster or c.clusters()[0]}")
-    call(ctx, call, show_list("Broker"))
+    call(ctx, brokers_of, show_list("Broker"))
 
 
 @brokers_app.command("load")

@@ -108,30 +108,67 @@ def cell(value: Any) -> str:
     return escape(value if isinstance(value, str) else json.dumps(value, sort_keys=True))
 
 
+def flatten(doc: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """A nested document as ``(dotted.path, scalar)`` rows, in its order.
+
+    Dicts add ``.key``, lists of documents add ``[i]``; a list of scalars stays
+    one value (comma-joined when shown) and an empty dict or list is one row.
+    """
+    if isinstance(doc, dict) and doc:
+        rows: list[tuple[str, Any]] = []
+        for key, value in doc.items():
+            rows += flatten(value, f"{prefix}.{key}" if prefix else str(key))
+        return rows
+    if isinstance(doc, list) and any(isinstance(v, (dict, list)) for v in doc):
+        rows = []
+        for i, value in enumerate(doc):
+            rows += flatten(value, f"{prefix}[{i}]")
+        return rows
+    return [(prefix, doc)]
+
+
+def scalar(value: Any) -> str:
+    """One value as a table cell: strings bare, lists comma-joined, the rest as JSON."""
+    if isinstance(value, list):
+        return escape(", ".join(v if isinstance(v, str) else json.dumps(v) for v in value)) or "[]"
+    return cell(value)
+
+
 def show_fields(doc: Any) -> None:
-    """A document as a two-column table; nested values as compact JSON."""
+    """A document as a two-column table, one row per leaf (nested keys dotted:
+    ``partitions.t-partition-0.msgInCounter``), so no cell holds a document."""
     if not isinstance(doc, dict):
         out().print(cell(doc))
         return
     table = Table("Field", "Value")
-    for key, value in doc.items():
-        table.add_row(escape(str(key)), cell(value))
+    for key, value in flatten(doc):
+        table.add_row(escape(key), scalar(value))
     out().print(table)
 
 
 def show_stats(doc: dict) -> None:
-    """Topic stats: scalar fields, then one row per subscription and publisher."""
-    show_fields({k: v for k, v in doc.items() if k not in ("subscriptions", "publishers")})
+    """Topic stats: scalar fields, then one row per subscription, publisher
+    and (partitioned stats) partition."""
+    show_fields({k: v for k, v in doc.items() if k not in ("subscriptions", "publishers", "partitions")})
     subs = doc.get("subscriptions") or {}
     if subs:
-        table = Table("Subscription", "Type", "Backlog", "Consumers")
+        table = Table("Subscription", "Type", "Backlog", "Consumers", "msg/s out", "Redelivered/s")
         for name, sub in subs.items():
             table.add_row(escape(name), cell(sub.get("type")), cell(sub.get("msgBacklog")),
-                          str(len(sub.get("consumers", []))))
+                          str(len(sub.get("consumers", []))), cell(sub.get("msgRateOut")),
+                          cell(sub.get("msgRateRedeliver")))
         out().print(table)
     pubs = doc.get("publishers") or []
     if pubs:
         table = Table("Producer", "Access mode", "Messages in")
         for pub in pubs:
             table.add_row(cell(pub.get("producerName")), cell(pub.get("accessMode")), cell(pub.get("msgInCounter")))
+        out().print(table)
+    parts = doc.get("partitions") or {}
+    if parts:
+        table = Table("Partition", "Messages in", "Bytes in", "Storage", "Backlog", "Producers", "Subscriptions")
+        for name, part in parts.items():
+            table.add_row(escape(name), cell(part.get("msgInCounter")), cell(part.get("bytesInCounter")),
+                          cell(part.get("storageSize")), cell(part.get("backlogSize")),
+                          str(len(part.get("publishers") or [])), scalar(sorted(part.get("subscriptions") or {})))
         out().print(table)

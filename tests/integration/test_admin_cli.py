@@ -252,3 +252,75 @@ def test_peek_messages_shows_the_backlog_without_moving_it(broker):
         bad(broker, "topics", "peek-messages", empty, "-s", "nobody", says="no message at position 1")
     finally:
         client.close()
+
+
+def test_clusters_brokers_and_bundles_of_a_standalone_broker(broker):
+    assert good(broker, "clusters", "get", "standalone", json_output=True)["serviceUrl"] == broker.admin_url
+    brokers = good(broker, "brokers", "list", json_output=True)  # once a TypeError traceback
+    assert brokers == [f"127.0.0.1:{broker.admin_port}"]
+    assert good(broker, "brokers", "list", "standalone", json_output=True) == brokers
+    bad(broker, "brokers", "list", "mars", says="Cluster mars does not exist")
+    assert brokers[0] in good(broker, "brokers", "list")
+    assert brokers[0] in good(broker, "brokers", "load")
+    assert good(broker, "brokers", "leader", json_output=True)["brokerId"] == brokers[0]
+    assert good(broker, "brokers", "lookup", "cli-lookup", json_output=True)["brokerUrl"] == broker.service_url
+    bundles = good(broker, "namespaces", "bundles", "public/default", json_output=True)
+    assert bundles["numBundles"] == 1 and list(bundles["owners"].values()) == brokers
+    # A standalone broker owns every bundle: moving or splitting one is refused with the reason.
+    bad(broker, "namespaces", "unload", "public/default", "-t", "cli-lookup", says="standalone")
+    bad(broker, "namespaces", "split-bundle", "public/default", "-b", "0x00000000_0xffffffff", says="standalone")
+    bad(broker, "namespaces", "unload", "public/default", code=2, says="exactly one of --bundle and --topic")
+
+
+def test_tenants_get_and_permissions(broker):
+    assert good(broker, "tenants", "get", "public", json_output=True)["allowedClusters"] == ["standalone"]
+    bad(broker, "tenants", "get", "nobody", says="404")
+    good(broker, "namespaces", "grant-permission", "public/default", "--role", "app", "--actions", "produce,consume")
+    assert good(broker, "namespaces", "permissions", "public/default", json_output=True)["app"] == \
+        ["consume", "produce"]
+    topic = "persistent://public/default/cli-perm"
+    good(broker, "topics", "grant-permission", topic, "--role", "reader", "--actions", "consume")
+    granted = good(broker, "topics", "permissions", topic, json_output=True)
+    assert granted["reader"] == ["consume"] and granted["app"] == ["consume", "produce"]
+    good(broker, "topics", "revoke-permission", topic, "--role", "reader")
+    assert "reader" not in good(broker, "topics", "permissions", topic, json_output=True)
+    good(broker, "namespaces", "revoke-permission", "public/default", "--role", "app")
+    assert "app" not in good(broker, "namespaces", "permissions", "public/default", json_output=True)
+    bad(broker, "namespaces", "grant-permission", "public/default", "--role", "x", "--actions", "fly",
+        says="fly")
+
+
+def test_partitioned_stats_show_each_partition_on_its_own_row(broker):
+    topic = "persistent://public/default/cli-pstats"
+    good(broker, "topics", "create-partitioned-topic", topic, "-p", "2")
+    assert topic in good(broker, "topics", "list-partitioned-topics", "public/default", json_output=True)
+    client = pulsar.Client(broker.service_url, logger=quiet_logger())
+    try:
+        producer = client.create_producer(topic, batching_enabled=False,
+                                          message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution)
+        for i in range(4):
+            producer.send(f"m{i}".encode())
+    finally:
+        client.close()
+    table = good(broker, "topics", "partitioned-stats", topic)
+    rows = [line for line in table.splitlines() if "-partition-" in line]
+    assert len(rows) == 2 and all(" 2 " in row for row in rows), table  # 2 messages in each
+    assert '{"' not in table, table  # no document crammed into a cell
+    internal = good(broker, "topics", "stats-internal", f"{topic}-partition-0")
+    assert "ledgers[0].entries" in internal and '{"' not in internal, internal
+    good(broker, "topics", "delete-partitioned-topic", topic, "--force")
+
+
+def test_schemas(broker, tmp_path):
+    topic = "persistent://public/default/cli-schema"
+    definition = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]}
+    payload = tmp_path / "schema.json"
+    payload.write_text(json.dumps({"type": "AVRO", "schema": json.dumps(definition), "properties": {}}))
+    assert good(broker, "schemas", "upload", topic, "-f", str(payload), json_output=True)["version"] == 0
+    got = good(broker, "schemas", "get", topic, json_output=True)
+    assert got["type"] == "AVRO" and json.loads(got["data"]) == definition
+    assert "AVRO" in good(broker, "schemas", "get", topic, "--version", "0")
+    payload.write_text("not json")
+    bad(broker, "schemas", "upload", topic, "-f", str(payload), code=2, says="cannot read a schema payload")
+    good(broker, "schemas", "delete", topic)
+    bad(broker, "schemas", "get", topic, says="404")
