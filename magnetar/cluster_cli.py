@@ -14,10 +14,13 @@ started (brokers first, cleanly, then etcd). Broker k listens on
 ``port + k`` and ``admin_port + k``; its log is ``<data-dir>/broker-<k>.log``.
 Failure modes: a broker that exits or does not print READY within the start
 timeout stops the whole cluster with the tail of its log; a busy port is
-reported by that broker's log tail.
+reported by that broker's log tail. Once ``ready``, a broker that exits is
+reported once and the others keep running; SIGHUP starts every exited
+broker again (same command line) and prints its line anew.
 """
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -147,19 +150,30 @@ def broker_command(name: str, store_url: str, configuration_store: str | None, b
 
 class _Supervisor:
     """Starts broker processes one after the other, waits for each one's
-    READY, prints its line, and stops them all (then etcd) at the end."""
+    READY, prints its line, and stops them all (then etcd) at the end.
+
+    A broker that exits is reported once; SIGHUP starts every exited broker
+    again with its own command line (same ports, files and log), printing
+    its line anew (a new pid). A restart that fails is reported and the
+    member stays down; the others are not touched."""
 
     def __init__(self) -> None:
         self.procs: list[subprocess.Popen] = []
         self.labels: list[str] = []
+        self.commands: list[tuple[list[str], Path]] = []
         self.server = None
         self.stopping = False
+        self.restart_requested = False
 
         def on_signal(signum, frame) -> None:
             self.stopping = True
 
+        def on_hangup(signum, frame) -> None:
+            self.restart_requested = True
+
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
+        signal.signal(signal.SIGHUP, on_hangup)
 
     def start_etcd(self, directory: Path, brokers_ports: set[int]):
         """etcd on two free ports other than ``brokers_ports`` (the brokers
@@ -175,26 +189,45 @@ class _Supervisor:
         return self.server
 
     def start_broker(self, label: str, cmd: list[str], log_path: Path) -> None:
+        self.procs.append(_Exited(None))
+        self.labels.append(label)
+        self.commands.append((cmd, log_path))
+        if not self._launch(len(self.procs) - 1):
+            raise typer.Exit(1)
+
+    def _launch(self, k: int) -> bool:
+        """Start member ``k`` and wait for its READY; False (reported) if it did not come up."""
+        cmd, log_path = self.commands[k]
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
-        self.procs.append(proc)
-        self.labels.append(label)
+        self.procs[k] = proc
         ready = _wait_ready(proc, time.monotonic() + START_TIMEOUT_S)
         if ready is None:
-            err.print(f"[red]{label} did not start[/red] (log {log_path}):\n{_tail(log_path)}")
-            raise typer.Exit(1)
+            err.print(f"[red]{self.labels[k]} did not start[/red] (log {log_path}):\n{_tail(log_path)}")
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            self.procs[k] = _Exited(proc)
+            return False
         fields = dict(part.split("=") for part in ready.split()[1:])
-        print(f"{label} pulsar://127.0.0.1:{fields['pulsar']} http://127.0.0.1:{fields['admin']} "
+        print(f"{self.labels[k]} pulsar://127.0.0.1:{fields['pulsar']} http://127.0.0.1:{fields['admin']} "
               f"pid={proc.pid}", flush=True)
+        return True
 
     def watch(self) -> None:
         print("ready", flush=True)
         while not self.stopping:
             for k, proc in enumerate(self.procs):
-                if proc.poll() is not None and not self.stopping:
-                    err.print(f"{self.labels[k]} (pid {proc.pid}) exited with {proc.returncode}; "
-                              f"the others keep running")
-                    self.procs[k] = proc = _Exited(proc)
+                if isinstance(proc, _Exited) or proc.poll() is None or self.stopping:
+                    continue
+                err.print(f"{self.labels[k]} (pid {proc.pid}) exited with {proc.returncode}; the others keep "
+                          f"running. To start it again: kill -HUP {os.getpid()}", highlight=False, soft_wrap=True)
+                self.procs[k] = _Exited(proc)
+            if self.restart_requested and not self.stopping:
+                self.restart_requested = False
+                for k, proc in enumerate(self.procs):
+                    if isinstance(proc, _Exited) and not self.stopping:
+                        self._launch(k)
             time.sleep(0.2)
 
     def stop(self) -> None:
@@ -292,10 +325,10 @@ def geo_up(
 class _Exited:
     """A broker that exited: polled no more."""
 
-    def __init__(self, proc: subprocess.Popen) -> None:
-        self.pid, self.returncode = proc.pid, proc.returncode
+    def __init__(self, proc: subprocess.Popen | None) -> None:
+        self.pid, self.returncode = (proc.pid, proc.returncode) if proc is not None else (None, None)
 
-    def poll(self) -> int:
+    def poll(self) -> int | None:
         return self.returncode
 
     def send_signal(self, sig: int) -> None:

@@ -94,8 +94,10 @@ class LocalCluster:
                 if line.startswith("etcd "):
                     self.etcd_url = line.split()[1]
                 m = LINE.match(line)
-                if m:
-                    self.members.append(Member(int(m[1]), m[2], m[3], int(m[4])))
+                if m:  # a restarted member prints its line again: it replaces the old one
+                    member = Member(int(m[1]), m[2], m[3], int(m[4]))
+                    self.members[:] = [x for x in self.members if x.index != member.index] + [member]
+                    self.members.sort(key=lambda x: x.index)
                 if line.strip() == "ready":
                     ready.set()
 
@@ -104,6 +106,10 @@ class LocalCluster:
             self.stop()
             raise AssertionError("cluster did not start:\n" + "\n".join(self.output) + self.logs())
         return self
+
+    def restart_exited(self) -> None:
+        """Ask ``cluster up`` to start its exited brokers again (SIGHUP, as docs/cluster.md says)."""
+        self.proc.send_signal(signal.SIGHUP)
 
     def logs(self) -> str:
         out = []
