@@ -26,6 +26,6 @@ async def get_cluster(request: web.Request) -> web.Response:
     try:
         return json_answer(await resources.get_cluster(store_of(request), cluster))
     except resources.InvalidInput:
-        raise resources.NotFound(f"Cluster {cluster} does not exist") from None
+        raise resources.ResourceNotFound(f"Cluster {cluster} does not exist") from None
 
 

@@ -4,7 +4,7 @@ Pulsar's HTTP status.
 Handlers raise; the middleware here turns exceptions into answers:
 
 - :class:`AdminError` (and its helpers) carry their own status;
-- resource errors from :mod:`magnetar.broker.namespaces.resources`: NotFound 404,
+- resource errors from :mod:`magnetar.broker.namespaces.resources`: ResourceNotFound 404,
   AlreadyExists / NotEmpty 409, InvalidInput 400, PreconditionFailed 412,
   Forbidden 403;
 - broker refusals (:class:`~magnetar.broker.errors.BrokerError`): TopicNotFound
@@ -49,7 +49,7 @@ def precondition_failed(reason: str) -> AdminError:
 
 
 _RESOURCE_STATUS = {
-    resources.NotFound: 404,
+    resources.ResourceNotFound: 404,
     resources.AlreadyExists: 409,
     resources.NotEmpty: 409,
     resources.InvalidInput: 400,

@@ -45,7 +45,7 @@ def _stamp(meta: pb.MessageMetadata, pid_fields: tuple[int, int, int] | None) ->
 
 
 @dataclass(slots=True)
-class Entry:
+class SealedEntry:
     """A sealed entry, ready for a SEND.
 
     ``completions`` holds one opaque item per message (the producer's
@@ -67,7 +67,7 @@ def single_entry(
     event_timestamp: int | None = None, compression_type: int = compression.NONE,
     completion: Any = None, publish_time: int | None = None,
     pid_fields: tuple[int, int, int] | None = None,
-) -> Entry:
+) -> SealedEntry:
     """An entry holding one non-batched message."""
     meta = pb.MessageMetadata(
         producer_name=producer_name, sequence_id=sequence_id,
@@ -86,7 +86,7 @@ def single_entry(
         meta.compression = compression_type
         meta.uncompressed_size = len(payload)
         payload = compression.compress(compression_type, payload)
-    return Entry(meta.SerializeToString(), payload, sequence_id, sequence_id, 1, False, [completion])
+    return SealedEntry(meta.SerializeToString(), payload, sequence_id, sequence_id, 1, False, [completion])
 
 
 class BatchBuilder:
@@ -143,7 +143,7 @@ class BatchBuilder:
         self._completions.append(completion)
 
     def seal(self, producer_name: str, compression_type: int = compression.NONE,
-             publish_time: int | None = None, pid_fields: tuple[int, int, int] | None = None) -> Entry:
+             publish_time: int | None = None, pid_fields: tuple[int, int, int] | None = None) -> SealedEntry:
         n = len(self._completions)
         if n == 0:
             raise ValueError("cannot seal an empty batch")
@@ -158,7 +158,7 @@ class BatchBuilder:
             meta.compression = compression_type
             meta.uncompressed_size = len(payload)
             payload = compression.compress(compression_type, payload)
-        entry = Entry(meta.SerializeToString(), payload, self._first_sequence_id,
+        entry = SealedEntry(meta.SerializeToString(), payload, self._first_sequence_id,
                       self._highest_sequence_id, n, True, self._completions)
         self._parts = []
         self._completions = []

@@ -47,7 +47,7 @@ from magnetar.protocol import ServerError, Type, command, pb
 from magnetar.protocol.commands import signed64
 from magnetar.protocol.frames import encode_send
 
-from .batch_builder import BatchBuilder, Entry, single_entry
+from .batch_builder import BatchBuilder, SealedEntry, single_entry
 from .connection import BrokerConnection
 from .enums import CompressionType, ProducerAccessMode
 from .errors import (AlreadyClosed, ExpectedOffsetMismatch, InvalidConfiguration, MessageTooBig,
@@ -75,7 +75,7 @@ _REFUSALS = frozenset({ServerError.ExpectedOffsetMismatch, ServerError.ChecksumE
 class _Queued:
     """An entry waiting for its receipt, with the frame that carries it."""
 
-    entry: Entry
+    entry: SealedEntry
     frame: bytes
     queued_at: float
     #: Conditional publish: the offset the entry's first message must get.
@@ -330,7 +330,7 @@ class AsyncProducer(BrokerLink):
         self._check_open()
         fut = self._loop.create_future()
         is_batch = pb.MessageMetadata.FromString(metadata).HasField("num_messages_in_batch")
-        entry = Entry(bytes(metadata), bytes(payload), sequence_id, sequence_id, max(1, num_messages), is_batch, [fut])
+        entry = SealedEntry(bytes(metadata), bytes(payload), sequence_id, sequence_id, max(1, num_messages), is_batch, [fut])
         self._next_sequence_id = max(self._next_sequence_id, sequence_id + 1)
         self._queued_messages += entry.num_messages
         self._enqueue(entry, None, None)
@@ -404,7 +404,7 @@ class AsyncProducer(BrokerLink):
             cmd.send.highest_sequence_id = entry.highest_sequence_id
         return encode_send(cmd, entry.metadata, entry.payload)
 
-    def _enqueue(self, entry: Entry, expected_offset: int | None,
+    def _enqueue(self, entry: SealedEntry, expected_offset: int | None,
                  pid_fields: tuple[int, int, int] | None) -> None:
         pid_sequence = -1 if pid_fields is None else pid_fields[2]
         queued = _Queued(entry, b"", self._loop.time(), expected_offset, self._offset_epoch, pid_sequence)
@@ -439,7 +439,7 @@ class AsyncProducer(BrokerLink):
         self._complete(head.entry, signed64(receipt.message_id.ledgerId), signed64(receipt.message_id.entryId),
                        offset)
 
-    def _complete(self, entry: Entry, ledger: int, entry_id: int, first_offset: int | None) -> None:
+    def _complete(self, entry: SealedEntry, ledger: int, entry_id: int, first_offset: int | None) -> None:
         self._queued_messages -= entry.num_messages
         self._last_sequence_id = max(self._last_sequence_id, entry.highest_sequence_id)
         if entry.is_batch:
@@ -527,7 +527,7 @@ class AsyncProducer(BrokerLink):
             self._write(queued)
         self._identity.next_sequence = sequence
 
-    def _fail_entry(self, entry: Entry, exc: PulsarError) -> None:
+    def _fail_entry(self, entry: SealedEntry, exc: PulsarError) -> None:
         self._queued_messages -= entry.num_messages
         _settle(entry, exc)
         self._space.set()
@@ -605,7 +605,7 @@ class AsyncProducer(BrokerLink):
         self._client._forget(self)
 
 
-def _settle(entry: Entry, exc: PulsarError) -> None:
+def _settle(entry: SealedEntry, exc: PulsarError) -> None:
     for fut in entry.completions:
         if not fut.done():
             fut.set_exception(exc)

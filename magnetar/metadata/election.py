@@ -29,9 +29,9 @@ from .store import (
     BadVersion,
     EventType,
     MetadataStore,
-    NotFound,
+    KeyNotFound,
     Notification,
-    Session,
+    MetadataSession,
     SessionExpired,
     Watch,
     check_key,
@@ -46,7 +46,7 @@ class LeaderElection:
         store: MetadataStore,
         path: str,
         value: bytes,
-        session: Session,
+        session: MetadataSession,
         *,
         retry_s: float = 1.0,
     ) -> None:
@@ -126,7 +126,7 @@ class LeaderElection:
             return  # nothing held, or the session's end removes the key
         try:
             await self._store.delete(self.path, expected_version=version)
-        except (NotFound, BadVersion):
+        except (KeyNotFound, BadVersion):
             pass  # already gone, or no longer ours
 
     async def wait_lost(self) -> None:

@@ -19,7 +19,7 @@ Versions: etcd's per-key ``version`` is 1 at creation, +1 per put and starts
 again after a delete; the contract's version is that minus one. A
 compare-and-set is one etcd transaction comparing ``version`` (``== 0`` for
 "must not exist"); on failure the same transaction reads the key, so
-NotFound and BadVersion are told apart without a race.
+KeyNotFound and BadVersion are told apart without a race.
 
 Sessions are leases: ``create_session(ttl_s)`` grants one (etcd rounds the
 TTL up to whole seconds, and to its minimum, 2 s with default settings;
@@ -68,10 +68,10 @@ from .store import (
     EventType,
     MetadataError,
     MetadataStore,
-    NotFound,
+    KeyNotFound,
     Notification,
     Record,
-    Session,
+    MetadataSession,
     SessionExpired,
     Watch,
     check_delta,
@@ -123,7 +123,7 @@ def _range_end(prefix: bytes) -> bytes:
     return b"\x00"  # all-0xff prefix: to the end of the key space
 
 
-class EtcdSession(Session):
+class EtcdSession(MetadataSession):
     """A lease of an :class:`EtcdMetadataStore`; see the module docstring."""
 
     def __init__(self, store: "EtcdMetadataStore", lease_id: int, ttl_s: int, granted_at: float) -> None:
@@ -353,7 +353,7 @@ class EtcdMetadataStore(MetadataStore):
         if expected_version == -1:
             raise BadVersion(f"{key} exists (version {found[0].version - 1})")
         if not found:
-            raise NotFound(key)
+            raise KeyNotFound(key)
         raise BadVersion(f"{key} is at version {found[0].version - 1}, not {expected_version}")
 
     async def delete(self, key, expected_version=None) -> None:
@@ -371,7 +371,7 @@ class EtcdMetadataStore(MetadataStore):
             return
         found = answer.responses[0].response_range.kvs
         if not found:
-            raise NotFound(key)
+            raise KeyNotFound(key)
         raise BadVersion(f"{key} is at version {found[0].version - 1}, not {expected_version}")
 
     async def children(self, key: str) -> list[str]:
@@ -460,7 +460,7 @@ class EtcdMetadataStore(MetadataStore):
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 1.0)
 
-    async def create_session(self, ttl_s: float = 10.0) -> Session:
+    async def create_session(self, ttl_s: float = 10.0) -> MetadataSession:
         if not ttl_s > 0:
             raise ValueError(f"session ttl must be > 0, not {ttl_s!r}")
         sent = time.monotonic()

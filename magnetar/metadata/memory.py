@@ -16,10 +16,10 @@ from .store import (
     BadVersion,
     EventType,
     MetadataStore,
-    NotFound,
+    KeyNotFound,
     Notification,
     Record,
-    Session,
+    MetadataSession,
     SessionExpired,
     Watch,
     check_delta,
@@ -31,7 +31,7 @@ from .store import (
 _session_ids = itertools.count(1)
 
 
-class MemorySession(Session):
+class MemorySession(MetadataSession):
     def __init__(self, store: "MemoryMetadataStore") -> None:
         super().__init__()
         self.id = f"mem-{next(_session_ids)}"
@@ -78,7 +78,7 @@ class MemoryMetadataStore(MetadataStore):
                 raise BadVersion(f"{key} exists (version {current.version})")
             if expected_version >= 0:
                 if current is None:
-                    raise NotFound(key)
+                    raise KeyNotFound(key)
                 if current.version != expected_version:
                     raise BadVersion(f"{key} is at version {current.version}, not {expected_version}")
         version = 0 if current is None else current.version + 1
@@ -95,7 +95,7 @@ class MemoryMetadataStore(MetadataStore):
         check_expected_version(expected_version)
         current = self._data.get(key)
         if current is None:
-            raise NotFound(key)
+            raise KeyNotFound(key)
         if expected_version is not None and expected_version != current.version:
             raise BadVersion(f"{key} is at version {current.version}, not {expected_version}")
         self._remove(key)
@@ -125,7 +125,7 @@ class MemoryMetadataStore(MetadataStore):
     def _notify(self, type_: EventType, key: str) -> None:
         self._watches.dispatch(asyncio.get_running_loop(), [Notification(type_, key)])
 
-    async def create_session(self, ttl_s: float = 10.0) -> Session:
+    async def create_session(self, ttl_s: float = 10.0) -> MetadataSession:
         if not ttl_s > 0:
             raise ValueError(f"session ttl must be > 0, not {ttl_s!r}")
         session = MemorySession(self)

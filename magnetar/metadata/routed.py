@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .store import MetadataStore, Notification, Record, Session, Watch, key_matches
+from .store import MetadataStore, Notification, Record, MetadataSession, Watch, key_matches
 
 
 class RoutedStore(MetadataStore):
@@ -48,7 +48,7 @@ class RoutedStore(MetadataStore):
         return await self._store(key).get(key)
 
     async def put(self, key: str, value: bytes, expected_version: int | None = None, *,
-                  session: Session | None = None) -> int:
+                  session: MetadataSession | None = None) -> int:
         if session is not None and self._shared(key):
             raise ValueError(f"{key} is in the configuration store, shared by every cluster: it cannot be ephemeral")
         return await self._store(key).put(key, value, expected_version, session=session)
@@ -71,7 +71,7 @@ class RoutedStore(MetadataStore):
             return Watch(lambda: [w.cancel() for w in watches])
         return self._store(prefix).watch(prefix, callback)
 
-    async def create_session(self, ttl_s: float = 10.0) -> Session:
+    async def create_session(self, ttl_s: float = 10.0) -> MetadataSession:
         return await self.local.create_session(ttl_s)
 
     async def close(self) -> None:

@@ -47,10 +47,10 @@ from .store import (
     EventType,
     MetadataError,
     MetadataStore,
-    NotFound,
+    KeyNotFound,
     Notification,
     Record,
-    Session,
+    MetadataSession,
     SessionExpired,
     Watch,
     check_delta,
@@ -83,7 +83,7 @@ CREATE TABLE IF NOT EXISTS counters (
 """
 
 
-class SqliteSession(Session):
+class SqliteSession(MetadataSession):
     """A session of a :class:`SqliteMetadataStore`; see the module docstring."""
 
     def __init__(self, store: "SqliteMetadataStore", ttl_s: float) -> None:
@@ -297,7 +297,7 @@ class SqliteMetadataStore(MetadataStore):
             raise BadVersion(f"{key} exists (version {current})")
         if expected_version is not None and expected_version >= 0:
             if current is None:
-                raise NotFound(key)
+                raise KeyNotFound(key)
             if current != expected_version:
                 raise BadVersion(f"{key} is at version {current}, not {expected_version}")
         version = 0 if current is None else current + 1
@@ -316,7 +316,7 @@ class SqliteMetadataStore(MetadataStore):
     def _delete_tx(self, conn, key, expected_version):
         row = conn.execute("SELECT version FROM kv WHERE key = ?", (key,)).fetchone()
         if row is None:
-            raise NotFound(key)
+            raise KeyNotFound(key)
         if expected_version is not None and expected_version != row[0]:
             raise BadVersion(f"{key} is at version {row[0]}, not {expected_version}")
         conn.execute("DELETE FROM kv WHERE key = ?", (key,))
@@ -349,7 +349,7 @@ class SqliteMetadataStore(MetadataStore):
         self._check_open()
         return self._watches.add(prefix, callback)
 
-    async def create_session(self, ttl_s: float = 10.0) -> Session:
+    async def create_session(self, ttl_s: float = 10.0) -> MetadataSession:
         if not ttl_s > 0:
             raise ValueError(f"session ttl must be > 0, not {ttl_s!r}")
         session = SqliteSession(self, ttl_s)

@@ -13,7 +13,7 @@ again at 0. ``expected_version`` makes a write conditional:
 - ``n >= 0``: the key must exist with version ``n``.
 
 A failed condition raises :class:`BadVersion`; a delete or conditional update
-of a missing key raises :class:`NotFound`. Nothing is changed when either is
+of a missing key raises :class:`KeyNotFound`. Nothing is changed when either is
 raised. Any other ``expected_version`` raises ``ValueError``. Every operation
 is atomic: a compare-and-set is checked and applied as one step.
 
@@ -65,7 +65,7 @@ class BadVersion(MetadataError):
     """A compare-and-set condition did not hold; nothing was written."""
 
 
-class NotFound(MetadataError):
+class KeyNotFound(MetadataError):
     """The key does not exist."""
 
 
@@ -103,7 +103,7 @@ class Watch:
         self._cancel()
 
 
-class Session(abc.ABC):
+class MetadataSession(abc.ABC):
     """A liveness lease. Ephemeral keys written under it vanish with it.
 
     Subclasses call ``super().__init__()`` and ``_mark_ended(expired=...)``
@@ -115,9 +115,9 @@ class Session(abc.ABC):
     def __init__(self) -> None:
         self.expired = False  # True once the session was lost rather than closed
         self._end_event = asyncio.Event()
-        self._end_callbacks: list[Callable[["Session"], None]] = []
+        self._end_callbacks: list[Callable[["MetadataSession"], None]] = []
 
-    def on_end(self, callback: Callable[["Session"], None]) -> None:
+    def on_end(self, callback: Callable[["MetadataSession"], None]) -> None:
         """Call ``callback(session)`` once when the session ends (soon, if it already has).
 
         Callbacks run on the event loop and must not block; an exception in
@@ -216,17 +216,17 @@ class MetadataStore(abc.ABC):
         value: bytes,
         expected_version: int | None = None,
         *,
-        session: Session | None = None,
+        session: MetadataSession | None = None,
     ) -> int:
         """Write ``value``; return the new version. See module doc for conditions.
 
         Raises ValueError (bad key or expected_version), TypeError (value not
-        bytes), SessionExpired, BadVersion or NotFound; nothing is written then.
+        bytes), SessionExpired, BadVersion or KeyNotFound; nothing is written then.
         """
 
     @abc.abstractmethod
     async def delete(self, key: str, expected_version: int | None = None) -> None:
-        """Delete ``key``. Raises NotFound if missing, BadVersion on mismatch."""
+        """Delete ``key``. Raises KeyNotFound if missing, BadVersion on mismatch."""
 
     @abc.abstractmethod
     async def children(self, key: str) -> list[str]:
@@ -245,7 +245,7 @@ class MetadataStore(abc.ABC):
         """Call ``callback`` for every change of a key equal to or below ``prefix``."""
 
     @abc.abstractmethod
-    async def create_session(self, ttl_s: float = 10.0) -> Session:
+    async def create_session(self, ttl_s: float = 10.0) -> MetadataSession:
         """Start a session kept alive by the store until closed or ``ttl_s`` without keepalive.
 
         ``ttl_s`` must be > 0 (ValueError).

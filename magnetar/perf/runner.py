@@ -90,7 +90,7 @@ class _Side:
         return self.finals >= self.workers
 
 
-class Progress:
+class ProgressPrinter:
     """Prints one line per second; silent when ``console`` is None."""
 
     def __init__(self, console) -> None:
@@ -142,7 +142,7 @@ def run(
     prod = _Side(workers=len(prod_plans))
     cons = _Side(workers=len(cons_plans))
     errors: list[str] = []
-    progress = Progress(console)
+    progress = ProgressPrinter(console)
 
     def launch(plans: list[WorkerPlan], role: str, stop) -> None:
         for plan in plans:

@@ -50,7 +50,7 @@ class RemoteClusters:
     async def client(self, cluster: str) -> AsyncClient:
         """A client connected to one of ``cluster``'s brokers.
 
-        Raises NotFound if the cluster is not registered, ConnectionError if
+        Raises ResourceNotFound if the cluster is not registered, ConnectionError if
         none of its brokers answers.
         """
         async with self._lock:

@@ -28,7 +28,7 @@ import json
 import logging
 from typing import Any, Iterable, Protocol
 
-from ..metadata.store import BadVersion, MetadataError, NotFound
+from ..metadata.store import BadVersion, MetadataError, KeyNotFound
 from .errors import CursorFencedError, ManagedLedgerClosedError, StorageError
 from .position import Position
 from .entry import Entry
@@ -380,7 +380,7 @@ class ManagedCursor:
             value = json.dumps(self.snapshot(), separators=(",", ":")).encode()
             try:
                 self._version = await self._ml._store.put(self._key, value, self._version)
-            except (BadVersion, NotFound) as exc:
+            except (BadVersion, KeyNotFound) as exc:
                 self._closed = CursorFencedError(f"cursor {self.name!r} of {self._ml.name!r} changed elsewhere: {exc}")
                 raise self._closed from exc
             except MetadataError as exc:

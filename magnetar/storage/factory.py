@@ -9,7 +9,7 @@ import json
 import logging
 from pathlib import Path
 
-from ..metadata.store import BadVersion, MetadataError, MetadataStore, NotFound
+from ..metadata.store import BadVersion, MetadataError, MetadataStore, KeyNotFound
 from .cache import CacheBudget
 from .config import RetentionPolicy, StorageConfig
 from .errors import (
@@ -132,7 +132,7 @@ class ManagedLedgerFactory:
             for child in await self.store.children(base):
                 try:
                     await self.store.delete(f"{base}/{child}")
-                except NotFound:
+                except KeyNotFound:
                     pass
             await self.store.delete(key, record.version)
         except BadVersion as exc:

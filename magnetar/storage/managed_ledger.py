@@ -69,7 +69,7 @@ import json
 import logging
 from typing import Any, Callable
 
-from ..metadata.store import MetadataError, MetadataStore, NotFound
+from ..metadata.store import MetadataError, MetadataStore, KeyNotFound
 from .cache import TailCache
 from .config import RetentionPolicy, StorageConfig
 from .entry import LedgerInfo
@@ -449,7 +449,7 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing, Recovery, Ownership):
             await cursor._close(ManagedLedgerClosedError(f"cursor {name!r} was deleted"))
         try:
             await self._store.delete(cursor_key(self._key, name))
-        except NotFound:
+        except KeyNotFound:
             pass
         except MetadataError as exc:
             raise StorageError(f"deleting cursor {name!r} failed: {exc}") from exc

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 
-from ..metadata.store import BadVersion, MetadataError, NotFound
+from ..metadata.store import BadVersion, MetadataError, KeyNotFound
 from .errors import ManagedLedgerFencedError, StorageError
 from .ledger_meta import _OPEN, _CLOSING, _FENCED
 
@@ -34,7 +34,7 @@ class Ownership:
         value = json.dumps({"ledgers": ledger_docs, "properties": properties}, separators=(",", ":")).encode()
         try:
             self._meta_version = await self._store.put(self._key, value, self._meta_version)
-        except (BadVersion, NotFound) as exc:
+        except (BadVersion, KeyNotFound) as exc:
             error = ManagedLedgerFencedError(f"managed ledger {self.name!r} was changed elsewhere: {exc}")
             self._state = _FENCED
             self._error = error

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from magnetar.metadata import MetadataStore
-from magnetar.metadata.store import BadVersion, Notification, NotFound
+from magnetar.metadata.store import BadVersion, Notification, KeyNotFound
 
 from .bundles import Bundle, parse_range
 
@@ -238,7 +238,7 @@ class Channel:
         key = key_of(bundle)
         try:
             new_version = await self.store.put(key, state.doc(), version)
-        except (BadVersion, NotFound):
+        except (BadVersion, KeyNotFound):
             await self.refresh(key)
             raise LostRace(f"bundle {bundle} changed under us") from None
         written = BundleState(state.state, state.broker, state.source, new_version, state.split_at)

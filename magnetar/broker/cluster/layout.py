@@ -24,7 +24,7 @@ import json
 import logging
 
 from magnetar.metadata import MetadataStore
-from magnetar.metadata.store import BadVersion, Notification, NotFound
+from magnetar.metadata.store import BadVersion, Notification, KeyNotFound
 
 from .bundles import FULL, Bundle, split_namespace, topic_hash
 from .channel import LostRace
@@ -134,6 +134,6 @@ class Layouts:
         try:
             await self.store.put(key, json.dumps({"boundaries": bounds}).encode(),
                                  -1 if record is None else record.version)
-        except (BadVersion, NotFound):
+        except (BadVersion, KeyNotFound):
             raise LostRace(f"the bundle layout of {namespace} changed under us") from None
         return await self.load(namespace)

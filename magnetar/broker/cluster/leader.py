@@ -22,7 +22,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from magnetar.metadata import MetadataStore, Session
+from magnetar.metadata import MetadataStore, MetadataSession
 from magnetar.metadata.election import LeaderElection
 from magnetar.metadata.store import SessionExpired
 
@@ -33,7 +33,7 @@ from .layout import Layouts
 from .load_report import message_load
 from .placement import least_loaded
 from .registry import Registry
-from .shedder import Move, plan
+from .shedder import BundleMove, plan
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class SplitSettings:
 
 
 class Leader:
-    def __init__(self, broker_id: str, store: MetadataStore, session: Session, channel: Channel,
+    def __init__(self, broker_id: str, store: MetadataStore, session: MetadataSession, channel: Channel,
                  registry: Registry, sweep_interval_s: float = 2.0, shedding: SheddingSettings | None = None,
                  layouts: Layouts | None = None, auto_split: SplitSettings | None = None) -> None:
         self.broker_id = broker_id
@@ -83,7 +83,7 @@ class Leader:
         self._last_shed = 0.0
         self._moved_at: dict[str, float] = {}
         #: Moves the shedder made (for metrics and tests).
-        self.moves: list[Move] = []
+        self.moves: list[BundleMove] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._stopping = False
@@ -144,7 +144,7 @@ class Leader:
         self._last_shed = now
         await self.shed(now)
 
-    async def shed(self, now: float) -> Move | None:
+    async def shed(self, now: float) -> BundleMove | None:
         """One round of the shedder (see :mod:`.shedder`); returns the move made."""
         settings = self.shedding
         loads, rates = {}, {}

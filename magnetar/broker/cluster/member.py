@@ -41,7 +41,7 @@ from typing import Awaitable, Callable
 
 from magnetar.broker.errors import ServiceNotReady
 from magnetar.broker.topic_name import TopicName
-from magnetar.metadata import MetadataStore, Session
+from magnetar.metadata import MetadataStore, MetadataSession
 
 from . import splitting
 from .bundles import DEFAULT_BUNDLES, Bundle
@@ -119,7 +119,7 @@ class ClusterMember:
         self.channel = Channel(store)
         self.layouts = Layouts(store, bundles_per_namespace)
         self.registry = Registry(store)
-        self.session: Session | None = None
+        self.session: MetadataSession | None = None
         #: Set by :meth:`close` when the metadata store did not answer (or our
         #: session had lapsed): the broker then stops as a crash would.
         self.store_unreachable = False

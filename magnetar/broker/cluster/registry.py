@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from magnetar.metadata import MetadataStore, Session
+from magnetar.metadata import MetadataStore, MetadataSession
 from magnetar.metadata.store import Notification
 
 log = logging.getLogger(__name__)
@@ -78,12 +78,12 @@ class Registry:
     def add_listener(self, listener: Listener) -> None:
         self._listeners.append(listener)
 
-    async def register(self, info: BrokerInfo, session: Session) -> None:
+    async def register(self, info: BrokerInfo, session: MetadataSession) -> None:
         """Publish ``info`` under ``session`` (replacing a record of a previous life)."""
         await self.store.put(f"{ROOT}/{info.broker_id}", info.doc(), session=session)
         self._set(info.broker_id, info)
 
-    async def report_load(self, info: BrokerInfo, session: Session) -> None:
+    async def report_load(self, info: BrokerInfo, session: MetadataSession) -> None:
         await self.store.put(f"{ROOT}/{info.broker_id}", info.doc(), session=session)
 
     def _on_change(self, note: Notification) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class Move:
+class BundleMove:
     bundle: str
     source: str
     destination: str
@@ -28,7 +28,7 @@ class Move:
 
 
 def plan(loads: dict[str, float], bundle_rates: dict[str, dict[str, float]], threshold: float,
-         cooling: set[str] = frozenset()) -> Move | None:
+         cooling: set[str] = frozenset()) -> BundleMove | None:
     """``loads``: broker -> msg/s; ``bundle_rates``: broker -> {bundle: msg/s} of
     the bundles it owns. None when the spread is within ``threshold``."""
     candidates = {b: l for b, l in loads.items() if b not in cooling}
@@ -49,5 +49,5 @@ def plan(loads: dict[str, float], bundle_rates: dict[str, dict[str, float]], thr
     if not movable:
         return None
     _, bundle, rate = min(movable)
-    return Move(bundle, busiest, idlest,
+    return BundleMove(bundle, busiest, idlest,
                 f"{busiest} at {high:.0f} msg/s, {idlest} at {low:.0f} msg/s; moving {bundle} ({rate:.0f} msg/s)")

@@ -17,7 +17,7 @@ children of the tenant key. Topics themselves are managed ledgers (see
 
 Functions here only read and write the store. They raise
 :class:`ResourceError` subclasses, which the admin API maps to HTTP codes:
-:class:`NotFound` (404), :class:`AlreadyExists` (409), :class:`NotEmpty` (409),
+:class:`ResourceNotFound` (404), :class:`AlreadyExists` (409), :class:`NotEmpty` (409),
 :class:`InvalidInput` (400), :class:`PreconditionFailed` (412). Nothing is
 written when one is raised. Updates are read-modify-write with compare-and-set,
 retried when another writer got in between, so concurrent changes to
@@ -31,7 +31,7 @@ from urllib.parse import quote
 from typing import Any, Callable
 
 from magnetar.metadata import BadVersion, MetadataStore
-from magnetar.metadata import NotFound as KeyNotFound
+from magnetar.metadata import KeyNotFound
 
 from magnetar.broker.topic_name import TopicName
 
@@ -66,7 +66,7 @@ class ResourceError(Exception):
     """A request about admin resources is refused; nothing was changed."""
 
 
-class NotFound(ResourceError):
+class ResourceNotFound(ResourceError):
     pass
 
 
@@ -135,7 +135,7 @@ async def _update(store: MetadataStore, key: str, change: Callable[[dict], dict]
     for _ in range(_CAS_ATTEMPTS):
         current = await _read(store, key)
         if current is None:
-            raise NotFound(f"{what} does not exist")
+            raise ResourceNotFound(f"{what} does not exist")
         doc, version = current
         new = change(dict(doc))
         try:
@@ -150,7 +150,7 @@ async def _delete(store: MetadataStore, key: str, what: str) -> None:
     try:
         await store.delete(key)
     except KeyNotFound:
-        raise NotFound(f"{what} does not exist") from None
+        raise ResourceNotFound(f"{what} does not exist") from None
 
 
 # -- clusters -------------------------------------------------------------------
@@ -162,7 +162,7 @@ async def get_cluster(store: MetadataStore, cluster: str) -> dict:
     check_name("cluster", cluster)
     found = await _read(store, f"{CLUSTERS}/{cluster}")
     if found is None:
-        raise NotFound(f"Cluster {cluster} does not exist")
+        raise ResourceNotFound(f"Cluster {cluster} does not exist")
     return found[0]
 
 
@@ -242,7 +242,7 @@ async def get_tenant(store: MetadataStore, tenant: str) -> dict:
     check_name("tenant", tenant)
     found = await _read(store, f"{POLICIES}/{tenant}")
     if found is None:
-        raise NotFound(f"Tenant {tenant} does not exist")
+        raise ResourceNotFound(f"Tenant {tenant} does not exist")
     return found[0]
 
 
@@ -299,7 +299,7 @@ def _ns_key(namespace: str) -> str:
 
 
 async def list_namespaces(store: MetadataStore, tenant: str) -> list[str]:
-    """``tenant/ns`` names of the tenant's namespaces; NotFound if no such tenant."""
+    """``tenant/ns`` names of the tenant's namespaces; ResourceNotFound if no such tenant."""
     await get_tenant(store, tenant)
     return [f"{tenant}/{ns}" for ns in await store.children(f"{POLICIES}/{tenant}")]
 
@@ -315,15 +315,15 @@ async def namespace_open_for_topics(store: MetadataStore, namespace: str) -> boo
     """Whether topics may be created in the namespace: it exists and is not being deleted."""
     try:
         return not (await get_namespace(store, namespace)).get("deleted")
-    except (NotFound, InvalidInput):
+    except (ResourceNotFound, InvalidInput):
         return False
 
 
 async def get_namespace(store: MetadataStore, namespace: str) -> dict:
-    """The namespace's policies (every field of POLICY_FIELDS); NotFound if missing."""
+    """The namespace's policies (every field of POLICY_FIELDS); ResourceNotFound if missing."""
     found = await _read(store, _ns_key(namespace))
     if found is None:
-        raise NotFound(f"Namespace {namespace} does not exist")
+        raise ResourceNotFound(f"Namespace {namespace} does not exist")
     return {**POLICY_FIELDS, **found[0]}
 
 
@@ -337,7 +337,7 @@ async def namespace_policies(store: MetadataStore, namespace: str) -> dict:
     """
     try:
         return await get_namespace(store, namespace)
-    except (NotFound, InvalidInput):
+    except (ResourceNotFound, InvalidInput):
         return dict(POLICY_FIELDS)
 
 

@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 
 class ServerConnection(asyncio.Protocol):
-    """One client connection; implements :class:`.handlers.session.Session`."""
+    """One client connection; implements :class:`.handlers.session.ClientSession`."""
 
     def __init__(self, service: BrokerService) -> None:
         self.service = service

@@ -27,7 +27,7 @@ from magnetar.broker.subscriptions import cursor_ops
 
 from magnetar.broker.namespaces import resources
 from magnetar.broker.errors import TopicNotFound
-from magnetar.broker.namespaces.resources import AlreadyExists, InvalidInput, NotEmpty, NotFound, PreconditionFailed
+from magnetar.broker.namespaces.resources import AlreadyExists, InvalidInput, NotEmpty, ResourceNotFound, PreconditionFailed
 from magnetar.broker.topic_name import TopicName, parse
 
 from magnetar.broker.topics.topic import Topic
@@ -82,7 +82,7 @@ async def namespace_topics(service: BrokerService, namespace: str) -> list[str]:
 # -- non-partitioned topics --------------------------------------------------------
 async def _require_namespace(service: BrokerService, name: TopicName) -> None:
     if not await resources.namespace_open_for_topics(service.store, name.namespace_name):
-        raise NotFound(f"Namespace {name.namespace_name} does not exist (or is being deleted)")
+        raise ResourceNotFound(f"Namespace {name.namespace_name} does not exist (or is being deleted)")
 
 
 async def create_topic(service: BrokerService, name: TopicName) -> None:
@@ -104,7 +104,7 @@ async def delete_topic(service: BrokerService, name: TopicName, force: bool = Fa
     if await resources.get_partitions(service.store, name):
         raise AlreadyExists(f"{name} is a partitioned topic: delete it with DELETE .../partitions")
     if not await service.topic_exists(name):
-        raise NotFound(f"Topic {name} does not exist")
+        raise ResourceNotFound(f"Topic {name} does not exist")
     topic = service.topics.get(str(name))
     if topic is not None and in_use(topic) and not force:
         raise PreconditionFailed(f"Topic {name} has active producers or consumers (use force)")
@@ -142,7 +142,7 @@ async def update_partitioned_topic(service: BrokerService, name: TopicName, part
     """Grow a partitioned topic to ``partitions``."""
     check_partition_count(partitions)
     if not await resources.get_partitions(service.store, name):
-        raise NotFound(f"Partitioned topic {name} does not exist")
+        raise ResourceNotFound(f"Partitioned topic {name} does not exist")
     before = await resources.update_partitions(service.store, name, partitions)
     subscriptions: set[str] = set()
     for i in range(before):
@@ -162,7 +162,7 @@ async def delete_partitioned_topic(service: BrokerService, name: TopicName, forc
     """Delete every partition, then the partition count."""
     count = await resources.get_partitions(service.store, name)
     if not count:
-        raise NotFound(f"Partitioned topic {name} does not exist")
+        raise ResourceNotFound(f"Partitioned topic {name} does not exist")
     partitions = [name.partition(i) for i in range(count)]
     busy = [p for p in partitions if (t := service.topics.get(str(p))) is not None and in_use(t)]
     if busy and not force:
@@ -176,13 +176,13 @@ async def delete_partitioned_topic(service: BrokerService, name: TopicName, forc
 
 async def targets(service: BrokerService, name: TopicName) -> list[TopicName]:
     """The topics an operation on ``name`` applies to: its partitions when it
-    is partitioned, else itself. NotFound when it is neither."""
+    is partitioned, else itself. ResourceNotFound when it is neither."""
     count = await resources.get_partitions(service.store, name)
     if count:
         return [name.partition(i) for i in range(count)]
     if await service.topic_exists(name):
         return [name]
-    raise NotFound(f"Topic {name} does not exist")
+    raise ResourceNotFound(f"Topic {name} does not exist")
 
 
 # -- namespaces ------------------------------------------------------------------------
@@ -195,7 +195,7 @@ async def delete_namespace(service: BrokerService, namespace: str, force: bool =
     cannot be created there until the delete is retried.
     """
     store = service.store
-    await resources.set_policy(store, namespace, "deleted", True)  # NotFound
+    await resources.set_policy(store, namespace, "deleted", True)  # ResourceNotFound
     partitioned = await resources.list_partitioned(store, namespace)
     plain = await service.topics_of_namespace(namespace)
     if (partitioned or plain) and not force:

@@ -22,7 +22,7 @@ async def check(authorizer: Authorizer | None, store, role: str | None, action: 
         return
     try:
         tenant = await resources.get_tenant(store, name.tenant)
-    except resources.NotFound:
+    except resources.ResourceNotFound:
         tenant = None
     policies = await resources.namespace_policies(store, name.namespace_name)
     if not authorizer.may(role, action, str(name), policies.get("auth_policies"), tenant, subscription):

@@ -47,7 +47,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from magnetar.metadata import MetadataError, MetadataStore, NotFound
+from magnetar.metadata import MetadataError, MetadataStore, KeyNotFound
 from magnetar.protocol import pb
 from magnetar.protocol.frames import PayloadBlock
 from magnetar.storage import Position
@@ -146,7 +146,7 @@ async def delete_snapshot(store: MetadataStore, ledger_name: str) -> None:
     """Forget a deleted topic's producer sequences and pids."""
     try:
         await store.delete(f"{SNAPSHOT_ROOT}/{ledger_name}")
-    except NotFound:
+    except KeyNotFound:
         pass
 
 

@@ -250,7 +250,7 @@ class SchemaRegistry:
     async def delete(self, topic: TopicName) -> None:
         try:
             await self.store.delete(schema_key(topic))
-        except Exception:  # NotFound: nothing to delete
+        except Exception:  # KeyNotFound: nothing to delete
             pass
 
     # -- protocol answers --------------------------------------------------------

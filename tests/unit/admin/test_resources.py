@@ -43,12 +43,12 @@ async def test_tenants(store):
         await resources.delete_tenant(store, "t")
     await resources.delete_namespace(store, "t/ns")
     await resources.delete_tenant(store, "t")
-    with pytest.raises(resources.NotFound):
+    with pytest.raises(resources.ResourceNotFound):
         await resources.get_tenant(store, "t")
 
 
 async def test_namespaces_and_policies(store):
-    with pytest.raises(resources.NotFound):
+    with pytest.raises(resources.ResourceNotFound):
         await resources.create_namespace(store, "ghost/ns")
     with pytest.raises(resources.InvalidInput):
         await resources.create_namespace(store, "public")
@@ -64,7 +64,7 @@ async def test_namespaces_and_policies(store):
     assert (await resources.get_namespace(store, "public/default"))["message_ttl_in_seconds"] is None
     with pytest.raises(resources.InvalidInput):
         await resources.set_policy(store, "public/default", "nonsense", 1)
-    with pytest.raises(resources.NotFound):
+    with pytest.raises(resources.ResourceNotFound):
         await resources.set_policy(store, "public/ghost", "message_ttl_in_seconds", 1)
 
 
@@ -80,7 +80,7 @@ async def test_partitioned_metadata(store):
     assert await resources.get_partitions(store, name) == 4
     assert await resources.list_partitioned(store, "public/default") == ["persistent://public/default/p"]
     await resources.delete_partitioned(store, name)
-    with pytest.raises(resources.NotFound):
+    with pytest.raises(resources.ResourceNotFound):
         await resources.delete_partitioned(store, name)
     assert await resources.list_partitioned(store, "public/default") == []
 

@@ -8,7 +8,7 @@ import pytest
 from magnetar.metadata import (
     BadVersion,
     EventType,
-    NotFound,
+    KeyNotFound,
     Notification,
     Record,
     SessionExpired,
@@ -46,7 +46,7 @@ async def test_cas_bad_version_changes_nothing(store):
 
 
 async def test_cas_on_missing_key_is_not_found(store):
-    with pytest.raises(NotFound):
+    with pytest.raises(KeyNotFound):
         await store.put("/k", b"v", 0)
     assert await store.get("/k") is None
 
@@ -116,9 +116,9 @@ async def test_delete_with_version(store):
 
 
 async def test_delete_missing_is_not_found(store):
-    with pytest.raises(NotFound):
+    with pytest.raises(KeyNotFound):
         await store.delete("/k")
-    with pytest.raises(NotFound):
+    with pytest.raises(KeyNotFound):
         await store.delete("/k", 0)
 
 

@@ -20,12 +20,12 @@ from magnetar.protocol.commands import Type, command, error
 from magnetar.protocol.frames import Frame
 from magnetar.security.connection_auth import Accept, Challenge, Close, ConnectionAuth, Refuse
 
-from .session import UINT64_MAX, Session
+from .session import UINT64_MAX, ClientSession
 
 log = logging.getLogger(__name__)
 
 
-def on_connect(session: Session, frame: Frame) -> bool:
+def on_connect(session: ClientSession, frame: Frame) -> bool:
     """Check CONNECT's credential; True if the connection may go on."""
     authenticator = session.service.authenticator
     if authenticator is None or not authenticator.enabled:
@@ -43,7 +43,7 @@ def on_connect(session: Session, frame: Frame) -> bool:
     return True
 
 
-def on_auth_response(session: Session, frame: Frame) -> None:
+def on_auth_response(session: ClientSession, frame: Frame) -> None:
     auth = getattr(session, "auth", None)
     if auth is None:
         return  # authentication is off: nothing was asked
@@ -55,7 +55,7 @@ def on_auth_response(session: Session, frame: Frame) -> None:
         log.info("connection from %s refreshed its credential (role %s)", session.peer, outcome.role)
 
 
-async def _check_expiry(session: Session, auth: ConnectionAuth) -> None:
+async def _check_expiry(session: ClientSession, auth: ConnectionAuth) -> None:
     interval = session.config.auth_refresh_check_interval_s
     while True:
         await asyncio.sleep(interval)
@@ -69,7 +69,7 @@ async def _check_expiry(session: Session, auth: ConnectionAuth) -> None:
             return
 
 
-def _refuse(session: Session, reason: str) -> None:
+def _refuse(session: ClientSession, reason: str) -> None:
     log.info("refusing connection from %s: %s", session.peer, reason)
     session.write(error(UINT64_MAX, ServerError.AuthenticationError, reason))
     session.close()

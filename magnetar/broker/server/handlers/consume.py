@@ -24,7 +24,7 @@ from magnetar.protocol.frames import Frame, encode_payload_command
 from magnetar.storage import Entry, Position, StorageError
 
 from .. import permissions
-from .session import UINT64_MAX, Session, topic_name
+from .session import UINT64_MAX, ClientSession, topic_name
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ def subscribed(consumer: Consumer | None) -> Consumer:
     return consumer
 
 
-def on_subscribe(session: Session, frame: Frame) -> None:
+def on_subscribe(session: ClientSession, frame: Frame) -> None:
     """SUBSCRIBE: the consumer is registered now, in frame order (a FLOW,
     ACK or CLOSE_CONSUMER right behind it finds it, not ready yet: see
     :func:`subscribed`); the subscribing itself runs as a task."""
@@ -89,7 +89,7 @@ def on_subscribe(session: Session, frame: Frame) -> None:
     session.spawn(_subscribe(session, req, name, consumer))
 
 
-async def _subscribe(session: Session, req: pb.CommandSubscribe, name, consumer: Consumer) -> None:
+async def _subscribe(session: ClientSession, req: pb.CommandSubscribe, name, consumer: Consumer) -> None:
     """The rest of SUBSCRIBE; a CLOSE_CONSUMER meanwhile (the consumer left
     ``session.consumers``) is checked after each step."""
     try:
@@ -127,12 +127,12 @@ async def _subscribe(session: Session, req: pb.CommandSubscribe, name, consumer:
             raise
 
 
-def _check_still_wanted(session: Session, consumer: Consumer) -> None:
+def _check_still_wanted(session: ClientSession, consumer: Consumer) -> None:
     if session.consumers.get(consumer.consumer_id) is not consumer:
         raise BrokerError("the consumer was closed while subscribing", ServerError.ConsumerNotFound)
 
 
-def deliver(session: Session, consumer: Consumer, entries: list[Entry], redeliveries: list[int]) -> None:
+def deliver(session: ClientSession, consumer: Consumer, entries: list[Entry], redeliveries: list[int]) -> None:
     transport = session.transport
     if transport is None or transport.is_closing():
         return
@@ -176,7 +176,7 @@ def ack_set_words(mask: int) -> list[int]:
     return words
 
 
-def disconnect_consumer(session: Session, consumer: Consumer, assigned: tuple[str, str] | None = None) -> None:
+def disconnect_consumer(session: ClientSession, consumer: Consumer, assigned: tuple[str, str] | None = None) -> None:
     """CLOSE_CONSUMER: the client re-subscribes, at ``assigned`` (plain and TLS URLs) at once
     when given (PIP-307: the topic moved there), else after a lookup."""
     if session.consumers.get(consumer.consumer_id) is consumer:
@@ -186,7 +186,7 @@ def disconnect_consumer(session: Session, consumer: Consumer, assigned: tuple[st
                               assignedBrokerServiceUrlTls=assigned[1] if assigned and assigned[1] else None))
 
 
-def on_flow(session: Session, frame: Frame) -> None:
+def on_flow(session: ClientSession, frame: Frame) -> None:
     req = frame.command.flow
     consumer = session.consumers.get(req.consumer_id)
     if consumer is not None:
@@ -195,7 +195,7 @@ def on_flow(session: Session, frame: Frame) -> None:
             consumer.subscription.on_new_entries()
 
 
-async def on_ack(session: Session, req: pb.CommandAck, consumer: Consumer | None) -> None:
+async def on_ack(session: ClientSession, req: pb.CommandAck, consumer: Consumer | None) -> None:
     try:
         sub = subscribed(consumer).subscription
         if req.ack_type == pb.CommandAck.Cumulative:
@@ -234,7 +234,7 @@ async def on_ack(session: Session, req: pb.CommandAck, consumer: Consumer | None
                                   error=ServerError.ServiceNotReady, message=str(exc)))
 
 
-def on_redeliver(session: Session, frame: Frame) -> None:
+def on_redeliver(session: ClientSession, frame: Frame) -> None:
     req = frame.command.redeliverUnacknowledgedMessages
     consumer = session.consumers.get(req.consumer_id)
     if consumer is None or consumer.subscription is None:
@@ -243,7 +243,7 @@ def on_redeliver(session: Session, frame: Frame) -> None:
     consumer.subscription.redeliver(consumer, positions)
 
 
-async def on_unsubscribe(session: Session, req: pb.CommandUnsubscribe, consumer: Consumer | None) -> None:
+async def on_unsubscribe(session: ClientSession, req: pb.CommandUnsubscribe, consumer: Consumer | None) -> None:
     try:
         sub = subscribed(consumer).subscription
         others = [c for c in sub.consumers if c is not consumer]
@@ -256,7 +256,7 @@ async def on_unsubscribe(session: Session, req: pb.CommandUnsubscribe, consumer:
         session.write(error(req.request_id, exc.code, str(exc)))
 
 
-def on_close_consumer(session: Session, frame: Frame) -> None:
+def on_close_consumer(session: ClientSession, frame: Frame) -> None:
     req = frame.command.close_consumer
     consumer = session.consumers.pop(req.consumer_id, None)
     if consumer is not None and consumer.subscription is not None:
@@ -264,7 +264,7 @@ def on_close_consumer(session: Session, frame: Frame) -> None:
     session.write(success(req.request_id))
 
 
-async def on_seek(session: Session, req: pb.CommandSeek, consumer: Consumer | None) -> None:
+async def on_seek(session: ClientSession, req: pb.CommandSeek, consumer: Consumer | None) -> None:
     """Move the consumer's subscription to a message id, a publish time or
     (Magnetar) a topic offset; exactly one must be given, else NotAllowed.
     Success once the cursor moved; the subscription's consumers are
@@ -299,7 +299,7 @@ async def seek_position(topic: Topic, req: pb.CommandSeek) -> Position:
     return topic.read_position_for(req.message_id)
 
 
-async def on_get_last_message_id(session: Session, req: pb.CommandGetLastMessageId, consumer: Consumer | None) -> None:
+async def on_get_last_message_id(session: ClientSession, req: pb.CommandGetLastMessageId, consumer: Consumer | None) -> None:
     try:
         sub = subscribed(consumer).subscription
     except BrokerError as exc:

@@ -26,14 +26,14 @@ from magnetar.protocol.frames import Frame
 
 from .. import lifecycle, topic_list
 from . import auth
-from .session import Session, topic_name
+from .session import ClientSession, topic_name
 
 log = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 20
 
 
-def on_connect(session: Session, frame: Frame) -> None:
+def on_connect(session: ClientSession, frame: Frame) -> None:
     if not auth.on_connect(session, frame):
         return  # refused: answered and closed
     version = min(PROTOCOL_VERSION, frame.command.connect.protocol_version or PROTOCOL_VERSION)
@@ -48,11 +48,11 @@ def on_connect(session: Session, frame: Frame) -> None:
        )
 
 
-def on_ping(session: Session, frame: Frame) -> None:
+def on_ping(session: ClientSession, frame: Frame) -> None:
     session.write(command(Type.PONG))
 
 
-async def on_partitioned_metadata(session: Session, req: pb.CommandPartitionedTopicMetadata) -> None:
+async def on_partitioned_metadata(session: ClientSession, req: pb.CommandPartitionedTopicMetadata) -> None:
     Lookup = pb.CommandPartitionedTopicMetadataResponse
     try:
         await session.service.check_served_here(topic_name(req.topic))
@@ -71,7 +71,7 @@ async def on_partitioned_metadata(session: Session, req: pb.CommandPartitionedTo
                           response=Lookup.Success))
 
 
-def on_lookup(session: Session, frame: Frame) -> None:
+def on_lookup(session: ClientSession, frame: Frame) -> None:
     req = frame.command.lookupTopic
     Lookup = pb.CommandLookupTopicResponse
     try:
@@ -112,7 +112,7 @@ def _connect_to(req: pb.CommandLookupTopic, url: str, response: int) -> pb.BaseC
                    **{field: url})
 
 
-async def cluster_lookup(session: Session, req: pb.CommandLookupTopic) -> None:
+async def cluster_lookup(session: ClientSession, req: pb.CommandLookupTopic) -> None:
     Lookup = pb.CommandLookupTopicResponse
     try:
         name = parse(req.topic)
@@ -142,7 +142,7 @@ async def cluster_lookup(session: Session, req: pb.CommandLookupTopic) -> None:
                           brokerServiceUrl=result.service_url, authoritative=True, **urls))
 
 
-async def on_get_topics(session: Session, req: pb.CommandGetTopicsOfNamespace) -> None:
+async def on_get_topics(session: ClientSession, req: pb.CommandGetTopicsOfNamespace) -> None:
     try:
         # RegexSubscriptionMode: PERSISTENT (the default), NON_PERSISTENT or ALL.
         # Non-persistent topics exist while served: this broker's are listed.

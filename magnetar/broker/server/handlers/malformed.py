@@ -15,7 +15,7 @@ from magnetar.protocol.commands import Type, body, command, error, type_name
 from magnetar.protocol.frames import Frame
 from magnetar.protocol.text_fields import first_undecodable
 
-from .session import Session
+from .session import ClientSession
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ NAMED = frozenset({
 })
 
 
-def refuse_if_malformed(session: Session, frame: Frame) -> bool:
+def refuse_if_malformed(session: ClientSession, frame: Frame) -> bool:
     """Answer and return True when ``frame``'s command has undecodable text."""
     req = body(frame.command)
     field = first_undecodable(req)

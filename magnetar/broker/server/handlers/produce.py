@@ -24,7 +24,7 @@ from magnetar.protocol.commands import Type, command, error, message_id, success
 from magnetar.protocol.frames import Frame, PayloadBlock
 
 from .. import permissions
-from .session import UINT64_MAX, Session, topic_name
+from .session import UINT64_MAX, ClientSession, topic_name
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ _SEND_RECEIPT = Type.SEND_RECEIPT
 _names = itertools.count()
 
 
-def assigned_name(session: Session) -> str:
+def assigned_name(session: ClientSession) -> str:
     """A name for a producer that gave none, unique across this broker's
     restarts (Pulsar's form, ``<cluster>-<broker>-<n>``, with the broker's
     start id in the middle): deduplication remembers producers by name."""
@@ -47,7 +47,7 @@ def _metadata_flag(req: pb.CommandProducer, key: str) -> bool:
     return any(kv.key == key and kv.value == "true" for kv in req.metadata)
 
 
-def on_producer_frame(session: Session, frame: Frame) -> None:
+def on_producer_frame(session: ClientSession, frame: Frame) -> None:
     """PRODUCER: the id is marked as being created now, in frame order, so
     that a CLOSE_PRODUCER right behind it (a client that gave up waiting)
     undoes the creation instead of finding nothing and leaving a producer
@@ -58,16 +58,16 @@ def on_producer_frame(session: Session, frame: Frame) -> None:
     session.spawn(on_producer(session, req))
 
 
-def _still_wanted(session: Session, req: pb.CommandProducer) -> bool:
+def _still_wanted(session: ClientSession, req: pb.CommandProducer) -> bool:
     return session.producers_creating.get(req.producer_id) == req.request_id
 
 
-def _check_still_wanted(session: Session, req: pb.CommandProducer) -> None:
+def _check_still_wanted(session: ClientSession, req: pb.CommandProducer) -> None:
     if not _still_wanted(session, req):
         raise BrokerError("the producer was closed while it was being created", ServerError.ServiceNotReady)
 
 
-async def on_producer(session: Session, req: pb.CommandProducer) -> None:
+async def on_producer(session: ClientSession, req: pb.CommandProducer) -> None:
     existing = session.producers.get(req.producer_id)
     if existing is not None:
         # A retried create for a producer that is already there: same answer.
@@ -81,7 +81,7 @@ async def on_producer(session: Session, req: pb.CommandProducer) -> None:
             del session.producers_creating[req.producer_id]
 
 
-async def _create_producer(session: Session, req: pb.CommandProducer) -> None:
+async def _create_producer(session: ClientSession, req: pb.CommandProducer) -> None:
     try:
         name = topic_name(req.topic)
         await permissions.check(session.service.authorizer, session.service.store, session.role, "produce", name)
@@ -146,7 +146,7 @@ async def _create_producer(session: Session, req: pb.CommandProducer) -> None:
         session.write(error(req.request_id, ServerError.ServiceNotReady, f"cannot create producer: {exc}"))
 
 
-def disconnect_producer(session: Session, producer: Producer, assigned: tuple[str, str] | None = None) -> None:
+def disconnect_producer(session: ClientSession, producer: Producer, assigned: tuple[str, str] | None = None) -> None:
     """CLOSE_PRODUCER: the client reconnects, to ``assigned`` (plain and TLS URLs) at once when
     given (PIP-307: the topic moved there), else after a lookup."""
     if session.producers.get(producer.producer_id) is producer:
@@ -156,12 +156,12 @@ def disconnect_producer(session: Session, producer: Producer, assigned: tuple[st
                               assignedBrokerServiceUrlTls=assigned[1] if assigned and assigned[1] else None))
 
 
-def on_send(session: Session, frame: Frame) -> None:
+def on_send(session: ClientSession, frame: Frame) -> None:
     """A SEND frame (protobuf's or the fast decoder's): see :func:`on_plain_send`."""
     on_plain_send(session, frame.command.send, frame.block)
 
 
-def on_plain_send(session: Session, send, block: PayloadBlock | None) -> None:
+def on_plain_send(session: ClientSession, send, block: PayloadBlock | None) -> None:
     """One entry's SEND (``send``: a ``CommandSend`` or the fast decoder's
     ``SendCommandView``): queued behind its producer's earlier sends and
     published, or answered at once (unknown producer, bad checksum). Raises
@@ -185,7 +185,7 @@ def on_plain_send(session: Session, send, block: PayloadBlock | None) -> None:
         pending.failed(BrokerError("checksum mismatch", ServerError.ChecksumError))
 
 
-def send_result(session: Session, producer: Producer, pending: PendingSend) -> None:
+def send_result(session: ClientSession, producer: Producer, pending: PendingSend) -> None:
     session.pending_sends -= 1
     if session.reading_paused and session.pending_sends < MAX_PENDING_SENDS // 2 and session.transport is not None:
         session.reading_paused = False
@@ -218,7 +218,7 @@ def send_result(session: Session, producer: Producer, pending: PendingSend) -> N
     session.write(cmd)
 
 
-def on_close_producer(session: Session, frame: Frame) -> None:
+def on_close_producer(session: ClientSession, frame: Frame) -> None:
     req = frame.command.close_producer
     session.producers_creating.pop(req.producer_id, None)  # a creation under way is undone when it ends
     producer = session.producers.pop(req.producer_id, None)
@@ -227,7 +227,7 @@ def on_close_producer(session: Session, frame: Frame) -> None:
     session.write(success(req.request_id))
 
 
-async def on_get_next_offset(session: Session, req: pb.CommandGetNextOffset) -> None:
+async def on_get_next_offset(session: ClientSession, req: pb.CommandGetNextOffset) -> None:
     try:
         topic = await session.service.get_topic(topic_name(req.topic))
         session.write(command(Type.GET_NEXT_OFFSET_RESPONSE, request_id=req.request_id,
@@ -237,7 +237,7 @@ async def on_get_next_offset(session: Session, req: pb.CommandGetNextOffset) -> 
                               message=str(exc)))
 
 
-async def on_lease_pid(session: Session, request_id: int, requests: list[pb.CommandLeasePid]) -> None:
+async def on_lease_pid(session: ClientSession, request_id: int, requests: list[pb.CommandLeasePid]) -> None:
     leases = []
     for req in requests:
         lease = pb.PidLease(topic=req.topic, partition=req.partition)

@@ -9,10 +9,10 @@ from magnetar.broker.errors import BrokerError
 from magnetar.protocol import pb
 from magnetar.protocol.commands import Type, command
 
-from .session import Session, topic_name
+from .session import ClientSession, topic_name
 
 
-async def on_get_schema(session: Session, req: pb.CommandGetSchema) -> None:
+async def on_get_schema(session: ClientSession, req: pb.CommandGetSchema) -> None:
     try:
         fields = await session.service.schemas.get_schema_response(req, topic_name(req.topic))
     except BrokerError as exc:
@@ -20,7 +20,7 @@ async def on_get_schema(session: Session, req: pb.CommandGetSchema) -> None:
     session.write(command(Type.GET_SCHEMA_RESPONSE, request_id=req.request_id, **fields))
 
 
-async def on_get_or_create_schema(session: Session, req: pb.CommandGetOrCreateSchema) -> None:
+async def on_get_or_create_schema(session: ClientSession, req: pb.CommandGetOrCreateSchema) -> None:
     try:
         fields = await session.service.schemas.get_or_create_response(req, topic_name(req.topic))
     except BrokerError as exc:

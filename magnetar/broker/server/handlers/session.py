@@ -22,7 +22,7 @@ from magnetar.protocol import Connection, pb
 UINT64_MAX = (1 << 64) - 1
 
 
-class Session(Protocol):
+class ClientSession(Protocol):
     """One client connection as its handlers see it."""
 
     #: The broker service (``server.service.BrokerService``).
