@@ -31,8 +31,10 @@ $(CLUSTER_STAMP): pyproject.toml $(HOT) | $(VENV)/bin/pip
 	$(BIN)/pip install --quiet -e '.[cluster]'
 	touch $(CLUSTER_STAMP)
 
-$(STAMP): pyproject.toml $(HOT) | $(VENV)/bin/pip
-	$(BIN)/pip install --quiet -e '.[test]'
+# The test set-up adds the developer tools beside the product (tools/pyproject.toml:
+# magnetar_chaos, `magnetar chaos` / `magnetar-chaos`, and the process harness).
+$(STAMP): pyproject.toml tools/pyproject.toml $(HOT) | $(VENV)/bin/pip
+	$(BIN)/pip install --quiet -e '.[test]' -e ./tools
 	touch $(STAMP)
 
 # PORT=, ADMIN_PORT=, DATA= override the defaults: make standalone PORT=6660
@@ -72,7 +74,7 @@ FUZZ_ROUNDS ?= 1000
 CLUSTER_FUZZ_ROUNDS ?= 500
 CHAOS_PARTITION_SECONDS ?= 30
 chaos: $(STAMP)
-	@reason=$$($(BIN)/python -c 'from magnetar.chaos.fsync import unavailable_reason as r; print(r() or "")'); \
+	@reason=$$($(BIN)/python -c 'from magnetar_chaos.fsync import unavailable_reason as r; print(r() or "")'); \
 	if [ -z "$$reason" ]; then fsync=,fsync-error; else fsync=; echo "make chaos: leaving fsync-error out: $$reason"; fi; \
 	for seed in $(CHAOS_SEEDS); do \
 	  $(BIN)/magnetar chaos run --duration $(CHAOS_SECONDS) --faults kill,pause,restart,cut$$fsync --seed $$seed --out ./chaos-out || exit 1; \
@@ -92,7 +94,7 @@ chaos: $(STAMP)
 # cluster and 30 s on two regions: about 3 minutes in all.
 CHAOS_INTERVAL_SECONDS ?= 30
 chaos-interval: $(STAMP)
-	@reason=$$($(BIN)/python -c 'from magnetar.chaos.fsync import unavailable_reason as r; print(r() or "")'); \
+	@reason=$$($(BIN)/python -c 'from magnetar_chaos.fsync import unavailable_reason as r; print(r() or "")'); \
 	if [ -z "$$reason" ]; then fsync=,fsync-error; else fsync=; fi; \
 	$(BIN)/magnetar chaos run --sync-policy interval --duration $(CHAOS_INTERVAL_SECONDS) --interval 1,2 \
 	  --faults kill,pause,restart,cut$$fsync --seed 3 --out ./chaos-out/interval || exit 1; \
@@ -141,4 +143,4 @@ profile: $(BENCH_STAMP)
 	$(BIN)/python bench/profile.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build tools/build *.egg-info

@@ -1,13 +1,13 @@
 """A TCP proxy on loopback that can cut a connection at a chosen frame.
 
-The chaos proxy (``magnetar/chaos/proxy.py``) whose broker-to-client
+The chaos proxy (``magnetar_chaos/proxy.py``) whose broker-to-client
 direction decodes frames with Magnetar's own codec, so a test can say "drop
 the connection instead of delivering the next SEND_RECEIPT": the broker has
 appended the entry, the client never hears of it and must retry.
 """
 from __future__ import annotations
 
-from magnetar.chaos.proxy import CutProxy
+from magnetar_chaos.proxy import CutProxy
 from magnetar.protocol.frames import FrameDecoder
 
 

@@ -1,4 +1,4 @@
-"""The ``clock-jump`` fault (magnetar/chaos/clock.py) in a real run: ~20 s
+"""The ``clock-jump`` fault (magnetar_chaos/clock.py) in a real run: ~20 s
 of the standalone workloads while the broker's wall clock steps forward and
 back every 1-2 s; at least one jump happens and the checker finds nothing.
 Skipped only where libfaketime is missing and cannot be installed (not root:
@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from magnetar.chaos.clock import find_library
+from magnetar_chaos.clock import find_library
 
 pytestmark = pytest.mark.skipif(
     find_library() is None and os.geteuid() != 0,

@@ -1,4 +1,4 @@
-"""The ``fsync-error`` fault (magnetar/chaos/fsync.py) on the real kernel:
+"""The ``fsync-error`` fault (magnetar_chaos/fsync.py) on the real kernel:
 the traced process gets EIO from fdatasync and is left running, untraced;
 a short chaos run with the fault injects it and finds no anomaly; and a
 producer sending while the broker's fdatasync fails never holds a receipt
@@ -17,7 +17,7 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from magnetar.chaos.fsync import FsyncErrors, FsyncFault, _proc_state, unavailable_reason
+from magnetar_chaos.fsync import FsyncErrors, FsyncFault, _proc_state, unavailable_reason
 
 from ..conftest import wait_for
 from .admin_support import quiet_logger

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from magnetar.chaos.fsync import unavailable_reason as fsync_unavailable
-from magnetar.chaos.runner import run
+from magnetar_chaos.fsync import unavailable_reason as fsync_unavailable
+from magnetar_chaos.runner import run
 
 pytestmark = pytest.mark.timeout(180)
 

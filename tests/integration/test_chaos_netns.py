@@ -1,4 +1,4 @@
-"""The chaos harness's network (magnetar/chaos/netns.py) on the real kernel:
+"""The chaos harness's network (magnetar_chaos/netns.py) on the real kernel:
 brokers' namespaces reach etcd and each other, clients reach the brokers,
 each partition mode (isolate, zombie, etcd, clients, majority, one-way) cuts
 exactly what it says, a heal restores it, and
@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from magnetar.chaos.netns import Network, unavailable_reason
+from magnetar_chaos.netns import Network, unavailable_reason
 
 pytestmark = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
 

@@ -1,4 +1,4 @@
-"""The ``regions`` topology of the chaos harness (magnetar/chaos/regions.py)
+"""The ``regions`` topology of the chaos harness (magnetar_chaos/regions.py)
 with real brokers and etcd: the link proxy really is the only way from
 region A to region B (held down, A's replicator loses B and its backlog
 grows; healed, B gets everything once); a short run with broker
@@ -13,8 +13,8 @@ import subprocess
 import sys
 
 from magnetar import client as magnetar_client
-from magnetar.chaos.regions import REGIONS, RegionsSystem
-from magnetar.chaos.workloads import read_log
+from magnetar_chaos.regions import REGIONS, RegionsSystem
+from magnetar_chaos.workloads import read_log
 
 from ..conftest import wait_for
 
@@ -22,7 +22,7 @@ from ..conftest import wait_for
 def _replication(system: RegionsSystem, topic: str) -> dict:
     """A's stats entry for its replicator to B ({} until there is one)."""
     path = "/admin/v2/" + topic.replace("://", "/", 1) + "/stats"
-    from magnetar.chaos.regions import _admin
+    from magnetar_chaos.regions import _admin
 
     try:
         return (_admin(system.admin_url, path) or {}).get("replication", {}).get(REGIONS[1], {})

@@ -121,9 +121,9 @@ def test_a_send_reported_fenced_was_never_stored(broker):
     ProducerFenced: stored, yet reported failed. The close now waits for the
     producer's pending receipts. Two writers fence each other for a few
     seconds (the chaos workload, without faults) and the checker judges."""
-    from magnetar.chaos.checker import check
-    from magnetar.chaos.history import History
-    from magnetar.chaos.workloads import ExclusiveWriter, read_log
+    from magnetar_chaos.checker import check
+    from magnetar_chaos.history import History
+    from magnetar_chaos.workloads import ExclusiveWriter, read_log
 
     topic = "persistent://public/default/fence-in-flight"
     history = History()

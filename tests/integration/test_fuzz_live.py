@@ -7,7 +7,7 @@ import re
 
 from typer.testing import CliRunner
 
-from magnetar.chaos.fuzz import conversation, mutate
+from magnetar_chaos.fuzz import conversation, mutate
 from magnetar.cli import app
 from magnetar.protocol.frames import decode_frame
 

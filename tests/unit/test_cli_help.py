@@ -5,6 +5,7 @@ import typer
 from typer.testing import CliRunner
 
 from magnetar.cli import app
+from magnetar_chaos.cli import chaos_app
 
 
 def _commands(command, path: tuple[str, ...] = ()):
@@ -16,7 +17,8 @@ def _commands(command, path: tuple[str, ...] = ()):
 def test_no_help_page_labels_a_flag_with_a_type():
     root = typer.main.get_command(app)
     runner = CliRunner()
-    paths = list(_commands(root))
+    # `magnetar chaos` hands its arguments to the tool beside the product: walk the tool's commands too.
+    paths = list(_commands(root)) + [("chaos", *path) for path in _commands(typer.main.get_command(chaos_app))]
     assert len(paths) > 50  # the walk reached the admin areas' commands
     labelled = []
     for path in paths:

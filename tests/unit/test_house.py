@@ -17,7 +17,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "magnetar"
 
 #: Top-level packages from the bottom up: a package may import those before it.
-LAYERS = ["protocol", "metadata", "storage", "security", "broker", "client", "replication", "perf", "chaos", "admin", "cli"]
+LAYERS = ["protocol", "metadata", "storage", "security", "broker", "client", "replication", "perf", "admin", "cli"]
 
 #: Rooms of ``magnetar/broker/`` from the bottom up ("" is the broker's own
 #: vocabulary: errors, topic names, config).
@@ -164,3 +164,20 @@ def test_every_broker_room_has_its_place_and_says_what_it_owns(room):
     assert room in BROKER_ROOMS, f"broker/{room} has no place in BROKER_ROOMS: put it in the order"
     init = PACKAGE / "broker" / room / "__init__.py"
     assert ast.get_docstring(ast.parse(init.read_text())), f"broker/{room}/__init__.py has no docstring"
+
+
+#: The developer tools beside the product (tools/pyproject.toml): the product's
+#: install does not ship them, so the product never imports them, except the
+#: one door below, which imports the tool only when its command runs.
+TOOL_PACKAGES = ("magnetar_chaos", "magnetar_harness")
+TOOL_DOORS = {"magnetar.cli": {"magnetar_chaos.cli", "magnetar_chaos.cli.main"}}
+
+
+def test_the_product_imports_no_developer_tool():
+    wrong = []
+    for path in PACKAGE.rglob("*.py"):
+        name = module_name(path)
+        for imported in imports_of(path):
+            if imported.split(".")[0] in TOOL_PACKAGES and imported not in TOOL_DOORS.get(name, ()):
+                wrong.append(f"{name} imports {imported}")
+    assert not wrong, "\n".join(sorted(wrong))

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from magnetar.chaos.history import read_history
-from magnetar.chaos.netns import unavailable_reason
-from magnetar.chaos.runner import run
+from magnetar_chaos.history import read_history
+from magnetar_chaos.netns import unavailable_reason
+from magnetar_chaos.runner import run
 
 pytestmark = pytest.mark.timeout(240)
 

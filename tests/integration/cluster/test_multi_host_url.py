@@ -11,7 +11,7 @@ import pulsar
 import pytest
 
 from magnetar import client as mclient
-from magnetar.chaos.broker import free_port
+from magnetar_chaos.broker import free_port
 
 from .cluster_process import LocalCluster
 

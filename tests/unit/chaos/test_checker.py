@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from magnetar.chaos.checker import check
-from magnetar.chaos.history import History, read_history
+from magnetar_chaos.checker import check
+from magnetar_chaos.history import History, read_history
 
 T = "persistent://chaos/t/log"
 

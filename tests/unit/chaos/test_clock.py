@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from magnetar.chaos import clock, clock_boot
+from magnetar_chaos import clock, clock_boot
 
 
 def test_the_offset_file_holds_a_signed_number_of_seconds(tmp_path):
@@ -71,11 +71,11 @@ def test_a_held_jump_interrupted_still_steps_back(tmp_path, monkeypatch):
 
 def test_broker_command_lines_go_through_the_boot_shim():
     plain = [sys.executable, "-m", "magnetar.cli", "standalone", "--port", "1"]
-    assert clock.boot_args(plain) == [sys.executable, "-m", "magnetar.chaos.clock_boot", "-m", "magnetar.cli",
+    assert clock.boot_args(plain) == [sys.executable, "-m", "magnetar_chaos.clock_boot", "-m", "magnetar.cli",
                                       "standalone", "--port", "1"]
     in_ns = ["ip", "netns", "exec", "ns0", *plain]
     assert clock.boot_args(in_ns)[:7] == ["ip", "netns", "exec", "ns0", sys.executable, "-m",
-                                          "magnetar.chaos.clock_boot"]
+                                          "magnetar_chaos.clock_boot"]
     with pytest.raises(ValueError):
         clock.boot_args(["etcd", "--name", "x"])
 
@@ -141,7 +141,7 @@ _CHILD = textwrap.dedent("""
 def test_under_libfaketime_only_the_wall_clock_jumps(tmp_path):
     path = tmp_path / "c.faketime"
     clock.write_offset(path, 0)
-    out = subprocess.run([sys.executable, "-m", "magnetar.chaos.clock_boot", "-c", _CHILD, str(path)],
+    out = subprocess.run([sys.executable, "-m", "magnetar_chaos.clock_boot", "-c", _CHILD, str(path)],
                          # Read at every reading here, so that each step lands at once (the
                          # runs' 1 s cache would land it up to 2 s later).
                          env=dict(os.environ, **clock.preload_env(LIBRARY, path), FAKETIME_NO_CACHE="1"),
@@ -162,7 +162,7 @@ def test_the_cli_refuses_the_fault_in_one_line_with_exit_code_2_and_writes_nothi
 
     from typer.testing import CliRunner
 
-    from magnetar.chaos.cli import chaos_app
+    from magnetar_chaos.cli import chaos_app
 
     monkeypatch.setattr(clock, "find_library", lambda: None)
     monkeypatch.setattr(clock.os, "geteuid", lambda: 1000)

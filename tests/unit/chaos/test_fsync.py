@@ -8,7 +8,7 @@ import random
 import subprocess
 import sys
 
-from magnetar.chaos import fsync
+from magnetar_chaos import fsync
 
 
 def test_the_strace_line_fails_both_sync_calls_of_every_thread_with_eio():

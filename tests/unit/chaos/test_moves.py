@@ -2,7 +2,7 @@
 through a broker other than the destination, the same with the same seed."""
 import random
 
-from magnetar.chaos import moves
+from magnetar_chaos import moves
 
 URLS = ["http://127.0.0.1:8080", "http://127.0.0.1:8081", "http://127.0.0.1:8082"]
 

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from magnetar.chaos.netns import MODES, Names, Plan, choose_subnet, cuts, run_tag, used_networks
-from magnetar.chaos.systems import ClusterSystem, draw_partition
+from magnetar_chaos.netns import MODES, Names, Plan, choose_subnet, cuts, run_tag, used_networks
+from magnetar_chaos.systems import ClusterSystem, draw_partition
 
 ADDR = """\
 1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever preferred_lft forever
@@ -56,7 +56,7 @@ def test_the_subnet_is_drawn_from_the_seed_and_avoids_what_is_used():
 
 
 def test_no_free_subnet_is_an_error_not_a_clash():
-    from magnetar.chaos.netns import NetworkError
+    from magnetar_chaos.netns import NetworkError
 
     with pytest.raises(NetworkError):
         choose_subnet(1, [ipaddress.ip_network("10.0.0.0/8")], tries=50)
@@ -101,7 +101,7 @@ def test_partitions_hit_every_broker_outlast_the_session_and_repeat_with_the_see
 
 
 def test_partition_is_refused_up_front_when_not_root(monkeypatch, tmp_path):
-    from magnetar.chaos import netns
+    from magnetar_chaos import netns
 
     monkeypatch.setattr(netns.os, "geteuid", lambda: 1000)
     with pytest.raises(ValueError, match="needs root"):

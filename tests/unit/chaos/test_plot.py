@@ -1,8 +1,8 @@
 """The latency plot of a history: dots for receipts, bands for faults, ticks for sends never answered."""
 from __future__ import annotations
 
-from magnetar.chaos.history import History
-from magnetar.chaos.plot import latencies, write_svg
+from magnetar_chaos.history import History
+from magnetar_chaos.plot import latencies, write_svg
 
 
 def test_latencies_pair_invokes_with_outcomes_and_faults_with_heals(tmp_path):

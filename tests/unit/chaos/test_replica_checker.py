@@ -3,8 +3,8 @@ they claim to: histories with one planted replication anomaly each, and a
 clean one that must stay clean."""
 from __future__ import annotations
 
-from magnetar.chaos.checker import check
-from magnetar.chaos.history import History
+from magnetar_chaos.checker import check
+from magnetar_chaos.history import History
 
 T = "persistent://public/default/chaos-1-dedup"
 

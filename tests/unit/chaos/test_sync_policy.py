@@ -4,8 +4,8 @@ policy under the key the broker reads, and anything but ``always`` or
 import pytest
 
 from magnetar.broker.config import load_config
-from magnetar.chaos.regions import RegionsSystem
-from magnetar.chaos.systems import LEDGER_ENTRIES, ClusterSystem, StandaloneSystem, _broker_config
+from magnetar_chaos.regions import RegionsSystem
+from magnetar_chaos.systems import LEDGER_ENTRIES, ClusterSystem, StandaloneSystem, _broker_config
 
 
 @pytest.mark.parametrize("policy", ["always", "interval"])

@@ -1,4 +1,5 @@
-"""``magnetar chaos run`` and ``magnetar chaos check``.
+"""``magnetar chaos run``, ``check`` and ``fuzz`` (also ``magnetar-chaos ...``
+and ``python -m magnetar_chaos ...``).
 
 ``run`` prints a live line per second (operations, acknowledged, faults) and
 ends with the checker's table and the seed; exit code 1 when an anomaly was
@@ -19,7 +20,7 @@ from .history import read_history
 from .plot import write_svg
 
 chaos_app = typer.Typer(help="Fault injection: real clients, a nemesis, and a checker of the history.",
-                        no_args_is_help=True)
+                        no_args_is_help=True, add_completion=False)
 console = Console()
 
 
@@ -192,3 +193,9 @@ def fuzz_command(
         raise typer.Exit(1)
     console.print("[green]the broker survived[/green]" if topology == "standalone"
                   else "[green]the cluster survived[/green]")
+
+
+def main(args: list[str] | None = None, prog_name: str = "magnetar-chaos") -> None:
+    """The tool's entry point: ``magnetar-chaos``, ``python -m magnetar_chaos``,
+    and ``magnetar chaos`` (which hands its arguments over); exits the process."""
+    chaos_app(args=args, prog_name=prog_name)

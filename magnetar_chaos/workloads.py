@@ -44,7 +44,7 @@ SEND_TIMEOUT_MS = 10_000
 def _quiet_logger() -> logging.Logger:
     # The official client logs every refused reconnect at ERROR: under a
     # nemesis that is thousands of lines saying what the history records.
-    logger = logging.getLogger("magnetar.chaos.pulsar-client")
+    logger = logging.getLogger("magnetar_chaos.pulsar-client")
     logger.setLevel(logging.CRITICAL)
     return logger
 

@@ -122,7 +122,7 @@ def boot_args(args: list[str]) -> list[str]:
     after ``ip netns exec NS``) run through :mod:`.clock_boot` instead."""
     for i in range(len(args) - 1):
         if args[i] == "-m" and args[i + 1] == "magnetar.cli":
-            return [*args[:i], "-m", "magnetar.chaos.clock_boot", *args[i:]]
+            return [*args[:i], "-m", "magnetar_chaos.clock_boot", *args[i:]]
     raise ValueError(f"not a magnetar command line: {args}")
 
 
@@ -159,7 +159,7 @@ def probe(library: str) -> str | None:
     with tempfile.TemporaryDirectory(prefix="magnetar-clock-") as directory:
         clock_file = Path(directory) / "probe.faketime"
         write_offset(clock_file, PROBE_OFFSET_S)
-        out = subprocess.run([sys.executable, "-m", "magnetar.chaos.clock_boot", "-c", _PROBE],
+        out = subprocess.run([sys.executable, "-m", "magnetar_chaos.clock_boot", "-c", _PROBE],
                              env=dict(os.environ, **preload_env(library, clock_file)),
                              capture_output=True, text=True, timeout=30)
     fields = out.stdout.split()

@@ -1,6 +1,6 @@
 """Start a Python program under libfaketime with a ``time.sleep`` that works.
 
-``python -m magnetar.chaos.clock_boot -m MODULE ARGS...`` runs MODULE as
+``python -m magnetar_chaos.clock_boot -m MODULE ARGS...`` runs MODULE as
 ``python -m`` would; ``... -c CODE`` runs CODE. Before that, ``time.sleep``
 becomes a ``select()`` timeout.
 
@@ -32,7 +32,7 @@ def _sleep(seconds: float) -> None:
 
 def main(argv: list[str]) -> None:
     if len(argv) < 2 or argv[0] not in ("-m", "-c"):
-        raise SystemExit("usage: python -m magnetar.chaos.clock_boot (-m MODULE | -c CODE) [ARGS...]")
+        raise SystemExit("usage: python -m magnetar_chaos.clock_boot (-m MODULE | -c CODE) [ARGS...]")
     time.sleep = _sleep
     if argv[0] == "-m":
         sys.argv = [argv[1], *argv[2:]]
