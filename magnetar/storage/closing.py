@@ -5,14 +5,12 @@ A mixin of :class:`~.managed_ledger.ManagedLedger`.
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 
 
 from . import waiters
 from .ledger_meta import _OPEN, _CLOSING, _CLOSED, _LedgerMeta
-from .ledger import is_fenced
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +75,7 @@ class Closing:
         if not keep_cursors:
             await self.close_cursors()
         if (clean and self._state is _CLOSING and self._current is not None
-                and await asyncio.to_thread(is_fenced, self._dir, self._current.ledger_id)):
+                and await self._backend.taken_over(self._current.ledger_id)):
             # A new owner took the managed ledger over (this broker's session
             # lapsed before it heard): that owner recovers and seals this
             # ledger and owns the metadata, whose compare-and-set would refuse
@@ -135,7 +133,7 @@ class Closing:
 
     async def _seal_current(self) -> None:
         meta = self._current_meta
-        entries, size = await self._writer.call(self._current.seal)
+        entries, size = await self._backend.seal(self._current)
         now = time.time()
         async with self._meta_lock:
             docs = [m.doc() for m in self._ledgers.values() if m is not meta]
@@ -145,4 +143,4 @@ class Closing:
         meta.entries, meta.size, meta.closed, meta.state = entries, size, now, "closed"
         if not entries:
             self._remove_meta(meta)
-            await asyncio.to_thread(self._current.delete_files)
+            await self._backend.delete(meta.ledger_id, self._current)

@@ -1,6 +1,7 @@
 """The managed ledger factory: opens managed ledgers (one instance per name),
-owns the group-commit writer thread, allocates ledger ids, lists, deletes,
-and removes orphaned ledger files at a standalone broker's start-up.
+owns the storage backend (``backend.py``; segment files by default),
+allocates ledger ids, lists, deletes, and removes orphaned ledgers at a
+standalone broker's start-up.
 """
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ from .errors import (
     ManagedLedgerNotFoundError,
     StorageError,
 )
-from .group_commit import GroupCommitWriter
-from .ledger import delete_ledger_files, ledger_dir
+from .backend import LedgerBackend
+from .file_backend import FileBackend
 
 from .managed_ledger import ManagedLedger
 from .ledger_meta import LEDGER_ID_COUNTER, ROOT, check_name
@@ -28,19 +29,23 @@ log = logging.getLogger(__name__)
 
 
 class ManagedLedgerFactory:
-    """Opens managed ledgers stored under ``data_dir`` with metadata in ``store``.
+    """Opens managed ledgers with metadata in ``store`` and entries in
+    ``backend`` (default: segment files under ``data_dir``,
+    :class:`~.file_backend.FileBackend`), which it owns and closes.
 
-    Owns the group-commit writer thread. One factory per data directory and
-    event loop; two factories must never share a data directory.
+    One factory per event loop and backend.
     """
 
-    def __init__(self, data_dir: Path, store: MetadataStore, config: StorageConfig | None = None) -> None:
+    def __init__(self, data_dir: Path, store: MetadataStore, config: StorageConfig | None = None, *,
+                 backend: LedgerBackend | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.store = store
         self.config = config or StorageConfig()
-        self.ledger_dir = ledger_dir(self.data_dir)
-        self.ledger_dir.mkdir(parents=True, exist_ok=True)
-        self.writer = GroupCommitWriter(self.config.sync_policy, self.config.sync_interval_ms)
+        self.backend: LedgerBackend = backend or FileBackend(self.data_dir, self.config)
+        # The segment files' directory and writer thread (for tests and stats);
+        # None with another backend.
+        self.ledger_dir: Path | None = getattr(self.backend, "ledger_dir", None)
+        self.writer = getattr(self.backend, "writer", None)
         #: What the managed ledgers' tail caches hold together, at most.
         self.cache_budget = CacheBudget(self.config.cache_budget_bytes)
         self._open: dict[str, ManagedLedger] = {}
@@ -94,7 +99,7 @@ class ManagedLedgerFactory:
             raise StorageError(f"allocating a ledger id failed: {exc}") from exc
 
     async def close(self) -> None:
-        """Close every open managed ledger (a clean shutdown), then stop the writer."""
+        """Close every open managed ledger (a clean shutdown), then stop the backend."""
         self._closed = True
         for task in list(self._opening.values()):
             try:
@@ -102,13 +107,13 @@ class ManagedLedgerFactory:
             except Exception:
                 pass
         await asyncio.gather(*(ml.close() for ml in list(self._open.values())), return_exceptions=True)
-        await self.writer.close()
+        await self.backend.close()
 
     def abandon(self) -> None:
-        """Drop everything as a crash would: stop the writer without finishing
+        """Drop everything as a crash would: stop the backend without finishing
         queued work, close files, write nothing. For tests simulating kill -9."""
         self._closed = True
-        self.writer.abandon()
+        self.backend.abandon()
         for ml in list(self._open.values()):
             ml._abandon()
         self._open.clear()
@@ -140,7 +145,7 @@ class ManagedLedgerFactory:
         except MetadataError as exc:
             raise StorageError(f"deleting managed ledger {name!r} failed: {exc}") from exc
         for ledger_doc in doc.get("ledgers", []):
-            await asyncio.to_thread(delete_ledger_files, self.ledger_dir, int(ledger_doc["id"]))
+            await self.backend.delete(int(ledger_doc["id"]))
 
     async def exists(self, name: str) -> bool:
         """Whether the managed ledger ``name`` is stored (one metadata read,
@@ -182,7 +187,7 @@ class ManagedLedgerFactory:
         """
         if self._open or self._opening:
             raise StorageError("orphaned ledgers can only be removed before any managed ledger is opened")
-        on_disk = _ledger_ids_on_disk(self.ledger_dir)
+        on_disk = await asyncio.to_thread(self.backend.stored_ledger_ids)
         if not on_disk:
             return []
         referenced: set[int] = set()
@@ -203,29 +208,19 @@ class ManagedLedgerFactory:
         except MetadataError as exc:
             raise StorageError(f"cannot list managed ledgers to find orphaned ledgers: {exc}") from exc
         if not found_any:
-            log.warning("%d ledger files in %s but no managed ledger in the metadata store: leaving them",
-                        len(on_disk), self.ledger_dir)
+            log.warning("%d stored ledgers but no managed ledger in the metadata store: leaving them",
+                        len(on_disk))
             return []
         orphans = sorted(on_disk - referenced)
         for ledger_id in orphans:
             log.warning("deleting orphaned ledger %d (no managed ledger names it)", ledger_id)
-            await asyncio.to_thread(delete_ledger_files, self.ledger_dir, ledger_id)
+            await self.backend.delete(ledger_id)
         return orphans
 
     @property
     def managed_ledgers(self) -> dict[str, ManagedLedger]:
         """The open managed ledgers by name (a copy)."""
         return dict(self._open)
-
-
-def _ledger_ids_on_disk(directory: Path) -> set[int]:
-    """Ids of the ledgers with a segment or index file in ``directory``."""
-    ids = set()
-    for path in directory.iterdir():
-        stem, suffix = path.stem, path.suffix
-        if suffix in (".log", ".idx", ".fenced") and len(stem) == 20 and stem.isdigit():
-            ids.add(int(stem))
-    return ids
 
 
 def _is_ml_record(value: bytes) -> bool:

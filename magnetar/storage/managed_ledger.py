@@ -11,9 +11,11 @@ one when the current one is full (entries, bytes) or old. Closed ledgers are
 deleted (trimmed) once every durable cursor has consumed them and retention
 allows (the factory's ``StorageConfig``, or a per managed ledger
 :class:`~.config.RetentionPolicy` given to ``open``/``set_retention``, which
-the broker derives from namespace policies). Its metadata lives in the metadata store; entries live in segment
-files under ``<data_dir>/ledgers``; the :class:`ManagedLedgerFactory` owns
-the single group-commit writer thread that every ledger's writes go through.
+the broker derives from namespace policies). Its metadata lives in the
+metadata store; the bytes of its entries go through the factory's
+:class:`~.backend.LedgerBackend` and nowhere else (by default segment files
+under ``<data_dir>/ledgers``, written by one group-commit thread:
+:mod:`.file_backend`).
 
 Metadata (JSON):
 
@@ -51,7 +53,8 @@ the managed ledger over: this instance is *fenced* and appends fail with
 ``ManagedLedgerFencedError`` from then on.
 
 Recovery (``ManagedLedgerFactory.open``): a ledger left open by a crash is
-scanned, its torn tail cut, and it is sealed at its last intact entry; then a
+fenced and recovered by the backend (segment files: scanned, its torn tail
+cut) and sealed at its last intact entry; then a
 new ledger is created for writes. Entries that were written but never
 confirmed may survive the crash and become readable. Ledger files that no
 managed ledger names (a crash between creating a file and recording it, or
@@ -79,8 +82,8 @@ from .errors import (
     ManagedLedgerFencedError,
     StorageError,
 )
-from .group_commit import GroupCommitWriter
-from .ledger import HEADER_SIZE, MAX_ENTRY_SIZE, Ledger, is_fenced
+from .backend import LedgerBackend, LedgerHandle
+from .ledger import HEADER_SIZE, MAX_ENTRY_SIZE
 from .position import Position
 from . import waiters
 from .waiters import Waiter
@@ -114,8 +117,8 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing, Recovery, Ownership):
         self._factory = factory
         self._config: StorageConfig = factory.config
         self._store: MetadataStore = factory.store
-        self._writer: GroupCommitWriter = factory.writer
-        self._dir = factory.ledger_dir
+        # Every byte of every entry goes through this one seam (backend.py).
+        self._backend: LedgerBackend = factory.backend
         self._loop = asyncio.get_running_loop()
         self._key = f"{ROOT}/{name}"
         self._meta_version = -1
@@ -123,7 +126,7 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing, Recovery, Ownership):
         self._ledgers: dict[int, _LedgerMeta] = {}
         self._ids: list[int] = []
         self._properties: dict[str, str] = {}
-        self._current: Ledger | None = None
+        self._current: LedgerHandle | None = None
         self._current_meta: _LedgerMeta | None = None
         self._next_entry = 0
         self._current_bytes = 0
@@ -274,7 +277,7 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing, Recovery, Ownership):
         self._cache.put_many(meta.ledger_id, first, datas)
         self._inflight.append(batch)
         try:
-            self._writer.submit_write(self._current, datas, functools.partial(self._on_written, batch), self._loop)
+            self._backend.submit(self._current, datas, functools.partial(self._on_written, batch), self._loop)
         except StorageError as exc:
             self._on_written(batch, exc)
 
@@ -282,10 +285,10 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing, Recovery, Ownership):
         if batch.failed:
             return
         if error is not None:
-            self._on_write_failure(error)
-            return
-        if is_fenced(self._dir, batch.ledger_id):  # after the fsync, before any receipt
-            self._fenced_on_disk(batch.ledger_id)
+            if isinstance(error, ManagedLedgerFencedError):  # a new owner fenced the ledger
+                self._fenced_on_disk(batch.ledger_id)
+            else:
+                self._on_write_failure(error)
             return
         if self._inflight and self._inflight[0] is batch:
             self._inflight.popleft()
@@ -308,7 +311,7 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing, Recovery, Ownership):
             self._wake_idle()
 
     def _fenced_on_disk(self, ledger_id: int) -> None:
-        """A new owner fenced our ledger (see ``ledger.write_fence``): nothing
+        """A new owner fenced our ledger (``LedgerBackend.fence``): nothing
         written but not yet acknowledged is acknowledged, now or later."""
         error = ManagedLedgerFencedError(
             f"managed ledger {self.name!r}: ledger {ledger_id} was fenced by a new owner")

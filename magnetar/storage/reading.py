@@ -1,8 +1,8 @@
 """Reading a managed ledger: positions and entries.
 
 Positions are ``(ledger id, entry id)``; only confirmed (durable) entries are
-read. Recent entries come from the tail cache, older ones from the ledger
-files (large reads on a thread). A mixin of
+read. Recent entries come from the tail cache, older ones from the backend
+(``LedgerBackend.read``). A mixin of
 :class:`~.managed_ledger.ManagedLedger`. Failure modes: ``StorageError`` from
 a file read; a position past the end reads nothing.
 """
@@ -18,10 +18,10 @@ from .entry import Entry
 from .errors import (
     StorageError,
 )
-from .ledger import HEADER_SIZE, Ledger
+from .backend import LedgerHandle
 from .position import Position
 
-from .ledger_meta import READ_CHUNK_BYTES, SYNC_READ_BYTES, _CLOSED, _LedgerMeta
+from .ledger_meta import _CLOSED, _LedgerMeta
 
 log = logging.getLogger(__name__)
 
@@ -142,22 +142,16 @@ class Reading:
         ledger = meta.ledger
         if ledger is None:
             ledger = await self._open_ledger(meta)
-        limit = READ_CHUNK_BYTES if max_bytes is None else min(READ_CHUNK_BYTES, max_bytes + HEADER_SIZE)
-        if ledger.range_bytes(first, last) > limit:
-            last = ledger.last_within(first, last, limit)
-        if ledger.range_bytes(first, last) > SYNC_READ_BYTES:
-            return await asyncio.to_thread(ledger.read_range, first, last)
-        return ledger.read_range(first, last)
+        return await self._backend.read(ledger, first, last, max_bytes)
 
-    async def _open_ledger(self, meta: _LedgerMeta) -> Ledger:
+    async def _open_ledger(self, meta: _LedgerMeta) -> LedgerHandle:
         if meta.opening is None:
-            meta.opening = self._loop.create_task(asyncio.to_thread(
-                Ledger.open_sealed, self._dir, meta.ledger_id, meta.entries))
+            meta.opening = self._loop.create_task(self._backend.open_sealed(meta.ledger_id, meta.entries))
         try:
             ledger = await asyncio.shield(meta.opening)
-        except OSError as exc:
+        except StorageError as exc:
             meta.opening = None
-            raise StorageError(f"{self.name}: cannot open ledger {meta.ledger_id}: {exc}") from exc
+            raise StorageError(f"{self.name}: {exc}") from exc
         except BaseException:
             meta.opening = None
             raise

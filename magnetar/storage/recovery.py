@@ -1,20 +1,18 @@
 """Opening a managed ledger: recovering what a crash or a previous owner left.
 
-A ledger left open is fenced on disk first (``ledger.write_fence``: a previous
-owner still running acknowledges nothing more), scanned, its torn tail cut,
-and sealed at its last intact entry; then a new ledger is created for writes
+A ledger left open is fenced first (``LedgerBackend.fence``: a previous
+owner still running acknowledges nothing more), recovered (for segment
+files: scanned, its torn tail cut) and sealed at its last intact entry; then a new ledger is created for writes
 and the metadata record is written with compare-and-set, which fences the
 previous owner's metadata writes. A mixin of
 :class:`~.managed_ledger.ManagedLedger`.
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
 
-from .ledger import Ledger, delete_ledger_files, write_fence
 from .position import Position
 
 from .ledger_meta import _LedgerMeta
@@ -42,19 +40,15 @@ class Recovery:
                 continue
             # Fence first: a previous owner still running must not acknowledge
             # anything it writes to this ledger from now on.
-            try:
-                await asyncio.to_thread(write_fence, self._dir, meta.ledger_id)
-            except FileNotFoundError:
-                pass  # the ledger directory itself is gone: recover finds nothing either
-            try:
-                ledger = await asyncio.to_thread(Ledger.recover, self._dir, meta.ledger_id)
-            except FileNotFoundError:
-                # created in metadata but the file never made it: nothing was written to it
-                log.warning("%s: ledger %d has no file; dropping it", self.name, meta.ledger_id)
+            await self._backend.fence(meta.ledger_id)
+            ledger = await self._backend.recover(meta.ledger_id)
+            if ledger is None:
+                # created in metadata but never stored: nothing was written to it
+                log.warning("%s: ledger %d has no data; dropping it", self.name, meta.ledger_id)
                 meta.entries = 0
                 empties.append(meta)
                 continue
-            meta.entries, meta.size = await asyncio.to_thread(ledger.seal)
+            meta.entries, meta.size = ledger.entry_count, ledger.size
             meta.state = "closed"
             meta.closed = time.time()
             log.info("%s: recovered ledger %d with %d entries", self.name, meta.ledger_id, meta.entries)
@@ -68,19 +62,19 @@ class Recovery:
                 empties.append(meta)
         metas = [m for m in metas if m not in empties]
         new_id = await self._factory._new_ledger_id()
-        new_ledger = await asyncio.to_thread(Ledger.create, self._dir, new_id)
+        new_ledger = await self._backend.create(new_id)
         new_meta = _LedgerMeta(new_id, created=time.time())
         try:
             async with self._meta_lock:
                 await self._save([m.doc() for m in metas] + [new_meta.doc()], self._properties)
         except BaseException:
-            new_ledger.delete_files()
+            await self._backend.delete(new_id, new_ledger)
             for meta in metas:
                 if meta.ledger is not None:
                     meta.ledger.close()
             raise
         for meta in empties:
-            await asyncio.to_thread(delete_ledger_files, self._dir, meta.ledger_id)
+            await self._backend.delete(meta.ledger_id)
         for meta in metas:
             self._ledgers[meta.ledger_id] = meta
             self._ids.append(meta.ledger_id)

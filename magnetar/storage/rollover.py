@@ -20,7 +20,7 @@ import time
 from bisect import bisect_left
 
 from .errors import ManagedLedgerFailedError, ManagedLedgerFencedError, StorageError
-from .ledger import Ledger, delete_ledger_files
+from .backend import LedgerHandle
 from . import waiters
 from .ledger_meta import _CLOSING, _FAILED, _FENCED, _OPEN, _LedgerMeta
 
@@ -47,10 +47,10 @@ class Rollover:
                 if self._spare_id is None:
                     self._spare_id = await self._factory._new_ledger_id()
             new_id = self._spare_id
-            new_ledger = await self._writer.call(Ledger.create, self._dir, new_id)
+            new_ledger = await self._backend.create(new_id)
             try:
                 try:
-                    entries, size = await self._writer.call(old.seal)
+                    entries, size = await self._backend.seal(old)
                 except StorageError as exc:
                     # Its confirmed entries are durable all the same: record it
                     # closed without an index file; reading it scans the file.
@@ -68,7 +68,7 @@ class Rollover:
                     docs.append(new_meta.doc())
                     await self._save(docs, self._properties)
             except BaseException:
-                await asyncio.to_thread(new_ledger.delete_files)
+                await self._backend.delete(new_id, new_ledger)
                 raise
         except BaseException as exc:
             self._rolling = False
@@ -80,8 +80,7 @@ class Rollover:
         old_meta.entries, old_meta.size, old_meta.closed, old_meta.state = entries, size, now, "closed"
         if not entries:
             self._remove_meta(old_meta)
-            old.close()
-            self._loop.create_task(asyncio.to_thread(delete_ledger_files, self._dir, old_meta.ledger_id))
+            self._loop.create_task(self._backend.delete(old_meta.ledger_id, old))
         else:
             old_meta.ledger = old
         self._spare_id = None
@@ -99,7 +98,7 @@ class Rollover:
         self._schedule_trim()
         self._wake_idle()
 
-    def _install(self, meta: _LedgerMeta, ledger: Ledger) -> None:
+    def _install(self, meta: _LedgerMeta, ledger: LedgerHandle) -> None:
         meta.ledger = ledger
         self._ledgers[meta.ledger_id] = meta
         self._ids.append(meta.ledger_id)

@@ -8,7 +8,6 @@ and retried at the next trigger; trimming never fails an append.
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import time
@@ -16,7 +15,6 @@ import time
 from .errors import (
     StorageError,
 )
-from .ledger import delete_ledger_files
 from .position import Position
 
 from .ledger_meta import _OPEN, _LedgerMeta
@@ -123,7 +121,4 @@ class Trimming:
                 self._remove_meta(meta)
         log.info("%s: trimmed ledgers %s", self.name, sorted(gone))
         for meta in victims:
-            if meta.ledger is not None:
-                await asyncio.to_thread(meta.ledger.delete_files)
-            else:
-                await asyncio.to_thread(delete_ledger_files, self._dir, meta.ledger_id)
+            await self._backend.delete(meta.ledger_id, meta.ledger)

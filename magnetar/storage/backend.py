@@ -1,0 +1,120 @@
+"""The storage seam: where the bytes of a managed ledger's entries go.
+
+A managed ledger (a topic's log) is a sequence of ledgers; it keeps their
+list, the positions, the cursors and the tail cache, and never touches the
+bytes of an entry itself. Everything it does with bytes goes through one
+:class:`LedgerBackend`: write a batch of entries to the open ledger, seal it,
+read a range back, fence a previous owner's ledger, recover it, delete it.
+
+Implementations:
+
+- :mod:`.file_backend` (``--storage file``, the default): segment files
+  under ``<data dir>/ledgers``, one group-commit writer thread, fence
+  markers beside the files.
+- object storage (``--storage object``): entries in shared objects, the
+  commit and the fence in the metadata store.
+
+A new backend implements this Protocol and is handed to
+``ManagedLedgerFactory(..., backend=...)``; nothing above storage changes.
+
+Contract every implementation keeps:
+
+- ``submit`` never blocks on I/O; a ledger's batches complete in submission
+  order, on the loop given, with ``None`` once durable under the backend's
+  policy, ``ManagedLedgerFencedError`` once another owner fenced the ledger
+  (nothing of that batch may be acknowledged), or another ``StorageError``
+  (the ledger refuses later batches; the managed ledger rolls to a new one).
+- ``fence(ledger_id)`` returns once the ledger's previous writer can no
+  longer complete a batch with ``None``; ``recover`` then sees every entry
+  such a writer ever completed with ``None``.
+- Entry ids are 0, 1, 2... per ledger; a ledger's ``size`` counts
+  ``HEADER_SIZE`` bytes of framing per entry, whatever the backend stores.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Callable, Protocol
+
+#: ``callback(error)``: None when durable, else the StorageError (see above).
+WriteCallback = Callable[["BaseException | None"], None]
+
+
+class LedgerHandle(Protocol):
+    """One ledger as its backend hands it out (written, or opened to read)."""
+
+    ledger_id: int
+
+    @property
+    def entry_count(self) -> int: ...
+
+    @property
+    def size(self) -> int:
+        """Bytes of the entries written, ``HEADER_SIZE`` framing each included."""
+        ...
+
+    def fence(self) -> None:
+        """Refuse further writes from this process (idempotent, no I/O)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the handle holds (files, buffers); idempotent."""
+        ...
+
+
+class LedgerBackend(Protocol):
+    """Writes, reads, fences and deletes the bytes of ledgers."""
+
+    async def create(self, ledger_id: int) -> LedgerHandle:
+        """A new, empty, writable ledger. Ids never repeat."""
+        ...
+
+    def submit(self, ledger: LedgerHandle, datas: list[bytes], callback: WriteCallback,
+               loop: asyncio.AbstractEventLoop) -> None:
+        """Queue ``datas`` as the ledger's next entries (hot path: no I/O).
+        Raises ``StorageError`` at once if the backend is stopped."""
+        ...
+
+    async def seal(self, ledger: LedgerHandle) -> tuple[int, int]:
+        """Make the ledger's written entries final after every batch
+        submitted before; return ``(entries, size)``. Raises ``StorageError``."""
+        ...
+
+    async def fence(self, ledger_id: int) -> None:
+        """Take the ledger from whoever writes it (a previous owner)."""
+        ...
+
+    async def recover(self, ledger_id: int) -> LedgerHandle | None:
+        """Open a ledger that may not have been sealed, after :meth:`fence`;
+        seal it at its last intact entry. None if nothing was ever stored."""
+        ...
+
+    async def open_sealed(self, ledger_id: int, entries: int) -> LedgerHandle:
+        """Open a sealed ledger of ``entries`` entries for reading. Raises
+        ``StorageError`` (``CorruptLedgerError`` if entries are missing)."""
+        ...
+
+    async def read(self, ledger: LedgerHandle, first: int, last: int, max_bytes: int | None) -> list[bytes]:
+        """Entries ``first..`` (at most ``last``), stopping early past
+        ``max_bytes`` or the backend's read chunk (at least one entry).
+        Raises ``StorageError`` (``CorruptLedgerError`` on a bad checksum)."""
+        ...
+
+    async def taken_over(self, ledger_id: int) -> bool:
+        """Whether another owner fenced the ledger (checked at close)."""
+        ...
+
+    async def delete(self, ledger_id: int, ledger: LedgerHandle | None = None) -> None:
+        """Delete the ledger's bytes (missing ones are fine)."""
+        ...
+
+    def stored_ledger_ids(self) -> set[int]:
+        """Ids of the ledgers this backend stores (blocking; for orphans)."""
+        ...
+
+    async def close(self) -> None:
+        """Finish everything submitted, then stop."""
+        ...
+
+    def abandon(self) -> None:
+        """Stop at once without finishing queued work, as a crash would."""
+        ...

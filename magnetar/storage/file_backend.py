@@ -1,0 +1,100 @@
+"""Segment files: the first :class:`~.backend.LedgerBackend` (``--storage file``).
+
+Each ledger is ``<data dir>/ledgers/<id:020d>.log`` (+ ``.idx`` once
+sealed, ``.fenced`` once a new owner took it; formats in :mod:`.ledger`).
+Writes go through one :class:`~.group_commit.GroupCommitWriter` thread
+(fdatasync per group commit under sync policy ``always``). The fence is a
+marker file: a previous owner still running checks for it after every
+fsync and before it acknowledges anything (``ManagedLedgerFencedError``).
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+from pathlib import Path
+
+from .backend import WriteCallback
+from .config import StorageConfig
+from .errors import ManagedLedgerFencedError, StorageError
+from .group_commit import GroupCommitWriter
+from .ledger import HEADER_SIZE, Ledger, delete_ledger_files, is_fenced, ledger_dir, write_fence
+from .ledger_meta import READ_CHUNK_BYTES, SYNC_READ_BYTES
+
+
+class FileBackend:
+    """Ledgers as segment files under ``data_dir/ledgers``. Two backends
+    (two brokers' factories) may share a directory: ids never repeat."""
+
+    def __init__(self, data_dir: Path, config: StorageConfig) -> None:
+        self.ledger_dir = ledger_dir(Path(data_dir))
+        self.ledger_dir.mkdir(parents=True, exist_ok=True)
+        self._dir = str(self.ledger_dir)  # is_fenced runs once per group commit: no Path there
+        self.writer = GroupCommitWriter(config.sync_policy, config.sync_interval_ms)
+
+    async def create(self, ledger_id: int) -> Ledger:
+        return await self.writer.call(Ledger.create, self.ledger_dir, ledger_id)
+
+    def submit(self, ledger: Ledger, datas: list[bytes], callback: WriteCallback, loop) -> None:
+        self.writer.submit_write(ledger, datas, functools.partial(self._written, ledger.ledger_id, callback), loop)
+
+    def _written(self, ledger_id: int, callback: WriteCallback, error: BaseException | None) -> None:
+        # After the fsync, before any receipt: a new owner's marker means
+        # this batch may not be acknowledged (its recovery may have cut it).
+        if error is None and is_fenced(self._dir, ledger_id):
+            error = ManagedLedgerFencedError(f"ledger {ledger_id} was fenced by a new owner")
+        callback(error)
+
+    async def seal(self, ledger: Ledger) -> tuple[int, int]:
+        return await self.writer.call(ledger.seal)
+
+    async def fence(self, ledger_id: int) -> None:
+        try:
+            await asyncio.to_thread(write_fence, self.ledger_dir, ledger_id)
+        except FileNotFoundError:
+            pass  # the ledger directory itself is gone: recover finds nothing either
+
+    async def recover(self, ledger_id: int) -> Ledger | None:
+        try:
+            ledger = await asyncio.to_thread(Ledger.recover, self.ledger_dir, ledger_id)
+        except FileNotFoundError:
+            return None
+        await asyncio.to_thread(ledger.seal)
+        return ledger
+
+    async def open_sealed(self, ledger_id: int, entries: int) -> Ledger:
+        try:
+            return await asyncio.to_thread(Ledger.open_sealed, self.ledger_dir, ledger_id, entries)
+        except OSError as exc:
+            raise StorageError(f"cannot open ledger {ledger_id}: {exc}") from exc
+
+    async def read(self, ledger: Ledger, first: int, last: int, max_bytes: int | None) -> list[bytes]:
+        limit = READ_CHUNK_BYTES if max_bytes is None else min(READ_CHUNK_BYTES, max_bytes + HEADER_SIZE)
+        if ledger.range_bytes(first, last) > limit:
+            last = ledger.last_within(first, last, limit)
+        if ledger.range_bytes(first, last) > SYNC_READ_BYTES:
+            return await asyncio.to_thread(ledger.read_range, first, last)
+        return ledger.read_range(first, last)  # a page-cache pread: cheaper than a thread hop
+
+    async def taken_over(self, ledger_id: int) -> bool:
+        return await asyncio.to_thread(is_fenced, self._dir, ledger_id)
+
+    async def delete(self, ledger_id: int, ledger: Ledger | None = None) -> None:
+        if ledger is not None:
+            await asyncio.to_thread(ledger.delete_files)
+        else:
+            await asyncio.to_thread(delete_ledger_files, self.ledger_dir, ledger_id)
+
+    def stored_ledger_ids(self) -> set[int]:
+        ids = set()
+        for name in os.listdir(self.ledger_dir):
+            stem, dot, suffix = name.partition(".")
+            if dot and suffix in ("log", "idx", "fenced") and len(stem) == 20 and stem.isdigit():
+                ids.add(int(stem))
+        return ids
+
+    async def close(self) -> None:
+        await self.writer.close()
+
+    def abandon(self) -> None:
+        self.writer.abandon()
