@@ -37,6 +37,11 @@ from magnetar.security.tokens_cli import app as tokens_app  # noqa: E402
 
 app.add_typer(tokens_app, name="tokens")
 
+# `magnetar tls create-test-certs`: a CA and certificates to try TLS with.
+from magnetar.security.tls_cli import app as tls_app  # noqa: E402
+
+app.add_typer(tls_app, name="tls")
+
 # `magnetar broker` (one member of a cluster) and `magnetar cluster up`.
 from magnetar.cluster_cli import broker as broker_command, cluster_app, geo_app  # noqa: E402
 
