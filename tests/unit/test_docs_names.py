@@ -69,6 +69,14 @@ def _root():
     return typer.main.get_command(app)
 
 
+@functools.lru_cache(maxsize=1)
+def _chaos_root():
+    """``magnetar chaos`` hands its arguments to the chaos tool's own app."""
+    from magnetar_chaos.cli import chaos_app
+
+    return typer.main.get_command(chaos_app)
+
+
 def check_command(args: list[str]) -> str | None:
     """None if ``magnetar <args>`` names a command and options that exist, else why not."""
     command = _root()
@@ -101,6 +109,8 @@ def check_command(args: list[str]) -> str | None:
                 break
             command = command.commands[word]
             path.append(word)
+            if path == ["magnetar", "chaos"]:
+                command, options, takes_value = _chaos_root(), set(), set()
     return None
 
 
@@ -159,5 +169,7 @@ def test_the_checker_catches_what_it_should():
     assert check_command(["admin", "brokers", "lst"]) == "magnetar admin brokers: no command 'lst'"
     assert check_command(["cluster", "up", "--brokerz", "3"]) == "magnetar cluster up: no option --brokerz"
     assert check_command(["admin", "schemas", "get|upload|delete"]) is None
+    assert check_command(["chaos", "run", "--seed", "7"]) is None
+    assert check_command(["chaos", "run", "--sed", "7"]) == "magnetar chaos run: no option --sed"
     assert _repo_path("CLUSTER.md") == "CLUSTER.md" and not _exists(ROOT / "docs" / "cluster.md", "CLUSTER.md")
     assert _repo_path("magnetar/broker/cluster/") and _repo_path("magnetar.client") is None
