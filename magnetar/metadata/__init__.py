@@ -16,6 +16,10 @@ from .memory import MemoryMetadataStore
 from .sqlite import SqliteMetadataStore
 from .store import (
     BadVersion,
+    Compare,
+    Delete,
+    Put,
+    TransactionFailed,
     EventType,
     MetadataError,
     MetadataStore,
@@ -30,6 +34,10 @@ from .store import (
 
 __all__ = [
     "BadVersion",
+    "Compare",
+    "Delete",
+    "Put",
+    "TransactionFailed",
     "EtcdMetadataStore",
     "EtcdSession",
     "EventType",

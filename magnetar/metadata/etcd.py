@@ -74,7 +74,11 @@ from .store import (
     MetadataSession,
     SessionExpired,
     Watch,
+    MAX_TRANSACTION_OPS,
+    Put,
+    TransactionFailed,
     check_delta,
+    check_transaction,
     check_expected_version,
     check_key,
     check_value,
@@ -373,6 +377,64 @@ class EtcdMetadataStore(MetadataStore):
         if not found:
             raise KeyNotFound(key)
         raise BadVersion(f"{key} is at version {found[0].version - 1}, not {expected_version}")
+
+    async def transaction(self, compares, writes) -> list[int | None]:
+        compares, writes = check_transaction(compares, writes)
+        conditions = [self._version_is(self._data_key(c.key), c.version + 1) for c in compares]
+        ops = []
+        for w in writes:
+            k = self._data_key(w.key)
+            if isinstance(w, Put):
+                ops += [rpc.RequestOp(request_put=rpc.PutRequest(key=k, value=bytes(w.value))), self._read_op(k)]
+            else:
+                ops.append(rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=k)))
+        if len(ops) > MAX_TRANSACTION_OPS:  # a Put is a put and a read: more than etcd's default allows
+            return await self._transaction_in_steps(compares, writes)
+        # One etcd Txn; on failure it reads every compared key to say which failed.
+        answer = await self._txn(conditions, ops, [self._read_op(self._data_key(c.key)) for c in compares])
+        if not answer.succeeded:
+            failed = []
+            for c, response in zip(compares, answer.responses):
+                kvs = response.response_range.kvs
+                if (kvs[0].version - 1 if kvs else -1) != c.version:
+                    failed.append(c.key)
+            raise TransactionFailed(failed or [c.key for c in compares])
+        versions, i = [], 0
+        for w in writes:
+            if isinstance(w, Put):
+                versions.append(answer.responses[i + 1].response_range.kvs[0].version - 1)
+                i += 2
+            else:
+                versions.append(None)
+                i += 1
+        return versions
+
+    async def _transaction_in_steps(self, compares, writes) -> list[int | None]:
+        """The same Txn without the read-backs (they would pass etcd's op
+        cap): versions come from one read after it, compared by revision."""
+        conditions = [self._version_is(self._data_key(c.key), c.version + 1) for c in compares]
+        ops = [rpc.RequestOp(request_put=rpc.PutRequest(key=self._data_key(w.key), value=bytes(w.value)))
+               if isinstance(w, Put) else
+               rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=self._data_key(w.key)))
+               for w in writes]
+        answer = await self._txn(conditions, ops, [self._read_op(self._data_key(c.key)) for c in compares])
+        if not answer.succeeded:
+            failed = []
+            for c, response in zip(compares, answer.responses):
+                kvs = response.response_range.kvs
+                if (kvs[0].version - 1 if kvs else -1) != c.version:
+                    failed.append(c.key)
+            raise TransactionFailed(failed or [c.key for c in compares])
+        revision = answer.header.revision
+        versions = []
+        for w in writes:
+            if isinstance(w, Put):
+                found = await self._call(self._kv.Range, rpc.RangeRequest(
+                    key=self._data_key(w.key), revision=revision), idempotent=True)
+                versions.append(found.kvs[0].version - 1 if found.kvs else None)
+            else:
+                versions.append(None)
+        return versions
 
     async def children(self, key: str) -> list[str]:
         check_key(key)

@@ -22,7 +22,10 @@ from .store import (
     MetadataSession,
     SessionExpired,
     Watch,
+    Put,
+    TransactionFailed,
     check_delta,
+    check_transaction,
     check_expected_version,
     check_key,
     check_value,
@@ -104,6 +107,30 @@ class MemoryMetadataStore(MetadataStore):
         del self._data[key]
         self._owner.pop(key, None)
         self._notify(EventType.DELETED, key)
+
+    async def transaction(self, compares, writes) -> list[int | None]:
+        compares, writes = check_transaction(compares, writes)
+        failed = []
+        for c in compares:
+            current = self._data.get(c.key)
+            if (current.version if current is not None else -1) != c.version:
+                failed.append(c.key)
+        if failed:
+            raise TransactionFailed(failed)
+        versions: list[int | None] = []
+        for w in writes:  # no await in here: atomic on the loop
+            current = self._data.get(w.key)
+            if isinstance(w, Put):
+                version = 0 if current is None else current.version + 1
+                self._data[w.key] = Record(w.key, bytes(w.value), version, False)
+                self._owner.pop(w.key, None)
+                self._notify(EventType.CREATED if current is None else EventType.MODIFIED, w.key)
+                versions.append(version)
+            else:
+                if current is not None:
+                    self._remove(w.key)
+                versions.append(None)
+        return versions
 
     async def children(self, key: str) -> list[str]:
         check_key(key)

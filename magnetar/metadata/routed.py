@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .store import MetadataStore, Notification, Record, MetadataSession, Watch, key_matches
+from .store import MetadataStore, Notification, Record, MetadataSession, Watch, check_transaction, key_matches
 
 
 class RoutedStore(MetadataStore):
@@ -55,6 +55,15 @@ class RoutedStore(MetadataStore):
 
     async def delete(self, key: str, expected_version: int | None = None) -> None:
         await self._store(key).delete(key, expected_version)
+
+    async def transaction(self, compares, writes) -> list[int | None]:
+        compares, writes = check_transaction(compares, writes)
+        keys = [c.key for c in compares] + [w.key for w in writes]
+        stores = {id(self._store(k)): self._store(k) for k in keys}
+        if len(stores) > 1:
+            raise ValueError("a transaction cannot span the local and the configuration store")
+        store = next(iter(stores.values()), self.local)
+        return await store.transaction(compares, writes)
 
     async def children(self, key: str) -> list[str]:
         if self._above_shared(key):

@@ -53,7 +53,10 @@ from .store import (
     MetadataSession,
     SessionExpired,
     Watch,
+    Put,
+    TransactionFailed,
     check_delta,
+    check_transaction,
     check_expected_version,
     check_key,
     check_value,
@@ -321,6 +324,34 @@ class SqliteMetadataStore(MetadataStore):
             raise BadVersion(f"{key} is at version {row[0]}, not {expected_version}")
         conn.execute("DELETE FROM kv WHERE key = ?", (key,))
         return None, [Notification(EventType.DELETED, key)]
+
+    async def transaction(self, compares, writes) -> list[int | None]:
+        compares, writes = check_transaction(compares, writes)
+        return await self._run(self._transaction, lambda c: self._transaction_tx(c, compares, writes))
+
+    def _transaction_tx(self, conn, compares, writes):
+        def version_of(key):
+            row = conn.execute("SELECT version FROM kv WHERE key = ?", (key,)).fetchone()
+            return -1 if row is None else row[0]
+
+        failed = [c.key for c in compares if version_of(c.key) != c.version]
+        if failed:
+            raise TransactionFailed(failed)  # the caller's ROLLBACK: nothing written
+        versions, notes = [], []
+        for w in writes:
+            current = version_of(w.key)
+            if isinstance(w, Put):
+                version = current + 1
+                conn.execute("INSERT OR REPLACE INTO kv (key, value, version, session) VALUES (?, ?, ?, NULL)",
+                             (w.key, bytes(w.value), version))
+                notes.append(Notification(EventType.CREATED if current == -1 else EventType.MODIFIED, w.key))
+                versions.append(version)
+            else:
+                if current != -1:
+                    conn.execute("DELETE FROM kv WHERE key = ?", (w.key,))
+                    notes.append(Notification(EventType.DELETED, w.key))
+                versions.append(None)
+        return versions, notes
 
     async def children(self, key: str) -> list[str]:
         check_key(key)

@@ -44,6 +44,17 @@ integer (initially 0) and returns the new value; it never returns the same
 value twice, even across restarts (the basis of unique ledger ids and
 producer-id blocks). Counters live in their own namespace, apart from keys.
 
+Transactions: ``transaction(compares, writes)`` checks every
+:class:`Compare` (a key's version, or that it does not exist) and, only if
+all hold, applies every :class:`Put` and :class:`Delete` as one atomic step:
+watchers and readers see all of it or none. If any compare fails it raises
+:class:`TransactionFailed` naming every failing key and changes nothing. A
+Delete of a missing key is not an error. A key may be written at most once
+per transaction; at most ``MAX_TRANSACTION_OPS`` compares and as many writes,
+and at most ``MAX_TRANSACTION_BYTES`` of keys and values, in every backend
+(etcd's defaults: ``--max-txn-ops`` 128, ``--max-request-bytes`` 1.5 MiB);
+more raises ``ValueError``. Storage's object backend commits with it.
+
 Closing: ``close()`` closes the store's sessions (deleting their ephemeral
 keys) and cancels every watch; notifications not yet delivered are dropped.
 Stores are async context managers that close on exit.
@@ -67,6 +78,15 @@ class BadVersion(MetadataError):
 
 class KeyNotFound(MetadataError):
     """The key does not exist."""
+
+
+class TransactionFailed(BadVersion):
+    """A transaction's compares did not all hold; nothing was written.
+    ``keys``: every key whose compare failed, in the order given."""
+
+    def __init__(self, keys: list[str]) -> None:
+        super().__init__(f"transaction compares failed on {', '.join(keys)}")
+        self.keys = keys
 
 
 class SessionExpired(MetadataError):
@@ -150,6 +170,62 @@ class MetadataSession(abc.ABC):
     @abc.abstractmethod
     def alive(self) -> bool:
         """False once the session is closed or has expired."""
+
+
+MAX_TRANSACTION_OPS = 128
+#: etcd's 1.5 MiB request cap less room for the request's own framing.
+MAX_TRANSACTION_BYTES = 1536 * 1024 - 16 * 1024
+
+
+@dataclass(frozen=True)
+class Compare:
+    """Holds when ``key`` is at ``version`` (``-1``: when it does not exist)."""
+
+    key: str
+    version: int
+
+
+@dataclass(frozen=True)
+class Put:
+    key: str
+    value: bytes
+
+
+@dataclass(frozen=True)
+class Delete:
+    """Delete ``key`` if it exists."""
+
+    key: str
+
+
+def check_transaction(compares, writes) -> tuple[list[Compare], list]:
+    """Validate a transaction's parts (ValueError/TypeError); return them as lists."""
+    compares, writes = list(compares), list(writes)
+    if len(compares) > MAX_TRANSACTION_OPS or len(writes) > MAX_TRANSACTION_OPS:
+        raise ValueError(f"a transaction takes at most {MAX_TRANSACTION_OPS} compares and as many writes; "
+                         f"got {len(compares)} and {len(writes)}")
+    size = 0
+    for c in compares:
+        if not isinstance(c, Compare):
+            raise TypeError(f"compares must be Compare; got {c!r}")
+        check_key(c.key)
+        if isinstance(c.version, bool) or not isinstance(c.version, int) or c.version < -1:
+            raise ValueError(f"compare version must be -1 or >= 0; got {c.version!r}")
+        size += len(c.key)
+    seen = set()
+    for w in writes:
+        if not isinstance(w, (Put, Delete)):
+            raise TypeError(f"writes must be Put or Delete; got {w!r}")
+        check_key(w.key)
+        if w.key in seen:
+            raise ValueError(f"{w.key} is written twice in one transaction")
+        seen.add(w.key)
+        size += len(w.key)
+        if isinstance(w, Put):
+            size += len(check_value(w.value))
+    if size > MAX_TRANSACTION_BYTES:
+        raise ValueError(f"a transaction of {size} bytes is over the {MAX_TRANSACTION_BYTES} bytes limit")
+    return compares, writes
 
 
 def parent_of(key: str) -> str:
@@ -239,6 +315,14 @@ class MetadataStore(abc.ABC):
     async def increment(self, key: str, delta: int = 1) -> int:
         """Atomically add ``delta`` (>= 1, else ValueError) to the durable counter
         ``key``; return the new value. The first call on a key returns ``delta``."""
+
+    @abc.abstractmethod
+    async def transaction(self, compares: "list[Compare]", writes: "list[Put | Delete]") -> list[int | None]:
+        """Apply ``writes`` atomically if every compare holds (module doc,
+        "Transactions"); return each write's new version (None for a
+        Delete). Raises TransactionFailed (nothing written), ValueError or
+        TypeError for a malformed transaction, MetadataError if the store
+        fails (for etcd unreachable: it may or may not have happened)."""
 
     @abc.abstractmethod
     def watch(self, prefix: str, callback: Callable[[Notification], None]) -> Watch:
