@@ -1,7 +1,8 @@
 """Pulsar's metric names at ``/metrics``, so Pulsar dashboards and alerts work.
 
 Per topic, labelled ``cluster``, ``namespace``, ``topic`` as Pulsar's brokers
-label them: ``pulsar_rate_in`` / ``pulsar_rate_out`` (msg/s),
+label them (or per namespace, labelled ``cluster`` and ``namespace``, with
+``expose_topic_level_metrics_in_prometheus = false``): ``pulsar_rate_in`` / ``pulsar_rate_out`` (msg/s),
 ``pulsar_throughput_in`` / ``pulsar_throughput_out`` (bytes/s),
 ``pulsar_msg_backlog``, ``pulsar_storage_size``, ``pulsar_producers_count``,
 ``pulsar_consumers_count``, ``pulsar_subscriptions_count``, and per
@@ -22,68 +23,110 @@ if TYPE_CHECKING:
     from magnetar.broker.server.server import Broker
 
 TOPIC_LABELS = ["cluster", "namespace", "topic"]
+NAMESPACE_LABELS = ["cluster", "namespace"]
+
+#: The per-topic gauges: (name, help). Their values come from :func:`topic_row`.
+GAUGES = (
+    ("pulsar_rate_in", "Messages published per second"),
+    ("pulsar_rate_out", "Messages dispatched per second"),
+    ("pulsar_throughput_in", "Bytes published per second"),
+    ("pulsar_throughput_out", "Bytes dispatched per second"),
+    ("pulsar_msg_backlog", "Entries not yet acknowledged, over the subscriptions"),
+    ("pulsar_storage_size", "Bytes stored by the topic"),
+    ("pulsar_producers_count", "Attached producers"),
+    ("pulsar_consumers_count", "Attached consumers"),
+    ("pulsar_subscriptions_count", "Subscriptions"),
+)
 
 
 class PulsarCollector:
+    """Pulsar's series over the loaded topics. With
+    ``expose_topic_level_metrics_in_prometheus`` off, one series per
+    namespace (the sums of its topics) instead of one per topic and
+    subscription, as Pulsar does: a scrape's size follows the namespaces."""
+
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
         #: topic -> (time, msg in, bytes in, msg out, bytes out) at the last scrape.
         self._last: dict[str, tuple[float, int, int, int, int]] = {}
 
     def collect(self):
-        def gauge(name: str, doc: str, extra: list[str] | None = None) -> GaugeMetricFamily:
-            return GaugeMetricFamily(name, doc, labels=TOPIC_LABELS + (extra or []))
-
-        rate_in = gauge("pulsar_rate_in", "Messages published per second")
-        rate_out = gauge("pulsar_rate_out", "Messages dispatched per second")
-        tp_in = gauge("pulsar_throughput_in", "Bytes published per second")
-        tp_out = gauge("pulsar_throughput_out", "Bytes dispatched per second")
-        backlog = gauge("pulsar_msg_backlog", "Entries not yet acknowledged, over the subscriptions")
-        storage = gauge("pulsar_storage_size", "Bytes stored by the topic")
-        producers = gauge("pulsar_producers_count", "Attached producers")
-        consumers = gauge("pulsar_consumers_count", "Attached consumers")
-        subscriptions = gauge("pulsar_subscriptions_count", "Subscriptions")
-        sub_backlog = gauge("pulsar_subscription_back_log", "Entries the subscription has not acknowledged",
-                            ["subscription"])
-        connections = GaugeMetricFamily("pulsar_active_connections", "Client connections", labels=["cluster"])
-        topics_count = GaugeMetricFamily("pulsar_topics_count", "Loaded topics", labels=["cluster", "namespace"])
         service = self.broker.service
         cluster = self.broker.config.cluster_name
+        rows = self._rows(list(service.topics.values()) if service else [])
+        if self.broker.config.expose_topic_level_metrics_in_prometheus:
+            yield from topic_series(cluster, rows)
+        else:
+            yield from namespace_series(cluster, rows)
+        connections = GaugeMetricFamily("pulsar_active_connections", "Client connections", labels=["cluster"])
+        connections.add_metric([cluster], len(service.connections) if service else 0)
+        yield connections
+        yield topics_count(cluster, rows)
+
+    def _rows(self, topics: list) -> list[tuple[str, str, tuple, list[tuple[str, int]]]]:
+        """(topic, namespace, gauge values in GAUGES' order, [(subscription,
+        backlog)]) per topic; rates between this scrape and the last one."""
         now = time.monotonic()
-        per_namespace: dict[str, int] = {}
+        rows = []
         seen = set()
-        for topic in list(service.topics.values()) if service else []:
+        for topic in topics:
             name = str(topic.name)
             seen.add(name)
-            ns = topic.name.namespace_name
-            per_namespace[ns] = per_namespace.get(ns, 0) + 1
-            labels = [cluster, ns, name]
             subs = list(topic.subscriptions.values())
-            all_consumers = [c for s in subs for c in s.consumers]
             # The topic's own counters: they keep what consumers that left had received.
             msg_out, bytes_out = topic.msg_out, topic.bytes_out
             then, m_in, b_in, m_out, b_out = self._last.get(name, (now, topic.msg_in, topic.bytes_in, msg_out,
                                                                   bytes_out))
             elapsed = now - then
+
             def per_s(now_v: int, then_v: int) -> float:
                 return max(0, now_v - then_v) / elapsed if elapsed > 0 else 0.0
-            rate_in.add_metric(labels, per_s(topic.msg_in, m_in))
-            tp_in.add_metric(labels, per_s(topic.bytes_in, b_in))
-            rate_out.add_metric(labels, per_s(msg_out, m_out))
-            tp_out.add_metric(labels, per_s(bytes_out, b_out))
+
             self._last[name] = (now, topic.msg_in, topic.bytes_in, msg_out, bytes_out)
             backlogs = [(s.name, s.backlog()) for s in subs]
-            backlog.add_metric(labels, sum(b for _, b in backlogs))
-            for sub_name, b in backlogs:
-                sub_backlog.add_metric(labels + [sub_name], b)
-            storage.add_metric(labels, topic.ledger.total_size)
-            producers.add_metric(labels, len(topic.producers))
-            consumers.add_metric(labels, len(all_consumers))
-            subscriptions.add_metric(labels, len(subs))
+            values = (per_s(topic.msg_in, m_in), per_s(msg_out, m_out), per_s(topic.bytes_in, b_in),
+                      per_s(bytes_out, b_out), sum(b for _, b in backlogs), topic.ledger.total_size,
+                      len(topic.producers), sum(len(s.consumers) for s in subs), len(subs))
+            rows.append((name, topic.name.namespace_name, values, backlogs))
         for gone in set(self._last) - seen:
             del self._last[gone]
-        connections.add_metric([cluster], len(service.connections) if service else 0)
-        for ns, n in sorted(per_namespace.items()):
-            topics_count.add_metric([cluster, ns], n)
-        yield from (rate_in, rate_out, tp_in, tp_out, backlog, storage, producers, consumers, subscriptions,
-                    sub_backlog, connections, topics_count)
+        return rows
+
+
+def topic_series(cluster: str, rows: list) -> list[GaugeMetricFamily]:
+    """One series per topic (and per subscription for the backlog)."""
+    families = [GaugeMetricFamily(name, doc, labels=TOPIC_LABELS) for name, doc in GAUGES]
+    sub_backlog = GaugeMetricFamily("pulsar_subscription_back_log", "Entries the subscription has not acknowledged",
+                                    labels=TOPIC_LABELS + ["subscription"])
+    for name, ns, values, backlogs in rows:
+        labels = [cluster, ns, name]
+        for family, value in zip(families, values):
+            family.add_metric(labels, value)
+        for sub_name, b in backlogs:
+            sub_backlog.add_metric(labels + [sub_name], b)
+    return [*families, sub_backlog]
+
+
+def namespace_series(cluster: str, rows: list) -> list[GaugeMetricFamily]:
+    """The same gauges summed per namespace, without topic or subscription series."""
+    families = [GaugeMetricFamily(name, doc, labels=NAMESPACE_LABELS) for name, doc in GAUGES]
+    sums: dict[str, list[float]] = {}
+    for _, ns, values, _ in rows:
+        total = sums.setdefault(ns, [0] * len(GAUGES))
+        for i, value in enumerate(values):
+            total[i] += value
+    for ns, total in sorted(sums.items()):
+        for family, value in zip(families, total):
+            family.add_metric([cluster, ns], value)
+    return families
+
+
+def topics_count(cluster: str, rows: list) -> GaugeMetricFamily:
+    """``pulsar_topics_count``: the loaded topics per namespace."""
+    family = GaugeMetricFamily("pulsar_topics_count", "Loaded topics", labels=["cluster", "namespace"])
+    per_namespace: dict[str, int] = {}
+    for _, ns, _, _ in rows:
+        per_namespace[ns] = per_namespace.get(ns, 0) + 1
+    for ns, n in sorted(per_namespace.items()):
+        family.add_metric([cluster, ns], n)
+    return family

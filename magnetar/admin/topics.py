@@ -14,6 +14,8 @@ More topic routes (e.g. ``PUT/GET {TOPIC}/compaction``) are added here with
 """
 from __future__ import annotations
 
+import asyncio
+
 from aiohttp import web
 
 from magnetar.broker.server import lifecycle
@@ -156,9 +158,11 @@ async def partitioned_stats(request: web.Request) -> web.Response:
     count = await resources.get_partitions(service.store, name)
     if not count:
         raise not_found(f"Partitioned topic {name} does not exist")
-    per_partition = {}
-    for partition in _partitions(name, count):
-        per_partition[str(partition)] = (await service.get_topic(partition, create=True)).stats()
+    # Loaded together (the service bounds how many load at once), not one
+    # after the other: an idle partitioned topic's partitions are unloaded.
+    partitions = _partitions(name, count)
+    loaded = await asyncio.gather(*(service.get_topic(p, create=True) for p in partitions))
+    per_partition = {str(p): topic.stats() for p, topic in zip(partitions, loaded)}
     total: dict = {key: sum(s.get(key, 0) for s in per_partition.values()) for key in _SUMMED}
     total["metadata"] = {"partitions": count}
     total["publishers"] = [p for s in per_partition.values() for p in s.get("publishers", [])]

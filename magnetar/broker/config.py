@@ -20,6 +20,10 @@ from magnetar.security.settings import SecuritySettings, SecuritySettingsError
 from magnetar.storage.config import StorageConfig
 
 
+#: brokerDeleteInactiveTopicsMode's values.
+INACTIVE_TOPIC_MODES = ("delete_when_no_subscriptions", "delete_when_subscriptions_caught_up")
+
+
 class ConfigError(ValueError):
     """A setting is unknown or has a bad value."""
 
@@ -140,6 +144,36 @@ class BrokerConfig(SecuritySettings):
     compaction_threshold_bytes: int = 0
     #: Seconds between two checks of the compaction threshold.
     compaction_check_interval_s: float = 60.0
+    #: Topics loading at once at most (a topic loads on first use: lookup,
+    #: producer, consumer, admin call); the rest wait their turn. Pulsar's
+    #: maxConcurrentTopicLoadRequest.
+    max_concurrent_topic_loads: int = 256
+    #: Seconds after start-up before a standalone broker sweeps ledger files
+    #: no managed ledger names (a crash's leftovers). The sweep reads every
+    #: managed ledger's metadata in the background, after the broker serves.
+    orphaned_ledger_sweep_delay_s: float = 60.0
+    #: Unload a loaded topic that has had no producer, consumer, replicator
+    #: or traffic for this many seconds: its state is on disk and its next use
+    #: loads it again, so memory follows the active topics. 0: never.
+    topic_idle_unload_s: float = 300.0
+    #: Delete topics that stay inactive (Pulsar's brokerDeleteInactiveTopicsEnabled;
+    #: Pulsar's default is true, Magnetar's false: deleting data is opt-in).
+    broker_delete_inactive_topics_enabled: bool = False
+    #: Seconds between two rounds over the loaded topics that look for inactive
+    #: and idle ones (brokerDeleteInactiveTopicsFrequencySeconds).
+    broker_delete_inactive_topics_frequency_s: float = 60.0
+    #: Which inactive topics go (brokerDeleteInactiveTopicsMode):
+    #: "delete_when_no_subscriptions" (no producer, no subscription) or
+    #: "delete_when_subscriptions_caught_up" (no producer or consumer, and no
+    #: subscription has a backlog).
+    broker_delete_inactive_topics_mode: str = "delete_when_no_subscriptions"
+    #: Seconds a topic must stay inactive before it is deleted; 0: the
+    #: frequency above (brokerDeleteInactiveTopicsMaxInactiveDurationSeconds).
+    broker_delete_inactive_topics_max_inactive_duration_s: float = 0.0
+    #: Series per topic (and subscription) at /metrics; false: per namespace
+    #: only (Pulsar's exposeTopicLevelMetricsInPrometheus). Namespace
+    #: aggregates are always there.
+    expose_topic_level_metrics_in_prometheus: bool = True
     #: Log level (DEBUG, INFO, WARNING, ERROR).
     log_level: str = "INFO"
     storage: StorageConfig = field(default_factory=StorageConfig)
@@ -246,6 +280,17 @@ class BrokerConfig(SecuritySettings):
             self.validate_security()
         except SecuritySettingsError as exc:
             raise ConfigError(str(exc)) from None
+        if self.max_concurrent_topic_loads < 1:
+            raise ConfigError("max_concurrent_topic_loads must be at least 1")
+        if self.orphaned_ledger_sweep_delay_s < 0 or self.topic_idle_unload_s < 0:
+            raise ConfigError("orphaned_ledger_sweep_delay_s and topic_idle_unload_s must be >= 0")
+        if self.broker_delete_inactive_topics_frequency_s <= 0:
+            raise ConfigError("broker_delete_inactive_topics_frequency_s must be positive")
+        if self.broker_delete_inactive_topics_max_inactive_duration_s < 0:
+            raise ConfigError("broker_delete_inactive_topics_max_inactive_duration_s must be >= 0 (0: the frequency)")
+        if self.broker_delete_inactive_topics_mode not in INACTIVE_TOPIC_MODES:
+            raise ConfigError("broker_delete_inactive_topics_mode must be " + " or ".join(INACTIVE_TOPIC_MODES)
+                              + f", got {self.broker_delete_inactive_topics_mode!r}")
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
             raise ConfigError(f"log_level must be DEBUG, INFO, WARNING or ERROR, got {self.log_level!r}")
 

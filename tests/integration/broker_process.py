@@ -14,12 +14,16 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 
 class BrokerProcess:
-    def __init__(self, data_dir: Path, extra_args: list[str] | None = None) -> None:
+    def __init__(self, data_dir: Path, extra_args: list[str] | None = None,
+                 preexec_fn: Callable[[], None] | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.extra_args = list(extra_args or [])
+        #: Run in the broker's process before it starts (e.g. set an rlimit).
+        self.preexec_fn = preexec_fn
         self.port = 0
         self.admin_port = 0
         self.proc: subprocess.Popen | None = None
@@ -27,11 +31,11 @@ class BrokerProcess:
         self._ready = threading.Event()
 
     @classmethod
-    def with_config(cls, tmp_path: Path, toml: str) -> "BrokerProcess":
+    def with_config(cls, tmp_path: Path, toml: str, preexec_fn: Callable[[], None] | None = None) -> "BrokerProcess":
         """A broker (not started) whose config file holds ``toml``."""
         config = tmp_path / "broker.toml"
         config.write_text(toml)
-        return cls(tmp_path / "data", ["--config", str(config)])
+        return cls(tmp_path / "data", ["--config", str(config)], preexec_fn)
 
     @property
     def service_url(self) -> str:
@@ -53,7 +57,7 @@ class BrokerProcess:
             *self.extra_args,
         ]
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, env=env)
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, env=env, preexec_fn=self.preexec_fn)
         threading.Thread(target=self._read_stdout, args=(self.proc,), daemon=True).start()
         if not self._ready.wait(timeout):
             self.kill()

@@ -23,7 +23,7 @@ from magnetar.security import authentication, tls
 from magnetar.security.authorization import Authorizer
 from magnetar.security.settings import SecuritySettingsError
 from magnetar.metadata.store import MetadataError
-from magnetar.storage import ManagedLedgerFactory
+from magnetar.storage import ManagedLedgerFactory, StorageError, orphans
 
 from magnetar.broker.cluster.leader import SheddingSettings, SplitSettings
 from magnetar.broker.cluster.member import ClusterMember
@@ -33,6 +33,7 @@ from magnetar.broker.policies import backlog_quota
 from magnetar.broker.namespaces import resources
 from .connection import ServerConnection
 from magnetar.broker.policies.expiry import MessageExpiry
+from magnetar.broker.policies.inactive import InactiveTopics
 from .service import BrokerService
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,9 @@ class Broker:
         self._server: asyncio.base_events.Server | None = None
         self._admin = None
         self.expiry: MessageExpiry | None = None
+        self.inactive_topics: InactiveTopics | None = None
         self.quota_checks: asyncio.Task | None = None
+        self._orphan_sweep: asyncio.Task | None = None
         self.port = config.port
         self._tls_server: asyncio.base_events.Server | None = None
         self.tls_port = -1
@@ -100,10 +103,16 @@ class Broker:
         storage = config.storage_path
         storage.mkdir(parents=True, exist_ok=True)
         self.factory = ManagedLedgerFactory(storage, self.store, config.storage)
+        orphan_mark = None
         if not config.clustered:
             # In a cluster other brokers create ledger files in the same
             # directory at any moment: an unnamed file may be one being born.
-            await self.factory.remove_orphaned_ledgers()
+            # Standalone, the sweep reads every managed ledger's metadata, so
+            # it runs after the broker serves, below this start's mark.
+            try:
+                orphan_mark = await orphans.mark(self.store)
+            except StorageError as exc:
+                raise StartupError(str(exc)) from None
         # Before clients can connect: cluster, tenant public, namespace public/default.
         # A cluster's broker adds its URLs once its listeners run (ports picked
         # then); until then it only makes sure the record exists.
@@ -135,6 +144,7 @@ class Broker:
                 bundles_per_namespace=config.default_namespace_bundles,
                 session_ttl_s=config.cluster_session_ttl_s, lookup_timeout_s=config.lookup_timeout_s)
         self.expiry = MessageExpiry(self.service, config.message_expiry_check_interval_s).start()
+        self.inactive_topics = InactiveTopics(self.service, config).start()
         self.quota_checks = asyncio.get_running_loop().create_task(
             backlog_quota.check_periodically(self.service, config.backlog_quota_check_interval_s))
         try:
@@ -177,6 +187,9 @@ class Broker:
             extension = build(self.service, config)
             await extension.start()
             self.extensions.append(extension)
+        if orphan_mark is not None:
+            self._orphan_sweep = asyncio.get_running_loop().create_task(orphans.sweep_later(
+                self.store, self.factory.ledger_dir, orphan_mark, config.orphaned_ledger_sweep_delay_s))
         log.info("Magnetar broker ready: pulsar://%s:%d, admin on port %s, data in %s",
                  config.bind_address, self.port, self.admin_port, data.resolve())
 
@@ -247,12 +260,15 @@ class Broker:
         self.extensions.clear()
         if self.expiry is not None:
             await self.expiry.stop()
-        if self.quota_checks is not None:
-            self.quota_checks.cancel()
-            try:
-                await self.quota_checks
-            except asyncio.CancelledError:
-                pass
+        if self.inactive_topics is not None:
+            await self.inactive_topics.stop()
+        for task in (self.quota_checks, self._orphan_sweep):
+            if task is not None:
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
         crash_stop = False
         if self.service is not None and self.service.cluster is not None:
             await self.service.cluster.close()

@@ -17,7 +17,7 @@ import secrets
 from typing import Callable
 
 from magnetar.metadata import MetadataStore
-from magnetar.storage import ManagedLedgerFactory
+from magnetar.storage import ManagedLedgerFactory, catalog
 
 from magnetar.broker.cluster.bundles import Bundle
 from magnetar.broker.cluster.load_report import BundleCounters
@@ -53,6 +53,8 @@ class BrokerService:
         #: Non-persistent topics (in memory, see topics.non_persistent) by name.
         self.non_persistent: dict[str, NonPersistentTopic] = {}
         self._loading: dict[str, asyncio.Future] = {}
+        #: Topics load on first use, at most this many at once.
+        self._load_slots = asyncio.Semaphore(config.max_concurrent_topic_loads)
         self.connections: set = set()
         self.broker_id = 0
         #: Part of every producer name this broker assigns, new at each start:
@@ -115,7 +117,8 @@ class BrokerService:
         fut = asyncio.get_running_loop().create_future()
         self._loading[key] = fut
         try:
-            topic = await self._load(name, self.config.allow_auto_topic_creation if create is None else create)
+            async with self._load_slots:  # bounded: a burst of first uses after a start
+                topic = await self._load(name, self.config.allow_auto_topic_creation if create is None else create)
         except BaseException as exc:
             fut.set_exception(exc)
             fut.exception()  # retrieved: waiters re-raise it themselves
@@ -189,12 +192,12 @@ class BrokerService:
 
     async def topics_of_namespace(self, namespace: str) -> list[str]:
         """Fully qualified names of the persistent topics stored under ``tenant/namespace``."""
-        prefix = namespace.strip("/") + "/persistent/"
-        names = {n for n in await self.factory.list_names() if n.startswith(prefix)}
-        names.update(t.name.managed_ledger_name for t in self.topics.values())
-        # Deeper names (``t/__compaction/1``: compacted views) are not topics.
-        return sorted(f"persistent://{namespace.strip('/')}/{n[len(prefix):]}" for n in names
-                      if n.startswith(prefix) and "/" not in n[len(prefix):])
+        # The children of one metadata key: no topic is loaded, and the
+        # other namespaces' topics are not read (compacted views nest deeper).
+        ns = namespace.strip("/")
+        names = set(await catalog.child_names(self.store, f"{ns}/persistent"))
+        names.update(t.name.local for t in self.topics.values() if t.name.namespace_name == ns)
+        return sorted(f"persistent://{ns}/{n}" for n in names)
 
     async def namespace_policies(self, namespace: str) -> dict:
         """See :func:`.resources.namespace_policies` (None values: unset)."""

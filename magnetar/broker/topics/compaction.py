@@ -58,7 +58,7 @@ from magnetar.protocol import ProtocolError, pb
 from magnetar.protocol.batch import SingleMessage, decode_batch, encode_batch
 from magnetar.protocol.compression import decompress
 from magnetar.protocol.frames import PayloadBlock, checksummed_block
-from magnetar.storage import Entry, ManagedLedger, Position
+from magnetar.storage import Entry, ManagedLedger, Position, catalog
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.entries.entry_format import build_entry, entry_info
@@ -302,7 +302,7 @@ class Compactor:
         # Phase two: write the retained messages, in log order, to a new view.
         generation = int(ml.properties.get(PROP_GENERATION, "0")) + 1
         name = f"{ml.name}/__compaction/{generation}"
-        if name in await factory.list_names():
+        if await factory.exists(name):
             await factory.delete(name)  # left by a run that crashed before switching
         out = await factory.open(name)
         pending: list[asyncio.Future] = []
@@ -410,9 +410,9 @@ class Compactor:
         """Delete every compacted view of a topic (the topic is being deleted)."""
         self._views.pop(str(topic_name), None)
         self.status.pop(str(topic_name), None)
-        prefix = f"{topic_name.managed_ledger_name}/__compaction/"
-        for name in await self.service.factory.list_names():
-            if name.startswith(prefix):
+        prefix = f"{topic_name.managed_ledger_name}/__compaction"
+        for name in await catalog.names_below(self.service.factory.store, prefix):
+            if name.startswith(prefix + "/"):
                 try:
                     await self.service.factory.delete(name)
                 except Exception:
