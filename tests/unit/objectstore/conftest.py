@@ -1,0 +1,39 @@
+"""Fixtures: one real SeaweedFS S3 endpoint per test session, and a store on
+it under a prefix no other test uses."""
+from __future__ import annotations
+
+import itertools
+import os
+
+import pytest
+
+from magnetar.objectstore.s3 import open_object_store
+from magnetar.objectstore.seaweed import SeaweedServer
+
+_prefixes = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def seaweed(tmp_path_factory):
+    server = SeaweedServer(tmp_path_factory.mktemp("objectstore"), bucket="magnetar-tests").start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def store_url(seaweed) -> str:
+    return seaweed.store_url(f"test-{os.getpid()}-{next(_prefixes)}")
+
+
+@pytest.fixture
+async def store(store_url, monkeypatch):
+    for name in list(os.environ):
+        if name.startswith("AWS_"):
+            monkeypatch.delenv(name)
+    s = open_object_store(store_url)
+    try:
+        yield s
+    finally:
+        await s.close()
