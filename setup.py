@@ -1,4 +1,4 @@
-"""Only for the compiled hot path; everything else is in pyproject.toml.
+"""Only for the compiled hot paths; everything else is in pyproject.toml.
 
 ``magnetar.protocol._hot`` (one C file, no library) is optional: if it
 cannot be built (no compiler, no Python headers) the install goes on and
@@ -9,6 +9,10 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension("magnetar.protocol._hot", ["magnetar/protocol/_hot.c"], optional=True,
+                  extra_compile_args=["-O2", "-std=c11", "-Wall"]),
+        # The Spark connector's read path (entries to Arrow buffers); the same
+        # rule: optional, with a pure-Python twin (pyspark_magnetar/entry_columns.py).
+        Extension("pyspark_magnetar._columns", ["pyspark_magnetar/_columns.c"], optional=True,
                   extra_compile_args=["-O2", "-std=c11", "-Wall"]),
     ],
 )

@@ -21,11 +21,10 @@ from pyspark.sql.datasource import InputPartition
 from .offsets import TopicPartition
 from .options import ReadOptions
 from .scan import RangeScanner
-from .schema import messages_to_batch
 from .session import BrokerSession
 
-#: Rows per Arrow record batch handed to Spark.
-CHUNK_ROWS = 8192
+#: Rows per Arrow record batch handed to Spark (about, whole entries at a time).
+CHUNK_ROWS = 32768
 
 
 class OffsetRange(InputPartition):
@@ -70,7 +69,7 @@ def split_ranges(starts: Mapping[TopicPartition, int], ends: Mapping[TopicPartit
 
 
 def read_range(rng: OffsetRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
-    """The rows of ``rng`` as record batches of up to CHUNK_ROWS rows.
+    """The rows of ``rng`` as record batches of about CHUNK_ROWS rows.
 
     Raises DataLossError and the client's errors (see RangeScanner). If
     Spark stops early (a limit), closing the generator closes the reader.
@@ -83,9 +82,10 @@ def read_range(rng: OffsetRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
             poll_timeout_ms=opts.poll_timeout_ms, fail_on_data_loss=opts.fail_on_data_loss))
         try:
             while True:
-                chunk = session.run(scanner.next_chunk(CHUNK_ROWS))
-                if not chunk:
+                entries = session.run(scanner.next_entries(CHUNK_ROWS))
+                if not entries:
                     break
-                yield messages_to_batch(rng.tp, chunk)
+                # Decoded here, not on the session's loop, which keeps receiving meanwhile.
+                yield from scanner.to_batches(entries)
         finally:
             session.run(scanner.close())

@@ -1,46 +1,62 @@
-"""Reading the messages with offsets in ``[start, end)`` of one partition.
+"""Reading the messages with offsets in ``[start, end)`` of one partition,
+as Arrow record batches.
 
-A scan starts a reader at an entry known to lie at or before ``start``
-(:mod:`.positioning`: the entry holding ``start``, found by the broker's
-seek by offset, else the earliest retained message) and *skips* messages
-below ``start``; the offsets come from the broker entry metadata on every
-message (``Message.offset``). Cost: ``end - start`` plus the batch members
-of the starting entry below ``start`` (plus one probe; the whole retained
-prefix only when positioning fell back to earliest).
+A scan starts an entry reader (:mod:`magnetar.client.entry_reader`) at an
+entry known to lie at or before ``start`` (:mod:`.positioning`: the entry
+holding ``start``, found by the broker's seek by offset, else the earliest
+retained message) and decodes whole entries into columns
+(:mod:`.entry_columns`), dropping the members below ``start``; offsets come
+from the broker entry metadata of every entry. Cost: ``end - start`` plus
+the batch members of the starting entry below ``start`` (plus one probe;
+the whole retained prefix only when positioning fell back to earliest).
+
+Read-ahead: the reader's receiver queue (READ_AHEAD_MESSAGES) lets the
+broker keep sending while the task decodes and Spark consumes the previous
+batch, so a task does not wait a round trip per chunk.
 
 Completeness is checked, not assumed: offsets are dense, so the scan expects
-``start, start+1, ...`` and treats a jump, or silence for ``pollTimeoutMs``
-before ``end``, as data loss (an error, or a warning with
+``start, start+1, ...`` entry by entry and treats a jump, or silence for
+``pollTimeoutMs`` before ``end``, as data loss (an error, or a warning with
 ``failOnDataLoss=false``).
 """
 from __future__ import annotations
 
 import logging
 
-from magnetar.client import AsyncClient, AsyncReader, Message
-from magnetar.client.errors import Timeout
+import pyarrow as pa
 
+from magnetar.client import AsyncClient
+from magnetar.client.entry_reader import AsyncEntryReader, RawEntry, create_entry_reader
+from magnetar.client.errors import InvalidMessage, Timeout
+from magnetar.protocol import ProtocolError
+
+from .entry_columns import EntryInput, entries_to_batch, entry_payload
 from .errors import DataLossError, MagnetarSparkError
 from .offsets import TopicPartition
 from .positioning import start_position
 
 log = logging.getLogger(__name__)
 
-RECEIVER_QUEUE_SIZE = 4000
+#: Messages the broker may send ahead of what the task has taken (the reader's
+#: receiver queue): about 10 MB of 100-byte messages.
+READ_AHEAD_MESSAGES = 100_000
 
 
 class RangeScanner:
-    """Yields the messages of ``tp`` with ``start <= offset < end`` in offset
-    order, in chunks. Open with :meth:`open`, then call :meth:`next_chunk`
-    until it returns an empty list, then :meth:`close`.
+    """The messages of ``tp`` with ``start <= offset < end`` in offset order,
+    as record batches. Open with :meth:`open`, then take entries with
+    :meth:`next_entries` (on the session's loop) and decode them with
+    :meth:`to_batches` (in the caller's thread) until ``next_entries`` returns
+    ``[]``, then :meth:`close`.
 
     Failure modes: DataLossError (offsets missing, ``fail_on_data_loss``);
     MagnetarSparkError if the broker sends no offsets (not a Magnetar broker,
-    or broker entry metadata disabled); the client's errors (TopicNotFound,
-    ConnectError after the client gave up reconnecting, ...).
+    or broker entry metadata disabled) or an entry that cannot be decoded;
+    the client's errors (TopicNotFound, ConnectError after the client gave up
+    reconnecting, ...).
     """
 
-    def __init__(self, reader: AsyncReader, tp: TopicPartition, start: int, end: int, *,
+    def __init__(self, reader: AsyncEntryReader, tp: TopicPartition, start: int, end: int, *,
                  poll_timeout_ms: int, fail_on_data_loss: bool) -> None:
         self._reader = reader
         self.tp = tp
@@ -54,38 +70,75 @@ class RangeScanner:
     async def open(cls, client: AsyncClient, tp: TopicPartition, start: int, end: int, *,
                    poll_timeout_ms: int, fail_on_data_loss: bool) -> "RangeScanner":
         first = await start_position(client, tp, start)
-        reader = await client.create_reader(tp.name, first, start_message_id_inclusive=True,
-                                            receiver_queue_size=RECEIVER_QUEUE_SIZE)
+        reader = await create_entry_reader(client, tp.name, first, inclusive=True,
+                                           receiver_queue_size=READ_AHEAD_MESSAGES)
         return cls(reader, tp, start, end, poll_timeout_ms=poll_timeout_ms, fail_on_data_loss=fail_on_data_loss)
 
-    async def next_chunk(self, max_rows: int) -> list[Message]:
-        """Up to ``max_rows`` next messages of the range; ``[]`` once it is complete."""
-        out: list[Message] = []
-        while self.expected < self.end and len(out) < max_rows:
+    async def next_entries(self, max_rows: int) -> list[tuple[EntryInput, int]]:
+        """The next entries of the range holding about ``max_rows`` of its
+        messages, each with the lowest offset to keep; ``[]`` once complete."""
+        out: list[tuple[EntryInput, int]] = []
+        rows = 0
+        while self.expected < self.end and rows < max_rows:
             try:
-                msg = await self._reader.read_next(self._poll_ms)
+                entries = await self._reader.read_entries(max_rows - rows, self._poll_ms)
             except Timeout:
-                self._lost(self.expected, self.end,
-                           f"no message arrived within pollTimeoutMs={self._poll_ms} ms")
+                self._lost(self.expected, self.end, f"no message arrived within pollTimeoutMs={self._poll_ms} ms")
                 self.expected = self.end
                 break
-            offset = msg.offset
-            if offset is None:
-                raise MagnetarSparkError(
-                    f"{self.tp}: the broker sent a message without an offset (broker entry metadata); "
-                    "the Spark connector needs a Magnetar broker")
-            if offset < self.expected:
-                self.skipped += 1
-                continue
-            if offset > self.expected:
-                self._lost(self.expected, min(offset, self.end),
-                           f"the next message the broker had was offset {offset}")
-            if offset >= self.end:
-                self.expected = self.end
-                break
-            out.append(msg)
-            self.expected = offset + 1
+            except InvalidMessage as exc:
+                raise MagnetarSparkError(f"{self.tp}: cannot read the entry after offset {self.expected - 1}: "
+                                         f"{exc}") from None
+            for entry in entries:
+                taken = self._take(entry, out)
+                if taken < 0:
+                    break
+                rows += taken
         return out
+
+    def _take(self, entry: RawEntry, out: list) -> int:
+        """Add ``entry`` to ``out`` if it holds offsets the range needs; how
+        many rows it adds, -1 once past the end."""
+        if self.expected >= self.end:
+            return -1  # the range is complete; read-ahead brought entries past it
+        first = entry.first_offset
+        if first is None:
+            raise MagnetarSparkError(
+                f"{self.tp}: the broker sent a message without an offset (broker entry metadata); "
+                "the Spark connector needs a Magnetar broker")
+        last = first + entry.count - 1
+        if last < self.expected:
+            self.skipped += entry.count
+            return 0
+        if first > self.expected:
+            self._lost(self.expected, min(first, self.end), f"the next message the broker had was offset {first}")
+            self.expected = min(first, self.end)
+        if first >= self.end:
+            self.expected = self.end
+            return -1
+        self.skipped += self.expected - first
+        try:
+            payload = entry_payload(entry.metadata, entry.payload)
+        except ProtocolError as exc:
+            raise MagnetarSparkError(f"{self.tp}: entry at offset {first}: {exc}") from None
+        out.append((EntryInput(entry.metadata_bytes, payload, first), self.expected))
+        before, self.expected = self.expected, min(last + 1, self.end)
+        return self.expected - before
+
+    def to_batches(self, entries: list[tuple[EntryInput, int]]) -> list[pa.RecordBatch]:
+        """The range's rows held by ``entries`` (from :meth:`next_entries`):
+        one batch, or one per run when an entry overlaps the one before it
+        (each run is decoded from its own lowest offset to keep)."""
+        runs: list[tuple[int, list[EntryInput]]] = []
+        for entry, lo in entries:
+            if runs and lo == entry.first_offset:
+                runs[-1][1].append(entry)
+            else:
+                runs.append((lo, [entry]))
+        try:
+            return [entries_to_batch(self.tp, run, lo, self.end) for lo, run in runs]
+        except ValueError as exc:
+            raise MagnetarSparkError(f"{self.tp}: {exc}") from None
 
     def _lost(self, first: int, stop: int, why: str) -> None:
         text = (f"{self.tp}: offsets {first}..{stop - 1} are missing ({why}); they were removed by retention, "

@@ -81,9 +81,10 @@ async def test_range_scan_from_an_old_ledger_skips_only_its_entry(client, topic_
                                       fail_on_data_loss=True)
     try:
         rows = []
-        while chunk := await scanner.next_chunk(128):
-            rows.extend(chunk)
+        while entries := await scanner.next_entries(128):
+            for batch in scanner.to_batches(entries):
+                rows.extend(batch.select(["offset", "value"]).to_pylist())
     finally:
         await scanner.close()
-    assert [(m.offset, m.data()) for m in rows] == [(o, b"%d" % o) for o in range(start, start + 500)]
+    assert [(r["offset"], r["value"]) for r in rows] == [(o, b"%d" % o) for o in range(start, start + 500)]
     assert scanner.skipped == ids[start].batch_index()
