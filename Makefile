@@ -20,8 +20,8 @@ $(VENV)/bin/pip:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-# setup.py and _hot.c: the compiled hot path is rebuilt when its source changes.
-HOT := setup.py magnetar/protocol/_hot.c
+# setup.py, _hot.c and _columns.c: the compiled hot paths are rebuilt when their sources change.
+HOT := setup.py magnetar/protocol/_hot.c pyspark_magnetar/_columns.c
 
 $(RUNTIME_STAMP): pyproject.toml $(HOT) | $(VENV)/bin/pip
 	$(BIN)/pip install --quiet -e .
