@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 app = typer.Typer(help="Magnetar: a streaming broker that speaks the Apache Pulsar protocol.",
                   no_args_is_help=True, add_completion=False)
@@ -146,7 +147,7 @@ def standalone(
     try:
         cfg = load_config(config, overrides)
     except ConfigError as exc:
-        err.print(f"[red]configuration error:[/red] {exc}")
+        err.print(f"[red]configuration error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2)
     try:
         run(cfg)

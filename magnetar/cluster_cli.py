@@ -31,6 +31,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 err = Console(stderr=True)
 cluster_app = typer.Typer(help="A local cluster of brokers on etcd, for development and tests.",
@@ -85,7 +86,7 @@ def broker(
     try:
         cfg = load_config(config, overrides)
     except ConfigError as exc:
-        err.print(f"[red]configuration error:[/red] {exc}")
+        err.print(f"[red]configuration error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2)
     if not cfg.clustered:
         err.print("[red]magnetar broker needs a shared metadata store:[/red] give --metadata-store "

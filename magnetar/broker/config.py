@@ -295,16 +295,43 @@ class BrokerConfig(SecuritySettings):
             raise ConfigError(f"log_level must be DEBUG, INFO, WARNING or ERROR, got {self.log_level!r}")
 
 
-def _apply(target: Any, values: dict[str, Any], where: str) -> None:
+def _settings(target: Any, where: str = "") -> dict[str, str]:
+    """Every setting of ``target`` by name -> its place (``"[storage]"`` or ``"the top level"``)."""
+    found: dict[str, str] = {}
+    for f in dataclasses.fields(target):
+        value = getattr(target, f.name)
+        if dataclasses.is_dataclass(value):
+            found.update(_settings(value, f"{where}{f.name}."))
+        else:
+            found.setdefault(f.name, f"[{where.rstrip('.')}]" if where else "the top level")
+    return found
+
+
+def unknown_setting(root: Any, key: str, where: str) -> str:
+    """One line for a key nobody reads: where it belongs if it is a setting
+    of another section, else the closest names, else where the list is."""
+    import difflib
+
+    place = _settings(root).get(key)
+    here = f"[{where.rstrip('.')}]" if where else "the top level"
+    if place is not None and place != here:
+        return f"unknown setting '{where}{key}': {key} belongs under {place}, not {here}"
+    close = difflib.get_close_matches(key, list(_settings(root)), n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(close)}?" if close else "the settings are listed in magnetar.example.toml"
+    return f"unknown setting '{where}{key}': {hint}"
+
+
+def _apply(target: Any, values: dict[str, Any], where: str, root: Any = None) -> None:
+    root = target if root is None else root
     names = {f.name: f for f in dataclasses.fields(target)}
     for key, value in values.items():
         if key not in names:
-            raise ConfigError(f"unknown setting {where}{key!r}; known: {', '.join(sorted(names))}")
+            raise ConfigError(unknown_setting(root, key, where))
         current = getattr(target, key)
         if dataclasses.is_dataclass(current):
             if not isinstance(value, dict):
                 raise ConfigError(f"{where}{key} must be a table")
-            _apply(current, value, f"{where}{key}.")
+            _apply(current, value, f"{where}{key}.", root)
             continue
         setattr(target, key, _coerce(names[key], value, where))
 

@@ -69,3 +69,12 @@ def test_perf_without_a_broker_says_so_at_once(tmp_path):
                            "-d", "1"], capture_output=True, text=True, timeout=30)
     assert done.returncode == 2
     assert f"no broker at pulsar://127.0.0.1:{port}" in done.stdout + done.stderr
+
+
+def test_a_setting_in_the_wrong_section_is_one_line_naming_the_right_one(tmp_path):
+    config = tmp_path / "broker.toml"
+    config.write_text('sync_policy = "always"\n')
+    done = standalone("--config", str(config), "--data-dir", str(tmp_path / "d"))
+    assert done.returncode == 2
+    assert one_line(done.stderr) == ("configuration error: unknown setting 'sync_policy': sync_policy belongs "
+                                     "under [storage], not the top level")

@@ -52,3 +52,22 @@ def test_bad_settings_are_refused_clearly(tmp_path, text, match):
 def test_missing_file_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "nope.toml")
+
+
+@pytest.mark.parametrize(
+    "text,said",
+    [
+        ('sync_policy = "always"', "unknown setting 'sync_policy': sync_policy belongs under [storage], not the "
+                                   "top level"),
+        ("[storage]\nport = 1", "unknown setting 'storage.port': port belongs under the top level, not [storage]"),
+        ("prot = 1", "unknown setting 'prot': did you mean port?"),
+        ("[storage]\nsync_polcy = 'always'", "unknown setting 'storage.sync_polcy': did you mean sync_policy?"),
+        ("zzzz = 1", "unknown setting 'zzzz': the settings are listed in magnetar.example.toml"),
+    ],
+)
+def test_an_unknown_setting_is_one_line_naming_its_section_or_the_nearest_name(tmp_path, text, said):
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as refused:
+        load_config(path)
+    assert str(refused.value) == said
