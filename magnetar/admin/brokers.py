@@ -14,8 +14,6 @@ from aiohttp import web
 
 from magnetar.broker.cluster.bundles import RANGE_EQUALLY_DIVIDE, SPLIT_ALGORITHMS, parse_range, split_namespace, \
     split_point
-from magnetar.broker.cluster.channel import LostRace
-from magnetar.broker.cluster.leader import current_leader
 from magnetar.broker.namespaces import resources
 
 from .errors import AdminError, not_found, precondition_failed
@@ -43,6 +41,8 @@ async def leader_broker(request: web.Request) -> web.Response:
     if member is None:
         broker = request.app[BROKER]
         return json_answer({"brokerId": _own_id(request), "serviceUrl": broker.config.web_service_url})
+    from magnetar.broker.cluster.leader import current_leader  # a member's code: loaded by clustered brokers
+
     leader = await current_leader(member.store)
     if leader is None:
         raise not_found("no leader broker right now (an election is under way)")
@@ -139,6 +139,8 @@ async def split_bundle(request: web.Request) -> web.Response:
     algorithm = request.query.get("splitAlgorithmName") or RANGE_EQUALLY_DIVIDE
     if algorithm not in SPLIT_ALGORITHMS:
         raise precondition_failed(f"unknown splitAlgorithmName {algorithm!r}: use one of {', '.join(SPLIT_ALGORITHMS)}")
+    from magnetar.broker.cluster.channel import LostRace  # a member's code: loaded by clustered brokers
+
     try:
         topics = await service_of(request).topics_of_namespace(namespace) if algorithm != RANGE_EQUALLY_DIVIDE else []
         await member.split(bundle, split_point(bundle, algorithm, topics))

@@ -12,12 +12,10 @@ setting does not start). :meth:`Authenticator.authenticate` follows Pulsar:
 """
 from __future__ import annotations
 
-from . import htpasswd
 from .errors import AuthenticationError
 from .keys import KeyError_, read_key_bytes
 from .providers import BasicProvider, Credential, PeerCertificate, Provider, TlsProvider, TokenProvider
 from .settings import SecuritySettings, SecuritySettingsError
-from .tokens import TokenVerifier
 
 #: Longest auth_data a client may send (a JWT with many claims stays far below).
 MAX_AUTH_DATA = 64 * 1024
@@ -47,8 +45,14 @@ class Authenticator:
 
 
 def build(settings: SecuritySettings) -> Authenticator:
+    """The providers ``settings`` name. Token and basic load their libraries
+    (PyJWT and cryptography, passlib) here, only when configured: an idle
+    broker without them does not carry them."""
     providers: dict[str, Provider] = {}
     for method in settings.authentication_providers:
+        from . import htpasswd
+        from .tokens import TokenVerifier
+
         try:
             if method == "token":
                 if settings.token_secret_key:

@@ -23,8 +23,8 @@ import secrets
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
+# cryptography is imported by the functions that use it: reading a key
+# setting's bytes (read_key_bytes) does not need it.
 
 
 class KeyError_(ValueError):
@@ -74,6 +74,8 @@ def _b64(text: str, what: str) -> bytes:
 
 def load_public_key(data: bytes, what: str = "public key"):
     """A public key from DER or PEM bytes (RSA or EC)."""
+    from cryptography.hazmat.primitives import serialization
+
     try:
         if data.lstrip().startswith(b"-----BEGIN"):
             return serialization.load_pem_public_key(data)
@@ -84,6 +86,8 @@ def load_public_key(data: bytes, what: str = "public key"):
 
 def load_private_key(data: bytes, what: str = "private key"):
     """A private key from DER (PKCS#8) or PEM bytes, unencrypted."""
+    from cryptography.hazmat.primitives import serialization
+
     try:
         if data.lstrip().startswith(b"-----BEGIN"):
             return serialization.load_pem_private_key(data, password=None)
@@ -103,10 +107,13 @@ def new_key_pair(algorithm: str = "RS256") -> tuple[bytes, bytes]:
     RS256/RS384/RS512/PS256... make a 2048-bit RSA key; ES256/ES384/ES512 an EC
     key on the matching curve. ValueError for any other algorithm.
     """
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
     if algorithm[:2] in ("RS", "PS"):
         private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     elif algorithm in _CURVES:
-        private = ec.generate_private_key(_CURVES[algorithm])
+        private = ec.generate_private_key(getattr(ec, _CURVES[algorithm])())
     else:
         raise ValueError(f"unsupported key pair algorithm {algorithm!r}: use RS256 or ES256 (and friends)")
     private_der = private.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8,
@@ -116,4 +123,4 @@ def new_key_pair(algorithm: str = "RS256") -> tuple[bytes, bytes]:
     return private_der, public_der
 
 
-_CURVES = {"ES256": ec.SECP256R1(), "ES384": ec.SECP384R1(), "ES512": ec.SECP521R1()}
+_CURVES = {"ES256": "SECP256R1", "ES384": "SECP384R1", "ES512": "SECP521R1"}

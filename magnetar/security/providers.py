@@ -22,9 +22,12 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Protocol
 
-from . import htpasswd
+from typing import TYPE_CHECKING
+
 from .errors import AuthenticationError
-from .tokens import TokenVerifier
+
+if TYPE_CHECKING:  # the token and htpasswd modules load their libraries only when configured
+    from .tokens import TokenVerifier
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,8 @@ class BasicProvider:
         if self._ok.get(digest) == user:
             self._ok.move_to_end(digest)
             return Credential(user, self.method)
+        from . import htpasswd
+
         htpasswd.check(self.users, user, password)
         self._ok[digest] = user
         if len(self._ok) > self._REMEMBERED:

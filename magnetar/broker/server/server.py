@@ -25,9 +25,6 @@ from magnetar.security.settings import SecuritySettingsError
 from magnetar.metadata.store import MetadataError
 from magnetar.storage import ManagedLedgerFactory, StorageError, orphans
 
-from magnetar.broker.cluster.leader import SheddingSettings, SplitSettings
-from magnetar.broker.cluster.member import ClusterMember
-from magnetar.broker.cluster.registry import BrokerInfo
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.policies import backlog_quota
 from magnetar.broker.namespaces import resources
@@ -125,6 +122,11 @@ class Broker:
         except SecuritySettingsError as exc:
             raise StartupError(f"security settings: {exc}") from None
         if config.clustered:
+            # Loaded here: a standalone broker does not carry a member's code.
+            from magnetar.broker.cluster.leader import SheddingSettings, SplitSettings
+            from magnetar.broker.cluster.member import ClusterMember
+            from magnetar.broker.cluster.registry import BrokerInfo
+
             # Before the listener: until the member has joined, lookups and
             # topic loads answer ServiceNotReady instead of serving as standalone.
             self.service.cluster = ClusterMember(
@@ -330,16 +332,18 @@ async def serve(config: BrokerConfig, ready_line: bool = True, extensions: Seque
     young = int(os.environ.get("MAGNETAR_GC_YOUNG_THRESHOLD", GC_YOUNG_THRESHOLD))
     if young > 0:  # 0: keep CPython's thresholds (to compare)
         gc.set_threshold(young, 20, 100)
+    # Before READY: a SIGTERM sent as soon as the line is read must stop the
+    # broker cleanly, not kill it (the default action; seen on a loaded machine).
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
     if ready_line:
         # Machine-readable: tests and scripts wait for this line.
         tls_part = f" tls={broker.tls_port}" if broker.tls_port >= 0 else ""
         if broker.admin_tls_port >= 0:
             tls_part += f" admin_tls={broker.admin_tls_port}"
         print(f"READY pulsar={broker.port} admin={broker.admin_port}{tls_part}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     try:
         await stop.wait()
     finally:

@@ -11,6 +11,8 @@ looks up again), and the member unloads a bundle's topics through
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import asyncio
 import logging
 import secrets
@@ -21,7 +23,9 @@ from magnetar.storage import ManagedLedgerFactory, catalog
 
 from magnetar.broker.cluster.bundles import Bundle
 from magnetar.broker.cluster.load_report import BundleCounters
-from magnetar.broker.cluster.member import ClusterMember
+
+if TYPE_CHECKING:  # a cluster member's code loads only when the broker is clustered (server.py)
+    from magnetar.broker.cluster.member import ClusterMember
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.topics.dedup import PidAllocator, delete_snapshot
 from magnetar.broker.errors import ServiceNotReady
