@@ -107,8 +107,8 @@ class LedgerBackend(Protocol):
         """Delete the ledger's bytes (missing ones are fine)."""
         ...
 
-    def stored_ledger_ids(self) -> set[int]:
-        """Ids of the ledgers this backend stores (blocking; for orphans)."""
+    async def stored_ledger_ids(self) -> set[int]:
+        """Ids of the ledgers this backend stores (for orphans)."""
         ...
 
     async def close(self) -> None:

@@ -37,7 +37,7 @@ class ManagedLedgerFactory:
     """
 
     def __init__(self, data_dir: Path, store: MetadataStore, config: StorageConfig | None = None, *,
-                 backend: LedgerBackend | None = None) -> None:
+                 backend: LedgerBackend | None = None, cache_budget: CacheBudget | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.store = store
         self.config = config or StorageConfig()
@@ -47,7 +47,7 @@ class ManagedLedgerFactory:
         self.ledger_dir: Path | None = getattr(self.backend, "ledger_dir", None)
         self.writer = getattr(self.backend, "writer", None)
         #: What the managed ledgers' tail caches hold together, at most.
-        self.cache_budget = CacheBudget(self.config.cache_budget_bytes)
+        self.cache_budget = cache_budget or CacheBudget(self.config.cache_budget_bytes)
         self._open: dict[str, ManagedLedger] = {}
         self._opening: dict[str, asyncio.Task] = {}
         self._closed = False
@@ -187,7 +187,7 @@ class ManagedLedgerFactory:
         """
         if self._open or self._opening:
             raise StorageError("orphaned ledgers can only be removed before any managed ledger is opened")
-        on_disk = await asyncio.to_thread(self.backend.stored_ledger_ids)
+        on_disk = await self.backend.stored_ledger_ids()
         if not on_disk:
             return []
         referenced: set[int] = set()

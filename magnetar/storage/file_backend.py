@@ -85,7 +85,10 @@ class FileBackend:
         else:
             await asyncio.to_thread(delete_ledger_files, self.ledger_dir, ledger_id)
 
-    def stored_ledger_ids(self) -> set[int]:
+    async def stored_ledger_ids(self) -> set[int]:
+        return await asyncio.to_thread(self._ids_on_disk)
+
+    def _ids_on_disk(self) -> set[int]:
         ids = set()
         for name in os.listdir(self.ledger_dir):
             stem, dot, suffix = name.partition(".")

@@ -1,0 +1,202 @@
+"""Ledgers on object storage: the second :class:`~.backend.LedgerBackend`
+(``--storage object``).
+
+The broker keeps no state of its own: entries are in objects (S3 or any
+S3-compatible store), their index and the fence in the metadata store
+(layout: :mod:`.object_index`). Writes are gathered across every ledger of
+the broker into one object per commit interval and committed in one
+metadata transaction (:mod:`.object_commit`); a batch is acknowledged only
+after that transaction. Reads of recent entries come from the managed
+ledger's tail cache; older ones by ranged GETs of whole sections, cached
+(:mod:`.object_cache`).
+
+Fencing is the metadata compare: ``fence`` bumps the ledger record's
+version, every later commit of the old writer fails its compare
+(``ManagedLedgerFencedError``: no receipt). ``recover`` then reads the
+index, which holds every entry any writer ever acknowledged. Transfers and
+failovers move no data: the new owner reads the index.
+
+Deleting a ledger deletes its index records; the objects its sections lived
+in are shared with other ledgers and left to the collector (not yet
+written: see docs/object-storage.md, "What is not done yet").
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from bisect import bisect_right
+
+from ..metadata.store import Delete, KeyNotFound, BadVersion, MetadataError, MetadataStore
+from ..objectstore.store import ObjectNotFound, ObjectStore, ObjectStoreError
+from .backend import WriteCallback
+from .cache import CacheBudget
+from .errors import CorruptLedgerError, StorageError
+from .ledger import HEADER_SIZE
+from .ledger_meta import READ_CHUNK_BYTES
+from .object_cache import SectionCache
+from .object_commit import Committer, ObjectLedger, parse_frames
+from .object_index import ROOT, Section, contiguous, ledger_key, ledger_record
+
+log = logging.getLogger(__name__)
+
+_DELETE_CHUNK = 100
+
+
+class ObjectBackend:
+    """Ledgers in ``objects`` with their index in ``store``.
+
+    ``commit_interval_ms``/``commit_max_bytes``: how long and how much one
+    commit gathers (see :mod:`.object_commit`). ``read_cache_bytes``: the
+    section cache's size, inside ``cache_budget`` when given.
+    """
+
+    def __init__(self, store: MetadataStore, objects: ObjectStore, *, commit_interval_ms: float = 20,
+                 commit_max_bytes: int = 8 * 1024 * 1024, read_cache_bytes: int = 32 * 1024 * 1024,
+                 cache_budget: CacheBudget | None = None, put_timeout_s: float = 10.0,
+                 session: str | None = None) -> None:
+        self.store = store
+        self.objects = objects
+        self.committer = Committer(store, objects, interval_s=commit_interval_ms / 1000,
+                                   max_bytes=commit_max_bytes, put_timeout_s=put_timeout_s, session=session)
+        self.cache = SectionCache(read_cache_bytes, cache_budget)
+        self._epochs: dict[int, int] = {}  # ledgers this backend writes -> their epoch
+
+    # ---------------------------------------------------------------- writes
+
+    async def create(self, ledger_id: int) -> ObjectLedger:
+        try:
+            epoch = await self.store.put(ledger_key(ledger_id), ledger_record("open", self.committer.session), -1)
+        except BadVersion as exc:
+            raise StorageError(f"ledger {ledger_id} exists already (two writers?)") from exc
+        except MetadataError as exc:
+            raise StorageError(f"creating ledger {ledger_id} failed: {exc}") from exc
+        self._epochs[ledger_id] = epoch
+        return ObjectLedger(ledger_id, epoch)
+
+    def submit(self, ledger: ObjectLedger, datas: list[bytes], callback: WriteCallback, loop) -> None:
+        self.committer.submit(ledger, datas, callback, loop)
+
+    async def seal(self, ledger: ObjectLedger) -> tuple[int, int]:
+        # Nothing to write: the sections committed are final once nothing
+        # more is pending; the managed ledger records the count.
+        await self.committer.drained(ledger)  # everything submitted before is committed (or failed)
+        ledger.fence()
+        self._epochs.pop(ledger.ledger_id, None)
+        return ledger.entry_count, ledger.size
+
+    # ------------------------------------------------------- fence, recover
+
+    async def fence(self, ledger_id: int) -> None:
+        key = ledger_key(ledger_id)
+        try:
+            while True:
+                record = await self.store.get(key)
+                if record is None:
+                    return  # never created: recover finds nothing
+                try:
+                    await self.store.put(key, ledger_record("fenced", self.committer.session), record.version)
+                    return
+                except (BadVersion, KeyNotFound):
+                    continue  # someone else fenced (or the writer moved) meanwhile: again
+        except MetadataError as exc:
+            raise StorageError(f"fencing ledger {ledger_id} failed: {exc}") from exc
+
+    async def recover(self, ledger_id: int) -> ObjectLedger | None:
+        try:
+            if await self.store.get(ledger_key(ledger_id)) is None:
+                return None
+        except MetadataError as exc:
+            raise StorageError(f"recovering ledger {ledger_id} failed: {exc}") from exc
+        sections = await self._load_sections(ledger_id)
+        return ObjectLedger(ledger_id, None, contiguous(sections))
+
+    async def open_sealed(self, ledger_id: int, entries: int) -> ObjectLedger:
+        sections = contiguous(await self._load_sections(ledger_id))
+        found = sections[-1].end() if sections else 0
+        if found < entries:
+            raise CorruptLedgerError(f"ledger {ledger_id}: metadata says {entries} entries, its index holds {found}")
+        return ObjectLedger(ledger_id, None, sections)
+
+    async def _load_sections(self, ledger_id: int) -> list[Section]:
+        base = ledger_key(ledger_id)
+        try:
+            names = await self.store.children(base)
+            records = await asyncio.gather(*(self.store.get(f"{base}/{name}") for name in names))
+        except MetadataError as exc:
+            raise StorageError(f"reading the index of ledger {ledger_id} failed: {exc}") from exc
+        sections = [Section.decode(int(name), r.value) for name, r in zip(names, records) if r is not None]
+        return sorted(sections, key=lambda s: s.first)
+
+    async def taken_over(self, ledger_id: int) -> bool:
+        epoch = self._epochs.get(ledger_id)
+        if epoch is None:
+            return False
+        try:
+            record = await self.store.get(ledger_key(ledger_id))
+        except MetadataError:
+            return False
+        return record is None or record.version != epoch
+
+    # ------------------------------------------------------------------ reads
+
+    async def read(self, ledger: ObjectLedger, first: int, last: int, max_bytes: int | None) -> list[bytes]:
+        i = bisect_right(ledger.firsts, first) - 1
+        if i < 0 or first >= ledger.entry_count:
+            raise StorageError(f"ledger {ledger.ledger_id} has no entry {first}")
+        section = ledger.sections[i]
+        entries = await self.cache.get((section.key, section.offset), lambda: self._fetch(ledger, section))
+        out = entries[first - section.first:min(last, section.end() - 1) - section.first + 1]
+        limit = READ_CHUNK_BYTES if max_bytes is None else min(READ_CHUNK_BYTES, max_bytes + HEADER_SIZE)
+        total = 0
+        for n, data in enumerate(out):
+            total += len(data) + HEADER_SIZE
+            if total > limit and n:
+                return out[:n]
+        return out
+
+    async def _fetch(self, ledger: ObjectLedger, section: Section) -> list[bytes]:
+        try:
+            buf = await self.objects.get(section.key, section.offset, section.offset + section.length)
+        except ObjectNotFound as exc:
+            raise CorruptLedgerError(
+                f"ledger {ledger.ledger_id}: object {section.key} of entries {section.first}.. is gone") from exc
+        except ObjectStoreError as exc:
+            raise StorageError(f"reading ledger {ledger.ledger_id} from {section.key} failed: {exc}") from exc
+        try:
+            return parse_frames(buf, section.count)
+        except ValueError as exc:
+            raise CorruptLedgerError(f"ledger {ledger.ledger_id}, object {section.key}: {exc}") from exc
+
+    # --------------------------------------------------------------- delete
+
+    async def delete(self, ledger_id: int, ledger: ObjectLedger | None = None) -> None:
+        """Delete the ledger's index records, then its record. Its objects
+        are shared: the collector deletes those nobody names any more."""
+        if ledger is not None:
+            await self.committer.drained(ledger)
+            ledger.fence()
+        self._epochs.pop(ledger_id, None)
+        base = ledger_key(ledger_id)
+        try:
+            names = await self.store.children(base)
+            keys = [f"{base}/{name}" for name in names]
+            for i in range(0, len(keys), _DELETE_CHUNK):
+                await self.store.transaction([], [Delete(k) for k in keys[i:i + _DELETE_CHUNK]])
+            await self.store.transaction([], [Delete(base)])
+        except MetadataError as exc:
+            raise StorageError(f"deleting ledger {ledger_id} failed: {exc}") from exc
+
+    async def stored_ledger_ids(self) -> set[int]:
+        try:
+            return {int(name) for name in await self.store.children(ROOT) if name.isdigit()}
+        except MetadataError as exc:
+            raise StorageError(f"listing ledgers failed: {exc}") from exc
+
+    # -------------------------------------------------------------- lifetime
+
+    async def close(self) -> None:
+        await self.committer.close()
+        self.cache.clear()
+
+    def abandon(self) -> None:
+        self.committer.abandon()

@@ -1,0 +1,310 @@
+"""The object backend's write path: gather, PUT one object, commit in one
+metadata transaction, then (and only then) complete the batches.
+
+Per backend (per broker), batches of every ledger it writes are gathered
+for ``interval_s`` after the first one arrives, or until ``max_bytes`` are
+waiting, and written as ONE object (``put(if_absent=True)`` under a key
+unique to this backend's session). Then ONE metadata transaction commits
+it: for each ledger it compares the ledger record's version (the epoch the
+writer created it with; a new owner's fence bumps it) and puts the ledger's
+new section record. A batch completes with ``None`` only after that
+transaction succeeded. One commit runs at a time, so a ledger's batches
+complete in submission order.
+
+Failures:
+- a ledger whose compare fails was fenced by a new owner: its batches
+  complete with ``ManagedLedgerFencedError`` (no receipt), the handle
+  refuses further batches, and the transaction is retried for the others;
+- the PUT fails: retried with a new key (the failed one may have landed:
+  an orphan) until ``put_timeout_s``, then every batch of the commit fails
+  with ``StorageError``;
+- the transaction fails otherwise (metadata store unreachable: it may or may
+  not have happened): that chunk's batches fail with ``StorageError`` and
+  their ledgers refuse further batches (the managed ledger rolls to a new
+  ledger; entries that were in fact committed stay readable, unacknowledged).
+
+More than ``LEDGERS_PER_TRANSACTION`` ledgers in one object take one
+transaction per chunk of that many (etcd caps a transaction at 128 ops):
+each chunk is atomic for its ledgers, the fence is per ledger either way.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import Any, Callable
+
+import crc32c as _crc32c_module
+
+from ..metadata.store import Compare, MetadataError, MetadataStore, Put, TransactionFailed
+from ..objectstore.store import ObjectStore, ObjectStoreError
+from .errors import LedgerFencedError, ManagedLedgerFencedError, StorageError
+from .ledger import HEADER, HEADER_SIZE
+from .object_index import Section, ledger_key, section_key
+
+log = logging.getLogger(__name__)
+
+LEDGERS_PER_TRANSACTION = 120
+_crc = _crc32c_module.crc32c
+
+Callback = Callable[["BaseException | None"], None]
+
+
+class ObjectLedger:
+    """A ledger of the object backend (a :class:`~.backend.LedgerHandle`).
+
+    ``entry_count``/``size`` count committed entries; ``sections`` says
+    where they are. ``epoch`` is the ledger record's version this writer
+    holds (None: opened only to read)."""
+
+    def __init__(self, ledger_id: int, epoch: int | None, sections: list[Section] | None = None) -> None:
+        self.ledger_id = ledger_id
+        self.epoch = epoch
+        self.sections: list[Section] = sections or []
+        self.firsts: list[int] = [s.first for s in self.sections]
+        self.entry_count = self.sections[-1].end() if self.sections else 0
+        self.size = sum(s.length for s in self.sections)
+        self.assigned = self.entry_count  # entries submitted (committed or not)
+        self.error: StorageError | None = None  # set: refuses further batches
+        self.idle: asyncio.Event | None = None  # set when nothing of it is pending
+
+    def fence(self) -> None:
+        if self.error is None:
+            self.error = LedgerFencedError(f"ledger {self.ledger_id} takes no more writes")
+
+    def close(self) -> None:
+        pass  # nothing held: sections are metadata, the bytes are in objects
+
+    def _committed(self, section: Section) -> None:
+        self.sections.append(section)
+        self.firsts.append(section.first)
+        self.entry_count = section.end()
+        self.size += section.length
+
+
+class _Batch:
+    __slots__ = ("ledger", "datas", "callback", "loop")
+
+    def __init__(self, ledger: ObjectLedger, datas: list[bytes], callback: Callback, loop) -> None:
+        self.ledger, self.datas, self.callback, self.loop = ledger, datas, callback, loop
+
+
+class Committer:
+    """Gathers batches and commits them (see the module docstring)."""
+
+    def __init__(self, store: MetadataStore, objects: ObjectStore, *, interval_s: float, max_bytes: int,
+                 put_timeout_s: float = 10.0, session: str | None = None) -> None:
+        self.store = store
+        self.objects = objects
+        self.interval_s = interval_s
+        self.max_bytes = max_bytes
+        self.put_timeout_s = put_timeout_s
+        #: Unique to this backend's life: object keys never collide between
+        #: brokers, nor between two lives of one broker.
+        self.session = session or uuid.uuid4().hex
+        self._seq = 0
+        self._queue: list[_Batch] = []
+        self._queued_bytes = 0
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+        self._stopping = False
+        self._pending: dict[int, int] = {}  # ledger id -> batches queued or committing
+        # Counters for tests, stats and the benchmark.
+        self.puts = 0
+        self.transactions = 0
+        self.commits = 0
+
+    # ------------------------------------------------------------ loop side
+
+    def submit(self, ledger: ObjectLedger, datas: list[bytes], callback: Callback, loop) -> None:
+        if self._stopping:
+            raise StorageError("object storage writer is stopped")
+        if self._task is None:
+            self._wake = asyncio.Event()
+            self._task = loop.create_task(self._run())
+        self._queue.append(_Batch(ledger, datas, callback, loop))
+        ledger.assigned += len(datas)
+        self._pending[ledger.ledger_id] = self._pending.get(ledger.ledger_id, 0) + 1
+        self._queued_bytes += sum(map(len, datas)) + HEADER_SIZE * len(datas)
+        self._wake.set()
+
+    async def drained(self, ledger: ObjectLedger) -> None:
+        """Return once no batch of ``ledger`` is queued or committing."""
+        while self._pending.get(ledger.ledger_id):
+            if ledger.idle is None or ledger.idle.is_set():
+                ledger.idle = asyncio.Event()
+            await ledger.idle.wait()
+
+    async def close(self) -> None:
+        """Commit everything queued, then stop."""
+        self._stopping = True
+        if self._task is not None:
+            self._wake.set()
+            await self._task
+
+    def abandon(self) -> None:
+        """Stop at once, as a crash would: queued batches are never told."""
+        self._stopping = True
+        self._queue.clear()
+        if self._task is not None:
+            self._task.cancel()
+
+    # --------------------------------------------------------- commit side
+
+    async def _run(self) -> None:
+        while True:
+            if not self._queue:
+                if self._stopping:
+                    return
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            started = time.monotonic()
+            # Gather: the interval after the first batch, or the size bound.
+            while self._queued_bytes < self.max_bytes and not self._stopping:
+                remaining = started + self.interval_s - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), remaining)
+                except asyncio.TimeoutError:
+                    break
+            batches, self._queue, self._queued_bytes = self._queue, [], 0
+            try:
+                await self._commit(batches)
+            except Exception as exc:  # a bug here must not strand the batches
+                log.exception("object commit failed")
+                _complete(batches, StorageError(f"object commit failed: {exc!r}"))
+            for b in batches:
+                left = self._pending[b.ledger.ledger_id] - 1
+                if left:
+                    self._pending[b.ledger.ledger_id] = left
+                else:
+                    del self._pending[b.ledger.ledger_id]
+                    if b.ledger.idle is not None:
+                        b.ledger.idle.set()
+
+    async def _commit(self, batches: list[_Batch]) -> None:
+        # Group by ledger, in submission order; refused ledgers fail at once.
+        groups: dict[int, list[_Batch]] = {}
+        for b in batches:
+            if b.ledger.error is not None:
+                _complete([b], b.ledger.error)
+                continue
+            groups.setdefault(b.ledger.ledger_id, []).append(b)
+        if not groups:
+            return
+        parts: list[bytes] = []
+        sections: dict[int, Section] = {}
+        offset = 0
+        key = self._next_key()
+        for lid, group in groups.items():
+            datas = [d for b in group for d in b.datas]
+            ledger = group[0].ledger
+            framed = _frames(datas)
+            sections[lid] = Section(ledger.entry_count, len(datas), key, offset, len(framed))
+            parts.append(framed)
+            offset += len(framed)
+        blob = b"".join(parts)
+        key = await self._put(key, blob, groups)
+        if key is None:
+            return
+        if key != next(iter(sections.values())).key:
+            sections = {lid: Section(s.first, s.count, key, s.offset, s.length) for lid, s in sections.items()}
+        ids = list(groups)
+        for i in range(0, len(ids), LEDGERS_PER_TRANSACTION):
+            await self._record(ids[i:i + LEDGERS_PER_TRANSACTION], groups, sections)
+        self.commits += 1
+
+    def _next_key(self) -> str:
+        self._seq += 1
+        return f"data/{self.session}/{self._seq:012d}"
+
+    async def _put(self, key: str, blob: bytes, groups: dict[int, list[_Batch]]) -> str | None:
+        deadline = time.monotonic() + self.put_timeout_s
+        backoff = 0.02
+        while True:
+            try:
+                await self.objects.put(key, blob, if_absent=True)
+                self.puts += 1
+                return key
+            except ObjectStoreError as exc:
+                if time.monotonic() + backoff > deadline or self._stopping:
+                    error = StorageError(f"writing object {key} failed: {exc}")
+                    log.error("%s", error)
+                    for group in groups.values():
+                        group[0].ledger.error = error  # its entry ids were spent: the next go to a new ledger
+                        _complete(group, error)
+                    return None
+                log.warning("writing object %s failed, retrying: %s", key, exc)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 0.5)
+                key = self._next_key()  # the failed PUT may have landed: never reuse its key
+
+    async def _record(self, ids: list[int], groups: dict[int, list[_Batch]], sections: dict[int, Section]) -> None:
+        """One transaction for these ledgers; fenced ones drop out and it retries."""
+        ids = list(ids)
+        while ids:
+            compares = [Compare(ledger_key(lid), groups[lid][0].ledger.epoch) for lid in ids]
+            writes = [Put(section_key(lid, sections[lid].first), sections[lid].encode()) for lid in ids]
+            try:
+                self.transactions += 1
+                await self.store.transaction(compares, writes)
+            except TransactionFailed as exc:
+                lost = {k for k in exc.keys}
+                for lid in [lid for lid in ids if ledger_key(lid) in lost]:
+                    ledger = groups[lid][0].ledger
+                    ledger.error = ManagedLedgerFencedError(f"ledger {lid} was fenced by a new owner")
+                    log.warning("ledger %d was fenced by a new owner: its commit is refused", lid)
+                    _complete(groups[lid], ledger.error)
+                ids = [lid for lid in ids if ledger_key(lid) not in lost]
+                continue
+            except (MetadataError, ValueError) as exc:
+                error = StorageError(f"committing object {sections[ids[0]].key} failed: {exc}")
+                log.error("%s", error)
+                for lid in ids:
+                    ledger = groups[lid][0].ledger
+                    ledger.error = error
+                    _complete(groups[lid], error)
+                return
+            for lid in ids:
+                groups[lid][0].ledger._committed(sections[lid])
+                _complete(groups[lid], None)
+            return
+
+
+def _frames(datas: list[bytes]) -> bytes:
+    """The entries framed as in a segment file: ``[u32 len][u32 crc32c][data]``."""
+    parts: list[Any] = [None] * (2 * len(datas))
+    parts[::2] = map(HEADER.pack, map(len, datas), map(_crc, datas))
+    parts[1::2] = datas
+    return b"".join(parts)
+
+
+def parse_frames(buf: bytes, count: int) -> list[bytes]:
+    """Inverse of :func:`_frames`; raises ValueError on a short or bad record."""
+    out = []
+    off = 0
+    unpack = HEADER.unpack_from
+    for _ in range(count):
+        if off + HEADER_SIZE > len(buf):
+            raise ValueError(f"short section at offset {off}")
+        n, checksum = unpack(buf, off)
+        off += HEADER_SIZE
+        data = buf[off:off + n]
+        if len(data) != n or _crc(data) != checksum:
+            raise ValueError(f"bad record at offset {off - HEADER_SIZE}")
+        out.append(data)
+        off += n
+    return out
+
+
+def _complete(batches: list[_Batch], error: BaseException | None) -> None:
+    for b in batches:
+        try:
+            b.callback(error)
+        except Exception:
+            log.exception("a commit's callback failed")
+

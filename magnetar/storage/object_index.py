@@ -1,0 +1,75 @@
+"""Where the object backend's ledgers are recorded in the metadata store.
+
+Layout (JSON values):
+
+- ``/object-ledgers/<id:020d>``: the ledger record,
+  ``{"state": "open"|"fenced", "writer": <session>}``. Its *version* is the
+  ledger's epoch: 0 when its writer created it; a new owner's fence bumps
+  it with compare-and-set. Every commit compares it, so a fenced writer
+  (a zombie) can never record an entry again.
+- ``/object-ledgers/<id:020d>/<first entry id:012d>``: one *section*,
+  ``{"o": object key, "off": byte offset, "len": bytes, "n": entries}``:
+  entries ``first .. first+n-1`` are framed (``ledger.HEADER`` + data,
+  CRC32C) in bytes ``[off, off+len)`` of the object. A ledger's sections
+  are contiguous from entry 0.
+
+Objects (keys under the object store's prefix): ``data/<session>/<seq>``,
+one per commit, holding sections of many ledgers; ``ledgers/<id>/<first>``
+once the compactor rewrote a sealed ledger into per-ledger objects.
+No I/O here.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+ROOT = "/object-ledgers"
+
+
+def ledger_key(ledger_id: int) -> str:
+    return f"{ROOT}/{ledger_id:020d}"
+
+
+def section_key(ledger_id: int, first: int) -> str:
+    return f"{ROOT}/{ledger_id:020d}/{first:012d}"
+
+
+def ledger_record(state: str, writer: str) -> bytes:
+    return json.dumps({"state": state, "writer": writer}, separators=(",", ":")).encode()
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """Entries ``first .. first + count - 1`` of a ledger, framed in
+    ``[offset, offset + length)`` of object ``key``."""
+
+    first: int
+    count: int
+    key: str
+    offset: int
+    length: int
+
+    def end(self) -> int:
+        """Entry id just past the section."""
+        return self.first + self.count
+
+    def encode(self) -> bytes:
+        return json.dumps({"o": self.key, "off": self.offset, "len": self.length, "n": self.count},
+                          separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, first: int, value: bytes) -> "Section":
+        doc = json.loads(value)
+        return cls(first, int(doc["n"]), str(doc["o"]), int(doc["off"]), int(doc["len"]))
+
+
+def contiguous(sections: list[Section]) -> list[Section]:
+    """The sections that follow on from entry 0 without a gap (sorted input)."""
+    out: list[Section] = []
+    end = 0
+    for s in sections:
+        if s.first != end:
+            break
+        out.append(s)
+        end = s.end()
+    return out
