@@ -12,7 +12,7 @@ PORT ?= 6650
 ADMIN_PORT ?= 8080
 DATA ?= ./data
 
-.PHONY: install standalone cluster test unit integration chaos chaos-interval chaos-partition chaos-soak proto proto-check bench bench-quick profile clean
+.PHONY: console-test install standalone cluster test unit integration chaos chaos-interval chaos-partition chaos-soak proto proto-check bench bench-quick profile clean
 
 install: $(STAMP)
 
@@ -53,6 +53,19 @@ unit: $(STAMP)
 
 integration: $(STAMP)
 	$(BIN)/python -m pytest -q tests/integration
+
+# The web console in a real headless Chromium (docs/console.md): Debian's chromium and
+# chromium-driver, installed here when missing (root), else one line says what to install.
+console-test: $(STAMP)
+	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "make console-test: installing Debian's chromium and chromium-driver"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) || exit 1; \
+	  else \
+	    echo "make console-test: needs Debian's chromium and chromium-driver: sudo apt-get install -y chromium chromium-driver"; exit 1; \
+	  fi; \
+	fi
+	$(BIN)/python -m pytest -q -p no:cacheprovider --override-ini addopts= tests/integration/console
 
 # Fault injection (docs/reliability.md): a bounded run for CI, fixed seeds,
 # the standalone broker then a 3-broker cluster on etcd (its faults include

@@ -19,6 +19,11 @@ With ``authorization_enabled`` the role must also be allowed, as in Pulsar:
 
 A refusal is 401 (no or bad credential) or 403 (not allowed), JSON
 ``{"reason": ...}``; nothing is done.
+
+The web console's files (``/console/``) are open like the monitoring paths:
+the page must load to ask for a login. Its API (``/console/api/``) needs a
+role; what it may read is checked by the console per resource with
+:func:`may`, the same rules as the admin paths it reads.
 """
 from __future__ import annotations
 
@@ -33,10 +38,17 @@ from magnetar.broker.namespaces import resources
 from magnetar.security import tls
 from magnetar.security.errors import AuthenticationError
 
+from .console.assets import is_asset
 from .params import BROKER
 
 #: Paths anyone may call (monitoring).
 OPEN = frozenset({"/admin/v2/brokers/health", "/admin/v2/brokers/version", "/metrics", "/admin/v2/openapi.json"})
+CONSOLE_API = "/console/api/"
+ROLE = "magnetar.role"
+
+
+def _open(path: str) -> bool:
+    return path in OPEN or is_asset(path)
 
 _TENANT_PATH = re.compile(r"^/admin/v2/(?:tenants|namespaces|persistent|non-persistent|schemas)/([^/]+)")
 _TOPIC_READ = re.compile(r"^/(?:admin/v2|lookup/v2/topic)/persistent/([^/]+)/([^/]+)/([^/]+)"
@@ -72,9 +84,18 @@ def _credential(request: web.Request, authenticator):
     return authenticator.authenticate("none", b"")
 
 
-async def _allowed(request: web.Request, service, role: str | None) -> bool:
+async def may(request: web.Request, method: str, path: str) -> bool:
+    """Whether the request's role may call ``method path`` of the admin API
+    (True when authorization is off). For the console's own endpoints."""
+    service = request.app[BROKER].service
+    authorizer = getattr(service, "authorizer", None)
+    if authorizer is None or not authorizer.enabled:
+        return True
+    return await _allowed(service, request.get(ROLE), method, path)
+
+
+async def _allowed(service, role: str | None, method: str, path: str) -> bool:
     authorizer = service.authorizer
-    path, method = request.path, request.method
     if authorizer.is_super_user(role):
         return True
     match = _TENANT_PATH.match(path)
@@ -102,7 +123,7 @@ async def access(request: web.Request, handler):
     broker = request.app[BROKER]
     service = broker.service
     authenticator = getattr(service, "authenticator", None)
-    if request.path in OPEN or authenticator is None or not authenticator.enabled:
+    if _open(request.path) or authenticator is None or not authenticator.enabled:
         return await handler(request)
     try:
         credential = _credential(request, authenticator)
@@ -111,8 +132,11 @@ async def access(request: web.Request, handler):
     role = credential.role if credential is not None else None
     if role is None:
         raise _unauthorized("authentication is required: send Authorization: Bearer <token> or Basic")
-    request["magnetar.role"] = role
+    request[ROLE] = role
+    if request.path.startswith(CONSOLE_API):
+        return await handler(request)  # the console checks each resource it reads (may)
     authorizer = getattr(service, "authorizer", None)
-    if authorizer is not None and authorizer.enabled and not await _allowed(request, service, role):
+    if authorizer is not None and authorizer.enabled and not await _allowed(service, role, request.method,
+                                                                            request.path):
         raise _forbidden(f"role {role!r} may not {request.method} {request.path}")
     return await handler(request)

@@ -6,6 +6,7 @@ each area of the API is a module with a :class:`~.routes.RouteTable`
 :mod:`.subscriptions`); their routes are registered here, described at
 ``/admin/v2/openapi.json`` (:mod:`.openapi`), and every error leaves as JSON
 ``{"reason": ...}`` with Pulsar's status (:mod:`.errors`). See docs/admin.md.
+The web console (:mod:`.console`, docs/console.md) is served at ``/console/``.
 """
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from magnetar.security import tls
 from . import (brokers, clusters, compaction, namespaces, non_persistent, openapi, peek, permissions, schemas,
                subscriptions, tenants, topics)
 from .access import access
+from .console import assets as console_assets, browse as console_browse, detail as console_detail, \
+    listing as console_listing, overview as console_overview
 from .errors import json_errors
 from .metrics import registry_for
 from .params import BROKER
@@ -32,7 +35,8 @@ OPENAPI = web.AppKey("openapi", dict)
 
 broker_table = RouteTable("broker")
 TABLES = [broker_table, brokers.table, permissions.table, clusters.table, tenants.table, namespaces.table, topics.table,
-          subscriptions.table, peek.table, compaction.table, schemas.table, non_persistent.table]
+          subscriptions.table, peek.table, compaction.table, schemas.table, non_persistent.table,
+          console_overview.table, console_listing.table, console_detail.table, console_browse.table]
 
 
 @broker_table.route("GET", "/admin/v2/brokers/health", "Health check: answers ok while the broker serves",
@@ -66,6 +70,8 @@ def build_app(broker: "Broker") -> web.Application:
     app[BROKER] = broker
     app[REGISTRY] = registry_for(broker)
     app[OPENAPI] = openapi.build(add_to(app, TABLES))
+    console_detail.add_owner_routes(app)
+    console_assets.add_to(app)  # the web console (docs/console.md): after the API, which wins for /console/api/
     return app
 
 

@@ -15,10 +15,17 @@ def _app():
     return build_app(_NoBroker())
 
 
+#: Served but not API: the web console's page and files, and its relay to a topic's
+#: owner of the admin API's topic paths (described under /admin/v2/persistent).
+UNDESCRIBED = {"/console", "/console/", "/console/{path}",
+               "/console/api/owner/{tenant}/{namespace}/{topic}/{rest}"}
+
+
 def test_every_route_is_described():
     app = _app()
     spec = app[OPENAPI]
-    served = {(r.method.lower(), r.resource.canonical) for r in app.router.routes()}
+    served = {(r.method.lower(), r.resource.canonical) for r in app.router.routes()
+              if r.resource.canonical not in UNDESCRIBED}
     described = {(method, path) for path, ops in spec["paths"].items() for method in ops}
     assert served == described
     assert len(served) > 40

@@ -1,0 +1,83 @@
+"""One topic in the console, answered by its owner:
+
+- ``GET /console/api/topic/{tenant}/{namespace}/{topic}``: the admin API's
+  stats and internal stats, each producer's fenced flag, the schema, the
+  bundle, the owner; for a partitioned topic's base name, its partitions;
+- ``{any method} /console/api/owner/{tenant}/{namespace}/{topic}/{rest}``:
+  the admin API's ``/admin/v2/persistent/{tenant}/{namespace}/{topic}/{rest}``
+  called on the owner (subscription actions: skip, reset cursor...), which
+  authorizes it as it would a direct call.
+
+A broker that is not the owner forwards the request (:mod:`.forward`).
+Failure modes: the admin API's (404 unknown topic, 403 not allowed, 503 a
+bundle in transition); 502 when the owner does not answer.
+"""
+from __future__ import annotations
+
+from aiohttp import web
+
+from magnetar.broker.namespaces import resources
+from magnetar.broker.topics.stats import topic_internal_stats, topic_stats
+from magnetar.broker.topics.schemas import to_proto
+from magnetar.protocol import pb
+
+from ..access import may
+from ..errors import AdminError, not_found
+from ..params import service_of, topic_of
+from ..routes import OBJECT, RouteTable, json_answer
+from .forward import forward, own_id, own_url, owner_of
+
+table = RouteTable("console")
+TOPIC = "{tenant}/{namespace}/{topic}"
+
+
+def schema_of(versions: list[dict]) -> dict | None:
+    if not versions:
+        return None
+    schema = to_proto(versions[-1])
+    return {"version": len(versions) - 1, "type": pb.Schema.Type.Name(schema.type),
+            "data": schema.schema_data.decode(errors="replace")}
+
+
+@table.route("GET", f"/console/api/topic/{TOPIC}", "A topic's stats, internal stats, producers' fencing, "
+             "schema and owner (answered by the owner)", answer=OBJECT, errors=(401, 403, 404, 502, 503))
+async def topic_detail(request: web.Request) -> web.Response:
+    service = service_of(request)
+    name = topic_of(request)
+    path = f"/admin/v2/persistent/{name.tenant}/{name.namespace}/{name.local}/stats"
+    if not await may(request, "GET", path):
+        raise AdminError(403, f"role {request.get('magnetar.role')!r} may not read {name}")
+    count = await resources.get_partitions(service.store, name)
+    if count:
+        return json_answer({"name": str(name), "partitioned": True,
+                            "partitions": [str(name.partition(i)) for i in range(count)]})
+    owner = await owner_of(request, name)
+    if owner is not None:
+        return await forward(request, owner)
+    if not await service.topic_exists(name):
+        raise not_found(f"Topic {name} does not exist")
+    topic = await service.get_topic(name, create=False)
+    stats = topic_stats(topic)
+    fenced = {p.name: bool(p.fenced) for p in topic.producers.values()}
+    for publisher in stats["publishers"]:
+        publisher["fenced"] = fenced.get(publisher["producerName"], False)
+    member = service.cluster
+    bundle = member.bundle_of(name).range if member is not None else "0x00000000_0xffffffff"
+    return json_answer({"name": str(name), "partitioned": False, "owner": own_id(request), "bundle": bundle,
+                        "stats": stats, "internalStats": topic_internal_stats(topic),
+                        "schema": schema_of(await service.schemas.versions(name))})
+
+
+async def at_owner(request: web.Request) -> web.Response:
+    name = topic_of(request)
+    path = f"/admin/v2/persistent/{name.tenant}/{name.namespace}/{name.local}/{request.match_info['rest']}"
+    owner = await owner_of(request, name)
+    return await forward(request, owner or own_url(request), path)
+
+
+
+def add_owner_routes(app: web.Application) -> None:
+    """``/console/api/owner/...`` for GET, PUT, POST and DELETE (outside the
+    OpenAPI description: it is the admin API's topic paths, described there)."""
+    for method in ("GET", "PUT", "POST", "DELETE"):
+        app.router.add_route(method, f"/console/api/owner/{TOPIC}/{{rest:.+}}", at_owner)

@@ -1,0 +1,148 @@
+"""Topic listings with figures: ``GET /console/api/topics`` and the per-broker
+part it gathers, ``GET /console/api/local/topics``.
+
+A listing names every topic of the asked namespaces (all readable ones when
+none is asked; partitions as their own rows, as Pulsar lists them), with
+the figures of the broker that has it loaded: rates in and out, backlog
+(summed over the subscriptions), storage size, producers, subscriptions and
+that broker's id; for a topic that replicates, each remote's replicator
+figures and the replicated subscriptions. A topic loaded nowhere shows zeros and no owner. Search
+(a substring of the name), sorting and paging run on the server, so the page
+gets one page of rows however many topics there are; the per-topic figures
+are read from memory, never from storage.
+
+Failure modes: a namespace the role may not read is 403; an unknown sort
+key, a bad offset or limit is 400; a broker that does not answer is named in
+``unreachable`` and its topics show no figures.
+"""
+from __future__ import annotations
+
+from aiohttp import web
+
+from magnetar.broker.server import lifecycle
+
+from ..access import may
+from ..errors import AdminError, bad_request
+from ..params import service_of
+from ..routes import OBJECT, RouteTable, json_answer
+from .forward import from_every_broker, own_id
+from .overview import readable_namespaces
+
+table = RouteTable("console")
+
+FIGURES = ("msgRateIn", "msgRateOut", "msgThroughputIn", "msgThroughputOut", "backlog", "storageSize",
+           "producers", "subscriptions")
+SORTS = ("name", *FIGURES)
+MAX_LIMIT = 500
+
+
+def summary(topic) -> dict:
+    """The listing's figures of one loaded topic (memory only)."""
+    rate_in, throughput_in, rate_out, throughput_out = topic.rates.rates(
+        (topic.msg_in, topic.bytes_in, topic.msg_out, topic.bytes_out))
+    subs = topic.subscriptions.values()
+    return {"msgRateIn": rate_in, "msgRateOut": rate_out, "msgThroughputIn": throughput_in,
+            "msgThroughputOut": throughput_out, "backlog": sum(s.backlog() for s in subs if s.durable),
+            "storageSize": topic.ledger.total_size, "producers": len(topic.producers),
+            "subscriptions": len(topic.subscriptions), **_replication(topic)}
+
+
+def _replication(topic) -> dict:
+    """Regions: each remote's replicator figures and the replicated subscriptions (absent when none)."""
+    if not topic.replicators:
+        return {}
+    return {"replication": {remote: r.stats() for remote, r in topic.replicators.items()},
+            "replicatedSubscriptions": sorted(n for n, s in topic.subscriptions.items() if s.replicated)}
+
+
+def _local_summaries(service, namespaces: set[str]) -> dict[str, dict]:
+    out = {}
+    for name, topic in list(service.topics.items()):
+        if not name.startswith("persistent://") or not hasattr(topic, "rates"):
+            continue
+        if name[len("persistent://"):].rsplit("/", 1)[0] in namespaces:
+            out[name] = summary(topic)
+    return out
+
+
+def _namespaces_param(request: web.Request) -> list[str]:
+    raw = request.query.get("namespaces") or request.query.get("namespace") or ""
+    return [n for n in raw.split(",") if n]
+
+
+async def _check_readable(request: web.Request, namespaces: list[str]) -> None:
+    for namespace in namespaces:
+        if not await may(request, "GET", f"/admin/v2/persistent/{namespace}"):
+            raise AdminError(403, f"role {request.get('magnetar.role')!r} may not read namespace {namespace}")
+
+
+@table.route("GET", "/console/api/local/topics", "Figures of the topics this broker has loaded in the given "
+             "namespaces (?namespaces=t/ns,...)", answer=OBJECT, errors=(401, 403))
+async def local_topics(request: web.Request) -> web.Response:
+    namespaces = _namespaces_param(request)
+    await _check_readable(request, namespaces)
+    return json_answer(_local_summaries(service_of(request), set(namespaces)))
+
+
+def _int_query(request: web.Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise bad_request(f"{name} must be an integer, got {raw!r}") from None
+    if not low <= value <= high:
+        raise bad_request(f"{name} must be in {low}..{high}, got {value}")
+    return value
+
+
+@table.route("GET", "/console/api/topics", "One page of topics with their figures (?namespace=, q= substring, "
+             "sort=, order=asc|desc, offset=, limit=, replicated=1: only topics that replicate)", answer=OBJECT, errors=(400, 401, 403))
+async def topics(request: web.Request) -> web.Response:
+    service = service_of(request)
+    sort = request.query.get("sort") or "name"
+    if sort not in SORTS:
+        raise bad_request(f"sort must be one of {', '.join(SORTS)}, got {sort!r}")
+    order = request.query.get("order") or ("asc" if sort == "name" else "desc")
+    if order not in ("asc", "desc"):
+        raise bad_request(f"order must be asc or desc, got {order!r}")
+    offset = _int_query(request, "offset", 0, 0, 10**9)
+    limit = _int_query(request, "limit", 50, 1, MAX_LIMIT)
+    query = (request.query.get("q") or "").strip().lower()
+    namespaces = _namespaces_param(request)
+    if namespaces:
+        await _check_readable(request, namespaces)
+    else:
+        namespaces = await readable_namespaces(request)
+    names: list[str] = []
+    for namespace in namespaces:
+        names += await lifecycle.namespace_topics(service, namespace)
+    if query:
+        names = [n for n in names if query in n.lower()]
+    replicated_only = request.query.get("replicated") in ("1", "true")
+    wanted = set(namespaces)
+
+    async def local() -> dict:
+        return _local_summaries(service, wanted)
+
+    answers = await from_every_broker(request, "/console/api/local/topics", {"namespaces": ",".join(namespaces)},
+                                      local)
+    figures: dict[str, dict] = {}
+    unreachable = {}
+    for broker_id, answer in answers.items():
+        if isinstance(answer, dict) and "error" in answer and not all(k.startswith("persistent://") for k in answer):
+            unreachable[broker_id] = answer["error"]
+            continue
+        for name, row in answer.items():
+            figures[name] = {**row, "owner": broker_id}
+    rows = [{"name": n, **figures.get(n, {"owner": None})} for n in names]
+    if replicated_only:
+        rows = [r for r in rows if r.get("replication")]
+    if sort == "name":
+        rows.sort(key=lambda r: r["name"], reverse=order == "desc")
+    else:
+        rows.sort(key=lambda r: (r.get(sort) or 0, r["name"]), reverse=order == "desc")
+    return json_answer({"total": len(rows), "offset": offset, "limit": limit, "sort": sort, "order": order,
+                        "namespaces": namespaces, "topics": rows[offset:offset + limit], "unreachable": unreachable,
+                        "broker": own_id(request)})
