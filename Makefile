@@ -146,14 +146,14 @@ $(BENCH_STAMP): pyproject.toml $(STAMP)
 
 # Magnetar vs NATS JetStream, every workload (~10 min on 2 cores); see bench/README.md.
 bench: $(BENCH_STAMP)
-	$(BIN)/python bench/run.py
+	$(BIN)/python -m bench.run
 
 bench-quick: $(BENCH_STAMP)
-	$(BIN)/python bench/run.py --quick
+	$(BIN)/python -m bench.run --quick
 
 # py-spy profile of the broker under workload 1.
 profile: $(BENCH_STAMP)
-	$(BIN)/python bench/profile.py
+	$(BIN)/python -m bench.profile
 
 clean:
 	rm -rf $(VENV) build tools/build *.egg-info

@@ -1,6 +1,6 @@
 """How fast our blocking Reader reads a topic back (has_message_available + read_next).
 
-    .venv/bin/python bench/blocking_reader.py [--messages 50000] [--read-ahead 500]
+    .venv/bin/python -m bench.blocking_reader [--messages 50000] [--read-ahead 500]
 
 Starts a standalone broker on free ports in a temporary directory, fills one
 topic with batched 100-byte-ish messages, then times a blocking reader from
@@ -12,15 +12,11 @@ This is a benchmark, not a test.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from magnetar.client import Client, MessageId  # noqa: E402
-from magnetar.client.sync import Reader  # noqa: E402
-from bench.servers import magnetar_broker  # noqa: E402
+from bench.servers import magnetar_broker
+from magnetar.client import Client, MessageId
+from magnetar.client.sync import Reader
 
 
 def main() -> None:

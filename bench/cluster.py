@@ -1,6 +1,6 @@
 """A local cluster measured: lookups per second, failover time, produce throughput.
 
-    .venv/bin/python bench/cluster.py [--brokers 3] [--messages 200000] [--session-ttl 3]
+    .venv/bin/python -m bench.cluster [--brokers 3] [--messages 200000] [--session-ttl 3]
 
 Starts ``magnetar cluster up`` (its own etcd, N brokers) in a temporary
 directory and a standalone broker beside it, then prints:
@@ -22,19 +22,17 @@ import argparse
 import asyncio
 import os
 import signal
-import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.produce_throughput import run as produce  # noqa: E402
-from magnetar.client.aio import AsyncClient  # noqa: E402
-from magnetar.protocol import Type, command  # noqa: E402
-from tests.integration.broker_process import BrokerProcess  # noqa: E402
-from tests.integration.cluster.cluster_process import LocalCluster, wait_for  # noqa: E402
+from bench.produce_throughput import run as produce
+from magnetar.client.aio import AsyncClient
+from magnetar.protocol import Type, command
+from magnetar_harness.broker import standalone_broker
+from magnetar_harness.cluster import LocalCluster
+from magnetar_harness.waiting import wait_for
 
 
 async def lookups_per_second(url: str, seconds: float = 5.0, in_flight: int = 64) -> float:
@@ -87,7 +85,7 @@ def main() -> None:
         finally:
             cluster.stop()
     with tempfile.TemporaryDirectory(prefix="magnetar-standalone-bench-") as tmp:
-        broker = BrokerProcess(Path(tmp) / "data").start()
+        broker = standalone_broker(Path(tmp) / "data").start()
         try:
             req = urllib.request.Request(broker.admin_url + "/admin/v2/persistent/public/default/bench/partitions",
                                          data=b"6", method="PUT", headers={"Content-Type": "application/json"})

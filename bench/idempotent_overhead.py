@@ -1,6 +1,6 @@
 """What idempotence costs: our client's plain vs idempotent producer on the same broker.
 
-    .venv/bin/python bench/idempotent_overhead.py [--messages 500000] [--rounds 3] [--size 100] [--url pulsar://...]
+    .venv/bin/python -m bench.idempotent_overhead [--messages 500000] [--rounds 3] [--size 100] [--url pulsar://...]
 
 Batching on, 100-byte messages, up to ``--window`` messages in flight. The
 plain and the idempotent producer take turns (plain, idempotent, plain, ...)
@@ -28,10 +28,8 @@ import time
 from collections import deque
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from magnetar.client import AsyncClient  # noqa: E402
-from bench.servers import magnetar_broker  # noqa: E402
+from bench.servers import magnetar_broker
+from magnetar.client import AsyncClient
 
 
 def _cpu_seconds(pid: int | None) -> float:

@@ -1,6 +1,6 @@
 """Produce throughput with the official pulsar-client: batching on, 100-byte messages.
 
-    .venv/bin/python bench/produce_throughput.py [--messages 1000000] [--size 100] [--url pulsar://...]
+    .venv/bin/python -m bench.produce_throughput [--messages 1000000] [--size 100] [--url pulsar://...]
 
 Without --url it starts a standalone broker on free ports in a temporary data
 directory (default sync policy: fsync before every receipt, group commit),
@@ -11,16 +11,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import threading
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import pulsar
 
-import pulsar  # noqa: E402
-
-from bench.servers import magnetar_broker  # noqa: E402
+from bench.servers import magnetar_broker
 
 
 def run(url: str, messages: int, size: int, topic: str) -> dict:

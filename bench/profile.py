@@ -1,6 +1,6 @@
 """Profile the Magnetar broker under workload (1) with py-spy.
 
-    .venv/bin/python bench/profile.py [--seconds 20] [--size 100] [--sync-policy always] [--out bench/results]
+    .venv/bin/python -m bench.profile [--seconds 20] [--size 100] [--sync-policy always] [--out bench/results]
 
 Starts a broker (fresh temp data dir), drives it with the workload-1
 producers (2 processes, 100 B, batching on, max rate) and meanwhile runs::
@@ -32,13 +32,11 @@ import tempfile
 import threading
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(1, str(HERE.parent))
+from bench.servers import MagnetarServer
+from magnetar.perf.runner import run
+from magnetar.perf.spec import WorkloadSpec
 
-from magnetar.perf.runner import run  # noqa: E402
-from magnetar.perf.spec import WorkloadSpec  # noqa: E402
-from servers import MagnetarServer  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 
 def py_spy() -> str | None:
@@ -156,7 +154,7 @@ def main() -> int:
              else "workload 1: batching on, 2 producer processes")
     broker = result.get("broker") or {}
     header = (f"# Broker profile ({args.size} B, {shape}, max rate, sync_policy={args.sync_policy})\n\n"
-              f"Command: `.venv/bin/python bench/profile.py {' '.join(sys.argv[1:])}`\n\n"
+              f"Command: `.venv/bin/python -m bench.profile {' '.join(sys.argv[1:])}`\n\n"
               f"Load during the run: {produced.get('msg_per_s', 0):,.0f} msg/s, broker CPU "
               f"{broker.get('cpu_percent')}% of a core"
               + (f", {broker['cpu_us_per_message']:.1f} us of broker CPU per message" if

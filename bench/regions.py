@@ -1,6 +1,6 @@
 """Geo-replication between two local regions: lag, and what snapshots cost.
 
-    .venv/bin/python bench/regions.py [--rates 10000,50000] [--failover-rates 1000,5000] [--seconds 10]
+    .venv/bin/python -m bench.regions [--rates 10000,50000] [--failover-rates 1000,5000] [--seconds 10]
 
 Starts ``magnetar geo up --regions 2`` (one broker per region, its own etcd)
 and, for each rate, publishes 100-byte messages in region-0 (official client,
@@ -26,17 +26,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import pulsar
 
-import pulsar  # noqa: E402
-
-from tests.integration.regions.regions_process import LocalRegions  # noqa: E402
+from magnetar_harness.regions import LocalRegions
 
 PAYLOAD = b"x" * 100
 

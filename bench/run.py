@@ -1,6 +1,6 @@
 """Magnetar vs NATS JetStream: the same workloads against both, in one invocation.
 
-    .venv/bin/python bench/run.py [--quick] [--only produce,unbatched,roundtrip,e2e,fanout,catchup,cold]
+    .venv/bin/python -m bench.run [--quick] [--only produce,unbatched,roundtrip,e2e,fanout,catchup,cold]
                                   [--skip-nats]
                                   [--raw-producers]
     make bench          # the full run (~10 min on 2 cores)
@@ -50,20 +50,18 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from rich.console import Console
+from rich.table import Table
+
+from magnetar.perf import procstat
+from magnetar.perf.ceiling import measure_ceiling
+from magnetar.perf.spec import WorkloadSpec
+
+from bench import plots
+from bench import workloads as wl
+from bench.servers import ensure_nats_server, nats_version
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(1, str(HERE.parent))
-
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
-
-from magnetar.perf import procstat  # noqa: E402
-from magnetar.perf.ceiling import measure_ceiling  # noqa: E402
-from magnetar.perf.spec import WorkloadSpec  # noqa: E402
-
-import plots  # noqa: E402
-import workloads as wl  # noqa: E402
-from servers import ensure_nats_server, nats_version  # noqa: E402
 
 WORKLOADS = ("produce", "unbatched", "roundtrip", "e2e", "fanout", "catchup", "cold")
 NATS_LABEL = "nats"
@@ -161,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
 
     report: dict = {
         "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join([Path(sys.executable).name, "bench/run.py", *(argv if argv is not None else sys.argv[1:])]),
+        "command": " ".join([Path(sys.executable).name, "-m", "bench.run", *(argv if argv is not None else sys.argv[1:])]),
         "quick": args.quick,
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                     "nats_server": nats_version(nats_bin) if nats_bin else None},

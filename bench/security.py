@@ -1,6 +1,6 @@
 """What TLS and token authentication cost: produce throughput and connection set-up.
 
-    .venv/bin/python bench/security.py [--seconds 5] [--connections 50]
+    .venv/bin/python -m bench.security [--seconds 5] [--connections 50]
 
 Starts one standalone broker with TLS (a test CA made on the spot) and token
 authentication, anonymous clients allowed on the plain listener's role, and
@@ -14,18 +14,15 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import pulsar
 
-import pulsar  # noqa: E402
-
-from magnetar.security.tokens import create_token  # noqa: E402
-from tests.integration.broker_process import BrokerProcess  # noqa: E402
-from tests.pki import make_pki  # noqa: E402
+from magnetar.security.tokens import create_token
+from magnetar_harness.broker import configured_broker
+from magnetar_harness.pki import make_pki
 
 PAYLOAD = b"x" * 100
 
@@ -78,7 +75,7 @@ def main() -> None:
         secret = os.urandom(32)
         (tmp_path / "secret.key").write_bytes(secret)
         token = create_token("bench", secret_key=secret)
-        broker = BrokerProcess.with_config(tmp_path, f"""
+        broker = configured_broker(tmp_path, f"""
 tls_port = 0
 admin_tls_port = -1
 tls_certificate_file = "{pki.server_cert}"

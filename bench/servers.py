@@ -1,7 +1,7 @@
 """The two systems under test, as processes on loopback with temp storage.
 
-- :class:`MagnetarServer`: ``magnetar standalone`` through the integration
-  tests' :class:`BrokerProcess` (free ports, own data dir), with a sync policy.
+- :class:`MagnetarServer`: ``magnetar standalone`` through the process
+  harness (:mod:`magnetar_harness.broker`: free ports, own data dir), with a sync policy.
 - :class:`NatsServer`: Debian's ``nats-server`` with JetStream file storage
   in a temp dir, on a free loopback port. :func:`ensure_nats_server` installs
   it with apt when missing and running as root.
@@ -21,27 +21,18 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tempfile
 import signal
 import socket
 import subprocess
+import tempfile
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from tests.integration.broker_process import BrokerProcess  # noqa: E402
+from magnetar_harness.broker import standalone_broker
+from magnetar_harness.ports import free_port
 
 APT_COMMAND = "apt-get update && apt-get install -y nats-server"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_port(port: int, timeout: float, proc: subprocess.Popen | None = None) -> None:
@@ -83,7 +74,7 @@ class MagnetarServer:
 
     def __init__(self, workdir: Path, sync_policy: str = "always") -> None:
         self.sync_policy = sync_policy
-        self.broker = BrokerProcess(Path(workdir) / "data", ["--sync-policy", sync_policy, "--log-level", "WARNING"])
+        self.broker = standalone_broker(Path(workdir) / "data", ["--sync-policy", sync_policy, "--log-level", "WARNING"])
 
     def start(self) -> "MagnetarServer":
         self.broker.start()
@@ -186,7 +177,7 @@ async def create_streams(url: str, topics: list[str], max_msgs: int = -1) -> Non
     import nats
     from nats.js.api import StorageType, StreamConfig
 
-    from nats_driver import stream_name
+    from bench.nats_driver import stream_name
 
     nc = await nats.connect(url)
     js = nc.jetstream()

@@ -1,6 +1,6 @@
 """Spark connector throughput with local[2]: batch write, batch read, streaming.
 
-    .venv/bin/python bench/spark_bench.py [--rows 200000] [--size 100] [--url pulsar://...]
+    .venv/bin/python -m bench.spark_bench [--rows 200000] [--size 100] [--url pulsar://...]
 
 Without --url it starts a standalone broker (deduplication on, as the
 exactly-once sink expects; default sync policy "always") on free ports in a
@@ -28,12 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-# bench/profile.py would shadow the standard library's profile module, which
-# pyspark imports (through cProfile): replace the script's directory by the repo.
-sys.path = [str(REPO)] + [p for p in sys.path if Path(p or ".").resolve() != REPO / "bench"]
+from magnetar_harness.broker import standalone_broker
 
-from tests.integration.broker_process import BrokerProcess  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 
 def session(master: str):
@@ -109,7 +106,7 @@ def main() -> None:
     if url is None:
         config = tmp / "magnetar.toml"
         config.write_text("deduplication_enabled = true\n")
-        broker = BrokerProcess(tmp / "data", ["--config", str(config), "--log-level", "WARNING"]).start()
+        broker = standalone_broker(tmp / "data", ["--config", str(config), "--log-level", "WARNING"]).start()
         url = broker.service_url
     spark = None
     try:

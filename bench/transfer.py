@@ -1,6 +1,6 @@
 """Publish latency across bundle moves: PIP-307 (no lookups) against the old unload.
 
-    .venv/bin/python bench/transfer.py [--moves 20]
+    .venv/bin/python -m bench.transfer [--moves 20]
 
 For each mode it starts a 2-broker cluster (its own etcd), sends synchronously
 to one topic (official client, 100-byte messages), moves the topic's bundle
@@ -12,18 +12,15 @@ benchmark, not a test.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import pulsar
 
-import pulsar  # noqa: E402
-
-from magnetar.broker.cluster.bundles import bundle_of  # noqa: E402
-from tests.integration.cluster.cluster_process import LocalCluster  # noqa: E402
+from magnetar.broker.cluster.bundles import bundle_of
+from magnetar_harness.cluster import LocalCluster
 
 TOPIC = "persistent://public/default/bench-moving"
 

@@ -33,11 +33,11 @@ from magnetar.perf import procstat
 from magnetar.perf.runner import run
 from magnetar.perf.spec import WorkloadSpec
 
-from servers import MagnetarServer, NatsServer, create_streams, free_port, wait_port
+from bench.servers import MagnetarServer, NatsServer, create_streams, free_port, wait_port
 
 PULSAR = "magnetar.perf.pulsar_driver"
 RAW = "magnetar.perf.raw_driver"
-NATS = "nats_driver"
+NATS = "bench.nats_driver"
 RAW_SUFFIX = " (raw generator)"
 
 

@@ -84,7 +84,7 @@ def run_command(
     if sync_policy not in SYNC_POLICIES:
         console.print(f"[red]--sync-policy must be one of {', '.join(SYNC_POLICIES)}, not {sync_policy!r}[/red]")
         raise typer.Exit(2)
-    from .broker import BrokerDidNotStart
+    from magnetar_harness.broker import BrokerDidNotStart
     from .runner import run
 
     kinds = [f for f in faults.split(",") if f]
@@ -142,7 +142,7 @@ def fuzz_command(
     broker must survive, keep serving the canaries, and not bloat."""
     from magnetar.service_urls import require_pulsar_url
 
-    from .broker import BrokerDidNotStart
+    from magnetar_harness.broker import BrokerDidNotStart
     from .fuzz import fuzz, fuzz_cluster
     from .systems import ClusterSystem, StandaloneSystem
 

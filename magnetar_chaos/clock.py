@@ -209,7 +209,7 @@ class ClockFiles:
         write_offset(self.path(name), offset_s)
 
     def attach(self, broker, name: str) -> None:
-        """Make ``broker`` (a :class:`.broker.BrokerProcess`) start under its
+        """Make ``broker`` (a :class:`magnetar_harness.broker.BrokerProcess`) start under its
         clock file, and clear the preload's leftovers of each run that ends."""
         broker.env = self.env(name)
         broker.wrap = boot_args

@@ -43,7 +43,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .broker import dying_with_parent
+from magnetar_harness.lifetime import dying_with_parent
 
 #: fsync(2) and fdatasync(2): the ledgers use fdatasync, seals, directory
 #: syncs and SQLite (the standalone metadata store) use fsync.

@@ -2,7 +2,7 @@
 geo-replicate (docs/regions.md), the workloads writing into one of them.
 
 What runs (what ``magnetar geo up --regions 2`` runs, made of the harness's
-own :class:`~.broker.BrokerProcess` so each broker can be killed, paused
+own :class:`magnetar_harness.broker.BrokerProcess` so each broker can be killed, paused
 and restarted on its own): one etcd; ``region-a`` and ``region-b``, each a
 one-broker cluster with its own metadata prefix and storage, sharing the
 configuration store (prefix ``/global``). The chaos namespace
@@ -63,7 +63,10 @@ import urllib.request
 from pathlib import Path
 from typing import Callable
 
-from .broker import BrokerProcess, dying_with_parent
+from magnetar_harness.broker import BrokerProcess
+from magnetar_harness.etcd import start_etcd
+
+from .broker import region_broker
 from .consumers import Receiver, SubscriptionConsumer
 from .history import History
 from .proxy import CutProxy
@@ -182,22 +185,6 @@ class LinkProxy(CutProxy):
         return send
 
 
-def region_broker(base: Path, name: str, store_url: str, configuration_store: str, config: Path,
-                  bind: str | None = None) -> BrokerProcess:
-    """Region ``name``'s one broker, with ``magnetar geo up``'s command line;
-    advertising 127.0.0.1 but listening on ``bind`` if given."""
-    from magnetar.cluster_cli import broker_command
-
-    base.mkdir(parents=True, exist_ok=True)
-
-    def args(port: int, admin_port: int) -> list[str]:
-        cmd = broker_command(name, store_url, configuration_store, base, 0, port, admin_port, SESSION_TTL_S,
-                             str(config))
-        return cmd + (["--bind-address", bind] if bind else [])
-
-    return BrokerProcess(args, base / "broker-0.log")
-
-
 class RegionsSystem:
     """Two regions on one etcd (see the module docstring). The runner
     writes into :attr:`service_url` (region A) and, after its final reads,
@@ -247,16 +234,13 @@ class RegionsSystem:
         return self.brokers[REGIONS[1]].admin_url
 
     def start(self) -> None:
-        from magnetar.metadata.etcd_server import EtcdServer
-
-        self.etcd = EtcdServer(self.base / "etcd", launcher=dying_with_parent([]))
-        self.etcd.start()
+        self.etcd = start_etcd(self.base / "etcd", die_with_parent=True)
         shared = self.etcd.store_url("global")
         config = _broker_config(self.base, self.sync_policy)
         a, b = REGIONS
-        self.brokers[a] = region_broker(self.base / a, a, self.etcd.store_url(a), shared, config)
+        self.brokers[a] = region_broker(self.base / a, a, self.etcd.store_url(a), shared, config, SESSION_TTL_S)
         self.brokers[b] = replica = region_broker(self.base / b, b, self.etcd.store_url(b), shared, config,
-                                                  bind=REPLICA_BIND)
+                                                  SESSION_TTL_S, bind=REPLICA_BIND)
         # The proxies first: B registers 127.0.0.1:<port> in its cluster
         # record as it starts, and A's replicators dial it at once.
         self.link = LinkProxy(replica.port, listen_port=replica.port, target_host=REPLICA_BIND)

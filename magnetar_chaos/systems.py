@@ -51,7 +51,10 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .broker import BrokerProcess, cluster_broker, dying_with_parent, standalone_broker
+from magnetar_harness.broker import BrokerProcess
+from magnetar_harness.etcd import start_etcd
+
+from .broker import cluster_broker, standalone_broker
 from .clock import draw_clock_jump, make_clock_files
 from .disk import SmallDisk
 from .fsync import FsyncErrors, FsyncErrorsUnavailable, draw_fsync_fault
@@ -330,14 +333,10 @@ class ClusterSystem:
         return [b.admin_url for b in self.brokers]
 
     def start(self) -> None:
-        from magnetar.metadata.etcd_server import EtcdServer
-
         plan = self.net.setup() if self.net is not None else None
         # In namespaces, etcd listens on the bridge's second address (which
         # the partition cuts), the brokers each on their own.
-        self.etcd = EtcdServer(self.base / "etcd", host=plan.etcd if plan else "127.0.0.1",
-                               launcher=dying_with_parent([]))
-        self.etcd.start()
+        self.etcd = start_etcd(self.base / "etcd", host=plan.etcd if plan else "127.0.0.1", die_with_parent=True)
         store_url = self.etcd.store_url("chaos")
         config = _broker_config(self.base, self.sync_policy)
         self.brokers = [

@@ -1,19 +1,3 @@
-"""Shared test helpers: waiting on conditions with a deadline."""
+"""Fixtures every test may use. Plain helpers (waiting, names, loggers) are in
+tests/helpers.py; the processes a test starts are magnetar_harness's."""
 from __future__ import annotations
-
-import time
-from typing import Callable, TypeVar
-
-T = TypeVar("T")
-
-
-def wait_for(predicate: Callable[[], T], timeout: float = 10.0, interval: float = 0.02, what: str = "condition") -> T:
-    """Poll ``predicate`` until it returns a truthy value; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)

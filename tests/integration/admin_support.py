@@ -7,7 +7,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from .broker_process import BrokerProcess
+from magnetar_harness.broker import BrokerProcess, standalone_broker
 
 _NO_BODY = object()
 
@@ -47,7 +47,7 @@ def start_broker(tmp: Path, config: str | None = None) -> BrokerProcess:
         path = tmp / "broker.toml"
         path.write_text(config)
         args = ["--config", str(path)]
-    return BrokerProcess(tmp / "data", args).start()
+    return standalone_broker(tmp / "data", args).start()
 
 
 def stop_broker(proc: BrokerProcess) -> None:

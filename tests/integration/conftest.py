@@ -2,13 +2,13 @@ from __future__ import annotations
 
 import pytest
 
-from .broker_process import BrokerProcess
+from magnetar_harness.broker import standalone_broker
 
 
 @pytest.fixture
 def broker(tmp_path):
     """A fresh standalone broker process with its own data directory."""
-    proc = BrokerProcess(tmp_path / "data").start()
+    proc = standalone_broker(tmp_path / "data").start()
     yield proc
     if proc.alive:
         code = proc.stop()

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from magnetar.cli import app
 
-from ..conftest import wait_for
+from tests.helpers import wait_for
 from .admin_support import call, ok, quiet_logger, start_broker, stop_broker
 
 

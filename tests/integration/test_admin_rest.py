@@ -9,7 +9,7 @@ import urllib.request
 import pulsar
 import pytest
 
-from ..conftest import wait_for
+from tests.helpers import wait_for
 from .admin_support import call, ok, quiet_logger, refused, start_broker, stop_broker
 
 T = "persistent/public/default"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pulsar
 import pytest
 
-from ..conftest import wait_for
+from tests.helpers import wait_for
 from .admin_support import ok, quiet_logger, start_broker, stop_broker
 
 CONFIG = """

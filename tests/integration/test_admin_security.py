@@ -15,9 +15,9 @@ import urllib.request
 import pytest
 
 from magnetar.security.tokens import create_token
-from tests.pki import make_pki
+from magnetar_harness.pki import make_pki
 
-from .broker_process import certificate_secured_broker, token_secured_broker
+from magnetar_harness.secured import certificate_secured_broker, token_secured_broker
 
 
 def _call(url: str, method: str = "GET", body=None, token: str | None = None, context=None,

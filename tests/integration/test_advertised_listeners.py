@@ -15,7 +15,7 @@ import pytest
 from magnetar.protocol import Connection, Role, ServerError, pb
 from magnetar.protocol.commands import Type, command
 
-from .broker_process import BrokerProcess
+from magnetar_harness.broker import configured_broker
 
 
 def _free_port() -> int:
@@ -27,7 +27,7 @@ def _free_port() -> int:
 @pytest.fixture
 def broker(tmp_path):
     port = _free_port()
-    proc = BrokerProcess.with_config(tmp_path, f"""
+    proc = configured_broker(tmp_path, f"""
 advertised_listeners = "internal:pulsar://127.0.0.1:{port},external:pulsar://localhost:{port}"
 """)
     proc.port = port

@@ -12,9 +12,10 @@ import pulsar
 import pytest
 
 from magnetar.security.tokens import create_token
-from tests.conftest import wait_for
+from tests.helpers import wait_for
 
-from .broker_process import BrokerProcess, token_secured_broker
+from magnetar_harness.broker import configured_broker
+from magnetar_harness.secured import token_secured_broker
 
 
 @pytest.fixture
@@ -152,7 +153,7 @@ def test_an_rs256_key_pair_and_htpasswd_users_on_one_broker(tmp_path):
     private, public = new_key_pair("RS256")
     (tmp_path / "public.pem").write_bytes(public)
     (tmp_path / "users.htpasswd").write_text(f"carol:{hash_password('s3cret')}\n")
-    broker = BrokerProcess.with_config(tmp_path, f"""
+    broker = configured_broker(tmp_path, f"""
 authentication_enabled = true
 authentication_providers = ["token", "basic"]
 token_public_key = "file://{tmp_path / 'public.pem'}"

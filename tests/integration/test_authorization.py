@@ -12,7 +12,7 @@ import pytest
 
 from magnetar.security.tokens import create_token
 
-from .broker_process import token_secured_broker
+from magnetar_harness.secured import token_secured_broker
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import threading
 import pulsar
 import pytest
 
-from ..conftest import wait_for
+from tests.helpers import wait_for
 from .admin_support import ok, quiet_logger, refused, start_broker, stop_broker
 
 CONFIG = """

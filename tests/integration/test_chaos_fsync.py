@@ -19,7 +19,7 @@ import pytest
 
 from magnetar_chaos.fsync import FsyncErrors, FsyncFault, _proc_state, unavailable_reason
 
-from ..conftest import wait_for
+from tests.helpers import wait_for
 from .admin_support import quiet_logger
 
 REASON = unavailable_reason()

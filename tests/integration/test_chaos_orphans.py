@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import wait_for
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 

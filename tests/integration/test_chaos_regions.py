@@ -16,7 +16,7 @@ from magnetar import client as magnetar_client
 from magnetar_chaos.regions import REGIONS, RegionsSystem
 from magnetar_chaos.workloads import read_log
 
-from ..conftest import wait_for
+from tests.helpers import wait_for
 
 
 def _replication(system: RegionsSystem, topic: str) -> dict:

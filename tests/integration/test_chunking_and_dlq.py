@@ -6,7 +6,7 @@ import os
 import pulsar
 import pytest
 
-from .broker_process import BrokerProcess
+from magnetar_harness.broker import configured_broker
 
 BIG = 12 * 1024 * 1024  # over the 5 MiB max message size: the client splits it
 
@@ -31,7 +31,7 @@ def test_chunked_message_round_trip(pulsar_client):
 
 
 def test_chunks_are_not_duplicates_with_deduplication_on(tmp_path):
-    broker = BrokerProcess.with_config(tmp_path, "deduplication_enabled = true\n").start()
+    broker = configured_broker(tmp_path, "deduplication_enabled = true\n").start()
     client = pulsar.Client(broker.service_url, operation_timeout_seconds=10)
     try:
         _chunked_round_trip(client, "chunked-dedup")

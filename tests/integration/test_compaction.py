@@ -8,9 +8,9 @@ import pulsar
 from magnetar.protocol import Connection, Role, pb
 from magnetar.protocol.commands import Type, command
 
-from ..conftest import wait_for
+from tests.helpers import wait_for
 from .admin_support import call
-from .broker_process import BrokerProcess
+from magnetar_harness.broker import configured_broker
 
 PATH = "persistent/public/default/{}/compaction"
 
@@ -151,7 +151,7 @@ def test_our_client_table_view(broker):
 
 
 def test_size_threshold_triggers_compaction(tmp_path):
-    broker = BrokerProcess.with_config(
+    broker = configured_broker(
         tmp_path, "compaction_threshold_bytes = 1000\ncompaction_check_interval_s = 0.2\n"
     ).start()
     client = pulsar.Client(broker.service_url, operation_timeout_seconds=10)

@@ -17,7 +17,7 @@ import pytest
 from magnetar.client import AsyncClient, Client, errors
 from magnetar.protocol.commands import Type
 
-from .broker_process import BrokerProcess
+from magnetar_harness.broker import configured_broker
 from .cutting_proxy import CuttingProxy
 from .topic_log import read_topic_ours
 
@@ -118,7 +118,7 @@ def test_get_next_offset(broker):
 
 @pytest.fixture
 def small_ledgers_broker(tmp_path):
-    proc = BrokerProcess.with_config(tmp_path, "[storage]\nmax_entries_per_ledger = 10\n").start()
+    proc = configured_broker(tmp_path, "[storage]\nmax_entries_per_ledger = 10\n").start()
     yield proc
     if proc.alive:
         proc.stop()

@@ -8,15 +8,15 @@ import pytest
 
 from magnetar.protocol.commands import Type
 
-from ..conftest import wait_for
-from .broker_process import BrokerProcess
+from tests.helpers import wait_for
+from magnetar_harness.broker import configured_broker
 from .cutting_proxy import CuttingProxy
 from .topic_log import read_topic, sequence_report
 
 
 @pytest.fixture
 def dedup_broker(tmp_path):
-    proc = BrokerProcess.with_config(tmp_path, "deduplication_enabled = true\n").start()
+    proc = configured_broker(tmp_path, "deduplication_enabled = true\n").start()
     yield proc
     if proc.alive:
         proc.stop()

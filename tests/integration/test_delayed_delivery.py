@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pulsar
 
-from ..conftest import wait_for
+from tests.helpers import wait_for
 import pytest
 
 

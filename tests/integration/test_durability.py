@@ -7,7 +7,7 @@ import urllib.request
 
 import pulsar
 
-from ..conftest import wait_for
+from tests.helpers import wait_for
 from .topic_log import sequence_report
 
 TOTAL = 100_000

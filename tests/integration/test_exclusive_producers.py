@@ -11,7 +11,7 @@ import urllib.request
 import pulsar
 import pytest
 
-from ..conftest import wait_for
+from tests.helpers import wait_for
 from .topic_log import read_topic
 
 Mode = pulsar.ProducerAccessMode

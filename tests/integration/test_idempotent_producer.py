@@ -16,7 +16,7 @@ from magnetar.client import AsyncClient, Client, errors
 from magnetar.client.link import LinkState
 from magnetar.protocol.commands import Type
 
-from ..conftest import wait_for
+from tests.helpers import wait_for
 from .cutting_proxy import CuttingProxy
 from .topic_log import read_topic_ours, sequence_report
 

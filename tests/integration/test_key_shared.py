@@ -12,7 +12,7 @@ from magnetar.broker.subscriptions.key_shared import slot_of
 from magnetar.protocol import Connection, Role, pb
 from magnetar.protocol.commands import Type, command
 
-from ..conftest import wait_for
+from tests.helpers import wait_for
 
 
 def _keys(n: int) -> list[str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pulsar
 
-from ..conftest import wait_for
+from tests.helpers import wait_for
 from .topic_log import read_topic
 
 SERVICE = Path(__file__).resolve().parents[2] / "examples" / "leader_election" / "service.py"

@@ -10,9 +10,9 @@ import urllib.request
 import pulsar
 import pytest
 
-from tests.conftest import wait_for
+from tests.helpers import wait_for
 
-from .broker_process import BrokerProcess
+from magnetar_harness.broker import configured_broker
 from .conftest import _quiet_logger
 
 pytestmark = pytest.mark.timeout(300)
@@ -54,7 +54,7 @@ def _read_all(client: pulsar.Client, topic: str, count: int) -> list[bytes]:
 
 
 def test_a_restart_with_many_stored_topics_is_ready_before_any_topic_loads(tmp_path):
-    broker = BrokerProcess.with_config(tmp_path, "orphaned_ledger_sweep_delay_s = 0.0\n").start()
+    broker = configured_broker(tmp_path, "orphaned_ledger_sweep_delay_s = 0.0\n").start()
     names = [f"persistent://{NS}/stored-{i}" for i in range(300)]
     try:
         client = _client(broker)
@@ -78,7 +78,7 @@ def test_a_restart_with_many_stored_topics_is_ready_before_any_topic_loads(tmp_p
 
 
 def test_an_idle_topic_is_unloaded_and_loads_again_on_use(tmp_path):
-    broker = BrokerProcess.with_config(tmp_path, """
+    broker = configured_broker(tmp_path, """
 topic_idle_unload_s = 1.0
 broker_delete_inactive_topics_frequency_s = 0.5
 """).start()
@@ -100,7 +100,7 @@ broker_delete_inactive_topics_frequency_s = 0.5
 
 
 def test_an_inactive_topic_is_deleted_after_its_delay_and_one_with_a_subscription_is_not(tmp_path):
-    broker = BrokerProcess.with_config(tmp_path, """
+    broker = configured_broker(tmp_path, """
 broker_delete_inactive_topics_enabled = true
 broker_delete_inactive_topics_frequency_s = 0.5
 broker_delete_inactive_topics_max_inactive_duration_s = 2.0
@@ -125,7 +125,7 @@ topic_idle_unload_s = 0.0
 
 
 def test_metrics_per_namespace_without_topic_level_series(tmp_path):
-    broker = BrokerProcess.with_config(tmp_path, "expose_topic_level_metrics_in_prometheus = false\n").start()
+    broker = configured_broker(tmp_path, "expose_topic_level_metrics_in_prometheus = false\n").start()
     try:
         client = _client(broker)
         for i in range(3):

@@ -9,7 +9,7 @@ import urllib.request
 
 import pulsar
 
-from tests.conftest import wait_for
+from tests.helpers import wait_for
 
 DASHBOARD = pathlib.Path(__file__).resolve().parents[2] / "docs" / "grafana" / "magnetar-dashboard.json"
 

@@ -11,7 +11,7 @@ import uuid
 import pulsar
 import pytest
 
-from tests.conftest import wait_for
+from tests.helpers import wait_for
 
 
 def name(domain: str = "non-persistent", base: str | None = None) -> str:

@@ -6,7 +6,7 @@ import threading
 import pulsar
 import pytest
 
-from ..conftest import wait_for
+from tests.helpers import wait_for
 
 N = 10_000
 

@@ -10,7 +10,7 @@ import pytest
 from magnetar.client import (AsyncClient, Client, CompressionType, ConsumerType, InitialPosition, MessageId,
                              ProducerAccessMode, Result)
 from magnetar.client import errors
-from tests.conftest import wait_for
+from tests.helpers import wait_for
 
 
 def unique(prefix: str = "t") -> str:

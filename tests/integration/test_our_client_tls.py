@@ -12,9 +12,9 @@ import urllib.request
 import pytest
 
 from magnetar import client as mclient
-from tests.pki import make_pki
+from magnetar_harness.pki import make_pki
 
-from .broker_process import certificate_secured_broker
+from magnetar_harness.secured import certificate_secured_broker
 
 
 @pytest.fixture

@@ -15,9 +15,9 @@ from magnetar.client import AsyncClient, Client, InitialPosition, MessageId
 from magnetar.client import errors
 from magnetar.protocol import Type, command
 
-from ..conftest import wait_for
+from tests.helpers import wait_for
 from .admin_support import ok
-from .broker_process import BrokerProcess
+from magnetar_harness.broker import BrokerProcess, configured_broker
 
 CONFIG = "[storage]\nmax_entries_per_ledger = 4\n"
 #: Entry sizes: 1 is an unbatched message, k > 1 a batch of k messages.
@@ -34,7 +34,7 @@ def payload(offset: int) -> bytes:
 
 
 def start_broker(tmp_path) -> BrokerProcess:
-    return BrokerProcess.with_config(tmp_path, CONFIG).start()
+    return configured_broker(tmp_path, CONFIG).start()
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ import socket
 import subprocess
 import sys
 
-from .broker_process import BrokerProcess
+from magnetar_harness.broker import standalone_broker
 
 
 def standalone(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -36,7 +36,7 @@ def test_a_busy_port_is_named_with_the_flag_that_changes_it(tmp_path):
 
 
 def test_a_second_broker_on_the_same_data_directory_names_the_first(tmp_path):
-    first = BrokerProcess(tmp_path / "data").start()
+    first = standalone_broker(tmp_path / "data").start()
     try:
         done = standalone("--data-dir", str(tmp_path / "data"), "--port", "0", "--admin-port", "0")
         assert done.returncode != 0

@@ -10,14 +10,14 @@ import threading
 import pulsar
 import pytest
 
-from .broker_process import BrokerProcess
+from magnetar_harness.broker import configured_broker
 
 TOTAL = 2000
 
 
 @pytest.mark.parametrize("kind", ["Shared", "Failover", "KeyShared"])
 def test_a_consumer_at_the_tail_misses_nothing_across_rollovers(tmp_path, kind):
-    broker = BrokerProcess.with_config(tmp_path, "[storage]\nmax_entries_per_ledger = 50\n").start()
+    broker = configured_broker(tmp_path, "[storage]\nmax_entries_per_ledger = 50\n").start()
     client = pulsar.Client(broker.service_url, operation_timeout_seconds=10)
     try:
         topic = f"persistent://public/default/tail-{kind.lower()}"

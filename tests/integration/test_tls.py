@@ -7,15 +7,15 @@ import socket
 import pulsar
 import pytest
 
-from tests.pki import make_pki
+from magnetar_harness.pki import make_pki
 
-from .broker_process import BrokerProcess
+from magnetar_harness.broker import configured_broker
 
 
 @pytest.fixture
 def tls_broker(tmp_path):
     pki = make_pki(tmp_path / "pki")
-    broker = BrokerProcess.with_config(tmp_path, f"""
+    broker = configured_broker(tmp_path, f"""
 tls_port = 0
 tls_certificate_file = "{pki.server_cert}"
 tls_key_file = "{pki.server_key}"

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from magnetar.cli import app
 
 from .admin_support import quiet_logger, stop_broker
-from .broker_process import BrokerProcess
+from magnetar_harness.broker import configured_broker
 
 
 def test_the_certificates_serve_pulsar_ssl_and_https_admin(tmp_path):
@@ -23,7 +23,7 @@ def test_the_certificates_serve_pulsar_ssl_and_https_admin(tmp_path):
     assert "admin_tls_port = 8443" in made.stdout
     # The printed settings as a config file, on free ports instead of 6651 and 8443.
     config = made.stdout.replace("= 6651", "= 0").replace("= 8443", "= 0")
-    broker = BrokerProcess.with_config(tmp_path, config).start()
+    broker = configured_broker(tmp_path, config).start()
     try:
         assert broker.tls_port > 0 and broker.admin_tls_port > 0
         client = pulsar.Client(f"pulsar+ssl://localhost:{broker.tls_port}", logger=quiet_logger(),

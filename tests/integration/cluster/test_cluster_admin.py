@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 from magnetar.cli import app
 
-from .cluster_process import LocalCluster, wait_for
+from magnetar_harness.cluster import LocalCluster
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.timeout(600)
 

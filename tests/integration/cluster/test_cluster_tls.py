@@ -14,9 +14,9 @@ import pytest
 from magnetar import client as mclient
 from magnetar.broker.cluster.bundles import bundle_of
 from magnetar.security.tokens import create_token
-from tests.pki import make_pki
+from magnetar_harness.pki import make_pki
 
-from .cluster_process import LocalCluster
+from magnetar_harness.cluster import LocalCluster
 
 pytestmark = pytest.mark.timeout(600)
 

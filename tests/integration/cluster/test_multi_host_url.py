@@ -11,9 +11,9 @@ import pulsar
 import pytest
 
 from magnetar import client as mclient
-from magnetar_chaos.broker import free_port
+from magnetar_harness.ports import free_port
 
-from .cluster_process import LocalCluster
+from magnetar_harness.cluster import LocalCluster
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -11,7 +11,8 @@ from magnetar.broker.cluster.channel import ASSIGNING, FREE, OWNED, RELEASING, C
 from magnetar.metadata.etcd import EtcdMetadataStore
 from magnetar.metadata.etcd_server import EtcdServer
 
-from .cluster_process import LocalCluster, wait_for
+from magnetar_harness.cluster import LocalCluster
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.timeout(600)
 

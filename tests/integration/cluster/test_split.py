@@ -10,7 +10,8 @@ import pytest
 
 from magnetar.broker.cluster.bundles import bundle_of
 
-from .cluster_process import LocalCluster, wait_for
+from magnetar_harness.cluster import LocalCluster
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.timeout(600)
 NS = "public/default"

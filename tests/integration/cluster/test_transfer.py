@@ -11,7 +11,8 @@ import pytest
 from magnetar import client as mclient
 from magnetar.broker.cluster.bundles import bundle_of
 
-from .cluster_process import LocalCluster, wait_for
+from magnetar_harness.cluster import LocalCluster
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.timeout(600)
 TOPIC = "persistent://public/default/moving"

@@ -35,7 +35,8 @@ from magnetar.client import Result
 from magnetar.client import errors as our_errors
 from magnetar.protocol import pb
 
-from .cluster_process import LocalCluster, Member, wait_for
+from magnetar_harness.cluster import LocalCluster, Member
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.timeout(300)
 

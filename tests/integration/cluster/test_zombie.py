@@ -14,7 +14,8 @@ import threading
 import pulsar
 import pytest
 
-from .cluster_process import LocalCluster, wait_for
+from magnetar_harness.cluster import LocalCluster
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.timeout(600)
 TOPIC = "persistent://public/default/zombie"

@@ -12,9 +12,9 @@ import pulsar
 import pytest
 
 from magnetar import client as magnetar_client
-from tests.conftest import wait_for
+from tests.helpers import wait_for
 
-from .regions_process import LocalRegions, replicated_namespace
+from magnetar_harness.regions import LocalRegions, replicated_namespace
 
 pytestmark = pytest.mark.timeout(600)
 PER_REGION = 10_000

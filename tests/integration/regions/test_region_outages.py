@@ -18,8 +18,8 @@ import pytest
 
 from magnetar.metadata import open_store
 from magnetar.metadata.etcd_server import EtcdServer
-from tests.conftest import wait_for
-from tests.integration.cluster.cluster_process import LocalCluster
+from tests.helpers import wait_for
+from magnetar_harness.cluster import LocalCluster
 
 pytestmark = pytest.mark.timeout(600)
 TOPIC = "persistent://acme/ledger/entries"

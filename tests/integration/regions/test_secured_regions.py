@@ -11,10 +11,10 @@ import pytest
 
 from magnetar import client as mclient
 from magnetar.security.tokens import create_token
-from tests.conftest import wait_for
-from tests.pki import make_pki
+from tests.helpers import wait_for
+from magnetar_harness.pki import make_pki
 
-from .regions_process import LocalRegions
+from magnetar_harness.regions import LocalRegions
 
 pytestmark = pytest.mark.timeout(600)
 

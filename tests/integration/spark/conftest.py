@@ -20,7 +20,7 @@ import pytest
 
 from magnetar.client import Client
 
-from ..broker_process import BrokerProcess
+from magnetar_harness.broker import standalone_broker
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
@@ -50,7 +50,7 @@ def pytest_collection_modifyitems(config, items):
 def broker(tmp_path_factory):
     """A standalone broker with default settings, for the whole module."""
     root = tmp_path_factory.mktemp("spark-broker")
-    proc = BrokerProcess(root / "data").start()
+    proc = standalone_broker(root / "data").start()
     yield proc
     if proc.alive:
         code = proc.stop()

@@ -15,8 +15,8 @@ from pyspark_magnetar.offsets import TopicPartition
 from pyspark_magnetar.positioning import MIN_OFFSET_TO_POSITION, start_position
 from pyspark_magnetar.scan import RangeScanner
 
-from ...conftest import wait_for
-from ..broker_process import BrokerProcess
+from tests.helpers import wait_for
+from magnetar_harness.broker import configured_broker
 
 LAYOUT = [300, 1, 300, 1, 300, 1, 300, 1, 300, 1, 300, 1]
 TOTAL = sum(LAYOUT)
@@ -24,7 +24,7 @@ TOTAL = sum(LAYOUT)
 
 @pytest.fixture(scope="module")
 def small_ledgers(tmp_path_factory):
-    proc = BrokerProcess.with_config(tmp_path_factory.mktemp("positioning"),
+    proc = configured_broker(tmp_path_factory.mktemp("positioning"),
                                      "[storage]\nmax_entries_per_ledger = 4\n").start()
     yield proc
     if proc.alive:

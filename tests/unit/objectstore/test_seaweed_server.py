@@ -18,7 +18,7 @@ from magnetar.objectstore.seaweed import (
     SeaweedStartError,
     find_weed_binary,
 )
-from tests.conftest import wait_for
+from tests.helpers import wait_for
 
 
 def test_the_installed_binary_is_the_pinned_seaweedfs():

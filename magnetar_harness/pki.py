@@ -1,4 +1,4 @@
-"""Certificates for tests, made with ``cryptography``: a CA, server and client certificates.
+"""Certificates for test brokers, made with ``cryptography``: a CA, server and client certificates.
 
 ``make_pki(dir)`` writes PEM files and returns their paths. Keys are EC P-256
 (fast to generate); certificates are valid for a day.

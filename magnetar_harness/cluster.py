@@ -1,13 +1,16 @@
-"""A real local cluster for integration tests: ``magnetar cluster up`` as a
-child process (its own etcd unless given one, N broker processes), read from
-the lines it prints, stopped with SIGTERM like a user's Ctrl-C."""
+"""A real local cluster: ``magnetar cluster up`` as a child process (its own
+etcd unless given one, N broker processes), read from the lines it prints,
+stopped with SIGTERM like a user's Ctrl-C.
+
+Failure modes: ``start`` raises AssertionError with the command's output and
+the brokers' log tails when it does not print ``ready`` within its timeout.
+"""
 from __future__ import annotations
 
 import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -16,30 +19,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.conftest import wait_for  # noqa: F401  (re-exported for the cluster tests)
+from .ports import free_port_block
 
 LINE = re.compile(r"broker (\d+) (pulsar://\S+) (http://\S+) pid=(\d+)")
-
-
-def free_port_block(count: int) -> int:
-    """A first port p such that p..p+count-1 are free now (best effort)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + count > 65000:
-            continue
-        ok = True
-        for p in range(base, base + count):
-            with socket.socket() as t:
-                try:
-                    t.bind(("127.0.0.1", p))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
-            return base
-    raise RuntimeError("no free block of ports")
 
 
 @dataclass
@@ -55,6 +37,9 @@ class Member:
 
 
 class LocalCluster:
+    """``cluster up`` on ``base``; :attr:`members` once started (a restarted
+    member replaces its line)."""
+
     def __init__(self, base: Path, brokers: int = 3, session_ttl: float = 3.0, etcd: str | None = None,
                  broker_config: str | None = None, name: str = "cluster",
                  configuration_store: str | None = None) -> None:

@@ -1,6 +1,10 @@
-"""Local regions for integration tests: ``magnetar geo up`` as a child
-process (one etcd, N one-broker clusters sharing a configuration store),
-read from the lines it prints, stopped with SIGTERM like a user's Ctrl-C."""
+"""Local regions: ``magnetar geo up`` as a child process (one etcd, N
+one-broker clusters sharing a configuration store), read from the lines it
+prints, stopped with SIGTERM like a user's Ctrl-C.
+
+Failure modes: ``start`` raises AssertionError with the command's output
+when it does not print ``ready`` within its timeout.
+"""
 from __future__ import annotations
 
 import json
@@ -14,7 +18,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.integration.cluster.cluster_process import free_port_block
+from .ports import free_port_block
 
 LINE = re.compile(r"region (\S+) broker (\d+) (pulsar://\S+) (http://\S+) pid=(\d+)")
 
