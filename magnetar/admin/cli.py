@@ -28,7 +28,7 @@ DEFAULT_ADMIN_URL = "http://localhost:8080"
 
 app = typer.Typer(help="Administer a Magnetar broker through its REST API (Pulsar admin v2 paths).",
                   no_args_is_help=True, add_completion=False)
-clusters_app = typer.Typer(help="Clusters (read-only).", no_args_is_help=True)
+clusters_app = typer.Typer(help="Clusters: this one and the remote regions.", no_args_is_help=True)
 tenants_app = typer.Typer(help="Tenants.", no_args_is_help=True)
 namespaces_app = typer.Typer(help="Namespaces and their policies.", no_args_is_help=True)
 brokers_app = typer.Typer(help="Brokers of a cluster and topic lookups.", no_args_is_help=True)
@@ -73,6 +73,49 @@ def clusters_list(ctx: typer.Context) -> None:
 def clusters_get(ctx: typer.Context, cluster: str) -> None:
     """Show a cluster's URLs."""
     call(ctx, lambda c: c.cluster(cluster), show_fields)
+
+
+def _cluster_data(url: str | None, url_secure: str | None, broker_url: str | None,
+                  broker_url_secure: str | None) -> dict:
+    data = {"serviceUrl": url, "serviceUrlTls": url_secure, "brokerServiceUrl": broker_url,
+            "brokerServiceUrlTls": broker_url_secure}
+    return {k: v for k, v in data.items() if v}
+
+
+URL_HELP = "Admin (web service) URL, http://host:8080"
+BROKER_URL_HELP = "Broker service URL, pulsar://host:6650"
+
+
+@clusters_app.command("create")
+def clusters_create(
+    ctx: typer.Context, cluster: str,
+    url: Optional[str] = typer.Option(None, "--url", help=URL_HELP),
+    url_secure: Optional[str] = typer.Option(None, "--url-secure", help="https:// admin URL"),
+    broker_url: Optional[str] = typer.Option(None, "--broker-url", help=BROKER_URL_HELP),
+    broker_url_secure: Optional[str] = typer.Option(None, "--broker-url-secure", help="pulsar+ssl:// URL"),
+) -> None:
+    """Record a cluster (a remote region) with its URLs."""
+    data = _cluster_data(url, url_secure, broker_url, broker_url_secure)
+    call(ctx, lambda c: c.request("PUT", f"clusters/{cluster}", data), done=f"Created cluster {cluster}")
+
+
+@clusters_app.command("update")
+def clusters_update(
+    ctx: typer.Context, cluster: str,
+    url: Optional[str] = typer.Option(None, "--url", help=URL_HELP),
+    url_secure: Optional[str] = typer.Option(None, "--url-secure", help="https:// admin URL"),
+    broker_url: Optional[str] = typer.Option(None, "--broker-url", help=BROKER_URL_HELP),
+    broker_url_secure: Optional[str] = typer.Option(None, "--broker-url-secure", help="pulsar+ssl:// URL"),
+) -> None:
+    """Replace a cluster's URLs."""
+    data = _cluster_data(url, url_secure, broker_url, broker_url_secure)
+    call(ctx, lambda c: c.request("POST", f"clusters/{cluster}", data), done=f"Updated cluster {cluster}")
+
+
+@clusters_app.command("delete")
+def clusters_delete(ctx: typer.Context, cluster: str) -> None:
+    """Forget a cluster (not this broker's own, nor one a namespace replicates to)."""
+    call(ctx, lambda c: c.request("DELETE", f"clusters/{cluster}"), done=f"Deleted cluster {cluster}")
 
 
 # -- brokers ----------------------------------------------------------------------------
@@ -202,6 +245,26 @@ def tenants_create(
     clusters = [c for c in (allowed_clusters or "").split(",") if c]
     roles = [r for r in (admin_roles or "").split(",") if r]
     call(ctx, lambda c: c.create_tenant(tenant, clusters or None, roles), done=f"Created tenant {tenant}")
+
+
+@tenants_app.command("update")
+def tenants_update(
+    ctx: typer.Context,
+    tenant: str,
+    allowed_clusters: Optional[str] = typer.Option(None, "--allowed-clusters", "-c",
+                                                   help="Comma-separated clusters [unchanged]"),
+    admin_roles: Optional[str] = typer.Option(None, "--admin-roles", "-r", help="Comma-separated roles [unchanged]"),
+) -> None:
+    """Change a tenant's allowed clusters or admin roles (what is not given stays)."""
+    def update(c: AdminClient) -> None:
+        info = c.tenant(tenant)
+        if allowed_clusters is not None:
+            info["allowedClusters"] = [x for x in allowed_clusters.split(",") if x]
+        if admin_roles is not None:
+            info["adminRoles"] = [x for x in admin_roles.split(",") if x]
+        c.request("POST", f"tenants/{tenant}", info)
+
+    call(ctx, update, done=f"Updated tenant {tenant}")
 
 
 @tenants_app.command("delete")
@@ -360,3 +423,22 @@ def namespaces_remove_backlog_quota(
     """Remove a namespace's backlog quota of one type."""
     call(ctx, lambda c: c.remove_backlog_quota(namespace, quota_type),
           done=f"Removed the {quota_type} backlog quota of {namespace}")
+
+
+@namespaces_app.command("get-schema-compatibility-strategy")
+def namespaces_get_schema_strategy(ctx: typer.Context, namespace: str) -> None:
+    """Show how new schema versions of the namespace's topics are checked (UNDEFINED: the broker's setting)."""
+    call(ctx, lambda c: c.request("GET", f"namespaces/{namespace_path(namespace)}/schemaCompatibilityStrategy"),
+         show_fields)
+
+
+@namespaces_app.command("set-schema-compatibility-strategy")
+def namespaces_set_schema_strategy(
+        ctx: typer.Context, namespace: str,
+        strategy: str = typer.Option(..., "--compatibility", "-c",
+                                     help="FULL, BACKWARD, FORWARD (each also _TRANSITIVE), ALWAYS_COMPATIBLE, "
+                                          "ALWAYS_INCOMPATIBLE or UNDEFINED")) -> None:
+    """Set how new schema versions of the namespace's topics are checked."""
+    call(ctx, lambda c: c.request("PUT", f"namespaces/{namespace_path(namespace)}/schemaCompatibilityStrategy",
+                                   strategy.upper()),
+         done=f"Schema compatibility of {namespace}: {strategy.upper()}")

@@ -112,6 +112,25 @@ _policy_routes("deduplication", "deduplicationEnabled", BOOLEAN, policies.valida
                "deduplication switch")
 
 
+@table.route("GET", f"{NS}/schemaCompatibilityStrategy", "Get the schema compatibility strategy",
+             answer={"type": "string", "enum": list(policies.SCHEMA_STRATEGIES)}, errors=(404, 412))
+async def get_schema_compatibility_strategy(request: web.Request) -> web.Response:
+    """UNDEFINED when unset: the broker's schema_compatibility_strategy applies."""
+    doc = await resources.get_namespace(store_of(request), namespace_of(request))
+    return json_answer(doc.get("schema_compatibility_strategy") or "UNDEFINED")
+
+
+@table.route("PUT", f"{NS}/schemaCompatibilityStrategy", "Set the schema compatibility strategy",
+             body={"type": "string", "enum": list(policies.SCHEMA_STRATEGIES)}, errors=(400, 404, 412))
+async def set_schema_compatibility_strategy(request: web.Request) -> web.Response:
+    """New schema versions of the namespace's topics are checked with it
+    (the _TRANSITIVE ones against every version); UNDEFINED: the broker's."""
+    value = policies.validate_schema_strategy(await json_body(request))
+    await resources.set_policy(store_of(request), namespace_of(request), "schema_compatibility_strategy",
+                               None if value == "UNDEFINED" else value)
+    return no_content()
+
+
 @table.route("GET", f"{NS}/backlogQuotaMap", "Get the backlog quotas by type",
              answer={"type": "object", "additionalProperties": BACKLOG_QUOTA}, errors=(404, 412))
 async def get_backlog_quotas(request: web.Request) -> web.Response:

@@ -324,3 +324,55 @@ def test_schemas(broker, tmp_path):
     bad(broker, "schemas", "upload", topic, "-f", str(payload), code=2, says="cannot read a schema payload")
     good(broker, "schemas", "delete", topic)
     bad(broker, "schemas", "get", topic, says="404")
+
+
+def test_clusters_are_created_updated_and_deleted_as_pulsar_answers(broker):
+    body = {"serviceUrl": "http://east:8080", "brokerServiceUrl": "pulsar://east:6650"}
+    assert call(broker, "PUT", "clusters/east", body) == (204, None)
+    assert call(broker, "PUT", "clusters/east", body)[0] == 409
+    assert call(broker, "POST", "clusters/mars", body)[0] == 404
+    good(broker, "clusters", "update", "east", "--url", "http://east-2:8080", "--broker-url", "pulsar://east-2:6650")
+    assert good(broker, "clusters", "get", "east", json_output=True) == \
+        {"serviceUrl": "http://east-2:8080", "brokerServiceUrl": "pulsar://east-2:6650"}
+    good(broker, "clusters", "create", "west", "--url", "http://west:8080")
+    bad(broker, "clusters", "create", "west", says="409")
+    assert sorted(good(broker, "clusters", "list", json_output=True)) == ["east", "standalone", "west"]
+    # A tenant may now use them; a namespace that replicates to one keeps it.
+    good(broker, "tenants", "update", "public", "--allowed-clusters", "standalone,east,west")
+    assert good(broker, "tenants", "get", "public", json_output=True)["allowedClusters"] == \
+        ["east", "standalone", "west"]
+    good(broker, "namespaces", "create", "public/to-east", "--clusters", "standalone,east")
+    bad(broker, "clusters", "delete", "east", says="public/to-east")
+    bad(broker, "clusters", "delete", "standalone", says="own cluster")
+    good(broker, "namespaces", "delete", "public/to-east")
+    good(broker, "clusters", "delete", "east")
+    assert call(broker, "DELETE", "clusters/west") == (204, None)
+    assert call(broker, "DELETE", "clusters/west")[0] == 404
+    good(broker, "tenants", "update", "public", "--allowed-clusters", "standalone")
+
+
+def test_a_namespace_chooses_its_schema_compatibility_strategy(broker, tmp_path):
+    topic = "persistent://public/default/cli-strategy"
+    path = "namespaces/public/default/schemaCompatibilityStrategy"
+    assert good(broker, "namespaces", "get-schema-compatibility-strategy", "public/default",
+                json_output=True) == "UNDEFINED"
+
+    def upload(*fields: dict) -> subprocess.CompletedProcess:
+        record = {"type": "record", "name": "R", "fields": list(fields)}
+        payload = tmp_path / "s.json"
+        payload.write_text(json.dumps({"type": "AVRO", "schema": json.dumps(record), "properties": {}}))
+        return run(broker, "schemas", "upload", topic, "-f", str(payload))
+
+    a, b = {"name": "a", "type": "int"}, {"name": "b", "type": "string"}  # b has no default
+    assert upload(a).returncode == 0
+    assert upload(a, b).returncode == 1  # the broker's FULL: a reader of v1 data misses b
+    good(broker, "namespaces", "set-schema-compatibility-strategy", "public/default", "-c", "forward")
+    assert call(broker, "GET", path) == (200, "FORWARD")
+    assert upload(a, b).returncode == 0  # old readers can read the new version
+    good(broker, "namespaces", "set-schema-compatibility-strategy", "public/default", "-c", "ALWAYS_INCOMPATIBLE")
+    refused = upload({"name": "a", "type": "int"}, b, {"name": "c", "type": "int", "default": 0})
+    assert refused.returncode == 1 and "ALWAYS_INCOMPATIBLE" in refused.stderr
+    assert call(broker, "PUT", path, "SOMETIMES")[0] == 400
+    good(broker, "namespaces", "set-schema-compatibility-strategy", "public/default", "-c", "UNDEFINED")
+    assert call(broker, "GET", path) == (200, "UNDEFINED")
+    good(broker, "schemas", "delete", topic)

@@ -113,6 +113,18 @@ def validate_replication_clusters(body: Any, known: list[str], allowed: list[str
     return sorted(set(body))
 
 
+#: Pulsar's SchemaCompatibilityStrategy names (UNDEFINED: the broker's setting applies).
+SCHEMA_STRATEGIES = ("UNDEFINED", "ALWAYS_INCOMPATIBLE", "ALWAYS_COMPATIBLE", "BACKWARD", "FORWARD", "FULL",
+                     "BACKWARD_TRANSITIVE", "FORWARD_TRANSITIVE", "FULL_TRANSITIVE")
+
+
+def validate_schema_strategy(body: Any) -> str:
+    if not isinstance(body, str) or body.upper() not in SCHEMA_STRATEGIES:
+        raise InvalidInput(f"schema compatibility strategy must be one of {', '.join(SCHEMA_STRATEGIES)}, "
+                           f"got {body!r}")
+    return body.upper()
+
+
 def validate_policies(body: Any, known: list[str], allowed: list[str], tenant: str = "") -> dict:
     """The optional Policies body of namespace creation: the fields Magnetar
     keeps are checked; others (Pulsar has many) are ignored."""
@@ -135,6 +147,8 @@ def validate_policies(body: Any, known: list[str], allowed: list[str], tenant: s
             raise InvalidInput("backlog_quota_map must be a JSON object")
         out["backlog_quota_map"] = {validate_backlog_quota_type(k): validate_backlog_quota(v)
                                     for k, v in quotas.items()}
+    if body.get("schema_compatibility_strategy") is not None:
+        out["schema_compatibility_strategy"] = validate_schema_strategy(body["schema_compatibility_strategy"])
     if body.get("auth_policies") is not None:
         try:
             out["auth_policies"] = authorization.validate_auth_policies(body["auth_policies"])

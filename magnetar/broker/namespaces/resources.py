@@ -57,6 +57,8 @@ POLICY_FIELDS: dict[str, Any] = {
     "backlog_quota_map": {},
     # Pulsar's permissions: namespace_auth, destination_auth, subscription_auth_roles.
     "auth_policies": {},
+    # Pulsar's SchemaCompatibilityStrategy name; None / UNDEFINED: the broker's.
+    "schema_compatibility_strategy": None,
     # Set while the namespace is being deleted: no topic may be created in it.
     "deleted": False,
 }
@@ -164,6 +166,47 @@ async def get_cluster(store: MetadataStore, cluster: str) -> dict:
     if found is None:
         raise ResourceNotFound(f"Cluster {cluster} does not exist")
     return found[0]
+
+
+#: ClusterData fields a cluster record keeps (Pulsar's names; all strings).
+CLUSTER_FIELDS = ("serviceUrl", "serviceUrlTls", "brokerServiceUrl", "brokerServiceUrlTls", "proxyServiceUrl")
+
+
+def _cluster_data(body: Any) -> dict:
+    if not isinstance(body, dict):
+        raise InvalidInput("cluster data must be a JSON object {serviceUrl, brokerServiceUrl, ...}")
+    data = {k: v for k, v in body.items() if k in CLUSTER_FIELDS and v not in (None, "")}
+    wrong = [k for k, v in data.items() if not isinstance(v, str)]
+    if wrong:
+        raise InvalidInput(f"cluster data field {wrong[0]} must be a string URL")
+    return data
+
+
+async def create_cluster(store: MetadataStore, cluster: str, body: Any) -> dict:
+    """Record a cluster (another region, or one to come); AlreadyExists (409) if it is known."""
+    check_name("cluster", cluster)
+    data = _cluster_data(body)
+    await _create(store, f"{CLUSTERS}/{cluster}", data, f"Cluster {cluster}")
+    return data
+
+
+async def update_cluster(store: MetadataStore, cluster: str, body: Any) -> dict:
+    check_name("cluster", cluster)
+    data = _cluster_data(body)
+    return await _update(store, f"{CLUSTERS}/{cluster}", lambda _: data, f"Cluster {cluster}")
+
+
+async def delete_cluster(store: MetadataStore, cluster: str, own: str) -> None:
+    """Forget a cluster; PreconditionFailed (412) for the broker's own and for one
+    a namespace replicates to (its topics would be stranded)."""
+    await get_cluster(store, cluster)
+    if cluster == own:
+        raise PreconditionFailed(f"Cluster {cluster} is this broker's own cluster: it cannot be deleted")
+    for tenant in await list_tenants(store):
+        for namespace in await list_namespaces(store, tenant):
+            if cluster in ((await namespace_policies(store, namespace)).get("replication_clusters") or []):
+                raise PreconditionFailed(f"Cluster {cluster} is not empty: namespace {namespace} replicates to it")
+    await _delete(store, f"{CLUSTERS}/{cluster}", f"Cluster {cluster}")
 
 
 async def ensure_cluster(store: MetadataStore, cluster: str, data: dict) -> None:

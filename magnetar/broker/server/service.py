@@ -67,7 +67,8 @@ class BrokerService:
         #: look like an old one's duplicates (acknowledged, not stored).
         self.instance_id = secrets.token_hex(4)
         self.pid_allocator = PidAllocator(store)
-        self.schemas = SchemaRegistry(store, config.schema_compatibility_strategy, config.schema_validation_enforced)
+        self.schemas = SchemaRegistry(store, config.schema_compatibility_strategy, config.schema_validation_enforced,
+                                      namespace_policies=self.namespace_policies)
         self.compactor = Compactor(self)
         self._policy_watch = store.watch(POLICIES_ROOT, self._on_policy_change)
         self.closing = False

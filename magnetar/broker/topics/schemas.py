@@ -38,7 +38,7 @@ import base64
 import json
 import struct
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from magnetar.metadata.store import BadVersion, MetadataStore
 from magnetar.protocol import ServerError, pb
@@ -153,6 +153,23 @@ def can_read(reader: dict, writer: dict) -> str | None:
     return None
 
 
+#: Pulsar's SchemaCompatibilityStrategy values a namespace may set (UNDEFINED: the broker's default).
+STRATEGIES = ("UNDEFINED", "ALWAYS_INCOMPATIBLE", "ALWAYS_COMPATIBLE", "BACKWARD", "FORWARD", "FULL",
+              "BACKWARD_TRANSITIVE", "FORWARD_TRANSITIVE", "FULL_TRANSITIVE")
+
+
+def check_against(new: pb.Schema, versions: list[dict], strategy: str) -> None:
+    """Raise IncompatibleSchema unless ``new`` may follow ``versions`` under
+    ``strategy``: the latest version, or every one for the ``_TRANSITIVE``
+    strategies; ALWAYS_INCOMPATIBLE refuses any new version."""
+    if strategy == "ALWAYS_INCOMPATIBLE":
+        raise IncompatibleSchema("the namespace's schema compatibility strategy is ALWAYS_INCOMPATIBLE: "
+                                 "no new schema version is accepted")
+    base = strategy.removesuffix("_TRANSITIVE")
+    for old in (versions if strategy.endswith("_TRANSITIVE") else versions[-1:]):
+        check_compatible(new, old, base)
+
+
 def check_compatible(new: pb.Schema, latest: dict, strategy: str) -> None:
     """Raise IncompatibleSchema unless ``new`` may follow ``latest`` under ``strategy``."""
     if new.type != latest["type"]:
@@ -179,7 +196,11 @@ def check_compatible(new: pb.Schema, latest: dict, strategy: str) -> None:
 
 # -- the registry --------------------------------------------------------------
 class SchemaRegistry:
-    def __init__(self, store: MetadataStore, strategy: str = "FULL", validation_enforced: bool = False) -> None:
+    def __init__(self, store: MetadataStore, strategy: str = "FULL", validation_enforced: bool = False,
+                 namespace_policies: Callable[[str], Awaitable[dict]] | None = None) -> None:
+        """``strategy`` is the broker's; ``namespace_policies`` (a namespace's
+        policies, unset fields None) lets a namespace choose its own."""
+        self.namespace_policies = namespace_policies
         self.store = store
         self.strategy = strategy
         self.validation_enforced = validation_enforced
@@ -211,7 +232,7 @@ class SchemaRegistry:
                 if _same(doc, schema):
                     return i
             if versions:
-                check_compatible(schema, versions[-1], self.strategy)
+                check_against(schema, versions, await self.strategy_of(topic))
             value = json.dumps({"versions": versions + [_doc(schema)]}).encode()
             try:
                 await self.store.put(key, value, record.version if record is not None else -1)
@@ -241,7 +262,14 @@ class SchemaRegistry:
             raise IncompatibleSchema(f"topic {topic.name} has data but no schema to check a consumer's schema against")
         if any(_same(doc, schema) for doc in versions):
             return
-        check_compatible(schema, versions[-1], self.strategy)
+        check_against(schema, versions, await self.strategy_of(topic.name))
+
+    async def strategy_of(self, topic: TopicName) -> str:
+        """The namespace's ``schema_compatibility_strategy``, or the broker's when UNDEFINED or unset."""
+        chosen = None
+        if self.namespace_policies is not None:
+            chosen = (await self.namespace_policies(topic.namespace_name)).get("schema_compatibility_strategy")
+        return chosen if chosen and chosen != "UNDEFINED" else self.strategy
 
     async def _without_schema(self, topic: "Topic") -> None:
         if self.validation_enforced and await self.versions(topic.name):
