@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 from urllib.parse import quote
@@ -20,6 +21,8 @@ from urllib.parse import quote
 from magnetar.security import tls
 
 _NO_BODY = object()
+#: Redirects followed for one call (a topic's owner moved between two answers: one more).
+_MAX_REDIRECTS = 3
 
 
 class AdminApiError(Exception):
@@ -110,20 +113,34 @@ class AdminClient:
             url += "?" + "&".join(f"{k}={_seg(str(v).lower() if isinstance(v, bool) else str(v))}"
                                   for k, v in query.items())
         data = None if body is _NO_BODY else json.dumps(body).encode()
-        req = urllib.request.Request(url, data=data, method=method, headers=self._headers)
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout, context=self._ssl) as resp:
-                return resp.read(), resp.headers
-        except urllib.error.HTTPError as exc:
-            raw = exc.read()
+        for hops in range(_MAX_REDIRECTS + 1):
+            req = urllib.request.Request(url, data=data, method=method, headers=self._headers)
             try:
-                reason = json.loads(raw)["reason"]
-            except (ValueError, KeyError, TypeError):
-                reason = raw.decode(errors="replace") or exc.reason
-            raise AdminApiError(exc.code, reason, method, path) from None
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            cause = getattr(exc, "reason", exc)
-            raise AdminUnreachable(f"cannot reach the admin API at {self.url}: {cause}") from None
+                with urllib.request.urlopen(req, timeout=self.timeout, context=self._ssl) as resp:
+                    return resp.read(), resp.headers
+            except urllib.error.HTTPError as exc:
+                # A topic's operations are answered by its owner: another broker
+                # of the cluster answers 307 there. urllib follows it for GET
+                # only; the same method and body go to the owner here.
+                location = exc.headers.get("Location") if exc.code in (307, 308) else None
+                if location and hops < _MAX_REDIRECTS:
+                    exc.read()
+                    url = urllib.parse.urljoin(url, location)
+                    continue
+                self._raise(exc, method, path)
+            except (urllib.error.URLError, OSError, ValueError) as exc:
+                cause = getattr(exc, "reason", exc)
+                raise AdminUnreachable(f"cannot reach the admin API at {self.url}: {cause}") from None
+        raise AdminUnreachable(f"too many redirects from {self.url}")  # pragma: no cover
+
+    @staticmethod
+    def _raise(exc: urllib.error.HTTPError, method: str, path: str) -> None:
+        raw = exc.read()
+        try:
+            reason = json.loads(raw)["reason"]
+        except (ValueError, KeyError, TypeError):
+            reason = raw.decode(errors="replace") or exc.reason
+        raise AdminApiError(exc.code, reason, method, path) from None
 
     # -- clusters, tenants ---------------------------------------------------------
     def clusters(self) -> list[str]:

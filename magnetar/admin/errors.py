@@ -19,7 +19,7 @@ import logging
 from aiohttp import web
 
 from magnetar.broker.namespaces import resources
-from magnetar.broker.errors import BrokerError, NotAllowed, ServiceNotReady, TopicNotFound
+from magnetar.broker.errors import OwnedElsewhere, BrokerError, NotAllowed, ServiceNotReady, TopicNotFound
 from magnetar.storage import StorageError
 
 log = logging.getLogger(__name__)
@@ -76,6 +76,18 @@ def status_of(exc: BaseException) -> int:
     return 500
 
 
+def redirect_to_owner(request: web.Request, exc: OwnedElsewhere) -> web.Response:
+    """307 to the same path and query on the owner's admin URL (https if
+    this request came over TLS and the owner has it), as Pulsar answers a
+    topic operation sent to a broker that does not own the topic. 307 keeps
+    the method and body: a client resends the PUT or POST there."""
+    base = exc.web_service_url_tls if request.secure and exc.web_service_url_tls else exc.web_service_url
+    if not base:
+        return reason(503, str(exc))
+    location = base.rstrip("/") + str(request.rel_url)
+    return web.json_response({"reason": str(exc)}, status=307, headers={"Location": location})
+
+
 def reason(status: int, text: str) -> web.Response:
     return web.json_response({"reason": text}, status=status)
 
@@ -88,6 +100,8 @@ async def json_errors(request: web.Request, handler) -> web.StreamResponse:
         if exc.status < 400:
             raise
         return reason(exc.status, exc.reason)
+    except OwnedElsewhere as exc:
+        return redirect_to_owner(request, exc)
     except (AdminError, resources.ResourceError, BrokerError) as exc:
         return reason(status_of(exc), str(exc))
     except StorageError as exc:

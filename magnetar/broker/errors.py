@@ -27,6 +27,16 @@ class ServiceNotReady(BrokerError):
     code = ServerError.ServiceNotReady
 
 
+class OwnedElsewhere(ServiceNotReady):
+    """Another live broker owns the topic: clients look it up again (binary
+    protocol), the admin API redirects to ``web_service_url`` (307)."""
+
+    def __init__(self, message: str, web_service_url: str, web_service_url_tls: str = "") -> None:
+        super().__init__(message)
+        self.web_service_url = web_service_url
+        self.web_service_url_tls = web_service_url_tls
+
+
 class ProducerBusy(BrokerError):
     code = ServerError.ProducerBusy
 

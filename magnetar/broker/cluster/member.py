@@ -39,7 +39,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
-from magnetar.broker.errors import ServiceNotReady
+from magnetar.broker.errors import OwnedElsewhere, ServiceNotReady
 from magnetar.broker.topic_name import TopicName
 from magnetar.metadata import MetadataStore, MetadataSession
 
@@ -390,7 +390,8 @@ class ClusterMember:
             return
         result = await self.lookup(name)
         if not result.local:
-            raise ServiceNotReady(f"topic {name} is served by {result.service_url}, not by this broker")
+            raise OwnedElsewhere(f"topic {name} is served by {result.service_url}, not by this broker",
+                                 result.web_service_url, result.web_service_url_tls)
 
     async def lookup(self, name: TopicName) -> LookupResult:
         """The owner of ``name``'s bundle, assigning it first if nobody owns it."""

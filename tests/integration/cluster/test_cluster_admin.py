@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import urllib.error
+import urllib.request
 
 import pulsar
 import pytest
@@ -53,6 +55,33 @@ def test_the_split_example_of_the_docs_runs_as_written(cluster):
     admin(cluster, "namespaces", "split-bundle", "public/default", "--topic", orders)
     admin(cluster, "namespaces", "unload", "public/default", "--topic", orders)
     assert admin(cluster, "namespaces", "bundles", "public/default")["numBundles"] == 6
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+def test_topic_operations_sent_to_another_broker_are_redirected_to_the_owner(cluster):
+    topic = "persistent://public/default/redirected"
+    client = pulsar.Client(cluster.members[0].service_url, operation_timeout_seconds=30)
+    try:
+        client.create_producer(topic).send(b"one")
+    finally:
+        client.close()
+    owner = admin(cluster, "brokers", "lookup", topic)["httpUrl"]
+    other = next(k for k, m in enumerate(cluster.members) if m.admin_url != owner)
+    path = "/admin/v2/persistent/public/default/redirected/stats?getPreciseBacklog=true"
+    opener = urllib.request.build_opener(_NoRedirect)
+    with pytest.raises(urllib.error.HTTPError) as answer:
+        opener.open(cluster.members[other].admin_url + path, timeout=30)
+    assert answer.value.code == 307, answer.value.read()
+    assert answer.value.headers["Location"] == owner + path  # same path and query, on the owner
+    # The CLI follows, for reads and for writes (same method and body at the owner).
+    assert admin(cluster, "topics", "stats", topic, member=other)["msgInCounter"] == 1
+    admin(cluster, "topics", "create-subscription", topic, "-s", "audit", "-m", "earliest", member=other)
+    admin(cluster, "topics", "skip", topic, "-s", "audit", "-n", "1", member=other)
+    assert admin(cluster, "topics", "stats", topic, member=other)["subscriptions"]["audit"]["msgBacklog"] == 0
 
 
 def test_a_killed_member_is_reported_once_and_sighup_starts_it_again(cluster):
