@@ -3,8 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 # What each target needs, installed once per pyproject.toml change: the broker
-# alone (small, fast), a local cluster (+ the etcd server), the test suite
-# (+ the official client, Spark, etcd).
+# alone (small, fast), a local cluster (+ the etcd and SeaweedFS servers), the
+# test suite (+ the official client, Spark, etcd, SeaweedFS).
 RUNTIME_STAMP := $(VENV)/.installed-runtime
 CLUSTER_STAMP := $(VENV)/.installed-cluster
 STAMP := $(VENV)/.installed

@@ -6,11 +6,15 @@ configuration store).
 ``cluster up`` prints, for scripts and tests to read::
 
     etcd http://127.0.0.1:<port>                      (only when it started etcd)
+    objectstore http://127.0.0.1:<port> bucket=<name> (--storage object, when it started SeaweedFS)
     broker <n> pulsar://127.0.0.1:<port> http://127.0.0.1:<admin> pid=<pid>
     ready
 
 and stays in the foreground; SIGINT or SIGTERM stops every process it
-started (brokers first, cleanly, then etcd). Broker k listens on
+started (brokers first, cleanly, then etcd and SeaweedFS). With ``--storage
+object`` the brokers keep their ledgers in an S3-compatible store: the one
+``--object-store URL`` names, else a SeaweedFS of its own with its data under
+``<data-dir>/objectstore`` (bucket ``magnetar``, prefix the cluster's name). Broker k listens on
 ``port + k`` and ``admin_port + k``; its log is ``<data-dir>/broker-<k>.log``.
 Failure modes: a broker that exits or does not print READY within the start
 timeout stops the whole cluster with the tail of its log; a busy port is
@@ -41,6 +45,9 @@ geo_app = typer.Typer(help="Local regions that replicate to each other, for deve
                       no_args_is_help=True)
 
 START_TIMEOUT_S = 60.0
+#: The bucket of the SeaweedFS that ``cluster up --storage object`` starts.
+OBJECT_STORE_BUCKET = "magnetar"
+STORAGE_KINDS = ("file", "object")
 
 
 def etcd_store_url(url: str, name: str) -> str:
@@ -73,6 +80,10 @@ def broker(
     log_level: Optional[str] = typer.Option(None, "--log-level", help="DEBUG, INFO, WARNING, ERROR [INFO]"),
     session_ttl: Optional[float] = typer.Option(None, "--session-ttl",
                                                 help="Seconds a dead broker keeps its bundles [10]"),
+    object_store: Optional[str] = typer.Option(
+        None, "--object-store",
+        help="Keep ledgers in this S3-compatible store: s3://BUCKET/PREFIX?endpoint=URL&region=NAME "
+             "(docs/object-storage.md) [ledger files under --storage-dir]"),
 ) -> None:
     """Run one broker of a cluster (metadata on etcd) until Ctrl-C or SIGTERM."""
     from magnetar.broker.config import ConfigError, load_config
@@ -83,6 +94,8 @@ def broker(
                  "data_dir": data_dir, "port": port, "admin_port": admin_port,
                  "advertised_address": advertised_address, "bind_address": bind_address, "log_level": log_level,
                  "cluster_session_ttl_s": session_ttl}
+    if object_store is not None:
+        overrides["storage"] = {"backend": "object", "object_store_url": object_store}
     try:
         cfg = load_config(config, overrides)
     except ConfigError as exc:
@@ -93,6 +106,8 @@ def broker(
                   "etcd://HOST:PORT/PREFIX (or metadata_store_url in the config); for one process, "
                   "use magnetar standalone")
         raise typer.Exit(2)
+    if cfg.storage.backend == "object":
+        _check_object_store(cfg.storage.object_store_url)
     extensions = []
     if cfg.separate_configuration_store:
         from magnetar.replication.manager import GeoReplication
@@ -103,6 +118,29 @@ def broker(
     except StartupError as exc:
         err.print(f"[red]cannot start:[/red] {exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(1)
+
+
+def _check_object_store(url: str) -> None:
+    """Exit 1 with one line when the object store cannot be used (unreachable,
+    no such bucket, credentials refused): better now than at the first publish."""
+    from magnetar.objectstore.s3 import check_object_store
+    from magnetar.objectstore.store import ObjectStoreConfigError
+
+    try:
+        check_object_store(url)
+    except ObjectStoreConfigError as exc:
+        err.print(f"[red]cannot start:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
+
+
+def _parse_object_store(url: str) -> None:
+    from magnetar.objectstore.store import ObjectStoreConfigError
+    from magnetar.objectstore.url import parse_url
+
+    try:
+        parse_url(url)
+    except ObjectStoreConfigError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 def _wait_ready(proc: subprocess.Popen, deadline: float) -> str | None:
@@ -130,11 +168,11 @@ def _tail(path: Path, lines: int = 15) -> str:
 
 def broker_command(name: str, store_url: str, configuration_store: str | None, base: Path, k: int,
                    port: int, admin_port: int, session_ttl: float, broker_config: str | None,
-                   address: str = "127.0.0.1") -> list[str]:
+                   address: str = "127.0.0.1", object_store: str | None = None) -> list[str]:
     """The command line of broker ``k`` of cluster ``name``: shared storage
-    ``base/storage``, its own files in ``base/broker-<k>``, listening on and
-    advertising ``address`` (the chaos harness gives each broker its own, in
-    its own network namespace)."""
+    ``base/storage`` (or ``object_store``, an s3:// URL), its own files in
+    ``base/broker-<k>``, listening on and advertising ``address`` (the chaos
+    harness gives each broker its own, in its own network namespace)."""
     cmd = [sys.executable, "-m", "magnetar.cli", "broker", "--metadata-store", store_url,
            "--cluster-name", name, "--storage-dir", str(base / "storage"),
            "--data-dir", str(base / f"broker-{k}"), "--port", str(port),
@@ -146,6 +184,8 @@ def broker_command(name: str, store_url: str, configuration_store: str | None, b
         cmd += ["--configuration-store", configuration_store]
     if broker_config:
         cmd += ["--config", str(Path(broker_config).resolve())]
+    if object_store:
+        cmd += ["--object-store", object_store]
     return cmd
 
 
@@ -163,6 +203,7 @@ class _Supervisor:
         self.labels: list[str] = []
         self.commands: list[tuple[list[str], Path]] = []
         self.server = None
+        self.objectstore = None
         self.stopping = False
         self.restart_requested = False
 
@@ -188,6 +229,19 @@ class _Supervisor:
             raise typer.Exit(1)
         print(f"etcd {self.server.client_url}", flush=True)
         return self.server
+
+    def start_objectstore(self, directory: Path, avoid_ports: set[int]):
+        """A SeaweedFS S3 endpoint on free ports other than ``avoid_ports``,
+        its bucket created; prints its line."""
+        from magnetar.objectstore.seaweed import SeaweedNotInstalled, SeaweedServer, SeaweedStartError
+
+        try:
+            self.objectstore = SeaweedServer(directory, bucket=OBJECT_STORE_BUCKET, avoid_ports=avoid_ports).start()
+        except (SeaweedNotInstalled, SeaweedStartError) as exc:
+            err.print(f"[red]cannot start the object store:[/red] {escape(str(exc))}", highlight=False)
+            raise typer.Exit(1)
+        print(f"objectstore {self.objectstore.endpoint} bucket={self.objectstore.bucket}", flush=True)
+        return self.objectstore
 
     def start_broker(self, label: str, cmd: list[str], log_path: Path) -> None:
         self.procs.append(_Exited(None))
@@ -242,6 +296,8 @@ class _Supervisor:
                 proc.kill()
         if self.server is not None:
             self.server.stop()
+        if self.objectstore is not None:
+            self.objectstore.stop()
 
 
 @cluster_app.command("up")
@@ -259,21 +315,41 @@ def up(
     session_ttl: float = typer.Option(10.0, "--session-ttl", help="Broker session TTL, seconds"),
     broker_config: Optional[str] = typer.Option(None, "--broker-config",
                                                 help="TOML config file every broker reads (flags win)"),
+    storage: Optional[str] = typer.Option(
+        None, "--storage",
+        help="Where ledgers live: file (a shared directory) or object (an S3-compatible store) "
+             "\\[file; object if --object-store is given]"),
+    object_store: Optional[str] = typer.Option(
+        None, "--object-store",
+        help="With --storage object: use this store, s3://BUCKET/PREFIX?endpoint=URL&region=NAME, "
+             "instead of starting a SeaweedFS"),
 ) -> None:
-    """Start etcd (unless --etcd) and N brokers; stop them all on Ctrl-C or SIGTERM."""
+    """Start etcd (unless --etcd), SeaweedFS (with --storage object, unless
+    --object-store) and N brokers; stop them all on Ctrl-C or SIGTERM."""
+    storage = storage or ("object" if object_store else "file")
+    if storage not in STORAGE_KINDS:
+        raise typer.BadParameter(f"--storage must be file or object, not {storage!r}")
+    if object_store and storage != "object":
+        raise typer.BadParameter("--object-store goes with --storage object (ledgers in files need no object store)")
+    if object_store:
+        _parse_object_store(object_store)
     base = Path(data_dir).resolve()
     base.mkdir(parents=True, exist_ok=True)
     shared = etcd_store_url(configuration_store, "global") if configuration_store else None
     supervisor = _Supervisor()
     try:
+        ports = {first + k for first in (port, admin_port) for k in range(brokers)}
         if etcd is None:
-            ports = {first + k for first in (port, admin_port) for k in range(brokers)}
-            store_url = supervisor.start_etcd(base / "etcd", ports).store_url(name)
+            server = supervisor.start_etcd(base / "etcd", ports)
+            store_url = server.store_url(name)
+            ports |= {server.client_port, server.peer_port}
         else:
             store_url = etcd_store_url(etcd, name)
+        if storage == "object" and not object_store:
+            object_store = supervisor.start_objectstore(base / "objectstore", ports).store_url(name)
         for k in range(brokers):
             cmd = broker_command(name, store_url, shared, base, k, port + k, admin_port + k,
-                                 session_ttl, broker_config)
+                                 session_ttl, broker_config, object_store=object_store)
             supervisor.start_broker(f"broker {k}", cmd, base / f"broker-{k}.log")
         supervisor.watch()
     finally:

@@ -42,7 +42,14 @@ class LocalCluster:
 
     def __init__(self, base: Path, brokers: int = 3, session_ttl: float = 3.0, etcd: str | None = None,
                  broker_config: str | None = None, name: str = "cluster",
-                 configuration_store: str | None = None) -> None:
+                 configuration_store: str | None = None, storage: str | None = None,
+                 object_store: str | None = None) -> None:
+        #: ``cluster up --storage`` (file, object) and ``--object-store URL``.
+        self.storage = storage
+        self.object_store = object_store
+        #: From the ``objectstore http://... bucket=...`` line, when it started one.
+        self.objectstore_endpoint: str | None = None
+        self.objectstore_bucket: str | None = None
         self.broker_config = broker_config
         self.name = name
         self.configuration_store = configuration_store
@@ -65,6 +72,10 @@ class LocalCluster:
             args += ["--etcd", self.etcd]
         if self.configuration_store:
             args += ["--configuration-store", self.configuration_store]
+        if self.storage:
+            args += ["--storage", self.storage]
+        if self.object_store:
+            args += ["--object-store", self.object_store]
         if self.broker_config:
             config = self.base.parent / "broker.toml"
             config.write_text(self.broker_config)
@@ -78,6 +89,9 @@ class LocalCluster:
                 self.output.append(line.rstrip())
                 if line.startswith("etcd "):
                     self.etcd_url = line.split()[1]
+                if line.startswith("objectstore "):
+                    self.objectstore_endpoint = line.split()[1]
+                    self.objectstore_bucket = line.split()[2].removeprefix("bucket=")
                 m = LINE.match(line)
                 if m:  # a restarted member prints its line again: it replaces the old one
                     member = Member(int(m[1]), m[2], m[3], int(m[4]))

@@ -369,6 +369,10 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
         config.storage = StorageConfig(**dataclasses.asdict(config.storage))
     except ValueError as exc:
         raise ConfigError(f"[storage] {exc}") from None
+    if config.storage.backend == "object" and not config.clustered:
+        raise ConfigError('[storage] backend = "object" needs a cluster: its index lives in etcd '
+                          "(magnetar broker --metadata-store etcd://... --object-store s3://...); "
+                          'magnetar standalone keeps ledgers in files (backend = "file")')
     return config
 
 

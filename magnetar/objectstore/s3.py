@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import uuid
 from datetime import timedelta
 from typing import Mapping
 
@@ -72,6 +73,8 @@ def open_object_store(
         config.update(passed)
         if not passed and parsed.endpoint:
             config["skip_signature"] = True  # see url.py, step 4
+    if parsed.bucket.endswith("--x-s3"):
+        config["s3_express"] = True  # a directory bucket: S3 Express One Zone's session auth
     if parsed.endpoint:
         config["endpoint"] = parsed.endpoint
         config["virtual_hosted_style_request"] = False
@@ -109,7 +112,8 @@ class S3ObjectStore:
 
     async def put(self, key: str, data: bytes, *, if_absent: bool = True) -> None:
         try:
-            await obstore.put_async(self._live(), key, data, mode="create" if if_absent else "overwrite")
+            conditional = if_absent and self.url.conditional_put
+            await obstore.put_async(self._live(), key, data, mode="create" if conditional else "overwrite")
         except _EXISTS:
             raise ObjectExists(f"{self.description}: object {key!r} exists already") from None
         except _FAILED as exc:
@@ -146,18 +150,42 @@ class S3ObjectStore:
         return found
 
     async def check(self, timeout: float = 15.0) -> None:
-        """List one key of the bucket within ``timeout`` s; every failure is
-        an :class:`ObjectStoreConfigError` here (at start, an unreachable
-        store is a configuration to fix, not a blip to wait out)."""
+        """Within ``timeout`` s: LIST the bucket, then PUT a probe object twice
+        with ``If-None-Match: *`` (the second must be refused: the store keeps
+        conditional puts) and delete it. Every failure is an
+        :class:`ObjectStoreConfigError` here: at start, an unreachable store
+        is a configuration to fix, not a blip to wait out. With
+        ``conditional_put=off`` the probe is one plain PUT."""
+        probe_key = f"magnetar-check-probe/{uuid.uuid4().hex}"
+
         async def probe() -> None:
-            # One LIST request under a prefix nothing uses: cheap on any bucket,
-            # and it tells a missing bucket or bad credentials apart.
+            # One LIST under a prefix nothing uses: cheap on any bucket, and
+            # it tells a missing bucket or bad credentials apart.
             await obstore.list_with_delimiter_async(self._live(), "magnetar-check-probe/")
+            await self.put(probe_key, b"probe")
+            try:
+                if self.url.conditional_put:
+                    try:
+                        await self.put(probe_key, b"again")
+                    except ObjectExists:
+                        pass
+                    else:
+                        raise ObjectStoreConfigError(
+                            f"object store {self.description} ignores If-None-Match: * on PUT (a second "
+                            "conditional put of one key succeeded); add conditional_put=off to the URL to "
+                            "run without that second guard (the commit's fence is in etcd)")
+            finally:
+                await self.delete(probe_key)
 
         try:
             await asyncio.wait_for(probe(), timeout)
         except asyncio.TimeoutError:
             raise ObjectStoreConfigError(f"object store {self.description} did not answer within {timeout:g} s") from None
+        except ObjectStoreConfigError:
+            raise
+        except ObjectStoreError as exc:
+            raise ObjectStoreConfigError(f"object store {self.description} is not usable: "
+                                         f"{str(exc).split(' failed: ', 1)[-1]}") from None
         except _FAILED as exc:
             raise ObjectStoreConfigError(f"object store {self.description} is not usable: {_reason(exc)}") from None
 
@@ -225,3 +253,14 @@ def _one_line(exc: Exception, limit: int = 200) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     text = " / ".join(lines[:2]) if lines else type(exc).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def check_object_store(url: str, timeout: float = 15.0) -> None:
+    """Open the store at ``url``, :meth:`S3ObjectStore.check` it, close it:
+    :class:`ObjectStoreConfigError` (one line) if it is not usable. Runs its
+    own event loop: for a command's start-up, before the broker's loop."""
+    async def probe() -> None:
+        async with open_object_store(url, retry_timeout=min(timeout, 10.0)) as store:
+            await store.check(timeout)
+
+    asyncio.run(probe())

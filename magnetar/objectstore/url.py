@@ -10,6 +10,10 @@ URL: ``s3://BUCKET[/PREFIX][?endpoint=URL&region=NAME]``.
   (``endpoint/BUCKET/key``), which every S3-compatible server accepts.
 - ``region``: the signing region; else ``AWS_REGION``, ``AWS_DEFAULT_REGION``,
   the profile's ``region``, then ``us-east-1``.
+- ``conditional_put``: ``on`` (default) sends ``If-None-Match: *`` with
+  ``put(if_absent=True)``; ``off`` for a store that refuses or ignores that
+  header (the commit's fence is the metadata transaction, not the PUT, so
+  this drops only a second guard).
 
 Credentials (:func:`resolve_credentials`), first found wins:
 
@@ -40,7 +44,7 @@ from .store import ObjectStoreConfigError
 
 DEFAULT_REGION = "us-east-1"
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-_PARAMS = ("endpoint", "region")
+_PARAMS = ("endpoint", "region", "conditional_put")
 
 
 @dataclass(frozen=True)
@@ -51,10 +55,13 @@ class ObjectStoreURL:
     prefix: str = ""
     endpoint: str | None = None
     region: str | None = None
+    conditional_put: bool = True
 
     def __str__(self) -> str:
         text = f"s3://{self.bucket}" + (f"/{self.prefix}" if self.prefix else "")
-        params = [f"{k}={getattr(self, k)}" for k in _PARAMS if getattr(self, k)]
+        params = [f"{k}={getattr(self, k)}" for k in ("endpoint", "region") if getattr(self, k)]
+        if not self.conditional_put:
+            params.append("conditional_put=off")
         return text + ("?" + "&".join(params) if params else "")
 
 
@@ -102,7 +109,11 @@ def parse_url(url: str) -> ObjectStoreURL:
     endpoint = params.get("endpoint")
     if endpoint is not None:
         endpoint = _check_endpoint(url, endpoint)
-    return ObjectStoreURL(bucket=bucket, prefix=prefix, endpoint=endpoint, region=params.get("region"))
+    conditional = params.get("conditional_put", "on")
+    if conditional not in ("on", "off"):
+        raise ObjectStoreConfigError(f"object store URL {url!r}: conditional_put must be on or off, not {conditional!r}")
+    return ObjectStoreURL(bucket=bucket, prefix=prefix, endpoint=endpoint, region=params.get("region"),
+                          conditional_put=conditional == "on")
 
 
 def _check_endpoint(url: str, endpoint: str) -> str:

@@ -153,3 +153,19 @@ def test_a_process_that_ends_after_a_refused_connection_exits_cleanly(tmp_path):
 async def test_concurrent_puts_all_land(store):
     await asyncio.gather(*(store.put(f"p/{i:03}", str(i).encode()) for i in range(50)))
     assert len(await store.list("p/")) == 50
+
+
+async def test_check_probes_the_conditional_put_and_leaves_nothing(store):
+    await store.check()
+    assert await store.list() == []  # the probe object is deleted
+
+
+async def test_conditional_put_off_overwrites(store_url):
+    store = open_object_store(store_url + "&conditional_put=off")
+    try:
+        await store.check()
+        await store.put("k", b"one")
+        await store.put("k", b"two")  # no If-None-Match: the second wins
+        assert await store.get("k") == b"two"
+    finally:
+        await store.close()

@@ -112,3 +112,12 @@ def test_an_unreadable_settings_file_is_one_line(tmp_path):
     with pytest.raises(ObjectStoreConfigError, match="cannot read AWS settings file") as error:
         resolve_credentials({}, home=tmp_path)
     assert "\n" not in str(error.value)
+
+
+def test_conditional_put_switch():
+    assert parse_url("s3://bucket").conditional_put is True
+    url = parse_url("s3://bucket?conditional_put=off")
+    assert url.conditional_put is False and str(url) == "s3://bucket?conditional_put=off"
+    assert parse_url("s3://bucket?conditional_put=on").conditional_put is True
+    with pytest.raises(ObjectStoreConfigError, match="conditional_put must be on or off, not 'maybe'"):
+        parse_url("s3://bucket?conditional_put=maybe")

@@ -1,0 +1,69 @@
+"""A broker whose object store cannot be used says so in one line and exits
+non-zero, at start, instead of failing its first publishes."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from magnetar.metadata.etcd_server import free_port
+from magnetar.objectstore.seaweed import SeaweedServer
+
+from .test_startup_errors import one_line
+
+
+def broker(*args: str, data_dir, timeout: float = 60) -> subprocess.CompletedProcess:
+    # The object store is checked before etcd is dialled: no etcd is needed here.
+    return subprocess.run([sys.executable, "-m", "magnetar.cli", "broker", "--metadata-store",
+                           f"etcd://127.0.0.1:{free_port()}/c", "--data-dir", str(data_dir), "--port", "0",
+                           "--admin-port", "0", *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def seaweed(tmp_path_factory):
+    with SeaweedServer(tmp_path_factory.mktemp("objectstore"), bucket="exists") as server:
+        yield server
+
+
+def test_an_unreachable_object_store_is_one_line_and_exit_1_quickly(tmp_path):
+    port = free_port()
+    started = time.monotonic()
+    done = broker("--object-store", f"s3://bucket/p?endpoint=http://127.0.0.1:{port}", data_dir=tmp_path)
+    assert done.returncode == 1
+    line = one_line(done.stderr)
+    assert line.startswith("cannot start: object store s3://bucket/p at http://127.0.0.1:")
+    assert "connection refused" in line
+    assert time.monotonic() - started < 30
+
+
+def test_a_missing_bucket_is_one_line_and_exit_1(tmp_path, seaweed):
+    done = broker("--object-store", f"s3://no-such-bucket?endpoint={seaweed.endpoint}", data_dir=tmp_path)
+    assert done.returncode == 1
+    assert "the bucket does not exist" in one_line(done.stderr)
+
+
+def test_a_bad_url_is_a_configuration_error(tmp_path):
+    done = broker("--object-store", "s3://Bad_Bucket/x", data_dir=tmp_path)
+    assert done.returncode == 2
+    line = one_line(done.stderr)
+    assert line.startswith("configuration error: [storage] object store URL") and "not a valid bucket name" in line
+
+
+def test_half_a_key_pair_is_a_start_error(tmp_path, seaweed, monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "only-the-key")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY", raising=False)
+    done = broker("--object-store", seaweed.store_url("p"), data_dir=tmp_path)
+    assert done.returncode == 1
+    assert "AWS_SECRET_ACCESS_KEY is not set" in one_line(done.stderr)
+
+
+def test_standalone_refuses_the_object_backend(tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text('[storage]\nbackend = "object"\nobject_store_url = "s3://bucket"\n')
+    done = subprocess.run([sys.executable, "-m", "magnetar.cli", "standalone", "--config", str(config),
+                           "--data-dir", str(tmp_path / "d"), "--port", "0", "--admin-port", "0"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert 'backend = "object" needs a cluster' in one_line(done.stderr)

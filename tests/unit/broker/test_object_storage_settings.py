@@ -1,0 +1,48 @@
+"""The [storage] settings of ledgers on object storage: defaults, what is
+accepted, one clear line for what is not."""
+from __future__ import annotations
+
+import pytest
+
+from magnetar.broker.config import ConfigError, load_config
+from magnetar.storage.config import StorageConfig
+
+ETCD = {"metadata_store_url": "etcd://127.0.0.1:2379/c"}
+URL = "s3://bucket/prefix?endpoint=http://127.0.0.1:8333"
+
+
+def test_file_is_the_default_and_needs_nothing():
+    config = StorageConfig()
+    assert (config.backend, config.object_store_url) == ("file", "")
+    assert config.object_commit_interval_ms == 20 and config.object_commit_max_bytes == 8 * 1024 * 1024
+
+
+def test_an_object_backend_on_a_cluster(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text(f'[storage]\nbackend = "object"\nobject_store_url = "{URL}"\nobject_commit_interval_ms = 50\n')
+    config = load_config(path, ETCD)
+    assert config.storage.backend == "object" and config.storage.object_store_url == URL
+    assert config.storage.object_commit_interval_ms == 50
+
+
+@pytest.mark.parametrize(
+    ("storage", "says"),
+    [
+        ({"backend": "disk"}, "backend must be one of file, object"),
+        ({"backend": "object"}, "needs object_store_url"),
+        ({"backend": "object", "object_store_url": "http://bucket"}, "must start with s3://"),
+        ({"backend": "object", "object_store_url": "s3://B"}, "not a valid bucket name"),
+        ({"object_commit_interval_ms": 0}, "object_commit_interval_ms must be > 0"),
+        ({"object_commit_max_bytes": 6 * 1024**3}, "S3's largest PUT"),
+    ],
+)
+def test_bad_storage_settings_are_one_clear_line(storage, says):
+    with pytest.raises(ConfigError) as error:
+        load_config(None, {**ETCD, "storage": storage})
+    assert says in str(error.value) and str(error.value).startswith("[storage]")
+    assert "\n" not in str(error.value)
+
+
+def test_standalone_keeps_files():
+    with pytest.raises(ConfigError, match='backend = "object" needs a cluster'):
+        load_config(None, {"storage": {"backend": "object", "object_store_url": URL}})
