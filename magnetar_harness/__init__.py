@@ -9,11 +9,12 @@ each waited for until it says it is ready.
 - :mod:`.cluster`  ``magnetar cluster up`` as a child process (N brokers, etcd);
 - :mod:`.regions`  ``magnetar geo up`` as a child process (N one-broker regions);
 - :mod:`.etcd`     an etcd server of its own;
+- :mod:`.objectstore` a SeaweedFS S3 endpoint of its own;
 - :mod:`.ports`    free ports and blocks of them;
 - :mod:`.waiting`  waiting on a condition with a deadline;
 - :mod:`.lifetime` processes that die with the one that started them (pdeathsig).
 
-A new kind of process (the object store next) is a module of its own here
+A new kind of process is a module of its own here
 with the same life: ``start()`` returns once it is ready or raises saying
 why, with the tail of its log; ``stop()`` ends it and everything it started.
 

@@ -10,7 +10,7 @@ import urllib.request
 
 from magnetar.objectstore.seaweed import SeaweedServer
 
-from .cluster_process import LocalCluster
+from magnetar_harness.cluster import LocalCluster
 
 
 def _cmdline(pid: int) -> list[str]:
