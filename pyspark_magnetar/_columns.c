@@ -1,5 +1,6 @@
-/* Stored entries to Arrow column buffers, compiled: the Spark connector's
- * read path without a Python object per message.
+/* The Spark connector's column work, compiled: stored entries to Arrow column
+ * buffers (reads) and Arrow columns to batch payloads (writes), without a
+ * Python object per message.
  *
  * decode_entries(entries, lo, hi) takes a sequence of (metadata, payload,
  * first_offset): an entry's MessageMetadata bytes, its payload already
@@ -444,9 +445,205 @@ done:
     return result;
 }
 
+/* -- writes: Arrow columns to batch payloads ------------------------------------------------------
+ * encode_batches(n, seqs, value_offsets, value_data, key_validity, key_offsets, key_data,
+ *                map_validity, map_offsets, prop_key_offsets, prop_key_data, prop_value_offsets,
+ *                prop_value_data, event_validity, event_ms, max_messages, max_bytes)
+ * -> [(payload, count, first_sequence_id, highest_sequence_id), ...]
+ * Rows 0..n-1 in order, each a batch member [u32 size][SingleMessageMetadata][value] with
+ * properties (1), partition_key (2, a present key), payload_size (3), event_time (5, when not
+ * 0) and sequence_id (8): the bytes BatchBuilder.add writes. A batch closes at max_messages
+ * members or once it holds max_bytes. Optional columns are None (absent); a validity bitmap
+ * is None when the column has no nulls. Buffers start at row 0 (no Arrow slice offset). */
+static inline int
+put_varint(Buf *b, uint64_t v)
+{
+    uint8_t tmp[10];
+    int n = 0;
+    do {
+        uint8_t c = v & 0x7f;
+        v >>= 7;
+        tmp[n++] = c | (v ? 0x80 : 0);
+    } while (v);
+    return buf_put(b, tmp, n);
+}
+
+static inline Py_ssize_t
+varint_len(uint64_t v)
+{
+    Py_ssize_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+typedef struct {
+    Py_buffer b;
+    int present;
+} Opt;
+
+static int
+opt_get(PyObject *o, Opt *out)
+{
+    out->present = 0;
+    if (o == Py_None)
+        return 0;
+    if (PyObject_GetBuffer(o, &out->b, PyBUF_SIMPLE) < 0)
+        return -1;
+    out->present = 1;
+    return 0;
+}
+
+static void
+opt_release(Opt *o)
+{
+    if (o->present)
+        PyBuffer_Release(&o->b);
+}
+
+static inline int
+bit_of(const Opt *bitmap, Py_ssize_t i)
+{
+    return !bitmap->present || (((const uint8_t *)bitmap->b.buf)[i >> 3] >> (i & 7)) & 1;
+}
+
+static inline int32_t
+i32_at(const Opt *o, Py_ssize_t i)
+{
+    int32_t v;
+    memcpy(&v, (const char *)o->b.buf + 4 * i, 4);
+    return v;
+}
+
+static inline int64_t
+i64_at(const Opt *o, Py_ssize_t i)
+{
+    int64_t v;
+    memcpy(&v, (const char *)o->b.buf + 8 * i, 8);
+    return v;
+}
+
+enum { SEQS, VOFF, VDATA, KVALID, KOFF, KDATA, MVALID, MOFF, PKOFF, PKDATA, PVOFF, PVDATA, EVALID, EMS, NBUF };
+
+static int
+seal(PyObject *list, Buf *batch, Py_ssize_t count, int64_t first, int64_t highest)
+{
+    PyObject *item = Py_BuildValue("(y#nLL)", batch->p ? batch->p : "", batch->len, count, (long long)first,
+                                   (long long)highest);
+    if (item == NULL)
+        return -1;
+    int rc = PyList_Append(list, item);
+    Py_DECREF(item);
+    batch->len = 0;
+    return rc;
+}
+
+static PyObject *
+encode_batches(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 + NBUF) {
+        PyErr_SetString(PyExc_TypeError, "encode_batches takes 17 arguments");
+        return NULL;
+    }
+    Py_ssize_t n = PyLong_AsSsize_t(args[0]);
+    Py_ssize_t max_messages = PyLong_AsSsize_t(args[1 + NBUF]);
+    Py_ssize_t max_bytes = PyLong_AsSsize_t(args[2 + NBUF]);
+    if (PyErr_Occurred())
+        return NULL;
+    Opt o[NBUF];
+    memset(o, 0, sizeof o);
+    PyObject *list = NULL;
+    Buf batch = {0}, header = {0};
+    for (int i = 0; i < NBUF; i++)
+        if (opt_get(args[1 + i], &o[i]) < 0)
+            goto fail;
+    if (!o[SEQS].present || !o[VOFF].present || !o[VDATA].present || o[SEQS].b.len < 8 * n ||
+        o[VOFF].b.len < 4 * (n + 1) || (o[KOFF].present && o[KOFF].b.len < 4 * (n + 1)) ||
+        (o[MOFF].present && o[MOFF].b.len < 4 * (n + 1)) || (o[EMS].present && o[EMS].b.len < 8 * n)) {
+        PyErr_SetString(PyExc_ValueError, "encode_batches: buffers shorter than the rows");
+        goto fail;
+    }
+    list = PyList_New(0);
+    if (list == NULL)
+        goto fail;
+    Py_ssize_t count = 0;
+    int64_t first = 0, highest = 0;
+    const char *vdata = o[VDATA].b.buf;
+    for (Py_ssize_t r = 0; r < n; r++) {
+        header.len = 0;
+        if (o[MOFF].present && bit_of(&o[MVALID], r)) {
+            int32_t a = i32_at(&o[MOFF], r), z = i32_at(&o[MOFF], r + 1);
+            for (int32_t j = a; j < z; j++) {
+                int32_t ka = i32_at(&o[PKOFF], j), kz = i32_at(&o[PKOFF], j + 1);
+                int32_t va = i32_at(&o[PVOFF], j), vz = i32_at(&o[PVOFF], j + 1);
+                Py_ssize_t kl = kz - ka, vl = vz - va;
+                Py_ssize_t inner = 1 + varint_len(kl) + kl + 1 + varint_len(vl) + vl;
+                if (put_varint(&header, 0x0a) < 0 || put_varint(&header, inner) < 0 ||
+                    put_varint(&header, 0x0a) < 0 || put_varint(&header, kl) < 0 ||
+                    buf_put(&header, (const char *)o[PKDATA].b.buf + ka, kl) < 0 ||
+                    put_varint(&header, 0x12) < 0 || put_varint(&header, vl) < 0 ||
+                    buf_put(&header, (const char *)o[PVDATA].b.buf + va, vl) < 0)
+                    goto fail;
+            }
+        }
+        if (o[KOFF].present && bit_of(&o[KVALID], r)) {
+            int32_t ka = i32_at(&o[KOFF], r), kz = i32_at(&o[KOFF], r + 1);
+            if (put_varint(&header, 0x12) < 0 || put_varint(&header, kz - ka) < 0 ||
+                buf_put(&header, (const char *)o[KDATA].b.buf + ka, kz - ka) < 0)
+                goto fail;
+        }
+        int32_t va = i32_at(&o[VOFF], r), vz = i32_at(&o[VOFF], r + 1);
+        if (put_varint(&header, 0x18) < 0 || put_varint(&header, (uint64_t)(vz - va)) < 0)
+            goto fail;
+        if (o[EMS].present && bit_of(&o[EVALID], r)) {
+            int64_t ms = i64_at(&o[EMS], r);
+            if (ms && (put_varint(&header, 0x28) < 0 || put_varint(&header, (uint64_t)ms) < 0))
+                goto fail;
+        }
+        int64_t seq = i64_at(&o[SEQS], r);
+        if (put_varint(&header, 0x40) < 0 || put_varint(&header, (uint64_t)seq) < 0)
+            goto fail;
+        uint8_t size[4] = {(uint8_t)(header.len >> 24), (uint8_t)(header.len >> 16), (uint8_t)(header.len >> 8),
+                           (uint8_t)header.len};
+        if (buf_put(&batch, size, 4) < 0 || buf_put(&batch, header.p, header.len) < 0 ||
+            buf_put(&batch, vdata + va, vz - va) < 0)
+            goto fail;
+        if (count == 0) {
+            first = seq;
+            highest = seq;
+        }
+        if (seq > highest)
+            highest = seq;
+        count++;
+        if (count >= max_messages || batch.len >= max_bytes) {
+            if (seal(list, &batch, count, first, highest) < 0)
+                goto fail;
+            count = 0;
+        }
+    }
+    if (count && seal(list, &batch, count, first, highest) < 0)
+        goto fail;
+    for (int i = 0; i < NBUF; i++)
+        opt_release(&o[i]);
+    PyMem_Free(batch.p);
+    PyMem_Free(header.p);
+    return list;
+fail:
+    for (int i = 0; i < NBUF; i++)
+        opt_release(&o[i]);
+    PyMem_Free(batch.p);
+    PyMem_Free(header.p);
+    Py_XDECREF(list);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"decode_entries", (PyCFunction)(void (*)(void))decode_entries, METH_FASTCALL,
      "See pyspark_magnetar.entry_columns.decode_entries_python."},
+    {"encode_batches", (PyCFunction)(void (*)(void))encode_batches, METH_FASTCALL,
+     "See pyspark_magnetar.row_batches.encode_batches_python."},
     {NULL, NULL, 0, NULL},
 };
 

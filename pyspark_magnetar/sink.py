@@ -15,27 +15,35 @@ deduplication policy. A broker that ignores that (Apache Pulsar without
 the policy on) reports -1: nothing is skipped and a retried task publishes
 its rows again, at-least-once.
 
-Sends are pipelined: up to ``max_pending_messages // 2`` are in flight, so
-the producer's own queue never refuses one. A failed send fails the task
+Rows go out as batch entries built straight from the Arrow columns
+(:mod:`.row_batches`; each row's ``sequence_id`` is its position, each
+entry's ``highest_sequence_id`` its last row's), not one message object per
+row. Sends are pipelined: up to ``max_pending_messages // 2`` rows are in
+flight. A failed send fails the task
 (SinkError) and Spark retries it, which is safe for the reason above.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
+
+import pyarrow.compute as pc
 
 from magnetar.client import AsyncClient, AsyncProducer
 from magnetar.client.errors import ProducerBusy, PulsarError
 
 from .errors import SinkError
 from .options import WriteOptions
-from .records import Columns
+from .row_batches import RowColumns, encode_batches, entry_metadata
 
 log = logging.getLogger(__name__)
 
 #: Producer metadata asking a Magnetar broker to deduplicate by name and sequence id.
 DEDUPLICATE = {"magnetar.deduplicate": "true"}
+#: A batch entry closes once it holds this many bytes (or batchingMaxMessages rows).
+BATCH_MAX_BYTES = 256 * 1024
 #: How long a producer may be busy (a previous attempt still attached) before giving up.
 BUSY_RETRY_S = 0.5
 
@@ -49,7 +57,8 @@ class TaskSink:
         self._stored: dict[str, int] = {}    # topic -> highest sequence id already stored
         self.written: dict[str, int] = {}
         self.skipped: dict[str, int] = {}
-        self._inflight: deque[tuple[str, int, asyncio.Future]] = deque()
+        self._inflight: deque[tuple[str, int, int, asyncio.Future]] = deque()
+        self._inflight_rows = 0
         self._window = max(1, opts.max_pending_messages // 2)
 
     async def _producer(self, topic: str) -> AsyncProducer:
@@ -82,32 +91,42 @@ class TaskSink:
                      self.name, topic, self._stored[topic])
         return producer
 
-    async def send(self, cols: Columns, first_position: int) -> None:
-        """Queue the rows of ``cols``; row ``i`` has position ``first_position + i``."""
-        for i in range(len(cols)):
-            topic = cols.topics[i]
+    async def send(self, by_topic: dict[str, RowColumns]) -> None:
+        """Queue the rows of one record batch (see :func:`.row_batches.prepare`):
+        rows at or below what the broker already stored under this name are
+        skipped, the rest go out as batch entries built from the columns."""
+        for topic, cols in by_topic.items():
             producer = self._producers.get(topic) or await self._producer(topic)
-            position = first_position + i
-            if position <= self._stored[topic]:
-                self.skipped[topic] += 1
-                continue
-            while len(self._inflight) >= self._window:
-                await self._settle_oldest()
-            try:
-                fut = producer.send_nowait(cols.values[i], properties=cols.properties[i],
-                                           partition_key=cols.keys[i], event_timestamp=cols.event_times_ms[i],
-                                           sequence_id=position)
-            except PulsarError as exc:
-                raise SinkError(f"row {position} to {topic}: {exc}") from exc
-            self._inflight.append((topic, position, fut))
-            self.written[topic] += 1
+            stored = self._stored[topic]
+            if stored >= 0:
+                keep = pc.greater(cols.positions, stored)
+                kept = pc.sum(keep).as_py() or 0
+                self.skipped[topic] += len(cols) - kept
+                if kept == 0:
+                    continue
+                if kept < len(cols):
+                    cols = cols.take(pc.indices_nonzero(keep))
+            now = int(time.time() * 1000)
+            for payload, count, first, highest in encode_batches(cols, self._opts.batching_max_messages,
+                                                                  BATCH_MAX_BYTES):
+                while self._inflight_rows + count > self._window and self._inflight:
+                    await self._settle_oldest()
+                meta = entry_metadata(self.name, now, count, first, highest)
+                try:
+                    fut = producer.send_entry_nowait(meta, payload, count, first, highest)
+                except PulsarError as exc:
+                    raise SinkError(f"rows {first}..{highest} to {topic}: {exc}") from exc
+                self._inflight.append((topic, first, count, fut))
+                self._inflight_rows += count
+                self.written[topic] += count
 
     async def _settle_oldest(self) -> None:
-        topic, position, fut = self._inflight.popleft()
+        topic, position, count, fut = self._inflight.popleft()
+        self._inflight_rows -= count
         try:
             await fut
         except PulsarError as exc:
-            raise SinkError(f"publishing row {position} to {topic} failed: {exc}") from exc
+            raise SinkError(f"publishing rows from {position} to {topic} failed: {exc}") from exc
 
     async def finish(self) -> None:
         """Wait until every queued row is stored; raise SinkError for the first failure."""

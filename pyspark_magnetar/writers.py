@@ -20,7 +20,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 
 from .identity import batch_producer_name, streaming_producer_name
 from .options import WriteOptions
-from .records import columns_of
+from .row_batches import prepare
 from .session import BrokerSession
 from .sink import TaskSink
 
@@ -51,11 +51,11 @@ def write_task(batches: Iterator[pa.RecordBatch], opts: WriteOptions, name: Call
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            cols = columns_of(batch, opts.topic)
+            by_topic = prepare(batch, opts.topic, position)
             if session is None:
                 session = BrokerSession(opts.service_url, opts.operation_timeout_s)
                 sink = TaskSink(session.client, producer_name, opts)
-            session.run(sink.send(cols, position))
+            session.run(sink.send(by_topic))
             position += batch.num_rows
         if sink is None:
             return TaskReport(producer_name, 0)

@@ -317,21 +317,26 @@ class AsyncProducer(BrokerLink):
         return fut
 
     def send_entry_nowait(self, metadata: bytes, payload: bytes | memoryview, num_messages: int,
-                          sequence_id: int) -> asyncio.Future:
+                          sequence_id: int, highest_sequence_id: int | None = None) -> asyncio.Future:
         """Queue an already-built entry (a MessageMetadata and its payload,
         possibly a compressed batch) as one SEND; return a future of the
         MessageId of its first message.
 
-        For forwarding stored entries untouched (geo-replication): the
-        metadata is sent as given, nothing is batched or renumbered, and the
+        For forwarding stored entries untouched (geo-replication) and for
+        callers that build batches themselves (the Spark sink): the metadata
+        is sent as given, nothing is batched or renumbered, and the
         pending-message limit is not applied (the caller paces itself).
+        ``highest_sequence_id`` (a batch's last member; default
+        ``sequence_id``) is what the broker's deduplication records.
         Raises AlreadyClosed / the producer's fatal error at once.
         """
         self._check_open()
         fut = self._loop.create_future()
         is_batch = pb.MessageMetadata.FromString(metadata).HasField("num_messages_in_batch")
-        entry = SealedEntry(bytes(metadata), bytes(payload), sequence_id, sequence_id, max(1, num_messages), is_batch, [fut])
-        self._next_sequence_id = max(self._next_sequence_id, sequence_id + 1)
+        highest = sequence_id if highest_sequence_id is None else highest_sequence_id
+        entry = SealedEntry(bytes(metadata), bytes(payload), sequence_id, highest, max(1, num_messages), is_batch,
+                            [fut])
+        self._next_sequence_id = max(self._next_sequence_id, highest + 1)
         self._queued_messages += entry.num_messages
         self._enqueue(entry, None, None)
         return fut

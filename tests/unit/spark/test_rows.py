@@ -17,7 +17,8 @@ from magnetar.protocol import pb  # noqa: E402
 from pyspark_magnetar.errors import OptionError, SinkError  # noqa: E402
 from pyspark_magnetar.identity import producer_name  # noqa: E402
 from pyspark_magnetar.offsets import TopicPartition  # noqa: E402
-from pyspark_magnetar.records import check_write_schema, columns_of  # noqa: E402
+from pyspark_magnetar.records import check_write_schema  # noqa: E402
+from pyspark_magnetar.row_batches import prepare  # noqa: E402
 from pyspark_magnetar.schema import ARROW_READ_SCHEMA, READ_SCHEMA, messages_to_batch  # noqa: E402
 
 
@@ -71,30 +72,36 @@ def test_write_schema_checks():
                                StructField("ts", LongType())), None)
 
 
-def test_columns_of_converts_fields():
+def test_prepare_normalises_and_groups_by_topic():
     batch = pa.RecordBatch.from_pydict({
-        "value": pa.array(["a", "b"]),
-        "key": pa.array([b"k1", None], pa.binary()),
-        "topic": pa.array(["x", "y"]),
-        "properties": pa.array([[("p", "1")], None], pa.map_(pa.string(), pa.string())),
-        "event_time": pa.array([1_700_000_000_123_000, None], pa.timestamp("us", tz="UTC")),
+        "value": pa.array(["a", "b", "c"]),
+        "key": pa.array([b"k1", None, b"k3"], pa.binary()),
+        "topic": pa.array(["x", "y", "x"]),
+        "properties": pa.array([[("p", "1")], None, []], pa.map_(pa.string(), pa.string())),
+        "event_time": pa.array([1_700_000_000_123_456, None, 0], pa.timestamp("us", tz="UTC")),
     })
-    cols = columns_of(batch, None)
-    assert cols.values == [b"a", b"b"] and cols.keys == ["k1", None]
-    assert cols.topics == ["x", "y"] and cols.properties == [{"p": "1"}, None]
-    assert cols.event_times_ms == [1_700_000_000_123, None]
-    assert columns_of(batch, "forced").topics == ["forced", "forced"]
+    by_topic = prepare(batch, None, 10)
+    assert sorted(by_topic) == ["x", "y"]
+    x = by_topic["x"]
+    assert x.values.to_pylist() == [b"a", b"c"] and x.keys.to_pylist() == [b"k1", b"k3"]
+    assert x.positions.to_pylist() == [10, 12] and x.event_ms.to_pylist() == [1_700_000_000_123, 0]
+    assert x.properties.to_pylist() == [[("p", "1")], []]
+    assert by_topic["y"].positions.to_pylist() == [11]
+    assert list(prepare(batch, "forced", 0)) == ["forced"]
 
 
 @pytest.mark.parametrize("column, array, fragment", [
-    ("value", pa.array([b"a", None], pa.binary()), "null 'value'"),
-    ("key", pa.array([b"\xff", b"k"], pa.binary()), "not valid UTF-8"),
-    ("event_time", pa.array([-5, 1], pa.int64()), "before 1970"),
+    ("value", pa.array([b"a", None], pa.binary()), "row 1 of a write batch has a null 'value'"),
+    ("key", pa.array([b"k", b"\xff"], pa.binary()), "row 1: 'key' is not valid UTF-8"),
+    ("event_time", pa.array([1, -5], pa.int64()), "row 1: 'event_time' is before 1970"),
+    ("properties", pa.array([[("a", "1")], [("b", None)]], pa.map_(pa.string(), pa.string())),
+     "row 1: 'properties' has a null value"),
+    ("topic", pa.array(["t", None]), "row 1 has a null 'topic'"),
 ])
 def test_bad_rows(column, array, fragment):
     data = {"value": pa.array([b"a", b"b"], pa.binary()), column: array}
     with pytest.raises(SinkError, match=fragment):
-        columns_of(pa.RecordBatch.from_pydict(data), "t")
+        prepare(pa.RecordBatch.from_pydict(data), None if column == "topic" else "t", 0)
 
 
 def test_producer_names_are_deterministic():
