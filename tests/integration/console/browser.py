@@ -123,7 +123,7 @@ class Browser:
         self.driver.execute_script("window.scrollTo(0, 0)")
         if full:
             height = self.driver.execute_script("return document.documentElement.scrollHeight")
-            self.driver.set_window_size(1440, min(max(int(height), 900), 2400))
+            self.driver.set_window_size(1440, min(max(int(height) + 140, 900), 2400))
         try:
             self.driver.save_screenshot(str(path))
         finally:

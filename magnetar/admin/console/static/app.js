@@ -38,6 +38,7 @@ export function showProblem(error) {
   banner.className = "banner " + (error && error.kind === "down" ? "down" : "warn");
   banner.hidden = false;
   if (error instanceof ApiError && error.kind === "down") setConnection(false, "broker unreachable");
+  if (error instanceof ApiError && error.kind === "auth") setConnection(false, "login needed");
 }
 
 function clearProblem() {
@@ -51,16 +52,31 @@ function parseHash() {
   return { page: parts[0], rest: parts.slice(1).map(decodeURIComponent), params: new URLSearchParams(query) };
 }
 
+function pageProblem(error) {
+  // A page that never loaded says why in its own body too, not only in the banner.
+  let box = document.getElementById("page-problem");
+  if (!box) {
+    box = h("div", { class: "panel empty-state", id: "page-problem" });
+    view.prepend(box);
+  }
+  const title = error.kind === "forbidden" ? "Not permitted" : error.kind === "auth" ? "Login needed"
+    : error.kind === "down" ? "Cannot reach the broker" : "The broker refused";
+  box.replaceChildren(h("h2", {}, title), h("p", {}, error.reason || String(error.message || error)));
+}
+
 async function tick(gen) {
   if (gen !== generation || !current || !current.refresh) return;
   try {
     await current.refresh();
     if (gen !== generation) return;
+    current.loaded = true;
+    document.getElementById("page-problem")?.remove();
     clearProblem();
     setConnection(true, "live · " + (session.info ? session.info.broker : location.host));
   } catch (e) {
     if (gen !== generation) return;
     showProblem(e);
+    if (!current.loaded) pageProblem(e);
   }
   if (gen === generation) timer = setTimeout(() => tick(gen), POLL_MS);
 }
