@@ -52,6 +52,11 @@ class LedgerHandle(Protocol):
         """Bytes of the entries written, ``HEADER_SIZE`` framing each included."""
         ...
 
+    @property
+    def full(self) -> bool:
+        """The backend asks for a rollover (checked after each completed batch)."""
+        ...
+
     def fence(self) -> None:
         """Refuse further writes from this process (idempotent, no I/O)."""
         ...

@@ -91,6 +91,10 @@ _datasync = getattr(os, "fdatasync", os.fsync)
 class Ledger:
     """A segment file plus its offset index. See the module docstring."""
 
+    #: Never asks for a rollover (``LedgerHandle.full``): the managed
+    #: ledger's entry and byte limits bound a segment file.
+    full = False
+
     def __init__(self, ledger_id: int, directory: Path, fd: int, ends: array, state: LedgerState):
         self.ledger_id = ledger_id
         self.directory = Path(directory)

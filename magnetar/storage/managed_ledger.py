@@ -309,6 +309,8 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing, Recovery, Ownership):
             self._loop.call_soon(self._notify)
         if not self._inflight:
             self._wake_idle()
+        if self._current.full and not self._rolling and self._state is _OPEN:
+            self._start_rollover()
 
     def _fenced_on_disk(self, ledger_id: int) -> None:
         """A new owner fenced our ledger (``LedgerBackend.fence``): nothing

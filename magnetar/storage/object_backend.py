@@ -16,14 +16,17 @@ version, every later commit of the old writer fails its compare
 index, which holds every entry any writer ever acknowledged. Transfers and
 failovers move no data: the new owner reads the index.
 
-Deleting a ledger deletes its index records; the objects its sections lived
-in are shared with other ledgers and left to the collector (not yet
-written: see docs/object-storage.md, "What is not done yet").
+A sealed ledger is compacted in the background into per-ledger chunk
+objects (:mod:`.object_compactor`); commit objects nobody names any more
+are deleted by the collector, which every backend runs every
+``collect_interval_s``. Deleting a ledger deletes its index records and its
+chunk objects.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from bisect import bisect_right
 
 from ..metadata.store import Delete, KeyNotFound, BadVersion, MetadataError, MetadataStore
@@ -35,7 +38,8 @@ from .ledger import HEADER_SIZE
 from .ledger_meta import READ_CHUNK_BYTES
 from .object_cache import SectionCache
 from .object_commit import Committer, ObjectLedger, parse_frames
-from .object_index import ROOT, Section, contiguous, ledger_key, ledger_record
+from .object_compactor import collect_orphans, compact_ledger, delete_chunks
+from .object_index import ROOT, Section, compacted_key, contiguous, ledger_key, ledger_record
 
 log = logging.getLogger(__name__)
 
@@ -53,17 +57,22 @@ class ObjectBackend:
     def __init__(self, store: MetadataStore, objects: ObjectStore, *, commit_interval_ms: float = 20,
                  commit_max_bytes: int = 8 * 1024 * 1024, read_cache_bytes: int = 32 * 1024 * 1024,
                  cache_budget: CacheBudget | None = None, put_timeout_s: float = 10.0,
-                 session: str | None = None) -> None:
+                 session: str | None = None, collect_interval_s: float | None = 300.0) -> None:
         self.store = store
         self.objects = objects
         self.committer = Committer(store, objects, interval_s=commit_interval_ms / 1000,
                                    max_bytes=commit_max_bytes, put_timeout_s=put_timeout_s, session=session)
         self.cache = SectionCache(read_cache_bytes, cache_budget)
         self._epochs: dict[int, int] = {}  # ledgers this backend writes -> their epoch
+        self._compacting: dict[int, asyncio.Task] = {}
+        self._collect_interval_s = collect_interval_s
+        self._collector: asyncio.Task | None = None
 
     # ---------------------------------------------------------------- writes
 
     async def create(self, ledger_id: int) -> ObjectLedger:
+        if self._collector is None and self._collect_interval_s:
+            self._collector = asyncio.get_running_loop().create_task(self._collect_periodically())
         try:
             epoch = await self.store.put(ledger_key(ledger_id), ledger_record("open", self.committer.session), -1)
         except BadVersion as exc:
@@ -82,7 +91,24 @@ class ObjectBackend:
         await self.committer.drained(ledger)  # everything submitted before is committed (or failed)
         ledger.fence()
         self._epochs.pop(ledger.ledger_id, None)
+        self._compact_later(ledger)
         return ledger.entry_count, ledger.size
+
+    def _compact_later(self, ledger: ObjectLedger) -> None:
+        if ledger.compacted or not ledger.sections or ledger.ledger_id in self._compacting:
+            return
+        task = asyncio.get_running_loop().create_task(self._compact(ledger))
+        self._compacting[ledger.ledger_id] = task
+        task.add_done_callback(lambda _: self._compacting.pop(ledger.ledger_id, None))
+
+    async def _compact(self, ledger: ObjectLedger) -> None:
+        try:
+            chunks = await compact_ledger(self.store, self.objects, ledger.ledger_id, list(ledger.sections))
+        except StorageError as exc:
+            log.warning("%s (it is compacted when next sealed or opened)", exc)
+            return
+        if chunks:
+            ledger.use(chunks, compacted=True)
 
     # ------------------------------------------------------- fence, recover
 
@@ -107,25 +133,34 @@ class ObjectBackend:
                 return None
         except MetadataError as exc:
             raise StorageError(f"recovering ledger {ledger_id} failed: {exc}") from exc
-        sections = await self._load_sections(ledger_id)
-        return ObjectLedger(ledger_id, None, contiguous(sections))
+        sections, compacted = await self._load_sections(ledger_id)
+        ledger = ObjectLedger(ledger_id, None, contiguous(sections))
+        ledger.compacted = compacted
+        self._compact_later(ledger)
+        return ledger
 
     async def open_sealed(self, ledger_id: int, entries: int) -> ObjectLedger:
-        sections = contiguous(await self._load_sections(ledger_id))
+        sections, compacted = await self._load_sections(ledger_id)
+        sections = contiguous(sections)
         found = sections[-1].end() if sections else 0
         if found < entries:
             raise CorruptLedgerError(f"ledger {ledger_id}: metadata says {entries} entries, its index holds {found}")
-        return ObjectLedger(ledger_id, None, sections)
+        ledger = ObjectLedger(ledger_id, None, sections)
+        ledger.compacted = compacted
+        self._compact_later(ledger)
+        return ledger
 
-    async def _load_sections(self, ledger_id: int) -> list[Section]:
-        base = ledger_key(ledger_id)
+    async def _load_sections(self, ledger_id: int) -> tuple[list[Section], bool]:
+        """The ledger's sections (its chunks once compacted) and whether compacted."""
         try:
+            compacted = await self.store.get(compacted_key(ledger_id)) is not None
+            base = f"{ledger_key(ledger_id)}/{'c' if compacted else 's'}"
             names = await self.store.children(base)
             records = await asyncio.gather(*(self.store.get(f"{base}/{name}") for name in names))
         except MetadataError as exc:
             raise StorageError(f"reading the index of ledger {ledger_id} failed: {exc}") from exc
         sections = [Section.decode(int(name), r.value) for name, r in zip(names, records) if r is not None]
-        return sorted(sections, key=lambda s: s.first)
+        return sorted(sections, key=lambda s: s.first), compacted
 
     async def taken_over(self, ledger_id: int) -> bool:
         epoch = self._epochs.get(ledger_id)
@@ -176,15 +211,24 @@ class ObjectBackend:
             await self.committer.drained(ledger)
             ledger.fence()
         self._epochs.pop(ledger_id, None)
+        task = self._compacting.get(ledger_id)
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
         base = ledger_key(ledger_id)
         try:
-            names = await self.store.children(base)
-            keys = [f"{base}/{name}" for name in names]
+            chunk_names = await self.store.children(f"{base}/c")
+            chunks = [Section.decode(int(n), r.value) for n, r in zip(chunk_names, await asyncio.gather(
+                *(self.store.get(f"{base}/c/{n}") for n in chunk_names))) if r is not None]
+            keys = [f"{base}/c/{n}" for n in chunk_names]
+            keys += [f"{base}/s/{n}" for n in await self.store.children(f"{base}/s")]
+            keys.append(compacted_key(ledger_id))
             for i in range(0, len(keys), _DELETE_CHUNK):
                 await self.store.transaction([], [Delete(k) for k in keys[i:i + _DELETE_CHUNK]])
             await self.store.transaction([], [Delete(base)])
         except MetadataError as exc:
             raise StorageError(f"deleting ledger {ledger_id} failed: {exc}") from exc
+        await delete_chunks(self.objects, chunks)  # its commit objects go to the collector
 
     async def stored_ledger_ids(self) -> set[int]:
         try:
@@ -194,9 +238,29 @@ class ObjectBackend:
 
     # -------------------------------------------------------------- lifetime
 
+    async def _collect_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self._collect_interval_s * random.uniform(0.5, 1.5))  # brokers out of step
+            try:
+                await collect_orphans(self.store, self.objects)
+            except StorageError as exc:
+                log.warning("%s", exc)
+
+    def _stop_background(self) -> None:
+        for task in [self._collector, *self._compacting.values()]:
+            if task is not None:
+                task.cancel()
+
     async def close(self) -> None:
-        await self.committer.close()
-        self.cache.clear()
+        """Commit what is queued, then close the object store (the backend owns it).
+        A compaction under way stops; it is redone when the ledger is next opened."""
+        self._stop_background()
+        try:
+            await self.committer.close()
+        finally:
+            self.cache.clear()
+            await self.objects.close()
 
     def abandon(self) -> None:
+        self._stop_background()
         self.committer.abandon()

@@ -41,11 +41,18 @@ from ..metadata.store import Compare, MetadataError, MetadataStore, Put, Transac
 from ..objectstore.store import ObjectStore, ObjectStoreError
 from .errors import LedgerFencedError, ManagedLedgerFencedError, StorageError
 from .ledger import HEADER, HEADER_SIZE
-from .object_index import Section, ledger_key, section_key
+from .object_index import Section, commit_object, ledger_key, section_key
 
 log = logging.getLogger(__name__)
 
 LEDGERS_PER_TRANSACTION = 120
+#: A ledger holding this many sections asks to be rolled over (``full``):
+#: it bounds the open ledger's index records (sealed ones are compacted).
+MAX_SECTIONS_PER_LEDGER = 1000
+#: A commit whose PUT began longer ago than this gives up before its
+#: transaction (no receipt): the orphan collector may delete objects older
+#: than ``COLLECT_AFTER_S``, and a transaction must never name one it deleted.
+MAX_COMMIT_AGE_S = 60.0
 _crc = _crc32c_module.crc32c
 
 Callback = Callable[["BaseException | None"], None]
@@ -68,6 +75,18 @@ class ObjectLedger:
         self.assigned = self.entry_count  # entries submitted (committed or not)
         self.error: StorageError | None = None  # set: refuses further batches
         self.idle: asyncio.Event | None = None  # set when nothing of it is pending
+        self.compacted = False  # sections are per-ledger chunks
+
+    def use(self, sections: list[Section], *, compacted: bool) -> None:
+        """Read from ``sections`` from now on (a sealed ledger's new chunks)."""
+        self.sections = sections
+        self.firsts = [s.first for s in sections]
+        self.compacted = compacted
+
+    @property
+    def full(self) -> bool:
+        """Enough sections: the managed ledger should roll to a new ledger."""
+        return len(self.sections) >= MAX_SECTIONS_PER_LEDGER
 
     def fence(self) -> None:
         if self.error is None:
@@ -208,6 +227,7 @@ class Committer:
             parts.append(framed)
             offset += len(framed)
         blob = b"".join(parts)
+        began = time.monotonic()
         key = await self._put(key, blob, groups)
         if key is None:
             return
@@ -215,12 +235,12 @@ class Committer:
             sections = {lid: Section(s.first, s.count, key, s.offset, s.length) for lid, s in sections.items()}
         ids = list(groups)
         for i in range(0, len(ids), LEDGERS_PER_TRANSACTION):
-            await self._record(ids[i:i + LEDGERS_PER_TRANSACTION], groups, sections)
+            await self._record(ids[i:i + LEDGERS_PER_TRANSACTION], groups, sections, began)
         self.commits += 1
 
     def _next_key(self) -> str:
         self._seq += 1
-        return f"data/{self.session}/{self._seq:012d}"
+        return commit_object(self.session, int(time.time() * 1000), self._seq)
 
     async def _put(self, key: str, blob: bytes, groups: dict[int, list[_Batch]]) -> str | None:
         deadline = time.monotonic() + self.put_timeout_s
@@ -243,10 +263,17 @@ class Committer:
                 backoff = min(backoff * 2, 0.5)
                 key = self._next_key()  # the failed PUT may have landed: never reuse its key
 
-    async def _record(self, ids: list[int], groups: dict[int, list[_Batch]], sections: dict[int, Section]) -> None:
+    async def _record(self, ids: list[int], groups: dict[int, list[_Batch]], sections: dict[int, Section],
+                      began: float) -> None:
         """One transaction for these ledgers; fenced ones drop out and it retries."""
         ids = list(ids)
         while ids:
+            if time.monotonic() - began > MAX_COMMIT_AGE_S:  # e.g. the process was paused in between
+                error = StorageError(f"object {sections[ids[0]].key} is too old to commit")
+                for lid in ids:
+                    groups[lid][0].ledger.error = error
+                    _complete(groups[lid], error)
+                return
             compares = [Compare(ledger_key(lid), groups[lid][0].ledger.epoch) for lid in ids]
             writes = [Put(section_key(lid, sections[lid].first), sections[lid].encode()) for lid in ids]
             try:

@@ -7,15 +7,20 @@ Layout (JSON values):
   ledger's epoch: 0 when its writer created it; a new owner's fence bumps
   it with compare-and-set. Every commit compares it, so a fenced writer
   (a zombie) can never record an entry again.
-- ``/object-ledgers/<id:020d>/<first entry id:012d>``: one *section*,
-  ``{"o": object key, "off": byte offset, "len": bytes, "n": entries}``:
-  entries ``first .. first+n-1`` are framed (``ledger.HEADER`` + data,
-  CRC32C) in bytes ``[off, off+len)`` of the object. A ledger's sections
-  are contiguous from entry 0.
+- ``/object-ledgers/<id:020d>/s/<first entry id:012d>``: one *section*
+  as committed, ``{"o": object key, "off": byte offset, "len": bytes,
+  "n": entries}``: entries ``first .. first+n-1`` are framed
+  (``ledger.HEADER`` + data, CRC32C) in bytes ``[off, off+len)`` of the
+  object. A ledger's sections are contiguous from entry 0.
+- ``/object-ledgers/<id:020d>/c/<first:012d>``: the same for the chunks of
+  a compacted ledger, and ``/object-ledgers/<id:020d>/compacted`` once all
+  of them are recorded: from then on readers use ``c/`` and ignore ``s/``
+  (whose records the compactor deletes next).
 
-Objects (keys under the object store's prefix): ``data/<session>/<seq>``,
-one per commit, holding sections of many ledgers; ``ledgers/<id>/<first>``
-once the compactor rewrote a sealed ledger into per-ledger objects.
+Objects (keys under the object store's prefix):
+``data/<session>/<unix ms:013d>-<seq:08d>``, one per commit, holding
+sections of many ledgers (the time lets the collector leave young objects
+alone); ``ledgers/<id:020d>/<first:012d>``, a compacted ledger's chunks.
 No I/O here.
 """
 from __future__ import annotations
@@ -31,7 +36,30 @@ def ledger_key(ledger_id: int) -> str:
 
 
 def section_key(ledger_id: int, first: int) -> str:
-    return f"{ROOT}/{ledger_id:020d}/{first:012d}"
+    return f"{ROOT}/{ledger_id:020d}/s/{first:012d}"
+
+
+def chunk_key(ledger_id: int, first: int) -> str:
+    return f"{ROOT}/{ledger_id:020d}/c/{first:012d}"
+
+
+def compacted_key(ledger_id: int) -> str:
+    return f"{ROOT}/{ledger_id:020d}/compacted"
+
+
+def chunk_object(ledger_id: int, first: int) -> str:
+    return f"ledgers/{ledger_id:020d}/{first:012d}"
+
+
+def commit_object(session: str, unix_ms: int, seq: int) -> str:
+    return f"data/{session}/{unix_ms:013d}-{seq:08d}"
+
+
+def commit_object_time_ms(key: str) -> int | None:
+    """When a commit object was written (from its key); None if not one."""
+    name = key.rsplit("/", 1)[-1]
+    stamp, dash, _ = name.partition("-")
+    return int(stamp) if dash and stamp.isdigit() else None
 
 
 def ledger_record(state: str, writer: str) -> bytes:

@@ -39,11 +39,16 @@ def prefix() -> str:
 
 
 @pytest.fixture
-async def objects(seaweed, prefix, monkeypatch):
+def objects_url(seaweed, prefix, monkeypatch) -> str:
     for name in list(os.environ):
         if name.startswith("AWS_"):
             monkeypatch.delenv(name)
-    store = open_object_store(seaweed.store_url(prefix))
+    return seaweed.store_url(prefix)
+
+
+@pytest.fixture
+async def objects(objects_url):
+    store = open_object_store(objects_url)
     try:
         yield store
     finally:

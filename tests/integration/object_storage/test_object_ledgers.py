@@ -9,22 +9,25 @@ import asyncio
 import pytest
 
 from magnetar.metadata import EtcdMetadataStore
+from magnetar.objectstore.s3 import open_object_store
 from magnetar.storage import ManagedLedgerFactory, ManagedLedgerFencedError, StorageConfig, StorageError
 from magnetar.storage.cache import CacheBudget
 from magnetar.storage.object_backend import ObjectBackend
 from magnetar.storage.object_index import ROOT
 
 
-def open_factory(tmp_path, store, objects, *, interval_ms=20, **config) -> ManagedLedgerFactory:
+def open_factory(tmp_path, store, objects_url, *, interval_ms=20, **config) -> ManagedLedgerFactory:
+    """A factory on object storage (a broker's, less the broker); it owns
+    its own object store client, as a broker does."""
     cfg = StorageConfig(**config)
     budget = CacheBudget(cfg.cache_budget_bytes)
-    backend = ObjectBackend(store, objects, commit_interval_ms=interval_ms,
+    backend = ObjectBackend(store, open_object_store(objects_url), commit_interval_ms=interval_ms,
                             read_cache_bytes=cfg.read_cache_bytes, cache_budget=budget)
     return ManagedLedgerFactory(tmp_path / "unused", store, cfg, backend=backend, cache_budget=budget)
 
 
-async def test_appends_read_back_from_objects_across_rollovers(tmp_path, etcd_store, objects):
-    factory = open_factory(tmp_path, etcd_store, objects, max_entries_per_ledger=50, read_cache_bytes=0)
+async def test_appends_read_back_from_objects_across_rollovers(tmp_path, etcd_store, objects_url, objects):
+    factory = open_factory(tmp_path, etcd_store, objects_url, max_entries_per_ledger=50, read_cache_bytes=0)
     ml = await factory.open("t/a")
     positions = await asyncio.gather(*(ml.append(f"m{i}".encode()) for i in range(200)))
     assert len({p.ledger_id for p in positions}) >= 4  # rolled over: several ledgers
@@ -37,8 +40,8 @@ async def test_appends_read_back_from_objects_across_rollovers(tmp_path, etcd_st
     await factory.close()
 
 
-async def test_one_put_and_one_transaction_per_commit_for_many_topics(tmp_path, etcd_store, objects):
-    factory = open_factory(tmp_path, etcd_store, objects, interval_ms=200)
+async def test_one_put_and_one_transaction_per_commit_for_many_topics(tmp_path, etcd_store, objects_url, objects):
+    factory = open_factory(tmp_path, etcd_store, objects_url, interval_ms=200)
     ledgers = [await factory.open(f"t/many-{i}") for i in range(30)]
     committer = factory.backend.committer
     puts, txns = committer.puts, committer.transactions
@@ -49,9 +52,9 @@ async def test_one_put_and_one_transaction_per_commit_for_many_topics(tmp_path, 
     await factory.close()
 
 
-async def test_a_restart_recovers_every_acknowledged_entry_and_cursor(tmp_path, etcd_server, prefix, objects):
+async def test_a_restart_recovers_every_acknowledged_entry_and_cursor(tmp_path, etcd_server, prefix, objects_url, objects):
     store = await EtcdMetadataStore.open(etcd_server.store_url(prefix))
-    factory = open_factory(tmp_path, store, objects)
+    factory = open_factory(tmp_path, store, objects_url)
     ml = await factory.open("t/r")
     cursor = await ml.open_cursor("sub", "earliest")
     acked = [await ml.append(f"e{i}".encode()) for i in range(20)]
@@ -60,7 +63,7 @@ async def test_a_restart_recovers_every_acknowledged_entry_and_cursor(tmp_path, 
     await store.close()
 
     store = await EtcdMetadataStore.open(etcd_server.store_url(prefix))  # a new broker, no local state
-    again = open_factory(tmp_path / "elsewhere", store, objects)
+    again = open_factory(tmp_path / "elsewhere", store, objects_url)
     ml = await again.open("t/r")
     assert [e.data for e in await ml.read_entries(ml.first_position(), 100)] == [f"e{i}".encode() for i in range(20)]
     cursor = ml.cursors["sub"]
@@ -74,10 +77,10 @@ async def test_a_restart_recovers_every_acknowledged_entry_and_cursor(tmp_path, 
 
 @pytest.mark.parametrize("hears_the_takeover", [True, False])
 async def test_a_fenced_owner_gets_no_receipt_and_the_new_owner_reads_everything_acknowledged(
-        tmp_path, etcd_server, prefix, objects, hears_the_takeover):
+        tmp_path, etcd_server, prefix, objects_url, objects, hears_the_takeover):
     old_store = await EtcdMetadataStore.open(etcd_server.store_url(prefix))
     new_store = await EtcdMetadataStore.open(etcd_server.store_url(prefix))
-    old = open_factory(tmp_path, old_store, objects, interval_ms=300)
+    old = open_factory(tmp_path, old_store, objects_url, interval_ms=300)
     zombie = await old.open("t/z")
     acked = [await zombie.append(f"a{i}".encode()) for i in range(5)]
     if not hears_the_takeover:
@@ -88,7 +91,7 @@ async def test_a_fenced_owner_gets_no_receipt_and_the_new_owner_reads_everything
     # The zombie keeps appending (its commit gathers for 300 ms) while a new
     # owner takes the topic over: fence + recover through the metadata store.
     late = [zombie.append(f"late{i}".encode()) for i in range(5)]
-    new = open_factory(tmp_path / "new", new_store, objects)
+    new = open_factory(tmp_path / "new", new_store, objects_url)
     owner = await new.open("t/z")
     results = await asyncio.gather(*late, return_exceptions=True)
     assert all(isinstance(r, StorageError) for r in results), results  # no receipt, whatever happened first
@@ -108,12 +111,12 @@ async def test_a_fenced_owner_gets_no_receipt_and_the_new_owner_reads_everything
     await new_store.close()
 
 
-async def test_catch_up_reads_use_ranged_gets_and_the_section_cache(tmp_path, etcd_store, objects):
-    factory = open_factory(tmp_path, etcd_store, objects, read_cache_bytes=0)
+async def test_catch_up_reads_use_ranged_gets_and_the_section_cache(tmp_path, etcd_store, objects_url, objects):
+    factory = open_factory(tmp_path, etcd_store, objects_url, read_cache_bytes=0)
     ml = await factory.open("t/c")
     await asyncio.gather(*(ml.append(bytes([i]) * 1000) for i in range(100)))
     await ml.close()
-    factory2 = open_factory(tmp_path, etcd_store, objects)
+    factory2 = open_factory(tmp_path, etcd_store, objects_url)
     ml = await factory2.open("t/c")
     cache = factory2.backend.cache
     first = ml.first_position()
@@ -127,8 +130,8 @@ async def test_catch_up_reads_use_ranged_gets_and_the_section_cache(tmp_path, et
     await factory.close()
 
 
-async def test_deleting_a_managed_ledger_deletes_its_index(tmp_path, etcd_store, objects):
-    factory = open_factory(tmp_path, etcd_store, objects)
+async def test_deleting_a_managed_ledger_deletes_its_index(tmp_path, etcd_store, objects_url, objects):
+    factory = open_factory(tmp_path, etcd_store, objects_url)
     ml = await factory.open("t/d")
     await asyncio.gather(*(ml.append(b"x") for _ in range(10)))
     ids = {info.ledger_id for info in ml.ledgers}
@@ -136,3 +139,57 @@ async def test_deleting_a_managed_ledger_deletes_its_index(tmp_path, etcd_store,
     left = {int(n) for n in await etcd_store.children(ROOT)}
     assert not ids & left
     await factory.close()
+
+
+async def wait_for_async(predicate, timeout=20.0, what="condition"):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+async def test_sealed_ledgers_are_compacted_and_orphaned_objects_collected(tmp_path, etcd_store, objects_url, objects, monkeypatch):
+    import magnetar.storage.object_commit as object_commit
+    from magnetar.storage.object_compactor import collect_orphans
+    from magnetar.storage.object_index import compacted_key
+
+    monkeypatch.setattr(object_commit, "MAX_SECTIONS_PER_LEDGER", 10)  # roll over after 10 commits
+    factory = open_factory(tmp_path, etcd_store, objects_url, interval_ms=5, read_cache_bytes=0)
+    ml = await factory.open("t/k")
+    acked = [await ml.append(f"k{i}".encode()) for i in range(35)]  # one commit each: one section each
+    ledger_ids = sorted({p.ledger_id for p in acked})
+    assert len(ledger_ids) >= 4  # full after 10 sections: rolled over
+    sealed = ledger_ids[:-1]
+
+    async def all_compacted():
+        return all([await etcd_store.get(compacted_key(lid)) is not None for lid in sealed])
+
+    await wait_for_async(all_compacted, what="the sealed ledgers compacted")
+    for lid in sealed:
+        base = f"{ROOT}/{lid:020d}"
+        assert await etcd_store.children(f"{base}/s") == []  # the per-commit records are gone
+        assert len(await etcd_store.children(f"{base}/c")) == 1  # one chunk per ledger
+    # Nothing names the sealed ledgers' commit objects now: collected, and
+    # every entry still reads back, from a broker that never saw them.
+    before = {o.key for o in await objects.list("data/")}
+    gone = await collect_orphans(etcd_store, objects, older_than_s=0)
+    assert gone and set(gone) <= before
+    assert await collect_orphans(etcd_store, objects, older_than_s=0) == []
+    await factory.close()
+    again = open_factory(tmp_path, etcd_store, objects_url, read_cache_bytes=0)
+    ml = await again.open("t/k")
+    entries = await ml.read_entries(ml.first_position(), 100)
+    assert [e.data for e in entries] == [f"k{i}".encode() for i in range(35)]
+    assert [e.position for e in entries] == acked
+    await again.close()
+
+
+async def test_a_young_orphan_is_left_alone(tmp_path, etcd_store, objects_url, objects):
+    from magnetar.storage.object_compactor import collect_orphans
+
+    await objects.put("data/zombie/%013d-00000001" % 0, b"old orphan")
+    import time
+    await objects.put("data/zombie/%013d-00000002" % int(time.time() * 1000), b"young, maybe mid-commit")
+    gone = await collect_orphans(etcd_store, objects)
+    assert gone == ["data/zombie/%013d-00000001" % 0]

@@ -1,0 +1,127 @@
+"""Keeping the object backend's index small: compacting sealed ledgers and
+collecting orphaned objects.
+
+**Compaction** (:func:`compact_ledger`): a sealed ledger's sections, one
+per commit that carried its entries (up to ``MAX_SECTIONS_PER_LEDGER``),
+are rewritten into per-ledger chunk objects of about ``CHUNK_BYTES``
+(``ledgers/<id>/<first>``), recorded under ``c/``, then the ``compacted``
+marker, then the ``s/`` records are deleted. Readers use ``c/`` once the
+marker exists, so a crash at any step leaves a readable ledger (and
+compacting again redoes it: chunk objects are deterministic). A compacted
+ledger costs the index ``ceil(size / CHUNK_BYTES) + 2`` keys.
+
+**Collection** (:func:`collect_orphans`): a commit object is garbage when
+no ``s/`` record names it (its ledgers were compacted or deleted, or its
+commit failed: a zombie's, a crashed write's), once it is older than
+``COLLECT_AFTER_S`` (commits give up after ``MAX_COMMIT_AGE_S``, far less,
+so no transaction can still come to name it). Chunk objects of a deleted
+ledger are deleted with it.
+
+Failure modes: ``StorageError`` (metadata or object store unreachable);
+nothing is lost by an interrupted run, it is redone at the next.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from ..metadata.store import Compare, Delete, MetadataError, MetadataStore, Put, TransactionFailed
+from ..objectstore.store import ObjectNotFound, ObjectStore, ObjectStoreError
+from .errors import StorageError
+from .object_index import (
+    ROOT, Section, chunk_key, chunk_object, commit_object_time_ms, compacted_key, ledger_key, section_key,
+)
+
+log = logging.getLogger(__name__)
+
+CHUNK_BYTES = 4 * 1024 * 1024
+COLLECT_AFTER_S = 600.0
+_WRITES_PER_TRANSACTION = 100
+
+
+async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: int,
+                         sections: list[Section]) -> list[Section]:
+    """Rewrite the sealed ledger's ``sections`` (contiguous, as committed)
+    into chunks; return the chunks' sections (``[]``, changing nothing in
+    the index, if the ledger was deleted or fenced meanwhile: every write
+    compares the ledger record). See the module docstring."""
+    try:
+        record = await store.get(ledger_key(ledger_id))
+        if record is None:
+            return []
+        still = [Compare(ledger_key(ledger_id), record.version)]
+        chunks: list[Section] = []
+        for group in _groups(sections):
+            parts = await asyncio.gather(*(
+                objects.get(s.key, s.offset, s.offset + s.length) for s in group))
+            blob = b"".join(parts)
+            first = group[0].first
+            key = chunk_object(ledger_id, first)
+            await objects.put(key, blob, if_absent=False)  # same bytes if a run before us got here
+            chunks.append(Section(first, sum(s.count for s in group), key, 0, len(blob)))
+        puts = [Put(chunk_key(ledger_id, c.first), c.encode()) for c in chunks]
+        entries = chunks[-1].end() if chunks else 0
+        puts.append(Put(compacted_key(ledger_id), f'{{"entries":{entries}}}'.encode()))  # last: the switch
+        deletes = [Delete(section_key(ledger_id, s.first)) for s in sections]
+        for writes in (puts, deletes):
+            for i in range(0, len(writes), _WRITES_PER_TRANSACTION):
+                await store.transaction(still, writes[i:i + _WRITES_PER_TRANSACTION])
+    except TransactionFailed:
+        log.info("ledger %d was deleted or fenced while being compacted: left as it is", ledger_id)
+        return []
+    except (MetadataError, ObjectStoreError) as exc:
+        raise StorageError(f"compacting ledger {ledger_id} failed: {exc}") from exc
+    log.info("compacted ledger %d: %d sections into %d chunks", ledger_id, len(sections), len(chunks))
+    return chunks
+
+
+def _groups(sections: list[Section]) -> list[list[Section]]:
+    out: list[list[Section]] = []
+    size = 0
+    for s in sections:
+        if not out or size + s.length > CHUNK_BYTES:
+            out.append([])
+            size = 0
+        out[-1].append(s)
+        size += s.length
+    return out
+
+
+async def collect_orphans(store: MetadataStore, objects: ObjectStore, *, older_than_s: float = COLLECT_AFTER_S,
+                          now: float | None = None) -> list[str]:
+    """Delete commit objects that no section record names and that are
+    older than ``older_than_s``; return their keys."""
+    now = time.time() if now is None else now
+    try:
+        listed = await objects.list("data/")
+        named: set[str] = set()
+        for lid in await store.children(ROOT):
+            base = f"{ROOT}/{lid}/s"
+            names = await store.children(base)
+            records = await asyncio.gather(*(store.get(f"{base}/{n}") for n in names))
+            named.update(Section.decode(int(n), r.value).key for n, r in zip(names, records) if r is not None)
+        gone = []
+        for info in listed:
+            written = commit_object_time_ms(info.key)
+            if info.key in named or written is None or now - written / 1000 < older_than_s:
+                continue
+            await objects.delete(info.key)
+            gone.append(info.key)
+    except (MetadataError, ObjectStoreError) as exc:
+        raise StorageError(f"collecting orphaned objects failed: {exc}") from exc
+    if gone:
+        log.info("deleted %d orphaned objects", len(gone))
+    return gone
+
+
+async def delete_chunks(objects: ObjectStore, chunks: list[Section]) -> None:
+    """Delete a deleted ledger's chunk objects (they are its alone)."""
+    for c in chunks:
+        try:
+            await objects.delete(c.key)
+        except ObjectNotFound:
+            pass
+        except ObjectStoreError as exc:
+            raise StorageError(f"deleting object {c.key} failed: {exc}") from exc
+
