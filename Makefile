@@ -71,7 +71,8 @@ console-test: $(STAMP)
 # the standalone broker then a 3-broker cluster on etcd (its faults include
 # bundle moves, moves whose destination or source is killed meanwhile or whose source is paused
 # past its session, and splits, some whose owner is killed meanwhile, in the same 45 s),
-# then two replicating regions (region B's copy checked too, a consumer failing over between them);
+# then the cluster on object storage (its SeaweedFS killed and paused, a broker
+# killed and its data directory deleted), then two replicating regions (region B's copy checked too, a consumer failing over between them);
 # exit code 1 if the checker finds an
 # anomaly; then the live-socket fuzzer (each seed on a standalone broker, then once, seed 1, on one
 # broker of a 3-broker cluster: about 45 s); then one standalone run
@@ -93,6 +94,8 @@ chaos: $(STAMP)
 	  $(BIN)/magnetar chaos run --duration $(CHAOS_SECONDS) --faults kill,pause,restart,cut$$fsync --seed $$seed --out ./chaos-out || exit 1; \
 	  $(BIN)/magnetar chaos run --topology cluster --duration $(CHAOS_SECONDS) \
 	    --faults kill,pause,restart,kill-etcd,pause-etcd,move,move-kill,move-kill-source,move-pause-source,split,split-kill$$fsync --seed $$seed --out ./chaos-out/cluster || exit 1; \
+	  $(BIN)/magnetar chaos run --topology cluster --storage object --duration $(CHAOS_SECONDS) \
+	    --faults kill,pause,restart,kill-etcd,pause-etcd,kill-objectstore,pause-objectstore,kill-wipe,move,move-kill-source,move-pause-source --seed $$seed --out ./chaos-out/object || exit 1; \
 	  $(BIN)/magnetar chaos run --topology regions --duration $(CHAOS_SECONDS) \
 	    --faults kill,pause,restart,cut,kill-etcd,pause-etcd,failover --seed $$seed --out ./chaos-out/regions || exit 1; \
 	  $(BIN)/magnetar chaos fuzz --rounds $(FUZZ_ROUNDS) --seed $$seed --out ./chaos-out/fuzz || exit 1; \

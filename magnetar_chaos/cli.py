@@ -24,12 +24,15 @@ chaos_app = typer.Typer(help="Fault injection: real clients, a nemesis, and a ch
 console = Console()
 
 
-def _table(report: Report, seed: int | None = None, sync_policy: str | None = None) -> Table:
+def _table(report: Report, seed: int | None = None, sync_policy: str | None = None,
+           storage: str | None = None) -> Table:
     table = Table(title="chaos verdict" + (f" (seed {seed})" if seed is not None else ""))
     table.add_column("measure")
     table.add_column("count", justify="right")
     if sync_policy is not None:  # a recorded history does not say it: only the run's own table shows it
         table.add_row("sync policy", sync_policy)
+    if storage is not None:
+        table.add_row("storage", storage)
     # The replication figures only where something was replicated (the regions topology).
     figures = ("replicated", "replicated_subscription_covers") if report.replicated else ()
     for name in ("operations", "acknowledged", "indeterminate", "received", "redelivered", "offset_reads", *figures,
@@ -64,12 +67,14 @@ def _verdict(report: Report) -> None:
 def run_command(
     topology: str = typer.Option("standalone", "--topology", help="standalone, cluster (3 brokers on etcd) or regions (two one-broker regions replicating; workloads write to the first, the second's copy is checked)"),
     duration: float = typer.Option(60.0, "--duration", min=1, help="Seconds of faults and traffic"),
-    faults: str = typer.Option("kill,pause", "--faults", help="Comma-separated: kill, pause, restart, fsync-error (EIO from fsync for 1-3 s; needs ptrace: root or CAP_SYS_PTRACE), clock-jump (a broker's wall clock steps +90 s, +10 min, +2 h, +8 d, -30 s or -10 min, held 3-6 s or left; libfaketime, installed when root); standalone also cut, disk-full (root); cluster also kill-etcd, pause-etcd, move, move-kill, move-kill-source, move-pause-source (the owner paused past its session mid-handover), move-partition-source (root), move-partition-destination (root), split, split-kill (the owner killed mid-split), partition (root); regions: kill, pause, restart (either region's broker), cut (the link to the second region down 1-4 s), kill-etcd, pause-etcd, failover (the consumer of a replicated subscription moves to the other region)"),
+    faults: str = typer.Option("kill,pause", "--faults", help="Comma-separated: kill, pause, restart, fsync-error (EIO from fsync for 1-3 s; needs ptrace: root or CAP_SYS_PTRACE), clock-jump (a broker's wall clock steps +90 s, +10 min, +2 h, +8 d, -30 s or -10 min, held 3-6 s or left; libfaketime, installed when root); standalone also cut, disk-full (root); cluster also kill-etcd, pause-etcd, kill-objectstore, pause-objectstore, kill-wipe (a broker killed and its data directory deleted; these three need --storage object), move, move-kill, move-kill-source, move-pause-source (the owner paused past its session mid-handover), move-partition-source (root), move-partition-destination (root), split, split-kill (the owner killed mid-split), partition (root); regions: kill, pause, restart (either region's broker), cut (the link to the second region down 1-4 s), kill-etcd, pause-etcd, failover (the consumer of a replicated subscription moves to the other region)"),
     seed: int = typer.Option(1, "--seed", help="Seeds the fault schedule and the workloads"),
     out: Path = typer.Option(Path("./chaos-out"), "--out", help="history.jsonl, report.json, broker.log"),
     interval: str = typer.Option("2,5", "--interval", help="Seconds between a heal and the next fault: MIN,MAX"),
     sync_policy: str = typer.Option("always", "--sync-policy",
                                     help="Every broker's storage sync policy: always (receipt after fdatasync) or interval (receipt after write, fdatasync every 100 ms)"),
+    storage: str = typer.Option("file", "--storage",
+                                help="Where the cluster's ledgers live: file (a shared directory) or object (a SeaweedFS of the run's own; --topology cluster)"),
 ) -> None:
     """Run workloads against a broker while injecting faults; judge the history."""
     try:
@@ -98,14 +103,14 @@ def run_command(
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         report = run(out / f"seed-{seed}", duration, kinds, seed, topology, on_progress=progress,
-                     interval=(low, high), sync_policy=sync_policy)
+                     interval=(low, high), sync_policy=sync_policy, storage=storage)
     except ValueError as exc:  # bad arguments, or a fault this machine cannot do (partition without root, fsync-error without ptrace, clock-jump without libfaketime)
         console.print(f"[red]{exc}[/red]", soft_wrap=True, highlight=False)
         raise typer.Exit(2)
     except (BrokerDidNotStart, RuntimeError) as exc:
         console.print(f"[red]the run failed:[/red] {exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(1)
-    console.print(_table(report, seed, sync_policy))
+    console.print(_table(report, seed, sync_policy, storage))
     console.print(f"history: {out / f'seed-{seed}' / 'history.jsonl'}; latency plot: "
                   f"{out / f'seed-{seed}' / 'latency.svg'}")
     _verdict(report)

@@ -81,10 +81,11 @@ def _inject(system, kind: str, rng: random.Random, history: History) -> None:
 
 def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: str = "standalone",
         on_progress: Callable[[Progress], None] | None = None,
-        interval: tuple[float, float] = (2.0, 5.0), sync_policy: str = "always") -> Report:
+        interval: tuple[float, float] = (2.0, 5.0), sync_policy: str = "always", storage: str = "file") -> Report:
     """Run, judge, and write the outputs. Every broker of the run stores
     with ``sync_policy`` (``always`` or ``interval``: see
-    :data:`.systems.SYNC_POLICIES`), recorded in ``report.json``. Raises
+    :data:`.systems.SYNC_POLICIES`) on ``storage`` (``file``, or ``object``:
+    the cluster topology only), both recorded in ``report.json``. Raises
     ValueError for an unknown fault, topology or sync policy, or for a fault
     this machine cannot do (PartitionUnavailable); BrokerDidNotStart if the
     broker will not start."""
@@ -102,6 +103,11 @@ def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: 
     if policy and "sync_policy" not in inspect.signature(SYSTEMS[topology]).parameters:
         raise ValueError(f"the {topology} topology runs its brokers on the always sync policy only; "
                          f"leave --sync-policy out")
+    if storage != "file":
+        if "storage" not in inspect.signature(SYSTEMS[topology]).parameters:
+            raise ValueError(f"the {topology} topology keeps its ledgers in files only; --storage object needs "
+                             f"--topology cluster")
+        policy["storage"] = storage
     system = SYSTEMS[topology](out_dir, faults=faults, seed=seed, **policy)
     out_dir.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
@@ -168,7 +174,7 @@ def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: 
         history.close()
     report = check(history.ops)
     failed = {w.process: repr(w.error) for w in workloads if w.error is not None}
-    doc = {"seed": seed, "topology": topology, "sync_policy": sync_policy, "duration": duration,
+    doc = {"seed": seed, "topology": topology, "sync_policy": sync_policy, "storage": storage, "duration": duration,
            "faults_asked": faults,
            "workload_errors": failed, **report.as_dict()}
     (out_dir / "report.json").write_text(json.dumps(doc, indent=2))

@@ -35,7 +35,10 @@
   and the other brokers; from etcd only; from the clients only; the other
   two brokers cut from etcd and from it, a majority; or its packets to etcd
   and the other brokers lost, one way) holds for 1-4 s longer than the
-  session TTL (a ``clients`` cut 4-16 s), then heals.
+  session TTL (a ``clients`` cut 4-16 s), then heals. With ``--storage
+  object`` the brokers keep their ledgers in a SeaweedFS of the run's own,
+  and ``kill-objectstore``, ``pause-objectstore`` and ``kill-wipe`` (a
+  broker killed, its data directory deleted) join in: see :mod:`.objectstore`.
 
 Every broker of a run stores with one sync policy (``--sync-policy``,
 :data:`SYNC_POLICIES`): ``always`` (the default) or ``interval``.
@@ -53,8 +56,12 @@ from pathlib import Path
 
 from magnetar_harness.broker import BrokerProcess
 from magnetar_harness.etcd import start_etcd
+from magnetar_harness.objectstore import start_seaweed
 
 from .broker import cluster_broker, standalone_broker
+from .objectstore import BUCKET as OBJECT_BUCKET
+from .objectstore import OBJECT_ONLY_FAULTS, OBJECT_STORE_FAULTS, checked_storage, hit_objectstore, kill_and_wipe, \
+    stop_objectstore
 from .clock import draw_clock_jump, make_clock_files
 from .disk import SmallDisk
 from .fsync import FsyncErrors, FsyncErrorsUnavailable, draw_fsync_fault
@@ -94,12 +101,16 @@ def _checked_sync_policy(sync_policy: str) -> str:
     return sync_policy
 
 
-def _broker_config(directory: Path, sync_policy: str = "always") -> Path:
-    """The TOML file every broker of a run reads."""
+def _broker_config(directory: Path, sync_policy: str = "always", object_store_url: str | None = None) -> Path:
+    """The TOML file every broker of a run reads; with ``object_store_url``
+    the brokers keep their ledgers there (``backend = "object"``)."""
     _checked_sync_policy(sync_policy)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "chaos-broker.toml"
-    path.write_text(f"[storage]\nmax_entries_per_ledger = {LEDGER_ENTRIES}\nsync_policy = \"{sync_policy}\"\n")
+    text = f"[storage]\nmax_entries_per_ledger = {LEDGER_ENTRIES}\nsync_policy = \"{sync_policy}\"\n"
+    if object_store_url:
+        text += f'backend = "object"\nobject_store_url = "{object_store_url}"\n'
+    path.write_text(text)
     return path
 
 
@@ -285,20 +296,25 @@ SOURCE_STRIKES = {"move-kill-source": "killed", "move-pause-source": "paused", "
 class ClusterSystem:
     faults = ("kill", "pause", "restart", "kill-etcd", "pause-etcd", "partition", "fsync-error", "move", "move-kill",
               "move-kill-source", "move-pause-source", "move-partition-source", "move-partition-destination",
-              "split", "split-kill", "clock-jump")
+              "split", "split-kill", "clock-jump") + OBJECT_ONLY_FAULTS
     #: How long a fault's effects go on after its heal: a lapsed session is
     #: noticed up to a TTL later, then its bundles move (the checker widens
     #: the fault's window by this much).
     aftermath_s = SESSION_TTL_S + 2.0
 
     def __init__(self, out_dir: Path, faults: tuple[str, ...] | list[str] = (), brokers: int = 3,
-                 seed: int = 0, sync_policy: str = "always") -> None:
+                 seed: int = 0, sync_policy: str = "always", storage: str = "file") -> None:
         """Raises PartitionUnavailable, FsyncErrorsUnavailable or
         ClockJumpUnavailable (ValueErrors) if ``partition``, ``fsync-error``
         or ``clock-jump`` is asked for where namespaces cannot be made, ptrace
         is not allowed or libfaketime cannot be had, and ValueError for an
-        unknown ``sync_policy``; nothing is started yet."""
+        unknown ``sync_policy`` or ``storage``, or object store faults without
+        ``storage="object"``; nothing is started yet. ``storage="object"``:
+        the brokers keep their ledgers in a SeaweedFS of the run's own
+        (:mod:`.objectstore`)."""
         self.sync_policy = _checked_sync_policy(sync_policy)
+        self.storage = checked_storage(storage, faults)
+        self.objectstore = None
         self.base = out_dir / "cluster"
         self.count = brokers
         self.brokers: list[BrokerProcess] = []
@@ -338,7 +354,14 @@ class ClusterSystem:
         # the partition cuts), the brokers each on their own.
         self.etcd = start_etcd(self.base / "etcd", host=plan.etcd if plan else "127.0.0.1", die_with_parent=True)
         store_url = self.etcd.store_url("chaos")
-        config = _broker_config(self.base, self.sync_policy)
+        object_store_url = None
+        if self.storage == "object":
+            # Beside etcd (in namespaces, on its address: a partition from
+            # etcd is one from the object store too).
+            self.objectstore = start_seaweed(self.base / "objectstore", bucket=OBJECT_BUCKET,
+                                             host=plan.etcd if plan else "127.0.0.1", die_with_parent=True)
+            object_store_url = self.objectstore.store_url("chaos")
+        config = _broker_config(self.base, self.sync_policy, object_store_url)
         self.brokers = [
             cluster_broker(self.base, k, store_url, SESSION_TTL_S,
                            address=plan.broker(k) if plan else "127.0.0.1",
@@ -353,6 +376,12 @@ class ClusterSystem:
     def inject(self, kind: str, rng: random.Random) -> str:
         if kind in ETCD_FAULTS:
             return hit_etcd(self.etcd, kind, rng)
+        if kind in OBJECT_STORE_FAULTS:
+            return hit_objectstore(self.objectstore, kind, rng)
+        if kind == "kill-wipe":
+            victim = rng.randrange(self.count)
+            self._moved_to = None
+            return kill_and_wipe(self.brokers[victim], self.base / f"broker-{victim}", rng, f"broker-{victim}")
         if kind == "partition":
             assert self.net is not None
             cut = draw_partition(rng, self.count, SESSION_TTL_S)
@@ -520,6 +549,7 @@ class ClusterSystem:
                 broker.stop()
             if self.etcd is not None and self.etcd.running:
                 self.etcd.stop()
+            stop_objectstore(self.objectstore)
         finally:
             if self.net is not None:
                 self.net.teardown()
