@@ -140,6 +140,47 @@ def topics_peek_messages(
     call(ctx, peek, render)
 
 
+def _show_messages(ctx: typer.Context, fetch) -> None:
+    """Call ``fetch(client) -> (raw, headers)`` and print the entry's messages (a batch split)."""
+    def read(c: AdminClient) -> list[dict]:
+        raw, headers = fetch(c)
+        try:
+            return messages_of(raw, headers)
+        except ProtocolError as exc:
+            raise AdminApiError(422, f"the entry cannot be split into messages: {exc}", "GET", "") from None
+
+    def render(messages: list[dict]) -> None:
+        for msg in messages:
+            show_fields({k: v for k, v in msg.items() if v not in (None, {})})
+
+    call(ctx, read, render)
+
+
+@topics_app.command("get-message-by-id")
+def topics_get_message_by_id(
+    ctx: typer.Context,
+    topic: str,
+    ledger_id: int = typer.Option(..., "--ledger-id", "-l", min=0, help="The message id's ledger"),
+    entry_id: int = typer.Option(..., "--entry-id", "-e", min=0, help="The message id's entry"),
+) -> None:
+    """Show the message stored at ledger:entry (every message of a batch)."""
+    _show_messages(ctx, lambda c: c.message_by_id(topic, ledger_id, entry_id))
+
+
+@topics_app.command("examine-message")
+def topics_examine_message(
+    ctx: typer.Context,
+    topic: str,
+    initial_position: str = typer.Option("latest", "--initial-position", "-i", help="earliest or latest"),
+    message_position: int = typer.Option(1, "--message-position", "-m", min=1,
+                                         help="The n-th entry from there, from 1"),
+) -> None:
+    """Show the n-th stored entry from the start or the end, without a subscription."""
+    if initial_position.lower() not in ("earliest", "latest"):
+        raise usage("--initial-position must be earliest or latest")
+    _show_messages(ctx, lambda c: c.examine_message(topic, initial_position.lower(), message_position))
+
+
 @topics_app.command("compact")
 def topics_compact(ctx: typer.Context, topic: str) -> None:
     """Start compacting a topic (the latest value per key); see compaction-status."""

@@ -326,6 +326,17 @@ class AdminClient:
         raw, headers = self.exchange("GET", f"{self._sub(topic, subscription)}/position/{int(position)}")
         return raw, {k: v for k, v in headers.items() if k.lower().startswith("x-pulsar-")}
 
+    def message_by_id(self, topic: str, ledger_id: int, entry_id: int) -> tuple[bytes, dict[str, str]]:
+        """The entry at ``ledger_id:entry_id``: its payload and X-Pulsar-* headers."""
+        raw, headers = self.exchange("GET", f"{topic_path(topic)}/ledger/{int(ledger_id)}/entry/{int(entry_id)}")
+        return raw, {k: v for k, v in headers.items() if k.lower().startswith("x-pulsar-")}
+
+    def examine_message(self, topic: str, initial_position: str, n: int) -> tuple[bytes, dict[str, str]]:
+        """The ``n``-th (from 1) stored entry from ``earliest`` or ``latest``."""
+        raw, headers = self.exchange("GET", f"{topic_path(topic)}/examinemessage",
+                                     query={"initialPosition": initial_position, "messagePosition": int(n)})
+        return raw, {k: v for k, v in headers.items() if k.lower().startswith("x-pulsar-")}
+
     def skip_all(self, topic: str, subscription: str) -> None:
         self.request("POST", f"{self._sub(topic, subscription)}/skip_all")
 

@@ -376,3 +376,27 @@ def test_a_namespace_chooses_its_schema_compatibility_strategy(broker, tmp_path)
     good(broker, "namespaces", "set-schema-compatibility-strategy", "public/default", "-c", "UNDEFINED")
     assert call(broker, "GET", path) == (200, "UNDEFINED")
     good(broker, "schemas", "delete", topic)
+
+
+def test_get_message_by_id_and_examine_message(broker):
+    topic = "persistent://public/default/cli-examine"
+    client = pulsar.Client(broker.service_url, logger=quiet_logger())
+    try:
+        producer = client.create_producer(topic, batching_enabled=False)
+        ids = [producer.send(f"m{i}".encode(), properties={"i": str(i)}) for i in range(4)]
+    finally:
+        client.close()
+    second = ids[1]
+    shown = good(broker, "topics", "get-message-by-id", topic, "-l", str(second.ledger_id()),
+                 "-e", str(second.entry_id()), json_output=True)
+    assert [m["payload"] for m in shown] == ["m1"] and shown[0]["properties"] == {"i": "1"}
+    bad(broker, "topics", "get-message-by-id", topic, "-l", str(second.ledger_id()), "-e", "99", says="not found")
+    first = good(broker, "topics", "examine-message", topic, "-i", "earliest", json_output=True)
+    assert first[0]["payload"] == "m0"
+    assert good(broker, "topics", "examine-message", topic, json_output=True)[0]["payload"] == "m3"
+    assert good(broker, "topics", "examine-message", topic, "-m", "2", json_output=True)[0]["payload"] == "m2"
+    assert "m2" in good(broker, "topics", "examine-message", topic, "-m", "2")
+    bad(broker, "topics", "examine-message", topic, "-m", "5", says="fewer than 5")
+    bad(broker, "topics", "examine-message", topic, "-i", "middle", code=2, says="earliest or latest")
+    # REST, as Pulsar: the query parameters and the payload with X-Pulsar-* headers.
+    assert call(broker, "GET", "persistent/public/default/cli-examine/examinemessage?messagePosition=0")[0] == 400
