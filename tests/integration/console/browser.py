@@ -43,8 +43,9 @@ class Browser:
         self.driver = webdriver.Chrome(service=Service(DRIVER), options=options)
         self.driver.set_page_load_timeout(30)
 
-    def open(self, hash_path: str = "#/overview") -> None:
-        self.driver.get(f"{self.base_url}/console/{hash_path}")
+    def open(self, hash_path: str = "#/overview", poll_ms: int = 500) -> None:
+        """The console at ``hash_path``, polling every ``poll_ms`` (the tests need not wait 2 s)."""
+        self.driver.get(f"{self.base_url}/console/?poll={poll_ms}{hash_path}")
 
     def go(self, hash_path: str) -> None:
         self.driver.execute_script("location.hash = arguments[0]", hash_path)

@@ -13,7 +13,8 @@ import pytest
 
 from magnetar.broker.cluster.bundles import bundle_of
 from tests.integration.admin_support import quiet_logger
-from tests.integration.cluster.cluster_process import LocalCluster, wait_for
+from magnetar_harness.cluster import LocalCluster
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.timeout(600)
 NS = "public/default"
@@ -66,6 +67,21 @@ def test_overview_topics_and_a_topic_owned_by_another_broker(cluster, browser_on
     b.go("#/topic/" + remote.replace("://", "/"))
     b.wait_text("#topic-owner", owner_of(cluster, remote))
     b.wait_text(".cards", "next offset 5")
+    # Its messages and a subscription action, relayed to the owner as well.
+    b.fill("#browse-at", "2")
+    b.click("#browse-read")
+    b.wait(lambda d: len(b.css("table.messages tr[data-row]")) == 3, what="messages 2..4 from the owner")
+    assert "m2" in b.css("table.messages tr[data-row]")[0].text
+    consumer = client.subscribe(remote, "watch", initial_position=pulsar.InitialPosition.Earliest)
+    b.wait(lambda d: [c.text for c in b.css("table.subscriptions tr[data-row='watch'] td")][2:3] == ["5"],
+           what="the subscription's backlog of 5")
+    b.click("table.subscriptions tr[data-row='watch'] button[data-action='skip-all']")
+    b.confirm()
+    assert "cleared" in b.toast()
+    owner = next(m for m in cluster.members if m.broker_id == owner_of(cluster, remote))
+    stats = cluster.admin(owner, "/admin/v2/persistent/" + remote.removeprefix("persistent://") + "/stats")
+    assert stats["subscriptions"]["watch"]["msgBacklog"] == 0
+    consumer.close()
     for p in producers:
         p.close()
     client.close()

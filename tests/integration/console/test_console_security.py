@@ -5,7 +5,6 @@ expired token, and a broker that goes down: a clear message every time,
 never a blank page."""
 from __future__ import annotations
 
-import base64
 import json
 import os
 import urllib.error
@@ -15,7 +14,7 @@ import pytest
 
 from magnetar.security.htpasswd import hash_password
 from magnetar.security.tokens import create_token
-from tests.integration.broker_process import BrokerProcess
+from magnetar_harness.broker import configured_broker
 
 
 @pytest.fixture
@@ -23,7 +22,7 @@ def secured(tmp_path):
     secret = os.urandom(32)
     (tmp_path / "secret.key").write_bytes(secret)
     (tmp_path / "users.htpasswd").write_text(f"carol:{hash_password('s3cret')}\n")
-    broker = BrokerProcess.with_config(tmp_path, f"""
+    broker = configured_broker(tmp_path, f"""
 authentication_enabled = true
 authentication_providers = ["token", "basic"]
 token_secret_key = "file://{tmp_path / 'secret.key'}"

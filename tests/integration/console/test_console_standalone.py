@@ -4,6 +4,9 @@ pages show what the admin API says, follow traffic, carry out each action
 the server. Screenshots land in console-screenshots/ (docs/console.md)."""
 from __future__ import annotations
 
+import threading
+import time
+
 import pulsar
 import pytest
 from pulsar.schema import JsonSchema, Record, Integer, String
@@ -138,7 +141,28 @@ def test_the_topic_page_shows_producers_subscriptions_and_decoded_messages(broke
            b.css("table.messages tr[data-row]")[0].get_attribute("data-row") == message_id and
            len(b.css("table.messages tr[data-row]")) == 4, what="the browser at that message id")
     b.wait(lambda d: b.css("#rate-chart canvas"), what="the rate chart")
-    b.shot("topic")
+    # Live traffic: the rate card and chart follow it.
+    sending = threading.Event()
+
+    def send() -> None:
+        i = 100
+        while not sending.is_set():
+            producer.send_async(Order(order=i, item="live"), None)
+            i += 1
+            time.sleep(0.004)
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    try:
+        b.wait(lambda d: float(b.text(".cards .card").split()[2]) > 20, timeout=30, what="a rate in above 20/s")
+        points = int(b.css("#rate-chart")[0].get_attribute("data-points"))
+        b.wait(lambda d: int(b.css("#rate-chart")[0].get_attribute("data-points")) >= points + 8,
+               what="eight more points on the chart")
+        b.shot("topic")
+    finally:
+        sending.set()
+        sender.join()
+        producer.flush()
     for m in received:
         consumer.acknowledge(m)
     producer.close()

@@ -9,7 +9,8 @@ import * as regions from "./pages/regions.js";
 import * as login from "./pages/login.js";
 
 const PAGES = { overview, tenants, topics, topic, regions };
-const POLL_MS = 2000;
+// Every 2 s; ?poll=MS in the page's address changes it (the tests poll faster).
+const POLL_MS = Math.max(200, Number(new URLSearchParams(location.search).get("poll")) || 2000);
 const view = document.getElementById("view");
 const banner = document.getElementById("banner");
 let current = null;   // {refresh, stop}

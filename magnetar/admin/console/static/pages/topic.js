@@ -12,6 +12,7 @@ function rateChart(container) {
   function push(t, rin, rout) {
     data[0].push(t); data[1].push(rin); data[2].push(rout);
     if (data[0].length > POINTS) for (const s of data) s.shift();
+    container.dataset.points = String((Number(container.dataset.points) || 0) + 1);
     if (!plot && typeof uPlot !== "undefined") {
       plot = new uPlot({
         ...size(),
