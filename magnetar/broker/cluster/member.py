@@ -12,21 +12,25 @@ channel and the leader election), and then:
   passes on the bundles a previous life of it was releasing, and carries
   out the splits it was asked to do, when it died (see :meth:`_join`);
 - gives up a bundle the moment the channel says someone else has it, or the
-  moment its session is lost: ``unload_bundle`` / ``unload_all`` (callbacks
-  of the service) close the topics, so their clients reconnect and look up.
+  moment its session is lost: its host's ``unload_bundle`` / ``unload_all``
+  close the topics, so their clients reconnect and look up.
   After a lost session it joins again with a new one;
 - moves a bundle it owns to another broker without client lookups (PIP-307,
   :meth:`unload`): Releasing(src -> dst) makes the source release the
   bundle's topics (appends stop, ledgers close, clients stay connected and
   held); Assigning(dst) -> Owned(dst) makes the destination the owner; then
-  the source hands its clients over with the destination's URL
-  (``release_bundle`` / ``hand_over_bundle``, callbacks of the service). With
+  the source hands its clients over with the destination's URL (the host's
+  ``release_bundle`` / ``hand_over_bundle``). With
   ``multi_phase`` off, the source disconnects its clients at once instead and
   they look the topics up (the old unload);
 - splits a bundle in two (:meth:`split`, :mod:`.splitting`), keeping both
   halves and their clients;
 - on a clean stop, frees its bundles (Owned -> Releasing -> Free) so others
   take them without waiting for the session to expire.
+
+The member reaches the broker service only through :class:`.host.BundleHost`
+(given at construction); the service reaches the member directly (it is
+below it).
 
 Failure modes: metadata errors during a lookup surface as ServiceNotReady
 (retryable); a lost race on the channel is retried within the deadline.
@@ -37,7 +41,6 @@ import asyncio
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable
 
 from magnetar.broker.errors import OwnedElsewhere, ServiceNotReady
 from magnetar.broker.topic_name import TopicName
@@ -47,8 +50,9 @@ from . import splitting
 from .bundles import DEFAULT_BUNDLES, Bundle
 from .channel import ASSIGNING, DELETED, FREE, INIT, OWNED, RELEASING, SPLITTING, BundleState, Channel, \
     IllegalTransition, LostRace
+from .host import BundleHost
 from .layout import Layouts
-from .load_report import BundleCounters, LoadSampler
+from .load_report import LoadSampler
 from .leader import Leader, SheddingSettings, SplitSettings
 from .placement import least_loaded
 from .registry import BrokerInfo, Registry
@@ -84,13 +88,8 @@ async def _bounded(step, what: str) -> None:
 
 
 class ClusterMember:
-    def __init__(self, store: MetadataStore, info: BrokerInfo, *,
-                 unload_bundle: Callable[[Bundle], Awaitable[None]],
-                 unload_all: Callable[[], Awaitable[None]],
-                 release_bundle: Callable[[Bundle], Awaitable[None]] | None = None,
-                 hand_over_bundle: Callable[[Bundle, tuple[str, str] | None], None] | None = None,
+    def __init__(self, store: MetadataStore, info: BrokerInfo, host: BundleHost, *,
                  multi_phase: bool = True,
-                 bundle_counters: Callable[[], dict[Bundle, BundleCounters]] | None = None,
                  report_interval_s: float = 5.0,
                  shedding: SheddingSettings | None = None,
                  auto_split: SplitSettings | None = None,
@@ -99,18 +98,13 @@ class ClusterMember:
         self.store = store
         self.info = info
         self.broker_id = info.broker_id
-        self.unload_bundle = unload_bundle
-        self.unload_all = unload_all
-        self.release_bundle = release_bundle
-        self.hand_over_bundle = hand_over_bundle
-        self.multi_phase = multi_phase and release_bundle is not None and hand_over_bundle is not None
-        self.bundle_counters = bundle_counters
+        self.host = host
+        #: Moves hand clients over (PIP-307); off: the source disconnects them.
+        self.multi_phase = multi_phase
         self.report_interval_s = report_interval_s
         self.shedding = shedding
         self.auto_split = auto_split
         self._reporter: asyncio.Task | None = None
-        #: Bundles this broker released and whose clients wait for the new owner.
-        self._released: set[Bundle] = set()
         #: When bundles moved here from another broker (event-loop time).
         self._arrivals: dict[Bundle, float] = {}
         self.bundles_per_namespace = bundles_per_namespace
@@ -140,8 +134,7 @@ class ClusterMember:
         self.channel.add_listener(self._on_bundle)
         await self._join()
         self._monitor = asyncio.get_running_loop().create_task(self._watch_session())
-        if self.bundle_counters is not None:
-            self._reporter = asyncio.get_running_loop().create_task(self._report_load())
+        self._reporter = asyncio.get_running_loop().create_task(self._report_load())
 
     async def _join(self) -> None:
         self.session = await self.store.create_session(self.session_ttl_s)
@@ -178,7 +171,7 @@ class ClusterMember:
             if self.session is not None and not self.session.alive and not self.closing:
                 log.error("broker %s lost its metadata session: unloading every topic", self.broker_id)
                 try:
-                    await self.unload_all()
+                    await self.host.unload_all()
                 except Exception:
                     log.exception("unloading after a lost session failed")
                 if self.leader is not None:
@@ -202,10 +195,10 @@ class ClusterMember:
         """Every ``report_interval_s``: this broker's load report (see
         :mod:`.load_report`) into its registry record, where the leader reads it."""
         sampler = LoadSampler()
-        sampler.sample(self.bundle_counters())
+        sampler.sample(self.host.bundle_counters())
         while not self.closing:
             await asyncio.sleep(self.report_interval_s)
-            self.info.load = sampler.sample(self.bundle_counters())
+            self.info.load = sampler.sample(self.host.bundle_counters())
             if self.session is None or not self.session.alive:
                 continue
             try:
@@ -271,29 +264,27 @@ class ClusterMember:
         if new.state == SPLITTING and new.broker == me and old.state != SPLITTING:
             self._spawn(splitting.carry_out(self.channel, self.layouts, me, bundle, new))
             return
-        if bundle in self._released:
+        if self.host.holds_released(bundle):
             if new.state == OWNED:  # the new owner has it: send our clients there
-                self._released.discard(bundle)
                 owner = self.registry.live.get(new.broker)
                 assigned = (owner.service_url, owner.service_url_tls) if owner is not None and self.multi_phase \
                     else None
                 log.info("bundle %s is owned by %s: handing its clients over", bundle, new.broker)
-                self.hand_over_bundle(bundle, assigned)
+                self.host.hand_over_bundle(bundle, assigned)
             return
         if old.broker == me and old.state in (OWNED, ASSIGNING) and not (new.state == OWNED and new.broker == me):
             # (Owned -> Splitting by us is not a loss: that case returned above.)
             log.info("bundle %s is no longer ours (%s %s): unloading its topics", bundle, new.state, new.broker)
-            self._spawn(self.unload_bundle(bundle))
+            self._spawn(self.host.unload_bundle(bundle))
 
     async def _release(self, bundle: Bundle, state: BundleState) -> None:
         """Source side of a move: release (or, the old way, unload) the bundle's
         topics, then pass the bundle on: Releasing -> Assigning(dst)."""
         try:
             if self.multi_phase:
-                self._released.add(bundle)
-                await self.release_bundle(bundle)
+                await self.host.release_bundle(bundle)  # held released from its first step
             else:
-                await self.unload_bundle(bundle)
+                await self.host.unload_bundle(bundle)
         except Exception:
             log.exception("releasing bundle %s failed", bundle)
         try:

@@ -130,11 +130,8 @@ class Broker:
             # Before the listener: until the member has joined, lookups and
             # topic loads answer ServiceNotReady instead of serving as standalone.
             self.service.cluster = ClusterMember(
-                self.store, BrokerInfo("", "", "", config.cluster_name),
-                unload_bundle=self.service.unload_bundle, unload_all=self.service.unload_all,
-                release_bundle=self.service.release_bundle, hand_over_bundle=self.service.hand_over_bundle,
+                self.store, BrokerInfo("", "", "", config.cluster_name), self.service,
                 multi_phase=config.load_balancer_multi_phase_bundle_unload,
-                bundle_counters=self.service.bundle_counters,
                 report_interval_s=config.load_balancer_report_interval_s,
                 shedding=SheddingSettings(config.load_balancer_enabled, config.load_balancer_shedding_interval_s,
                                           config.load_balancer_load_threshold, config.load_balancer_shedding_cycles,

@@ -6,8 +6,12 @@ storage failed is unloaded, so the next request reloads it from disk.
 
 In a cluster (``cluster`` set), a topic is served only while this broker owns
 its bundle: :meth:`get_topic` raises ServiceNotReady otherwise (the client
-looks up again), and the member unloads a bundle's topics through
-:meth:`unload_bundle` the moment the bundle is no longer ours.
+looks up again). The service is its member's host
+(:class:`~magnetar.broker.cluster.host.BundleHost`): the member unloads a
+bundle's topics through :meth:`unload_bundle` the moment the bundle is no
+longer ours, and moves bundles through :meth:`release_bundle` and
+:meth:`hand_over_bundle`. The service alone keeps which bundles it released
+and holds (their topics, by bundle) until they are handed over.
 """
 from __future__ import annotations
 
@@ -75,7 +79,8 @@ class BrokerService:
         #: Lookups answered (binary and HTTP), and those that named another broker.
         self.lookup_answers = 0
         self.lookup_redirects = 0
-        #: Topics released by a move in progress (PIP-307), by bundle.
+        #: Bundles released by a move in progress (PIP-307) and their topics,
+        #: held until handed over: the one record of released bundles.
         self._released: dict[Bundle, list[Topic]] = {}
         #: Hand-overs under way (kept so they are not garbage-collected mid-flight).
         self._handovers: set[asyncio.Task] = set()
@@ -282,15 +287,22 @@ class BrokerService:
 
     async def release_bundle(self, bundle: Bundle) -> None:
         """First phase of moving ``bundle`` without lookups (PIP-307): its topics
-        stop appending and close their ledgers; clients stay connected, held."""
+        stop appending and close their ledgers; clients stay connected, held.
+        The bundle is held released from the first step (before any wait),
+        even with no topic loaded, until :meth:`hand_over_bundle`."""
+        held = self._released.setdefault(bundle, [])
         for topic in self._topics_of(bundle):
             log.info("releasing %s: bundle %s is moving", topic.name, bundle)
-            self._released.setdefault(bundle, []).append(topic)
+            held.append(topic)
             del self.topics[str(topic.name)]
             try:
                 await topic.release()
             except Exception:
                 log.exception("releasing %s failed; its clients will look it up", topic.name)
+
+    def holds_released(self, bundle: Bundle) -> bool:
+        """Whether ``bundle`` was released here and waits to be handed over."""
+        return bundle in self._released
 
     def hand_over_bundle(self, bundle: Bundle, assigned: tuple[str, str] | None) -> None:
         """Last phase: tell the released topics' clients where the bundle went

@@ -9,11 +9,55 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Protocol
 
 from magnetar.storage import Entry, Position
 
 from .views import SubscriptionView
+
+
+class ConsumerSink(Protocol):
+    """Where a consumer's deliveries and notices go: its client's connection
+    (``server.handlers.consume.ConsumerReports``). A consumer is given one
+    when it is made; it calls nothing else of the connection.
+
+    None of the calls may raise: they run from dispatch and topic closes.
+    """
+
+    def deliver(self, consumer: "Consumer", entries: list[Entry], redeliveries: list[int]) -> None:
+        """Write ``entries`` (with their redelivery counts) to the client."""
+
+    def writable(self) -> bool:
+        """False while the connection's write buffer is full: dispatch skips the consumer."""
+
+    def closed(self, consumer: "Consumer", assigned: tuple[str, str] | None = None) -> None:
+        """Tell the client the consumer must reconnect (seek, unload); with
+        ``assigned`` (the new owner's plain and TLS URLs), to that broker
+        without a lookup (the topic moved there)."""
+
+    def active_change(self, consumer: "Consumer", active: bool) -> None:
+        """Tell a failover consumer whether it is the active one."""
+
+
+class _NoClient:
+    """The sink of a consumer with no client (tests): nothing is written."""
+
+    __slots__ = ()
+
+    def deliver(self, consumer: "Consumer", entries: list[Entry], redeliveries: list[int]) -> None:
+        pass
+
+    def writable(self) -> bool:
+        return True
+
+    def closed(self, consumer: "Consumer", assigned: tuple[str, str] | None = None) -> None:
+        pass
+
+    def active_change(self, consumer: "Consumer", active: bool) -> None:
+        pass
+
+
+NO_CLIENT: ConsumerSink = _NoClient()
 
 
 @dataclass(eq=False)
@@ -22,15 +66,8 @@ class Consumer:
     name: str
     subscription: SubscriptionView
     priority_level: int = 0
-    #: Writes entries to the client: callable(consumer, entries, redelivery_counts).
-    deliver: Callable[["Consumer", list[Entry], list[int]], None] | None = None
-    #: True while the connection's write buffer is full: skip this consumer.
-    writable: Callable[[], bool] = lambda: True
-    #: Tells the client the consumer must reconnect (seek, unload); with a
-    #: URL, to that broker without a lookup (the topic moved there).
-    disconnect: Callable[..., None] = lambda url=None: None
-    #: Tells a failover consumer whether it is the active one.
-    active_change: Callable[[bool], None] = lambda active: None
+    #: Where deliveries and the broker's notices go (the client's connection).
+    sink: ConsumerSink = NO_CLIENT
     permits: int = 0
     #: Key_Shared: the consumer's KeySharedMeta (mode, sticky ranges, out-of-order), None if not given.
     key_shared_meta: Any = None
@@ -46,7 +83,15 @@ class Consumer:
     closed: bool = False
 
     def can_receive(self) -> bool:
-        return not self.closed and self.permits > 0 and self.writable()
+        return not self.closed and self.permits > 0 and self.sink.writable()
+
+    def disconnect(self, assigned: tuple[str, str] | None = None) -> None:
+        """Tell the client the consumer must reconnect (see :meth:`ConsumerSink.closed`)."""
+        self.sink.closed(self, assigned)
+
+    def active_change(self, active: bool) -> None:
+        """Tell a failover consumer whether it is the active one."""
+        self.sink.active_change(self, active)
 
     def unacked_messages(self) -> int:
         return sum(self.pending.values())

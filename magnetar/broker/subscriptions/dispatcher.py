@@ -126,8 +126,7 @@ class Dispatcher(abc.ABC):
         subscription.bytes_out += nbytes
         subscription.topic.msg_out += msgs
         subscription.topic.bytes_out += nbytes
-        if consumer.deliver is not None:
-            consumer.deliver(consumer, entries, counts)
+        consumer.sink.deliver(consumer, entries, counts)
 
     def acked(self, positions: list[Position]) -> None:
         for consumer in self.consumers:

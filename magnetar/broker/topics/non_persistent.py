@@ -116,7 +116,7 @@ class NonPersistentSubscription:
         consumer.bytes_out += len(entry.data)
         self.msg_out += count
         self.bytes_out += len(entry.data)
-        consumer.deliver(consumer, [entry], [0])
+        consumer.sink.deliver(consumer, [entry], [0])
 
     def _pick(self, entry: Entry) -> "Consumer | None":
         consumers = self.consumers

@@ -31,6 +31,38 @@ class ProducerTopic(Protocol):
     def remove_producer(self, producer: "Producer") -> None: ...
 
 
+class ProducerSink(Protocol):
+    """Where a producer's outcomes go: its client's connection
+    (``server.handlers.produce.ProducerReports``). A producer is given one
+    when it is made; it calls nothing else of the connection.
+
+    Neither call may raise: they run from storage callbacks and topic closes.
+    """
+
+    def send_result(self, producer: "Producer", pending: "PendingSend") -> None:
+        """Write ``pending``'s receipt or send error; called in arrival order, once per send."""
+
+    def closed(self, producer: "Producer", assigned: tuple[str, str] | None = None) -> None:
+        """Tell the client the broker closed ``producer`` (fenced, unloaded,
+        terminated); with ``assigned`` (the new owner's plain and TLS URLs),
+        to reconnect there without a lookup (the topic moved there)."""
+
+
+class _NoClient:
+    """The sink of a producer with no client (tests): outcomes are dropped."""
+
+    __slots__ = ()
+
+    def send_result(self, producer: "Producer", pending: "PendingSend") -> None:
+        pass
+
+    def closed(self, producer: "Producer", assigned: tuple[str, str] | None = None) -> None:
+        pass
+
+
+NO_CLIENT: ProducerSink = _NoClient()
+
+
 @dataclass(frozen=True, slots=True)
 class PublishResult:
     """Where an entry landed."""
@@ -147,11 +179,8 @@ class Producer:
     fenced: bool = False
     #: Conditional sends must carry this epoch; each refusal moves it on.
     offset_epoch: int = 0
-    #: Where to write receipts and send errors: callable(PendingSend), in arrival order.
-    on_result: Callable[["PendingSend"], None] | None = None
-    #: Tells the client the broker closed this producer (fenced, unloaded);
-    #: with a URL, to reconnect there without a lookup (the topic moved there).
-    disconnect: Callable[..., None] = lambda url=None: None
+    #: Where receipts, send errors and the broker's close go (the client's connection).
+    sink: ProducerSink = NO_CLIENT
     address: str = ""
     connected_since: float = 0.0
     msg_in: int = 0
@@ -180,11 +209,13 @@ class Producer:
         pending = self._pending
         if not pending or pending[0] is not send:
             return  # an earlier send is still waiting: this one is reported after it
-        report = self.on_result
+        report = self.sink.send_result
         while pending and pending[0].settled:
-            done = pending.popleft()
-            if report is not None:
-                report(done)
+            report(self, pending.popleft())
+
+    def disconnect(self, assigned: tuple[str, str] | None = None) -> None:
+        """Tell the client the broker closed this producer (see :meth:`ProducerSink.closed`)."""
+        self.sink.closed(self, assigned)
 
     def when_reported(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` once every send accepted so far has had its

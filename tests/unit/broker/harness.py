@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.topics.producer import Producer
+from magnetar.broker.topics.producer import PendingSend, Producer
 from magnetar.broker.server.service import BrokerService
 from magnetar.broker.topic_name import parse
 from magnetar.metadata import MemoryMetadataStore, MetadataStore
@@ -34,6 +34,24 @@ async def topic_of(service: BrokerService, name: str = "t"):
 
 def producer(topic, pid: int, name: str | None = None, mode: int = pb.Shared, idempotent: bool = False) -> Producer:
     return Producer(producer_id=pid, name=name or f"p{pid}", topic=topic, access_mode=mode, idempotent=idempotent)
+
+
+class RecordingSink:
+    """A producer's sink (``topics.producer.ProducerSink``) that keeps what its
+    client would hear: reports in order, and the broker's closes."""
+
+    def __init__(self, on_closed=None) -> None:
+        self.results: list[PendingSend] = []
+        self.closes: list[tuple[Producer, tuple[str, str] | None]] = []
+        self._on_closed = on_closed
+
+    def send_result(self, producer: Producer, pending: PendingSend) -> None:
+        self.results.append(pending)
+
+    def closed(self, producer: Producer, assigned: tuple[str, str] | None = None) -> None:
+        self.closes.append((producer, assigned))
+        if self._on_closed is not None:
+            self._on_closed()
 
 
 def send_of(producer_name: str, seq: int, payload: bytes = b"x", n: int = 1, *, expected_offset: int | None = None,

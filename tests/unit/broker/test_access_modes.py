@@ -24,7 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from magnetar.broker.errors import BrokerError
 from magnetar.protocol import pb
 
-from .harness import close_service, make_service, producer, send_of, topic_of
+from .harness import RecordingSink, close_service, make_service, producer, send_of, topic_of
 
 MODES = st.sampled_from([pb.Exclusive, pb.ExclusiveWithFencing, pb.WaitForExclusive])
 WRITERS = st.integers(0, 2)
@@ -73,7 +73,7 @@ class ExclusiveProducers(RuleBasedStateMachine):
         def fenced(p=p):  # the broker closed it
             self.lost.add(p.producer_id)
             self.trace.append(f"broker disconnected w{writer}#{p.producer_id}")
-        p.disconnect = fenced
+        p.sink = RecordingSink(on_closed=fenced)
         return p
 
     def _admit(self, writer: int, p, epoch) -> None:

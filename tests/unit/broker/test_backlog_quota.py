@@ -14,7 +14,7 @@ from magnetar.broker.namespaces.policies import BacklogQuota, backlog_quotas
 from magnetar.broker.subscriptions.subscription import Subscription
 from magnetar.storage import Position, StorageConfig
 
-from .harness import close_service, make_service, producer, send_of, topic_of
+from .harness import RecordingSink, close_service, make_service, producer, send_of, topic_of
 
 FRAME_HEADER = 8  # bytes the ledger stores before each entry
 
@@ -88,11 +88,10 @@ async def test_eviction_point_is_the_first_position_that_leaves_at_most_the_targ
 
 async def test_hold_refuses_new_producers_and_disconnects_attached_ones(tmp_path):
     service, topic, p, stored = await _topic_with_entries(tmp_path, [500] * 4)
-    closed = []
-    p.disconnect = lambda: closed.append(p.name)
+    p.sink = RecordingSink()
     topic.backlog_quotas = (BacklogQuota("destination_storage", sum(stored), "producer_request_hold"),)
     assert await topic.check_backlog_quota() == topic.backlog_quotas[0]
-    assert closed == ["p1"] and not topic.producers
+    assert [closed.name for closed, _ in p.sink.closes] == ["p1"] and not topic.producers
     with pytest.raises(BacklogQuotaHold):
         await topic.add_producer(producer(topic, 2), None)
     await cursor_ops.skip(topic.subscriptions["s"], 1)  # one entry under the limit: admitted again

@@ -18,6 +18,7 @@ from magnetar.broker.errors import ServiceNotReady
 from magnetar.broker.topic_name import parse
 from magnetar.metadata import MemoryMetadataStore
 
+from ..cluster.fake_host import FakeHost
 from .harness import close_service, make_service
 
 
@@ -27,16 +28,13 @@ async def test_a_broker_out_of_session_refuses_its_loaded_topics_until_it_is_bac
     unloading = asyncio.Event()
     release = asyncio.Event()
 
-    async def slow_unload_all():  # the store is out of reach: each topic's final writes wait
-        unloading.set()
-        await release.wait()
-
-    async def unload_bundle(bundle):
-        return None
+    class SlowHost(FakeHost):
+        async def unload_all(self):  # the store is out of reach: each topic's final writes wait
+            unloading.set()
+            await release.wait()
 
     info = BrokerInfo("broker-0:8080", "pulsar://broker-0:6650", "http://broker-0:8080", "c")
-    member = ClusterMember(store, info, unload_bundle=unload_bundle, unload_all=slow_unload_all,
-                           session_ttl_s=2.0, lookup_timeout_s=5.0)
+    member = ClusterMember(store, info, SlowHost(), multi_phase=False, session_ttl_s=2.0, lookup_timeout_s=5.0)
     await member.start()
     service.cluster = member
     name = parse("persistent://public/default/out-of-session")

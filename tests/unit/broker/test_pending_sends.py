@@ -7,9 +7,8 @@ import asyncio
 import time
 
 from magnetar.broker.errors import ExpectedOffsetMismatch
-from magnetar.broker.topics.producer import PendingSend
 
-from .harness import close_service, make_service, producer, send_of, topic_of
+from .harness import RecordingSink, close_service, make_service, producer, send_of, topic_of
 
 NOW_MS = 1_700_000_000_000  # the publish time the connection would have read
 
@@ -27,9 +26,8 @@ async def _attached(tmp_path, name=None, **config):
     topic = await topic_of(service)
     p = producer(topic, 1, name=name)
     await topic.add_producer(p, None)
-    reported: list[PendingSend] = []
-    p.on_result = reported.append
-    return service, topic, p, reported
+    p.sink = RecordingSink()
+    return service, topic, p, p.sink.results
 
 
 async def test_a_refusal_known_at_once_is_reported_after_the_stored_sends_before_it(tmp_path):
@@ -54,7 +52,7 @@ async def test_a_resend_of_an_entry_in_flight_gets_the_originals_place(tmp_path)
     topic.remove_producer(first)
     second = producer(topic, 2, name="writer")
     await topic.add_producer(second, None)
-    second.on_result = reported.append
+    second.sink = first.sink
     topic.publish_into(second, send, block, second.expect(0, 0), NOW_MS)
     await _wait(lambda: len(reported) == 2)
     original, resend = reported

@@ -13,6 +13,8 @@ from magnetar.broker.errors import ServiceNotReady
 from magnetar.broker.topic_name import parse
 from magnetar.metadata import MemoryMetadataStore
 
+from .fake_host import FakeHost
+
 
 async def wait_until(predicate, timeout=10.0, what="condition"):
     deadline = time.monotonic() + timeout
@@ -23,17 +25,16 @@ async def wait_until(predicate, timeout=10.0, what="condition"):
 
 
 class Member:
+    """A member whose moves disconnect clients (the old unload): see test_host.py for handovers."""
+
     def __init__(self, store, n):
-        self.unloaded = []
+        self.host = FakeHost()
         info = BrokerInfo(f"broker-{n}:80{n}0", f"pulsar://broker-{n}:66{n}0", f"http://broker-{n}:80{n}0", "c")
-        self.member = ClusterMember(store, info, unload_bundle=self._unload, unload_all=self._unload_all,
-                                    session_ttl_s=2.0, lookup_timeout_s=5.0)
+        self.member = ClusterMember(store, info, self.host, multi_phase=False, session_ttl_s=2.0, lookup_timeout_s=5.0)
 
-    async def _unload(self, bundle):
-        self.unloaded.append(bundle)
-
-    async def _unload_all(self):
-        self.unloaded.append("all")
+    @property
+    def unloaded(self):
+        return self.host.unloaded
 
 
 class Cluster:

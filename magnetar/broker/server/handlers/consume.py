@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from functools import partial
 
 from magnetar.broker.entries.entry_format import strip_broker_entry_metadata
 from magnetar.broker.errors import BrokerError, ConsumerBusy, NotAllowed
@@ -78,13 +77,8 @@ def on_subscribe(session: ClientSession, frame: Frame) -> None:
         key_shared_meta=req.keySharedMeta if req.HasField("keySharedMeta") else None,
         read_compacted=req.read_compacted,
         partition=name.partition_index,
+        sink=ConsumerReports(session),
     )
-    consumer.deliver = partial(deliver, session)
-    consumer.writable = lambda: not session.writing_paused
-    consumer.disconnect = lambda assigned=None, c=consumer: disconnect_consumer(session, c, assigned)
-    consumer.active_change = lambda active, c=consumer: session.write(
-           command(Type.ACTIVE_CONSUMER_CHANGE, consumer_id=c.consumer_id, is_active=active)
-       ) if c.subscription is not None and c.subscription.type == pb.CommandSubscribe.Failover else None
     session.consumers[req.consumer_id] = consumer
     session.spawn(_subscribe(session, req, name, consumer))
 
@@ -132,30 +126,60 @@ def _check_still_wanted(session: ClientSession, consumer: Consumer) -> None:
         raise BrokerError("the consumer was closed while subscribing", ServerError.ConsumerNotFound)
 
 
-def deliver(session: ClientSession, consumer: Consumer, entries: list[Entry], redeliveries: list[int]) -> None:
-    transport = session.transport
-    if transport is None or transport.is_closing():
-        return
-    strip = not session.proto.peer_supports_broker_entry_metadata
-    pieces: list = []
-    consumer_id = consumer.consumer_id
-    # Pulsar's brokers put the partition in every message id of a partition:
-    # routers, seeks and acks by id on partitioned topics depend on it.
-    partition = consumer.partition if consumer.partition >= 0 else None
-    sub = consumer.subscription
-    batch_acks = sub.cursor.batch_acks if sub is not None and sub.cursor is not None else None
-    for entry, count in zip(entries, redeliveries):
-        pos = entry.position
-        message = pb.CommandMessage(consumer_id=consumer_id,
-                                    message_id=pb.MessageIdData(ledgerId=pos.ledger_id, entryId=pos.entry_id,
-                                                                partition=partition))
-        if count:
-            message.redelivery_count = count
-        if batch_acks and pos in batch_acks:
-            message.ack_set.extend(ack_set_words(batch_acks[pos]))
-        data = strip_broker_entry_metadata(entry.data) if strip else entry.data
-        pieces.extend(encode_payload_command(pb.BaseCommand(type=_MESSAGE, message=message), data))
-    session.queue(*pieces)
+class ConsumerReports:
+    """A consumer's sink (``subscriptions.consumer.ConsumerSink``) on its client's connection."""
+
+    __slots__ = ("session",)
+
+    def __init__(self, session: ClientSession) -> None:
+        self.session = session
+
+    def deliver(self, consumer: Consumer, entries: list[Entry], redeliveries: list[int]) -> None:
+        """MESSAGE frames for ``entries``, queued as one socket write."""
+        session = self.session
+        transport = session.transport
+        if transport is None or transport.is_closing():
+            return
+        strip = not session.proto.peer_supports_broker_entry_metadata
+        pieces: list = []
+        consumer_id = consumer.consumer_id
+        # Pulsar's brokers put the partition in every message id of a partition:
+        # routers, seeks and acks by id on partitioned topics depend on it.
+        partition = consumer.partition if consumer.partition >= 0 else None
+        sub = consumer.subscription
+        batch_acks = sub.cursor.batch_acks if sub is not None and sub.cursor is not None else None
+        for entry, count in zip(entries, redeliveries):
+            pos = entry.position
+            message = pb.CommandMessage(consumer_id=consumer_id,
+                                        message_id=pb.MessageIdData(ledgerId=pos.ledger_id, entryId=pos.entry_id,
+                                                                    partition=partition))
+            if count:
+                message.redelivery_count = count
+            if batch_acks and pos in batch_acks:
+                message.ack_set.extend(ack_set_words(batch_acks[pos]))
+            data = strip_broker_entry_metadata(entry.data) if strip else entry.data
+            pieces.extend(encode_payload_command(pb.BaseCommand(type=_MESSAGE, message=message), data))
+        session.queue(*pieces)
+
+    def writable(self) -> bool:
+        return not self.session.writing_paused
+
+    def closed(self, consumer: Consumer, assigned: tuple[str, str] | None = None) -> None:
+        """CLOSE_CONSUMER: the client re-subscribes, at ``assigned`` (plain and TLS URLs) at once
+        when given (PIP-307: the topic moved there), else after a lookup."""
+        session = self.session
+        if session.consumers.get(consumer.consumer_id) is consumer:
+            del session.consumers[consumer.consumer_id]
+            session.write(command(Type.CLOSE_CONSUMER, consumer_id=consumer.consumer_id, request_id=UINT64_MAX,
+                                  assignedBrokerServiceUrl=assigned[0] if assigned else None,
+                                  assignedBrokerServiceUrlTls=assigned[1] if assigned and assigned[1] else None))
+
+    def active_change(self, consumer: Consumer, active: bool) -> None:
+        """ACTIVE_CONSUMER_CHANGE, for failover subscriptions only."""
+        sub = consumer.subscription
+        if sub is not None and sub.type == pb.CommandSubscribe.Failover:
+            self.session.write(command(Type.ACTIVE_CONSUMER_CHANGE, consumer_id=consumer.consumer_id,
+                                       is_active=active))
 
 
 def ack_set_mask(words) -> int:
@@ -174,16 +198,6 @@ def ack_set_words(mask: int) -> list[int]:
         words.append(word - (1 << 64) if word >= 1 << 63 else word)
         mask >>= 64
     return words
-
-
-def disconnect_consumer(session: ClientSession, consumer: Consumer, assigned: tuple[str, str] | None = None) -> None:
-    """CLOSE_CONSUMER: the client re-subscribes, at ``assigned`` (plain and TLS URLs) at once
-    when given (PIP-307: the topic moved there), else after a lookup."""
-    if session.consumers.get(consumer.consumer_id) is consumer:
-        del session.consumers[consumer.consumer_id]
-        session.write(command(Type.CLOSE_CONSUMER, consumer_id=consumer.consumer_id, request_id=UINT64_MAX,
-                              assignedBrokerServiceUrl=assigned[0] if assigned else None,
-                              assignedBrokerServiceUrlTls=assigned[1] if assigned and assigned[1] else None))
 
 
 def on_flow(session: ClientSession, frame: Frame) -> None:

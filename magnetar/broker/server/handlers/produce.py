@@ -11,7 +11,6 @@ failure while creating a producer answers ServiceNotReady (retryable).
 from __future__ import annotations
 
 import asyncio
-import functools
 import itertools
 import logging
 
@@ -101,9 +100,8 @@ async def _create_producer(session: ClientSession, req: pb.CommandProducer) -> N
             idempotent=_metadata_flag(req, "magnetar.idempotent"),
             deduplicate=_metadata_flag(req, "magnetar.deduplicate"),
             address=session.peer,
+            sink=ProducerReports(session),
         )
-        producer.on_result = functools.partial(send_result, session, producer)
-        producer.disconnect = lambda assigned=None, p=producer: disconnect_producer(session, p, assigned)
         # Checked before joining the topic: an exclusive producer closed
         # while it waited must not fence the topic's current one.
         _check_still_wanted(session, req)
@@ -146,14 +144,59 @@ async def _create_producer(session: ClientSession, req: pb.CommandProducer) -> N
         session.write(error(req.request_id, ServerError.ServiceNotReady, f"cannot create producer: {exc}"))
 
 
-def disconnect_producer(session: ClientSession, producer: Producer, assigned: tuple[str, str] | None = None) -> None:
-    """CLOSE_PRODUCER: the client reconnects, to ``assigned`` (plain and TLS URLs) at once when
-    given (PIP-307: the topic moved there), else after a lookup."""
-    if session.producers.get(producer.producer_id) is producer:
-        del session.producers[producer.producer_id]
-        session.write(command(Type.CLOSE_PRODUCER, producer_id=producer.producer_id, request_id=UINT64_MAX,
-                              assignedBrokerServiceUrl=assigned[0] if assigned else None,
-                              assignedBrokerServiceUrlTls=assigned[1] if assigned and assigned[1] else None))
+class ProducerReports:
+    """A producer's sink (``topics.producer.ProducerSink``) on its client's connection."""
+
+    __slots__ = ("session",)
+
+    def __init__(self, session: ClientSession) -> None:
+        self.session = session
+
+    def send_result(self, producer: Producer, pending: PendingSend) -> None:
+        """SEND_RECEIPT or SEND_ERROR for ``pending``; resumes reading the
+        socket once few enough sends wait."""
+        session = self.session
+        session.pending_sends -= 1
+        if session.reading_paused and session.pending_sends < MAX_PENDING_SENDS // 2 \
+                and session.transport is not None:
+            session.reading_paused = False
+            session.transport.resume_reading()
+        # A broker whose metadata session lapsed still reports what storage
+        # settled: a stored entry passed the ledger's fence check after its fsync
+        # (``storage/ledger.py: write_fence``), so a new owner's recovery has it.
+        # Withholding that receipt would leave the client guessing; an official
+        # client even reports such a send as failed (ProducerFenced) when its
+        # retry meets a rival exclusive producer on the new owner.
+        exc = pending.error
+        seq = pending.sequence_id
+        if exc is None:
+            if pending.ledger_id < 0:
+                # A duplicate whose original is no longer remembered: Pulsar's -1:-1.
+                session.write(command(Type.SEND_RECEIPT, producer_id=producer.producer_id, sequence_id=seq,
+                                      highest_sequence_id=pending.highest_sequence_id,
+                                      message_id=message_id(UINT64_MAX, UINT64_MAX)))
+                return
+            # The producer's receipt encoder (compiled when built): once per stored entry.
+            session.queue(producer.receipt(seq, pending.highest_sequence_id, pending.ledger_id,
+                                           pending.entry_id, pending.first_offset))
+            return
+        code = exc.code if isinstance(exc, BrokerError) else ServerError.PersistenceError
+        cmd = command(Type.SEND_ERROR, producer_id=producer.producer_id, sequence_id=seq, error=code,
+                      message=str(exc))
+        if isinstance(exc, ExpectedOffsetMismatch):
+            cmd.send_error.next_offset = exc.next_offset
+            cmd.send_error.offset_epoch = exc.offset_epoch
+        session.write(cmd)
+
+    def closed(self, producer: Producer, assigned: tuple[str, str] | None = None) -> None:
+        """CLOSE_PRODUCER: the client reconnects, to ``assigned`` (plain and TLS URLs) at once when
+        given (PIP-307: the topic moved there), else after a lookup."""
+        session = self.session
+        if session.producers.get(producer.producer_id) is producer:
+            del session.producers[producer.producer_id]
+            session.write(command(Type.CLOSE_PRODUCER, producer_id=producer.producer_id, request_id=UINT64_MAX,
+                                  assignedBrokerServiceUrl=assigned[0] if assigned else None,
+                                  assignedBrokerServiceUrlTls=assigned[1] if assigned and assigned[1] else None))
 
 
 def on_send(session: ClientSession, frame: Frame) -> None:
@@ -183,39 +226,6 @@ def on_plain_send(session: ClientSession, send, block: PayloadBlock | None) -> N
         producer.topic.publish_into(producer, send, block, pending, session.received_ms)
     else:
         pending.failed(BrokerError("checksum mismatch", ServerError.ChecksumError))
-
-
-def send_result(session: ClientSession, producer: Producer, pending: PendingSend) -> None:
-    session.pending_sends -= 1
-    if session.reading_paused and session.pending_sends < MAX_PENDING_SENDS // 2 and session.transport is not None:
-        session.reading_paused = False
-        session.transport.resume_reading()
-    # A broker whose metadata session lapsed still reports what storage
-    # settled: a stored entry passed the ledger's fence check after its fsync
-    # (``storage/ledger.py: write_fence``), so a new owner's recovery has it.
-    # Withholding that receipt would leave the client guessing; an official
-    # client even reports such a send as failed (ProducerFenced) when its
-    # retry meets a rival exclusive producer on the new owner.
-    exc = pending.error
-    seq = pending.sequence_id
-    if exc is None:
-        if pending.ledger_id < 0:
-            # A duplicate whose original is no longer remembered: Pulsar's -1:-1.
-            session.write(command(Type.SEND_RECEIPT, producer_id=producer.producer_id, sequence_id=seq,
-                                  highest_sequence_id=pending.highest_sequence_id,
-                                  message_id=message_id(UINT64_MAX, UINT64_MAX)))
-            return
-        # The producer's receipt encoder (compiled when built): once per stored entry.
-        session.queue(producer.receipt(seq, pending.highest_sequence_id, pending.ledger_id,
-                                       pending.entry_id, pending.first_offset))
-        return
-    code = exc.code if isinstance(exc, BrokerError) else ServerError.PersistenceError
-    cmd = command(Type.SEND_ERROR, producer_id=producer.producer_id, sequence_id=seq, error=code,
-                  message=str(exc))
-    if isinstance(exc, ExpectedOffsetMismatch):
-        cmd.send_error.next_offset = exc.next_offset
-        cmd.send_error.offset_epoch = exc.offset_epoch
-    session.write(cmd)
 
 
 def on_close_producer(session: ClientSession, frame: Frame) -> None:

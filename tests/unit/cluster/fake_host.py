@@ -1,0 +1,42 @@
+"""A small :class:`~magnetar.broker.cluster.host.BundleHost` for member tests.
+
+It serves no topics: it records what its member asked, in order, and keeps
+the released bundles the way the broker service does (held from
+``release_bundle`` until ``hand_over_bundle``).
+"""
+from __future__ import annotations
+
+from magnetar.broker.cluster.bundles import Bundle
+from magnetar.broker.cluster.load_report import BundleCounters
+
+
+class FakeHost:
+    def __init__(self) -> None:
+        #: ("unload", bundle), ("unload_all",), ("release", bundle), ("hand_over", bundle, assigned)
+        self.calls: list[tuple] = []
+        self.released: set[Bundle] = set()
+
+    @property
+    def unloaded(self) -> list:
+        """Bundles unloaded, and "all" for each unload of everything."""
+        return [c[1] if c[0] == "unload" else "all" for c in self.calls if c[0] in ("unload", "unload_all")]
+
+    async def unload_bundle(self, bundle: Bundle) -> None:
+        self.calls.append(("unload", bundle))
+
+    async def unload_all(self) -> None:
+        self.calls.append(("unload_all",))
+
+    async def release_bundle(self, bundle: Bundle) -> None:
+        self.released.add(bundle)
+        self.calls.append(("release", bundle))
+
+    def holds_released(self, bundle: Bundle) -> bool:
+        return bundle in self.released
+
+    def hand_over_bundle(self, bundle: Bundle, assigned: tuple[str, str] | None) -> None:
+        self.released.discard(bundle)
+        self.calls.append(("hand_over", bundle, assigned))
+
+    def bundle_counters(self) -> dict[Bundle, BundleCounters]:
+        return {}
