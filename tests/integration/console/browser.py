@@ -30,7 +30,7 @@ def missing() -> str | None:
 class Browser:
     """One Chromium window on the console; ``shot(name)`` saves a PNG."""
 
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, flags: tuple[str, ...] = ()) -> None:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
 
@@ -38,7 +38,7 @@ class Browser:
         self.profile = tempfile.mkdtemp(prefix="console-chromium-")
         options = webdriver.ChromeOptions()
         options.binary_location = CHROMIUM
-        for flag in FLAGS + [f"--user-data-dir={self.profile}"]:
+        for flag in FLAGS + list(flags) + [f"--user-data-dir={self.profile}"]:
             options.add_argument(flag)
         self.driver = webdriver.Chrome(service=Service(DRIVER), options=options)
         self.driver.set_page_load_timeout(30)

@@ -14,8 +14,8 @@ def browser_on():
         raise AssertionError(reason)
     opened = []
 
-    def open_on(admin_url: str) -> Browser:
-        b = Browser(admin_url)
+    def open_on(admin_url: str, flags: tuple[str, ...] = ()) -> Browser:
+        b = Browser(admin_url, flags)
         opened.append(b)
         return b
 

@@ -15,6 +15,7 @@ import pytest
 from magnetar.security.htpasswd import hash_password
 from magnetar.security.tokens import create_token
 from magnetar_harness.broker import configured_broker
+from magnetar_harness.pki import make_pki
 
 
 @pytest.fixture
@@ -123,3 +124,33 @@ def test_a_broker_that_goes_down_is_reported_and_the_page_stays(secured, browser
     assert "broker unreachable" in b.text("#conn-text")
     assert f"127.0.0.1:{broker.admin_port}" in b.text("table.brokers")  # the last figures stay
     b.shot("broker-down", full=False)
+
+
+def test_the_console_over_the_admin_https_port_with_a_token(tmp_path, browser_on):
+    """https on admin_tls_port (the test's own CA; this Chromium is told to
+    accept it), the same login and pages as over http."""
+    pki = make_pki(tmp_path / "pki")
+    secret = os.urandom(32)
+    (tmp_path / "secret.key").write_bytes(secret)
+    broker = configured_broker(tmp_path, f"""
+tls_port = 0
+admin_tls_port = 0
+tls_certificate_file = "{pki.server_cert}"
+tls_key_file = "{pki.server_key}"
+authentication_enabled = true
+authentication_providers = ["token"]
+token_secret_key = "file://{tmp_path / 'secret.key'}"
+authorization_enabled = true
+super_user_roles = ["admin"]
+""").start()
+    try:
+        assert broker.admin_tls_port > 0
+        b = browser_on(f"https://127.0.0.1:{broker.admin_tls_port}", ("--ignore-certificate-errors",))
+        b.open("#/overview")
+        login_token(b, create_token("admin", secret_key=secret))
+        b.wait_text("#who", "role: admin")
+        b.wait(lambda d: b.css("[data-namespace='public/default']"), what="the bundles over https")
+        assert b.driver.current_url.startswith("https://")
+        assert b.driver.execute_script("return location.protocol") == "https:"
+    finally:
+        broker.stop()
