@@ -20,11 +20,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from pathlib import Path
 
 from ..metadata.store import MetadataError, MetadataStore
 from .errors import StorageError
-from .ledger import delete_ledger_files
+from .backend import LedgerBackend
 from .ledger_meta import LEDGER_ID_COUNTER, ROOT
 
 log = logging.getLogger(__name__)
@@ -43,13 +42,13 @@ async def mark(store: MetadataStore) -> int:
         raise StorageError(f"cannot read the ledger id counter: {exc}") from exc
 
 
-async def sweep(store: MetadataStore, ledger_dir: Path, below: int) -> list[int]:
-    """Delete the files of ledgers with an id below ``below`` that no managed
-    ledger names; return their ids. Leaves everything when the store names
+async def sweep(store: MetadataStore, backend: LedgerBackend, below: int) -> list[int]:
+    """Delete the ledgers ``backend`` stores with an id below ``below`` that
+    no managed ledger names; return their ids. Leaves everything when the store names
     no managed ledger at all while files exist (a data directory paired with
     the wrong or a lost metadata store). Raises StorageError if the metadata
     cannot be read (nothing is deleted then)."""
-    on_disk = {i for i in await asyncio.to_thread(ledger_ids_on_disk, ledger_dir) if i < below}
+    on_disk = {i for i in await asyncio.to_thread(backend.stored_ledger_ids) if i < below}
     if not on_disk:
         return []
     referenced: set[int] = set()
@@ -77,36 +76,25 @@ async def sweep(store: MetadataStore, ledger_dir: Path, below: int) -> list[int]
     except MetadataError as exc:
         raise StorageError(f"cannot list managed ledgers to find orphaned ledgers: {exc}") from exc
     if not found_any:
-        log.warning("%d ledger files in %s but no managed ledger in the metadata store: leaving them",
-                    len(on_disk), ledger_dir)
+        log.warning("%d stored ledgers but no managed ledger in the metadata store: leaving them", len(on_disk))
         return []
     orphans = sorted(on_disk - referenced)
     for ledger_id in orphans:
         log.warning("deleting orphaned ledger %d (no managed ledger names it)", ledger_id)
-        await asyncio.to_thread(delete_ledger_files, ledger_dir, ledger_id)
+        await backend.delete(ledger_id)
     return orphans
 
 
-async def sweep_later(store: MetadataStore, ledger_dir: Path, below: int, delay_s: float) -> None:
+async def sweep_later(store: MetadataStore, backend: LedgerBackend, below: int, delay_s: float) -> None:
     """:func:`sweep` after ``delay_s`` (a task of the broker's); a failure is
     logged, never raised: the orphans wait for the next start."""
     await asyncio.sleep(delay_s)
     try:
-        orphans = await sweep(store, ledger_dir, below)
+        orphans = await sweep(store, backend, below)
     except StorageError as exc:
         log.warning("orphaned ledger sweep skipped: %s", exc)
         return
     log.info("orphaned ledger sweep done: %d deleted", len(orphans))
-
-
-def ledger_ids_on_disk(directory: Path) -> set[int]:
-    """Ids of the ledgers with a segment, index or fence file in ``directory``."""
-    ids = set()
-    for path in directory.iterdir():
-        stem, suffix = path.stem, path.suffix
-        if suffix in (".log", ".idx", ".fenced") and len(stem) == 20 and stem.isdigit():
-            ids.add(int(stem))
-    return ids
 
 
 def _ledger_ids(value: bytes) -> list[int] | None:

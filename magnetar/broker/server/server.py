@@ -188,7 +188,7 @@ class Broker:
             self.extensions.append(extension)
         if orphan_mark is not None:
             self._orphan_sweep = asyncio.get_running_loop().create_task(orphans.sweep_later(
-                self.store, self.factory.ledger_dir, orphan_mark, config.orphaned_ledger_sweep_delay_s))
+                self.store, self.factory.backend, orphan_mark, config.orphaned_ledger_sweep_delay_s))
         log.info("Magnetar broker ready: pulsar://%s:%d, admin on port %s, data in %s",
                  config.bind_address, self.port, self.admin_port, data.resolve())
 

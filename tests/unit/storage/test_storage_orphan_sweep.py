@@ -22,7 +22,7 @@ async def test_an_orphan_below_the_mark_goes_and_ledgers_made_after_it_stay(fact
     unrecorded_after_mark = await restarted._new_ledger_id()  # a file being born, not yet recorded
     Ledger.create(restarted.ledger_dir, unrecorded_after_mark).close()
 
-    assert await orphans.sweep(store, restarted.ledger_dir, mark) == [orphan_id]
+    assert await orphans.sweep(store, restarted.backend, mark) == [orphan_id]
     assert not log_path(restarted.ledger_dir, orphan_id).exists()
     assert log_path(restarted.ledger_dir, unrecorded_after_mark).exists()
     a = await restarted.open("t/ns/persistent/a")
