@@ -60,6 +60,10 @@ class StorageConfig:
         publish. 20 ms keeps publish p99 in tens of milliseconds on a nearby
         store; each broker then writes at most 50 PUTs a second while it has
         traffic (the monthly cost is in docs/object-storage.md).
+    max_open_ledger_files: segment files open at once (``handles.py``): the
+        least recently used idle ones are closed and opened again on use, so
+        open files stay bounded whatever the number of topics. Lowered at
+        start to half the process's open-file limit when that is smaller.
     """
 
     sync_policy: str = "always"
@@ -76,6 +80,7 @@ class StorageConfig:
     object_store_url: str = ""
     object_commit_interval_ms: int = 20
     object_commit_max_bytes: int = 8 * 1024 * 1024
+    max_open_ledger_files: int = 512
 
     def __post_init__(self) -> None:
         if self.sync_policy not in SYNC_POLICIES:
@@ -105,6 +110,7 @@ class StorageConfig:
                 parse_url(self.object_store_url)
             except ObjectStoreConfigError as exc:
                 raise ValueError(str(exc)) from None
+        _positive(self, "max_open_ledger_files")
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import os
 from pathlib import Path
 
@@ -18,8 +19,11 @@ from .backend import WriteCallback
 from .config import StorageConfig
 from .errors import ManagedLedgerFencedError, StorageError
 from .group_commit import GroupCommitWriter
+from .handles import FileHandles, capacity_within_limit
 from .ledger import HEADER_SIZE, Ledger, delete_ledger_files, is_fenced, ledger_dir, write_fence
 from .ledger_meta import READ_CHUNK_BYTES, SYNC_READ_BYTES
+
+log = logging.getLogger(__name__)
 
 
 class FileBackend:
@@ -31,9 +35,14 @@ class FileBackend:
         self.ledger_dir.mkdir(parents=True, exist_ok=True)
         self._dir = str(self.ledger_dir)  # is_fenced runs once per group commit: no Path there
         self.writer = GroupCommitWriter(config.sync_policy, config.sync_interval_ms)
+        capacity, warning = capacity_within_limit(config.max_open_ledger_files)
+        if warning:
+            log.warning("%s", warning)
+        #: Open segment files, bounded: idle ones close and reopen on use.
+        self.handles = FileHandles(capacity, close_dirty=config.sync_policy == "never")
 
     async def create(self, ledger_id: int) -> Ledger:
-        return await self.writer.call(Ledger.create, self.ledger_dir, ledger_id)
+        return await self.writer.call(Ledger.create, self.ledger_dir, ledger_id, self.handles)
 
     def submit(self, ledger: Ledger, datas: list[bytes], callback: WriteCallback, loop) -> None:
         self.writer.submit_write(ledger, datas, functools.partial(self._written, ledger.ledger_id, callback), loop)
@@ -56,7 +65,7 @@ class FileBackend:
 
     async def recover(self, ledger_id: int) -> Ledger | None:
         try:
-            ledger = await asyncio.to_thread(Ledger.recover, self.ledger_dir, ledger_id)
+            ledger = await asyncio.to_thread(Ledger.recover, self.ledger_dir, ledger_id, self.handles)
         except FileNotFoundError:
             return None
         await asyncio.to_thread(ledger.seal)
@@ -64,7 +73,7 @@ class FileBackend:
 
     async def open_sealed(self, ledger_id: int, entries: int) -> Ledger:
         try:
-            return await asyncio.to_thread(Ledger.open_sealed, self.ledger_dir, ledger_id, entries)
+            return await asyncio.to_thread(Ledger.open_sealed, self.ledger_dir, ledger_id, entries, self.handles)
         except OSError as exc:
             raise StorageError(f"cannot open ledger {ledger_id}: {exc}") from exc
 

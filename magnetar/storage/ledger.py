@@ -32,7 +32,6 @@ import os
 import secrets
 import struct
 import sys
-import threading
 from array import array
 from bisect import bisect_right
 from itertools import accumulate
@@ -41,6 +40,10 @@ from pathlib import Path
 import crc32c as _crc32c_module
 
 from .errors import CorruptLedgerError, LedgerFencedError, StorageError
+from .handles import FileHandles, Handle
+
+#: The pool of ledgers opened without one (tests, tools): never closes an idle file.
+UNBOUNDED = FileHandles(capacity=1 << 30)
 
 HEADER = struct.Struct(">II")
 HEADER_SIZE = HEADER.size
@@ -95,21 +98,20 @@ class Ledger:
     #: ledger's entry and byte limits bound a segment file.
     full = False
 
-    def __init__(self, ledger_id: int, directory: Path, fd: int, ends: array, state: LedgerState):
+    def __init__(self, ledger_id: int, directory: Path, handle: Handle, ends: array, state: LedgerState):
         self.ledger_id = ledger_id
         self.directory = Path(directory)
         self.state = state
-        self._fd = fd
+        #: The segment file's descriptor, from a bounded pool (handles.py):
+        #: closed while idle, opened again on use; pinned while in use.
+        self._handle = handle
         self._ends = ends
         self._size = ends[-1] if ends else 0
-        self._lock = threading.Lock()  # guards the fd's lifetime against readers on threads
-        self._readers = 0
-        self._retired = False
 
     # ------------------------------------------------------------------ open
 
     @classmethod
-    def create(cls, directory: Path, ledger_id: int) -> "Ledger":
+    def create(cls, directory: Path, ledger_id: int, handles: FileHandles | None = None) -> "Ledger":
         """Create an empty OPEN ledger. The new file's directory entry is fsynced.
 
         Raises ``FileExistsError`` if the ledger already exists (ids never
@@ -117,16 +119,17 @@ class Ledger:
         """
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(log_path(directory, ledger_id), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        handle = (handles or UNBOUNDED).open(str(log_path(directory, ledger_id)),
+                                             os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND)
         try:
             fsync_dir(directory)
         except BaseException:
-            os.close(fd)
+            handle.close()
             raise
-        return cls(ledger_id, directory, fd, array("Q"), LedgerState.OPEN)
+        return cls(ledger_id, directory, handle, array("Q"), LedgerState.OPEN)
 
     @classmethod
-    def recover(cls, directory: Path, ledger_id: int) -> "Ledger":
+    def recover(cls, directory: Path, ledger_id: int, handles: FileHandles | None = None) -> "Ledger":
         """Open a ledger that may not have been sealed (its writer may have crashed).
 
         With a valid index the ledger was sealed: it comes back CLOSED.
@@ -134,43 +137,52 @@ class Ledger:
         (and that cut fsynced), and the ledger comes back OPEN.
         Raises ``FileNotFoundError`` if the segment file does not exist.
         """
-        fd = os.open(log_path(directory, ledger_id), os.O_RDWR | os.O_APPEND)
+        handle = (handles or UNBOUNDED).open(str(log_path(directory, ledger_id)), os.O_RDWR | os.O_APPEND)
         try:
-            file_size = os.fstat(fd).st_size
-            ends = _load_index(index_path(directory, ledger_id), file_size)
-            if ends is not None:
-                return cls(ledger_id, directory, fd, ends, LedgerState.CLOSED)
-            ends, valid = _scan(fd, file_size)
-            if valid != file_size:
-                os.ftruncate(fd, valid)
-                os.fsync(fd)
-            return cls(ledger_id, directory, fd, ends, LedgerState.OPEN)
+            fd = handle.acquire()
+            try:
+                file_size = os.fstat(fd).st_size
+                ends = _load_index(index_path(directory, ledger_id), file_size)
+                if ends is not None:
+                    return cls(ledger_id, directory, handle, ends, LedgerState.CLOSED)
+                ends, valid = _scan(fd, file_size)
+                if valid != file_size:
+                    os.ftruncate(fd, valid)
+                    os.fsync(fd)
+                return cls(ledger_id, directory, handle, ends, LedgerState.OPEN)
+            finally:
+                handle.release()
         except BaseException:
-            os.close(fd)
+            handle.close()
             raise
 
     @classmethod
-    def open_sealed(cls, directory: Path, ledger_id: int, entries: int) -> "Ledger":
+    def open_sealed(cls, directory: Path, ledger_id: int, entries: int,
+                    handles: FileHandles | None = None) -> "Ledger":
         """Open a ledger that metadata says was sealed with ``entries`` entries.
 
         Uses the index file when valid, otherwise scans (never modifying the
         file). Raises ``CorruptLedgerError`` if fewer entries are found, and
         ``FileNotFoundError`` if the file is missing.
         """
-        fd = os.open(log_path(directory, ledger_id), os.O_RDONLY)
+        handle = (handles or UNBOUNDED).open(str(log_path(directory, ledger_id)), os.O_RDONLY)
         try:
-            file_size = os.fstat(fd).st_size
-            ends = _load_index(index_path(directory, ledger_id), file_size)
-            if ends is None:
-                ends, _ = _scan(fd, file_size, limit=entries)
+            fd = handle.acquire()
+            try:
+                file_size = os.fstat(fd).st_size
+                ends = _load_index(index_path(directory, ledger_id), file_size)
+                if ends is None:
+                    ends, _ = _scan(fd, file_size, limit=entries)
+            finally:
+                handle.release()
             if len(ends) < entries:
                 raise CorruptLedgerError(
                     f"ledger {ledger_id}: metadata says {entries} entries, file holds {len(ends)}"
                 )
             del ends[entries:]
-            return cls(ledger_id, directory, fd, ends, LedgerState.CLOSED)
+            return cls(ledger_id, directory, handle, ends, LedgerState.CLOSED)
         except BaseException:
-            os.close(fd)
+            handle.close()
             raise
 
     # ----------------------------------------------------------------- state
@@ -216,13 +228,17 @@ class Ledger:
         del new_ends[0]
         pos = new_ends[-1] if new_ends else self._size
         buf = b"".join(parts)
+        fd = self._use()  # before any byte: a file that cannot be opened changes nothing
         try:
+            self._handle.written()
             view = memoryview(buf)
             while view:
-                view = view[os.write(self._fd, view):]
+                view = view[os.write(fd, view):]
         except OSError as exc:
             self._fail(self.entry_count)
             raise StorageError(f"write to ledger {self.ledger_id} failed: {exc}") from exc
+        finally:
+            self._handle.release()
         self._ends.extend(new_ends)
         self._size = pos
 
@@ -232,23 +248,29 @@ class Ledger:
         After a failed fsync nothing since the last good one can be trusted;
         the caller cuts those entries with :meth:`rollback_to`.
         """
+        handle = self._handle
+        fd = self._use()
         try:
-            _datasync(self._fd)
+            mark = handle.dirty_mark()
+            _datasync(fd)
+            handle.synced(mark)
         except OSError as exc:
             raise StorageError(f"fsync of ledger {self.ledger_id} failed: {exc}") from exc
+        finally:
+            handle.release()
 
     def sync_if_open(self) -> bool:
         """fdatasync from a thread other than the writer's, unless the file
         was closed meanwhile (a sealed ledger was synced by its seal).
         Returns whether it synced; raises StorageError if the sync failed."""
-        with self._lock:
-            if self._retired:
-                return False
-            self._readers += 1
+        if self._handle.closed:
+            return False
         try:
             self.sync()
-        finally:
-            self._release()
+        except StorageError:
+            if self._handle.closed:
+                return False  # closed meanwhile: sealed (and synced) by its seal
+            raise
         return True
 
     def rollback_to(self, count: int) -> None:
@@ -261,9 +283,15 @@ class Ledger:
         del self._ends[count:]
         self._size = self._ends[-1] if self._ends else 0
         try:
-            os.ftruncate(self._fd, self._size)
+            fd = self._use()
+        except StorageError:
+            return  # the index is the truth; a later scan or the seal's index ignores the tail
+        try:
+            os.ftruncate(fd, self._size)
         except OSError:
             pass  # the index is the truth; a later scan or the seal's index ignores the tail
+        finally:
+            self._handle.release()
 
     def seal(self) -> tuple[int, int]:
         """fsync, write the index file, become CLOSED. Returns (entries, size).
@@ -275,13 +303,18 @@ class Ledger:
         if self.state is LedgerState.CLOSED:
             return self.entry_count, self._size
         self.fence()
+        fd = self._use()
         try:
-            if os.fstat(self._fd).st_size != self._size:
-                os.ftruncate(self._fd, self._size)
-            os.fsync(self._fd)
+            if os.fstat(fd).st_size != self._size:
+                os.ftruncate(fd, self._size)
+            mark = self._handle.dirty_mark()
+            os.fsync(fd)
+            self._handle.synced(mark)
             _write_index(self.directory, self.ledger_id, self._ends)
         except OSError as exc:
             raise StorageError(f"sealing ledger {self.ledger_id} failed: {exc}") from exc
+        finally:
+            self._handle.release()
         self.state = LedgerState.CLOSED
         return self.entry_count, self._size
 
@@ -310,13 +343,13 @@ class Ledger:
             raise IndexError(f"ledger {self.ledger_id} has no entries {first}..{last}")
         start = ends[first - 1] if first else 0
         length = ends[last] - start
-        self._acquire()
+        fd = self._use()
         try:
-            buf = os.pread(self._fd, length, start)
+            buf = os.pread(fd, length, start)
         except OSError as exc:
             raise StorageError(f"reading ledger {self.ledger_id} failed: {exc}") from exc
         finally:
-            self._release()
+            self._handle.release()
         if len(buf) != length:
             raise CorruptLedgerError(f"ledger {self.ledger_id}: short read at offset {start}")
         out = []
@@ -338,28 +371,20 @@ class Ledger:
 
     # ------------------------------------------------------------- lifetime
 
-    def _acquire(self) -> None:
-        with self._lock:
-            if self._retired:
-                raise StorageError(f"ledger {self.ledger_id} is closed")
-            self._readers += 1
-
-    def _release(self) -> None:
-        with self._lock:
-            self._readers -= 1
-            close = self._retired and self._readers == 0
-        if close:
-            os.close(self._fd)
+    def _use(self) -> int:
+        """The segment file's descriptor, pinned until ``self._handle.release()``.
+        StorageError if the ledger was closed or the file cannot be opened
+        again (no descriptor left: EMFILE; the caller may retry)."""
+        try:
+            return self._handle.acquire()
+        except ValueError:
+            raise StorageError(f"ledger {self.ledger_id} is closed") from None
+        except OSError as exc:
+            raise StorageError(f"cannot open ledger {self.ledger_id}'s file: {exc}") from exc
 
     def close(self) -> None:
-        """Close the file once no read is in flight. Idempotent. Does not seal."""
-        with self._lock:
-            if self._retired:
-                return
-            self._retired = True
-            close = self._readers == 0
-        if close:
-            os.close(self._fd)
+        """Close the file once no read or write is in flight. Idempotent. Does not seal."""
+        self._handle.close()
 
     def delete_files(self) -> None:
         """Close and unlink the segment and index files (missing files are fine)."""

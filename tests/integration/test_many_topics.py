@@ -4,6 +4,7 @@ load nothing. Real broker processes, the official client."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import urllib.request
 
@@ -137,3 +138,38 @@ def test_metrics_per_namespace_without_topic_level_series(tmp_path):
         assert f'pulsar_topics_count{{cluster="standalone",namespace="{NS}"}} 3.0' in text
     finally:
         broker.stop()
+
+
+def _open_file_limit(n: int):
+    def apply() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+    return apply
+
+
+def _open_files(broker) -> int:
+    return len(os.listdir(f"/proc/{broker.proc.pid}/fd"))
+
+
+@pytest.mark.timeout(900)
+def test_an_open_file_limit_of_256_serves_2000_topics_every_message_back(tmp_path):
+    """Every topic stays loaded (no idle unload): the segment files close
+    and reopen under the pool, within a limit far below the topic count."""
+    broker = BrokerProcess.with_config(tmp_path, "topic_idle_unload_s = 0.0\n",
+                                       preexec_fn=_open_file_limit(256)).start()
+    topics = [f"persistent://{NS}/fd-{i}" for i in range(2000)]
+    try:
+        assert "the open-file limit (ulimit -n) is 256" in broker.log()
+        client = _client(broker)
+        for i, topic in enumerate(topics):
+            _write(client, topic, [b"%d-a" % i, b"%d-b" % i])
+        assert _loaded(broker) == len(topics)
+        assert _open_files(broker) < 256
+        for i, topic in enumerate(topics):
+            assert _read_all(client, topic, 2) == [b"%d-a" % i, b"%d-b" % i]
+        assert _open_files(broker) < 256
+        client.close()
+    finally:
+        broker.stop(timeout=300)  # a clean stop seals each loaded topic's ledger: 2,000 of them
+    assert "Too many open files" not in broker.log()

@@ -90,7 +90,9 @@ async def test_writer_call_runs_after_earlier_writes(tmp_path):
 def _break_writes(ledger: Ledger) -> None:
     """Make the ledger's fd refuse writes (a real EBADF, no mocks); reads still work."""
     ro = os.open(ledger.directory / f"{ledger.ledger_id:020d}.log", os.O_RDONLY)
-    os.dup2(ro, ledger._fd)
+    fd = ledger._handle.acquire()  # the pooled descriptor (handles.py), pinned for the swap
+    os.dup2(ro, fd)
+    ledger._handle.release()
     os.close(ro)
 
 

@@ -1,0 +1,212 @@
+"""A bounded pool of open file descriptors: segment files of idle ledgers
+are closed and opened again on demand, so open files stay bounded whatever
+the number of ledgers (topics).
+
+:class:`FileHandles` keeps at most ``capacity`` files open, least recently
+used first to go. A :class:`Handle` is one file, open or not; ``acquire()``
+gives an open descriptor (opening the file again if the pool closed it) and
+pins it until ``release()``. Readers on threads, the group-commit writer and
+the periodic syncer all go through it; a pinned descriptor is never closed
+under them.
+
+Durability: a descriptor is closed by the pool only when *clean*: nothing
+written through it since its last successful fsync (``written`` /
+``synced``). Linux reports a failed write-back to the descriptors open when
+it happened, not to ones opened later; closing a descriptor with unsynced
+writes could turn an fsync error into a silent success on the next one. With
+sync policy ``never`` nothing is promised, so dirty descriptors may go too.
+
+When every open descriptor is pinned or dirty the pool goes over its
+capacity rather than fail; when the operating system refuses to open
+(EMFILE, ENFILE) it closes what it can and tries once more, then raises
+the ``OSError``. Thread-safe.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import resource
+import threading
+from collections import OrderedDict
+
+#: Descriptors of segment files open at once, by default (StorageConfig.max_open_ledger_files).
+DEFAULT_CAPACITY = 512
+
+_NO_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)
+
+#: Descriptors a broker needs besides segment files: client connections,
+#: the metadata store, index files being written, the admin listener.
+OTHER_FILES = 256
+
+
+def capacity_within_limit(wanted: int) -> tuple[int, str | None]:
+    """How many segment files to keep open, given the setting ``wanted`` and
+    the process's open-file limit (RLIMIT_NOFILE): the soft limit is raised
+    toward the hard one when ``wanted`` plus :data:`OTHER_FILES` needs it;
+    if it is still lower, half of it, and a one-line warning to log."""
+    needed = wanted + OTHER_FILES
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        raised = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        if raised > soft:
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+                soft = raised
+            except (ValueError, OSError):
+                pass
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return wanted, None
+    capacity = max(8, soft // 2)
+    return capacity, (f"the open-file limit (ulimit -n) is {soft}, below the {needed} that "
+                      f"max_open_ledger_files = {wanted} needs: keeping at most {capacity} segment files open "
+                      f"(raise the limit to {needed}, or lower max_open_ledger_files)")
+
+
+class FileHandles:
+    """The pool; one per storage backend."""
+
+    def __init__(self, capacity: int = DEFAULT_CAPACITY, close_dirty: bool = False) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be at least 1, got {capacity}")
+        self.capacity = capacity
+        #: Whether a descriptor with unsynced writes may be closed (sync policy "never").
+        self.close_dirty = close_dirty
+        self._lock = threading.Lock()
+        #: Open handles, least recently used first.
+        self._open: OrderedDict[Handle, None] = OrderedDict()
+        #: Files opened again after the pool had closed them (a measure of churn).
+        self.reopens = 0
+
+    def adopt(self, path: str, flags: int, fd: int) -> "Handle":
+        """A handle for ``path`` already open as ``fd``; reopened with
+        ``flags`` (no O_CREAT/O_EXCL/O_TRUNC) after the pool closed it."""
+        handle = Handle(self, path, flags & ~(os.O_CREAT | os.O_EXCL | os.O_TRUNC))
+        with self._lock:
+            self._trim(room=1)
+            handle._fd = fd
+            self._open[handle] = None
+        return handle
+
+    def open(self, path: str, flags: int, mode: int = 0o644) -> "Handle":
+        """Open ``path`` (room made first) and return its handle. OSError as os.open."""
+        with self._lock:
+            self._trim(room=1)
+        fd = self._open_fd(path, flags, mode)
+        return self.adopt(path, flags, fd)
+
+    @property
+    def open_count(self) -> int:
+        return len(self._open)
+
+    def _open_fd(self, path: str, flags: int, mode: int = 0o644) -> int:
+        try:
+            return os.open(path, flags, mode)
+        except OSError as exc:
+            if exc.errno not in _NO_DESCRIPTORS:
+                raise
+        with self._lock:  # out of descriptors: give back every one we can, once
+            self._trim(room=len(self._open))
+        return os.open(path, flags, mode)
+
+    def _trim(self, room: int = 0) -> None:
+        """Close least recently used clean, unpinned descriptors until
+        ``room`` more fit under the capacity. Caller holds the lock."""
+        excess = len(self._open) + room - self.capacity
+        if excess <= 0:
+            return
+        for handle in list(self._open):
+            if excess <= 0:
+                break
+            if handle._pins or (handle._dirty and not self.close_dirty):
+                continue
+            del self._open[handle]
+            fd, handle._fd = handle._fd, -1
+            os.close(fd)
+            excess -= 1
+
+
+class Handle:
+    """One file of the pool. ``acquire()``/``release()`` around every use of
+    the descriptor; ``written()`` after a write, ``synced(mark)`` after an
+    fsync that began at ``mark = dirty_mark()``; ``close()`` once for good."""
+
+    __slots__ = ("_pool", "path", "flags", "_fd", "_pins", "_dirty", "_writes", "_closed")
+
+    def __init__(self, pool: FileHandles, path: str, flags: int) -> None:
+        self._pool = pool
+        self.path = path
+        self.flags = flags
+        self._fd = -1
+        self._pins = 0
+        self._dirty = False
+        self._writes = 0
+        self._closed = False
+
+    def acquire(self) -> int:
+        """An open descriptor, pinned until :meth:`release`. Raises
+        ``ValueError`` once closed for good, ``OSError`` if the file cannot
+        be opened again (gone, or no descriptor left)."""
+        pool = self._pool
+        with pool._lock:
+            if self._closed:
+                raise ValueError(f"{self.path} is closed")
+            self._pins += 1
+            if self._fd >= 0:
+                pool._open.move_to_end(self)
+                return self._fd
+            pool._trim(room=1)
+        try:
+            fd = pool._open_fd(self.path, self.flags)
+        except BaseException:
+            with pool._lock:
+                self._pins -= 1
+            raise
+        with pool._lock:
+            if self._fd >= 0:  # another thread opened it meanwhile
+                os.close(fd)
+            else:
+                self._fd = fd
+                pool._open[self] = None
+                pool.reopens += 1
+            return self._fd
+
+    def release(self) -> None:
+        pool = self._pool
+        with pool._lock:
+            self._pins -= 1
+            if self._pins == 0 and self._closed and self._fd >= 0:
+                pool._open.pop(self, None)
+                fd, self._fd = self._fd, -1
+                os.close(fd)
+
+    def written(self) -> None:
+        """Bytes went through the descriptor (pinned): keep it open until synced."""
+        self._dirty = True
+        self._writes += 1
+
+    def dirty_mark(self) -> int:
+        """Taken before an fsync: what :meth:`synced` may call clean."""
+        return self._writes
+
+    def synced(self, mark: int) -> None:
+        """An fsync that began at ``mark`` succeeded: clean unless written since."""
+        with self._pool._lock:
+            if self._writes == mark:
+                self._dirty = False
+
+    def close(self) -> None:
+        """Close for good, once no use is in flight. Idempotent."""
+        pool = self._pool
+        with pool._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._pins or self._fd < 0:
+                return
+            pool._open.pop(self, None)
+            fd, self._fd = self._fd, -1
+        os.close(fd)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
