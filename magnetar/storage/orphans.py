@@ -48,7 +48,7 @@ async def sweep(store: MetadataStore, backend: LedgerBackend, below: int) -> lis
     no managed ledger at all while files exist (a data directory paired with
     the wrong or a lost metadata store). Raises StorageError if the metadata
     cannot be read (nothing is deleted then)."""
-    on_disk = {i for i in await asyncio.to_thread(backend.stored_ledger_ids) if i < below}
+    on_disk = {i for i in await backend.stored_ledger_ids() if i < below}
     if not on_disk:
         return []
     referenced: set[int] = set()
