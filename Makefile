@@ -78,7 +78,8 @@ console-test: $(STAMP)
 # broker of a 3-broker cluster: about 45 s); then one standalone run
 # on the interval sync policy (30 s); then, as root only
 # (it makes network namespaces), one cluster run with network partitions, moves whose source
-# or destination is partitioned midway among them.
+# or destination is partitioned midway among them, then one on object storage with a broker cut
+# from the object store only (cut-objectstore) among the partitions.
 # The first two also draw fsync-error (EIO from fsync, injected with strace)
 # where this machine may ptrace; a line says so when it may not.
 # chaos-soak: the long one.
@@ -129,6 +130,8 @@ chaos-partition: $(STAMP)
 	else \
 	  $(BIN)/magnetar chaos run --topology cluster --duration $(CHAOS_PARTITION_SECONDS) \
 	    --faults partition,kill,pause,move-partition-source,move-partition-destination --seed 1 --out ./chaos-out/partition || exit 1; \
+	  $(BIN)/magnetar chaos run --topology cluster --storage object --duration $(CHAOS_PARTITION_SECONDS) \
+	    --faults cut-objectstore,partition,kill-wipe,pause --seed 1 --out ./chaos-out/partition-object || exit 1; \
 	fi
 
 chaos-soak: $(STAMP)

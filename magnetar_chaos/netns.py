@@ -6,6 +6,7 @@ Layout, in a /24 of 10/8 drawn from the seed (:func:`choose_subnet`) among
 those no host address or route touches::
 
     host namespace: bridge mgc<tag>br   .1 (clients' source)  .2 (etcd listens here)
+                                        .3 (the object store listens here, --storage object)
                        |  veth mgc<tag>b<k> (host end)
     namespace mgc-<tag>-b<k>: veth0     .(10 + k)   broker k listens and advertises here
 
@@ -39,6 +40,11 @@ Partitions (:meth:`Network.partition`, one at a time, undone by
   others'). A peer's SYN to k arrives and k's SYN-ACK is lost: the peer's
   connect hangs until its own timeout while k holds a half-open connection;
   k's own connects lose their SYN. Clients are not affected.
+
+Not drawn by ``partition`` (:data:`MODES`) but cut on its own by the
+``cut-objectstore`` fault: ``objectstore``, broker k's packets to the object
+store's address (.3) vanish; etcd, the other brokers and the clients still
+reach it and it them (its session stays; its commits cannot land).
 
 All but ``isolate`` point the addresses to be cut at a MAC no interface has
 (a permanent neighbour entry, inside the namespaces only): packets vanish
@@ -74,6 +80,8 @@ from dataclasses import dataclass
 
 PREFIX = "mgc"
 MODES = ("isolate", "zombie", "etcd", "clients", "majority", "one-way")
+#: The cut of the ``cut-objectstore`` fault (not among the partitions drawn).
+OBJECTSTORE_MODE = "objectstore"
 #: A locally administered MAC no interface of ours has: frames sent to it
 #: are flooded by the bridge and dropped by every receiver.
 NOWHERE_MAC = "02:00:5e:00:de:ad"
@@ -158,7 +166,7 @@ def choose_subnet(seed: int, used: list[ipaddress.IPv4Network], tries: int = 409
 
 @dataclass(frozen=True)
 class Plan:
-    """Addresses in ``subnet``: the bridge (clients), etcd, broker k."""
+    """Addresses in ``subnet``: the bridge (clients), etcd, the object store, broker k."""
     subnet: ipaddress.IPv4Network
 
     @property
@@ -168,6 +176,10 @@ class Plan:
     @property
     def etcd(self) -> str:
         return str(self.subnet.network_address + 2)
+
+    @property
+    def objectstore(self) -> str:
+        return str(self.subnet.network_address + 3)
 
     def broker(self, k: int) -> str:
         if not 0 <= k < 200:
@@ -191,6 +203,8 @@ def cuts(mode: str, victim: int, count: int, plan: Plan) -> list[tuple[int, str]
         return [e for k in others for e in ((k, plan.etcd), (k, plan.broker(victim)), (victim, plan.broker(k)))]
     if mode == "one-way":
         return [(victim, plan.etcd)] + [(victim, plan.broker(k)) for k in others]
+    if mode == OBJECTSTORE_MODE:
+        return [(victim, plan.objectstore)]
     raise ValueError(f"{mode!r} is not a neighbour-entry partition")
 
 
@@ -237,6 +251,7 @@ class Network:
             _ip("link", "add", br, "type", "bridge")
             _ip("addr", "add", f"{self.plan.gateway}/{prefix}", "dev", br)
             _ip("addr", "add", f"{self.plan.etcd}/{prefix}", "dev", br)  # secondary: clients keep .1
+            _ip("addr", "add", f"{self.plan.objectstore}/{prefix}", "dev", br)
             _ip("link", "set", br, "up")
             for k in range(self.count):
                 ns, host_end = self.names.namespace(k), self.names.host_veth(k)

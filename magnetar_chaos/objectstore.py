@@ -6,7 +6,11 @@
 - ``pause-objectstore``: SIGSTOP it for 1-4 s (requests hang, then time out);
 - ``kill-wipe``: SIGKILL a broker, delete its whole data directory, start it
   again: on object storage a broker keeps nothing it cannot lose, so every
-  receipt it gave must survive and its topics serve again.
+  receipt it gave must survive and its topics serve again;
+- ``cut-objectstore`` (root: network namespaces, :mod:`.netns`): a broker's
+  packets to the object store vanish for 2-12 s while it keeps etcd, its
+  peers and its clients: it keeps its bundles, its commits cannot land
+  (sends wait, bounded, and fail retryably), then they do again.
 
 The store is :class:`magnetar.objectstore.seaweed.SeaweedServer`, started the
 harness's way (it dies with the run).
@@ -23,7 +27,7 @@ from magnetar_harness.broker import BrokerProcess
 STORAGE_KINDS = ("file", "object")
 OBJECT_STORE_FAULTS = ("kill-objectstore", "pause-objectstore")
 #: Faults that only mean something when the ledgers are in the object store.
-OBJECT_ONLY_FAULTS = OBJECT_STORE_FAULTS + ("kill-wipe",)
+OBJECT_ONLY_FAULTS = OBJECT_STORE_FAULTS + ("kill-wipe", "cut-objectstore")
 #: The run's bucket in its own SeaweedFS.
 BUCKET = "magnetar-chaos"
 
@@ -64,6 +68,20 @@ def kill_and_wipe(broker: BrokerProcess, data_dir: Path, rng: random.Random, nam
     time.sleep(rng.uniform(0.5, 2.0))  # down for a while: clients retry against nothing
     broker.start()
     return f"kill-wipe {name} (data directory {data_dir.name} deleted)"
+
+
+def cut_from_objectstore(net, victim: int, rng: random.Random) -> str:
+    """Cut broker ``victim`` from the object store for 2-12 s, then heal.
+    ``net``: the run's :class:`~.netns.Network`."""
+    from .netns import OBJECTSTORE_MODE
+
+    held = rng.uniform(2.0, 12.0)  # both sides of a commit's PUT time-out
+    net.partition(OBJECTSTORE_MODE, victim)
+    try:
+        time.sleep(held)
+    finally:
+        net.heal()
+    return f"cut-objectstore broker-{victim} {held:.1f} s"
 
 
 def stop_objectstore(server) -> None:

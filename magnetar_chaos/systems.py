@@ -37,8 +37,9 @@
   and the other brokers lost, one way) holds for 1-4 s longer than the
   session TTL (a ``clients`` cut 4-16 s), then heals. With ``--storage
   object`` the brokers keep their ledgers in a SeaweedFS of the run's own,
-  and ``kill-objectstore``, ``pause-objectstore`` and ``kill-wipe`` (a
-  broker killed, its data directory deleted) join in: see :mod:`.objectstore`.
+  and ``kill-objectstore``, ``pause-objectstore``, ``kill-wipe`` (a
+  broker killed, its data directory deleted) and ``cut-objectstore`` (root:
+  a broker cut from the object store only) join in: see :mod:`.objectstore`.
 
 Every broker of a run stores with one sync policy (``--sync-policy``,
 :data:`SYNC_POLICIES`): ``always`` (the default) or ``interval``.
@@ -60,8 +61,8 @@ from magnetar_harness.objectstore import start_seaweed
 
 from .broker import cluster_broker, standalone_broker
 from .objectstore import BUCKET as OBJECT_BUCKET
-from .objectstore import OBJECT_ONLY_FAULTS, OBJECT_STORE_FAULTS, checked_storage, hit_objectstore, kill_and_wipe, \
-    stop_objectstore
+from .objectstore import OBJECT_ONLY_FAULTS, OBJECT_STORE_FAULTS, checked_storage, cut_from_objectstore, \
+    hit_objectstore, kill_and_wipe, stop_objectstore
 from .clock import draw_clock_jump, make_clock_files
 from .disk import SmallDisk
 from .fsync import FsyncErrors, FsyncErrorsUnavailable, draw_fsync_fault
@@ -325,7 +326,7 @@ class ClusterSystem:
         self.topics: list[str] = []
         #: Where the last move took a bundle, until the next kill, pause or restart.
         self._moved_to: int | None = None
-        if {"partition", "move-partition-source", "move-partition-destination"} & set(faults):
+        if {"partition", "move-partition-source", "move-partition-destination", "cut-objectstore"} & set(faults):
             reason = unavailable_reason()
             if reason is not None:
                 raise PartitionUnavailable(reason)
@@ -356,10 +357,10 @@ class ClusterSystem:
         store_url = self.etcd.store_url("chaos")
         object_store_url = None
         if self.storage == "object":
-            # Beside etcd (in namespaces, on its address: a partition from
-            # etcd is one from the object store too).
+            # In namespaces, on a bridge address of its own: cut-objectstore
+            # cuts a broker from it and from nothing else.
             self.objectstore = start_seaweed(self.base / "objectstore", bucket=OBJECT_BUCKET,
-                                             host=plan.etcd if plan else "127.0.0.1", die_with_parent=True)
+                                             host=plan.objectstore if plan else "127.0.0.1", die_with_parent=True)
             object_store_url = self.objectstore.store_url("chaos")
         config = _broker_config(self.base, self.sync_policy, object_store_url)
         self.brokers = [
@@ -378,6 +379,9 @@ class ClusterSystem:
             return hit_etcd(self.etcd, kind, rng)
         if kind in OBJECT_STORE_FAULTS:
             return hit_objectstore(self.objectstore, kind, rng)
+        if kind == "cut-objectstore":
+            assert self.net is not None
+            return cut_from_objectstore(self.net, rng.randrange(self.count), rng)
         if kind == "kill-wipe":
             victim = rng.randrange(self.count)
             self._moved_to = None

@@ -1,6 +1,6 @@
 """The chaos harness's network (magnetar_chaos/netns.py) on the real kernel:
 brokers' namespaces reach etcd and each other, clients reach the brokers,
-each partition mode (isolate, zombie, etcd, clients, majority, one-way) cuts
+each partition mode (isolate, zombie, etcd, clients, majority, one-way) and the object store cut cut
 exactly what it says, a heal restores it, and
 nothing of ours is left afterwards. Needs root (skipped otherwise)."""
 from __future__ import annotations
@@ -145,3 +145,32 @@ def test_leftovers_of_a_dead_run_are_removed_but_a_live_run_is_left_alone(net):
         sleeper.wait()
     crashed.remove_leftovers()
     assert _ours() == ""
+
+
+def test_the_objectstore_cut_cuts_the_object_store_only(net):
+    plan = net.setup()
+    etcd, store, clients = _listen(plan.etcd), _listen(plan.objectstore), _listen(plan.gateway)
+    servers = [_server(net, 2, plan.broker(2))]
+    try:
+        etcd_port, store_port = etcd.getsockname()[1], store.getsockname()[1]
+
+        def reach() -> dict[str, bool]:
+            return {"store": _reaches_from(net, 2, plan.objectstore, store_port),
+                    "etcd": _reaches_from(net, 2, plan.etcd, etcd_port),
+                    "peer": _reaches_from(net, 0, plan.broker(2), 7777),
+                    "clients": _reaches_from_host(plan.broker(2), 7777),
+                    "other store": _reaches_from(net, 0, plan.objectstore, store_port)}
+
+        everything = dict.fromkeys(("store", "etcd", "peer", "clients", "other store"), True)
+        assert reach() == everything
+        net.partition("objectstore", 2)
+        assert reach() == {**everything, "store": False}
+        net.heal()
+        assert reach() == everything
+    finally:
+        for server in servers:
+            server.kill()
+            server.wait()
+        etcd.close()
+        store.close()
+        clients.close()
