@@ -40,7 +40,7 @@ class MagnetarBatchReader(DataSourceReader):
 
     async def _bounds(self, client: AsyncClient) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
         opts = self._opts
-        parts = await resolve_partitions(client, opts.subscription)
+        parts = await resolve_partitions(client, opts.selection)
         opts.starting.check_covered_by("startingOffsets", parts)
         opts.ending.check_covered_by("endingOffsets", parts)
         starts: dict[TopicPartition, int] = {}

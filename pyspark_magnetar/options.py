@@ -32,7 +32,7 @@ DEFAULT_OPERATION_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
-class Subscription:
+class TopicSelection:
     """What to read: explicit topics, or every topic of a namespace whose
     full name matches ``pattern`` (checked again at every micro-batch)."""
 
@@ -47,7 +47,7 @@ class Subscription:
 @dataclass(frozen=True)
 class ReadOptions:
     service_url: str
-    subscription: Subscription
+    selection: TopicSelection
     starting: OffsetSpec
     ending: OffsetSpec
     max_records_per_trigger: int | None
@@ -84,7 +84,7 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
     ending = parse_offset_spec("endingOffsets", opts.get("endingoffsets"), default=LATEST, allow_earliest=False)
     return ReadOptions(
         service_url=_service_url(opts),
-        subscription=_subscription(opts),
+        selection=_selection(opts),
         starting=starting,
         ending=ending,
         max_records_per_trigger=_positive_int(opts, "maxRecordsPerTrigger", None),
@@ -142,7 +142,7 @@ def _service_url(opts: Mapping[str, str]) -> str:
     return url
 
 
-def _subscription(opts: Mapping[str, str]) -> Subscription:
+def _selection(opts: Mapping[str, str]) -> TopicSelection:
     given = [name for name in ("topic", "topics", "topicspattern") if opts.get(name)]
     if len(given) != 1:
         what = "none" if not given else ", ".join(given)
@@ -154,10 +154,10 @@ def _subscription(opts: Mapping[str, str]) -> Subscription:
     if any(not n for n in names):
         raise OptionError(f"option {given[0]!r} has an empty topic name: {raw!r}")
     full = tuple(dict.fromkeys(_full_name(given[0], n) for n in names))  # ordered, no repeats
-    return Subscription(topics=full)
+    return TopicSelection(topics=full)
 
 
-def _pattern(raw: str) -> Subscription:
+def _pattern(raw: str) -> TopicSelection:
     """``persistent://tenant/ns/regex``, ``tenant/ns/regex`` or ``regex``
     (public/default). The regex must match the whole topic name."""
     text = raw.strip()
@@ -176,7 +176,7 @@ def _pattern(raw: str) -> Subscription:
         re.compile(full)
     except re.error as exc:
         raise OptionError(f"option 'topicsPattern' {raw!r} is not a valid regular expression: {exc}") from None
-    return Subscription(pattern=full, namespace=f"{tenant}/{ns}")
+    return TopicSelection(pattern=full, namespace=f"{tenant}/{ns}")
 
 
 def _full_name(option: str, name: str) -> str:

@@ -80,7 +80,7 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     async def _initial(self, client: AsyncClient) -> dict[TopicPartition, int]:
         opts = self._opts
-        parts = await resolve_partitions(client, opts.subscription)
+        parts = await resolve_partitions(client, opts.selection)
         opts.starting.check_covered_by("startingOffsets", parts)
         out = {}
         for tp in parts:
@@ -124,7 +124,7 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             # Explicit topics must exist when the query (re)starts; later a deleted
             # topic shows up as its offsets going backwards. (Spark may call this
             # before initialOffset, and asking for a next offset creates the topic.)
-            self._parts = await resolve_partitions(client, self._opts.subscription,
+            self._parts = await resolve_partitions(client, self._opts.selection,
                                                    check_exists=self._parts is None)
             self._parts_at = now
         return {tp: await next_offset(client, tp) for tp in self._parts}

@@ -18,7 +18,7 @@ from magnetar.protocol import Type, command, pb
 
 from .errors import OptionError, TopicNotFoundError
 from .offsets import TopicPartition
-from .options import Subscription
+from .options import TopicSelection
 
 
 async def next_offset(client: AsyncClient, tp: TopicPartition) -> int:
@@ -62,7 +62,7 @@ async def namespace_topics(client: AsyncClient, namespace: str) -> list[str]:
     return list(reply.getTopicsOfNamespaceResponse.topics)
 
 
-async def resolve_partitions(client: AsyncClient, sub: Subscription, *,
+async def resolve_partitions(client: AsyncClient, sub: TopicSelection, *,
                              check_exists: bool = True) -> list[TopicPartition]:
     """The partitions ``sub`` reads now, sorted.
 

@@ -74,7 +74,7 @@ def test_read_defaults_follow_kafka():
     stream = read_options(BASE, streaming=True)
     assert batch.starting.default == EARLIEST and batch.ending.default == LATEST
     assert stream.starting.default == LATEST
-    assert batch.subscription.topics == (T,) and batch.fail_on_data_loss is True
+    assert batch.selection.topics == (T,) and batch.fail_on_data_loss is True
 
 
 @pytest.mark.parametrize("opts, streaming, fragment", [
@@ -99,15 +99,15 @@ def test_bad_read_options(opts, streaming, fragment):
 def test_options_are_case_insensitive_and_spark_extras_are_ignored():
     opts = read_options({"SERVICE_URL": "pulsar://h:1", "Topics": "a, b,a", "path": "x",
                          "checkpointlocation": "/tmp/x", "queryname": "q"}, streaming=True)
-    assert opts.subscription.topics == ("persistent://public/default/a", "persistent://public/default/b")
+    assert opts.selection.topics == ("persistent://public/default/a", "persistent://public/default/b")
 
 
 def test_patterns():
     short = read_options({"service_url": "pulsar://h:1", "topicsPattern": "orders-.*"}, streaming=True)
-    assert short.subscription.pattern == "persistent://public/default/orders-.*"
-    assert short.subscription.namespace == "public/default"
+    assert short.selection.pattern == "persistent://public/default/orders-.*"
+    assert short.selection.namespace == "public/default"
     full = read_options({"service_url": "pulsar://h:1", "topicsPattern": "persistent://t1/ns/x.*"}, streaming=True)
-    assert full.subscription.namespace == "t1/ns"
+    assert full.selection.namespace == "t1/ns"
 
 
 def test_write_options():
