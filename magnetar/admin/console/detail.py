@@ -22,7 +22,7 @@ from magnetar.broker.topics.schemas import to_proto
 from magnetar.protocol import pb
 
 from ..access import may
-from ..errors import AdminError, not_found
+from ..errors import AdminError, bad_request, not_found
 from ..params import service_of, topic_of
 from ..routes import OBJECT, RouteTable, json_answer
 from .forward import forward, own_id, own_url, owner_of
@@ -70,7 +70,10 @@ async def topic_detail(request: web.Request) -> web.Response:
 
 async def at_owner(request: web.Request) -> web.Response:
     name = topic_of(request)
-    path = f"/admin/v2/persistent/{name.tenant}/{name.namespace}/{name.local}/{request.match_info['rest']}"
+    rest = request.match_info["rest"]
+    if any(part in (".", "..") for part in rest.split("/")):
+        raise bad_request(f"the path after the topic may not climb out of it: {rest!r}")
+    path = f"/admin/v2/persistent/{name.tenant}/{name.namespace}/{name.local}/{rest}"
     owner = await owner_of(request, name)
     return await forward(request, owner or own_url(request), path)
 

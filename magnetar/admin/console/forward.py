@@ -26,6 +26,8 @@ from ..params import BROKER, service_of
 
 HOP = "X-Magnetar-Console-Hop"
 TIMEOUT = aiohttp.ClientTimeout(total=10)
+#: Gathering from every broker: a broker slower than this is reported, not waited for.
+GATHER_TIMEOUT = aiohttp.ClientTimeout(total=3)
 
 
 def own_id(request: web.Request) -> str:
@@ -89,6 +91,6 @@ async def from_every_broker(request: web.Request, path: str, params: dict, local
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
             return {"error": f"did not answer: {exc or type(exc).__name__}"}
 
-    async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
+    async with aiohttp.ClientSession(timeout=GATHER_TIMEOUT) as session:
         answers = await asyncio.gather(local(), *(ask(session, url) for url in brokers.values()))
     return dict(zip([me, *brokers], answers))
