@@ -13,7 +13,6 @@ from aiohttp import web
 
 from magnetar import __version__
 from magnetar.broker.cluster.bundles import split_namespace
-from magnetar.broker.cluster.leader import current_leader
 from magnetar.broker.cluster.load_report import LoadSampler
 from magnetar.broker.namespaces import resources
 
@@ -95,6 +94,8 @@ async def overview(request: web.Request) -> web.Response:
                                                              for b in n["bundles"]], "http://" + me)]
         leader = me
     else:
+        # Imported here: a standalone broker loads no cluster code (test_idle_imports).
+        from magnetar.broker.cluster.leader import current_leader
         leader = await current_leader(member.store)
         brokers = [_broker_row(b, info.load, leader, sorted(str(x) for x in member.channel.owned_by(b)),
                                info.web_service_url)
