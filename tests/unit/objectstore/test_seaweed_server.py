@@ -106,3 +106,28 @@ def test_it_dies_with_its_parent_under_the_launcher(tmp_path):
     finally:
         parent.kill()
         parent.wait()
+
+
+def test_a_killed_server_restarts_on_its_ports_with_what_it_had_acknowledged(tmp_path):
+    """The chaos run's kill-objectstore: SIGKILL, then start on the same data."""
+    with SeaweedServer(tmp_path / "os", bucket="crash") as server:
+        for i in range(20):
+            put = urllib.request.Request(f"{server.endpoint}/crash/k{i}", data=f"v{i}".encode(), method="PUT")
+            assert urllib.request.urlopen(put, timeout=5).status == 200
+        port = server.s3_port
+        server.kill()
+        assert not server.running
+        server.start()
+        assert server.s3_port == port
+        for i in range(20):
+            assert urllib.request.urlopen(f"{server.endpoint}/crash/k{i}", timeout=5).read() == f"v{i}".encode()
+
+
+def test_a_paused_server_answers_nothing_until_resumed(tmp_path):
+    with SeaweedServer(tmp_path / "os", bucket="frozen") as server:
+        server.pause()
+        try:
+            assert not server.healthy()  # the probe times out: the process holds its sockets, silent
+        finally:
+            server.resume()
+        wait_for(server.healthy, timeout=10, what="SeaweedFS to answer after SIGCONT")
