@@ -42,8 +42,10 @@ standalone: $(RUNTIME_STAMP)
 	$(BIN)/magnetar standalone --data-dir $(DATA) --port $(PORT) --admin-port $(ADMIN_PORT)
 
 # A local 3-broker cluster with its own etcd (docs/cluster.md); Ctrl-C stops it all.
+# STORAGE=object: ledgers in a SeaweedFS of its own (docs/object-storage.md).
+STORAGE ?= file
 cluster: $(CLUSTER_STAMP)
-	$(BIN)/magnetar cluster up --brokers 3 --data-dir ./cluster-data --port $(PORT) --admin-port $(ADMIN_PORT)
+	$(BIN)/magnetar cluster up --brokers 3 --data-dir ./cluster-data --port $(PORT) --admin-port $(ADMIN_PORT) --storage $(STORAGE)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
