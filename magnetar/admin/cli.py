@@ -20,6 +20,7 @@ from rich.table import Table
 
 from .cli_support import Settings, call, cell, out, parse_duration, parse_size, show_fields, show_list, usage
 from .cli_topics import schemas_app, topics_app
+from . import cli_topic_policies  # noqa: F401  (registers topics set-/get-/remove-<policy>)
 from .client import AdminClient, namespace_path, topic_path
 
 __all__ = ["app", "parse_duration", "parse_size"]

@@ -400,3 +400,74 @@ def test_get_message_by_id_and_examine_message(broker):
     bad(broker, "topics", "examine-message", topic, "-i", "middle", code=2, says="earliest or latest")
     # REST, as Pulsar: the query parameters and the payload with X-Pulsar-* headers.
     assert call(broker, "GET", "persistent/public/default/cli-examine/examinemessage?messagePosition=0")[0] == 400
+
+
+def test_topic_level_policies_override_the_namespace_and_are_enforced(broker):
+    topic = "persistent://public/default/cli-topic-policies"
+    path = "persistent/public/default/cli-topic-policies"
+    bad(broker, "topics", "set-max-producers", topic, "-p", "1", says="does not exist")
+    client = pulsar.Client(broker.service_url, operation_timeout_seconds=10, logger=quiet_logger())
+    try:
+        client.create_producer(topic).close()  # the topic exists
+        assert call(broker, "GET", f"{path}/maxProducers") == (204, None)  # not set
+        good(broker, "topics", "set-max-producers", topic, "-p", "1")
+        assert good(broker, "topics", "get-max-producers", topic, json_output=True) == 1
+        first = client.create_producer(topic, producer_name="first")
+        with pytest.raises(pulsar.ProducerBusy):
+            client.create_producer(topic, producer_name="second")
+        good(broker, "topics", "remove-max-producers", topic)
+        client.create_producer(topic, producer_name="second").close()  # no limit any more
+
+        good(broker, "topics", "set-max-consumers", topic, "-c", "1")
+        held = client.subscribe(topic, "a", consumer_type=pulsar.ConsumerType.Shared)
+        with pytest.raises(pulsar.ConsumerBusy):
+            client.subscribe(topic, "b")
+        held.close()
+        good(broker, "topics", "remove-max-consumers", topic)
+        assert good(broker, "topics", "get-max-consumers", topic) .strip().startswith("(not set")
+
+        # Deduplication on the topic alone (its namespace leaves it off): a resent sequence id is not stored.
+        good(broker, "topics", "set-deduplication", topic, "--enable")
+        assert call(broker, "GET", f"{path}/deduplicationEnabled") == (200, True)
+        assert good(broker, "topics", "get-deduplication", topic, json_output=True) is True
+        wait_for(lambda: good(broker, "topics", "stats", topic, json_output=True)["deduplicationEnabled"], 10,
+                 what="the loaded topic sees the policy")
+        first.close()
+        dedup = client.create_producer(topic, producer_name="dedup", batching_enabled=False)
+        dedup.send(b"x", sequence_id=5)
+        before = good(broker, "topics", "stats", topic, json_output=True)["msgInCounter"]
+        dedup.send(b"x", sequence_id=5)
+        assert good(broker, "topics", "stats", topic, json_output=True)["msgInCounter"] == before
+        dedup.close()
+        good(broker, "topics", "remove-deduplication", topic)
+
+        # TTL, retention and backlog quotas: the topic's own, and the one in force.
+        good(broker, "namespaces", "set-message-ttl", "public/default", "--ttl", "1h")
+        assert good(broker, "topics", "get-message-ttl", topic, "--applied", json_output=True) == 3600
+        good(broker, "topics", "set-message-ttl", topic, "--ttl", "2m")
+        assert call(broker, "GET", f"{path}/messageTTL?applied=true") == (200, 120)
+        assert call(broker, "POST", f"{path}/messageTTL?messageTTL=soon")[0] == 400
+        good(broker, "topics", "remove-message-ttl", topic)
+        good(broker, "namespaces", "set-message-ttl", "public/default", "--ttl", "0")
+        good(broker, "topics", "set-retention", topic, "--time", "1h", "--size", "5M")
+        assert good(broker, "topics", "get-retention", topic, json_output=True) == \
+            {"retentionTimeInMinutes": 60, "retentionSizeInMB": 5}
+        good(broker, "topics", "remove-retention", topic)
+
+        # A backlog quota on the topic refuses a new producer while its backlog is over it.
+        reader = client.subscribe(topic, "slow")
+        filler = client.create_producer(topic, batching_enabled=False)
+        for _ in range(4):
+            filler.send(b"y" * 1024)
+        filler.close()
+        good(broker, "topics", "set-backlog-quota", topic, "-l", "1k", "-p", "producer_exception")
+        assert good(broker, "topics", "get-backlog-quotas", topic, json_output=True)["destination_storage"] \
+            ["limitSize"] == 1024
+        with pytest.raises(pulsar.ProducerBlockedQuotaExceededException):
+            client.create_producer(topic)
+        good(broker, "topics", "remove-backlog-quota", topic)
+        assert good(broker, "topics", "get-backlog-quotas", topic, json_output=True) == {}
+        client.create_producer(topic).close()
+        reader.close()
+    finally:
+        client.close()

@@ -60,6 +60,11 @@ def validate_retention(body: Any) -> dict:
     return {"retentionTimeInMinutes": minutes, "retentionSizeInMB": size_mb}
 
 
+def validate_limit(what: str, body: Any) -> int:
+    """A producer or consumer count limit: an integer >= 0 (0: no limit)."""
+    return _int_at_least(what, body, 0)
+
+
 def validate_message_ttl(body: Any) -> int:
     """Seconds a message may wait unacknowledged; 0 disables expiry."""
     return _int_at_least("message TTL (seconds)", body, 0)

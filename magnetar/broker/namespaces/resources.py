@@ -57,6 +57,9 @@ POLICY_FIELDS: dict[str, Any] = {
     "backlog_quota_map": {},
     # Pulsar's permissions: namespace_auth, destination_auth, subscription_auth_roles.
     "auth_policies": {},
+    # Producers / consumers a topic of the namespace admits (None: no limit).
+    "max_producers_per_topic": None,
+    "max_consumers_per_topic": None,
     # Pulsar's SchemaCompatibilityStrategy name; None / UNDEFINED: the broker's.
     "schema_compatibility_strategy": None,
     # Set while the namespace is being deleted: no topic may be created in it.
@@ -526,11 +529,32 @@ async def topic_replication_clusters(store: MetadataStore, name: TopicName) -> l
 
 async def set_topic_replication_clusters(store: MetadataStore, name: TopicName, clusters: list[str] | None) -> None:
     """Set (a validated list) or remove (None) the topic's replication clusters."""
+    await set_topic_policy(store, name, "replication_clusters", None if clusters is None else list(clusters))
+
+
+async def topic_policies(store: MetadataStore, name: TopicName) -> dict:
+    """The topic's own policies (only those set; a partition's are its partitioned topic's)."""
+    found = await _read(store, _topic_policies_key(name))
+    return {k: v for k, v in (found[0] if found else {}).items() if v is not None}
+
+
+async def set_topic_policy(store: MetadataStore, name: TopicName, field: str, value: Any) -> None:
+    """Set one topic-level policy (None: remove it; the namespace's applies again)."""
     key = _topic_policies_key(name)
-    if clusters is None:
+    for _ in range(_CAS_ATTEMPTS):
+        found = await _read(store, key)
+        doc, version = (dict(found[0]), found[1]) if found else ({}, -1)
+        if value is None:
+            doc.pop(field, None)
+        else:
+            doc[field] = value
         try:
-            await store.delete(key)
-        except KeyNotFound:
-            pass
-        return
-    await store.put(key, _encode({"replication_clusters": list(clusters)}))
+            if not doc:
+                if found:
+                    await store.delete(key, version)
+                return
+            await store.put(key, _encode(doc), version)
+            return
+        except (BadVersion, KeyNotFound):
+            continue
+    raise PreconditionFailed(f"policies of {name} are being changed concurrently; try again")

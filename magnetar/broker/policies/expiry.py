@@ -17,7 +17,7 @@ import logging
 
 from magnetar.broker.subscriptions import cursor_ops
 from magnetar.broker.namespaces.policies import message_ttl_s
-from magnetar.broker.namespaces.resources import namespace_policies
+from magnetar.broker.namespaces.applied import applied_policies
 
 from .views import ServedTopics
 
@@ -56,15 +56,12 @@ class MessageExpiry:
 
     async def check_all(self) -> int:
         """One round over every loaded topic; returns the entries expired."""
-        ttl_by_namespace: dict[str, int | None] = {}
         total = 0
         for topic in list(self.service.topics.values()):
             if topic.closed:
                 continue
-            ns = topic.name.namespace_name
-            if ns not in ttl_by_namespace:
-                ttl_by_namespace[ns] = message_ttl_s(await namespace_policies(self.service.store, ns))
-            ttl = ttl_by_namespace[ns]
+            # The topic's own TTL, else its namespace's (one small read each round).
+            ttl = message_ttl_s(await applied_policies(self.service.store, topic.name))
             if ttl is None:
                 continue
             for sub in list(topic.subscriptions.values()):

@@ -38,7 +38,9 @@ from magnetar.broker.namespaces.serving import check_served_here
 from magnetar.broker.namespaces.policies import backlog_quotas, retention_policy
 from magnetar.broker.topics.producer import Producer
 from magnetar.broker.namespaces.resources import POLICIES as POLICIES_ROOT  # namespace policies live below it
+from magnetar.broker.namespaces.applied import applied_policies
 from magnetar.broker.namespaces.resources import namespace_policies
+from magnetar.broker.namespaces.resources import TOPIC_POLICIES  # topic-level policies live below it
 from magnetar.broker.topics.compaction import Compactor
 from magnetar.broker.topics.schemas import SchemaRegistry
 from magnetar.broker.topics.non_persistent import NonPersistentTopic
@@ -75,6 +77,7 @@ class BrokerService:
                                       namespace_policies=self.namespace_policies)
         self.compactor = Compactor(self)
         self._policy_watch = store.watch(POLICIES_ROOT, self._on_policy_change)
+        self._topic_policy_watch = store.watch(TOPIC_POLICIES, self._on_policy_change)
         self.closing = False
         #: Lookups answered (binary and HTTP), and those that named another broker.
         self.lookup_answers = 0
@@ -175,10 +178,10 @@ class BrokerService:
         ml_name = name.managed_ledger_name
         if not await self.factory.exists(ml_name):
             await check_creatable(self.store, name, create)  # namespace exists, partition rules
-        policies = await self.namespace_policies(name.namespace_name)
+        policies = await self.topic_policies(name)
         ledger = await self.factory.open(ml_name, retention=retention_policy(policies))
         topic = await Topic.load(self, name, ledger)
-        topic.backlog_quotas = backlog_quotas(policies)
+        self._apply_policies(topic, policies)
         hold = self.config.load_balancer_transfer_dispatch_hold_ms / 1000
         if hold > 0 and self.cluster is not None and self.cluster.arrived_within(name, ARRIVAL_WINDOW_S):
             topic.dispatch_hold_until = asyncio.get_running_loop().time() + hold
@@ -213,20 +216,37 @@ class BrokerService:
         """See :func:`.resources.namespace_policies` (None values: unset)."""
         return await namespace_policies(self.store, namespace)
 
+    async def topic_policies(self, name: TopicName) -> dict:
+        """The policies in force for ``name``: its own over its namespace's (:mod:`..namespaces.applied`)."""
+        return await applied_policies(self.store, name)
+
     async def deduplication_enabled(self, name: TopicName) -> bool:
-        """The namespace's ``deduplicationEnabled`` policy, else the broker default."""
-        value = (await self.namespace_policies(name.namespace_name)).get("deduplicationEnabled")
+        """The topic's or its namespace's ``deduplicationEnabled`` policy, else the broker default."""
+        value = (await self.topic_policies(name)).get("deduplicationEnabled")
         return self.config.deduplication_enabled if value is None else bool(value)
+
+    @staticmethod
+    def _apply_policies(topic: Topic, policies: dict) -> None:
+        topic.backlog_quotas = backlog_quotas(policies)
+        topic.max_producers = policies.get("max_producers")
+        topic.max_consumers = policies.get("max_consumers")
 
     def _on_policy_change(self, note) -> None:
         asyncio.get_running_loop().create_task(self._refresh_policies())
 
-    async def _refresh_policies(self) -> None:
-        for topic in list(self.topics.values()):
+    async def refresh_policies_of(self, name: TopicName) -> None:
+        """Apply the policies in force to ``name`` (every loaded partition of
+        it) now: an admin call that changed them answers after this, so its
+        caller's next request sees them (the watch would, a moment later)."""
+        base = str(name.partitioned_base)
+        await self._refresh_policies([t for t in self.topics.values() if str(t.name.partitioned_base) == base])
+
+    async def _refresh_policies(self, topics: list[Topic] | None = None) -> None:
+        for topic in list(self.topics.values()) if topics is None else topics:
             topic.dedup.enabled = await self.deduplication_enabled(topic.name)
-            policies = await self.namespace_policies(topic.name.namespace_name)
+            policies = await self.topic_policies(topic.name)
             topic.ledger.set_retention(retention_policy(policies))
-            topic.backlog_quotas = backlog_quotas(policies)
+            self._apply_policies(topic, policies)
 
     def notify_producer_closed(self, producer: Producer) -> None:
         # After its pending receipts: see Producer.when_reported.
@@ -341,6 +361,7 @@ class BrokerService:
     async def close(self) -> None:
         self.closing = True
         self._policy_watch.cancel()
+        self._topic_policy_watch.cancel()
         self.compactor.close()
         for topic in list(self.topics.values()):
             await topic.close()

@@ -52,6 +52,9 @@ class ProducerAdmission:
                 raise backlog_quota.refusal(self, blocking)
             if producer.name in self.producers:
                 raise ProducerBusy(f"producer with name '{producer.name}' is already connected to {self.name}")
+            if self.max_producers and not producer.replicator and \
+                    sum(not p.replicator for p in self.producers.values()) >= self.max_producers:
+                raise ProducerBusy(f"Topic reached max producers limit ({self.max_producers}) on {self.name}")
             mode = producer.access_mode
             returning = self.reserved_for is not None and producer.name == self.reserved_for
             if returning or (self.reserved_for is not None and mode == AccessMode.ExclusiveWithFencing):

@@ -37,6 +37,7 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.broker.entries.entry_format import build_entry, entry_info
 from magnetar.broker.errors import (
     BrokerError,
+    ConsumerBusy,
     ExpectedOffsetMismatch,
     NotAllowed,
     PersistenceError,
@@ -153,6 +154,9 @@ class Topic(ProducerAdmission):
         self.terminated_at: Position | None = None
         #: The namespace's backlog quotas (kept current by the service).
         self.backlog_quotas: tuple[BacklogQuota, ...] = ()
+        #: Topic-level limits (its own policy, else its namespace's per-topic one; None: none).
+        self.max_producers: int | None = None
+        self.max_consumers: int | None = None
         #: The exceeded backlog quota that blocks producers now (set by backlog_quota.check).
         self.quota_block: BacklogQuota | None = None
         self.msg_in = 0
@@ -387,6 +391,9 @@ class Topic(ProducerAdmission):
         if is_replicator_cursor(name):
             raise NotAllowed(f"subscription names starting with {REPLICATOR_CURSOR_PREFIX!r} are "
                              f"reserved for geo-replication; choose another name")
+        if self.max_consumers and \
+                sum(len(s.consumers) for s in self.subscriptions.values()) >= self.max_consumers:
+            raise ConsumerBusy(f"Topic reached max consumers limit ({self.max_consumers}) on {self.name}")
         sub = self.subscriptions.get(name)
         if sub is None:
             if durable:
