@@ -71,8 +71,32 @@ class Browser:
         return self.driver.find_elements(By.CSS_SELECTOR, selector)
 
     def text(self, selector: str = "body") -> str:
-        found = self.css(selector)
-        return found[0].text if found else ""
+        """The first match's visible text ("" when none). Read in one script
+        call: the pages redraw every poll, so element handles go stale."""
+        return self.driver.execute_script(
+            "const e = document.querySelector(arguments[0]); return e ? e.innerText : ''", selector)
+
+    def texts(self, selector: str) -> list[str]:
+        """Every match's visible text, in one script call."""
+        return self.driver.execute_script(
+            "return [...document.querySelectorAll(arguments[0])].map(e => e.innerText.trim())", selector)
+
+    def rows(self, table: str) -> list[str]:
+        """The ``data-row`` keys of a table's rows, in order."""
+        return self.driver.execute_script(
+            "return [...document.querySelectorAll(arguments[0] + ' tr[data-row]')].map(r => r.dataset.row)", table)
+
+    def row(self, table: str, key: str) -> str:
+        """The text of the row whose ``data-row`` is ``key`` ("" when none)."""
+        return self.driver.execute_script(
+            "const r = [...document.querySelectorAll(arguments[0] + ' tr[data-row]')].find(r => r.dataset.row === arguments[1]);"
+            "return r ? r.innerText : ''", table, key)
+
+    def cells(self, table: str, key: str) -> list[str]:
+        """The cell texts of the row whose ``data-row`` is ``key``."""
+        return self.driver.execute_script(
+            "const r = [...document.querySelectorAll(arguments[0] + ' tr[data-row]')].find(r => r.dataset.row === arguments[1]);"
+            "return r ? [...r.cells].map(c => c.innerText.trim()) : []", table, key)
 
     def wait_text(self, selector: str, wanted: str, timeout: float = 20.0) -> str:
         return self.wait(lambda d: wanted in self.text(selector) and self.text(selector), timeout,

@@ -32,8 +32,7 @@ def owner_of(cluster: LocalCluster, topic: str) -> str:
 
 
 def bundle_row(b, rng: str) -> str:
-    found = [r for r in b.css("table.bundles tr[data-row]") if r.get_attribute("data-row") == f"{NS}/{rng}"]
-    return found[0].text if found else ""
+    return b.row("table.bundles", f"{NS}/{rng}")
 
 
 def test_overview_topics_and_a_topic_owned_by_another_broker(cluster, browser_on):
@@ -49,7 +48,7 @@ def test_overview_topics_and_a_topic_owned_by_another_broker(cluster, browser_on
     for m in cluster.members:
         b.wait_text("table.brokers", m.broker_id)
     leader = cluster.admin(entry, "/admin/v2/brokers/leaderBroker")["brokerId"]
-    assert "leader" in [r.text for r in b.css("table.brokers tr[data-row]") if r.get_attribute("data-row") == leader][0]
+    assert "leader" in b.row("table.brokers", leader)
     owners = cluster.owners(NS)
     for rng, owner in owners.items():
         shown = (owner, "Owned") if owner else ("unowned",)
@@ -60,8 +59,7 @@ def test_overview_topics_and_a_topic_owned_by_another_broker(cluster, browser_on
     b.go(f"#/topics?namespace={NS}")
     b.wait_text("#topic-count", "of 8 topics")
     for t in topics:
-        b.wait(lambda d: owner_of(cluster, t) in [r.text for r in b.css("table.topics tr[data-row]")
-                                                  if r.get_attribute("data-row") == t][0], what=f"{t}'s owner")
+        b.wait(lambda d: owner_of(cluster, t) in b.row("table.topics", t), what=f"{t}'s owner")
     # A topic owned by another broker: the page asks broker 0, its owner answers.
     remote = next(t for t in topics if owner_of(cluster, t) != entry.broker_id)
     b.go("#/topic/" + remote.replace("://", "/"))
@@ -70,10 +68,10 @@ def test_overview_topics_and_a_topic_owned_by_another_broker(cluster, browser_on
     # Its messages and a subscription action, relayed to the owner as well.
     b.fill("#browse-at", "2")
     b.click("#browse-read")
-    b.wait(lambda d: len(b.css("table.messages tr[data-row]")) == 3, what="messages 2..4 from the owner")
-    assert "m2" in b.css("table.messages tr[data-row]")[0].text
+    b.wait(lambda d: len(b.rows("table.messages")) == 3, what="messages 2..4 from the owner")
+    assert "m2" in b.row("table.messages", b.rows("table.messages")[0])
     consumer = client.subscribe(remote, "watch", initial_position=pulsar.InitialPosition.Earliest)
-    b.wait(lambda d: [c.text for c in b.css("table.subscriptions tr[data-row='watch'] td")][2:3] == ["5"],
+    b.wait(lambda d: b.cells("table.subscriptions", "watch")[2:3] == ["5"],
            what="the subscription's backlog of 5")
     b.click("table.subscriptions tr[data-row='watch'] button[data-action='skip-all']")
     b.confirm()
@@ -110,11 +108,10 @@ def test_a_bundle_moved_and_one_split_from_the_page(cluster, browser_on):
     b.confirm()
     assert "split" in b.toast(timeout=60)
     wait_for(lambda: len(cluster.owners(NS)) == before + 1, 60, what="the split in the admin API")
-    b.wait(lambda d: len([r for r in b.css("table.bundles tr[data-row]")
-                          if r.get_attribute("data-row").startswith(NS + "/")]) == before + 1,
+    b.wait(lambda d: len([r for r in b.rows("table.bundles") if r.startswith(NS + "/")]) == before + 1,
            timeout=30, what="the halves on the page")
     lo = rng.split("_")[0]
-    assert any(r.get_attribute("data-row").startswith(f"{NS}/{lo}_") for r in b.css("table.bundles tr[data-row]"))
+    assert any(r.startswith(f"{NS}/{lo}_") for r in b.rows("table.bundles"))
 
 
 def test_ten_thousand_topics_are_paged_and_searched_on_the_server(cluster, browser_on):
@@ -128,11 +125,11 @@ def test_ten_thousand_topics_are_paged_and_searched_on_the_server(cluster, brows
     b = browser_on(entry.admin_url)
     b.open("#/topics?namespace=public/bulk")
     b.wait_text("#topic-count", "of 10,000 topics", timeout=60)
-    assert len(b.css("table.topics tr[data-row]")) == 50
+    assert len(b.rows("table.topics")) == 50
     timings = {}
     def first_row(d):
-        rows = b.css("table.topics tr[data-row]")
-        return rows[0].get_attribute("data-row") if rows else None
+        rows = b.rows("table.topics")
+        return rows[0] if rows else None
 
     for what, action, done in [
         ("next page", lambda: b.click("#next-page"), lambda d: "51–100 of 10,000" in b.text("#topic-count")),
@@ -144,7 +141,7 @@ def test_ten_thousand_topics_are_paged_and_searched_on_the_server(cluster, brows
         action()
         b.wait(done, timeout=30, what=what)
         timings[what] = round(time.monotonic() - started, 2)
-    assert len(b.css("table.topics tr[data-row]")) == 11
+    assert len(b.rows("table.topics")) == 11
     print("console at 10,000 topics, seconds:", json.dumps(timings))
     assert all(v < 8 for v in timings.values()), timings
     b.shot("topics-10000", full=False)

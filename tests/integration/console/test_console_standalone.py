@@ -48,8 +48,7 @@ def fmt_bytes(v: float) -> str:
 
 
 def row(b, selector: str, key: str) -> str:
-    found = [r for r in b.css(f"{selector} tr[data-row]") if r.get_attribute("data-row") == key]
-    return found[0].text if found else ""
+    return b.row(selector, key)
 
 
 def test_overview_shows_the_broker_as_leader_and_its_bundle(broker, browser_on):
@@ -78,22 +77,22 @@ def test_topics_show_the_admin_api_figures_and_follow_traffic(broker, client, br
     s = stats(broker, "shipments")
     text = row(b, "table.topics", name)
     assert fmt_bytes(s["storageSize"]) in text, (text, s["storageSize"])
-    cells = [c.text for c in b.css(f"table.topics tr[data-row='{name}'] td")]
+    cells = b.cells("table.topics", name)
     assert cells[3] == str(s["subscriptions"]["audit"]["msgBacklog"]) == "25"
     assert cells[5] == "1" and cells[6] == "1"  # producers, subscriptions
-    assert "persistent://public/default/idle-topic" in [r.get_attribute("data-row") for r in b.css("table.topics tr[data-row]")]
+    assert "persistent://public/default/idle-topic" in b.rows("table.topics")
     # Traffic: the row follows without a reload.
     for i in range(15):
         producer.send(f"parcel-more-{i}".encode())
-    b.wait(lambda d: row(b, "table.topics", name).split()[3:4] == ["40"] or " 40 " in row(b, "table.topics", name),
+    b.wait(lambda d: b.cells("table.topics", name)[3:4] == ["40"],
            what="the backlog to reach 40")
     # Search and sort run on the broker.
     b.fill("#topic-search", "ship")
-    b.wait(lambda d: [r.get_attribute("data-row") for r in b.css("table.topics tr[data-row]")] == [name],
+    b.wait(lambda d: b.rows("table.topics") == [name],
            what="only the matching topic")
     b.fill("#topic-search", "")
     b.click("th[data-key='backlog']")
-    b.wait(lambda d: b.css("table.topics tr[data-row]")[0].get_attribute("data-row") == name,
+    b.wait(lambda d: b.rows("table.topics")[:1] == [name],
            what="the busiest topic first")
     b.shot("topics")
     producer.close()
@@ -117,29 +116,28 @@ def test_the_topic_page_shows_producers_subscriptions_and_decoded_messages(broke
     assert "Exclusive" in producer_row and "no" in producer_row  # access mode, not fenced
     b.wait(lambda d: "Shared" in row(b, "table.subscriptions", "billing"), what="the billing subscription")
     s = stats(broker, "orders")["subscriptions"]["billing"]
-    cells = [c.text for c in b.css("table.subscriptions tr[data-row='billing'] td")]
+    cells = b.cells("table.subscriptions", "billing")
     assert cells[2] == str(s["msgBacklog"]) == "12"
     assert cells[3] == "1"
     unacked = sum(c["unackedMessages"] for c in s["consumers"])
     assert unacked >= 3  # dispatched to the client (its receive queue included), not acknowledged
-    b.wait(lambda d: [c.text for c in b.css("table.subscriptions tr[data-row='billing'] td")][4] == str(unacked),
+    b.wait(lambda d: b.cells("table.subscriptions", "billing")[4:5] == [str(unacked)],
            what=f"{unacked} unacked messages")
     assert "schema Json v0" in b.text(".topic-head").replace("\n", " ")
     # Message browser: from offset 5, decoded by the JSON schema, with key and properties.
     b.fill("#browse-at", "5")
     b.fill("#browse-count", "4")
     b.click("#browse-read")
-    b.wait(lambda d: len(b.css("table.messages tr[data-row]")) == 4, what="4 messages")
-    first = b.css("table.messages tr[data-row]")[0]
-    assert '"item": "book-5"' in first.text and "customer-2" in first.text and "channel=web" in first.text
-    message_id = first.get_attribute("data-row")
+    b.wait(lambda d: len(b.rows("table.messages")) == 4, what="4 messages")
+    message_id = b.rows("table.messages")[0]
+    first = b.row("table.messages", message_id)
+    assert '"item": "book-5"' in first and "customer-2" in first and "channel=web" in first
     # By message id: the same message first.
     b.select("#browse-mode", "messageId")
     b.fill("#browse-at", message_id)
     b.click("#browse-read")
-    b.wait(lambda d: b.css("table.messages tr[data-row]") and
-           b.css("table.messages tr[data-row]")[0].get_attribute("data-row") == message_id and
-           len(b.css("table.messages tr[data-row]")) == 4, what="the browser at that message id")
+    b.wait(lambda d: b.rows("table.messages")[:1] == [message_id] and len(b.rows("table.messages")) == 4,
+           what="the browser at that message id")
     b.wait(lambda d: b.css("#rate-chart canvas"), what="the rate chart")
     # Live traffic: the rate card and chart follow it.
     sending = threading.Event()
@@ -155,8 +153,9 @@ def test_the_topic_page_shows_producers_subscriptions_and_decoded_messages(broke
     sender.start()
     try:
         b.wait(lambda d: float(b.text(".cards .card").split()[2]) > 20, timeout=30, what="a rate in above 20/s")
-        points = int(b.css("#rate-chart")[0].get_attribute("data-points"))
-        b.wait(lambda d: int(b.css("#rate-chart")[0].get_attribute("data-points")) >= points + 8,
+        points = b.driver.execute_script("return Number(document.getElementById('rate-chart').dataset.points)")
+        b.wait(lambda d: d.execute_script("return Number(document.getElementById('rate-chart').dataset.points)")
+               >= points + 8,
                what="eight more points on the chart")
         b.shot("topic")
     finally:
@@ -213,7 +212,7 @@ def test_each_action_is_confirmed_and_done_or_refused_with_the_reason(broker, cl
     for i in range(10):
         producer.send(f"invoice-{i}".encode())
     b.go("#/topic/persistent/acme/orders/invoices")
-    b.wait(lambda d: [c.text for c in b.css("table.subscriptions tr[data-row='ledger'] td")][2:3] == ["10"],
+    b.wait(lambda d: b.cells("table.subscriptions", "ledger")[2:3] == ["10"],
            what="a backlog of 10")
     b.click("table.subscriptions tr[data-row='ledger'] button[data-action='skip']")
     b.confirm(n="4")
