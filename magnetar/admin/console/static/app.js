@@ -79,7 +79,8 @@ async function tick(gen) {
     showProblem(e);
     if (!current.loaded) pageProblem(e);
   }
-  if (gen === generation) timer = setTimeout(() => tick(gen), POLL_MS);
+  // A page may ask to be polled less often (the tenants page makes a call per namespace).
+  if (gen === generation) timer = setTimeout(() => tick(gen), Math.max(POLL_MS, current.pollMs || 0));
 }
 
 export async function route() {

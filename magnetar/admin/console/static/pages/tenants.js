@@ -85,5 +85,5 @@ export function render() {
     }
     body.replaceChildren(...(blocks.length ? blocks : [h("p", { class: "muted" }, "No tenant you may read.")]));
   }
-  return { el, refresh, title: "Tenants" };
+  return { el, refresh, title: "Tenants", pollMs: 5000 };
 }
