@@ -10,6 +10,8 @@ exist 404, a bundle still in transition after the lookup timeout 503.
 """
 from __future__ import annotations
 
+import time
+
 from aiohttp import web
 
 from magnetar.broker.cluster.bundles import RANGE_EQUALLY_DIVIDE, SPLIT_ALGORITHMS, parse_range, split_namespace, \
@@ -177,6 +179,7 @@ async def lookup(request: web.Request) -> web.Response:
         raise not_found(f"Namespace {name.namespace_name} does not exist")
     await service.check_served_here(name)  # 412 in a region outside the topic's replication clusters
     member = service.cluster
+    started = time.monotonic()
     if member is None:
         broker = request.app[BROKER]
         config = broker.config
@@ -190,6 +193,7 @@ async def lookup(request: web.Request) -> web.Response:
         service.lookup_answers += 1
         if not result.local:
             service.lookup_redirects += 1
+    service.lookup_seconds.observe(time.monotonic() - started)
     # The TLS URLs are "" for a broker without TLS listeners, as Pulsar answers.
     answer = {"brokerUrl": native, "nativeUrl": native, "httpUrl": http, "brokerUrlTls": native_tls,
               "httpUrlTls": http_tls}

@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily
 
+from prometheus_client import GCCollector, ProcessCollector
+
+from .operator_metrics import OperatorCollector
 from .pulsar_metrics import PulsarCollector
 
 if TYPE_CHECKING:
@@ -59,4 +62,7 @@ def registry_for(broker: "Broker") -> CollectorRegistry:
     registry = CollectorRegistry()
     registry.register(TopicCollector(broker))
     registry.register(PulsarCollector(broker))
+    registry.register(OperatorCollector(broker))
+    ProcessCollector(registry=registry)  # process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds
+    GCCollector(registry=registry)  # python_gc_collections_total, python_gc_objects_collected_total
     return registry

@@ -54,9 +54,10 @@ class _LedgerMeta:
 class _Batch:
     """Entries handed to the writer together; they complete together."""
 
-    __slots__ = ("ledger_id", "first", "futures", "nbytes", "failed")
+    __slots__ = ("ledger_id", "first", "futures", "nbytes", "failed", "started")
 
-    def __init__(self, ledger_id: int, first: int, futures: list, nbytes: int) -> None:
+    def __init__(self, ledger_id: int, first: int, futures: list, nbytes: int, started: float = 0.0) -> None:
+        self.started = started  # loop time of the flush (the write latency metric)
         self.ledger_id = ledger_id
         self.first = first
         self.futures = futures

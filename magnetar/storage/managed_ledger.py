@@ -89,6 +89,7 @@ from . import waiters
 from .waiters import Waiter
 
 from .closing import Closing
+from .write_stats import WriteStats
 from .ledger_meta import (
     ROOT, _OPEN, _CLOSED, _FENCED, _Batch, _LedgerMeta, _failed_future,
     cursor_key
@@ -114,6 +115,8 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing, Recovery, Ownership):
         # this module): its config, store, writer, ledger directory, ids and
         # the tail caches' shared budget.
         self.name = name
+        #: Write latency and entry size counts (the broker's metrics read them).
+        self.write_stats = WriteStats()
         self._factory = factory
         self._config: StorageConfig = factory.config
         self._store: MetadataStore = factory.store
@@ -273,7 +276,8 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing, Recovery, Ownership):
         self._buf_futures = []
         meta = self._current_meta
         first = self._next_entry - len(datas)
-        batch = _Batch(meta.ledger_id, first, futures, sum(map(len, datas)) + HEADER_SIZE * len(datas))
+        batch = _Batch(meta.ledger_id, first, futures, sum(map(len, datas)) + HEADER_SIZE * len(datas),
+                       self._loop.time())
         self._cache.put_many(meta.ledger_id, first, datas)
         self._inflight.append(batch)
         try:
@@ -303,6 +307,8 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing, Recovery, Ownership):
             meta.entries += len(futures)
             meta.size += batch.nbytes
         self._last_confirmed = Position(lid, first + len(futures) - 1)
+        self.write_stats.record(len(futures), batch.nbytes - HEADER_SIZE * len(futures),
+                                self._loop.time() - batch.started)
         waiters.complete(futures, lid, first)
         if not self._notify_scheduled and self._listeners:
             self._notify_scheduled = True

@@ -46,11 +46,77 @@ def test_pulsar_metrics_with_their_labels_and_the_dashboard_queries_exist(broker
     assert _value(text, "pulsar_consumers_count", topic) == 1
     assert _value(text, "pulsar_msg_backlog", topic) > 0  # nothing acknowledged yet
     assert _value(text, "pulsar_storage_size", topic) > 0
-    exposed = {m.group(1) for m in re.finditer(r"^# TYPE (\S+) ", text, re.M)}
-    exposed |= {f"{name}_total" for name in exposed}
+    exposed = served_names(text)
+    queried = dashboard_metrics()
+    assert len(queried) > 40, queried  # the walk reached every panel's queries
+    assert queried <= exposed, f"dashboard queries missing metrics: {sorted(queried - exposed)}"
+    consumer.close()
+
+
+def served_names(text: str) -> set[str]:
+    """Every series name /metrics serves, or would with samples: each family's
+    name with the suffixes of its type (_total, _bucket, _count, _sum)."""
+    names = {m.group(1) for m in re.finditer(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)[{ ]", text, re.M)}
+    for name, kind in re.findall(r"^# TYPE (\S+) (\S+)", text, re.M):
+        names.add(name)
+        suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum"),
+                    "summary": ("_count", "_sum")}.get(kind, ())
+        names |= {name + s for s in suffixes}
+    return names
+
+
+def dashboard_metrics() -> set[str]:
+    """The metric names of every query of the shipped dashboard (PromQL
+    functions and label names are lower case words without our prefixes)."""
     queried = set()
     for panel in json.loads(DASHBOARD.read_text())["panels"]:
         for target in panel["targets"]:
-            queried |= set(re.findall(r"\b((?:pulsar|magnetar)_[a-z_]+)", target["expr"]))
-    assert queried and queried <= exposed, f"dashboard queries missing metrics: {sorted(queried - exposed)}"
+            expr = re.sub(r"\{[^}]*\}", "", target["expr"])  # label matchers name no metric
+            queried |= set(re.findall(r"\b((?:pulsar|magnetar|process|python)_[a-zA-Z0-9_]+)", expr))
+    return queried
+
+
+def _broker_value(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
+def test_operators_metrics_storage_redeliveries_lookups_and_the_process(broker, pulsar_client):
+    topic = "persistent://public/default/metered-ops"
+    before = _scrape(broker)
+    written_before = sum(float(l.rsplit(" ", 1)[1]) for l in before.splitlines()
+                         if l.startswith("pulsar_storage_write_latency_count{"))
+    consumer = pulsar_client.subscribe(topic, "ops", consumer_type=pulsar.ConsumerType.Shared,
+                                       negative_ack_redelivery_delay_ms=100)
+    producer = pulsar_client.create_producer(topic, batching_enabled=False)
+    for _ in range(20):
+        producer.send(b"x" * 100)  # 100-byte payloads: entries under 512 bytes
+    msg = consumer.receive(timeout_millis=10_000)
+    consumer.negative_acknowledge(msg)
+    _scrape(broker)  # rates are measured between two scrapes
+
+    def redelivered():
+        text = _scrape(broker)
+        for line in text.splitlines():
+            if line.startswith("pulsar_subscription_msg_rate_redeliver{") and 'subscription="ops"' in line \
+                    and float(line.rsplit(" ", 1)[1]) > 0:
+                return text
+        return None
+
+    text = wait_for(redelivered, timeout=20, what="a redelivery counted")
+    written = sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines()
+                  if l.startswith("pulsar_storage_write_latency_count{"))
+    assert written - written_before >= 20  # every entry's write was timed
+    sizes = {l.split("{")[0]: l for l in text.splitlines() if l.startswith("pulsar_entry_size_le_")}
+    assert set(sizes) >= {"pulsar_entry_size_le_128", "pulsar_entry_size_le_512", "pulsar_entry_size_le_overflow"}
+    assert _broker_value(text, "pulsar_broker_producers_count") == 1
+    assert _broker_value(text, "pulsar_broker_consumers_count") == 1
+    assert _broker_value(text, "pulsar_broker_request_topic_lookup_duration_seconds_count") >= 1
+    assert _broker_value(text, "process_resident_memory_bytes") > 10 * 1024 * 1024
+    assert _broker_value(text, "process_open_fds") > 0
+    assert _broker_value(text, "process_cpu_seconds_total") > 0
+    assert "python_gc_collections_total{" in text
     consumer.close()
+    producer.close()

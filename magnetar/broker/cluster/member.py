@@ -42,6 +42,7 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field
 
+from magnetar.broker.durations import DurationCounts
 from magnetar.broker.errors import OwnedElsewhere, ServiceNotReady
 from magnetar.broker.topic_name import TopicName
 from magnetar.metadata import MetadataStore, MetadataSession
@@ -122,6 +123,9 @@ class ClusterMember:
         self._pending: Counter = Counter()
         self.lookups_answered = 0
         self.lookup_redirects = 0
+        #: Bundles this broker moved (admin unload, the shedder) and how long each took; bundles it split.
+        self.transfers = DurationCounts()
+        self.splits = 0
         self._tasks: set[asyncio.Task] = set()
         self._monitor: asyncio.Task | None = None
         self.closing = False
@@ -317,6 +321,7 @@ class ClusterMember:
                              f"live: {', '.join(live)}")
         if destination == state.broker:
             raise ValueError(f"bundle {bundle} is already owned by {destination}")
+        started = asyncio.get_running_loop().time()
         await self.channel.transition(bundle, RELEASING, destination, state.broker, expected=state)
         moving = False
 
@@ -333,6 +338,7 @@ class ClusterMember:
         if done.broker != destination:
             raise ValueError(f"bundle {bundle} did not move to {destination}, which left the cluster during the "
                              f"handover; it is owned by {done.broker}")
+        self.transfers.observe(asyncio.get_running_loop().time() - started)
         return done.broker
 
     async def _take(self, bundle: Bundle, state: BundleState) -> None:
@@ -351,7 +357,9 @@ class ClusterMember:
     async def split(self, bundle: Bundle, at: int, timeout: float = 30.0) -> list[Bundle]:
         """Cut ``bundle`` in two at hash ``at`` (its owner does it; see
         :mod:`.splitting`); the namespace's bundles after the split."""
-        return await splitting.request(self.channel, self.layouts, bundle, at, timeout)
+        halves = await splitting.request(self.channel, self.layouts, bundle, at, timeout)
+        self.splits += 1
+        return halves
 
     # -- ownership and lookups ----------------------------------------------------------
     def bundle_of(self, name: TopicName) -> Bundle:

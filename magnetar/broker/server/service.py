@@ -38,6 +38,7 @@ from magnetar.broker.namespaces.serving import check_served_here
 from magnetar.broker.namespaces.policies import backlog_quotas, retention_policy
 from magnetar.broker.topics.producer import Producer
 from magnetar.broker.namespaces.resources import POLICIES as POLICIES_ROOT  # namespace policies live below it
+from magnetar.broker.durations import DurationCounts
 from magnetar.broker.namespaces.applied import applied_policies
 from magnetar.broker.namespaces.resources import namespace_policies
 from magnetar.broker.namespaces.resources import TOPIC_POLICIES  # topic-level policies live below it
@@ -81,6 +82,8 @@ class BrokerService:
         self.closing = False
         #: Lookups answered (binary and HTTP), and those that named another broker.
         self.lookup_answers = 0
+        #: How long lookups took to answer (binary and HTTP), for the metrics.
+        self.lookup_seconds = DurationCounts()
         self.lookup_redirects = 0
         #: Bundles released by a move in progress (PIP-307) and their topics,
         #: held until handed over: the one record of released bundles.

@@ -44,6 +44,8 @@ class Subscription:
         self.dispatcher: Dispatcher | None = None
         self.consumers: list[Consumer] = []
         self.msg_rate_redeliver = 0
+        #: Messages consumers asked to have again (negative acks, ack timeouts), over time.
+        self.redelivered = 0
         #: Dispatched to this subscription's consumers, all of them over time.
         self.msg_out = 0
         self.bytes_out = 0
@@ -175,6 +177,7 @@ class Subscription:
         self._follow_snapshots()
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
+        self.redelivered += len(positions) if positions is not None else consumer.unacked_messages()
         if self.dispatcher is not None:
             self.dispatcher.redeliver(consumer, positions)
 

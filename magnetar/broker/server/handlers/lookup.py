@@ -14,6 +14,8 @@ retries).
 """
 from __future__ import annotations
 
+import time
+
 import logging
 import re
 
@@ -84,6 +86,7 @@ def on_lookup(session: ClientSession, frame: Frame) -> None:
         session.spawn(cluster_lookup(session, req))
         return
     session.service.lookup_answers += 1
+    session.service.lookup_seconds.observe(0.0)  # one broker owns everything: answered at once
     if req.advertised_listener_name:
         # The client asked for a named address: send it there.
         url = session.config.listeners.get(req.advertised_listener_name)
@@ -114,6 +117,7 @@ def _connect_to(req: pb.CommandLookupTopic, url: str, response: int) -> pb.BaseC
 
 async def cluster_lookup(session: ClientSession, req: pb.CommandLookupTopic) -> None:
     Lookup = pb.CommandLookupTopicResponse
+    started = time.monotonic()
     try:
         name = parse(req.topic)
         await session.service.check_served_here(name)
@@ -128,6 +132,7 @@ async def cluster_lookup(session: ClientSession, req: pb.CommandLookupTopic) -> 
                               error=ServerError.ServiceNotReady, message=f"lookup failed: {exc}"))
         return
     session.service.lookup_answers += 1
+    session.service.lookup_seconds.observe(time.monotonic() - started)
     if not result.local:
         session.service.lookup_redirects += 1
     # Redirect makes the client ask the owner, which then answers Connect.

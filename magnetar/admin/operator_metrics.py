@@ -1,0 +1,200 @@
+"""The series operators reach for beside the per-topic ones, with Pulsar's
+names where Pulsar has the metric (so its dashboards and alerts work):
+
+- per namespace (labels ``cluster``, ``namespace``): the storage write
+  latency buckets ``pulsar_storage_write_latency_le_0_5`` ... ``_le_1000``,
+  ``_le_overflow`` (entries per second in each latency range, ms), with
+  ``pulsar_storage_write_latency_count`` / ``_sum``; the entry size buckets
+  ``pulsar_entry_size_le_128`` ... ``_le_1_mb``, ``_le_overflow``, with
+  ``_count`` / ``_sum``; ``pulsar_storage_write_rate`` (entries/s);
+- per subscription (labels ``cluster``, ``namespace``, ``topic``,
+  ``subscription``): ``pulsar_subscription_msg_rate_out``,
+  ``pulsar_subscription_msg_throughput_out``,
+  ``pulsar_subscription_msg_rate_redeliver``,
+  ``pulsar_subscription_consumers_count`` (when topic-level series are on);
+- per topic and remote cluster (label ``remote_cluster``):
+  ``pulsar_replication_backlog``, ``pulsar_replication_rate_out``,
+  ``pulsar_replication_throughput_out``, ``pulsar_replication_connected_count``;
+- per broker: ``pulsar_broker_producers_count``,
+  ``pulsar_broker_consumers_count``; lookup latency as Pulsar 4's histogram
+  ``pulsar_broker_request_topic_lookup_duration_seconds``; bundles moved
+  ``pulsar_lb_unload_bundle_total``, split ``pulsar_lb_bundles_split_total``
+  and Magnetar's ``magnetar_bundle_transfer_duration_seconds`` histogram;
+- the process (the Prometheus client's standard names, as a JVM broker
+  exports them): ``process_cpu_seconds_total``,
+  ``process_resident_memory_bytes``, ``process_open_fds``,
+  ``process_max_fds``, ``process_start_time_seconds``, and the collector's
+  ``python_gc_collections_total`` / ``python_gc_objects_collected_total``.
+
+Rates are measured between two scrapes (the first reports 0), as
+:mod:`.pulsar_metrics` does. Read at scrape time, no background work.
+To add a metric: a family here (or a new module beside it) and one line in
+:func:`magnetar.admin.metrics.registry_for`.
+"""
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+from magnetar.broker.durations import DurationCounts
+from magnetar.storage.write_stats import LATENCY_BOUNDS_MS, SIZE_BOUNDS
+
+if TYPE_CHECKING:
+    from magnetar.broker.server.server import Broker
+
+NS = ["cluster", "namespace"]
+SUB = ["cluster", "namespace", "topic", "subscription"]
+REMOTE = ["cluster", "namespace", "topic", "remote_cluster"]
+
+
+def _suffix(bound: float) -> str:
+    return str(bound).replace(".", "_")
+
+
+LATENCY_NAMES = [f"pulsar_storage_write_latency_le_{_suffix(b)}" for b in LATENCY_BOUNDS_MS] + \
+    ["pulsar_storage_write_latency_le_overflow"]
+SIZE_NAMES = [f"pulsar_entry_size_le_{n}" for n in ("128", "512", "1_kb", "2_kb", "4_kb", "16_kb", "100_kb", "1_mb")] \
+    + ["pulsar_entry_size_le_overflow"]
+assert len(SIZE_NAMES) == len(SIZE_BOUNDS) + 1
+
+
+class _Rates:
+    """Per-second rates of growing counters between two scrapes, by key."""
+
+    def __init__(self) -> None:
+        self._last: dict = {}
+
+    def rates(self, key, now: float, values: list[float]) -> list[float]:
+        then, before = self._last.get(key, (now, values))
+        self._last[key] = (now, values)
+        elapsed = now - then
+        return [max(0.0, v - b) / elapsed if elapsed > 0 else 0.0 for v, b in zip(values, before)]
+
+    def keep_only(self, keys: set) -> None:
+        for gone in set(self._last) - keys:
+            del self._last[gone]
+
+
+class OperatorCollector:
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+        self._rates = _Rates()
+
+    def collect(self):
+        service = self.broker.service
+        cluster = self.broker.config.cluster_name
+        topics = list(service.topics.values()) if service else []
+        now = time.monotonic()
+        keys: set = set()
+        yield from self._storage(cluster, topics, now, keys)
+        if self.broker.config.expose_topic_level_metrics_in_prometheus:
+            yield from self._subscriptions(cluster, topics, now, keys)
+            yield from self._replication(cluster, topics, now, keys)
+        self._rates.keep_only(keys)
+        yield from self._broker(cluster, topics, service)
+
+    def _storage(self, cluster: str, topics: list, now: float, keys: set):
+        per_ns: dict[str, list[float]] = {}
+        for topic in topics:
+            stats = topic.ledger.write_stats
+            row = per_ns.setdefault(topic.name.namespace_name, [0.0] * (len(LATENCY_NAMES) + len(SIZE_NAMES) + 4))
+            values = [*stats.latency, *stats.sizes, stats.entries, stats.latency_sum_ms, stats.size_sum]
+            for i, v in enumerate(values):
+                row[i] += v
+        latency = [GaugeMetricFamily(n, "Entries per second written within this latency (ms)", labels=NS)
+                   for n in LATENCY_NAMES]
+        sizes = [GaugeMetricFamily(n, "Entries per second of this size", labels=NS) for n in SIZE_NAMES]
+        lat_count = GaugeMetricFamily("pulsar_storage_write_latency_count", "Entries written", labels=NS)
+        lat_sum = GaugeMetricFamily("pulsar_storage_write_latency_sum", "Their write latencies, ms", labels=NS)
+        size_count = GaugeMetricFamily("pulsar_entry_size_count", "Entries written", labels=NS)
+        size_sum = GaugeMetricFamily("pulsar_entry_size_sum", "Their bytes", labels=NS)
+        write_rate = GaugeMetricFamily("pulsar_storage_write_rate", "Entries written per second", labels=NS)
+        n_lat = len(LATENCY_NAMES)
+        for ns, row in sorted(per_ns.items()):
+            key = ("storage", ns)
+            keys.add(key)
+            counts = row[:n_lat + len(SIZE_NAMES) + 1]
+            rates = self._rates.rates(key, now, counts)
+            labels = [cluster, ns]
+            for family, value in zip(latency + sizes, rates):
+                family.add_metric(labels, value)
+            entries, lat_ms, nbytes = row[n_lat + len(SIZE_NAMES)], row[-3], row[-2]
+            lat_count.add_metric(labels, entries)
+            lat_sum.add_metric(labels, lat_ms)
+            size_count.add_metric(labels, entries)
+            size_sum.add_metric(labels, nbytes)
+            write_rate.add_metric(labels, rates[-1])
+        return [*latency, *sizes, lat_count, lat_sum, size_count, size_sum, write_rate]
+
+    def _subscriptions(self, cluster: str, topics: list, now: float, keys: set):
+        rate_out = GaugeMetricFamily("pulsar_subscription_msg_rate_out", "Messages dispatched per second", labels=SUB)
+        thr_out = GaugeMetricFamily("pulsar_subscription_msg_throughput_out", "Bytes dispatched per second",
+                                    labels=SUB)
+        redeliver = GaugeMetricFamily("pulsar_subscription_msg_rate_redeliver", "Messages redelivered per second",
+                                      labels=SUB)
+        consumers = GaugeMetricFamily("pulsar_subscription_consumers_count", "Attached consumers", labels=SUB)
+        for topic in topics:
+            ns = topic.name.namespace_name
+            for sub in list(topic.subscriptions.values()):
+                key = ("sub", str(topic.name), sub.name)
+                keys.add(key)
+                r_out, r_bytes, r_redeliver = self._rates.rates(key, now, [sub.msg_out, sub.bytes_out,
+                                                                           sub.redelivered])
+                labels = [cluster, ns, str(topic.name), sub.name]
+                rate_out.add_metric(labels, r_out)
+                thr_out.add_metric(labels, r_bytes)
+                redeliver.add_metric(labels, r_redeliver)
+                consumers.add_metric(labels, len(sub.consumers))
+        return [rate_out, thr_out, redeliver, consumers]
+
+    def _replication(self, cluster: str, topics: list, now: float, keys: set):
+        backlog = GaugeMetricFamily("pulsar_replication_backlog", "Entries not yet sent to the remote cluster",
+                                    labels=REMOTE)
+        rate_out = GaugeMetricFamily("pulsar_replication_rate_out", "Messages sent to the remote cluster per second",
+                                     labels=REMOTE)
+        thr_out = GaugeMetricFamily("pulsar_replication_throughput_out", "Bytes sent to the remote cluster per "
+                                    "second", labels=REMOTE)
+        connected = GaugeMetricFamily("pulsar_replication_connected_count", "1 while the replicator's producer is "
+                                      "connected", labels=REMOTE)
+        for topic in topics:
+            for remote, replicator in list(getattr(topic, "replicators", {}).items()):
+                key = ("repl", str(topic.name), remote)
+                keys.add(key)
+                r_out, r_bytes = self._rates.rates(key, now, [replicator.msg_out, replicator.bytes_out])
+                labels = [cluster, topic.name.namespace_name, str(topic.name), remote]
+                backlog.add_metric(labels, replicator.cursor.backlog())
+                rate_out.add_metric(labels, r_out)
+                thr_out.add_metric(labels, r_bytes)
+                connected.add_metric(labels, 1 if replicator.is_connected() else 0)
+        return [backlog, rate_out, thr_out, connected]
+
+    def _broker(self, cluster: str, topics: list, service):
+        producers = GaugeMetricFamily("pulsar_broker_producers_count", "Producers attached to this broker",
+                                      labels=["cluster"])
+        consumers = GaugeMetricFamily("pulsar_broker_consumers_count", "Consumers attached to this broker",
+                                      labels=["cluster"])
+        producers.add_metric([cluster], sum(len(t.producers) for t in topics))
+        consumers.add_metric([cluster], sum(len(s.consumers) for t in topics for s in t.subscriptions.values()))
+        yield from (producers, consumers)
+        if service is None:
+            return
+        yield _histogram("pulsar_broker_request_topic_lookup_duration_seconds",
+                         "How long lookups took to answer (binary and HTTP)", service.lookup_seconds)
+        member = service.cluster
+        unloads = CounterMetricFamily("pulsar_lb_unload_bundle", "Bundles this broker moved to another",
+                                      labels=["cluster"])
+        splits = CounterMetricFamily("pulsar_lb_bundles_split", "Bundles this broker split", labels=["cluster"])
+        unloads.add_metric([cluster], member.transfers.count if member else 0)
+        splits.add_metric([cluster], member.splits if member else 0)
+        yield from (unloads, splits)
+        yield _histogram("magnetar_bundle_transfer_duration_seconds",
+                         "How long each bundle this broker moved took to reach its new owner",
+                         member.transfers if member else DurationCounts())
+
+
+def _histogram(name: str, doc: str, counts) -> HistogramMetricFamily:
+    family = HistogramMetricFamily(name, doc)
+    family.add_metric([], counts.cumulative(), counts.total_s)
+    return family
