@@ -112,8 +112,7 @@ def perf(kind: str, url: str, topics: int, extra: list[str]) -> float:
     t0 = time.monotonic()
     subprocess.run([sys.executable, "-m", "magnetar.cli", "perf", kind, "-u", url, "-t", "mt", "--topics",
                     str(topics), "--messages", str(topics), "--duration", "0", *extra],
-                   check=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
+                   check=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=sys.stderr, stderr=sys.stderr)
     return time.monotonic() - t0
 
 

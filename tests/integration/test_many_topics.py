@@ -156,8 +156,8 @@ def _open_files(broker) -> int:
 def test_an_open_file_limit_of_256_serves_2000_topics_every_message_back(tmp_path):
     """Every topic stays loaded (no idle unload): the segment files close
     and reopen under the pool, within a limit far below the topic count."""
-    broker = BrokerProcess.with_config(tmp_path, "topic_idle_unload_s = 0.0\n",
-                                       preexec_fn=_open_file_limit(256)).start()
+    broker = configured_broker(tmp_path, "topic_idle_unload_s = 0.0\n",
+                               preexec_fn=_open_file_limit(256)).start()
     topics = [f"persistent://{NS}/fd-{i}" for i in range(2000)]
     try:
         assert "the open-file limit (ulimit -n) is 256" in broker.log()
