@@ -125,6 +125,7 @@ class Committer:
         self._seq = 0
         self._queue: list[_Batch] = []
         self._queued_bytes = 0
+        self._first_at = 0.0  # when the oldest queued batch arrived
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._stopping = False
@@ -142,11 +143,14 @@ class Committer:
         if self._task is None:
             self._wake = asyncio.Event()
             self._task = loop.create_task(self._run())
+        if not self._queue:
+            self._first_at = time.monotonic()  # the interval counts from here, even while a commit runs
         self._queue.append(_Batch(ledger, datas, callback, loop))
         ledger.assigned += len(datas)
         self._pending[ledger.ledger_id] = self._pending.get(ledger.ledger_id, 0) + 1
         self._queued_bytes += sum(map(len, datas)) + HEADER_SIZE * len(datas)
-        self._wake.set()
+        if len(self._queue) == 1 or self._queued_bytes >= self.max_bytes:
+            self._wake.set()  # only what the gathering waits for: not once per batch
 
     async def drained(self, ledger: ObjectLedger) -> None:
         """Return once no batch of ``ledger`` is queued or committing."""
@@ -179,8 +183,11 @@ class Committer:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            started = time.monotonic()
-            # Gather: the interval after the first batch, or the size bound.
+            # Gather: the interval after the first batch arrived (it may have
+            # arrived during the previous commit: that time counts), or the
+            # size bound. Commits still start at least an interval apart,
+            # since a batch queued after a commit began.
+            started = self._first_at
             while self._queued_bytes < self.max_bytes and not self._stopping:
                 remaining = started + self.interval_s - time.monotonic()
                 if remaining <= 0:
