@@ -229,3 +229,32 @@ def _is_ml_record(value: bytes) -> bool:
     except ValueError:
         return False
     return isinstance(doc, dict) and "ledgers" in doc
+
+
+async def open_factory(data_dir: Path, store: MetadataStore, config: StorageConfig) -> ManagedLedgerFactory:
+    """The factory ``config.backend`` asks for: segment files under
+    ``data_dir`` (``"file"``), or ledgers in the object store at
+    ``config.object_store_url`` with their index in ``store``
+    (``"object"``). Raises ``StorageError`` (one line: what to fix) if the
+    object store cannot be used."""
+    if config.backend != "object":
+        return ManagedLedgerFactory(data_dir, store, config)
+    # Imported here: a broker on files never loads the S3 client.
+    from ..objectstore.s3 import open_object_store
+    from ..objectstore.store import ObjectStoreError
+    from .object_backend import ObjectBackend
+
+    try:
+        objects = open_object_store(config.object_store_url)
+    except ObjectStoreError as exc:
+        raise StorageError(f"object store: {exc}") from None
+    try:
+        await objects.check()
+    except ObjectStoreError as exc:
+        await objects.close()
+        raise StorageError(f"object store: {exc}") from None
+    budget = CacheBudget(config.cache_budget_bytes)
+    backend = ObjectBackend(store, objects, commit_interval_ms=config.object_commit_interval_ms,
+                            commit_max_bytes=config.object_commit_max_bytes,
+                            read_cache_bytes=config.read_cache_bytes, cache_budget=budget)
+    return ManagedLedgerFactory(data_dir, store, config, backend=backend, cache_budget=budget)

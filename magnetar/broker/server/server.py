@@ -24,6 +24,7 @@ from magnetar.security.authorization import Authorizer
 from magnetar.security.settings import SecuritySettingsError
 from magnetar.metadata.store import MetadataError
 from magnetar.storage import ManagedLedgerFactory, StorageError, orphans
+from magnetar.storage.factory import open_factory
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.policies import backlog_quota
@@ -99,7 +100,11 @@ class Broker:
             self.store = RoutedStore(self.store, shared, resources.SHARED_BY_REGIONS)
         storage = config.storage_path
         storage.mkdir(parents=True, exist_ok=True)
-        self.factory = ManagedLedgerFactory(storage, self.store, config.storage)
+        try:
+            self.factory = await open_factory(storage, self.store, config.storage)
+        except StorageError as exc:
+            await self.store.close()
+            raise StartupError(str(exc)) from None
         orphan_mark = None
         if not config.clustered:
             # In a cluster other brokers create ledger files in the same

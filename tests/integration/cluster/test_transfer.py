@@ -35,9 +35,9 @@ def owner(cluster: LocalCluster) -> str:
     return cluster.owners()[BUNDLE]
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    c = LocalCluster(tmp_path / "cluster", brokers=3, session_ttl=5.0).start()
+@pytest.fixture(params=["file", "object"])
+def cluster(tmp_path, request):
+    c = LocalCluster(tmp_path / "cluster", brokers=3, session_ttl=5.0, storage=request.param).start()
     yield c
     c.stop()
 

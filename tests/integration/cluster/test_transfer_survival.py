@@ -168,9 +168,11 @@ def sends_through_a_move(cluster: LocalCluster, topic: str, target: str, send_as
     return sent
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    c = LocalCluster(tmp_path_factory.mktemp("survival") / "cluster", brokers=3, session_ttl=5.0).start()
+@pytest.fixture(scope="module", params=["file", "object"])
+def cluster(tmp_path_factory, request):
+    # object: a move carries no data, the new owner reads the ledgers' index in etcd
+    c = LocalCluster(tmp_path_factory.mktemp("survival") / "cluster", brokers=3, session_ttl=5.0,
+                     storage=request.param).start()
     yield c
     c.stop()
 

@@ -21,9 +21,10 @@ pytestmark = pytest.mark.timeout(600)
 TOPIC = "persistent://public/default/zombie"
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    c = LocalCluster(tmp_path / "cluster", brokers=3, session_ttl=3.0).start()
+@pytest.fixture(params=["file", "object"])
+def cluster(tmp_path, request):
+    # object: no fence marker on a disk, the commit's compare in etcd is the fence
+    c = LocalCluster(tmp_path / "cluster", brokers=3, session_ttl=3.0, storage=request.param).start()
     yield c
     for m in c.members:  # never leave a stopped process behind
         try:
