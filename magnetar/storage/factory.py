@@ -235,8 +235,9 @@ async def open_factory(data_dir: Path, store: MetadataStore, config: StorageConf
     """The factory ``config.backend`` asks for: segment files under
     ``data_dir`` (``"file"``), or ledgers in the object store at
     ``config.object_store_url`` with their index in ``store``
-    (``"object"``). Raises ``StorageError`` (one line: what to fix) if the
-    object store cannot be used."""
+    (``"object"``). Raises ``StorageError`` (one line) for a bad object
+    store URL; whether the store answers is checked by the broker command
+    at start (``magnetar.objectstore.s3.check_object_store``)."""
     if config.backend != "object":
         return ManagedLedgerFactory(data_dir, store, config)
     # Imported here: a broker on files never loads the S3 client.
@@ -245,13 +246,8 @@ async def open_factory(data_dir: Path, store: MetadataStore, config: StorageConf
     from .object_backend import ObjectBackend
 
     try:
-        objects = open_object_store(config.object_store_url)
+        objects = open_object_store(config.object_store_url)  # `magnetar broker` checked it works
     except ObjectStoreError as exc:
-        raise StorageError(f"object store: {exc}") from None
-    try:
-        await objects.check()
-    except ObjectStoreError as exc:
-        await objects.close()
         raise StorageError(f"object store: {exc}") from None
     budget = CacheBudget(config.cache_budget_bytes)
     backend = ObjectBackend(store, objects, commit_interval_ms=config.object_commit_interval_ms,

@@ -25,7 +25,8 @@ Failures:
 
 More than ``LEDGERS_PER_TRANSACTION`` ledgers in one object take one
 transaction per chunk of that many (etcd caps a transaction at 128 ops):
-each chunk is atomic for its ledgers, the fence is per ledger either way.
+each chunk is atomic for its ledgers (they run concurrently), the fence is
+per ledger either way.
 """
 from __future__ import annotations
 
@@ -241,8 +242,9 @@ class Committer:
         if key != next(iter(sections.values())).key:
             sections = {lid: Section(s.first, s.count, key, s.offset, s.length) for lid, s in sections.items()}
         ids = list(groups)
-        for i in range(0, len(ids), LEDGERS_PER_TRANSACTION):
-            await self._record(ids[i:i + LEDGERS_PER_TRANSACTION], groups, sections, began)
+        # Chunks name disjoint ledgers: their transactions may run at once.
+        await asyncio.gather(*(self._record(ids[i:i + LEDGERS_PER_TRANSACTION], groups, sections, began)
+                               for i in range(0, len(ids), LEDGERS_PER_TRANSACTION)))
         self.commits += 1
 
     def _next_key(self) -> str:
