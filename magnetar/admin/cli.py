@@ -443,3 +443,28 @@ def namespaces_set_schema_strategy(
     call(ctx, lambda c: c.request("PUT", f"namespaces/{namespace_path(namespace)}/schemaCompatibilityStrategy",
                                    strategy.upper()),
          done=f"Schema compatibility of {namespace}: {strategy.upper()}")
+
+
+@namespaces_app.command("set-publish-rate")
+def namespaces_set_publish_rate(
+    ctx: typer.Context, namespace: str,
+    msg_rate: int = typer.Option(-1, "--msg-publish-rate", "-m", help="Messages per second per topic; -1: none"),
+    byte_rate: int = typer.Option(-1, "--byte-publish-rate", "-b", help="Bytes per second per topic; -1: none"),
+) -> None:
+    """Slow every topic's producers down to a rate (a topic's own rate wins)."""
+    body = {"publishThrottlingRateInMsg": msg_rate, "publishThrottlingRateInByte": byte_rate}
+    call(ctx, lambda c: c.request("POST", f"namespaces/{namespace_path(namespace)}/publishRate", body),
+         done=f"Publish rate of {namespace}'s topics: {msg_rate} msg/s, {byte_rate} B/s")
+
+
+@namespaces_app.command("get-publish-rate")
+def namespaces_get_publish_rate(ctx: typer.Context, namespace: str) -> None:
+    """Show the publish rate of a namespace's topics."""
+    call(ctx, lambda c: c.request("GET", f"namespaces/{namespace_path(namespace)}/publishRate") or {}, show_fields)
+
+
+@namespaces_app.command("remove-publish-rate")
+def namespaces_remove_publish_rate(ctx: typer.Context, namespace: str) -> None:
+    """Remove the publish rate of a namespace's topics."""
+    call(ctx, lambda c: c.request("DELETE", f"namespaces/{namespace_path(namespace)}/publishRate"),
+         done=f"Removed the publish rate of {namespace}")

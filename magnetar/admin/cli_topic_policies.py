@@ -95,6 +95,18 @@ def topics_set_max_consumers(ctx: typer.Context, topic: str,
          done=f"Max consumers of {topic}: {limit}")
 
 
+@topics_app.command("set-publish-rate")
+def topics_set_publish_rate(
+    ctx: typer.Context, topic: str,
+    msg_rate: int = typer.Option(-1, "--msg-publish-rate", "-m", help="Messages per second; -1: no limit"),
+    byte_rate: int = typer.Option(-1, "--byte-publish-rate", "-b", help="Bytes per second; -1: no limit"),
+) -> None:
+    """Slow a topic's producers down to a rate (their connections pause; nothing fails)."""
+    body = {"publishThrottlingRateInMsg": msg_rate, "publishThrottlingRateInByte": byte_rate}
+    call(ctx, lambda c: c.request("POST", _path(topic, "publishRate"), body),
+         done=f"Publish rate of {topic}: {msg_rate} msg/s, {byte_rate} B/s")
+
+
 @topics_app.command("set-backlog-quota")
 def topics_set_backlog_quota(
     ctx: typer.Context, topic: str,
@@ -131,5 +143,6 @@ for _name, _suffix, _what in (("retention", "retention", "retention policy"),
                               ("message-ttl", "messageTTL", "message TTL"),
                               ("deduplication", "deduplicationEnabled", "deduplication switch"),
                               ("max-producers", "maxProducers", "producer limit"),
-                              ("max-consumers", "maxConsumers", "consumer limit")):
+                              ("max-consumers", "maxConsumers", "consumer limit"),
+                              ("publish-rate", "publishRate", "publish rate")):
     _get_and_remove(_name, _suffix, _what)

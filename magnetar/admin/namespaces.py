@@ -110,6 +110,10 @@ _policy_routes("messageTTL", "message_ttl_in_seconds", INTEGER, policies.validat
                "message TTL in seconds (0: messages never expire)")
 _policy_routes("deduplication", "deduplicationEnabled", BOOLEAN, policies.validate_deduplication,
                "deduplication switch")
+_policy_routes("publishRate", "publish_rate",
+               {"type": "object", "properties": {"publishThrottlingRateInMsg": INTEGER,
+                                                 "publishThrottlingRateInByte": INTEGER}},
+               policies.validate_publish_rate, "publish rate of each topic (producers over it are slowed)")
 _policy_routes("maxProducersPerTopic", "max_producers_per_topic", INTEGER,
                lambda v: policies.validate_limit("maxProducersPerTopic", v), "producer limit of each topic (0: none)")
 _policy_routes("maxConsumersPerTopic", "max_consumers_per_topic", INTEGER,

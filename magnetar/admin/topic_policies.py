@@ -86,6 +86,9 @@ _routes("messageTTL", "message_ttl_in_seconds", INTEGER, policies.validate_messa
 _routes("deduplicationEnabled", "deduplicationEnabled", BOOLEAN, policies.validate_deduplication,
         "deduplication switch")
 _routes("maxProducers", "max_producers", INTEGER, lambda v: policies.validate_limit("maxProducers", v), "producer limit")
+_routes("publishRate", "publish_rate", {"type": "object", "properties": {"publishThrottlingRateInMsg": INTEGER,
+                                                                       "publishThrottlingRateInByte": INTEGER}},
+        policies.validate_publish_rate, "publish rate (producers over it are slowed)")
 _routes("maxConsumers", "max_consumers", INTEGER, lambda v: policies.validate_limit("maxConsumers", v), "consumer limit")
 
 

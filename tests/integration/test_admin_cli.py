@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pulsar
 import pytest
@@ -469,5 +470,41 @@ def test_topic_level_policies_override_the_namespace_and_are_enforced(broker):
         assert good(broker, "topics", "get-backlog-quotas", topic, json_output=True) == {}
         client.create_producer(topic).close()
         reader.close()
+    finally:
+        client.close()
+
+
+def test_a_publish_rate_slows_producers_down_without_failing_them(broker):
+    topic = "persistent://public/default/cli-throttled"
+    client = pulsar.Client(broker.service_url, operation_timeout_seconds=30, logger=quiet_logger())
+    try:
+        # A small send window, as a steady stream has: what is already read is
+        # stored, the next read waits (a burst inside one read is not slowed).
+        producer = client.create_producer(topic, batching_enabled=False, send_timeout_millis=60_000,
+                                          max_pending_messages=5, block_if_queue_full=True)
+
+        def send_all(n: int) -> float:
+            results: list = []
+            started = time.monotonic()
+            for i in range(n):
+                producer.send_async(b"x", lambda res, _mid: results.append(res))
+            producer.flush()
+            wait_for(lambda: len(results) == n, 30, what="every receipt")
+            assert set(results) == {pulsar.Result.Ok}, results  # slowed, never failed
+            return time.monotonic() - started
+
+        free = send_all(60)
+        good(broker, "topics", "set-publish-rate", topic, "-m", "20")
+        assert good(broker, "topics", "get-publish-rate", topic, json_output=True) == \
+            {"publishThrottlingRateInMsg": 20, "publishThrottlingRateInByte": -1}
+        throttled = send_all(60)  # 20 in the bucket, then 40 more at 20 msg/s
+        assert throttled >= 1.5 and throttled > 2 * free, (free, throttled)
+        good(broker, "topics", "remove-publish-rate", topic)
+        good(broker, "namespaces", "set-publish-rate", "public/default", "-m", "1000000")
+        assert good(broker, "namespaces", "get-publish-rate", "public/default", json_output=True) \
+            ["publishThrottlingRateInMsg"] == 1000000
+        good(broker, "namespaces", "remove-publish-rate", "public/default")
+        assert call(broker, "POST", "namespaces/public/default/publishRate",
+                    {"publishThrottlingRateInMsg": "fast"})[0] == 400
     finally:
         client.close()

@@ -60,6 +60,20 @@ def validate_retention(body: Any) -> dict:
     return {"retentionTimeInMinutes": minutes, "retentionSizeInMB": size_mb}
 
 
+def validate_publish_rate(body: Any) -> dict:
+    """Pulsar's PublishRate: ``{"publishThrottlingRateInMsg": n, "publishThrottlingRateInByte": n}``
+    (-1 or 0: that one is not limited)."""
+    if not isinstance(body, dict) or set(body) - {"publishThrottlingRateInMsg", "publishThrottlingRateInByte"}:
+        raise InvalidInput("publish rate must be {publishThrottlingRateInMsg, publishThrottlingRateInByte}")
+    out = {}
+    for key in ("publishThrottlingRateInMsg", "publishThrottlingRateInByte"):
+        value = body.get(key, -1)
+        if not _is_int(value) or value < -1:
+            raise InvalidInput(f"{key} must be an integer >= -1 (-1: no limit), got {value!r}")
+        out[key] = value
+    return out
+
+
 def validate_limit(what: str, body: Any) -> int:
     """A producer or consumer count limit: an integer >= 0 (0: no limit)."""
     return _int_at_least(what, body, 0)

@@ -60,6 +60,8 @@ POLICY_FIELDS: dict[str, Any] = {
     # Producers / consumers a topic of the namespace admits (None: no limit).
     "max_producers_per_topic": None,
     "max_consumers_per_topic": None,
+    # Pulsar's PublishRate {publishThrottlingRateInMsg, publishThrottlingRateInByte} (-1: no limit).
+    "publish_rate": None,
     # Pulsar's SchemaCompatibilityStrategy name; None / UNDEFINED: the broker's.
     "schema_compatibility_strategy": None,
     # Set while the namespace is being deleted: no topic may be created in it.

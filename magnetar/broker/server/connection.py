@@ -48,6 +48,9 @@ class ServerConnection(asyncio.Protocol):
         self.consumers: dict[int, Consumer] = {}
         self.pending_sends = 0
         self.reading_paused = False
+        #: Paused for a publish rate limit (handlers/produce.py: throttle), and how often.
+        self.rate_paused = False
+        self.throttled = 0
         self.writing_paused = False
         self.last_received = time.monotonic()
         self.received_ms = int(time.time() * 1000)

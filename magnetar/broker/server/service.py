@@ -39,6 +39,7 @@ from magnetar.broker.namespaces.policies import backlog_quotas, retention_policy
 from magnetar.broker.topics.producer import Producer
 from magnetar.broker.namespaces.resources import POLICIES as POLICIES_ROOT  # namespace policies live below it
 from magnetar.broker.durations import DurationCounts
+from magnetar.broker.policies.publish_rate import limiter_for
 from magnetar.broker.namespaces.applied import applied_policies
 from magnetar.broker.namespaces.resources import namespace_policies
 from magnetar.broker.namespaces.resources import TOPIC_POLICIES  # topic-level policies live below it
@@ -233,6 +234,7 @@ class BrokerService:
         topic.backlog_quotas = backlog_quotas(policies)
         topic.max_producers = policies.get("max_producers")
         topic.max_consumers = policies.get("max_consumers")
+        topic.publish_limiter = limiter_for(policies.get("publish_rate"), topic.publish_limiter)
 
     def _on_policy_change(self, note) -> None:
         asyncio.get_running_loop().create_task(self._refresh_policies())

@@ -139,6 +139,9 @@ class NonPersistentSubscription:
 class NonPersistentTopic:
     """A topic whose messages only pass through (see the module docstring)."""
 
+    #: Publish rates are applied to persistent topics only.
+    publish_limiter = None
+
     #: Nothing stored: schemas accept a consumer's schema on an idle topic.
     stored_entries = 0
     terminated_at = None

@@ -157,6 +157,8 @@ class Topic(ProducerAdmission):
         #: Topic-level limits (its own policy, else its namespace's per-topic one; None: none).
         self.max_producers: int | None = None
         self.max_consumers: int | None = None
+        #: The publish rate in force (policies/publish_rate.py), None: not limited.
+        self.publish_limiter = None
         #: The exceeded backlog quota that blocks producers now (set by backlog_quota.check).
         self.quota_block: BacklogQuota | None = None
         self.msg_in = 0

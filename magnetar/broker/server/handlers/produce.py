@@ -160,7 +160,8 @@ class ProducerReports:
         if session.reading_paused and session.pending_sends < MAX_PENDING_SENDS // 2 \
                 and session.transport is not None:
             session.reading_paused = False
-            session.transport.resume_reading()
+            if not session.rate_paused:
+                session.transport.resume_reading()
         # A broker whose metadata session lapsed still reports what storage
         # settled: a stored entry passed the ledger's fence check after its fsync
         # (``storage/ledger.py: write_fence``), so a new owner's recovery has it.
@@ -224,8 +225,30 @@ def on_plain_send(session: ClientSession, send, block: PayloadBlock | None) -> N
         session.transport.pause_reading()
     if block.checked == 1 or block.verify_checksum():  # checked: the compiled decoder's verdict
         producer.topic.publish_into(producer, send, block, pending, session.received_ms)
+        limiter = producer.topic.publish_limiter
+        if limiter is not None:
+            wait = limiter.charge(send.num_messages or 1, len(block.payload))
+            if wait > 0:
+                throttle(session, wait)
     else:
         pending.failed(BrokerError("checksum mismatch", ServerError.ChecksumError))
+
+
+def throttle(session: ClientSession, seconds: float) -> None:
+    """Stop reading the connection for ``seconds``: its producers went over a
+    topic's publish rate (Pulsar's throttling; nothing is refused)."""
+    if session.rate_paused or session.transport is None:
+        return
+    session.rate_paused = True
+    session.transport.pause_reading()
+    session.throttled += 1
+
+    def resume() -> None:
+        session.rate_paused = False
+        if not session.reading_paused and session.transport is not None and not session.transport.is_closing():
+            session.transport.resume_reading()
+
+    asyncio.get_running_loop().call_later(seconds, resume)
 
 
 def on_close_producer(session: ClientSession, frame: Frame) -> None:

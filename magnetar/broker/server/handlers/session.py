@@ -41,6 +41,8 @@ class ClientSession(Protocol):
     #: Sends waiting for storage; past a bound the socket stops being read.
     pending_sends: int
     reading_paused: bool
+    rate_paused: bool
+    throttled: int
     writing_paused: bool
     #: Wall clock (ms) when the chunk being handled was read: its SENDs' publish time.
     received_ms: int
