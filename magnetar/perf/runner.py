@@ -109,6 +109,11 @@ class ProgressPrinter:
         self.console.print("  ".join(parts), highlight=False)
 
 
+#: Seconds of setup allowed per producer or consumer of the busiest worker,
+#: over ``setup_timeout``: each one is a topic lookup and load on the broker.
+SETUP_S_PER_CLIENT = 0.25
+
+
 def run(
     spec: WorkloadSpec,
     *,
@@ -120,7 +125,9 @@ def run(
     command: str = "",
     setup_timeout: float = 60.0,
 ) -> dict:
-    """Run ``spec`` and return the result dict. See the module docstring."""
+    """Run ``spec`` and return the result dict. See the module docstring.
+    ``setup_timeout`` grows by :data:`SETUP_S_PER_CLIENT` per producer and
+    consumer a worker creates (100,000 topics take minutes to create)."""
     spec = replace(spec, subscriptions=list(spec.subscriptions), extra=dict(spec.extra))
     if produce and consume:
         spec.stamp = True
@@ -151,7 +158,8 @@ def run(
             p.start()
             procs.append(p)
         side = prod if role == "produce" else cons
-        _await_ready(q, side, role, len(plans), setup_timeout, errors)
+        most = max((len(plan.slots) for plan in plans), default=0)
+        _await_ready(q, side, role, len(plans), setup_timeout + SETUP_S_PER_CLIENT * most, errors)
 
     try:
         # Consumers first: a subscription at "latest" must exist before the first send.
