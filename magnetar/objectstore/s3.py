@@ -228,7 +228,8 @@ def _is_config(text: str) -> bool:
 
 
 def _reason(exc: Exception) -> str:
-    """A short reason from obstore's multi-line error text."""
+    """A short reason from obstore's multi-line error text (its first line
+    and the chain of causes below it)."""
     text = str(exc)
     for marker in _CONFIG_MARKERS:
         if marker in text:
@@ -240,11 +241,15 @@ def _reason(exc: Exception) -> str:
             }
             return hints.get(marker, marker)
     lowered = text.lower()
+    if any(mark in lowered for mark in ("latest/api/token", "latest/meta-data", "169.254.169.254", "169.254.170.2")):
+        return ("no AWS credentials: none in the environment or ~/.aws, and the instance metadata service "
+                "gave none (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE)")
     if "connection refused" in lowered:
         return "connection refused"
     if "dns error" in lowered or "failed to lookup address" in lowered:
         return "cannot resolve the endpoint's host name"
-    if "timed out" in lowered or "timeout" in lowered:
+    # obstore prints its settings too ("retry_timeout: 10s"): not a time-out.
+    if "timed out" in lowered or "timeout" in lowered.replace("retry_timeout", ""):
         return "timed out"
     return _one_line(exc)
 

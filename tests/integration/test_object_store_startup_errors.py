@@ -2,6 +2,7 @@
 non-zero, at start, instead of failing its first publishes."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -14,11 +15,11 @@ from magnetar.objectstore.seaweed import SeaweedServer
 from .test_startup_errors import one_line
 
 
-def broker(*args: str, data_dir, timeout: float = 60) -> subprocess.CompletedProcess:
+def broker(*args: str, data_dir, timeout: float = 60, env: dict | None = None) -> subprocess.CompletedProcess:
     # The object store is checked before etcd is dialled: no etcd is needed here.
     return subprocess.run([sys.executable, "-m", "magnetar.cli", "broker", "--metadata-store",
                            f"etcd://127.0.0.1:{free_port()}/c", "--data-dir", str(data_dir), "--port", "0",
-                           "--admin-port", "0", *args], capture_output=True, text=True, timeout=timeout)
+                           "--admin-port", "0", *args], capture_output=True, text=True, timeout=timeout, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -67,3 +68,14 @@ def test_standalone_refuses_the_object_backend(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert 'backend = "object" needs a cluster' in one_line(done.stderr)
+
+
+def test_aws_without_any_credentials_says_so(tmp_path):
+    """No keys in the environment or ~/.aws, and no instance metadata service
+    (pointed at a closed port here: this machine is no EC2 instance)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(HOME=str(tmp_path), AWS_METADATA_ENDPOINT=f"http://127.0.0.1:{free_port()}")
+    done = broker("--object-store", "s3://magnetar-ledgers/prod?region=eu-west-1", data_dir=tmp_path / "d", env=env)
+    assert done.returncode == 1
+    line = one_line(done.stderr)
+    assert "at AWS S3 is not usable: no AWS credentials" in line and "AWS_PROFILE" in line
