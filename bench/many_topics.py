@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NS = "public/default"
 
 
-class Broker:
+class MeasuredBroker:
     def __init__(self, data: Path, config: str) -> None:
         self.data = data
         self.config_path = data.parent / "broker.toml"
@@ -122,12 +122,12 @@ def note(result: dict, key: str, value) -> None:
     print(f"{key}: {value}", file=sys.stderr, flush=True)
 
 
-def scrape(broker: Broker) -> dict:
+def scrape(broker: MeasuredBroker) -> dict:
     seconds, body = broker.get("/metrics")
     return {"seconds": round(seconds, 3), "bytes": len(body)}
 
 
-def topic_list(broker: Broker) -> dict:
+def topic_list(broker: MeasuredBroker) -> dict:
     seconds, body = broker.get(f"/admin/v2/persistent/{NS}")
     return {"seconds": round(seconds, 3), "topics": len(json.loads(body))}
 
@@ -149,7 +149,7 @@ def main() -> None:
     n = args.topics
     result: dict = {"topics": n, "cpus": os.cpu_count(), "load_average_at_start": os.getloadavg()}
     on = "topic_idle_unload_s = 0.0\n"  # keep every topic loaded while measuring
-    broker = Broker(data, on)
+    broker = MeasuredBroker(data, on)
     try:
         broker.start()
         time.sleep(1)
@@ -174,7 +174,7 @@ def main() -> None:
 
         # The same start on an empty data directory, just before: the part of
         # READY that is the machine's (imports, a loaded host), not the topics'.
-        empty = Broker(work / "empty" / "data", on)
+        empty = MeasuredBroker(work / "empty" / "data", on)
         empty.data.parent.mkdir()
         note(result, "empty_broker_ready_seconds", round(empty.start(), 2))
         empty.proc.kill()
