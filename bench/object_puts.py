@@ -4,7 +4,12 @@ and a real SeaweedFS. The design's promise: at most 1000 /
 object_commit_interval_ms PUTs a second per broker, whatever the number of
 topics.
 
-    .venv/bin/python bench/object_puts.py --topics 1 1000 --seconds 10
+    .venv/bin/python bench/object_puts.py --topics 1 1000 --seconds 8
+
+Each topic keeps one append in flight. On the shared 2-core machine
+(saturated by other work), 2026-11-26: 1 topic 31.9 PUT/s and 31.9
+transactions/s; 1000 topics 1.2 PUT/s, 17.8 transactions/s (one per 64
+topics of a commit), 1,111 entries/s acknowledged; bound 50/s.
 """
 from __future__ import annotations
 

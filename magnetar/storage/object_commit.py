@@ -46,7 +46,7 @@ from .object_index import Section, commit_object, ledger_key, section_key
 
 log = logging.getLogger(__name__)
 
-LEDGERS_PER_TRANSACTION = 120
+LEDGERS_PER_TRANSACTION = 64  # a put and its read-back each: 128 ops, etcd's default cap
 #: A ledger holding this many sections asks to be rolled over (``full``):
 #: it bounds the open ledger's index records (sealed ones are compacted).
 MAX_SECTIONS_PER_LEDGER = 1000
