@@ -135,6 +135,51 @@ def offsets_from_json(what: str, doc: object, *, concrete: bool = False) -> dict
     return out
 
 
+@dataclass(frozen=True)
+class TimeSpec:
+    """Publish times (ms since the epoch) to start or stop at: ``default`` for
+    every partition (None: none), except those in ``explicit``. A time
+    resolves to the offset of the partition's first message published at or
+    after it (its next offset when there is none)."""
+
+    default: int | None = None
+    explicit: Mapping[TopicPartition, int] = field(default_factory=dict)
+
+    def for_partition(self, tp: TopicPartition) -> int | None:
+        return self.explicit.get(tp, self.default)
+
+    def __bool__(self) -> bool:
+        return self.default is not None or bool(self.explicit)
+
+    check_covered_by = OffsetSpec.check_covered_by
+
+
+def parse_time_spec(option: str, text: str | None, global_option: str, global_text: str | None) -> TimeSpec:
+    """``option`` is JSON of topic -> {partition: time in ms} (the offsets
+    shape); ``global_option`` one time for every partition. Raises OptionError
+    for bad JSON, a negative or non-integer time, or both options given."""
+    default = None
+    if global_text is not None and global_text.strip():
+        try:
+            default = int(global_text.strip())
+        except ValueError:
+            raise OptionError(f"option {global_option!r} must be a time in milliseconds since the epoch, "
+                              f"got {global_text!r}") from None
+        if default < 0:
+            raise OptionError(f"option {global_option!r} must be >= 0, got {default}")
+    if text is None or not text.strip():
+        return TimeSpec(default)
+    if default is not None:
+        raise OptionError(f"give {option!r} or {global_option!r}, not both")
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise OptionError(f"option {option!r} is not valid JSON ({exc}); expected e.g. "
+                          f'{{"persistent://public/default/t": {{"-1": 1700000000000}}}}') from None
+    explicit = offsets_from_json(option, doc, concrete=True)
+    return TimeSpec(None, explicit)
+
+
 def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
     """The JSON-ready form of a concrete offset map (Spark checkpoints it)."""
     doc: dict[str, dict[str, int]] = {}

@@ -19,11 +19,12 @@ from typing import Mapping
 from magnetar.client.topic import full_topic_name
 
 from .errors import OptionError
-from .offsets import EARLIEST, LATEST, OffsetSpec, parse_offset_spec
+from .offsets import EARLIEST, LATEST, OffsetSpec, TimeSpec, parse_offset_spec, parse_time_spec
 
 _READ_OPTIONS = ("service_url", "topic", "topics", "topicsPattern", "startingOffsets", "endingOffsets",
-                 "maxRecordsPerTrigger", "maxRecordsPerPartition", "failOnDataLoss", "pollTimeoutMs",
-                 "operationTimeoutSeconds")
+                 "startingOffsetsByTimestamp", "endingOffsetsByTimestamp", "startingTimestamp", "endingTimestamp",
+                 "maxRecordsPerTrigger", "maxOffsetsPerTrigger", "maxRecordsPerPartition", "minPartitions",
+                 "failOnDataLoss", "pollTimeoutMs", "operationTimeoutSeconds")
 _WRITE_OPTIONS = ("service_url", "topic", "batchingMaxMessages", "maxPendingMessages", "operationTimeoutSeconds")
 
 DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
@@ -55,6 +56,11 @@ class ReadOptions:
     fail_on_data_loss: bool
     poll_timeout_ms: int
     operation_timeout_s: float
+    #: Where to start / stop by publish time (ms); partitions it does not name use ``starting`` / ``ending``.
+    starting_time: TimeSpec = TimeSpec()
+    ending_time: TimeSpec = TimeSpec()
+    #: At least this many tasks for a batch (or micro-batch) with rows: long ranges are split.
+    min_partitions: int | None = None
 
 
 @dataclass(frozen=True)
@@ -74,11 +80,18 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
     """
     opts = _lower(options)
     _reject_misspellings(opts, _READ_OPTIONS)
-    if streaming and opts.get("endingoffsets"):
-        raise OptionError("option 'endingOffsets' is for batch reads only; a stream has no end "
-                          "(use Trigger.AvailableNow to stop at the offsets present at start)")
-    if not streaming and opts.get("maxrecordspertrigger"):
-        raise OptionError("option 'maxRecordsPerTrigger' is for streaming reads only")
+    for name in ("endingOffsets", "endingOffsetsByTimestamp", "endingTimestamp"):
+        if streaming and opts.get(name.lower()):
+            raise OptionError(f"option {name!r} is for batch reads only; a stream has no end "
+                              "(use Trigger.AvailableNow to stop at the offsets present at start)")
+    for name in ("maxRecordsPerTrigger", "maxOffsetsPerTrigger"):
+        if not streaming and opts.get(name.lower()):
+            raise OptionError(f"option {name!r} is for streaming reads only")
+    per_trigger = _positive_int(opts, "maxRecordsPerTrigger", None)
+    offsets_per_trigger = _positive_int(opts, "maxOffsetsPerTrigger", None)
+    if per_trigger is not None and offsets_per_trigger is not None and per_trigger != offsets_per_trigger:
+        raise OptionError(f"options 'maxRecordsPerTrigger' ({per_trigger}) and 'maxOffsetsPerTrigger' "
+                          f"({offsets_per_trigger}) disagree; offsets are dense, so they mean the same: give one")
     starting = parse_offset_spec("startingOffsets", opts.get("startingoffsets"),
                                  default=LATEST if streaming else EARLIEST)
     ending = parse_offset_spec("endingOffsets", opts.get("endingoffsets"), default=LATEST, allow_earliest=False)
@@ -87,8 +100,13 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         selection=_selection(opts),
         starting=starting,
         ending=ending,
-        max_records_per_trigger=_positive_int(opts, "maxRecordsPerTrigger", None),
+        max_records_per_trigger=per_trigger or offsets_per_trigger,
         max_records_per_partition=_positive_int(opts, "maxRecordsPerPartition", DEFAULT_MAX_RECORDS_PER_PARTITION),
+        starting_time=parse_time_spec("startingOffsetsByTimestamp", opts.get("startingoffsetsbytimestamp"),
+                                      "startingTimestamp", opts.get("startingtimestamp")),
+        ending_time=parse_time_spec("endingOffsetsByTimestamp", opts.get("endingoffsetsbytimestamp"),
+                                    "endingTimestamp", opts.get("endingtimestamp")),
+        min_partitions=_positive_int(opts, "minPartitions", None),
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
         poll_timeout_ms=_positive_int(opts, "pollTimeoutMs", DEFAULT_POLL_TIMEOUT_MS),
         operation_timeout_s=_positive_float(opts, "operationTimeoutSeconds", DEFAULT_OPERATION_TIMEOUT_S),

@@ -50,16 +50,22 @@ class OffsetRange(InputPartition):
 
 
 def split_ranges(starts: Mapping[TopicPartition, int], ends: Mapping[TopicPartition, int],
-                 max_records: int) -> list[OffsetRange]:
+                 max_records: int, min_partitions: int | None = None) -> list[OffsetRange]:
     """Ranges covering ``[starts[tp], ends[tp])`` for every ``tp`` in both
     maps, each of at most ``max_records`` offsets, in partition then offset
-    order. Empty or inverted ranges produce nothing."""
+    order; with ``min_partitions``, at least that many ranges when there are
+    that many offsets (``minPartitions``: one partition's range split across
+    tasks). Empty or inverted ranges produce nothing."""
+    total = sum(max(0, ends[tp] - starts[tp]) for tp in set(starts) & set(ends))
     out: list[OffsetRange] = []
     for tp in sorted(set(starts) & set(ends)):
         start, end = starts[tp], ends[tp]
         if end <= start:
             continue
         pieces = -(-(end - start) // max_records)  # ceil
+        if min_partitions:
+            # Each partition takes its share of min_partitions (rounded up), so they add up to at least it.
+            pieces = min(end - start, max(pieces, -(-min_partitions * (end - start) // total)))
         for i in range(pieces):
             # Even pieces (not max_records then a stub) so the tasks take similar time.
             lo = start + (end - start) * i // pieces

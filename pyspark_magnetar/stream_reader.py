@@ -43,6 +43,7 @@ from .offsets import EARLIEST, LATEST, TopicPartition, offsets_from_json, offset
 from .options import ReadOptions
 from .ranges import OffsetRange, read_range, split_ranges
 from .session import BrokerSession
+from .timestamps import offset_at_time
 from .topics import earliest_offset, next_offset, resolve_partitions
 
 log = logging.getLogger(__name__)
@@ -82,11 +83,15 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         opts = self._opts
         parts = await resolve_partitions(client, opts.selection)
         opts.starting.check_covered_by("startingOffsets", parts)
+        opts.starting_time.check_covered_by("startingOffsetsByTimestamp", parts)
         out = {}
         for tp in parts:
             nxt = await next_offset(client, tp)
             spec = opts.starting.for_partition(tp)
-            if spec == EARLIEST:
+            start_time = opts.starting_time.for_partition(tp)
+            if start_time is not None:
+                out[tp] = await offset_at_time(client, tp, start_time, nxt)
+            elif spec == EARLIEST:
                 out[tp] = await earliest_offset(client, tp, nxt, opts.poll_timeout_ms)
             elif spec == LATEST:
                 out[tp] = nxt
@@ -151,7 +156,7 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         begin = offsets_from_json("checkpointed offsets", start, concrete=True)
         stop = offsets_from_json("checkpointed offsets", end, concrete=True)
-        return list(split_ranges(begin, stop, self._opts.max_records_per_partition))
+        return list(split_ranges(begin, stop, self._opts.max_records_per_partition, self._opts.min_partitions))
 
     # -- data (executors) ----------------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

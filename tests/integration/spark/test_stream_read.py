@@ -3,6 +3,7 @@ micro-batches, and stop / produce more / restart from the checkpoint with
 every message read exactly once."""
 from __future__ import annotations
 
+import json
 import threading
 
 from .conftest import produce
@@ -36,21 +37,31 @@ class Batches:
         return [len(self.by_id[b]) for b in sorted(self.by_id)]
 
 
-def _run_available_now(df, sink: Batches, checkpoint: str) -> None:
+def _run_available_now(df, sink: Batches, checkpoint: str):
     query = df.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint) \
         .trigger(availableNow=True).start()
     query.awaitTermination(240)
     assert not query.isActive, "AvailableNow query did not finish"
     assert query.exception() is None, query.exception()
+    return query
 
 
 def test_available_now_reads_backlog_in_bounded_batches(spark, broker, client, tmp_path):
     produce(client, "backlog", 5000)
     sink = Batches()
-    df = _stream(spark, broker, topic="backlog", startingOffsets="earliest", maxRecordsPerTrigger="1500")
-    _run_available_now(df, sink, str(tmp_path / "ckpt"))
+    df = _stream(spark, broker, topic="backlog", startingOffsets="earliest", maxOffsetsPerTrigger="1500")
+    query = _run_available_now(df, sink, str(tmp_path / "ckpt"))
     sizes = [n for n in sink.sizes() if n]
     assert sizes == [1500, 1500, 1500, 500]
+    # Lag per partition in the query's progress: the latest offset the source saw minus the batch's end.
+    lags = []
+    for progress in query.recentProgress:
+        source = progress.sources[0]
+        if source.endOffset and source.latestOffset:
+            end, latest = json.loads(source.endOffset), json.loads(source.latestOffset)
+            (topic,) = end
+            lags.append(latest[topic]["-1"] - end[topic]["-1"])
+    assert lags[:4] == [3500, 2000, 500, 0], lags
     assert sink.offsets() == list(range(5000))
     values = sorted(int(v[1:]) for rows in sink.by_id.values() for _, _, _, v in rows)
     assert values == list(range(5000))
