@@ -1,6 +1,6 @@
 """Spark connector throughput with local[2]: batch write, batch read, streaming.
 
-    .venv/bin/python -m bench.spark_bench [--rows 200000] [--size 100] [--url pulsar://...]
+    .venv/bin/python -m bench.spark_bench [--rows 1000000] [--size 100] [--tasks 2] [--url pulsar://...]
 
 Without --url it starts a standalone broker (deduplication on, as the
 exactly-once sink expects; default sync policy "always") on free ports in a
@@ -8,9 +8,12 @@ temporary directory. Workloads, each timed around one Spark action (the
 SparkSession is started and warmed up first, so its start-up is excluded):
 
 - batch write:  ``spark.range(rows)`` -> ``value`` of ``size`` bytes -> topic A
-- batch read:   topic A -> Spark's ``noop`` sink (every row materialized)
+- parquet read: the same rows written to Parquet first (untimed), read
+                into Spark's ``noop`` sink: the yardstick, in the same run
+- batch read:   topic A -> Spark's ``noop`` sink (every row materialized),
+                ``minPartitions`` = --tasks (topic A is one partition)
 - stream read:  topic A as a stream, Trigger.AvailableNow, 5 micro-batches
-                (maxRecordsPerTrigger = rows/5) -> ``noop``
+                (maxOffsetsPerTrigger = rows/5, minPartitions = --tasks) -> ``noop``
 - stream copy:  the same stream -> magnetar sink into topic B (read, write,
                 exactly-once identities), 5 micro-batches
 
@@ -55,10 +58,11 @@ def timed(label: str, rows: int, fn) -> dict:
     return result
 
 
-def run(spark, url: str, rows: int, size: int, tmp: Path) -> list[dict]:
+def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path) -> list[dict]:
     stamp = int(time.time())
     src, dst = f"bench-spark-{stamp}", f"bench-spark-copy-{stamp}"
-    read = lambda: spark.read.format("magnetar").option("service_url", url).option("topic", src).load()  # noqa: E731
+    read = lambda: spark.read.format("magnetar").option("service_url", url).option("topic", src) \
+        .option("minPartitions", str(tasks)).load()  # noqa: E731
 
     # Warm-up: Python workers and the data source lookup, outside the timings.
     spark.range(10).selectExpr("cast(cast(id as string) as binary) as value").write.format("magnetar") \
@@ -71,11 +75,17 @@ def run(spark, url: str, rows: int, size: int, tmp: Path) -> list[dict]:
     results = [timed("batch write", rows, lambda: data.write.format("magnetar").option("service_url", url)
                      .option("topic", src).mode("append").save())]
     assert read().count() == rows
+    parquet = str(tmp / "parquet")
+    data.write.parquet(parquet)
+    results.append(timed("parquet read", rows, lambda: spark.read.parquet(parquet).write.format("noop")
+                         .mode("overwrite").save()))
     results.append(timed("batch read", rows, lambda: read().write.format("noop").mode("overwrite").save()))
+    print(f"batch read / parquet read: {results[-1]['rows_per_s'] / results[-2]['rows_per_s']:.0%}", flush=True)
 
     def stream(sink_format: str, checkpoint: str, **options) -> None:
         df = spark.readStream.format("magnetar").option("service_url", url).option("topic", src) \
-            .option("startingOffsets", "earliest").option("maxRecordsPerTrigger", str(rows // 5)).load()
+            .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", str(rows // 5)) \
+            .option("minPartitions", str(tasks)).load()
         writer = df.select("key", "value").writeStream.format(sink_format) \
             .option("checkpointLocation", str(tmp / checkpoint)).trigger(availableNow=True)
         for k, v in options.items():
@@ -94,7 +104,8 @@ def run(spark, url: str, rows: int, size: int, tmp: Path) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--tasks", type=int, default=2, help="read tasks (minPartitions)")
     parser.add_argument("--size", type=int, default=100, help="value size in bytes")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--url", default=None, help="use a running broker (dedup on) instead of starting one")
@@ -111,9 +122,9 @@ def main() -> None:
     spark = None
     try:
         spark = session(args.master)
-        print(f"{args.rows:,} rows of {args.size} B, {args.master}, broker {url}, "
+        print(f"{args.rows:,} rows of {args.size} B, {args.master}, {args.tasks} read tasks, broker {url}, "
               f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
-        results = run(spark, url, args.rows, args.size, tmp)
+        results = run(spark, url, args.rows, args.size, args.tasks, tmp)
     finally:
         if spark is not None:
             spark.stop()
