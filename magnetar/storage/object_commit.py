@@ -242,9 +242,11 @@ class Committer:
         if key != next(iter(sections.values())).key:
             sections = {lid: Section(s.first, s.count, key, s.offset, s.length) for lid, s in sections.items()}
         ids = list(groups)
-        # Chunks name disjoint ledgers: their transactions may run at once.
-        await asyncio.gather(*(self._record(ids[i:i + LEDGERS_PER_TRANSACTION], groups, sections, began)
-                               for i in range(0, len(ids), LEDGERS_PER_TRANSACTION)))
+        chunks = [ids[i:i + LEDGERS_PER_TRANSACTION] for i in range(0, len(ids), LEDGERS_PER_TRANSACTION)]
+        if len(chunks) == 1:  # the usual case: no task of its own, the commit ends with its receipts
+            await self._record(chunks[0], groups, sections, began)
+        else:  # chunks name disjoint ledgers: their transactions may run at once
+            await asyncio.gather(*(self._record(chunk, groups, sections, began) for chunk in chunks))
         self.commits += 1
 
     def _next_key(self) -> str:
