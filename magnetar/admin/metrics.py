@@ -12,6 +12,7 @@ from prometheus_client.core import CollectorRegistry, CounterMetricFamily, Gauge
 
 from prometheus_client import GCCollector, ProcessCollector
 
+from .object_metrics import ObjectStorageCollector
 from .operator_metrics import OperatorCollector
 from .pulsar_metrics import PulsarCollector
 
@@ -63,6 +64,7 @@ def registry_for(broker: "Broker") -> CollectorRegistry:
     registry.register(TopicCollector(broker))
     registry.register(PulsarCollector(broker))
     registry.register(OperatorCollector(broker))
+    registry.register(ObjectStorageCollector(broker))
     ProcessCollector(registry=registry)  # process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds
     GCCollector(registry=registry)  # python_gc_collections_total, python_gc_objects_collected_total
     return registry

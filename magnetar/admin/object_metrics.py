@@ -1,0 +1,36 @@
+"""Object storage's write path at ``/metrics``: how many PUTs, metadata
+transactions and commits this broker made (``--storage object`` only; a
+broker on segment files shows none of these series).
+
+One commit is one PUT of one object holding every topic's entries of the
+interval, then one metadata transaction per 120 ledgers in it, so
+``magnetar_object_puts_total`` over time is the PUT bill and stays at most
+1000 / ``object_commit_interval_ms`` per second whatever the topic count
+(docs/object-storage.md). Read at scrape time from the committer's counters.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import CounterMetricFamily
+
+if TYPE_CHECKING:
+    from magnetar.broker.server.server import Broker
+
+
+class ObjectStorageCollector:
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+
+    def collect(self):
+        factory = getattr(self.broker, "factory", None)
+        committer = getattr(getattr(factory, "backend", None), "committer", None)
+        if committer is None:
+            return
+        yield CounterMetricFamily("magnetar_object_puts", "Objects written (PUTs that succeeded)",
+                                  value=committer.puts)
+        yield CounterMetricFamily("magnetar_object_commit_transactions",
+                                  "Metadata transactions that committed objects (tried, retries included)",
+                                  value=committer.transactions)
+        yield CounterMetricFamily("magnetar_object_commits", "Commits done (one object each)",
+                                  value=committer.commits)
