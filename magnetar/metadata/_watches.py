@@ -25,13 +25,38 @@ class WatchRegistry:
 
     def __init__(self) -> None:
         self._watches: dict[int, tuple[str, Callback, int]] = {}
+        #: The watches by their prefix without a trailing "/": a change is
+        #: matched by looking up its key's ancestors, not by trying every
+        #: watch (a broker holds one watch per managed ledger, and object
+        #: storage commits a record per ledger at a time).
+        self._by_prefix: dict[str, set[int]] = {}
         self._ids = itertools.count()
 
     def add(self, prefix: str, callback: Callback, after: int = 0) -> Watch:
         check_key(prefix)
         wid = next(self._ids)
         self._watches[wid] = (prefix, callback, after)
-        return Watch(lambda: self._watches.pop(wid, None))
+        self._by_prefix.setdefault(prefix.rstrip("/"), set()).add(wid)
+        return Watch(lambda: self._remove(wid))
+
+    def _remove(self, wid: int) -> None:
+        found = self._watches.pop(wid, None)
+        if found is not None:
+            base = found[0].rstrip("/")
+            ids = self._by_prefix[base]
+            ids.discard(wid)
+            if not ids:
+                del self._by_prefix[base]
+
+    def _matching(self, key: str) -> list[int]:
+        """Ids of the watches whose prefix is ``key`` or one of its ancestors, in the order added."""
+        by_prefix = self._by_prefix
+        found = list(by_prefix.get(key, ()))
+        i = key.rfind("/")
+        while i >= 0:
+            found.extend(by_prefix.get(key[:i], ()))
+            i = key.rfind("/", 0, i)
+        return sorted(found)
 
     def dispatch(
         self,
@@ -39,8 +64,11 @@ class WatchRegistry:
         notifications: Iterable[Notification],
         revision: int | None = None,
     ) -> None:
+        if not self._watches:
+            return
         for note in notifications:
-            for wid, (prefix, callback, after) in list(self._watches.items()):
+            for wid in self._matching(note.key):
+                prefix, callback, after = self._watches[wid]
                 if key_matches(prefix, note.key) and (revision is None or revision > after):
                     loop.call_soon(self._deliver, wid, callback, note)
 
@@ -50,3 +78,4 @@ class WatchRegistry:
 
     def clear(self) -> None:
         self._watches.clear()
+        self._by_prefix.clear()
