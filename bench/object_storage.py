@@ -1,0 +1,283 @@
+"""Ledgers on segment files against ledgers on object storage, in one run.
+
+    .venv/bin/python -m bench.object_storage [--seconds 10] [--traffic-minutes 1] [--json PATH]
+
+For each backend (``file``, then ``object``) it starts a 3-broker cluster
+with ``magnetar cluster up --storage B`` (its own etcd; with ``object`` its
+own SeaweedFS on loopback) and measures, with ``magnetar perf``'s runner
+(the official client, 100-byte messages, batching on):
+
+- produce throughput at max rate over ``--topics`` topics (spread over the
+  cluster's bundles, so over its brokers);
+- publish latency p50 / p99 / max at 5,000 and 20,000 msg/s (same topics);
+- object only: PUTs per second per broker with 1 active topic and with
+  ``--many-topics`` (1,000) active topics, from the brokers'
+  ``magnetar_object_puts_total`` counters sampled while the load runs;
+- catch-up read throughput: the throughput run's topics unloaded (their new
+  owners' caches are cold: ``object`` reads by ranged GETs), then one
+  consumer per topic reads everything from the earliest;
+- etcd keys and bytes per topic after ``--traffic-minutes`` of traffic on
+  ``--traffic-topics`` topics (each with a subscription), from etcd itself.
+
+It prints a table and the targets (object's throughput >= 25 % of file's,
+p99 <= 50 ms at 20,000 msg/s, PUTs per broker per second <= 1000 / commit
+interval whatever the topic count); ``--json`` keeps every raw result. A
+benchmark, not a test: record results with the command line in bench/README.md.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import re
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import replace
+from pathlib import Path
+
+from magnetar.perf.runner import run
+from magnetar.perf.spec import WorkloadSpec
+from magnetar_harness.cluster import LocalCluster
+
+NAMESPACE = "public/default"
+PUTS = re.compile(r"^magnetar_object_puts_total (\S+)$", re.M)
+
+
+def admin_put(cluster: LocalCluster, path: str) -> None:
+    """A PUT on any broker, following the owner's 307 (urllib follows it for GET only)."""
+    url = cluster.members[0].admin_url + path
+    for _ in range(3):
+        try:
+            urllib.request.urlopen(urllib.request.Request(url, method="PUT", data=b""), timeout=60).read()
+            return
+        except urllib.error.HTTPError as exc:
+            if exc.code != 307:
+                raise
+            url = exc.headers["Location"]
+    raise RuntimeError(f"too many redirects for {path}")
+
+
+def object_puts(cluster: LocalCluster) -> list[int]:
+    """Each broker's magnetar_object_puts_total (0 on file storage)."""
+    out = []
+    for m in cluster.members:
+        text = urllib.request.urlopen(m.admin_url + "/metrics", timeout=30).read().decode()
+        found = PUTS.search(text)
+        out.append(int(float(found.group(1))) if found else 0)
+    return out
+
+
+class PutSampler:
+    """Samples every broker's PUT counter twice a second while a load runs."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster = cluster
+        self.samples: list[tuple[float, list[int]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> "PutSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.samples.append((time.monotonic(), object_puts(self.cluster)))
+            except OSError:
+                pass
+            self._stop.wait(0.5)
+
+    def per_broker_rate(self, begin: float, end: float) -> list[float]:
+        """PUTs per second of each broker between the samples nearest inside [begin, end]."""
+        inside = [s for s in self.samples if begin <= s[0] <= end]
+        if len(inside) < 2:
+            return []
+        (t0, a), (t1, b) = inside[0], inside[-1]
+        return [round((y - x) / (t1 - t0), 1) for x, y in zip(a, b)]
+
+
+def produce(spec: WorkloadSpec, log) -> dict:
+    result = run(spec, produce=True, consume=False, command=f"produce {spec.topic}")
+    p = result["produce"] or {}
+    lat = p.get("latency_ms") or {}
+    log(f"  {spec.topic}: {p.get('msg_per_s', 0):,.0f} msg/s, publish p50 {lat.get('p50')} p99 {lat.get('p99')} "
+        f"max {lat.get('max')} ms, errors {p.get('errors')} {result['errors'] or ''}")
+    return result
+
+
+def puts_under_load(cluster: LocalCluster, spec: WorkloadSpec, log) -> dict:
+    """Run ``spec`` while sampling the PUT counters; rates over its steady part."""
+    before = object_puts(cluster)
+    with PutSampler(cluster) as sampler:
+        result = run(spec, produce=True, consume=False, command=f"produce {spec.topic}", setup_timeout=600)
+        ended = time.monotonic()
+    after = object_puts(cluster)
+    # Entries are written only while producers send (connecting them writes
+    # none): every PUT of the run falls in its produce phase.
+    seconds = (result["produce"] or {}).get("seconds") or spec.duration
+    rates = [round((b - a) / seconds, 1) for a, b in zip(before, after)]
+    # The busiest stretch, from the samples: the runner's clock starts once
+    # every producer is connected and its wall time ends at its return.
+    t0 = ended - result["wall_seconds"]
+    sampled = sampler.per_broker_rate(t0 + 1.0, t0 + spec.duration)
+    log(f"  {spec.topics} topic(s) at {spec.rate:,.0f} msg/s: PUTs/s per broker {rates} "
+        f"(sampled while sending: {sampled})")
+    return {"topics": spec.topics, "rate": spec.rate, "puts_per_s_per_broker": rates,
+            "sampled_puts_per_s_per_broker": sampled, "max_puts_per_s": max(rates + sampled),
+            "produced": (result["produce"] or {}).get("messages"), "errors": result["errors"]}
+
+
+def catch_up(cluster: LocalCluster, spec: WorkloadSpec, messages: int, log) -> dict:
+    for name in spec.topic_names():
+        admin_put(cluster, f"/admin/v2/persistent/{NAMESPACE}/{name}/unload")
+    consumer = replace(spec, subscriptions=["catch-up"], initial_position="earliest", messages=messages,
+                       duration=600, receive_mode="batch", receiver_queue=5000)
+    result = run(consumer, produce=False, consume=True, command="consume catch-up")
+    c = result["consume"] or {}
+    log(f"  catch-up read of {messages:,} messages: {c.get('msg_per_s', 0):,.0f} msg/s "
+        f"({c.get('mb_per_s')} MB/s) {result['errors'] or ''}")
+    return result
+
+
+def etcd_kvs(etcd_url: str) -> dict[str, int]:
+    """Every key in etcd and its value's size (the JSON gateway's range)."""
+    everything = base64.b64encode(b"\0").decode()
+    body = json.dumps({"key": everything, "range_end": everything}).encode()
+    answer = json.loads(urllib.request.urlopen(urllib.request.Request(etcd_url + "/v3/kv/range", data=body),
+                                               timeout=60).read())
+    return {base64.b64decode(kv["key"]).decode(): len(base64.b64decode(kv.get("value", "")))
+            for kv in answer.get("kvs", [])}
+
+
+def etcd_per_topic(etcd_url: str, topic_prefix: str, topics: int) -> dict:
+    """Keys and bytes (key + value) each topic costs in etcd: its managed
+    ledger record, its cursors, and (object) its ledgers' index records."""
+    kvs = etcd_kvs(etcd_url)
+    per_topic = []
+    for i in range(topics):
+        ml = next(k for k in kvs if k.endswith(f"/managed-ledgers/{NAMESPACE}/persistent/{topic_prefix}-{i}"))
+        mine = [k for k in kvs if k == ml or k.startswith(ml + "/")]
+        doc = json.loads(_get(etcd_url, ml))
+        for ledger in doc.get("ledgers", []):
+            lid = f"/object-ledgers/{int(ledger['id']):020d}"
+            mine += [k for k in kvs if k.endswith(lid) or lid + "/" in k]
+        per_topic.append((len(mine), sum(len(k) + kvs[k] for k in mine)))
+    keys = [k for k, _ in per_topic]
+    size = [b for _, b in per_topic]
+    return {"topics": topics, "keys_max": max(keys), "keys_mean": round(sum(keys) / topics, 1),
+            "bytes_max": max(size), "bytes_mean": round(sum(size) / topics), "etcd_keys_total": len(kvs),
+            "etcd_bytes_total": sum(len(k) + v for k, v in kvs.items())}
+
+
+def _get(etcd_url: str, key: str) -> bytes:
+    body = json.dumps({"key": base64.b64encode(key.encode()).decode()}).encode()
+    answer = json.loads(urllib.request.urlopen(urllib.request.Request(etcd_url + "/v3/kv/range", data=body),
+                                               timeout=30).read())
+    return base64.b64decode(answer["kvs"][0]["value"])
+
+
+def traffic(cluster: LocalCluster, spec: WorkloadSpec, minutes: float, log) -> dict:
+    """``minutes`` of traffic with a subscription on every topic, then etcd's count."""
+    both = replace(spec, duration=minutes * 60, subscriptions=["kept"], initial_position="earliest")
+    result = run(both, produce=True, consume=True, command="e2e traffic")
+    found = etcd_per_topic(cluster.etcd_url, spec.topic, spec.topics)
+    found.update(minutes=minutes, produced=(result["produce"] or {}).get("messages"),
+                 consumed=(result["consume"] or {}).get("messages"))
+    log(f"  etcd after {minutes} min on {spec.topics} topics: keys/topic max {found['keys_max']} "
+        f"mean {found['keys_mean']}, bytes/topic max {found['bytes_max']:,} mean {found['bytes_mean']:,}; "
+        f"etcd holds {found['etcd_keys_total']:,} keys, {found['etcd_bytes_total']:,} B")
+    return found
+
+
+def measure(storage: str, args, log) -> dict:
+    config = f"[storage]\nobject_commit_interval_ms = {args.commit_interval_ms}\n" if storage == "object" else None
+    out: dict = {"storage": storage}
+    with tempfile.TemporaryDirectory(prefix=f"magnetar-{storage}-bench-") as tmp:
+        cluster = LocalCluster(Path(tmp) / "cluster", brokers=3, session_ttl=10.0, storage=storage,
+                               broker_config=config).start(timeout=180)
+        try:
+            log(f"[{storage}] 3 brokers: {', '.join(m.service_url for m in cluster.members)}")
+            base = WorkloadSpec(service_url=cluster.members[0].service_url, size=100, topics=args.topics,
+                                duration=args.seconds, batching=True)
+            tput = produce(replace(base, topic="tput"), log)
+            out["throughput"] = tput
+            for rate in (5_000, 20_000):
+                out[f"latency_{rate}"] = produce(replace(base, topic=f"lat{rate}", rate=rate), log)
+            if storage == "object":
+                out["puts_1_topic"] = puts_under_load(
+                    cluster, replace(base, topic="one", topics=1, rate=args.put_rate), log)
+                out["puts_many_topics"] = puts_under_load(
+                    cluster, replace(base, topic="many", topics=args.many_topics, rate=args.put_rate), log)
+            produced = (tput["produce"] or {}).get("messages", 0)
+            out["catch_up"] = catch_up(cluster, replace(base, topic="tput"), produced, log)
+            out["etcd"] = traffic(cluster, replace(base, topic="kept", topics=args.traffic_topics,
+                                                   rate=args.traffic_rate), args.traffic_minutes, log)
+        finally:
+            cluster.stop()
+    return out
+
+
+def summary(results: dict, args) -> list[str]:
+    def p(r, key, sub=None):
+        part = (r or {}).get("produce") or {}
+        return part.get(key) if sub is None else (part.get(key) or {}).get(sub)
+
+    lines = ["| figure | file | object |", "|---|---:|---:|"]
+    f, o = results["file"], results["object"]
+    lines.append(f"| produce, msg/s (max rate, {args.topics} topics) | {p(f['throughput'], 'msg_per_s'):,.0f} "
+                 f"| {p(o['throughput'], 'msg_per_s'):,.0f} |")
+    for rate in (5_000, 20_000):
+        for q in ("p50", "p99", "max"):
+            lines.append(f"| publish {q} at {rate:,} msg/s, ms | {p(f[f'latency_{rate}'], 'latency_ms', q)} "
+                         f"| {p(o[f'latency_{rate}'], 'latency_ms', q)} |")
+    for label, key in (("1 topic", "puts_1_topic"), (f"{args.many_topics} topics", "puts_many_topics")):
+        lines.append(f"| PUTs/s per broker, {label} at {args.put_rate:,} msg/s (each broker) | - | "
+                     f"{o[key]['puts_per_s_per_broker']} |")
+    cf, co = f["catch_up"]["consume"] or {}, o["catch_up"]["consume"] or {}
+    lines.append(f"| catch-up read, msg/s (cold owner) | {cf.get('msg_per_s', 0):,.0f} | {co.get('msg_per_s', 0):,.0f} |")
+    for key, label in (("keys_max", "etcd keys per topic (max)"), ("keys_mean", "etcd keys per topic (mean)"),
+                       ("bytes_max", "etcd bytes per topic (max)")):
+        lines.append(f"| {label} after {args.traffic_minutes} min | {f['etcd'][key]:,} | {o['etcd'][key]:,} |")
+    ratio = p(o["throughput"], "msg_per_s") / max(1, p(f["throughput"], "msg_per_s"))
+    p99 = p(o["latency_20000"], "latency_ms", "p99")
+    puts = max(o["puts_1_topic"]["max_puts_per_s"] or 0, o["puts_many_topics"]["max_puts_per_s"] or 0)
+    bound = 1000 / args.commit_interval_ms
+    lines += ["", "Targets:",
+              f"- object throughput / file's = {ratio:.0%} (target >= 25 %): {'met' if ratio >= 0.25 else 'MISSED'}",
+              f"- object p99 at 20,000 msg/s = {p99} ms (target <= 50): {'met' if p99 is not None and p99 <= 50 else 'MISSED'}",
+              f"- object PUTs per broker per second, max = {puts} (target <= {bound:g}): "
+              f"{'met' if puts <= bound else 'MISSED'}"]
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=10.0, help="each produce run")
+    parser.add_argument("--topics", type=int, default=6, help="topics of the throughput and latency runs")
+    parser.add_argument("--many-topics", type=int, default=1000)
+    parser.add_argument("--put-rate", type=float, default=2000.0, help="msg/s of the PUT-counting runs")
+    parser.add_argument("--traffic-minutes", type=float, default=1.0, help="10 for the issue's figure")
+    parser.add_argument("--traffic-topics", type=int, default=10)
+    parser.add_argument("--traffic-rate", type=float, default=2000.0)
+    parser.add_argument("--commit-interval-ms", type=int, default=20, help="object_commit_interval_ms")
+    parser.add_argument("--only", choices=["file", "object"], help="one backend (no comparison)")
+    parser.add_argument("--json", help="write every raw result here")
+    args = parser.parse_args()
+    log = lambda line: print(line, flush=True)  # noqa: E731
+    results = {s: measure(s, args, log) for s in (["file", "object"] if not args.only else [args.only])}
+    if args.json:
+        Path(args.json).write_text(json.dumps({"args": vars(args), "results": results}, indent=1))
+    if not args.only:
+        print("\n".join(summary(results, args)))
+
+
+if __name__ == "__main__":
+    main()
