@@ -1,13 +1,13 @@
-"""Helpers for the admin API tests: raw HTTP calls, a module-wide broker."""
+"""Helpers for the admin API tests: raw HTTP calls that return the status and
+the decoded answer, and assertions on them."""
 from __future__ import annotations
 
 import json
 import urllib.error
 import urllib.request
-from pathlib import Path
 from typing import Any
 
-from magnetar_harness.broker import BrokerProcess, standalone_broker
+from magnetar_harness.broker import BrokerProcess
 
 _NO_BODY = object()
 
@@ -39,26 +39,3 @@ def refused(broker: BrokerProcess, method: str, path: str, status: int, body: An
     assert isinstance(answer, dict) and answer.get("reason"), answer
     assert reason.lower() in answer["reason"].lower(), answer
     return answer["reason"]
-
-
-def start_broker(tmp: Path, config: str | None = None) -> BrokerProcess:
-    args: list[str] = []
-    if config is not None:
-        path = tmp / "broker.toml"
-        path.write_text(config)
-        args = ["--config", str(path)]
-    return standalone_broker(tmp / "data", args).start()
-
-
-def stop_broker(proc: BrokerProcess) -> None:
-    if proc.alive:
-        code = proc.stop()
-        assert code == 0, f"broker exited with {code}; log:\n{proc.log()}"
-
-
-def quiet_logger():
-    import logging
-
-    logger = logging.getLogger("pulsar-client")
-    logger.setLevel(logging.WARNING)
-    return logger

@@ -1,8 +1,13 @@
+"""Fixtures of the integration tests: a fresh broker process per test and
+the official client on it. A module that shares one broker among its tests
+says so with ``broker = shared_broker(...)`` (tests/helpers.py)."""
 from __future__ import annotations
 
 import pytest
 
 from magnetar_harness.broker import standalone_broker
+from magnetar_harness.etcd import running_etcd
+from tests.helpers import quiet_logger, stop_broker
 
 
 @pytest.fixture
@@ -10,9 +15,7 @@ def broker(tmp_path):
     """A fresh standalone broker process with its own data directory."""
     proc = standalone_broker(tmp_path / "data").start()
     yield proc
-    if proc.alive:
-        code = proc.stop()
-        assert code == 0, f"broker exited with {code}; log:\n{proc.log()}"
+    stop_broker(proc)
 
 
 @pytest.fixture
@@ -20,14 +23,13 @@ def pulsar_client(broker):
     """The official pulsar-client connected to the broker."""
     import pulsar
 
-    client = pulsar.Client(broker.service_url, operation_timeout_seconds=10, logger=_quiet_logger())
+    client = pulsar.Client(broker.service_url, operation_timeout_seconds=10, logger=quiet_logger())
     yield client
     client.close()
 
 
-def _quiet_logger():
-    import logging
-
-    logger = logging.getLogger("pulsar-client")
-    logger.setLevel(logging.WARNING)
-    return logger
+@pytest.fixture
+def etcd(tmp_path):
+    """An etcd server of the test's own (magnetar_harness.etcd)."""
+    with running_etcd(tmp_path / "etcd") as server:
+        yield server

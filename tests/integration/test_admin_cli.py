@@ -13,20 +13,15 @@ import sys
 import time
 
 import pulsar
-import pytest
 from typer.testing import CliRunner
 
 from magnetar.cli import app
 
-from tests.helpers import wait_for
-from .admin_support import call, ok, quiet_logger, start_broker, stop_broker
+from tests.helpers import quiet_logger, shared_broker, wait_for
+from .admin_support import call, ok
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    proc = start_broker(tmp_path_factory.mktemp("cli"))
-    yield proc
-    stop_broker(proc)
+broker = shared_broker()
 
 
 def _argv(broker, args, json_output: bool, url: str | None) -> list[str]:

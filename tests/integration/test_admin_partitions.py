@@ -15,23 +15,14 @@ import pytest
 from magnetar.protocol import Connection, Role, pb
 from magnetar.protocol.commands import Type, command
 
-from .admin_support import call, ok, quiet_logger, start_broker, stop_broker
+from tests.helpers import shared_broker, shared_client
+from .admin_support import call, ok
 
 NS = "public/default"
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    proc = start_broker(tmp_path_factory.mktemp("partitions"))
-    yield proc
-    stop_broker(proc)
-
-
-@pytest.fixture(scope="module")
-def client(broker):
-    c = pulsar.Client(broker.service_url, operation_timeout_seconds=10, logger=quiet_logger())
-    yield c
-    c.close()
+broker = shared_broker()
+client = shared_client()
 
 
 def _partitioned(broker, name: str, partitions: int) -> str:

@@ -9,24 +9,14 @@ import urllib.request
 import pulsar
 import pytest
 
-from tests.helpers import wait_for
-from .admin_support import call, ok, quiet_logger, refused, start_broker, stop_broker
+from tests.helpers import shared_broker, shared_client, wait_for
+from .admin_support import call, ok, refused
 
 T = "persistent/public/default"
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    proc = start_broker(tmp_path_factory.mktemp("rest"))
-    yield proc
-    stop_broker(proc)
-
-
-@pytest.fixture(scope="module")
-def client(broker):
-    c = pulsar.Client(broker.service_url, operation_timeout_seconds=10, logger=quiet_logger())
-    yield c
-    c.close()
+broker = shared_broker()
+client = shared_client()
 
 
 def test_standalone_starts_with_cluster_tenant_and_namespace(broker):

@@ -8,10 +8,9 @@ keeps its last 5.
 from __future__ import annotations
 
 import pulsar
-import pytest
 
-from tests.helpers import wait_for
-from .admin_support import ok, quiet_logger, start_broker, stop_broker
+from tests.helpers import shared_broker, shared_client, wait_for
+from .admin_support import ok
 
 CONFIG = """
 message_expiry_check_interval_s = 0.2
@@ -21,18 +20,8 @@ max_entries_per_ledger = 5
 LAST_LEDGER = 5  # entries of the ledger holding the last entry, which is never trimmed
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    proc = start_broker(tmp_path_factory.mktemp("retention"), CONFIG)
-    yield proc
-    stop_broker(proc)
-
-
-@pytest.fixture(scope="module")
-def client(broker):
-    c = pulsar.Client(broker.service_url, operation_timeout_seconds=10, logger=quiet_logger())
-    yield c
-    c.close()
+broker = shared_broker(CONFIG)
+client = shared_client()
 
 
 def _namespace(broker, name: str, **policies) -> str:

@@ -5,19 +5,15 @@ from __future__ import annotations
 import json
 
 import pulsar
-import pytest
 from pulsar.schema import AvroSchema, Integer, Record, String
 
-from .admin_support import call, ok, refused, start_broker, stop_broker
+from tests.helpers import shared_broker
+from .admin_support import call, ok, refused
 
 S = "schemas/public/default"
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    proc = start_broker(tmp_path_factory.mktemp("schemas"))
-    yield proc
-    stop_broker(proc)
+broker = shared_broker()
 
 
 def _avro(*fields: dict) -> str:

@@ -14,8 +14,8 @@ import threading
 import pulsar
 import pytest
 
-from tests.helpers import wait_for
-from .admin_support import ok, quiet_logger, refused, start_broker, stop_broker
+from tests.helpers import quiet_logger, shared_broker, shared_client, wait_for
+from .admin_support import ok, refused
 
 CONFIG = """
 backlog_quota_check_interval_s = 0.2
@@ -26,18 +26,8 @@ LIMIT = 20_000  # bytes; an entry of a 1000-byte message is about 1060
 PAYLOAD = 1000
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    proc = start_broker(tmp_path_factory.mktemp("quota"), CONFIG)
-    yield proc
-    stop_broker(proc)
-
-
-@pytest.fixture(scope="module")
-def client(broker):
-    c = pulsar.Client(broker.service_url, operation_timeout_seconds=10, logger=quiet_logger())
-    yield c
-    c.close()
+broker = shared_broker(CONFIG)
+client = shared_client()
 
 
 def _namespace(broker, name: str, policy: str | None = None, limit_time: int | None = None) -> str:

@@ -19,8 +19,8 @@ import pytest
 
 from magnetar_chaos.fsync import FsyncErrors, FsyncFault, _proc_state, unavailable_reason
 
-from tests.helpers import wait_for
-from .admin_support import quiet_logger
+from tests.helpers import quiet_logger, wait_for
+
 
 REASON = unavailable_reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=str(REASON))

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-import uuid
 from pathlib import Path
 
 import pytest
@@ -18,14 +17,11 @@ from magnetar.client import AsyncClient, Client, errors
 from magnetar.protocol.commands import Type
 
 from magnetar_harness.broker import configured_broker
+from tests.helpers import unique
 from .cutting_proxy import CuttingProxy
 from .topic_log import read_topic_ours
 
 KVSTORE = Path(__file__).resolve().parents[2] / "examples" / "kvstore" / "kvstore.py"
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 async def read_all(url: str, topic: str) -> list:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from .admin_support import start_broker, stop_broker
+from tests.helpers import start_broker, stop_broker
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -7,7 +7,6 @@ through, or the broker is killed -9 in the middle of a stream of sends.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections import deque
 
 import pytest
@@ -16,13 +15,9 @@ from magnetar.client import AsyncClient, Client, errors
 from magnetar.client.link import LinkState
 from magnetar.protocol.commands import Type
 
-from tests.helpers import wait_for
+from tests.helpers import unique, wait_for
 from .cutting_proxy import CuttingProxy
 from .topic_log import read_topic_ours, sequence_report
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def read_all(url: str, topic: str) -> list:

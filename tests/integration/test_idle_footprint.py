@@ -3,7 +3,7 @@ the native libraries of the optional code (cryptography, bcrypt): what
 tests/unit/test_idle_imports.py checks of the imports, seen in the process."""
 from __future__ import annotations
 
-from .admin_support import start_broker, stop_broker
+from tests.helpers import start_broker, stop_broker
 
 
 def test_an_idle_standalone_broker_maps_no_crypto_library(tmp_path):

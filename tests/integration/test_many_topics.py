@@ -11,10 +11,9 @@ import urllib.request
 import pulsar
 import pytest
 
-from tests.helpers import wait_for
+from tests.helpers import quiet_logger, wait_for
 
 from magnetar_harness.broker import configured_broker
-from .conftest import _quiet_logger
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -37,7 +36,7 @@ def _topic_list(broker) -> list[str]:
 
 
 def _client(broker) -> pulsar.Client:
-    return pulsar.Client(broker.service_url, operation_timeout_seconds=30, logger=_quiet_logger())
+    return pulsar.Client(broker.service_url, operation_timeout_seconds=30, logger=quiet_logger())
 
 
 def _write(client: pulsar.Client, topic: str, messages: list[bytes]) -> None:

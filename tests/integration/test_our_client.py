@@ -3,29 +3,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 
 import pytest
 
 from magnetar.client import (AsyncClient, Client, CompressionType, ConsumerType, InitialPosition, MessageId,
                              ProducerAccessMode, Result)
 from magnetar.client import errors
-from tests.helpers import wait_for
-
-
-def unique(prefix: str = "t") -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-def wait_until(condition, timeout: float = 10.0, interval: float = 0.02, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(interval)
+from tests.helpers import unique, wait_for
 
 
 def receive_n(consumer, n: int, timeout_ms: int = 10000, ack: bool = True):
@@ -82,7 +66,7 @@ def test_batching_send_async(client):
     for i in range(250):
         producer.send_async(b"b%d" % i, lambda res, mid: results.append((res, mid)))
     producer.flush()
-    wait_until(lambda: len(results) == 250, what="all callbacks")
+    wait_for(lambda: len(results) == 250, what="all callbacks")
     assert {res for res, _ in results} == {Result.Ok}
     ids = [mid for _, mid in results]
     assert ids == sorted(ids)
@@ -300,7 +284,7 @@ def publish(client, topic, n, batching=False):
         for i in range(n):
             producer.send_async(b"%d" % i, lambda r, mid: ids.append(mid))
         producer.flush()
-        wait_until(lambda: len(ids) == n)
+        wait_for(lambda: len(ids) == n)
     else:
         ids = [producer.send(b"%d" % i) for i in range(n)]
     producer.close()
@@ -429,7 +413,7 @@ def test_reconnect_after_broker_restart(broker, client):
     assert producer.producer_name() == "survivor"
     assert [m.data() for m in receive_n(consumer, 5)] == [b"%d" % i for i in range(5, 10)]
     assert [reader.read_next(10000).data() for _ in range(5)] == [b"%d" % i for i in range(5, 10)]
-    wait_until(consumer.is_connected)
+    wait_for(consumer.is_connected)
 
 
 def test_pending_sends_resent_after_crash(broker, client):
@@ -443,7 +427,7 @@ def test_pending_sends_resent_after_crash(broker, client):
         producer.send_async(b"%d" % i, lambda r, mid: results.append(r))
     broker.restart()
     producer.flush()
-    wait_until(lambda: len(results) == 5, 30)
+    wait_for(lambda: len(results) == 5, 30)
     assert results == [Result.Ok] * 5
     got = [m.data() for m in receive_n(consumer, 6, timeout_ms=20000)]
     assert got == [b"before"] + [b"%d" % i for i in range(5)]

@@ -1,12 +1,12 @@
 """Our client and the official pulsar-client on the same topics: same bytes on the wire."""
 from __future__ import annotations
 
-import uuid
 
 import pulsar
 import pytest
 
 from magnetar.client import Client, CompressionType, InitialPosition, MessageId
+from tests.helpers import unique
 
 
 @pytest.fixture
@@ -16,13 +16,9 @@ def ours(broker):
     c.close()
 
 
-def unique() -> str:
-    return f"interop-{uuid.uuid4().hex[:10]}"
-
-
 @pytest.mark.parametrize("batching", [False, True])
 def test_official_consumer_reads_our_messages(ours, pulsar_client, batching):
-    topic = unique()
+    topic = unique("interop")
     theirs = pulsar_client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
     producer = ours.create_producer(topic, batching_enabled=batching, compression_type=CompressionType.LZ4)
     for i in range(20):
@@ -37,7 +33,7 @@ def test_official_consumer_reads_our_messages(ours, pulsar_client, batching):
 
 @pytest.mark.parametrize("batching", [False, True])
 def test_we_read_official_messages(ours, pulsar_client, batching):
-    topic = unique()
+    topic = unique("interop")
     consumer = ours.subscribe(topic, "sub", initial_position=InitialPosition.Earliest)
     producer = pulsar_client.create_producer(topic, batching_enabled=batching,
                                              compression_type=pulsar.CompressionType.ZSTD)

@@ -7,7 +7,6 @@ checked against the offset it claims.
 """
 from __future__ import annotations
 
-import uuid
 
 import pytest
 
@@ -15,9 +14,8 @@ from magnetar.client import AsyncClient, Client, InitialPosition, MessageId
 from magnetar.client import errors
 from magnetar.protocol import Type, command
 
-from tests.helpers import wait_for
+from tests.helpers import shared_broker, start_broker, unique, wait_for
 from .admin_support import ok
-from magnetar_harness.broker import BrokerProcess, configured_broker
 
 CONFIG = "[storage]\nmax_entries_per_ledger = 4\n"
 #: Entry sizes: 1 is an unbatched message, k > 1 a batch of k messages.
@@ -25,25 +23,11 @@ LAYOUT = [1, 5, 1, 1, 3, 1, 4, 1, 1, 6, 1, 1, 2, 1]
 TOTAL = sum(LAYOUT)
 
 
-def unique() -> str:
-    return f"seek-offset-{uuid.uuid4().hex[:10]}"
-
-
 def payload(offset: int) -> bytes:
     return b"m%d" % offset
 
 
-def start_broker(tmp_path) -> BrokerProcess:
-    return configured_broker(tmp_path, CONFIG).start()
-
-
-@pytest.fixture(scope="module")
-def small_ledgers(tmp_path_factory):
-    proc = start_broker(tmp_path_factory.mktemp("seek-offset"))
-    yield proc
-    if proc.alive:
-        code = proc.stop()
-        assert code == 0, f"broker exited with {code}; log:\n{proc.log()}"
+small_ledgers = shared_broker(CONFIG, name="small_ledgers")
 
 
 @pytest.fixture
@@ -89,7 +73,7 @@ def ledgers_of(ids: list[MessageId]) -> list[int]:
 
 
 def test_every_offset_across_ledgers_and_batches(client):
-    topic = unique()
+    topic = unique("seek-offset")
     ids = produce(client, topic, LAYOUT)
     ledgers = ledgers_of(ids)
     assert len(ledgers) >= 3, f"the topic should span several ledgers: {ledgers}"
@@ -107,7 +91,7 @@ def test_every_offset_across_ledgers_and_batches(client):
 
 
 def test_fresh_reader_lands_on_the_message_not_the_entry(client):
-    topic = unique()
+    topic = unique("seek-offset")
     ids = produce(client, topic, LAYOUT)
     target = next(mid for mid in ids if mid.batch_index() == 3)
     reader = client.create_reader(topic, MessageId.latest, start_message_id_inclusive=False)
@@ -117,7 +101,7 @@ def test_fresh_reader_lands_on_the_message_not_the_entry(client):
 
 
 def test_next_offset_and_beyond_wait_for_new_messages(client):
-    topic = unique()
+    topic = unique("seek-offset")
     produce(client, topic, LAYOUT)
     assert client.get_next_offset(topic) == TOTAL
     reader = client.create_reader(topic, MessageId.earliest)
@@ -135,7 +119,7 @@ def test_next_offset_and_beyond_wait_for_new_messages(client):
 
 
 def test_absurd_offsets(client):
-    topic = unique()
+    topic = unique("seek-offset")
     produce(client, topic, [1, 3])
     reader = client.create_reader(topic, MessageId.earliest)
     reader.seek_offset(2**64 - 1)  # the largest the wire carries: positions after the end
@@ -148,7 +132,7 @@ def test_absurd_offsets(client):
 
 
 def test_durable_subscription_acknowledges_what_it_skips(client, small_ledgers):
-    topic = unique()
+    topic = unique("seek-offset")
     consumer = client.subscribe(topic, "sub", initial_position=InitialPosition.Earliest)
     ids = produce(client, topic, LAYOUT)
     target = next(mid for mid in ids if mid.batch_index() == 2 and mid.ledger_id() != ids[0].ledger_id())
@@ -166,7 +150,7 @@ def test_durable_subscription_acknowledges_what_it_skips(client, small_ledgers):
 
 
 def test_offset_removed_by_retention_starts_at_the_first_retained(client):
-    topic = unique()
+    topic = unique("seek-offset")
     consumer = client.subscribe(topic, "sub", initial_position=InitialPosition.Earliest)
     produce(client, topic, LAYOUT)
     for _ in range(TOTAL):
@@ -191,10 +175,10 @@ def _first_retained_offset(client, topic: str) -> int | None:
 
 @pytest.mark.parametrize("crash", [False, True], ids=["restart", "kill-9"])
 def test_offsets_survive_a_broker_restart(tmp_path, crash):
-    broker = start_broker(tmp_path)
+    broker = start_broker(tmp_path, CONFIG)
     try:
         with Client(broker.service_url, operation_timeout_seconds=15) as client:
-            topic = unique()
+            topic = unique("seek-offset")
             before = produce(client, topic, LAYOUT)
         broker.restart(crash=crash)
         with Client(broker.service_url, operation_timeout_seconds=15) as client:
@@ -213,7 +197,7 @@ def test_offsets_survive_a_broker_restart(tmp_path, crash):
 async def test_bad_seek_gets_an_error_and_the_connection_stays_usable(small_ledgers):
     client = AsyncClient(small_ledgers.service_url, operation_timeout_seconds=15)
     try:
-        topic = unique()
+        topic = unique("seek-offset")
         producer = await client.create_producer(topic)
         for i in range(3):
             await producer.send(payload(i))
@@ -246,7 +230,7 @@ async def test_bad_seek_gets_an_error_and_the_connection_stays_usable(small_ledg
 @pytest.fixture
 def layout_topic(client) -> tuple[str, list[MessageId]]:
     """A topic holding LAYOUT, and its message ids."""
-    topic = unique()
+    topic = unique("seek-offset")
     return topic, produce(client, topic, LAYOUT)
 
 

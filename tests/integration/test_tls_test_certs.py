@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from magnetar.cli import app
 
-from .admin_support import quiet_logger, stop_broker
+from tests.helpers import quiet_logger, stop_broker
 from magnetar_harness.broker import configured_broker
 
 

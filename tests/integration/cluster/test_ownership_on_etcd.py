@@ -9,19 +9,11 @@ import pytest
 from magnetar.broker.cluster.bundles import split_namespace
 from magnetar.broker.cluster.channel import ASSIGNING, FREE, OWNED, RELEASING, Channel, LostRace, key_of
 from magnetar.metadata.etcd import EtcdMetadataStore
-from magnetar.metadata.etcd_server import EtcdServer
 
 from magnetar_harness.cluster import LocalCluster
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.timeout(600)
-
-
-@pytest.fixture
-def etcd(tmp_path):
-    server = EtcdServer(tmp_path / "etcd").start()
-    yield server
-    server.stop()
 
 
 async def test_two_brokers_racing_for_a_bundle_100_times_make_one_owner_each_time(etcd):

@@ -22,7 +22,6 @@ import signal
 import threading
 import time
 import urllib.error
-import uuid
 from datetime import timedelta
 
 import pulsar
@@ -36,7 +35,7 @@ from magnetar.client import errors as our_errors
 from magnetar.protocol import pb
 
 from magnetar_harness.cluster import LocalCluster, Member
-from tests.helpers import wait_for
+from tests.helpers import unique, wait_for
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -45,8 +44,8 @@ Mode = pulsar.ProducerAccessMode
 
 
 # -- helpers ------------------------------------------------------------------------------
-def unique(prefix: str) -> str:
-    return f"persistent://{NS}/{prefix}-{uuid.uuid4().hex[:8]}"
+def unique_topic(prefix: str) -> str:
+    return f"persistent://{NS}/{unique(prefix)}"
 
 
 def short(topic: str) -> str:
@@ -192,7 +191,7 @@ def test_an_exclusive_producer_stays_the_only_writer_and_its_waiter_stays_queued
     second Exclusive producer is still refused (ProducerFenced) and a Shared one
     too (ProducerBusy), and a WaitForExclusive producer queued before the moves
     is still queued after them; it gets the topic when the holder closes."""
-    topic = unique("exclusive")
+    topic = unique_topic("exclusive")
     url = cluster.members[0].service_url
     holder_client = pulsar.Client(url, operation_timeout_seconds=30)
     waiter_client = pulsar.Client(url, operation_timeout_seconds=30)
@@ -242,7 +241,7 @@ def test_a_waiter_arriving_first_at_the_destination_does_not_take_the_holders_to
     the holder that never let go); the holder comes back and keeps writing,
     and, an ExclusiveWithFencing holder too, without fencing the waiter that
     was queued behind it before the move."""
-    topic = unique("transit")
+    topic = unique_topic("transit")
     holder_client = pulsar.Client(cluster.members[0].service_url, operation_timeout_seconds=30)
     waiter_client = None
     waiter: list = []
@@ -310,7 +309,7 @@ def test_a_fencing_takeover_after_moves_fences_the_old_producer_for_good(cluster
     yet another move, and the log is the old writer's segment, then the new
     one's, never interleaved. The topic epoch only moves up, also when the
     topic crosses a move with no writer attached."""
-    topic = unique("fencing")
+    topic = unique_topic("fencing")
     url = cluster.members[0].service_url
     old_client = pulsar.Client(url, operation_timeout_seconds=30)
     new_client = pulsar.Client(url, operation_timeout_seconds=30)
@@ -373,7 +372,7 @@ def test_an_idempotent_producer_keeps_its_pid_generation_and_sequence(cluster):
     stored before the move is answered as a duplicate (not stored again, not
     a gap), sends pipelined across a move land once each, in order, and a
     zombie holding the older generation stays fenced on the new owner."""
-    topic = unique("idempotent")
+    topic = unique_topic("idempotent")
     url = cluster.members[0].service_url
     client = OurClient(url, operation_timeout_seconds=30)
     successor_client = OurClient(url, operation_timeout_seconds=30)
@@ -419,7 +418,7 @@ def test_an_expected_offset_right_before_a_move_is_honoured_after_it(cluster):
     that offset; one that is stale (right once, not any more) is refused with
     the actual upcoming offset, before and after each move, and nothing is
     appended by a refusal."""
-    topic = unique("conditional")
+    topic = unique_topic("conditional")
     url = cluster.members[0].service_url
     client = OurClient(url, operation_timeout_seconds=30)
     try:
@@ -445,7 +444,7 @@ def test_conditional_sends_pipelined_across_a_move_land_at_their_offsets(cluster
     refusal, so in a later offset epoch of the source's producer) are resent
     to the new owner and appended there at exactly the offsets they expected;
     none is refused, none lands twice."""
-    topic = unique("conditional-pipelined")
+    topic = unique_topic("conditional-pipelined")
     url = cluster.members[0].service_url
     client = OurClient(url, operation_timeout_seconds=30)
     try:
@@ -471,7 +470,7 @@ def test_a_named_producer_recreated_after_a_move_sees_its_last_sequence_id(clust
     """Deduplication by producer name survives moves: the official producer
     re-created under the same name after a move gets ``last_sequence_id``
     from before it, and a resend of a stored sequence id is not stored twice."""
-    topic = unique("dedup")
+    topic = unique_topic("dedup")
     url = cluster.members[0].service_url
     client = pulsar.Client(url, operation_timeout_seconds=30)
     sent: list[bytes] = []
@@ -527,7 +526,7 @@ def test_a_shared_subscription_gets_only_its_unacknowledged_messages_again(clust
     """Individual (non-contiguous) acks survive moves: after each move the
     Shared consumer is sent again exactly the messages it had not
     acknowledged, never one it had."""
-    topic = unique("cursor")
+    topic = unique_topic("cursor")
     url = cluster.members[0].service_url
     client = pulsar.Client(url, operation_timeout_seconds=30)
     try:
@@ -565,7 +564,7 @@ def test_delayed_messages_scheduled_before_moves_are_delivered_at_their_time(clu
     """Messages sent with ``deliver_after`` before two moves are delivered by
     the new owner at their time, not before it and not lost; an undelayed
     message sent with them is delivered at once."""
-    topic = unique("delayed")
+    topic = unique_topic("delayed")
     url = cluster.members[0].service_url
     client = pulsar.Client(url, operation_timeout_seconds=30)
     delays = {b"later-6": 6.0, b"later-8": 8.0}
@@ -621,7 +620,7 @@ def test_a_compacted_view_and_a_schema_are_still_there_after_moves(cluster):
     (latest value per key) from the new owner, and its registered schema is
     still the topic's: the same version is found, a compatible producer
     reuses it and an incompatible one is refused."""
-    topic = unique("compacted")
+    topic = unique_topic("compacted")
     url = cluster.members[0].service_url
     client = pulsar.Client(url, operation_timeout_seconds=30)
     schema_path = f"/admin/v2/schemas/{NS}/{short(topic)}/schema"
@@ -685,7 +684,7 @@ def test_a_destination_killed_during_a_move_loses_nothing_acknowledged(own_clust
     resends) and is received; a later move works as usual."""
     cluster = own_cluster
     via = cluster.members[0]  # the clients' service URL and our admin: never the victim
-    topic = unique("victim")
+    topic = unique_topic("victim")
     client = pulsar.Client(via.service_url, operation_timeout_seconds=60)
     acked: list[int] = []
     received: set[int] = set()

@@ -8,10 +8,10 @@ import threading
 import time
 
 import pulsar
-import pytest
 from pulsar.schema import JsonSchema, Record, Integer, String
 
-from tests.integration.admin_support import call, ok, quiet_logger, start_broker, stop_broker
+from tests.helpers import shared_broker, shared_client
+from tests.integration.admin_support import call, ok
 
 
 class Order(Record):
@@ -19,18 +19,8 @@ class Order(Record):
     item = String()
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    proc = start_broker(tmp_path_factory.mktemp("console"))
-    yield proc
-    stop_broker(proc)
-
-
-@pytest.fixture(scope="module")
-def client(broker):
-    c = pulsar.Client(broker.service_url, operation_timeout_seconds=10, logger=quiet_logger())
-    yield c
-    c.close()
+broker = shared_broker()
+client = shared_client()
 
 
 def stats(broker, topic: str) -> dict:

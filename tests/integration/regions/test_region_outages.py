@@ -28,13 +28,6 @@ TOTAL = 3300  # 300 before the outage, 3,000 during it
 DOWN_S = 30.0  # how long west stays down while east takes traffic
 
 
-@pytest.fixture
-def etcd(tmp_path):
-    server = EtcdServer(tmp_path / "etcd").start()
-    yield server
-    server.stop()
-
-
 def _region(tmp_path, etcd, name: str) -> LocalCluster:
     return LocalCluster(tmp_path / name, brokers=1, session_ttl=3.0, etcd=f"{etcd.client_url}/{name}",
                         name=name, configuration_store=f"{etcd.client_url}/global").start()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import threading
 
+from tests.helpers import wait_for
+
 from .conftest import produce
 
 
@@ -75,7 +77,7 @@ def test_restart_from_checkpoint_reads_every_message_once(spark, broker, client,
     query = _stream(spark, broker, topic="restart", startingOffsets="earliest", maxRecordsPerTrigger="500") \
         .writeStream.foreachBatch(first).option("checkpointLocation", checkpoint).start()
     try:
-        _wait(lambda: len(first.offsets()) >= 1200, "the first query to catch up")
+        wait_for(lambda: len(first.offsets()) >= 1200, timeout=180, interval=0.2, what="the first query to catch up")
     finally:
         query.stop()
     assert first.offsets() == list(range(1200))

@@ -4,20 +4,14 @@ completes, refusals at once, duplicates when their original settles."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 from magnetar.broker.errors import ExpectedOffsetMismatch
+
+from tests.helpers import wait_until
 
 from .harness import RecordingSink, close_service, make_service, producer, send_of, topic_of
 
 NOW_MS = 1_700_000_000_000  # the publish time the connection would have read
-
-
-async def _wait(condition, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.002)
 
 
 async def _attached(tmp_path, name=None, **config):
@@ -36,7 +30,7 @@ async def test_a_refusal_known_at_once_is_reported_after_the_stored_sends_before
         send, block = send_of(p.name, seq, expected_offset=expected)
         topic.publish_into(p, send, block, p.expect(send.sequence_id, send.highest_sequence_id), NOW_MS)
     assert reported == []  # the refusal waits behind the two entries being synced
-    await _wait(lambda: len(reported) == 4)
+    await wait_until(lambda: len(reported) == 4)
     assert [r.sequence_id for r in reported] == [0, 1, 2, 3]
     assert [r.entry_id for r in reported[:2]] == [0, 1] and reported[0].error is None
     assert all(isinstance(r.error, ExpectedOffsetMismatch) for r in reported[2:])
@@ -54,7 +48,7 @@ async def test_a_resend_of_an_entry_in_flight_gets_the_originals_place(tmp_path)
     await topic.add_producer(second, None)
     second.sink = first.sink
     topic.publish_into(second, send, block, second.expect(0, 0), NOW_MS)
-    await _wait(lambda: len(reported) == 2)
+    await wait_until(lambda: len(reported) == 2)
     original, resend = reported
     assert (resend.ledger_id, resend.entry_id) == (original.ledger_id, original.entry_id) != (-1, -1)
     assert topic.ledger.entry_count == 1
@@ -85,7 +79,7 @@ async def test_a_send_refused_by_a_closing_ledger_fails_alone_and_the_earlier_on
     send, block = send_of(p.name, 3)
     topic.publish_into(p, send, block, p.expect(3, 3), NOW_MS)
     await closing
-    await _wait(lambda: len(reported) == 4)
+    await wait_until(lambda: len(reported) == 4)
     assert [(r.sequence_id, r.entry_id, r.error) for r in reported[:3]] == [(0, 0, None), (1, 1, None), (2, 2, None)]
     assert reported[3].sequence_id == 3 and reported[3].error is not None
     await close_service(service)

@@ -12,16 +12,9 @@ from magnetar.broker.cluster.registry import BrokerInfo
 from magnetar.broker.errors import ServiceNotReady
 from magnetar.broker.topic_name import parse
 from magnetar.metadata import MemoryMetadataStore
+from tests.helpers import wait_until
 
 from .fake_host import FakeHost
-
-
-async def wait_until(predicate, timeout=10.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 class Member:

@@ -10,7 +10,9 @@ from magnetar.broker.cluster.layout import Layouts
 from magnetar.broker.topic_name import parse
 from magnetar.metadata import MemoryMetadataStore
 
-from .test_members import Cluster, Member, wait_until
+from tests.helpers import wait_until
+
+from .test_members import Cluster, Member
 
 NS = "public/default"
 

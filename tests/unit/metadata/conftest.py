@@ -9,8 +9,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import time
-from typing import Awaitable, Callable
+from typing import Callable
 
 import pytest
 
@@ -87,17 +86,3 @@ class Recorder:
 @pytest.fixture
 def recorder() -> Callable[[], Recorder]:
     return Recorder
-
-
-async def _wait_until(predicate: Callable[[], Awaitable[bool]], timeout: float = 5.0) -> None:
-    """Poll an async predicate until it holds; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not await predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        await asyncio.sleep(0.01)
-
-
-@pytest.fixture
-def wait_until():
-    return _wait_until

@@ -1,29 +1,12 @@
 """Fixtures for storage tests: real files under tmp_path, the in-memory store."""
 from __future__ import annotations
 
-import asyncio
-import time
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
 from magnetar.metadata.memory import MemoryMetadataStore
 from magnetar.storage import ManagedLedgerFactory, StorageConfig
-
-
-async def wait_until(condition: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
-    """Poll ``condition`` until true; fail the test after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.002)
-
-
-@pytest.fixture(name="wait_until")
-def wait_until_fixture():
-    return wait_until
 
 
 @pytest.fixture
