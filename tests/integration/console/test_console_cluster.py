@@ -12,9 +12,8 @@ import pulsar
 import pytest
 
 from magnetar.broker.cluster.bundles import bundle_of
-from tests.integration.admin_support import quiet_logger
 from magnetar_harness.cluster import LocalCluster
-from tests.helpers import wait_for
+from tests.helpers import quiet_logger, wait_for
 
 pytestmark = pytest.mark.timeout(600)
 NS = "public/default"
