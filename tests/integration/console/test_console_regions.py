@@ -8,8 +8,7 @@ import pulsar
 import pytest
 
 from magnetar_harness.regions import LocalRegions, replicated_namespace
-from tests.integration.admin_support import quiet_logger
-from tests.helpers import wait_for
+from tests.helpers import quiet_logger, wait_for
 
 pytestmark = pytest.mark.timeout(600)
 
