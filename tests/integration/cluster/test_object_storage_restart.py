@@ -59,7 +59,9 @@ def test_a_cluster_restarted_without_its_brokers_data_directories_has_every_mess
 
     again = LocalCluster(base, brokers=3, session_ttl=3.0, storage=storage).start()
     try:
-        client = pulsar.Client(again.members[1].service_url, operation_timeout_seconds=30)
+        # 60 s: bundles may still name the brokers of the first life (other
+        # ports) until the new leader reassigns them
+        client = pulsar.Client(again.members[1].service_url, operation_timeout_seconds=60)
         consumer = client.subscribe(TOPIC, "half", consumer_type=pulsar.ConsumerType.Shared)
         print("backlog after the restart:", backlog(again, again.members[1]))
         rest = set()
