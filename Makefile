@@ -23,18 +23,23 @@ $(VENV)/bin/pip:
 # setup.py, _hot.c and _columns.c: the compiled hot paths are rebuilt when their sources change.
 HOT := setup.py magnetar/protocol/_hot.c pyspark_magnetar/_columns.c
 
+# Editable installs in compat mode: the checkout goes on sys.path through a .pth
+# file, so Spark's scan for `pyspark_*` modules finds the connector from any
+# working directory (an import hook, the default mode, is invisible to it).
+EDITABLE := --config-settings editable_mode=compat
+
 $(RUNTIME_STAMP): pyproject.toml $(HOT) | $(VENV)/bin/pip
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet $(EDITABLE) -e .
 	touch $(RUNTIME_STAMP)
 
 $(CLUSTER_STAMP): pyproject.toml $(HOT) | $(VENV)/bin/pip
-	$(BIN)/pip install --quiet -e '.[cluster]'
+	$(BIN)/pip install --quiet $(EDITABLE) -e '.[cluster]'
 	touch $(CLUSTER_STAMP)
 
 # The test set-up adds the developer tools beside the product (tools/pyproject.toml:
 # magnetar_chaos, `magnetar chaos` / `magnetar-chaos`, and the process harness).
 $(STAMP): pyproject.toml tools/pyproject.toml $(HOT) | $(VENV)/bin/pip
-	$(BIN)/pip install --quiet -e '.[test]' -e ./tools
+	$(BIN)/pip install --quiet $(EDITABLE) -e '.[test]' -e ./tools
 	touch $(STAMP)
 
 # PORT=, ADMIN_PORT=, DATA= override the defaults: make standalone PORT=6660
