@@ -13,6 +13,7 @@ import sys
 import time
 
 import pulsar
+import pytest
 from typer.testing import CliRunner
 
 from magnetar.cli import app
