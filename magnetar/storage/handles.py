@@ -11,13 +11,16 @@ under them.
 
 Durability: a descriptor is closed by the pool only when *clean*: nothing
 written through it since its last successful fsync (``written`` /
-``synced``). Linux reports a failed write-back to the descriptors open when
+``synced``), or after the pool fsyncs it itself. Linux reports a failed write-back to the descriptors open when
 it happened, not to ones opened later; closing a descriptor with unsynced
 writes could turn an fsync error into a silent success on the next one. With
 sync policy ``never`` nothing is promised, so dirty descriptors may go too.
 
-When every open descriptor is pinned or dirty the pool goes over its
-capacity rather than fail; when the operating system refuses to open
+A dirty descriptor the pool must close anyway (a group commit wrote more
+ledgers than it holds) is fdatasync'ed first; a failure of that fsync is
+raised by the ledger's next ``synced``, so it reaches the waiting appends.
+When every open descriptor is pinned the pool goes over its capacity rather
+than fail; when the operating system refuses to open
 (EMFILE, ENFILE) it closes what it can and tries once more, then raises
 the ``OSError``. Thread-safe.
 """
@@ -117,8 +120,18 @@ class FileHandles:
         for handle in list(self._open):
             if excess <= 0:
                 break
-            if handle._pins or (handle._dirty and not self.close_dirty):
+            if handle._pins:
                 continue
+            if handle._dirty and not self.close_dirty:
+                # A group commit can write more ledgers than the pool holds
+                # before it syncs them: sync this one now rather than keep
+                # its descriptor. A failure is kept for the ledger's own next
+                # sync (through a new descriptor it would not be reported).
+                try:
+                    os.fdatasync(handle._fd)
+                    handle._dirty = False
+                except OSError as exc:
+                    handle._error = exc
             del self._open[handle]
             fd, handle._fd = handle._fd, -1
             os.close(fd)
@@ -130,7 +143,7 @@ class Handle:
     the descriptor; ``written()`` after a write, ``synced(mark)`` after an
     fsync that began at ``mark = dirty_mark()``; ``close()`` once for good."""
 
-    __slots__ = ("_pool", "path", "flags", "_fd", "_pins", "_dirty", "_writes", "_closed")
+    __slots__ = ("_pool", "path", "flags", "_fd", "_pins", "_dirty", "_writes", "_closed", "_error")
 
     def __init__(self, pool: FileHandles, path: str, flags: int) -> None:
         self._pool = pool
@@ -141,6 +154,8 @@ class Handle:
         self._dirty = False
         self._writes = 0
         self._closed = False
+        #: An fsync that failed when the pool closed the descriptor (see _trim).
+        self._error: OSError | None = None
 
     def acquire(self) -> int:
         """An open descriptor, pinned until :meth:`release`. Raises
@@ -189,8 +204,13 @@ class Handle:
         return self._writes
 
     def synced(self, mark: int) -> None:
-        """An fsync that began at ``mark`` succeeded: clean unless written since."""
+        """An fsync that began at ``mark`` succeeded: clean unless written
+        since. Raises the OSError of an fsync the pool made when it closed
+        the descriptor, if that failed: the caller's fsync did not cover it."""
         with self._pool._lock:
+            error, self._error = self._error, None
+            if error is not None:
+                raise error
             if self._writes == mark:
                 self._dirty = False
 

@@ -42,7 +42,7 @@ def test_the_least_recently_used_goes_first(tmp_path):
     assert a._fd >= 0 and b._fd < 0
 
 
-def test_pinned_and_unsynced_descriptors_stay_open_over_capacity(tmp_path):
+def test_a_pinned_descriptor_stays_open_over_capacity_and_an_unsynced_one_is_synced_then_closed(tmp_path):
     pool = FileHandles(capacity=1)
     paths = _files(tmp_path, 3)
     pinned = pool.open(paths[0], os.O_RDWR)
@@ -52,17 +52,12 @@ def test_pinned_and_unsynced_descriptors_stay_open_over_capacity(tmp_path):
     dirty.written()
     os.write(dfd, b"x")
     dirty.release()
-    third = pool.open(paths[2], os.O_RDONLY)
-    assert pinned._fd == fd and dirty._fd == dfd  # over capacity rather than close them
-    assert pool.open_count == 3
-    mark = dirty.dirty_mark()
-    dfd = dirty.acquire()
-    os.fdatasync(dfd)
-    dirty.synced(mark)
-    dirty.release()
-    _read(third)
-    pool.open(str(tmp_path / "f0"), os.O_RDONLY)  # the next open makes room
-    assert dirty._fd < 0  # clean now: it may go
+    assert pool.open_count == 2  # over capacity: the pinned one cannot go
+    pool.open(paths[2], os.O_RDONLY)
+    assert pinned._fd == fd  # still pinned: kept
+    assert dirty._fd < 0 and not dirty._dirty  # fsynced by the pool, then closed
+    assert _read(dirty) == b"1x"  # reopened on use, the write is there
+    dirty.synced(dirty.dirty_mark())  # no error was kept for it
     pinned.release()
 
 
@@ -74,3 +69,20 @@ def test_closed_for_good_after_the_last_use(tmp_path):
     assert os.pread(fd, 1, 0) == b"0"  # still usable while pinned
     h.release()
     assert pool.open_count == 0 and h.closed
+
+
+async def test_a_group_commit_over_more_ledgers_than_the_pool_holds_stays_within_it(tmp_path):
+    from magnetar.metadata.memory import MemoryMetadataStore
+    from magnetar.storage import ManagedLedgerFactory, StorageConfig
+    import asyncio
+
+    factory = ManagedLedgerFactory(tmp_path, MemoryMetadataStore(), StorageConfig(max_open_ledger_files=4))
+    try:
+        mls = [await factory.open(f"t/ns/persistent/x{i}") for i in range(50)]
+        await asyncio.gather(*(ml.append(b"burst") for ml in mls))  # one round writes them all
+        assert factory.backend.handles.open_count <= 4
+        for ml in mls:
+            assert [e.data for e in await ml.read_entries(ml.first_position(), 5)] == [b"burst"]
+        assert factory.backend.handles.open_count <= 4
+    finally:
+        await factory.close()
