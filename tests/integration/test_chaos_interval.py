@@ -19,8 +19,9 @@ pytestmark = pytest.mark.timeout(180)
 
 def test_a_chaos_run_on_the_interval_sync_policy_is_clean(tmp_path):
     faults = ["kill", "pause"] + ([] if fsync_unavailable() is not None else ["fsync-error"])
-    # One fault every 1-2 s after the previous heal: four or more in 12 s.
-    report = run(tmp_path, duration=12, faults=faults, seed=4, interval=(1.0, 2.0), sync_policy="interval")
+    # One fault every 1-2 s after the previous heal: at least three in 20 s even
+    # when a loaded machine makes each restart slow (12 s drew only two under load).
+    report = run(tmp_path, duration=20, faults=faults, seed=4, interval=(1.0, 2.0), sync_policy="interval")
     doc = json.loads((tmp_path / "report.json").read_text())
     assert doc["sync_policy"] == "interval"
     assert 'sync_policy = "interval"' in (tmp_path / "chaos-broker.toml").read_text()
