@@ -94,8 +94,7 @@ class Closing:
         if self._current is not None:
             self._current.close()
         self._cache.clear()
-        if self._watch is not None:
-            self._watch.cancel()
+        self._record.stop_watching()
         if self._state in (_OPEN, _CLOSING):
             self._state = _CLOSED
         self._factory._forget(self)
@@ -107,8 +106,7 @@ class Closing:
         """Stop dead, as a crash would (see ``ManagedLedgerFactory.abandon``):
         pending appends are cancelled, nothing is written."""
         self._state = _CLOSED
-        if self._watch is not None:
-            self._watch.cancel()
+        self._record.stop_watching()
         pending = [f for b in self._inflight for f in b.futures]
         pending += self._buf_futures + [f for _, f in self._waiting]
         self._buf, self._buf_futures, self._waiting = [], [], []
@@ -135,7 +133,7 @@ class Closing:
         meta = self._current_meta
         entries, size = await self._backend.seal(self._current)
         now = time.time()
-        async with self._meta_lock:
+        async with self._record.lock:
             docs = [m.doc() for m in self._ledgers.values() if m is not meta]
             if entries:
                 docs.append(_LedgerMeta(meta.ledger_id, entries, size, meta.created, now, "closed").doc())

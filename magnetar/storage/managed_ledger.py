@@ -1,10 +1,13 @@
 """The managed ledger: a named, append-only log made of a sequence of ledgers.
 
-This module holds the class and its append path; the other parts are
-mixins in their own modules: ``rollover``, ``reading`` (positions, reads),
-``trimming`` (retention), ``closing``, ``recovery`` (open, fencing a previous
-owner's ledger on disk), ``ownership`` (compare-and-set metadata writes, the metadata watch); the records are
-in ``ledger_meta``, the factory in ``factory``. None of them imports this one.
+This module holds the class and its append path. Its collaborators, each
+in its own module, are handed what they need and import nothing of this
+one: the record in the metadata store (``ledger_record``: compare-and-set
+writes, the watch), the recovery at open (``recovery``: a function), the
+tail cache (``cache``) and the storage backend (``backend``). Mixins still
+being turned into collaborators: ``rollover``, ``reading`` (positions,
+reads), ``trimming`` (retention), ``closing``. The ledgers' records are in
+``ledger_meta``, the factory in ``factory``.
 
 A managed ledger writes to one open ledger at a time and rolls over to a new
 one when the current one is full (entries, bytes) or old. Closed ledgers are
@@ -91,19 +94,19 @@ from .waiters import Waiter
 from .closing import Closing
 from .write_stats import WriteStats
 from .ledger_meta import (
-    ROOT, _OPEN, _CLOSED, _FENCED, _Batch, _LedgerMeta, _failed_future,
+    _OPEN, _CLOSING, _CLOSED, _FENCED, _Batch, _LedgerMeta, _failed_future,
     cursor_key
 )
-from .ownership import Ownership
+from .ledger_record import ManagedLedgerRecord
 from .reading import Reading
-from .recovery import Recovery
+from .recovery import recover
 from .rollover import Rollover
 from .trimming import Trimming
 
 log = logging.getLogger(__name__)
 
 
-class ManagedLedger(Rollover, Reading, Trimming, Closing, Recovery, Ownership):
+class ManagedLedger(Rollover, Reading, Trimming, Closing):
     """A topic's log. Create through :meth:`ManagedLedgerFactory.open`.
 
     All methods must be called from the event loop the managed ledger was
@@ -123,9 +126,9 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing, Recovery, Ownership):
         # Every byte of every entry goes through this one seam (backend.py).
         self._backend: LedgerBackend = factory.backend
         self._loop = asyncio.get_running_loop()
-        self._key = f"{ROOT}/{name}"
-        self._meta_version = -1
-        self._meta_lock = asyncio.Lock()
+        #: The record in the metadata store (compare-and-set writes, the watch).
+        self._record = ManagedLedgerRecord(self._store, name)
+        self._key = self._record.key
         self._ledgers: dict[int, _LedgerMeta] = {}
         self._ids: list[int] = []
         self._properties: dict[str, str] = {}
@@ -158,7 +161,6 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing, Recovery, Ownership):
         self._trim_timer: asyncio.TimerHandle | None = None
         self._retention: RetentionPolicy | None = None  # None: the factory config's rule
         self._non_durable_ids = itertools.count()
-        self._watch = None
         self._owner_check: asyncio.Task | None = None
         self.cursors: dict[str, ManagedCursor] = {}
         self._cursor_opening: dict[str, asyncio.Task] = {}
@@ -378,6 +380,68 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing, Recovery, Ownership):
         self._listeners[lid] = callback
         return lambda: self._listeners.pop(lid, None)
 
+    # ====================================================== open, ownership
+
+    async def _recover(self) -> None:
+        """Open: recover what a crash or a previous owner left
+        (:func:`.recovery.recover`), start a new ledger, load the cursors,
+        watch the record."""
+        found = await recover(self._record, self._backend, self._factory._new_ledger_id)
+        self._properties = found.properties
+        for meta in found.ledgers:
+            self._ledgers[meta.ledger_id] = meta
+            self._ids.append(meta.ledger_id)
+            if meta.entries:
+                self._last_confirmed = Position(meta.ledger_id, meta.entries - 1)
+        self._install(found.current, found.current_handle)
+        await self._load_cursors()
+        self._record.watch(self._on_record_change)
+        self._schedule_trim()
+
+    async def _save(self, ledger_docs: list[dict], properties: dict[str, str]) -> None:
+        """Write the record (:meth:`.ledger_record.ManagedLedgerRecord.save`;
+        caller holds its lock). A conflict fences this instance: the
+        current ledger refuses further batches."""
+        try:
+            await self._record.save(ledger_docs, properties)
+        except ManagedLedgerFencedError as error:
+            self._state = _FENCED
+            self._error = error
+            if self._current is not None:
+                self._current.fence()
+            raise
+
+    def _check_not_fenced(self) -> None:
+        if self._state is _FENCED:
+            raise self._error
+
+    def _on_record_change(self) -> None:
+        if self._state in (_OPEN, _CLOSING) and self._owner_check is None:
+            self._owner_check = self._loop.create_task(self._check_owner())
+
+    async def _check_owner(self) -> None:
+        """Someone else may have written our record (another broker opened
+        this managed ledger): if so, stop writing now rather than at our
+        next metadata write. The data path's own check (the backend's fence
+        after each write) is ``_fenced_on_disk``."""
+        try:
+            async with self._record.lock:
+                if not await self._record.changed_elsewhere():
+                    return
+                if self._state not in (_OPEN, _CLOSING):
+                    return
+                self._state = _FENCED
+                self._error = ManagedLedgerFencedError(
+                    f"managed ledger {self.name!r} was taken over or deleted elsewhere")
+                log.warning("%s: %s", self.name, self._error)
+                if self._current is not None:
+                    self._current.fence()  # the writer refuses batches still queued
+                self._fail(self._error)
+        except MetadataError as exc:
+            log.warning("%s: could not check ownership: %s", self.name, exc)
+        finally:
+            self._owner_check = None
+
     # ============================================================ properties
 
     async def set_properties(self, updates: dict[str, str | None]) -> None:
@@ -389,7 +453,7 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing, Recovery, Ownership):
         for key, value in updates.items():
             if not isinstance(key, str) or not (value is None or isinstance(value, str)):
                 raise TypeError(f"properties are str -> str; got {key!r}: {value!r}")
-        async with self._meta_lock:
+        async with self._record.lock:
             self._check_usable()
             props = dict(self._properties)
             for key, value in updates.items():

@@ -59,7 +59,7 @@ class Rollover:
                     entries, size = old.entry_count, old.size
                 now = time.time()
                 new_meta = _LedgerMeta(new_id, created=now)
-                async with self._meta_lock:
+                async with self._record.lock:
                     self._check_not_fenced()
                     closed = _LedgerMeta(old_meta.ledger_id, entries, size, old_meta.created, now, "closed")
                     docs = [m.doc() for m in self._ledgers.values() if m is not old_meta]

@@ -109,7 +109,7 @@ class Trimming:
     async def _trim_once(self) -> None:
         if not self._trimmable():
             return
-        async with self._meta_lock:
+        async with self._record.lock:
             if self._state is not _OPEN:
                 return
             victims = self._trimmable()

@@ -86,7 +86,7 @@ async def test_a_fenced_owner_gets_no_receipt_and_the_new_owner_reads_everything
     if not hears_the_takeover:
         # A zombie (paused past its session, or cut from etcd's watch) does
         # not hear of the new owner: only its commit's compare stops it.
-        zombie._watch.cancel()
+        zombie._record.stop_watching()
     refused = old.backend.committer.transactions
     # The zombie keeps appending (its commit gathers for 300 ms) while a new
     # owner takes the topic over: fence + recover through the metadata store.

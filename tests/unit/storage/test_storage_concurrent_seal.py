@@ -53,7 +53,7 @@ async def test_an_owner_closing_a_ledger_the_new_owner_fenced_leaves_the_seal_to
     new = ManagedLedgerFactory(tmp_path, store, StorageConfig(sync_policy="always"))
     lost = await old.open("t/ns/persistent/x")
     acked = [await lost.append(b"a%d" % i) for i in range(3)]
-    lost._watch.cancel()  # its session lapsed: it hears of the takeover late
+    lost._record.stop_watching()  # its session lapsed: it hears of the takeover late
     owner = await new.open("t/ns/persistent/x")
     with caplog.at_level(logging.INFO, logger="magnetar.storage"):
         await lost.close()

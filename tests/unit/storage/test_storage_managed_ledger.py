@@ -201,7 +201,7 @@ async def test_second_owner_fences_the_first(factories, wait_until):
 
 async def test_metadata_conflict_fences_even_without_watch(factories, store):
     ml = await factories().open("t")
-    ml._watch.cancel()  # as if the notification were lost
+    ml._record.stop_watching()  # as if the notification were lost
     record = await store.get("/managed-ledgers/t")
     await store.put("/managed-ledgers/t", record.value, record.version)
     with pytest.raises(ManagedLedgerFencedError):

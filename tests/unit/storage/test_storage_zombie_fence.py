@@ -21,7 +21,7 @@ async def test_a_zombie_owner_gets_no_receipt_after_the_new_owner_fenced_its_led
     new = ManagedLedgerFactory(tmp_path, store, StorageConfig(sync_policy="always"))
     zombie = await old.open("t/ns/persistent/x")
     acked = [await zombie.append(b"a%d" % i) for i in range(3)]
-    zombie._watch.cancel()  # paused: it will not hear of the takeover through metadata
+    zombie._record.stop_watching()  # paused: it will not hear of the takeover through metadata
 
     owner = await new.open("t/ns/persistent/x")
     with pytest.raises(ManagedLedgerFencedError):

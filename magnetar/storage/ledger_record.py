@@ -1,0 +1,82 @@
+"""A managed ledger's record in the metadata store, written by compare-and-set.
+
+``/managed-ledgers/<name>`` holds the list of its ledgers and its properties
+(JSON, layout in :mod:`.managed_ledger`). Every write compares against the
+version this instance last read or wrote, so a second writer (another broker
+that opened the managed ledger) is noticed at our next write at the latest;
+the watch notices it sooner. The record knows nothing of the managed
+ledger's state: it reports what it found, the managed ledger decides.
+
+Failure modes: :meth:`ManagedLedgerRecord.save` raises
+``ManagedLedgerFencedError`` on a version conflict or a deleted record (the
+caller then stops writing) and ``StorageError`` on other metadata errors
+(nothing changed); :meth:`load` and :meth:`changed_elsewhere` let
+``MetadataError`` through.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Callable
+
+from ..metadata.store import BadVersion, KeyNotFound, MetadataError, MetadataStore
+from .errors import ManagedLedgerFencedError, StorageError
+from .ledger_meta import ROOT, _LedgerMeta
+
+
+class ManagedLedgerRecord:
+    """The record of the managed ledger ``name`` in ``store``.
+
+    ``lock`` serialises the writers of this instance (rollover, trimming,
+    properties, close, the ownership check): hold it across a read of the
+    in-memory ledger list and the :meth:`save` that follows.
+    """
+
+    def __init__(self, store: MetadataStore, name: str) -> None:
+        self.store = store
+        self.name = name
+        self.key = f"{ROOT}/{name}"
+        #: The version last read or written; -1: the record does not exist yet.
+        self.version = -1
+        self.lock = asyncio.Lock()
+        self._watch = None
+
+    async def load(self) -> tuple[list[_LedgerMeta], dict[str, str]]:
+        """The ledgers and properties stored (none for a new managed ledger);
+        remembers the version for the next :meth:`save`."""
+        record = await self.store.get(self.key)
+        if record is None:
+            return [], {}
+        doc = json.loads(record.value)
+        self.version = record.version
+        return [_LedgerMeta.from_doc(d) for d in doc.get("ledgers", [])], dict(doc.get("properties", {}))
+
+    async def save(self, ledger_docs: list[dict], properties: dict[str, str]) -> None:
+        """Compare-and-set the record. Caller holds :attr:`lock`."""
+        value = json.dumps({"ledgers": ledger_docs, "properties": properties}, separators=(",", ":")).encode()
+        try:
+            self.version = await self.store.put(self.key, value, self.version)
+        except (BadVersion, KeyNotFound) as exc:
+            raise ManagedLedgerFencedError(f"managed ledger {self.name!r} was changed elsewhere: {exc}") from exc
+        except MetadataError as exc:
+            raise StorageError(f"writing metadata of {self.name!r} failed: {exc}") from exc
+
+    async def changed_elsewhere(self) -> bool:
+        """Whether someone else wrote or deleted the record since our last
+        read or write. Caller holds :attr:`lock`."""
+        record = await self.store.get(self.key)
+        return record is None or record.version != self.version
+
+    def watch(self, on_change: Callable[[], None]) -> None:
+        """Call ``on_change()`` when the record is written (by anyone)."""
+        key = self.key
+
+        def notified(notification) -> None:
+            if notification.key == key:
+                on_change()
+
+        self._watch = self.store.watch(key, notified)
+
+    def stop_watching(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
