@@ -261,6 +261,10 @@ def on_close_producer(session: ClientSession, frame: Frame) -> None:
 
 
 async def on_get_next_offset(session: ClientSession, req: pb.CommandGetNextOffset) -> None:
+    """GET_NEXT_OFFSET: the topic's next offset, loading it if need be.
+    Always answers: a storage or metadata failure while loading (the object
+    store or etcd out of reach, the ledger fenced by another owner) is
+    ServiceNotReady, which the client retries."""
     try:
         topic = await session.service.get_topic(topic_name(req.topic))
         session.write(command(Type.GET_NEXT_OFFSET_RESPONSE, request_id=req.request_id,
@@ -268,6 +272,10 @@ async def on_get_next_offset(session: ClientSession, req: pb.CommandGetNextOffse
     except BrokerError as exc:
         session.write(command(Type.GET_NEXT_OFFSET_RESPONSE, request_id=req.request_id, error=exc.code,
                               message=str(exc)))
+    except (StorageError, MetadataError, OSError) as exc:
+        log.warning("next offset of %s: storage: %s", req.topic, exc)
+        session.write(command(Type.GET_NEXT_OFFSET_RESPONSE, request_id=req.request_id,
+                              error=ServerError.ServiceNotReady, message=f"cannot load the topic: {exc}"))
 
 
 async def on_lease_pid(session: ClientSession, request_id: int, requests: list[pb.CommandLeasePid]) -> None:
