@@ -44,7 +44,7 @@ def test_two_sealers_of_one_ledger_both_succeed_and_leave_a_valid_index(tmp_path
         writer.close()
         recovered.close()
     assert not failures, failures[:3]
-    assert not list(tmp_path.glob("*.tmp")), "no temporary index left behind"
+    assert not list(tmp_path.rglob("*.tmp")), "no temporary index left behind"
 
 
 async def test_an_owner_closing_a_ledger_the_new_owner_fenced_leaves_the_seal_to_it(tmp_path, caplog):
