@@ -88,7 +88,7 @@ class Closing:
                 await self._seal_current()
             except Exception as exc:
                 log.error("%s: close could not seal ledger: %s", self.name, exc)
-        for meta in self._ledgers.values():
+        for meta in self._ledgers:
             if meta.ledger is not None:
                 meta.ledger.close()
         if self._current is not None:
@@ -118,7 +118,7 @@ class Closing:
         for timer in (self._age_timer, self._trim_timer):
             if timer is not None:
                 timer.cancel()
-        for meta in self._ledgers.values():
+        for meta in self._ledgers:
             if meta.ledger is not None:
                 meta.ledger.close()
         if self._current is not None:
@@ -134,7 +134,7 @@ class Closing:
         entries, size = await self._backend.seal(self._current)
         now = time.time()
         async with self._record.lock:
-            docs = [m.doc() for m in self._ledgers.values() if m is not meta]
+            docs = self._ledgers.docs(without=(meta,))
             if entries:
                 docs.append(_LedgerMeta(meta.ledger_id, entries, size, meta.created, now, "closed").doc())
             await self._save(docs, self._properties)

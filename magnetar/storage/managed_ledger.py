@@ -4,9 +4,10 @@ This module holds the class and its append path. Its collaborators, each
 in its own module, are handed what they need and import nothing of this
 one: the record in the metadata store (``ledger_record``: compare-and-set
 writes, the watch), the recovery at open (``recovery``: a function), the
-tail cache (``cache``) and the storage backend (``backend``). Mixins still
-being turned into collaborators: ``rollover``, ``reading`` (positions,
-reads), ``trimming`` (retention), ``closing``. The ledgers' records are in
+list of its ledgers and the positions in them (``ledger_list``), the reads
+of confirmed entries (``reading``), the tail cache (``cache``) and the
+storage backend (``backend``). Mixins still being turned into
+collaborators: ``rollover``, ``trimming`` (retention), ``closing``. The ledgers' records are in
 ``ledger_meta``, the factory in ``factory``.
 
 A managed ledger writes to one open ledger at a time and rolls over to a new
@@ -73,12 +74,13 @@ import functools
 import itertools
 import json
 import logging
+from bisect import bisect_right
 from typing import Any, Callable
 
 from ..metadata.store import MetadataError, MetadataStore, KeyNotFound
 from .cache import TailCache
 from .config import RetentionPolicy, StorageConfig
-from .entry import LedgerInfo
+from .entry import Entry
 from .cursor import ManagedCursor
 from .errors import (
     ManagedLedgerClosedError,
@@ -98,7 +100,8 @@ from .ledger_meta import (
     cursor_key
 )
 from .ledger_record import ManagedLedgerRecord
-from .reading import Reading
+from .ledger_list import LedgerList
+from .reading import EntryReader, find_first
 from .recovery import recover
 from .rollover import Rollover
 from .trimming import Trimming
@@ -106,7 +109,7 @@ from .trimming import Trimming
 log = logging.getLogger(__name__)
 
 
-class ManagedLedger(Rollover, Reading, Trimming, Closing):
+class ManagedLedger(Rollover, Trimming, Closing):
     """A topic's log. Create through :meth:`ManagedLedgerFactory.open`.
 
     All methods must be called from the event loop the managed ledger was
@@ -129,8 +132,8 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing):
         #: The record in the metadata store (compare-and-set writes, the watch).
         self._record = ManagedLedgerRecord(self._store, name)
         self._key = self._record.key
-        self._ledgers: dict[int, _LedgerMeta] = {}
-        self._ids: list[int] = []
+        #: Its ledgers, oldest first, and the positions in them.
+        self._ledgers = LedgerList()
         self._properties: dict[str, str] = {}
         self._current: LedgerHandle | None = None
         self._current_meta: _LedgerMeta | None = None
@@ -153,6 +156,7 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing):
         self._notify_scheduled = False
         self._idle_waiters: list[asyncio.Future] = []
         self._cache = TailCache(self._config.read_cache_bytes, factory.cache_budget)
+        self._reader = EntryReader(name, self._ledgers, self._cache, self._backend)
         self._max_entries = self._config.max_entries_per_ledger
         self._max_bytes = self._config.max_ledger_bytes
         self._age_timer: asyncio.TimerHandle | None = None
@@ -183,17 +187,16 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing):
     @property
     def entry_count(self) -> int:
         """Confirmed entries not trimmed."""
-        return sum(m.entries for m in self._ledgers.values())
+        return self._ledgers.entry_count
 
     @property
     def total_size(self) -> int:
         """Bytes on disk of confirmed entries not trimmed (frame headers included)."""
-        return sum(m.size for m in self._ledgers.values())
+        return self._ledgers.total_size
 
     @property
     def ledgers(self) -> list[LedgerInfo]:
-        return [LedgerInfo(m.ledger_id, m.entries, m.size, m.created, m.state, m.closed)
-                for m in self._ledgers.values()]
+        return self._ledgers.infos()
 
     @property
     def properties(self) -> dict[str, str]:
@@ -380,6 +383,72 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing):
         self._listeners[lid] = callback
         return lambda: self._listeners.pop(lid, None)
 
+    # ======================================================= positions, reads
+
+    def _assigned(self, meta: _LedgerMeta) -> int:
+        """Entries in the ledger, counting appends not yet durable for the current one."""
+        return self._next_entry if meta is self._current_meta else meta.entries
+
+    def _next_append_position(self) -> Position:
+        """Where the next append goes. While a rollover runs and the new
+        ledger's id is not known yet (rare), this is a position in the old
+        ledger that will never hold an entry, which orders correctly all the
+        same: reads from it go on to the next ledger."""
+        if self._rolling and self._spare_id is not None:
+            return Position(self._spare_id, len(self._waiting))
+        meta = self._current_meta
+        return Position(meta.ledger_id, self._next_entry)
+
+    def first_position(self) -> Position | None:
+        """The first confirmed entry still stored; None if there is none."""
+        return self._ledgers.first_position()
+
+    def next_position(self, pos: Position) -> Position:
+        """The position right after ``pos``, crossing ledger boundaries and
+        skipping empty or deleted ledgers. Past the end: the position the
+        next append gets (if that is after ``pos``), or while a rollover
+        runs, the new ledger's first position (appends wait for it)."""
+        ledgers = self._ledgers
+        meta = ledgers.get(pos.ledger_id)
+        if meta is not None and pos.entry_id + 1 < self._assigned(meta):
+            return Position(pos.ledger_id, pos.entry_id + 1)
+        ids = ledgers.ids
+        for i in range(bisect_right(ids, pos.ledger_id), len(ids)):
+            later = ledgers.metas[ids[i]]
+            if self._assigned(later):
+                return Position(later.ledger_id, 0)
+        end = self._next_append_position()
+        if end.ledger_id > pos.ledger_id:
+            # A rollover is running: the appends waiting for the new ledger
+            # become its entries 0, 1, ...; the next position is its first,
+            # not where the next append goes (a reader would skip them).
+            return Position(end.ledger_id, 0)
+        return end if end > pos else Position(pos.ledger_id, pos.entry_id + 1)
+
+    def _is_confirmed_entry(self, pos: Position) -> bool:
+        return self._ledgers.is_confirmed_entry(pos)
+
+    def _entries_after(self, pos: Position) -> int:
+        """Confirmed entries strictly after ``pos``."""
+        return self._ledgers.entries_after(pos)
+
+    async def read_entries(self, start: Position, max_entries: int, max_bytes: int | None = None) -> list[Entry]:
+        """Up to ``max_entries`` confirmed entries from ``start`` (or the next
+        stored entry after it), possibly spanning ledgers; ``[]`` if none.
+        With ``max_bytes``, stops once that much data was returned (at least
+        one entry is always returned). Raises ``CorruptLedgerError`` if a
+        record fails its CRC and ``StorageError`` on I/O errors
+        (:class:`.reading.EntryReader`)."""
+        if self._state is _CLOSED:
+            raise self._refusal()
+        return await self._reader.read_entries(start, max_entries, max_bytes)
+
+    async def find_first(self, predicate: Callable[[Entry], bool]) -> Position | None:
+        """Binary search for the first confirmed entry where ``predicate`` is
+        True, assuming it is False...False True...True over the log (e.g.
+        publish time >= t). None if it is True nowhere."""
+        return await find_first(self._ledgers, self.read_entries, predicate)
+
     # ====================================================== open, ownership
 
     async def _recover(self) -> None:
@@ -389,8 +458,7 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing):
         found = await recover(self._record, self._backend, self._factory._new_ledger_id)
         self._properties = found.properties
         for meta in found.ledgers:
-            self._ledgers[meta.ledger_id] = meta
-            self._ids.append(meta.ledger_id)
+            self._ledgers.add(meta)
             if meta.entries:
                 self._last_confirmed = Position(meta.ledger_id, meta.entries - 1)
         self._install(found.current, found.current_handle)
@@ -461,7 +529,7 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing):
                     props.pop(key, None)
                 else:
                     props[key] = value
-            await self._save([m.doc() for m in self._ledgers.values()], props)
+            await self._save(self._ledgers.docs(), props)
             self._properties = props
 
     # ============================================================= retention
@@ -505,7 +573,7 @@ class ManagedLedger(Rollover, Reading, Trimming, Closing):
         if initial_position == "latest" and self._last_confirmed is not None:
             md = self._last_confirmed
         else:
-            first = self.first_position() or self._next_append_position()
+            first = self._ledgers.first_position() or self._next_append_position()
             md = Position(first.ledger_id, -1)
         cursor = ManagedCursor(self, name, md, key=cursor_key(self._key, name), version=-1)
         cursor._gen += 1

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from bisect import bisect_left
 
 from .errors import ManagedLedgerFailedError, ManagedLedgerFencedError, StorageError
 from .backend import LedgerHandle
@@ -62,7 +61,7 @@ class Rollover:
                 async with self._record.lock:
                     self._check_not_fenced()
                     closed = _LedgerMeta(old_meta.ledger_id, entries, size, old_meta.created, now, "closed")
-                    docs = [m.doc() for m in self._ledgers.values() if m is not old_meta]
+                    docs = self._ledgers.docs(without=(old_meta,))
                     if entries:
                         docs.append(closed.doc())
                     docs.append(new_meta.doc())
@@ -100,8 +99,7 @@ class Rollover:
 
     def _install(self, meta: _LedgerMeta, ledger: LedgerHandle) -> None:
         meta.ledger = ledger
-        self._ledgers[meta.ledger_id] = meta
-        self._ids.append(meta.ledger_id)
+        self._ledgers.add(meta)
         self._current = ledger
         self._current_meta = meta
         self._next_entry = 0
@@ -133,10 +131,7 @@ class Rollover:
             self._start_rollover()
 
     def _remove_meta(self, meta: _LedgerMeta) -> None:
-        self._ledgers.pop(meta.ledger_id, None)
-        i = bisect_left(self._ids, meta.ledger_id)
-        if i < len(self._ids) and self._ids[i] == meta.ledger_id:
-            del self._ids[i]
+        self._ledgers.remove(meta)
         self._cache.drop(meta.ledger_id)
 
     def _fail(self, exc: BaseException) -> None:

@@ -29,7 +29,7 @@ class Trimming:
 
     def _cursor_moved(self, mark_delete: Position) -> None:
         """A durable cursor persisted a new mark-delete position."""
-        for meta in self._ledgers.values():
+        for meta in self._ledgers:
             if meta.state == "closed" and Position(meta.ledger_id, meta.entries - 1) <= mark_delete:
                 self._schedule_trim()
             return
@@ -71,7 +71,7 @@ class Trimming:
         # empty current ledger behind it.
         last = self.last_confirmed
         victims = []
-        for meta in self._ledgers.values():
+        for meta in self._ledgers:
             if meta.state != "closed" or meta is self._current_meta:
                 break
             if last is not None and meta.ledger_id == last.ledger_id:
@@ -116,7 +116,7 @@ class Trimming:
             if not victims:
                 return
             gone = {m.ledger_id for m in victims}
-            await self._save([m.doc() for m in self._ledgers.values() if m.ledger_id not in gone], self._properties)
+            await self._save(self._ledgers.docs(without=gone), self._properties)
             for meta in victims:
                 self._remove_meta(meta)
         log.info("%s: trimmed ledgers %s", self.name, sorted(gone))
