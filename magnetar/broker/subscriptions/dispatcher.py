@@ -16,7 +16,10 @@ Two kinds, as in Pulsar:
 
 A dispatcher runs one read at a time (``_run``) and is woken by
 :meth:`schedule` whenever something changed: new entries, permits, consumers,
-redeliveries, a write buffer that drained.
+redeliveries, a write buffer that drained. A round that fails (a read the
+object store refused, a cursor write etcd refused) is tried again after
+:data:`RETRY_AFTER_S`: nothing else may wake it (the consumers wait for
+messages, the topic may be idle).
 """
 from __future__ import annotations
 
@@ -24,7 +27,8 @@ import abc
 import asyncio
 import logging
 
-from magnetar.storage import Entry, Position
+from magnetar.metadata import MetadataError
+from magnetar.storage import Entry, Position, StorageError
 
 from .consumer import Consumer
 from .delayed import DelayedIndex, now_ms
@@ -35,6 +39,10 @@ from magnetar.broker.entries.message_peek import deliver_at, producer_metadata
 from .views import SubscriptionView
 
 log = logging.getLogger(__name__)
+
+#: Seconds before a failed dispatch round is tried again (unless something
+#: wakes the dispatcher sooner).
+RETRY_AFTER_S = 1.0
 
 
 class Dispatcher(abc.ABC):
@@ -81,8 +89,16 @@ class Dispatcher(abc.ABC):
                 progressed = await self.dispatch_round()
                 if not progressed and not self._again:
                     return
+        except (StorageError, MetadataError, OSError) as exc:  # the store out of reach: expected under faults
+            log.warning("dispatcher of %s: %s; trying again in %.0f s", self.subscription.name, exc, RETRY_AFTER_S)
+            self._retry_later()
         except Exception:  # a dispatcher must never die silently
             log.exception("dispatcher of %s failed", self.subscription.name)
+            self._retry_later()
+
+    def _retry_later(self) -> None:
+        if not self.closed:
+            asyncio.get_running_loop().call_later(RETRY_AFTER_S, self.schedule)
 
     @abc.abstractmethod
     async def dispatch_round(self) -> bool:
