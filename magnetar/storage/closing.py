@@ -62,16 +62,11 @@ class Closing:
             await self._wait_idle()
         except Exception:
             clean = False
-        for timer in (self._age_timer, self._trim_timer):
-            if timer is not None:
-                timer.cancel()
+        if self._age_timer is not None:
+            self._age_timer.cancel()
         if self._spare_task is not None:
             self._spare_task.cancel()
-        if self._trim_task is not None:
-            try:
-                await self._trim_task
-            except Exception:
-                pass
+        await self._trimmer.stop()
         if not keep_cursors:
             await self.close_cursors()
         if (clean and self._state is _CLOSING and self._current is not None
@@ -112,12 +107,12 @@ class Closing:
         self._buf, self._buf_futures, self._waiting = [], [], []
         self._inflight.clear()
         waiters.abandon(pending)
-        for task in (self._rollover_task, self._trim_task, self._spare_task):
+        for task in (self._rollover_task, self._spare_task):
             if task is not None:
                 task.cancel()
-        for timer in (self._age_timer, self._trim_timer):
-            if timer is not None:
-                timer.cancel()
+        self._trimmer.abandon()
+        if self._age_timer is not None:
+            self._age_timer.cancel()
         for meta in self._ledgers:
             if meta.ledger is not None:
                 meta.ledger.close()

@@ -80,7 +80,7 @@ class ManagedLedgerFactory:
 
     async def _open_new(self, name: str, retention: RetentionPolicy | None = None) -> ManagedLedger:
         ml = ManagedLedger(self, name)
-        ml._retention = retention
+        ml._trimmer.retention = retention
         try:
             await ml._recover()
         except (MetadataError, OSError) as exc:

@@ -6,8 +6,8 @@ one: the record in the metadata store (``ledger_record``: compare-and-set
 writes, the watch), the recovery at open (``recovery``: a function), the
 list of its ledgers and the positions in them (``ledger_list``), the reads
 of confirmed entries (``reading``), the tail cache (``cache``) and the
-storage backend (``backend``). Mixins still being turned into
-collaborators: ``rollover``, ``trimming`` (retention), ``closing``. The ledgers' records are in
+storage backend (``backend``), the trimmer (``trimming``: retention).
+Mixins still being turned into collaborators: ``rollover``, ``closing``. The ledgers' records are in
 ``ledger_meta``, the factory in ``factory``.
 
 A managed ledger writes to one open ledger at a time and rolls over to a new
@@ -104,12 +104,12 @@ from .ledger_list import LedgerList
 from .reading import EntryReader, find_first
 from .recovery import recover
 from .rollover import Rollover
-from .trimming import Trimming
+from .trimming import Trimmer
 
 log = logging.getLogger(__name__)
 
 
-class ManagedLedger(Rollover, Trimming, Closing):
+class ManagedLedger(Rollover, Closing):
     """A topic's log. Create through :meth:`ManagedLedgerFactory.open`.
 
     All methods must be called from the event loop the managed ledger was
@@ -160,10 +160,8 @@ class ManagedLedger(Rollover, Trimming, Closing):
         self._max_entries = self._config.max_entries_per_ledger
         self._max_bytes = self._config.max_ledger_bytes
         self._age_timer: asyncio.TimerHandle | None = None
-        self._trim_task: asyncio.Task | None = None
-        self._trim_again = False
-        self._trim_timer: asyncio.TimerHandle | None = None
-        self._retention: RetentionPolicy | None = None  # None: the factory config's rule
+        #: Deletes consumed ledgers that retention lets go.
+        self._trimmer = Trimmer(self, self._ledgers, self._config, self._backend, self._record.lock, self._loop)
         self._non_durable_ids = itertools.count()
         self._owner_check: asyncio.Task | None = None
         self.cursors: dict[str, ManagedCursor] = {}
@@ -537,14 +535,30 @@ class ManagedLedger(Rollover, Trimming, Closing):
     @property
     def retention(self) -> RetentionPolicy | None:
         """This managed ledger's retention override; None: the factory config's."""
-        return self._retention
+        return self._trimmer.retention
 
     def set_retention(self, policy: RetentionPolicy | None) -> None:
         """Replace the retention override (None: back to the factory config)
         and re-check what can be trimmed. Not persisted: whoever opens the
         managed ledger sets it again (the broker, from namespace policies)."""
-        self._retention = policy
+        self._trimmer.retention = policy
         self._schedule_trim()
+
+    def _schedule_trim(self) -> None:
+        self._trimmer.schedule()
+
+    def _cursor_moved(self, mark_delete: Position) -> None:
+        """A durable cursor persisted a new mark-delete position (trimming may follow)."""
+        self._trimmer.cursor_moved(mark_delete)
+
+    def _is_current(self, meta: _LedgerMeta) -> bool:
+        return meta is self._current_meta
+
+    async def _forget_ledgers(self, victims: list[_LedgerMeta]) -> None:
+        """Trimmed: record the ledgers gone, then forget them (caller holds the record's lock)."""
+        await self._save(self._ledgers.docs(without=victims), self._properties)
+        for meta in victims:
+            self._remove_meta(meta)
 
     def _check_usable(self) -> None:
         if self._state in (_CLOSED, _FENCED):
