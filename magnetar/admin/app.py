@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from magnetar.security import tls
 
@@ -23,14 +23,14 @@ from .access import access
 from .console import assets as console_assets, browse as console_browse, detail as console_detail, \
     listing as console_listing, overview as console_overview
 from .errors import json_errors
-from .metrics import registry_for
+from .metrics import BrokerMetrics
 from .params import BROKER
 from .routes import OBJECT, RouteTable, add_to, json_answer
 
 if TYPE_CHECKING:
     from magnetar.broker.server.server import Broker
 
-REGISTRY = web.AppKey("registry", object)
+METRICS = web.AppKey("metrics", BrokerMetrics)
 OPENAPI = web.AppKey("openapi", dict)
 
 broker_table = RouteTable("broker")
@@ -55,9 +55,15 @@ async def version(request: web.Request) -> web.Response:
 
 @broker_table.route("GET", "/metrics", "Prometheus metrics (text exposition format)", answer={"type": "string"},
                     errors=())
-async def metrics(request: web.Request) -> web.Response:
-    registry = request.app[REGISTRY]
-    return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+async def metrics(request: web.Request) -> web.StreamResponse:
+    # Streamed: with topic-level series at many topics the text is large,
+    # and written a chunk at a time the event loop serves traffic between.
+    response = web.StreamResponse(headers={"Content-Type": CONTENT_TYPE_LATEST})
+    await response.prepare(request)
+    async for chunk in request.app[METRICS].chunks():
+        await response.write(chunk)
+    await response.write_eof()
+    return response
 
 
 @broker_table.route("GET", "/admin/v2/openapi.json", "This API's OpenAPI 3 description", answer=OBJECT, errors=())
@@ -68,7 +74,7 @@ async def openapi_json(request: web.Request) -> web.Response:
 def build_app(broker: "Broker") -> web.Application:
     app = web.Application(middlewares=[access, json_errors], client_max_size=2 * 1024 * 1024)
     app[BROKER] = broker
-    app[REGISTRY] = registry_for(broker)
+    app[METRICS] = BrokerMetrics(broker)
     app[OPENAPI] = openapi.build(add_to(app, TABLES))
     console_detail.add_owner_routes(app)
     console_assets.add_to(app)  # the web console (docs/console.md): after the API, which wins for /console/api/

@@ -6,28 +6,30 @@ series are left out with ``expose_topic_level_metrics_in_prometheus = false``
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, AsyncIterator
 
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily
 
-from prometheus_client import GCCollector, ProcessCollector
+from prometheus_client import GCCollector, ProcessCollector, generate_latest
 
 from .object_metrics import ObjectStorageCollector
 from .operator_metrics import OperatorCollector
 from .pulsar_metrics import PulsarCollector
+from .topic_exposition import TopicExposition
 
 if TYPE_CHECKING:
     from magnetar.broker.server.server import Broker
 
 
 class TopicCollector:
+    """``magnetar_topics_loaded`` and the lookup counters (the per-topic
+    series: :mod:`.topic_exposition`)."""
+
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
 
     def collect(self):
         service = self.broker.service
-        if self.broker.config.expose_topic_level_metrics_in_prometheus:
-            yield from self._topic_series(list(service.topics.values()) if service else [])
         loaded = GaugeMetricFamily("magnetar_topics_loaded", "Topics loaded in memory (stored ones load on first use)")
         loaded.add_metric([], len(service.topics) if service else 0)
         yield loaded
@@ -39,32 +41,27 @@ class TopicCollector:
             redirects.add_metric([], service.lookup_redirects)
             yield from (answers, redirects)
 
-    @staticmethod
-    def _topic_series(topics: list):
-        """Magnetar's own series, one per loaded topic (and subscription)."""
-        msg_in = CounterMetricFamily("magnetar_topic_messages_in", "Messages published", labels=["topic"])
-        bytes_in = CounterMetricFamily("magnetar_topic_bytes_in", "Bytes stored", labels=["topic"])
-        storage = GaugeMetricFamily("magnetar_topic_storage_bytes", "Bytes in storage", labels=["topic"])
-        backlog = GaugeMetricFamily("magnetar_subscription_backlog_entries", "Entries not yet acknowledged",
-                                    labels=["topic", "subscription"])
-        producers = GaugeMetricFamily("magnetar_topic_producers", "Attached producers", labels=["topic"])
-        for topic in topics:
-            name = str(topic.name)
-            msg_in.add_metric([name], topic.msg_in)
-            bytes_in.add_metric([name], topic.bytes_in)
-            storage.add_metric([name], topic.ledger.total_size)
-            producers.add_metric([name], len(topic.producers))
-            for sub_name, sub in topic.subscriptions.items():
-                backlog.add_metric([name, sub_name], sub.backlog())
-        return (msg_in, bytes_in, storage, backlog, producers)
 
+class BrokerMetrics:
+    """What ``/metrics`` serves for one broker: :attr:`registry` (every
+    series but the per-topic ones) and, with topic-level series on, the
+    per-topic series written straight to text (:mod:`.topic_exposition`)."""
 
-def registry_for(broker: "Broker") -> CollectorRegistry:
-    registry = CollectorRegistry()
-    registry.register(TopicCollector(broker))
-    registry.register(PulsarCollector(broker))
-    registry.register(OperatorCollector(broker))
-    registry.register(ObjectStorageCollector(broker))
-    ProcessCollector(registry=registry)  # process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds
-    GCCollector(registry=registry)  # python_gc_collections_total, python_gc_objects_collected_total
-    return registry
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+        pulsar = PulsarCollector(broker)
+        self.registry = CollectorRegistry()
+        self.registry.register(TopicCollector(broker))
+        self.registry.register(pulsar)
+        self.registry.register(OperatorCollector(broker))
+        self.registry.register(ObjectStorageCollector(broker))
+        ProcessCollector(registry=self.registry)  # process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds
+        GCCollector(registry=self.registry)  # python_gc_collections_total, python_gc_objects_collected_total
+        self.topics = TopicExposition(broker, pulsar)
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """A scrape's text in chunks (the event loop runs between them)."""
+        yield generate_latest(self.registry)
+        if self.broker.config.expose_topic_level_metrics_in_prometheus:
+            async for chunk in self.topics.chunks():
+                yield chunk

@@ -29,7 +29,7 @@ names where Pulsar has the metric (so its dashboards and alerts work):
 Rates are measured between two scrapes (the first reports 0), as
 :mod:`.pulsar_metrics` does. Read at scrape time, no background work.
 To add a metric: a family here (or a new module beside it) and one line in
-:func:`magnetar.admin.metrics.registry_for`.
+:class:`magnetar.admin.metrics.BrokerMetrics`.
 """
 from __future__ import annotations
 

@@ -10,7 +10,8 @@ subscription ``pulsar_subscription_back_log`` (plus a ``subscription``
 label); per broker ``pulsar_active_connections`` and ``pulsar_topics_count``.
 Rates are measured between two scrapes (the first scrape reports 0), as a
 Prometheus ``rate()`` over the counters would. Read at scrape time, no
-background work.
+background work. The per-topic series are written by
+:mod:`.topic_exposition` (straight to text); this collector serves the rest.
 """
 from __future__ import annotations
 
@@ -53,58 +54,51 @@ class PulsarCollector:
     def collect(self):
         service = self.broker.service
         cluster = self.broker.config.cluster_name
-        rows = self._rows(list(service.topics.values()) if service else [])
+        topics = list(service.topics.values()) if service else []
         if self.broker.config.expose_topic_level_metrics_in_prometheus:
-            yield from topic_series(cluster, rows)
+            # The per-topic series are rendered apart (topic_exposition.py).
+            namespaces = [t.name.namespace_name for t in topics]
         else:
+            rows = self.rows(topics)
             yield from namespace_series(cluster, rows)
+            namespaces = [ns for _, ns, _, _ in rows]
         connections = GaugeMetricFamily("pulsar_active_connections", "Client connections", labels=["cluster"])
         connections.add_metric([cluster], len(service.connections) if service else 0)
         yield connections
-        yield topics_count(cluster, rows)
+        yield topics_count(cluster, namespaces)
 
-    def _rows(self, topics: list) -> list[tuple[str, str, tuple, list[tuple[str, int]]]]:
+    def rows(self, topics: list) -> list[tuple[str, str, tuple, list[tuple[str, int]]]]:
         """(topic, namespace, gauge values in GAUGES' order, [(subscription,
         backlog)]) per topic; rates between this scrape and the last one."""
         now = time.monotonic()
-        rows = []
-        seen = set()
-        for topic in topics:
-            name = str(topic.name)
-            seen.add(name)
-            subs = list(topic.subscriptions.values())
-            # The topic's own counters: they keep what consumers that left had received.
-            msg_out, bytes_out = topic.msg_out, topic.bytes_out
-            then, m_in, b_in, m_out, b_out = self._last.get(name, (now, topic.msg_in, topic.bytes_in, msg_out,
-                                                                  bytes_out))
-            elapsed = now - then
-
-            def per_s(now_v: int, then_v: int) -> float:
-                return max(0, now_v - then_v) / elapsed if elapsed > 0 else 0.0
-
-            self._last[name] = (now, topic.msg_in, topic.bytes_in, msg_out, bytes_out)
-            backlogs = [(s.name, s.backlog()) for s in subs]
-            values = (per_s(topic.msg_in, m_in), per_s(msg_out, m_out), per_s(topic.bytes_in, b_in),
-                      per_s(bytes_out, b_out), sum(b for _, b in backlogs), topic.ledger.total_size,
-                      len(topic.producers), sum(len(s.consumers) for s in subs), len(subs))
-            rows.append((name, topic.name.namespace_name, values, backlogs))
-        for gone in set(self._last) - seen:
-            del self._last[gone]
+        rows = [self.row(topic, now) for topic in topics]
+        self.keep_only({row[0] for row in rows})
         return rows
 
+    def row(self, topic, now: float, name: str = "") -> tuple[str, str, tuple, list[tuple[str, int]]]:
+        """One topic's row (see :meth:`rows`); ``now``: the scrape's monotonic
+        time; ``name``: the topic's name when the caller has it."""
+        name = name or str(topic.name)
+        subs = list(topic.subscriptions.values())
+        # The topic's own counters: they keep what consumers that left had received.
+        msg_out, bytes_out = topic.msg_out, topic.bytes_out
+        then, m_in, b_in, m_out, b_out = self._last.get(name, (now, topic.msg_in, topic.bytes_in, msg_out, bytes_out))
+        elapsed = now - then
 
-def topic_series(cluster: str, rows: list) -> list[GaugeMetricFamily]:
-    """One series per topic (and per subscription for the backlog)."""
-    families = [GaugeMetricFamily(name, doc, labels=TOPIC_LABELS) for name, doc in GAUGES]
-    sub_backlog = GaugeMetricFamily("pulsar_subscription_back_log", "Entries the subscription has not acknowledged",
-                                    labels=TOPIC_LABELS + ["subscription"])
-    for name, ns, values, backlogs in rows:
-        labels = [cluster, ns, name]
-        for family, value in zip(families, values):
-            family.add_metric(labels, value)
-        for sub_name, b in backlogs:
-            sub_backlog.add_metric(labels + [sub_name], b)
-    return [*families, sub_backlog]
+        def per_s(now_v: int, then_v: int) -> float:
+            return max(0, now_v - then_v) / elapsed if elapsed > 0 else 0.0
+
+        self._last[name] = (now, topic.msg_in, topic.bytes_in, msg_out, bytes_out)
+        backlogs = [(s.name, s.backlog()) for s in subs]
+        values = (per_s(topic.msg_in, m_in), per_s(msg_out, m_out), per_s(topic.bytes_in, b_in),
+                  per_s(bytes_out, b_out), sum(b for _, b in backlogs), topic.ledger.total_size,
+                  len(topic.producers), sum(len(s.consumers) for s in subs), len(subs))
+        return name, topic.name.namespace_name, values, backlogs
+
+    def keep_only(self, names: set[str]) -> None:
+        """Forget the last scrape's counters of topics not in ``names`` (unloaded)."""
+        for gone in set(self._last) - names:
+            del self._last[gone]
 
 
 def namespace_series(cluster: str, rows: list) -> list[GaugeMetricFamily]:
@@ -121,11 +115,11 @@ def namespace_series(cluster: str, rows: list) -> list[GaugeMetricFamily]:
     return families
 
 
-def topics_count(cluster: str, rows: list) -> GaugeMetricFamily:
-    """``pulsar_topics_count``: the loaded topics per namespace."""
+def topics_count(cluster: str, namespaces: list[str]) -> GaugeMetricFamily:
+    """``pulsar_topics_count``: the loaded topics per namespace (one name per loaded topic)."""
     family = GaugeMetricFamily("pulsar_topics_count", "Loaded topics", labels=["cluster", "namespace"])
     per_namespace: dict[str, int] = {}
-    for _, ns, _, _ in rows:
+    for ns in namespaces:
         per_namespace[ns] = per_namespace.get(ns, 0) + 1
     for ns, n in sorted(per_namespace.items()):
         family.add_metric([cluster, ns], n)
