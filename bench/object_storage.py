@@ -1,6 +1,7 @@
 """Ledgers on segment files against ledgers on object storage, in one run.
 
     .venv/bin/python -m bench.object_storage [--seconds 10] [--traffic-minutes 1] [--json PATH]
+    .venv/bin/python -m bench.object_storage --latency-only     # the latency runs alone
 
 For each backend (``file``, then ``object``) it starts a 3-broker cluster
 with ``magnetar cluster up --storage B`` (its own etcd; with ``object`` its
@@ -10,6 +11,9 @@ own SeaweedFS on loopback) and measures, with ``magnetar perf``'s runner
 - produce throughput at max rate over ``--topics`` topics (spread over the
   cluster's bundles, so over its brokers);
 - publish latency p50 / p99 / max at 5,000 and 20,000 msg/s (same topics);
+  with ``object`` also where the commits' time went during each run (the
+  brokers' ``magnetar_object_commit_phase_seconds``: gather, put, wait,
+  transaction, receipts, total);
 - object only: PUTs per second per broker with 1 active topic and with
   ``--many-topics`` (1,000) active topics, from the brokers'
   ``magnetar_object_puts_total`` counters sampled while the load runs;
@@ -44,6 +48,8 @@ from magnetar_harness.cluster import LocalCluster
 
 NAMESPACE = "public/default"
 PUTS = re.compile(r"^magnetar_object_puts_total (\S+)$", re.M)
+PHASE = re.compile(r'^magnetar_object_commit_phase_seconds_(bucket|sum)\{(?:le="([^"]+)",)?phase="(\w+)"\} (\S+)$',
+                   re.M)
 
 
 def admin_put(cluster: LocalCluster, path: str) -> None:
@@ -68,6 +74,43 @@ def object_puts(cluster: LocalCluster) -> list[int]:
         found = PUTS.search(text)
         out.append(int(float(found.group(1))) if found else 0)
     return out
+
+
+def commit_phases(cluster: LocalCluster) -> dict:
+    """Every broker's commit phase histograms, added up:
+    ``{phase: {"buckets": [(le, cumulative count)], "sum": seconds}}``."""
+    out: dict = {}
+    for m in cluster.members:
+        text = urllib.request.urlopen(m.admin_url + "/metrics", timeout=30).read().decode()
+        for kind, le, phase, value in PHASE.findall(text):
+            entry = out.setdefault(phase, {"buckets": {}, "sum": 0.0})
+            if kind == "sum":
+                entry["sum"] += float(value)
+            else:
+                entry["buckets"][le] = entry["buckets"].get(le, 0) + float(value)
+    return {phase: {"buckets": list(e["buckets"].items()), "sum": e["sum"]} for phase, e in out.items()}
+
+
+def phase_figures(before: dict, after: dict) -> dict:
+    """Per phase, over the commits between two ``commit_phases`` readings:
+    count, mean and the bucket bounds holding the median and the 99th
+    percentile (ms)."""
+    figures = {}
+    for phase, a in after.items():
+        b = before.get(phase, {"buckets": [], "sum": 0.0})
+        old = dict(b["buckets"])
+        buckets = [(le, n - old.get(le, 0)) for le, n in a["buckets"]]
+        count = buckets[-1][1] if buckets else 0
+        if not count:
+            continue
+
+        def bound(q: float) -> str:
+            le = next(le for le, n in buckets if n >= q * count)
+            return le if le == "+Inf" else f"{float(le) * 1000:g}"
+
+        figures[phase] = {"commits": int(count), "mean_ms": round((a["sum"] - b["sum"]) / count * 1000, 1),
+                          "p50_le_ms": bound(0.5), "p99_le_ms": bound(0.99)}
+    return figures
 
 
 class PutSampler:
@@ -104,12 +147,20 @@ class PutSampler:
         return [round((y - x) / (t1 - t0), 1) for x, y in zip(a, b)]
 
 
-def produce(spec: WorkloadSpec, log) -> dict:
+def produce(spec: WorkloadSpec, log, cluster: LocalCluster | None = None) -> dict:
+    """One produce run; with ``cluster`` (object storage) also where the
+    commits' time went during it (``commit_phases``)."""
+    before = commit_phases(cluster) if cluster is not None else None
     result = run(spec, produce=True, consume=False, command=f"produce {spec.topic}")
     p = result["produce"] or {}
     lat = p.get("latency_ms") or {}
     log(f"  {spec.topic}: {p.get('msg_per_s', 0):,.0f} msg/s, publish p50 {lat.get('p50')} p99 {lat.get('p99')} "
         f"max {lat.get('max')} ms, errors {p.get('errors')} {result['errors'] or ''}")
+    if before is not None:
+        result["commit_phases"] = phase_figures(before, commit_phases(cluster))
+        for phase, f in result["commit_phases"].items():
+            log(f"    {phase:>11}: {f['commits']} commits, mean {f['mean_ms']} ms, "
+                f"p50 <= {f['p50_le_ms']} ms, p99 <= {f['p99_le_ms']} ms")
     return result
 
 
@@ -207,10 +258,13 @@ def measure(storage: str, args, log) -> dict:
             log(f"[{storage}] 3 brokers: {', '.join(m.service_url for m in cluster.members)}")
             base = WorkloadSpec(service_url=cluster.members[0].service_url, size=100, topics=args.topics,
                                 duration=args.seconds, batching=True)
-            tput = produce(replace(base, topic="tput"), log)
-            out["throughput"] = tput
+            phases = cluster if storage == "object" else None
             for rate in (5_000, 20_000):
-                out[f"latency_{rate}"] = produce(replace(base, topic=f"lat{rate}", rate=rate), log)
+                out[f"latency_{rate}"] = produce(replace(base, topic=f"lat{rate}", rate=rate), log, phases)
+            if args.latency_only:
+                return out
+            tput = produce(replace(base, topic="tput"), log, phases)
+            out["throughput"] = tput
             if storage == "object":
                 out["puts_1_topic"] = puts_under_load(
                     cluster, replace(base, topic="one", topics=1, rate=args.put_rate), log)
@@ -232,12 +286,16 @@ def summary(results: dict, args) -> list[str]:
 
     lines = ["| figure | file | object |", "|---|---:|---:|"]
     f, o = results["file"], results["object"]
-    lines.append(f"| produce, msg/s (max rate, {args.topics} topics) | {p(f['throughput'], 'msg_per_s'):,.0f} "
-                 f"| {p(o['throughput'], 'msg_per_s'):,.0f} |")
     for rate in (5_000, 20_000):
         for q in ("p50", "p99", "max"):
             lines.append(f"| publish {q} at {rate:,} msg/s, ms | {p(f[f'latency_{rate}'], 'latency_ms', q)} "
                          f"| {p(o[f'latency_{rate}'], 'latency_ms', q)} |")
+    p99 = p(o["latency_20000"], "latency_ms", "p99")
+    p99_line = f"- object p99 at 20,000 msg/s = {p99} ms (target <= 50): {'met' if p99 is not None and p99 <= 50 else 'MISSED'}"
+    if args.latency_only:
+        return lines + ["", "Targets:", p99_line]
+    lines.append(f"| produce, msg/s (max rate, {args.topics} topics) | {p(f['throughput'], 'msg_per_s'):,.0f} "
+                 f"| {p(o['throughput'], 'msg_per_s'):,.0f} |")
     for label, key in (("1 topic", "puts_1_topic"), (f"{args.many_topics} topics", "puts_many_topics")):
         lines.append(f"| PUTs/s per broker, {label} at {args.put_rate:,} msg/s (each broker) | - | "
                      f"{o[key]['puts_per_s_per_broker']} |")
@@ -247,12 +305,11 @@ def summary(results: dict, args) -> list[str]:
                        ("bytes_max", "etcd bytes per topic (max)")):
         lines.append(f"| {label} after {args.traffic_minutes} min | {f['etcd'][key]:,} | {o['etcd'][key]:,} |")
     ratio = p(o["throughput"], "msg_per_s") / max(1, p(f["throughput"], "msg_per_s"))
-    p99 = p(o["latency_20000"], "latency_ms", "p99")
     puts = max(o["puts_1_topic"]["max_puts_per_s"] or 0, o["puts_many_topics"]["max_puts_per_s"] or 0)
     bound = 1000 / args.commit_interval_ms
     lines += ["", "Targets:",
               f"- object throughput / file's = {ratio:.0%} (target >= 25 %): {'met' if ratio >= 0.25 else 'MISSED'}",
-              f"- object p99 at 20,000 msg/s = {p99} ms (target <= 50): {'met' if p99 is not None and p99 <= 50 else 'MISSED'}",
+              p99_line,
               f"- object PUTs per broker per second, max = {puts} (target <= {bound:g}): "
               f"{'met' if puts <= bound else 'MISSED'}"]
     return lines
@@ -268,6 +325,8 @@ def main() -> None:
     parser.add_argument("--traffic-topics", type=int, default=10)
     parser.add_argument("--traffic-rate", type=float, default=2000.0)
     parser.add_argument("--commit-interval-ms", type=int, default=20, help="object_commit_interval_ms")
+    parser.add_argument("--latency-only", action="store_true",
+                        help="only the publish latency runs (5,000 and 20,000 msg/s), with the commit phases")
     parser.add_argument("--only", choices=["file", "object"], help="one backend (no comparison)")
     parser.add_argument("--json", help="write every raw result here")
     args = parser.parse_args()

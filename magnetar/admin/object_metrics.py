@@ -6,13 +6,16 @@ One commit is one PUT of one object holding every topic's entries of the
 interval, then one metadata transaction per 120 ledgers in it, so
 ``magnetar_object_puts_total`` over time is the PUT bill and stays at most
 1000 / ``object_commit_interval_ms`` per second whatever the topic count
-(docs/object-storage.md). Read at scrape time from the committer's counters.
+(docs/object-storage.md). ``magnetar_object_commit_phase_seconds{phase}``
+says where a commit's time goes (gather, put, wait, transaction, receipts,
+total: ``storage/object_commit_timings.py``). Read at scrape time from the
+committer's counters.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 
 if TYPE_CHECKING:
     from magnetar.broker.server.server import Broker
@@ -34,3 +37,9 @@ class ObjectStorageCollector:
                                   value=committer.transactions)
         yield CounterMetricFamily("magnetar_object_commits", "Commits done (one object each)",
                                   value=committer.commits)
+        phases = HistogramMetricFamily("magnetar_object_commit_phase_seconds",
+                                       "Time of each phase of a commit (total: first batch to last receipt)",
+                                       labels=["phase"])
+        for name, histogram in committer.timings.phases.items():
+            phases.add_metric([name], histogram.cumulative(), histogram.sum)
+        yield phases

@@ -378,8 +378,11 @@ class EtcdMetadataStore(MetadataStore):
             raise KeyNotFound(key)
         raise BadVersion(f"{key} is at version {found[0].version - 1}, not {expected_version}")
 
-    async def transaction(self, compares, writes) -> list[int | None]:
+    async def transaction(self, compares, writes, *, versions: bool = True) -> list[int | None]:
         compares, writes = check_transaction(compares, writes)
+        if not versions:  # no read-backs: one op per write
+            await self._transaction_without_versions(compares, writes)
+            return [None] * len(writes)
         conditions = [self._version_is(self._data_key(c.key), c.version + 1) for c in compares]
         ops = []
         for w in writes:
@@ -409,9 +412,9 @@ class EtcdMetadataStore(MetadataStore):
                 i += 1
         return versions
 
-    async def _transaction_in_steps(self, compares, writes) -> list[int | None]:
-        """The same Txn without the read-backs (they would pass etcd's op
-        cap): versions come from one read after it, compared by revision."""
+    async def _transaction_without_versions(self, compares, writes) -> Any:
+        """The Txn without read-backs; on failure it reads every compared
+        key to say which failed. Returns etcd's answer."""
         conditions = [self._version_is(self._data_key(c.key), c.version + 1) for c in compares]
         ops = [rpc.RequestOp(request_put=rpc.PutRequest(key=self._data_key(w.key), value=bytes(w.value)))
                if isinstance(w, Put) else
@@ -425,6 +428,12 @@ class EtcdMetadataStore(MetadataStore):
                 if (kvs[0].version - 1 if kvs else -1) != c.version:
                     failed.append(c.key)
             raise TransactionFailed(failed or [c.key for c in compares])
+        return answer
+
+    async def _transaction_in_steps(self, compares, writes) -> list[int | None]:
+        """The same Txn without the read-backs (they would pass etcd's op
+        cap): versions come from one read after it, compared by revision."""
+        answer = await self._transaction_without_versions(compares, writes)
         revision = answer.header.revision
         versions = []
         for w in writes:

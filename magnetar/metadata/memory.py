@@ -108,7 +108,7 @@ class MemoryMetadataStore(MetadataStore):
         self._owner.pop(key, None)
         self._notify(EventType.DELETED, key)
 
-    async def transaction(self, compares, writes) -> list[int | None]:
+    async def transaction(self, compares, writes, *, versions: bool = True) -> list[int | None]:
         compares, writes = check_transaction(compares, writes)
         failed = []
         for c in compares:
@@ -117,7 +117,7 @@ class MemoryMetadataStore(MetadataStore):
                 failed.append(c.key)
         if failed:
             raise TransactionFailed(failed)
-        versions: list[int | None] = []
+        found: list[int | None] = []
         for w in writes:  # no await in here: atomic on the loop
             current = self._data.get(w.key)
             if isinstance(w, Put):
@@ -125,12 +125,12 @@ class MemoryMetadataStore(MetadataStore):
                 self._data[w.key] = Record(w.key, bytes(w.value), version, False)
                 self._owner.pop(w.key, None)
                 self._notify(EventType.CREATED if current is None else EventType.MODIFIED, w.key)
-                versions.append(version)
+                found.append(version)
             else:
                 if current is not None:
                     self._remove(w.key)
-                versions.append(None)
-        return versions
+                found.append(None)
+        return found if versions else [None] * len(found)
 
     async def children(self, key: str) -> list[str]:
         check_key(key)

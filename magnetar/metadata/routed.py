@@ -56,14 +56,14 @@ class RoutedStore(MetadataStore):
     async def delete(self, key: str, expected_version: int | None = None) -> None:
         await self._store(key).delete(key, expected_version)
 
-    async def transaction(self, compares, writes) -> list[int | None]:
+    async def transaction(self, compares, writes, *, versions: bool = True) -> list[int | None]:
         compares, writes = check_transaction(compares, writes)
         keys = [c.key for c in compares] + [w.key for w in writes]
         stores = {id(self._store(k)): self._store(k) for k in keys}
         if len(stores) > 1:
             raise ValueError("a transaction cannot span the local and the configuration store")
         store = next(iter(stores.values()), self.local)
-        return await store.transaction(compares, writes)
+        return await store.transaction(compares, writes, versions=versions)
 
     async def children(self, key: str) -> list[str]:
         if self._above_shared(key):

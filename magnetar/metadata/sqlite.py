@@ -325,9 +325,10 @@ class SqliteMetadataStore(MetadataStore):
         conn.execute("DELETE FROM kv WHERE key = ?", (key,))
         return None, [Notification(EventType.DELETED, key)]
 
-    async def transaction(self, compares, writes) -> list[int | None]:
+    async def transaction(self, compares, writes, *, versions: bool = True) -> list[int | None]:
         compares, writes = check_transaction(compares, writes)
-        return await self._run(self._transaction, lambda c: self._transaction_tx(c, compares, writes))
+        found = await self._run(self._transaction, lambda c: self._transaction_tx(c, compares, writes))
+        return found if versions else [None] * len(found)
 
     def _transaction_tx(self, conn, compares, writes):
         def version_of(key):

@@ -42,6 +42,7 @@ from ..metadata.store import Compare, MetadataError, MetadataStore, Put, Transac
 from ..objectstore.store import ObjectStore, ObjectStoreError
 from .errors import LedgerFencedError, ManagedLedgerFencedError, StorageError
 from .ledger import HEADER, HEADER_SIZE
+from .object_commit_timings import CommitTimings
 from .object_index import Section, commit_object, ledger_key, section_key
 
 log = logging.getLogger(__name__)
@@ -135,6 +136,7 @@ class Committer:
         self.puts = 0
         self.transactions = 0
         self.commits = 0
+        self.timings = CommitTimings()
 
     # ------------------------------------------------------------ loop side
 
@@ -199,8 +201,9 @@ class Committer:
                 except asyncio.TimeoutError:
                     break
             batches, self._queue, self._queued_bytes = self._queue, [], 0
+            self.timings.observe("gather", time.monotonic() - started)
             try:
-                await self._commit(batches)
+                await self._commit(batches, started)
             except Exception as exc:  # a bug here must not strand the batches
                 log.exception("object commit failed")
                 _complete(batches, StorageError(f"object commit failed: {exc!r}"))
@@ -213,7 +216,7 @@ class Committer:
                     if b.ledger.idle is not None:
                         b.ledger.idle.set()
 
-    async def _commit(self, batches: list[_Batch]) -> None:
+    async def _commit(self, batches: list[_Batch], first_at: float) -> None:
         # Group by ledger, in submission order; refused ledgers fail at once.
         groups: dict[int, list[_Batch]] = {}
         for b in batches:
@@ -237,8 +240,11 @@ class Committer:
         blob = b"".join(parts)
         began = time.monotonic()
         key = await self._put(key, blob, groups)
+        put_done = time.monotonic()
+        self.timings.observe("put", put_done - began)
         if key is None:
             return
+        self.timings.observe("wait", 0.0)
         if key != next(iter(sections.values())).key:
             sections = {lid: Section(s.first, s.count, key, s.offset, s.length) for lid, s in sections.items()}
         ids = list(groups)
@@ -248,6 +254,9 @@ class Committer:
         else:  # chunks name disjoint ledgers: their transactions may run at once
             await asyncio.gather(*(self._record(chunk, groups, sections, began) for chunk in chunks))
         self.commits += 1
+        ended = time.monotonic()
+        self.timings.observe("transaction", ended - put_done)
+        self.timings.observe("total", ended - first_at)
 
     def _next_key(self) -> str:
         self._seq += 1
@@ -307,9 +316,11 @@ class Committer:
                     ledger.error = error
                     _complete(groups[lid], error)
                 return
+            done = time.monotonic()
             for lid in ids:
                 groups[lid][0].ledger._committed(sections[lid])
                 _complete(groups[lid], None)
+            self.timings.observe("receipts", time.monotonic() - done)
             return
 
 

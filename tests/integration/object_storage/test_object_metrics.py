@@ -18,7 +18,7 @@ TOPICS = 40
 
 def counter(member, name: str) -> int:
     text = urllib.request.urlopen(member.admin_url + "/metrics", timeout=30).read().decode()
-    found = re.search(rf"^{name} (\S+)$", text, re.M)
+    found = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
     assert found, f"{name} not in /metrics"
     return int(float(found.group(1)))
 
@@ -42,6 +42,10 @@ def test_puts_are_counted_and_many_topics_share_one_put_per_interval(tmp_path):
         puts = counter(broker, "magnetar_object_puts_total") - before
         assert 1 <= puts <= 8, f"{TOPICS} topics' entries took {puts} PUTs"
         assert counter(broker, "magnetar_object_commit_transactions_total") >= puts
+        # where the commits' time went: every commit's PUT and total were timed
+        for phase in ("put", "total"):
+            timed = counter(broker, f'magnetar_object_commit_phase_seconds_count{{phase="{phase}"}}')
+            assert timed == counter(broker, "magnetar_object_commits_total"), phase
         client.close()
     finally:
         assert cluster.stop() == 0

@@ -72,3 +72,20 @@ async def test_as_many_writes_as_allowed(store):
     versions = await store.transaction([Compare("/t/fence", -1)], writes)
     assert versions == [0] * MAX_TRANSACTION_OPS
     assert len(await store.children("/t")) == MAX_TRANSACTION_OPS
+
+
+async def test_without_versions_a_full_transaction_applies_and_a_failed_compare_names_its_key(store):
+    # The object backend's commit: a compare and a put per ledger, up to the
+    # cap of both; on etcd this is one Txn only without the put read-backs.
+    for i in range(MAX_TRANSACTION_OPS):
+        await store.put(f"/l/{i:03d}", b"open", -1)
+    compares = [Compare(f"/l/{i:03d}", 0) for i in range(MAX_TRANSACTION_OPS)]
+    writes = [Put(f"/l/{i:03d}/s/0", b"section") for i in range(MAX_TRANSACTION_OPS)]
+    assert await store.transaction(compares, writes, versions=False) == [None] * MAX_TRANSACTION_OPS
+    assert (await store.get("/l/127/s/0")).value == b"section"
+    await store.put("/l/005", b"fenced", 0)
+    with pytest.raises(TransactionFailed) as caught:
+        await store.transaction(compares, [Put(f"/l/{i:03d}/s/1", b"s") for i in range(MAX_TRANSACTION_OPS)],
+                                versions=False)
+    assert caught.value.keys == ["/l/005"]
+    assert await store.get("/l/000/s/1") is None
