@@ -7,14 +7,25 @@ waiting, and written as ONE object (``put(if_absent=True)`` under a key
 unique to this backend's session). Then ONE metadata transaction commits
 it: for each ledger it compares the ledger record's version (the epoch the
 writer created it with; a new owner's fence bumps it) and puts the ledger's
-new section record. A batch completes with ``None`` only after that
-transaction succeeded. One commit runs at a time, so a ledger's batches
-complete in submission order.
+new section record, nothing else (no read-backs: a compare and a put per
+ledger). A batch completes with ``None`` only after that transaction
+succeeded.
+
+Pipeline: up to ``PIPELINE_DEPTH`` commits are under way at once, so the
+PUT of one overlaps the transaction of the one before; the transactions
+still run strictly one after another, in commit order, and a commit's
+receipts go out right after its own transaction. A section of a later
+commit begins where the ledger's earlier (possibly uncommitted) section
+ends; before its transaction, a ledger whose earlier commit failed or was
+fenced is dropped from it (its batches fail with that error), so a ledger's
+recorded sections never have a gap and its batches complete in submission
+order. Commits still begin at least an interval apart.
 
 Failures:
 - a ledger whose compare fails was fenced by a new owner: its batches
   complete with ``ManagedLedgerFencedError`` (no receipt), the handle
-  refuses further batches, and the transaction is retried for the others;
+  refuses further batches (those of later commits in the pipeline too),
+  and the transaction is retried for the others;
 - the PUT fails: retried with a new key (the failed one may have landed:
   an orphan) until ``put_timeout_s``, then every batch of the commit fails
   with ``StorageError``;
@@ -47,7 +58,10 @@ from .object_index import Section, commit_object, ledger_key, section_key
 
 log = logging.getLogger(__name__)
 
-LEDGERS_PER_TRANSACTION = 64  # a put and its read-back each: 128 ops, etcd's default cap
+LEDGERS_PER_TRANSACTION = 128  # a compare and a put each: etcd's default cap is 128 of each
+#: Commits begun and not ended, at most: the PUT of one overlaps the
+#: transaction of the one before (transactions still run one at a time).
+PIPELINE_DEPTH = 3
 #: A ledger holding this many sections asks to be rolled over (``full``):
 #: it bounds the open ledger's index records (sealed ones are compacted).
 MAX_SECTIONS_PER_LEDGER = 1000
@@ -74,7 +88,7 @@ class ObjectLedger:
         self.firsts: list[int] = [s.first for s in self.sections]
         self.entry_count = self.sections[-1].end() if self.sections else 0
         self.size = sum(s.length for s in self.sections)
-        self.assigned = self.entry_count  # entries submitted (committed or not)
+        self.placed = self.entry_count  # entries in objects, committed or in a commit under way
         self.error: StorageError | None = None  # set: refuses further batches
         self.idle: asyncio.Event | None = None  # set when nothing of it is pending
         self.compacted = False  # sections are per-ledger chunks
@@ -129,7 +143,9 @@ class Committer:
         self._queued_bytes = 0
         self._first_at = 0.0  # when the oldest queued batch arrived
         self._wake: asyncio.Event | None = None
+        self._slot: asyncio.Event | None = None  # set when a commit ends
         self._task: asyncio.Task | None = None
+        self._running: set[asyncio.Task] = set()  # commits begun and not ended
         self._stopping = False
         self._pending: dict[int, int] = {}  # ledger id -> batches queued or committing
         # Counters for tests, stats and the benchmark.
@@ -145,11 +161,11 @@ class Committer:
             raise StorageError("object storage writer is stopped")
         if self._task is None:
             self._wake = asyncio.Event()
+            self._slot = asyncio.Event()
             self._task = loop.create_task(self._run())
         if not self._queue:
             self._first_at = time.monotonic()  # the interval counts from here, even while a commit runs
         self._queue.append(_Batch(ledger, datas, callback, loop))
-        ledger.assigned += len(datas)
         self._pending[ledger.ledger_id] = self._pending.get(ledger.ledger_id, 0) + 1
         self._queued_bytes += sum(map(len, datas)) + HEADER_SIZE * len(datas)
         if len(self._queue) == 1 or self._queued_bytes >= self.max_bytes:
@@ -173,40 +189,74 @@ class Committer:
         """Stop at once, as a crash would: queued batches are never told."""
         self._stopping = True
         self._queue.clear()
-        if self._task is not None:
-            self._task.cancel()
+        for task in [self._task, *self._running]:
+            if task is not None:
+                task.cancel()
 
     # --------------------------------------------------------- commit side
 
     async def _run(self) -> None:
-        while True:
-            if not self._queue:
-                if self._stopping:
-                    return
-                self._wake.clear()
-                await self._wake.wait()
-                continue
-            # Gather: the interval after the first batch arrived (it may have
-            # arrived during the previous commit: that time counts), or the
-            # size bound. Commits still start at least an interval apart,
-            # since a batch queued after a commit began.
-            started = self._first_at
-            while self._queued_bytes < self.max_bytes and not self._stopping:
-                remaining = started + self.interval_s - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._wake.clear()
-                try:
-                    await asyncio.wait_for(self._wake.wait(), remaining)
-                except asyncio.TimeoutError:
-                    break
-            batches, self._queue, self._queued_bytes = self._queue, [], 0
-            self.timings.observe("gather", time.monotonic() - started)
-            try:
-                await self._commit(batches, started)
-            except Exception as exc:  # a bug here must not strand the batches
-                log.exception("object commit failed")
-                _complete(batches, StorageError(f"object commit failed: {exc!r}"))
+        loop = asyncio.get_running_loop()
+        previous: asyncio.Future | None = None  # resolves once the last commit begun has ended
+        try:
+            while True:
+                if not self._queue:
+                    if self._stopping:
+                        return
+                    self._wake.clear()
+                    await self._wake.wait()
+                    continue
+                # Gather: the interval after the first batch arrived (it may
+                # have arrived while earlier commits ran: that time counts), or
+                # the size bound. Commits still begin at least an interval
+                # apart, since a batch queued after the previous one began.
+                started = self._first_at
+                while self._queued_bytes < self.max_bytes and not self._stopping:
+                    remaining = started + self.interval_s - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._wake.clear()
+                    try:
+                        await asyncio.wait_for(self._wake.wait(), remaining)
+                    except asyncio.TimeoutError:
+                        break
+                while len(self._running) >= PIPELINE_DEPTH:  # batches arriving meanwhile join this commit
+                    self._slot.clear()
+                    await self._slot.wait()
+                batches, self._queue, self._queued_bytes = self._queue, [], 0
+                self.timings.observe("gather", time.monotonic() - started)
+                ended = loop.create_future()
+                task = loop.create_task(self._commit(batches, started, previous, ended))
+                self._running.add(task)
+                task.add_done_callback(self._commit_ended)
+                previous = ended
+        finally:
+            if self._running:  # close(): every commit begun ends first
+                await asyncio.gather(*self._running, return_exceptions=True)
+
+    def _commit_ended(self, task: asyncio.Task) -> None:
+        self._running.discard(task)
+        self._slot.set()
+
+    async def _commit(self, batches: list[_Batch], first_at: float, previous: asyncio.Future | None,
+                      ended: asyncio.Future) -> None:
+        """One commit, from PUT to receipts; ``ended`` resolves when it is
+        over (its transaction done or given up), never earlier than
+        ``previous``: the next commit's transaction waits for it."""
+        try:
+            await self._put_and_record(batches, first_at, previous)
+        except Exception as exc:  # a bug here must not strand the batches, nor let a later commit leave a gap
+            log.exception("object commit failed")
+            error = StorageError(f"object commit failed: {exc!r}")
+            for b in batches:
+                if b.ledger.error is None:
+                    b.ledger.error = error
+            _complete(batches, error)
+        finally:
+            if previous is not None and not previous.done():  # cancelled (abandon) while waiting for it
+                previous.add_done_callback(lambda _: ended.done() or ended.set_result(None))
+            elif not ended.done():
+                ended.set_result(None)
             for b in batches:
                 left = self._pending[b.ledger.ledger_id] - 1
                 if left:
@@ -216,7 +266,8 @@ class Committer:
                     if b.ledger.idle is not None:
                         b.ledger.idle.set()
 
-    async def _commit(self, batches: list[_Batch], first_at: float) -> None:
+    async def _put_and_record(self, batches: list[_Batch], first_at: float,
+                              previous: asyncio.Future | None) -> None:
         # Group by ledger, in submission order; refused ledgers fail at once.
         groups: dict[int, list[_Batch]] = {}
         for b in batches:
@@ -234,7 +285,10 @@ class Committer:
             datas = [d for b in group for d in b.datas]
             ledger = group[0].ledger
             framed = _frames(datas)
-            sections[lid] = Section(ledger.entry_count, len(datas), key, offset, len(framed))
+            # It follows the ledger's sections placed so far, committed or
+            # still in an earlier commit of the pipeline.
+            sections[lid] = Section(ledger.placed, len(datas), key, offset, len(framed))
+            ledger.placed += len(datas)
             parts.append(framed)
             offset += len(framed)
         blob = b"".join(parts)
@@ -242,20 +296,40 @@ class Committer:
         key = await self._put(key, blob, groups)
         put_done = time.monotonic()
         self.timings.observe("put", put_done - began)
+        if previous is not None:
+            await asyncio.shield(previous)  # transactions in commit order: ours follows the previous one's
+        txn_began = time.monotonic()
+        self.timings.observe("wait", txn_began - put_done)
         if key is None:
             return
-        self.timings.observe("wait", 0.0)
         if key != next(iter(sections.values())).key:
             sections = {lid: Section(s.first, s.count, key, s.offset, s.length) for lid, s in sections.items()}
-        ids = list(groups)
+        # A ledger whose earlier commit failed or was fenced meanwhile must
+        # not record a section after it: its batches fail with its error.
+        ids = []
+        for lid, group in groups.items():
+            ledger = group[0].ledger
+            if ledger.error is None and sections[lid].first != ledger.entry_count:
+                ledger.error = StorageError(f"ledger {lid}: an earlier commit did not record entries "
+                                            f"{ledger.entry_count}..{sections[lid].first - 1}")
+            if ledger.error is not None:
+                _complete(group, ledger.error)
+            else:
+                ids.append(lid)
         chunks = [ids[i:i + LEDGERS_PER_TRANSACTION] for i in range(0, len(ids), LEDGERS_PER_TRANSACTION)]
-        if len(chunks) == 1:  # the usual case: no task of its own, the commit ends with its receipts
-            await self._record(chunks[0], groups, sections, began)
+        if len(chunks) == 1:  # the usual case
+            committed = await self._record(chunks[0], groups, sections, began)
         else:  # chunks name disjoint ledgers: their transactions may run at once
-            await asyncio.gather(*(self._record(chunk, groups, sections, began) for chunk in chunks))
+            committed = [lid for done in await asyncio.gather(
+                *(self._record(chunk, groups, sections, began) for chunk in chunks)) for lid in done]
+        txn_done = time.monotonic()
+        self.timings.observe("transaction", txn_done - txn_began)
+        for lid in committed:
+            groups[lid][0].ledger._committed(sections[lid])
+            _complete(groups[lid], None)
         self.commits += 1
         ended = time.monotonic()
-        self.timings.observe("transaction", ended - put_done)
+        self.timings.observe("receipts", ended - txn_done)
         self.timings.observe("total", ended - first_at)
 
     def _next_key(self) -> str:
@@ -284,8 +358,10 @@ class Committer:
                 key = self._next_key()  # the failed PUT may have landed: never reuse its key
 
     async def _record(self, ids: list[int], groups: dict[int, list[_Batch]], sections: dict[int, Section],
-                      began: float) -> None:
-        """One transaction for these ledgers; fenced ones drop out and it retries."""
+                      began: float) -> list[int]:
+        """One transaction for these ledgers; fenced ones drop out and it
+        retries. Returns the ledgers committed; the others' batches have
+        failed (their ledger's ``error`` set)."""
         ids = list(ids)
         while ids:
             if time.monotonic() - began > MAX_COMMIT_AGE_S:  # e.g. the process was paused in between
@@ -293,12 +369,14 @@ class Committer:
                 for lid in ids:
                     groups[lid][0].ledger.error = error
                     _complete(groups[lid], error)
-                return
+                return []
+            # Only what the fence needs: each ledger's epoch compared, its
+            # section recorded; no read-backs (``versions=False``).
             compares = [Compare(ledger_key(lid), groups[lid][0].ledger.epoch) for lid in ids]
             writes = [Put(section_key(lid, sections[lid].first), sections[lid].encode()) for lid in ids]
             try:
                 self.transactions += 1
-                await self.store.transaction(compares, writes)
+                await self.store.transaction(compares, writes, versions=False)
             except TransactionFailed as exc:
                 lost = {k for k in exc.keys}
                 for lid in [lid for lid in ids if ledger_key(lid) in lost]:
@@ -315,13 +393,9 @@ class Committer:
                     ledger = groups[lid][0].ledger
                     ledger.error = error
                     _complete(groups[lid], error)
-                return
-            done = time.monotonic()
-            for lid in ids:
-                groups[lid][0].ledger._committed(sections[lid])
-                _complete(groups[lid], None)
-            self.timings.observe("receipts", time.monotonic() - done)
-            return
+                return []
+            return ids
+        return []
 
 
 def _frames(datas: list[bytes]) -> bytes:
@@ -351,9 +425,13 @@ def parse_frames(buf: bytes, count: int) -> list[bytes]:
 
 
 def _complete(batches: list[_Batch], error: BaseException | None) -> None:
+    """Tell each batch its outcome, once (a batch already told is skipped)."""
     for b in batches:
+        callback, b.callback = b.callback, None
+        if callback is None:
+            continue
         try:
-            b.callback(error)
+            callback(error)
         except Exception:
             log.exception("a commit's callback failed")
 
