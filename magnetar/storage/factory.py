@@ -79,7 +79,9 @@ class ManagedLedgerFactory:
         return ml
 
     async def _open_new(self, name: str, retention: RetentionPolicy | None = None) -> ManagedLedger:
-        ml = ManagedLedger(self, name)
+        ml = ManagedLedger(name, config=self.config, store=self.store, backend=self.backend,
+                           cache_budget=self.cache_budget, new_ledger_id=self._new_ledger_id,
+                           on_closed=self._forget)
         ml._trimmer.retention = retention
         try:
             await ml._recover()

@@ -1,11 +1,22 @@
 """A managed ledger's record in the metadata store, written by compare-and-set.
 
-``/managed-ledgers/<name>`` holds the list of its ledgers and its properties
-(JSON, layout in :mod:`.managed_ledger`). Every write compares against the
-version this instance last read or wrote, so a second writer (another broker
-that opened the managed ledger) is noticed at our next write at the latest;
-the watch notices it sooner. The record knows nothing of the managed
-ledger's state: it reports what it found, the managed ledger decides.
+Layout (JSON):
+
+- ``/managed-ledgers/<name>``: ``{"ledgers": [{"id", "entries", "size",
+  "created", "closed", "state"}...], "properties": {...}}``. ``entries`` and
+  ``size`` are final for closed ledgers; the open ledger's are recovered
+  from its file.
+- ``/managed-ledgers/<name>/cursors/<quoted name>``: one cursor (see
+  :mod:`.cursor`); the name is percent-encoded with no safe characters, so
+  any name maps to one key segment.
+
+Ownership: every metadata write is a compare-and-set against the version
+this instance last read or wrote. A conflict, or a watch notification that
+someone else wrote the record, means another instance (another broker) took
+the managed ledger over: this instance is *fenced* and appends fail with
+``ManagedLedgerFencedError`` from then on. The record knows nothing of
+the managed ledger's state: it reports what it found (a conflict, a
+change), the managed ledger decides.
 
 Failure modes: :meth:`ManagedLedgerRecord.save` raises
 ``ManagedLedgerFencedError`` on a version conflict or a deleted record (the

@@ -1,14 +1,25 @@
 """The managed ledger: a named, append-only log made of a sequence of ledgers.
 
-This module holds the class and its append path. Its collaborators, each
-in its own module, are handed what they need and import nothing of this
-one: the record in the metadata store (``ledger_record``: compare-and-set
-writes, the watch), the recovery at open (``recovery``: a function), the
-list of its ledgers and the positions in them (``ledger_list``), the reads
-of confirmed entries (``reading``), the tail cache (``cache``) and the
-storage backend (``backend``), the trimmer (``trimming``: retention).
-Mixins still being turned into collaborators: ``rollover``, ``closing``. The ledgers' records are in
-``ledger_meta``, the factory in ``factory``.
+This module holds the class: its state, the append path and the
+lifecycle (open, rollover, close). What it does with others is done by
+collaborators, each in its own module, handed what they need at
+construction and importing nothing of this one (where one must call back,
+it names what it needs with a small Protocol):
+
+- ``backend`` (:class:`~.backend.LedgerBackend`, given by the factory):
+  where entries' bytes are written, read, fenced and deleted;
+- ``ledger_record``: the record in the metadata store (compare-and-set
+  writes, the watch that notices a new owner);
+- ``recovery``: what a crash or a previous owner left, at open (a function);
+- ``ledger_list``: its ledgers, oldest first, and the positions in them;
+- ``reading``: reads of confirmed entries (tail cache, else the backend);
+- ``cache``: the tail cache, in the factory's shared budget;
+- ``rollover``: sealing a ledger and recording the next one;
+- ``trimming``: deleting consumed ledgers that retention lets go;
+- ``cursor_set``: the durable cursors (``cursor``: one cursor);
+- ``listeners``: coalesced wake-ups when entries are confirmed.
+
+The ledgers' records are in ``ledger_meta``, the factory in ``factory``.
 
 A managed ledger writes to one open ledger at a time and rolls over to a new
 one when the current one is full (entries, bytes) or old. Closed ledgers are
@@ -21,16 +32,6 @@ metadata store; the bytes of its entries go through the factory's
 under ``<data_dir>/ledgers``, written by one group-commit thread:
 :mod:`.file_backend`).
 
-Metadata (JSON):
-
-- ``/managed-ledgers/<name>``: ``{"ledgers": [{"id", "entries", "size",
-  "created", "closed", "state"}...], "properties": {...}}``. ``entries`` and
-  ``size`` are final for closed ledgers; the open ledger's are recovered
-  from its file.
-- ``/managed-ledgers/<name>/cursors/<quoted name>``: one cursor (see
-  :mod:`.cursor`); the name is percent-encoded with no safe characters, so
-  any name maps to one key segment.
-
 Write failures: if a write or fsync fails, the failed append's future and
 every append issued before the failure became known (in any ledger of this
 managed ledger) fail with ``StorageError``, in order. The failed ledger is
@@ -40,31 +41,9 @@ ledger, and a failure is always a contiguous block of appends. If the roll
 to a new ledger fails too, the managed ledger is *failed*: every append fails
 until it is closed and opened again.
 
-Trimming: a closed ledger is deleted (metadata first, then its files) when
-there is at least one durable cursor, every durable cursor's *persisted*
-mark-delete position is at or past its last entry, it was closed at least
-``retention_time_s`` ago, and the managed ledger's size counting it exceeds
-``retention_size_bytes`` (as in Pulsar, so what remains may be smaller than
-that). Ledgers go oldest first, never skipping one. Trimming runs in the
-background after a cursor persists a new mark-delete, after rollover, after
-a cursor is deleted, and when retention time next lets a ledger go. With no
-durable cursor nothing is trimmed; non-durable cursors never hold data.
-
-Ownership: every metadata write is a compare-and-set against the version
-this instance last read or wrote. A conflict, or a watch notification that
-someone else wrote the record, means another instance (another broker) took
-the managed ledger over: this instance is *fenced* and appends fail with
-``ManagedLedgerFencedError`` from then on.
-
-Recovery (``ManagedLedgerFactory.open``): a ledger left open by a crash is
-fenced and recovered by the backend (segment files: scanned, its torn tail
-cut) and sealed at its last intact entry; then a
-new ledger is created for writes. Entries that were written but never
-confirmed may survive the crash and become readable. Ledger files that no
-managed ledger names (a crash between creating a file and recording it, or
-between un-recording a trimmed ledger and unlinking it) are deleted by
-``ManagedLedgerFactory.remove_orphaned_ledgers``, which the broker runs at
-start-up before any topic loads.
+Elsewhere: the record's layout and ownership (a compare-and-set conflict
+or the watch fences this instance) in :mod:`.ledger_record`; recovery at
+open in :mod:`.recovery`; trimming's rules in :mod:`.trimming`.
 """
 from __future__ import annotations
 
@@ -72,69 +51,71 @@ import asyncio
 import collections
 import functools
 import itertools
-import json
 import logging
 from bisect import bisect_right
-from typing import Any, Callable
+from typing import Awaitable, Callable
 
-from ..metadata.store import MetadataError, MetadataStore, KeyNotFound
-from .cache import TailCache
-from .config import RetentionPolicy, StorageConfig
-from .entry import Entry
-from .cursor import ManagedCursor
-from .errors import (
-    ManagedLedgerClosedError,
-    ManagedLedgerFencedError,
-    StorageError,
-)
-from .backend import LedgerBackend, LedgerHandle
-from .ledger import HEADER_SIZE, MAX_ENTRY_SIZE
-from .position import Position
+from ..metadata.store import MetadataError, MetadataStore
 from . import waiters
-from .waiters import Waiter
-
-from .closing import Closing
-from .write_stats import WriteStats
-from .ledger_meta import (
-    _OPEN, _CLOSING, _CLOSED, _FENCED, _Batch, _LedgerMeta, _failed_future,
-    cursor_key
-)
-from .ledger_record import ManagedLedgerRecord
+from .backend import LedgerBackend, LedgerHandle
+from .cache import CacheBudget, TailCache
+from .config import RetentionPolicy, StorageConfig
+from .cursor import ManagedCursor
+from .cursor_set import CursorSet
+from .entry import Entry, LedgerInfo
+from .errors import ManagedLedgerClosedError, ManagedLedgerFailedError, ManagedLedgerFencedError, StorageError
+from .ledger import HEADER_SIZE, MAX_ENTRY_SIZE
 from .ledger_list import LedgerList
+from .ledger_meta import _CLOSED, _CLOSING, _FAILED, _FENCED, _OPEN, _Batch, _LedgerMeta, _failed_future
+from .ledger_record import ManagedLedgerRecord
+from .listeners import EntryListeners
+from .position import Position
 from .reading import EntryReader, find_first
 from .recovery import recover
-from .rollover import Rollover
+from .rollover import Roller
 from .trimming import Trimmer
+from .waiters import Waiter
+from .write_stats import WriteStats
 
 log = logging.getLogger(__name__)
 
 
-class ManagedLedger(Rollover, Closing):
-    """A topic's log. Create through :meth:`ManagedLedgerFactory.open`.
+class ManagedLedger:
+    """A topic's log. Create through :meth:`ManagedLedgerFactory.open`,
+    which hands it its collaborators: the ``config``, the metadata
+    ``store``, the ``backend`` for entries' bytes, the tail caches'
+    ``cache_budget``, where ledger ids come from (``new_ledger_id``) and
+    whom to tell once it is closed (``on_closed``).
 
     All methods must be called from the event loop the managed ledger was
     opened on.
     """
 
-    def __init__(self, factory: Any, name: str) -> None:
-        # factory: the ManagedLedgerFactory that opened it (factory.py imports
-        # this module): its config, store, writer, ledger directory, ids and
-        # the tail caches' shared budget.
+    def __init__(self, name: str, *, config: StorageConfig, store: MetadataStore, backend: LedgerBackend,
+                 cache_budget: CacheBudget | None, new_ledger_id: Callable[[], Awaitable[int]],
+                 on_closed: Callable[["ManagedLedger"], None]) -> None:
         self.name = name
         #: Write latency and entry size counts (the broker's metrics read them).
         self.write_stats = WriteStats()
-        self._factory = factory
-        self._config: StorageConfig = factory.config
-        self._store: MetadataStore = factory.store
+        self._config = config
+        self._store = store
         # Every byte of every entry goes through this one seam (backend.py).
-        self._backend: LedgerBackend = factory.backend
-        self._loop = asyncio.get_running_loop()
+        self._backend = backend
+        self._new_ledger_id = new_ledger_id
+        self._on_closed = on_closed
+        self._loop = loop = asyncio.get_running_loop()
         #: The record in the metadata store (compare-and-set writes, the watch).
-        self._record = ManagedLedgerRecord(self._store, name)
+        self._record = ManagedLedgerRecord(store, name)
         self._key = self._record.key
         #: Its ledgers, oldest first, and the positions in them.
         self._ledgers = LedgerList()
         self._properties: dict[str, str] = {}
+        self._state = _OPEN
+        self._error: StorageError | None = None
+        self._last_confirmed: Position | None = None
+        # The append path: the current ledger, appends not yet handed to the
+        # backend (_buf), batches handed over and not completed (_inflight),
+        # and appends waiting for a rollover to finish (_waiting).
         self._current: LedgerHandle | None = None
         self._current_meta: _LedgerMeta | None = None
         self._next_entry = 0
@@ -146,26 +127,21 @@ class ManagedLedger(Rollover, Closing):
         self._waiting: list[tuple[bytes, Waiter]] = []
         self._rolling = False
         self._rollover_task: asyncio.Task | None = None
-        self._spare_id: int | None = None  # id of the next ledger, fetched ahead of time
-        self._spare_task: asyncio.Task | None = None
-        self._state = _OPEN
-        self._error: StorageError | None = None
-        self._last_confirmed: Position | None = None
-        self._listeners: dict[int, Callable[[], None]] = {}
-        self._listener_ids = itertools.count()
-        self._notify_scheduled = False
-        self._idle_waiters: list[asyncio.Future] = []
-        self._cache = TailCache(self._config.read_cache_bytes, factory.cache_budget)
-        self._reader = EntryReader(name, self._ledgers, self._cache, self._backend)
-        self._max_entries = self._config.max_entries_per_ledger
-        self._max_bytes = self._config.max_ledger_bytes
         self._age_timer: asyncio.TimerHandle | None = None
-        #: Deletes consumed ledgers that retention lets go.
-        self._trimmer = Trimmer(self, self._ledgers, self._config, self._backend, self._record.lock, self._loop)
-        self._non_durable_ids = itertools.count()
+        self._max_entries = config.max_entries_per_ledger
+        self._max_bytes = config.max_ledger_bytes
+        self._idle_waiters: list[asyncio.Future] = []
         self._owner_check: asyncio.Task | None = None
-        self.cursors: dict[str, ManagedCursor] = {}
-        self._cursor_opening: dict[str, asyncio.Task] = {}
+        # Collaborators.
+        self._cache = TailCache(config.read_cache_bytes, cache_budget)
+        self._reader = EntryReader(name, self._ledgers, self._cache, backend)
+        self._listeners = EntryListeners(name, loop)
+        self._roller = Roller(self, self._ledgers, backend, self._record.lock, new_ledger_id, loop)
+        #: Deletes consumed ledgers that retention lets go.
+        self._trimmer = Trimmer(self, self._ledgers, config, backend, self._record.lock, loop)
+        self._cursors = CursorSet(self, store, self._key, loop)
+        #: The durable cursors by name.
+        self.cursors: dict[str, ManagedCursor] = self._cursors.by_name
 
     def __repr__(self) -> str:
         return f"<ManagedLedger {self.name!r} {self._state} last={self._last_confirmed}>"
@@ -313,9 +289,7 @@ class ManagedLedger(Rollover, Closing):
         self.write_stats.record(len(futures), batch.nbytes - HEADER_SIZE * len(futures),
                                 self._loop.time() - batch.started)
         waiters.complete(futures, lid, first)
-        if not self._notify_scheduled and self._listeners:
-            self._notify_scheduled = True
-            self._loop.call_soon(self._notify)
+        self._listeners.wake()
         if not self._inflight:
             self._wake_idle()
         if self._current.full and not self._rolling and self._state is _OPEN:
@@ -365,21 +339,99 @@ class ManagedLedger(Rollover, Closing):
             self._start_rollover()  # while closing, close() seals the fenced ledger instead
         self._wake_idle()
 
-    def _notify(self) -> None:
-        self._notify_scheduled = False
-        for callback in list(self._listeners.values()):
-            try:
-                callback()
-            except Exception:
-                log.exception("%s: entry listener failed", self.name)
-
     def add_listener(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Call ``callback()`` on the loop whenever new entries are confirmed
         (coalesced: at most once per loop iteration). Returns an unsubscribe
         function."""
-        lid = next(self._listener_ids)
-        self._listeners[lid] = callback
-        return lambda: self._listeners.pop(lid, None)
+        return self._listeners.add(callback)
+
+    # ============================================================== rollover
+
+    def _start_rollover(self) -> None:
+        """Roll to a new ledger (full, old, or a write failed). Appends
+        issued meanwhile wait and are re-issued in order once the new ledger
+        is installed. If the roll fails the managed ledger is failed or
+        fenced (:meth:`_fail`)."""
+        if self._rolling:
+            return
+        self._flush()  # the old ledger's last entries must reach the writer before its seal
+        self._rolling = True
+        self._rollover_task = self._loop.create_task(self._rollover())
+
+    async def _rollover(self) -> None:
+        old_meta = self._current_meta
+        old = self._current
+        try:
+            rolled = await self._roller.roll(old_meta, old)
+        except BaseException as exc:
+            self._rolling = False
+            self._rollover_task = None
+            self._fail(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        old_meta.entries, old_meta.size, old_meta.closed, old_meta.state = (
+            rolled.entries, rolled.size, rolled.closed, "closed")
+        if not rolled.entries:
+            self._remove_meta(old_meta)
+            self._loop.create_task(self._backend.delete(old_meta.ledger_id, old))
+        else:
+            old_meta.ledger = old
+        self._install(rolled.new_meta, rolled.new_handle)
+        self._rolling = False
+        self._rollover_task = None
+        waiting = self._waiting
+        self._waiting = []
+        for i, (data, waiter) in enumerate(waiting):
+            if self._rolling:  # a tiny max_entries_per_ledger can roll again at once
+                self._waiting = waiting[i:] + self._waiting
+                break
+            if waiters.is_pending(waiter):
+                self._enqueue(data, waiter)
+        self._schedule_trim()
+        self._wake_idle()
+
+    def _install(self, meta: _LedgerMeta, ledger: LedgerHandle) -> None:
+        """Make ``ledger`` the one appends go to."""
+        meta.ledger = ledger
+        self._ledgers.add(meta)
+        self._current = ledger
+        self._current_meta = meta
+        self._next_entry = 0
+        self._current_bytes = 0
+        if self._age_timer is not None:
+            self._age_timer.cancel()
+        self._age_timer = self._loop.call_later(self._config.max_ledger_age_s, self._age_check, meta.ledger_id)
+        self._roller.fetch_ahead()
+
+    def _age_check(self, ledger_id: int) -> None:
+        self._age_timer = None
+        if self._state is not _OPEN or self._current_meta is None or self._current_meta.ledger_id != ledger_id:
+            return
+        if self._next_entry == 0:  # nothing to seal; look again later
+            self._age_timer = self._loop.call_later(self._config.max_ledger_age_s, self._age_check, ledger_id)
+        else:
+            self._start_rollover()
+
+    def _remove_meta(self, meta: _LedgerMeta) -> None:
+        self._ledgers.remove(meta)
+        self._cache.drop(meta.ledger_id)
+
+    def _fail(self, exc: BaseException) -> None:
+        """Rolling over failed, or a new owner took over: refuse every
+        append until reopened."""
+        if self._state in (_OPEN, _CLOSING):
+            if isinstance(exc, ManagedLedgerFencedError):
+                self._state = _FENCED
+                self._error = exc
+            else:
+                self._state = _FAILED
+                self._error = ManagedLedgerFailedError(f"managed ledger {self.name!r} failed: {exc}")
+                log.error("%s: %s", self.name, self._error)
+        waiting = self._waiting
+        self._waiting = []
+        waiters.fail([w for _, w in waiting], self._error or self._refusal())
+        self._wake_idle()
 
     # ======================================================= positions, reads
 
@@ -392,8 +444,9 @@ class ManagedLedger(Rollover, Closing):
         ledger's id is not known yet (rare), this is a position in the old
         ledger that will never hold an entry, which orders correctly all the
         same: reads from it go on to the next ledger."""
-        if self._rolling and self._spare_id is not None:
-            return Position(self._spare_id, len(self._waiting))
+        spare_id = self._roller.spare_id
+        if self._rolling and spare_id is not None:
+            return Position(spare_id, len(self._waiting))
         meta = self._current_meta
         return Position(meta.ledger_id, self._next_entry)
 
@@ -453,14 +506,14 @@ class ManagedLedger(Rollover, Closing):
         """Open: recover what a crash or a previous owner left
         (:func:`.recovery.recover`), start a new ledger, load the cursors,
         watch the record."""
-        found = await recover(self._record, self._backend, self._factory._new_ledger_id)
+        found = await recover(self._record, self._backend, self._new_ledger_id)
         self._properties = found.properties
         for meta in found.ledgers:
             self._ledgers.add(meta)
             if meta.entries:
                 self._last_confirmed = Position(meta.ledger_id, meta.entries - 1)
         self._install(found.current, found.current_handle)
-        await self._load_cursors()
+        await self._cursors.load()
         self._record.watch(self._on_record_change)
         self._schedule_trim()
 
@@ -571,63 +624,126 @@ class ManagedLedger(Rollover, Closing):
         after the last confirmed entry, ``"earliest"`` before the first stored
         one. An existing cursor comes back with its persisted state."""
         self._check_usable()
-        if initial_position not in ("latest", "earliest"):
-            raise ValueError(f"initial_position must be 'latest' or 'earliest'; got {initial_position!r}")
-        cursor = self.cursors.get(name)
-        if cursor is not None:
-            return cursor
-        task = self._cursor_opening.get(name)
-        if task is None:
-            task = self._loop.create_task(self._create_cursor(name, initial_position))
-            self._cursor_opening[name] = task
-            task.add_done_callback(lambda _: self._cursor_opening.pop(name, None))
-        return await asyncio.shield(task)
-
-    async def _create_cursor(self, name: str, initial_position: str) -> ManagedCursor:
-        if initial_position == "latest" and self._last_confirmed is not None:
-            md = self._last_confirmed
-        else:
-            first = self._ledgers.first_position() or self._next_append_position()
-            md = Position(first.ledger_id, -1)
-        cursor = ManagedCursor(self, name, md, key=cursor_key(self._key, name), version=-1)
-        cursor._gen += 1
-        await cursor._persist()
-        if self._state is not _OPEN:
-            await cursor._close()
-            raise self._refusal()
-        self.cursors[name] = cursor
-        return cursor
+        return await self._cursors.open(name, initial_position)
 
     async def delete_cursor(self, name: str) -> None:
         """Delete the durable cursor ``name`` (no error if it does not exist)."""
         self._check_usable()
-        cursor = self.cursors.pop(name, None)
-        if cursor is not None:
-            await cursor._close(ManagedLedgerClosedError(f"cursor {name!r} was deleted"))
-        try:
-            await self._store.delete(cursor_key(self._key, name))
-        except KeyNotFound:
-            pass
-        except MetadataError as exc:
-            raise StorageError(f"deleting cursor {name!r} failed: {exc}") from exc
+        await self._cursors.delete(name)
         self._schedule_trim()
 
     def new_non_durable_cursor(self, mark_delete: Position) -> ManagedCursor:
         """An in-memory cursor (for readers): never persisted, not in
         ``cursors``, and it does not keep ledgers from being trimmed."""
-        name = f"__non_durable_{next(self._non_durable_ids)}"
-        return ManagedCursor(self, name, mark_delete, durable=False)
+        return self._cursors.non_durable(mark_delete)
 
-    async def _load_cursors(self) -> None:
-        base = f"{self._key}/cursors"
-        for child in await self._store.children(base):
-            record = await self._store.get(f"{base}/{child}")
-            if record is None:
-                continue  # a path below, not a cursor
+    async def close_cursors(self) -> None:
+        """Stop every cursor taking acknowledgements; waits for their persists
+        in flight. Idempotent."""
+        await self._cursors.close_all()
+
+    # ================================================================= close
+
+    def _wake_idle(self) -> None:
+        if self._idle_waiters and not self._inflight and not self._rolling and not self._buf:
+            idle, self._idle_waiters = self._idle_waiters, []
+            for fut in idle:
+                if not fut.done():
+                    fut.set_result(None)
+
+    async def _wait_idle(self) -> None:
+        while self._inflight or self._rolling or self._buf:
+            self._flush()
+            fut = self._loop.create_future()
+            self._idle_waiters.append(fut)
+            self._wake_idle()
+            await fut
+
+    async def _wait_closed(self) -> None:
+        fut = self._loop.create_future()
+        self._idle_waiters.append(fut)
+        await fut
+
+    async def close(self, *, keep_cursors: bool = False) -> None:
+        """Finish pending appends, seal the current ledger, record it closed.
+
+        Appends issued after ``close()`` was called fail with
+        ``ManagedLedgerClosedError``. Idempotent. A fenced or failed managed
+        ledger just releases its files. With ``keep_cursors`` the durable
+        cursors stay open and keep persisting acknowledgements (a topic moving
+        to another broker takes the acks its clients send until they are told
+        where it went) until :meth:`close_cursors`.
+        """
+        if self._state in (_CLOSED, _CLOSING):
+            while self._state is _CLOSING:
+                await self._wait_closed()
+            return
+        clean = self._state is _OPEN
+        if clean:
+            self._state = _CLOSING
+        try:
+            await self._wait_idle()
+        except Exception:
+            clean = False
+        if self._age_timer is not None:
+            self._age_timer.cancel()
+        self._roller.stop()
+        await self._trimmer.stop()
+        if not keep_cursors:
+            await self.close_cursors()
+        if (clean and self._state is _CLOSING and self._current is not None
+                and await self._backend.taken_over(self._current.ledger_id)):
+            # A new owner took the managed ledger over (this broker's session
+            # lapsed before it heard): that owner recovers and seals this
+            # ledger and owns the metadata, whose compare-and-set would refuse
+            # ours anyway. Nothing to do, and nothing wrong.
+            log.info("%s: ledger %d was fenced by a new owner, which seals it", self.name,
+                     self._current.ledger_id)
+            clean = False
+        if clean and self._state is _CLOSING and self._current is not None:
             try:
-                doc = json.loads(record.value)
-                cursor = ManagedCursor.from_snapshot(self, doc, key=f"{base}/{child}", version=record.version)
-            except (ValueError, KeyError, TypeError) as exc:
-                log.error("%s: ignoring unreadable cursor record %s: %s", self.name, child, exc)
-                continue
-            self.cursors[cursor.name] = cursor
+                await self._seal_current()
+            except Exception as exc:
+                log.error("%s: close could not seal ledger: %s", self.name, exc)
+        self._close_handles()
+        self._cache.clear()
+        self._record.stop_watching()
+        if self._state in (_OPEN, _CLOSING):
+            self._state = _CLOSED
+        self._on_closed(self)
+        for fut in self._idle_waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    async def _seal_current(self) -> None:
+        meta = self._current_meta
+        sealed = await self._roller.seal(meta, self._current)
+        meta.entries, meta.size, meta.closed, meta.state = sealed.entries, sealed.size, sealed.closed, "closed"
+        if not sealed.entries:
+            self._remove_meta(meta)
+            await self._backend.delete(meta.ledger_id, self._current)
+
+    def _close_handles(self) -> None:
+        for meta in self._ledgers:
+            if meta.ledger is not None:
+                meta.ledger.close()
+        if self._current is not None:
+            self._current.close()
+
+    def _abandon(self) -> None:
+        """Stop dead, as a crash would (see ``ManagedLedgerFactory.abandon``):
+        pending appends are cancelled, nothing is written."""
+        self._state = _CLOSED
+        self._record.stop_watching()
+        pending = [f for b in self._inflight for f in b.futures]
+        pending += self._buf_futures + [f for _, f in self._waiting]
+        self._buf, self._buf_futures, self._waiting = [], [], []
+        self._inflight.clear()
+        waiters.abandon(pending)
+        if self._rollover_task is not None:
+            self._rollover_task.cancel()
+        self._roller.stop()
+        self._trimmer.abandon()
+        if self._age_timer is not None:
+            self._age_timer.cancel()
+        self._close_handles()

@@ -7,6 +7,13 @@ ledgers left empty are dropped. Then a new ledger is created for writes and
 the record is written with compare-and-set, which fences the previous
 owner's metadata writes.
 
+Entries that were written but never confirmed may survive a crash and
+become readable. Ledger files that no managed ledger names (a crash between
+creating a file and recording it, or between un-recording a trimmed ledger
+and unlinking it) are deleted by
+``ManagedLedgerFactory.remove_orphaned_ledgers``, which the broker runs at
+start-up before any topic loads.
+
 Failure modes: what the backend and the record raise (``StorageError``,
 ``ManagedLedgerFencedError``, ``MetadataError``); the new ledger is deleted
 and the recovered ones closed before the error goes up, nothing else

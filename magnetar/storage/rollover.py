@@ -1,150 +1,146 @@
-"""Rollover: sealing the current ledger and moving appends to a new one.
+"""Rolling over: sealing a ledger and recording it closed, with the next one.
 
-Rolls when the current ledger is full (entries, bytes), old, or failed a
-write. Appends issued while a rollover runs wait and are re-issued in order
-once the new ledger is installed. A mixin of
-:class:`~.managed_ledger.ManagedLedger` (state lives on the ledger); it
-imports only lower modules, never :mod:`.managed_ledger`.
+The :class:`Roller` does the I/O of a rollover and of a close: it fetches
+the next ledger's id ahead of time (so a rollover stalls appends less, and
+the managed ledger knows where appends go while one runs), creates the new
+ledger, seals the old one through the backend and writes the record (old
+ledger closed, or dropped if empty; the new one open) through its managed
+ledger (:class:`RolledLedger`), whose compare-and-set fences it on a
+conflict. What appends do meanwhile (they wait and are re-issued in order)
+and the state the result goes into are the managed ledger's.
 
 Failure modes: a ledger whose index cannot be written is recorded closed
 without one (reading it scans the file). If the new ledger cannot be
-created or the metadata write fails, the managed ledger is *failed*
-(``ManagedLedgerFailedError``) or *fenced* (``ManagedLedgerFencedError``)
-and refuses appends until it is closed and opened again.
+created or the record cannot be written, :meth:`Roller.roll` deletes the
+new ledger and raises (``StorageError``, ``ManagedLedgerFencedError``):
+the managed ledger is then failed or fenced.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
+from typing import Awaitable, Callable, Protocol
 
-from .errors import ManagedLedgerFailedError, ManagedLedgerFencedError, StorageError
-from .backend import LedgerHandle
-from . import waiters
-from .ledger_meta import _CLOSING, _FAILED, _FENCED, _OPEN, _LedgerMeta
+from .backend import LedgerBackend, LedgerHandle
+from .errors import StorageError
+from .ledger_list import LedgerList
+from .ledger_meta import _LedgerMeta
 
 log = logging.getLogger(__name__)
 
 
-class Rollover:
-    """Rolling to a new ledger, its age timer and the spare ledger id (mixin)."""
+class RolledLedger(Protocol):
+    """What the roller needs of its managed ledger (``managed_ledger.ManagedLedger``)."""
 
-    def _start_rollover(self) -> None:
-        if self._rolling:
-            return
-        self._flush()  # the old ledger's last entries must reach the writer before its seal
-        self._rolling = True
-        self._rollover_task = self._loop.create_task(self._rollover())
+    name: str
+    #: The properties stored with the record.
+    _properties: dict[str, str]
 
-    async def _rollover(self) -> None:
-        old_meta = self._current_meta
-        old = self._current
-        try:
-            if self._spare_id is None:
-                if self._spare_task is not None:
-                    await asyncio.shield(self._spare_task)
-                if self._spare_id is None:
-                    self._spare_id = await self._factory._new_ledger_id()
-            new_id = self._spare_id
-            new_ledger = await self._backend.create(new_id)
-            try:
-                try:
-                    entries, size = await self._backend.seal(old)
-                except StorageError as exc:
-                    # Its confirmed entries are durable all the same: record it
-                    # closed without an index file; reading it scans the file.
-                    log.warning("%s: %s; closing it without an index", self.name, exc)
-                    old.fence()
-                    entries, size = old.entry_count, old.size
-                now = time.time()
-                new_meta = _LedgerMeta(new_id, created=now)
-                async with self._record.lock:
-                    self._check_not_fenced()
-                    closed = _LedgerMeta(old_meta.ledger_id, entries, size, old_meta.created, now, "closed")
-                    docs = self._ledgers.docs(without=(old_meta,))
-                    if entries:
-                        docs.append(closed.doc())
-                    docs.append(new_meta.doc())
-                    await self._save(docs, self._properties)
-            except BaseException:
-                await self._backend.delete(new_id, new_ledger)
-                raise
-        except BaseException as exc:
-            self._rolling = False
-            self._rollover_task = None
-            self._fail(exc)
-            if not isinstance(exc, Exception):
-                raise
-            return
-        old_meta.entries, old_meta.size, old_meta.closed, old_meta.state = entries, size, now, "closed"
-        if not entries:
-            self._remove_meta(old_meta)
-            self._loop.create_task(self._backend.delete(old_meta.ledger_id, old))
-        else:
-            old_meta.ledger = old
-        self._spare_id = None
-        self._install(new_meta, new_ledger)
-        self._rolling = False
-        self._rollover_task = None
-        waiting = self._waiting
-        self._waiting = []
-        for i, (data, waiter) in enumerate(waiting):
-            if self._rolling:  # a tiny max_entries_per_ledger can roll again at once
-                self._waiting = waiting[i:] + self._waiting
-                break
-            if waiters.is_pending(waiter):
-                self._enqueue(data, waiter)
-        self._schedule_trim()
-        self._wake_idle()
+    def _check_not_fenced(self) -> None:
+        """Raise ``ManagedLedgerFencedError`` if another owner took over."""
+        ...
 
-    def _install(self, meta: _LedgerMeta, ledger: LedgerHandle) -> None:
-        meta.ledger = ledger
-        self._ledgers.add(meta)
-        self._current = ledger
-        self._current_meta = meta
-        self._next_entry = 0
-        self._current_bytes = 0
-        if self._age_timer is not None:
-            self._age_timer.cancel()
-        self._age_timer = self._loop.call_later(self._config.max_ledger_age_s, self._age_check, meta.ledger_id)
+    async def _save(self, ledger_docs: list[dict], properties: dict[str, str]) -> None:
+        """Compare-and-set the record (the caller holds its lock)."""
+        ...
+
+
+@dataclass
+class Sealed:
+    """A ledger sealed and recorded closed (dropped from the record if empty)."""
+
+    entries: int
+    size: int
+    closed: float
+
+
+@dataclass
+class Rolled(Sealed):
+    """:class:`Sealed`, and the new ledger recorded open after it."""
+
+    new_meta: _LedgerMeta
+    new_handle: LedgerHandle
+
+
+class Roller:
+    """Rollovers and the close-time seal of one managed ledger."""
+
+    def __init__(self, ml: RolledLedger, ledgers: LedgerList, backend: LedgerBackend, lock: asyncio.Lock,
+                 new_ledger_id: Callable[[], Awaitable[int]], loop: asyncio.AbstractEventLoop) -> None:
+        self._ml = ml
+        self._ledgers = ledgers
+        self._backend = backend
+        self._lock = lock  # the record's
+        self._new_ledger_id = new_ledger_id
+        self._loop = loop
+        #: The next ledger's id, fetched ahead of time; None until fetched.
+        self.spare_id: int | None = None
+        self._spare_task: asyncio.Task | None = None
+
+    def fetch_ahead(self) -> None:
+        """Fetch the next ledger's id in the background (if not under way)."""
         if self._spare_task is None:
             self._spare_task = self._loop.create_task(self._fetch_spare_id())
 
     async def _fetch_spare_id(self) -> None:
-        """Fetch the next ledger's id early: rollover stalls appends less, and
-        ``next_position`` knows where appends go while a rollover runs."""
         try:
-            if self._spare_id is None:
-                self._spare_id = await self._factory._new_ledger_id()
+            if self.spare_id is None:
+                self.spare_id = await self._new_ledger_id()
         except StorageError as exc:
-            log.warning("%s: could not fetch a ledger id ahead: %s", self.name, exc)
+            log.warning("%s: could not fetch a ledger id ahead: %s", self._ml.name, exc)
         finally:
             self._spare_task = None
 
-    def _age_check(self, ledger_id: int) -> None:
-        self._age_timer = None
-        if self._state is not _OPEN or self._current_meta is None or self._current_meta.ledger_id != ledger_id:
-            return
-        if self._next_entry == 0:  # nothing to seal; look again later
-            self._age_timer = self._loop.call_later(self._config.max_ledger_age_s, self._age_check, ledger_id)
-        else:
-            self._start_rollover()
+    def stop(self) -> None:
+        """Cancel the fetch ahead (close, abandon)."""
+        if self._spare_task is not None:
+            self._spare_task.cancel()
 
-    def _remove_meta(self, meta: _LedgerMeta) -> None:
-        self._ledgers.remove(meta)
-        self._cache.drop(meta.ledger_id)
+    async def roll(self, old_meta: _LedgerMeta, old: LedgerHandle) -> Rolled:
+        """Create the next ledger, seal ``old`` after every batch submitted
+        to it, and record both. Raises (see the module docstring)."""
+        if self.spare_id is None:
+            if self._spare_task is not None:
+                await asyncio.shield(self._spare_task)
+            if self.spare_id is None:
+                self.spare_id = await self._new_ledger_id()
+        new_id = self.spare_id
+        new_ledger = await self._backend.create(new_id)
+        try:
+            try:
+                entries, size = await self._backend.seal(old)
+            except StorageError as exc:
+                # Its confirmed entries are durable all the same: record it
+                # closed without an index file; reading it scans the file.
+                log.warning("%s: %s; closing it without an index", self._ml.name, exc)
+                old.fence()
+                entries, size = old.entry_count, old.size
+            now = time.time()
+            new_meta = _LedgerMeta(new_id, created=now)
+            async with self._lock:
+                self._ml._check_not_fenced()
+                docs = self._closed_docs(old_meta, entries, size, now)
+                docs.append(new_meta.doc())
+                await self._ml._save(docs, self._ml._properties)
+        except BaseException:
+            await self._backend.delete(new_id, new_ledger)
+            raise
+        self.spare_id = None
+        return Rolled(entries, size, now, new_meta, new_ledger)
 
-    def _fail(self, exc: BaseException) -> None:
-        """Rolling over failed: refuse every append until reopened."""
-        if self._state in (_OPEN, _CLOSING):
-            if isinstance(exc, ManagedLedgerFencedError):
-                self._state = _FENCED
-                self._error = exc
-            else:
-                self._state = _FAILED
-                self._error = ManagedLedgerFailedError(f"managed ledger {self.name!r} failed: {exc}")
-                log.error("%s: %s", self.name, self._error)
-        waiting = self._waiting
-        self._waiting = []
-        waiters.fail([w for _, w in waiting], self._error or self._refusal())
-        self._wake_idle()
+    async def seal(self, meta: _LedgerMeta, handle: LedgerHandle) -> Sealed:
+        """Seal the current ledger at close and record it closed (or gone,
+        if empty). Raises ``StorageError``."""
+        entries, size = await self._backend.seal(handle)
+        now = time.time()
+        async with self._lock:
+            await self._ml._save(self._closed_docs(meta, entries, size, now), self._ml._properties)
+        return Sealed(entries, size, now)
+
+    def _closed_docs(self, meta: _LedgerMeta, entries: int, size: int, now: float) -> list[dict]:
+        docs = self._ledgers.docs(without=(meta,))
+        if entries:
+            docs.append(_LedgerMeta(meta.ledger_id, entries, size, meta.created, now, "closed").doc())
+        return docs

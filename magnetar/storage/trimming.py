@@ -1,10 +1,16 @@
 """Trimming: deleting consumed ledgers that retention lets go.
 
-The rules are in :mod:`.managed_ledger`'s docstring ("Trimming"). The
-:class:`Trimmer` runs in the background when asked (:meth:`Trimmer.schedule`:
-after a cursor persists a new mark-delete position, after rollover, after a
-cursor is deleted) and when retention time next lets a ledger go (its own
-timer). It reads the managed ledger's :class:`~.ledger_list.LedgerList` and
+A closed ledger is deleted (metadata first, then its files) when
+there is at least one durable cursor, every durable cursor's *persisted*
+mark-delete position is at or past its last entry, it was closed at least
+``retention_time_s`` ago, and the managed ledger's size counting it exceeds
+``retention_size_bytes`` (as in Pulsar, so what remains may be smaller than
+that). Ledgers go oldest first, never skipping one. Trimming runs in the
+background after a cursor persists a new mark-delete, after rollover, after
+a cursor is deleted, and when retention time next lets a ledger go. With no
+durable cursor nothing is trimmed; non-durable cursors never hold data.
+
+The :class:`Trimmer` reads the managed ledger's :class:`~.ledger_list.LedgerList` and
 cursors, and removes ledgers through the managed ledger
 (:class:`TrimmedLedger`: the record's write, then the list), then deletes
 their bytes through the backend.

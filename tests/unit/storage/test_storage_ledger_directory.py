@@ -27,12 +27,13 @@ async def test_a_crash_recovery_deletes_the_empty_ledger_without_listing_the_dir
     ml = await factory.open("t/ns/persistent/a")
     await ml.append(b"kept")
     await ml.close()  # sealed: an index went through the temporary directory
-    reopened = await factories().open("t/ns/persistent/a")  # a new, empty open ledger
+    second = factories()
+    reopened = await second.open("t/ns/persistent/a")  # a new, empty open ledger
     empty_id = reopened.ledgers[-1].ledger_id
     # A crash left a half-written index of that ledger, and of another one.
     (factory.ledger_dir / SEAL_TMP / f"{empty_id:020d}.idx.0a1b2c.tmp").write_bytes(b"torn")
     (factory.ledger_dir / SEAL_TMP / f"{empty_id + 1000:020d}.idx.0a1b2c.tmp").write_bytes(b"other")
-    reopened._factory.abandon()
+    second.abandon()
 
     _listed.clear()
     _watching = True

@@ -173,13 +173,14 @@ async def test_crash_with_torn_tail(factories):
 
 
 async def test_properties_persist(factories, store):
-    ml = await factories().open("t")
+    factory = factories()
+    ml = await factory.open("t")
     assert ml.properties == {}
     await ml.set_properties({"epoch": "1", "x": "y"})
     await ml.set_properties({"epoch": "2", "x": None})
     assert ml.properties == {"epoch": "2"}
     await append_all(ml, 3)
-    ml._factory.abandon()
+    factory.abandon()
     ml2 = await factories().open("t")
     assert ml2.properties == {"epoch": "2"}
     with pytest.raises(TypeError):
