@@ -55,6 +55,7 @@ it, the periodic round logs it and goes on with the other topics.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 
@@ -67,6 +68,7 @@ from magnetar.broker.namespaces.policies import BacklogQuota
 
 from magnetar.broker.subscriptions.subscription import COMPACTION_CURSOR, Subscription
 
+from .sweep import start_sweep
 from .views import PolicedTopic, ServedTopics
 
 log = logging.getLogger(__name__)
@@ -239,13 +241,6 @@ async def check_all(service: ServedTopics) -> None:
             log.warning("cannot check the backlog quota of %s: %s", topic.name, exc)
 
 
-async def check_periodically(service: ServedTopics, interval_s: float) -> None:
-    """:func:`check_all` every ``interval_s`` seconds, until cancelled."""
-    while True:
-        await asyncio.sleep(interval_s)
-        try:
-            await check_all(service)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("backlog quota round failed")
+def start_checks(service: ServedTopics, interval_s: float) -> asyncio.Task:
+    """:func:`check_all` every ``interval_s`` seconds (a :mod:`.sweep`), until cancelled."""
+    return start_sweep(interval_s, functools.partial(check_all, service), "backlog quota")

@@ -1,6 +1,6 @@
 """Message TTL: a periodic task that expires old backlog.
 
-Every ``interval_s`` the task looks at each loaded topic whose namespace sets
+Every ``interval_s`` the task (a :mod:`.sweep`) looks at each loaded topic whose namespace sets
 ``message_ttl_in_seconds`` and moves each durable subscription's cursor past
 the entries published longer ago than the TTL (:func:`.cursor_ops.expire`),
 as if they had been acknowledged. Consumed ledgers then go the usual way
@@ -19,6 +19,7 @@ from magnetar.broker.subscriptions import cursor_ops
 from magnetar.broker.namespaces.policies import message_ttl_s
 from magnetar.broker.namespaces.applied import applied_policies
 
+from .sweep import start_sweep, stop_sweep
 from .views import ServedTopics
 
 log = logging.getLogger(__name__)
@@ -32,27 +33,12 @@ class MessageExpiry:
 
     def start(self) -> "MessageExpiry":
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._loop())
+            self._task = start_sweep(self.interval_s, self.check_all, "message expiry")
         return self
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
-
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval_s)
-            try:
-                await self.check_all()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("message expiry round failed")
+        await stop_sweep(task)
 
     async def check_all(self) -> int:
         """One round over every loaded topic; returns the entries expired."""

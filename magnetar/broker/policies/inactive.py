@@ -1,7 +1,8 @@
 """Inactive and idle topics: deleted (Pulsar's brokerDeleteInactiveTopics*
 settings) or unloaded from memory, so that memory follows active topics.
 
-Every ``broker_delete_inactive_topics_frequency_s`` one round looks at each
+Every ``broker_delete_inactive_topics_frequency_s`` one round (a
+:mod:`.sweep`) looks at each
 loaded topic. A topic is *idle* while it has no producer, no consumer, no
 producer waiting for exclusive access and no replicator, and no message went
 in or out since the round before; it has been idle since the first round
@@ -31,6 +32,8 @@ from typing import Any, Protocol
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.topic_name import TopicName
+
+from .sweep import start_sweep, stop_sweep
 
 log = logging.getLogger(__name__)
 
@@ -80,27 +83,12 @@ class InactiveTopics:
 
     def start(self) -> "InactiveTopics":
         if self._task is None and (self.delete_enabled or self.unload_after_s > 0):
-            self._task = asyncio.get_running_loop().create_task(self._loop(), name="inactive-topics")
+            self._task = start_sweep(self.interval_s, self.round, "inactive topics")
         return self
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
-
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval_s)
-            try:
-                await self.round()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("inactive topics round failed")
+        await stop_sweep(task)
 
     async def round(self, now: float | None = None) -> tuple[list[str], list[str]]:
         """Look at every loaded topic once; returns (deleted, unloaded) names."""

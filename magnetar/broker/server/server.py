@@ -149,8 +149,7 @@ class Broker:
                 session_ttl_s=config.cluster_session_ttl_s, lookup_timeout_s=config.lookup_timeout_s)
         self.expiry = MessageExpiry(self.service, config.message_expiry_check_interval_s).start()
         self.inactive_topics = InactiveTopics(self.service, config).start()
-        self.quota_checks = asyncio.get_running_loop().create_task(
-            backlog_quota.check_periodically(self.service, config.backlog_quota_check_interval_s))
+        self.quota_checks = backlog_quota.start_checks(self.service, config.backlog_quota_check_interval_s)
         try:
             self._server = await asyncio.get_running_loop().create_server(
                 lambda: ServerConnection(self.service), config.bind_address, config.port, reuse_address=True
