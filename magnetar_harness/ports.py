@@ -3,12 +3,7 @@ from __future__ import annotations
 
 import socket
 
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on now (the kernel's pick)."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+from magnetar.processes.child import free_port
 
 
 def free_port_block(count: int) -> int:

