@@ -144,3 +144,8 @@ class Connection:
 
     def close(self) -> None:
         self.state = State.CLOSED
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran: :meth:`send` raises ProtocolError from then on."""
+        return self.state is State.CLOSED

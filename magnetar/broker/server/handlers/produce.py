@@ -168,6 +168,10 @@ class ProducerReports:
         # Withholding that receipt would leave the client guessing; an official
         # client even reports such a send as failed (ProducerFenced) when its
         # retry meets a rival exclusive producer on the new owner.
+        if session.proto.closed:
+            # The client left: nobody to tell, and this must not raise (storage
+            # is failing a run of entries, other producers' among them).
+            return
         exc = pending.error
         seq = pending.sequence_id
         if exc is None:
@@ -195,6 +199,8 @@ class ProducerReports:
         session = self.session
         if session.producers.get(producer.producer_id) is producer:
             del session.producers[producer.producer_id]
+            if session.proto.closed:
+                return
             session.write(command(Type.CLOSE_PRODUCER, producer_id=producer.producer_id, request_id=UINT64_MAX,
                                   assignedBrokerServiceUrl=assigned[0] if assigned else None,
                                   assignedBrokerServiceUrlTls=assigned[1] if assigned and assigned[1] else None))
