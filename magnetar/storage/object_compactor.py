@@ -15,7 +15,10 @@ no ``s/`` record names it (its ledgers were compacted or deleted, or its
 commit failed: a zombie's, a crashed write's), once it is older than
 ``COLLECT_AFTER_S`` (commits give up after ``MAX_COMMIT_AGE_S``, far less,
 so no transaction can still come to name it). Chunk objects of a deleted
-ledger are deleted with it.
+ledger are deleted with it; those its index never named (a compaction that
+found the ledger deleted, or was cut short by the deletion or a crash) are
+collected once the ledger's record is gone: ledger ids are never reused,
+so a ledger without a record never gets one again.
 
 Failure modes: ``StorageError`` (metadata or object store unreachable);
 nothing is lost by an interrupted run, it is redone at the next.
@@ -30,7 +33,8 @@ from ..metadata.store import Compare, Delete, MetadataError, MetadataStore, Put,
 from ..objectstore.store import ObjectNotFound, ObjectStore, ObjectStoreError
 from .errors import StorageError
 from .object_index import (
-    ROOT, Section, chunk_key, chunk_object, commit_object_time_ms, compacted_key, ledger_key, section_key,
+    ROOT, Section, chunk_key, chunk_object, chunk_object_ledger, commit_object_time_ms, compacted_key, ledger_key,
+    section_key,
 )
 
 log = logging.getLogger(__name__)
@@ -91,12 +95,17 @@ def _groups(sections: list[Section]) -> list[list[Section]]:
 async def collect_orphans(store: MetadataStore, objects: ObjectStore, *, older_than_s: float = COLLECT_AFTER_S,
                           now: float | None = None) -> list[str]:
     """Delete commit objects that no section record names and that are
-    older than ``older_than_s``; return their keys."""
+    older than ``older_than_s``, and chunk objects of ledgers that no
+    longer exist; return their keys."""
     now = time.time() if now is None else now
     try:
+        # Objects first, then the index: a ledger created in between has no
+        # object in the listing, one deleted in between is garbage anyway.
         listed = await objects.list("data/")
+        chunks = await objects.list("ledgers/")
+        ledgers = await store.children(ROOT)
         named: set[str] = set()
-        for lid in await store.children(ROOT):
+        for lid in ledgers:
             base = f"{ROOT}/{lid}/s"
             names = await store.children(base)
             records = await asyncio.gather(*(store.get(f"{base}/{n}") for n in names))
@@ -105,6 +114,13 @@ async def collect_orphans(store: MetadataStore, objects: ObjectStore, *, older_t
         for info in listed:
             written = commit_object_time_ms(info.key)
             if info.key in named or written is None or now - written / 1000 < older_than_s:
+                continue
+            await objects.delete(info.key)
+            gone.append(info.key)
+        alive = {int(lid) for lid in ledgers if lid.isdigit()}
+        for info in chunks:
+            owner = chunk_object_ledger(info.key)
+            if owner is None or owner in alive:
                 continue
             await objects.delete(info.key)
             gone.append(info.key)

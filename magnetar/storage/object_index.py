@@ -51,6 +51,12 @@ def chunk_object(ledger_id: int, first: int) -> str:
     return f"ledgers/{ledger_id:020d}/{first:012d}"
 
 
+def chunk_object_ledger(key: str) -> int | None:
+    """The ledger id of a chunk object's key; None if not one."""
+    parts = key.split("/")
+    return int(parts[1]) if len(parts) == 3 and parts[0] == "ledgers" and parts[1].isdigit() else None
+
+
 def commit_object(session: str, unix_ms: int, seq: int) -> str:
     return f"data/{session}/{unix_ms:013d}-{seq:08d}"
 

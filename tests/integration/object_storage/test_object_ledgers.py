@@ -193,3 +193,21 @@ async def test_a_young_orphan_is_left_alone(tmp_path, etcd_store, objects_url, o
     await objects.put("data/zombie/%013d-00000002" % int(time.time() * 1000), b"young, maybe mid-commit")
     gone = await collect_orphans(etcd_store, objects)
     assert gone == ["data/zombie/%013d-00000001" % 0]
+
+
+async def test_chunks_of_a_deleted_ledger_that_its_index_never_named_are_collected(tmp_path, etcd_store, objects_url,
+                                                                                   objects):
+    from magnetar.storage.object_compactor import collect_orphans
+    from magnetar.storage.object_index import chunk_object
+
+    factory = open_factory(tmp_path, etcd_store, objects_url)
+    ml = await factory.open("t/chunks")
+    live = (await ml.append(b"x")).ledger_id
+    gone_id = live + 1000  # never created, or deleted: ids are never reused
+    # what a compaction leaves when its ledger is deleted before it records its chunks
+    await objects.put(chunk_object(gone_id, 0), b"orphan chunk")
+    await objects.put(chunk_object(live, 0), b"a compaction under way")
+    gone = await collect_orphans(etcd_store, objects)
+    assert gone == [chunk_object(gone_id, 0)]  # before: chunk objects were never collected
+    assert [o.key for o in await objects.list("ledgers/")] == [chunk_object(live, 0)]
+    await factory.close()
