@@ -7,19 +7,16 @@ the brokers' log tails when it does not print ``ready`` within its timeout.
 """
 from __future__ import annotations
 
-import json
-import os
 import re
 import signal
 import subprocess
-import sys
-import threading
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 from .ports import free_port_block
+from .up_command import admin_call, start_up, stop_up
 
 LINE = re.compile(r"broker (\d+) (pulsar://\S+) (http://\S+) pid=(\d+)")
 
@@ -64,7 +61,7 @@ class LocalCluster:
 
     def start(self, timeout: float = 90.0) -> "LocalCluster":
         port, admin = free_port_block(self.brokers), free_port_block(self.brokers)
-        args = [sys.executable, "-m", "magnetar.cli", "cluster", "up", "--brokers", str(self.brokers),
+        args = ["cluster", "up", "--brokers", str(self.brokers),
                 "--data-dir", str(self.base), "--port", str(port), "--admin-port", str(admin),
                 "--session-ttl", str(self.session_ttl)]
         args += ["--name", self.name]
@@ -80,31 +77,21 @@ class LocalCluster:
             config = self.base.parent / "broker.toml"
             config.write_text(self.broker_config)
             args += ["--broker-config", str(config)]
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     env=dict(os.environ, PYTHONUNBUFFERED="1"))
-        ready = threading.Event()
-
-        def read() -> None:
-            for line in self.proc.stdout:
-                self.output.append(line.rstrip())
-                if line.startswith("etcd "):
-                    self.etcd_url = line.split()[1]
-                if line.startswith("objectstore "):
-                    self.objectstore_endpoint = line.split()[1]
-                    self.objectstore_bucket = line.split()[2].removeprefix("bucket=")
-                m = LINE.match(line)
-                if m:  # a restarted member prints its line again: it replaces the old one
-                    member = Member(int(m[1]), m[2], m[3], int(m[4]))
-                    self.members[:] = [x for x in self.members if x.index != member.index] + [member]
-                    self.members.sort(key=lambda x: x.index)
-                if line.strip() == "ready":
-                    ready.set()
-
-        threading.Thread(target=read, daemon=True).start()
-        if not ready.wait(timeout):
-            self.stop()
-            raise AssertionError("cluster did not start:\n" + "\n".join(self.output) + self.logs())
+        self.proc = start_up(args, self._read, self.output, timeout, "cluster",
+                             lambda: [m.pid for m in self.members], self.logs)
         return self
+
+    def _read(self, line: str) -> None:
+        if line.startswith("etcd "):
+            self.etcd_url = line.split()[1]
+        if line.startswith("objectstore "):
+            self.objectstore_endpoint = line.split()[1]
+            self.objectstore_bucket = line.split()[2].removeprefix("bucket=")
+        m = LINE.match(line)
+        if m:  # a restarted member prints its line again: it replaces the old one
+            member = Member(int(m[1]), m[2], m[3], int(m[4]))
+            self.members[:] = [x for x in self.members if x.index != member.index] + [member]
+            self.members.sort(key=lambda x: x.index)
 
     def restart_exited(self) -> None:
         """Ask ``cluster up`` to start its exited brokers again (SIGHUP, as docs/cluster.md says)."""
@@ -117,29 +104,10 @@ class LocalCluster:
         return "".join(out)
 
     def stop(self, timeout: float = 60.0) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        for m in self.members:  # nothing may outlive the cluster
-            try:
-                os.kill(m.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        return self.proc.returncode
+        return stop_up(self.proc, [m.pid for m in self.members], timeout)
 
     def admin(self, member: Member, path: str, method: str = "GET", body=None):
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(member.admin_url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            raw = resp.read()
-            return json.loads(raw) if raw else None
+        return admin_call(member.admin_url, path, method, body)
 
     def lookups(self) -> int:
         """Lookups answered by all brokers (their pulsar_broker_lookup_answers_total)."""

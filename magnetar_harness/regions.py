@@ -7,18 +7,13 @@ when it does not print ``ready`` within its timeout.
 """
 from __future__ import annotations
 
-import json
-import os
 import re
-import signal
 import subprocess
-import sys
-import threading
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 from .ports import free_port_block
+from .up_command import admin_call, start_up, stop_up
 
 LINE = re.compile(r"region (\S+) broker (\d+) (pulsar://\S+) (http://\S+) pid=(\d+)")
 
@@ -31,14 +26,7 @@ class Region:
     pid: int
 
     def admin(self, path: str, method: str = "GET", body=None, token: str | None = None):
-        data = None if body is None else json.dumps(body).encode()
-        headers = {"Content-Type": "application/json"}
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        req = urllib.request.Request(self.admin_url + path, data=data, method=method, headers=headers)
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            raw = resp.read()
-            return json.loads(raw) if raw else None
+        return admin_call(self.admin_url, path, method, body, token)
 
 
 class LocalRegions:
@@ -52,7 +40,7 @@ class LocalRegions:
 
     def start(self, timeout: float = 120.0) -> "LocalRegions":
         port, admin = free_port_block(10 * self.count), free_port_block(10 * self.count)
-        args = [sys.executable, "-m", "magnetar.cli", "geo", "up", "--regions", str(self.count),
+        args = ["geo", "up", "--regions", str(self.count),
                 "--data-dir", str(self.base), "--port", str(port), "--admin-port", str(admin),
                 "--session-ttl", "3"]
         if self.broker_config:
@@ -60,40 +48,17 @@ class LocalRegions:
             config = self.base / "broker.toml"
             config.write_text(self.broker_config)
             args += ["--broker-config", str(config)]
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     env=dict(os.environ, PYTHONUNBUFFERED="1"))
-        ready = threading.Event()
-
-        def read() -> None:
-            for line in self.proc.stdout:
-                self.output.append(line.rstrip())
-                m = LINE.match(line)
-                if m:
-                    self.regions.append(Region(m[1], m[3], m[4], int(m[5])))
-                if line.strip() == "ready":
-                    ready.set()
-
-        threading.Thread(target=read, daemon=True).start()
-        if not ready.wait(timeout):
-            self.stop()
-            raise AssertionError("regions did not start:\n" + "\n".join(self.output))
+        self.proc = start_up(args, self._read, self.output, timeout, "regions",
+                             lambda: [r.pid for r in self.regions])
         return self
 
+    def _read(self, line: str) -> None:
+        m = LINE.match(line)
+        if m:
+            self.regions.append(Region(m[1], m[3], m[4], int(m[5])))
+
     def stop(self, timeout: float = 60.0) -> None:
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        for r in self.regions:
-            try:
-                os.kill(r.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        stop_up(self.proc, [r.pid for r in self.regions], timeout)
 
 
 def replicated_namespace(regions: "LocalRegions", namespace: str) -> None:
