@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .checker import ANOMALIES, Report, check
+from .faults import faults_help
 from .history import read_history
 from .plot import write_svg
 
@@ -67,7 +68,7 @@ def _verdict(report: Report) -> None:
 def run_command(
     topology: str = typer.Option("standalone", "--topology", help="standalone, cluster (3 brokers on etcd) or regions (two one-broker regions replicating; workloads write to the first, the second's copy is checked)"),
     duration: float = typer.Option(60.0, "--duration", min=1, help="Seconds of faults and traffic"),
-    faults: str = typer.Option("kill,pause", "--faults", help="Comma-separated: kill, pause, restart, fsync-error (EIO from fsync for 1-3 s; needs ptrace: root or CAP_SYS_PTRACE), clock-jump (a broker's wall clock steps +90 s, +10 min, +2 h, +8 d, -30 s or -10 min, held 3-6 s or left; libfaketime, installed when root); standalone also cut, disk-full (root); cluster also kill-etcd, pause-etcd, kill-objectstore, pause-objectstore, kill-wipe (a broker killed and its data directory deleted), cut-objectstore (a broker cut from the object store only, 2-12 s; root) (these four need --storage object), move, move-kill, move-kill-source, move-pause-source (the owner paused past its session mid-handover), move-partition-source (root), move-partition-destination (root), split, split-kill (the owner killed mid-split), partition (root); regions: kill, pause, restart (either region's broker), cut (the link to the second region down 1-4 s), kill-etcd, pause-etcd, failover (the consumer of a replicated subscription moves to the other region)"),
+    faults: str = typer.Option("kill,pause", "--faults", help=faults_help()),
     seed: int = typer.Option(1, "--seed", help="Seeds the fault schedule and the workloads"),
     out: Path = typer.Option(Path("./chaos-out"), "--out", help="history.jsonl, report.json, broker.log"),
     interval: str = typer.Option("2,5", "--interval", help="Seconds between a heal and the next fault: MIN,MAX"),

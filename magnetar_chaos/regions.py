@@ -68,6 +68,7 @@ from magnetar_harness.etcd import start_etcd
 
 from .broker import region_broker
 from .consumers import Receiver, SubscriptionConsumer
+from .faults import REGIONS as REGIONS_TOPOLOGY, faults_of
 from .history import History
 from .proxy import CutProxy
 from .systems import ETCD_FAULTS, SESSION_TTL_S, _broker_config, _checked_sync_policy, _hit, hit_etcd
@@ -190,7 +191,7 @@ class RegionsSystem:
     writes into :attr:`service_url` (region A) and, after its final reads,
     calls :meth:`read_replicas`; each :meth:`inject` returns once healed."""
 
-    faults = ("kill", "pause", "restart", "cut", "kill-etcd", "pause-etcd", "failover")
+    faults = faults_of(REGIONS_TOPOLOGY)
 
     #: How long a fault's effects go on after its heal: a lapsed session is
     #: noticed up to a TTL later (as in the cluster topology).

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from .faults import inject as inject_fault
 from .checker import Report, check
 from .history import History
 from .plot import write_svg
@@ -75,7 +76,7 @@ def _workloads(url: str, history: History, seed: int) -> list[Workload]:
 
 def _inject(system, kind: str, rng: random.Random, history: History) -> None:
     history.add("nemesis", "info", "fault", value=kind)
-    done = system.inject(kind, rng)
+    done = inject_fault(system, kind, rng)
     history.add("nemesis", "info", "heal", value=done, aftermath=getattr(system, "aftermath_s", 0.0))
 
 

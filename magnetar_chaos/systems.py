@@ -45,6 +45,8 @@ Every broker of a run stores with one sync policy (``--sync-policy``,
 :data:`SYNC_POLICIES`): ``always`` (the default) or ``interval``.
 
 Each ``inject`` returns once the system is healed (restarted, resumed).
+Which faults each system takes, and their help, is :mod:`.faults` (a new
+fault is one entry there).
 ``regions`` (two replicating regions) is in :mod:`.regions`, built on these helpers.
 """
 from __future__ import annotations
@@ -61,10 +63,11 @@ from magnetar_harness.objectstore import start_seaweed
 
 from .broker import cluster_broker, standalone_broker
 from .objectstore import BUCKET as OBJECT_BUCKET
-from .objectstore import OBJECT_ONLY_FAULTS, OBJECT_STORE_FAULTS, checked_storage, cut_from_objectstore, \
+from .objectstore import OBJECT_STORE_FAULTS, checked_storage, cut_from_objectstore, \
     hit_objectstore, kill_and_wipe, stop_objectstore
 from .clock import draw_clock_jump, make_clock_files
 from .disk import SmallDisk
+from .faults import CLUSTER, STANDALONE, faults_of
 from .fsync import FsyncErrors, FsyncErrorsUnavailable, draw_fsync_fault
 from .fsync import unavailable_reason as fsync_unavailable_reason
 from .moves import (NoBrokerAnswers, do_move, move_bundle, plan_move, plan_split, split_bundle, wait_owned,
@@ -171,7 +174,7 @@ def hit_etcd(etcd, kind: str, rng: random.Random) -> str:
 
 
 class StandaloneSystem:
-    faults = ("kill", "pause", "restart", "cut", "disk-full", "fsync-error", "clock-jump")
+    faults = faults_of(STANDALONE)
 
     def __init__(self, out_dir: Path, faults: tuple[str, ...] | list[str] = (), seed: int = 0,
                  sync_policy: str = "always") -> None:
@@ -295,9 +298,7 @@ SOURCE_STRIKES = {"move-kill-source": "killed", "move-pause-source": "paused", "
 
 
 class ClusterSystem:
-    faults = ("kill", "pause", "restart", "kill-etcd", "pause-etcd", "partition", "fsync-error", "move", "move-kill",
-              "move-kill-source", "move-pause-source", "move-partition-source", "move-partition-destination",
-              "split", "split-kill", "clock-jump") + OBJECT_ONLY_FAULTS
+    faults = faults_of(CLUSTER)
     #: How long a fault's effects go on after its heal: a lapsed session is
     #: noticed up to a TTL later, then its bundles move (the checker widens
     #: the fault's window by this much).
