@@ -27,6 +27,9 @@ from .ledger_meta import LEDGER_ID_COUNTER, ROOT, check_name
 
 log = logging.getLogger(__name__)
 
+#: Managed ledgers closed at once by :meth:`ManagedLedgerFactory.close`.
+CLOSE_CONCURRENCY = 64
+
 
 class ManagedLedgerFactory:
     """Opens managed ledgers with metadata in ``store`` and entries in
@@ -108,7 +111,13 @@ class ManagedLedgerFactory:
                 await task
             except Exception:
                 pass
-        await asyncio.gather(*(ml.close() for ml in list(self._open.values())), return_exceptions=True)
+        slots = asyncio.Semaphore(CLOSE_CONCURRENCY)
+
+        async def close(ml: ManagedLedger) -> None:
+            async with slots:  # 100,000 at once would queue 100,000 seals and writes together
+                await ml.close()
+
+        await asyncio.gather(*(close(ml) for ml in list(self._open.values())), return_exceptions=True)
         await self.backend.close()
 
     def abandon(self) -> None:

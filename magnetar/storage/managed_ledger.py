@@ -665,7 +665,8 @@ class ManagedLedger:
         await fut
 
     async def close(self, *, keep_cursors: bool = False) -> None:
-        """Finish pending appends, seal the current ledger, record it closed.
+        """Finish pending appends, seal the current ledger, record it closed
+        (an empty current ledger is left as it is: see below).
 
         Appends issued after ``close()`` was called fail with
         ``ManagedLedgerClosedError``. Idempotent. A fenced or failed managed
@@ -691,6 +692,12 @@ class ManagedLedger:
         await self._trimmer.stop()
         if not keep_cursors:
             await self.close_cursors()
+        if clean and self._state is _CLOSING and self._current is not None and self._next_entry == 0:
+            # Nothing was written to the open ledger: nothing to seal or
+            # record (a stop of many idle topics costs no I/O per topic). It
+            # stays in metadata as open and empty; the next open recovers it
+            # with no entries and drops it, as after a crash.
+            clean = False
         if (clean and self._state is _CLOSING and self._current is not None
                 and await self._backend.taken_over(self._current.ledger_id)):
             # A new owner took the managed ledger over (this broker's session

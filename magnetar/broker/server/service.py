@@ -30,6 +30,7 @@ from magnetar.broker.cluster.load_report import BundleCounters
 
 if TYPE_CHECKING:  # a cluster member's code loads only when the broker is clustered (server.py)
     from magnetar.broker.cluster.member import ClusterMember
+from magnetar.broker.bounded import CLOSE_CONCURRENCY, each_bounded
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.topics.dedup import PidAllocator, delete_snapshot
 from magnetar.broker.errors import ServiceNotReady
@@ -346,11 +347,7 @@ class BrokerService:
 
     async def unload_all(self) -> None:
         """Close every loaded topic (this broker lost its metadata session)."""
-        for topic in list(self.topics.values()):
-            try:
-                await self.unload(topic)
-            except Exception:
-                log.exception("unloading %s failed", topic.name)
+        await each_bounded(list(self.topics.values()), self.unload, CLOSE_CONCURRENCY, log, "unloading")
         for topic in list(self.non_persistent.values()):
             await self.close_non_persistent(topic)
 
@@ -368,8 +365,9 @@ class BrokerService:
         self._policy_watch.cancel()
         self._topic_policy_watch.cancel()
         self.compactor.close()
-        for topic in list(self.topics.values()):
-            await topic.close()
+        # Together, a bounded number at a time: a topic's close waits on its
+        # final snapshot's write, and the next ones need not wait for it.
+        await each_bounded(list(self.topics.values()), lambda t: t.close(), CLOSE_CONCURRENCY, log, "closing")
         self.topics.clear()
         for np_topic in list(self.non_persistent.values()):
             await np_topic.close()

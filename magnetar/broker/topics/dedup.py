@@ -183,6 +183,8 @@ class Deduplicator:
         #: Names of the producers a closing topic has just let go: attached
         #: until the final snapshot is written.
         self._closing_attached: frozenset[str] = frozenset()
+        #: The snapshot last read or written: one equal to it is not written again.
+        self._stored: bytes | None = None
 
     # -- the check, in the ordered append path ---------------------------------
     def check(self, producer: "Producer", send: pb.CommandSend, block: PayloadBlock) -> tuple | None:
@@ -403,13 +405,18 @@ class Deduplicator:
     async def _write_snapshot(self) -> None:
         self.expire(attached=self.attached_names() | self._closing_attached)
         self._since_snapshot = 0
-        await self.store.put(self.key, json.dumps(self._snapshot_doc()).encode())
+        body = json.dumps(self._snapshot_doc()).encode()
+        if body == self._stored:
+            return  # what is stored already: a topic idle since its load costs no write
+        await self.store.put(self.key, body)
+        self._stored = body
 
     async def recover(self, ledger) -> None:
         """Load the snapshot, then replay the log after the position it covers."""
         record = await self.store.get(self.key)
         start: Position | None = None
         if record is not None:
+            self._stored = record.value
             doc = json.loads(record.value)
             self.names = {name: SequenceState.from_doc(v) for name, v in doc.get("names", {}).items()}
             self.pids = {int(pid): SequenceState.from_doc(v) for pid, v in doc.get("pids", {}).items()}
