@@ -90,7 +90,8 @@ class LedgerBackend(Protocol):
 
     async def recover(self, ledger_id: int) -> LedgerHandle | None:
         """Open a ledger that may not have been sealed, after :meth:`fence`;
-        seal it at its last intact entry. None if nothing was ever stored."""
+        seal it at its last intact entry (one with no entry may be left
+        unsealed: the caller drops it). None if nothing was ever stored."""
         ...
 
     async def open_sealed(self, ledger_id: int, entries: int) -> LedgerHandle:

@@ -183,7 +183,8 @@ class Deduplicator:
         #: Names of the producers a closing topic has just let go: attached
         #: until the final snapshot is written.
         self._closing_attached: frozenset[str] = frozenset()
-        #: The snapshot last read or written: one equal to it is not written again.
+        #: The state last written, or read back with nothing to replay: a
+        #: snapshot equal to it is not written (it is what the store holds).
         self._stored: bytes | None = None
 
     # -- the check, in the ordered append path ---------------------------------
@@ -407,7 +408,7 @@ class Deduplicator:
         self._since_snapshot = 0
         body = json.dumps(self._snapshot_doc()).encode()
         if body == self._stored:
-            return  # what is stored already: a topic idle since its load costs no write
+            return  # durable already: a topic idle since its load costs no write
         await self.store.put(self.key, body)
         self._stored = body
 
@@ -416,7 +417,6 @@ class Deduplicator:
         record = await self.store.get(self.key)
         start: Position | None = None
         if record is not None:
-            self._stored = record.value
             doc = json.loads(record.value)
             self.names = {name: SequenceState.from_doc(v) for name, v in doc.get("names", {}).items()}
             self.pids = {int(pid): SequenceState.from_doc(v) for pid, v in doc.get("pids", {}).items()}
@@ -436,6 +436,11 @@ class Deduplicator:
             start = ledger.next_position(entries[-1].position)
         if replayed:
             log.info("%s: replayed %d entries to rebuild producer sequences", self.key, replayed)
+        else:
+            # Nothing after the stored snapshot (or nothing at all): that is
+            # the state, and a topic left unchanged need not write it again.
+            # After a replay it is written (retention may trim the entries).
+            self._stored = json.dumps(self._snapshot_doc()).encode()
 
     def _replay(self, data: bytes) -> None:
         n = entry_info(data).num_messages
