@@ -84,7 +84,7 @@ class ReplicatedSubscriptions:
         self.interval = interval
         self.timeout = timeout
         self._pending: dict[str, _Pending] = {}
-        self._msg_in_at_last = -1
+        self._data_in_at_last = -1
         self._task: asyncio.Task | None = None
         self.snapshots_completed = 0
         self.updates_sent = 0
@@ -116,12 +116,12 @@ class ReplicatedSubscriptions:
         topic = self.topic
         if not any(sub.replicated for sub in list(topic.subscriptions.values())):
             return
-        if topic.msg_in == self._msg_in_at_last or self._pending:
+        if topic.data_msg_in == self._data_in_at_last or self._pending:
             return  # nothing new since the last one, or one still in progress
         remotes = frozenset(self._remotes())
         if not remotes or not all(self._connected(r) for r in remotes):
             return  # a snapshot needs every cluster's answer
-        self._msg_in_at_last = topic.msg_in
+        self._data_in_at_last = topic.data_msg_in
         pending = _Pending(str(uuid.uuid4()), now, remotes, rounds=2 if len(remotes) > 1 else 1)
         self._pending[pending.snapshot_id] = pending
         self._request(pending)

@@ -163,6 +163,10 @@ class Topic(ProducerAdmission):
         self.quota_block: BacklogQuota | None = None
         self.msg_in = 0
         self.bytes_in = 0
+        #: Data messages published, markers from other clusters not counted:
+        #: PIP-33 snapshots follow new data only, else every region's markers
+        #: would start the others' next snapshot, forever.
+        self.data_msg_in = 0
         #: Dispatched to consumers, every subscription (counted by dispatchers).
         #: See TopicView.dispatch_hold_until (set by the service on a moved topic).
         self.dispatch_hold_until = 0.0
@@ -276,6 +280,8 @@ class Topic(ProducerAdmission):
             marker = marker_log.replicated_marker(self, block)
         else:
             marker = None
+        if marker is None:
+            self.data_msg_in += n
         self._appending.append((pending, token, first, n, marker))
         try:
             self.ledger.append_then(data, self._on_appended)
