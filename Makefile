@@ -52,8 +52,12 @@ STORAGE ?= file
 cluster: $(CLUSTER_STAMP)
 	$(BIN)/magnetar cluster up --brokers 3 --data-dir ./cluster-data --port $(PORT) --admin-port $(ADMIN_PORT) --storage $(STORAGE)
 
+# Two worker processes, a test file each at a time (a module's shared broker stays
+# in one process): most tests wait on brokers, etcd or SeaweedFS rather than compute.
+# TEST_WORKERS=0 runs them in this process (pytest-xdist's -n 0).
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The edit loop: the unit tests and the fast integration tests (one broker each,
 # no cluster, no kill loops); `make test` stays the whole suite.
@@ -65,7 +69,7 @@ CHECK_INTEGRATION := $(addprefix tests/integration/,test_admin_rest.py test_admi
   test_tls_test_certs.py test_encryption.py test_metrics.py test_leader_election_example.py \
   test_advertised_listeners.py)
 check: $(STAMP)
-	$(BIN)/python -m pytest -q tests/unit $(CHECK_INTEGRATION)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests/unit $(CHECK_INTEGRATION)
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit
