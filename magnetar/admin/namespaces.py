@@ -2,10 +2,10 @@
 
 Policies are stored as they are sent (Pulsar's shapes, checked by
 :mod:`magnetar.broker.namespaces.policies`): a refused body changes nothing. Retention,
-message TTL and backlog quotas are enforced by the broker (storage trimming,
-the expiry task, :mod:`magnetar.broker.policies.backlog_quota`); deduplication is read
-by the deduplication feature; replication clusters are stored for a feature
-to come. ``DELETE`` on a policy unsets it (the broker's default applies
+message TTL, backlog quotas and publish and dispatch rates are enforced by
+the broker (storage trimming, the expiry task, :mod:`magnetar.broker.policies`);
+deduplication is read by the deduplication feature; replication clusters by
+geo-replication. ``DELETE`` on a policy unsets it (the broker's default applies
 again). Loaded topics see a change at once (the broker watches the policies).
 """
 from __future__ import annotations
@@ -31,6 +31,9 @@ RETENTION = {"type": "object", "properties": {"retentionTimeInMinutes": INTEGER,
 BACKLOG_QUOTA = {"type": "object", "properties": {"limitSize": INTEGER, "limitTime": INTEGER,
                                                    "policy": {"type": "string",
                                                               "enum": list(policies.BACKLOG_QUOTA_POLICIES)}}}
+DISPATCH_RATE = {"type": "object", "properties": {
+    "dispatchThrottlingRateInMsg": INTEGER, "dispatchThrottlingRateInByte": INTEGER,
+    "ratePeriodInSecond": INTEGER, "relativeToPublishRate": BOOLEAN}}
 QUOTA_TYPE = QueryParam("backlogQuotaType", {"type": "string", "enum": list(policies.BACKLOG_QUOTA_TYPES)},
                         "Which quota: destination_storage (default) or message_age")
 POLICIES = {"type": "object", "properties": {
@@ -114,6 +117,10 @@ _policy_routes("publishRate", "publish_rate",
                {"type": "object", "properties": {"publishThrottlingRateInMsg": INTEGER,
                                                  "publishThrottlingRateInByte": INTEGER}},
                policies.validate_publish_rate, "publish rate of each topic (producers over it are slowed)")
+_policy_routes("dispatchRate", "dispatch_rate", DISPATCH_RATE, policies.validate_dispatch_rate,
+               "dispatch rate of each topic (all its subscriptions together)")
+_policy_routes("subscriptionDispatchRate", "subscription_dispatch_rate", DISPATCH_RATE,
+               policies.validate_dispatch_rate, "dispatch rate of each subscription")
 _policy_routes("maxProducersPerTopic", "max_producers_per_topic", INTEGER,
                lambda v: policies.validate_limit("maxProducersPerTopic", v), "producer limit of each topic (0: none)")
 _policy_routes("maxConsumersPerTopic", "max_consumers_per_topic", INTEGER,

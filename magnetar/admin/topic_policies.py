@@ -1,6 +1,7 @@
 """Topic-level policies on Pulsar's paths: ``{topic}/retention``,
 ``/messageTTL`` (``?messageTTL=`` seconds), ``/deduplicationEnabled``,
-``/maxProducers``, ``/maxConsumers``, ``/backlogQuotaMap`` and
+``/maxProducers``, ``/maxConsumers``, ``/publishRate``, ``/dispatchRate``,
+``/subscriptionDispatchRate``, ``/backlogQuotaMap`` and
 ``/backlogQuota`` (``?backlogQuotaType=``).
 
 A policy set on a topic wins over its namespace's (:mod:`magnetar.broker.
@@ -21,7 +22,7 @@ from magnetar.broker.namespaces import policies, resources
 from magnetar.broker.namespaces.applied import applied_policies
 
 from .errors import not_found
-from .namespaces import BACKLOG_QUOTA, QUOTA_TYPE, RETENTION
+from .namespaces import BACKLOG_QUOTA, DISPATCH_RATE, QUOTA_TYPE, RETENTION
 from .params import flag, json_body, service_of, topic_of
 from .routes import BOOLEAN, INTEGER, QueryParam, RouteTable, json_answer, no_content
 from .topics import TOPIC
@@ -89,6 +90,10 @@ _routes("maxProducers", "max_producers", INTEGER, lambda v: policies.validate_li
 _routes("publishRate", "publish_rate", {"type": "object", "properties": {"publishThrottlingRateInMsg": INTEGER,
                                                                        "publishThrottlingRateInByte": INTEGER}},
         policies.validate_publish_rate, "publish rate (producers over it are slowed)")
+_routes("dispatchRate", "dispatch_rate", DISPATCH_RATE, policies.validate_dispatch_rate,
+        "dispatch rate (all subscriptions together)")
+_routes("subscriptionDispatchRate", "subscription_dispatch_rate", DISPATCH_RATE, policies.validate_dispatch_rate,
+        "dispatch rate of each subscription")
 _routes("maxConsumers", "max_consumers", INTEGER, lambda v: policies.validate_limit("maxConsumers", v), "consumer limit")
 
 

@@ -504,3 +504,60 @@ def test_a_publish_rate_slows_producers_down_without_failing_them(broker):
                     {"publishThrottlingRateInMsg": "fast"})[0] == 400
     finally:
         client.close()
+
+
+def _received_within(consumer, seconds: float, most: int) -> int:
+    """Messages the consumer receives (and acknowledges) in ``seconds``, at most ``most``."""
+    got = 0
+    deadline = time.monotonic() + seconds
+    while got < most and (left := deadline - time.monotonic()) > 0:
+        try:
+            msg = consumer.receive(timeout_millis=max(1, int(left * 1000)))
+        except pulsar.Timeout:
+            break
+        consumer.acknowledge(msg)
+        got += 1
+    return got
+
+
+def test_a_dispatch_rate_holds_consumers_to_it_until_it_is_removed(broker):
+    ok(broker, "PUT", "namespaces/public/dispatch")
+    topic = "persistent://public/dispatch/limited"
+    good(broker, "namespaces", "set-dispatch-rate", "public/dispatch", "-md", "10", "-dt", "1")
+    assert good(broker, "namespaces", "get-dispatch-rate", "public/dispatch", json_output=True) == {
+        "dispatchThrottlingRateInMsg": 10, "dispatchThrottlingRateInByte": -1, "ratePeriodInSecond": 1,
+        "relativeToPublishRate": False}
+    client = pulsar.Client(broker.service_url, operation_timeout_seconds=30, logger=quiet_logger())
+    try:
+        consumer = client.subscribe(topic, "slow", receiver_queue_size=1000)
+        producer = client.create_producer(topic, batching_enabled=False)
+        for i in range(200):
+            producer.send_async(b"m%d" % i, None)
+        producer.flush()
+        # 10 msg/s: the bucket's 10, then 10 a second. Without the limit all 200 come at once.
+        limited = _received_within(consumer, 3.0, 200)
+        assert 10 <= limited <= 60, limited
+        good(broker, "namespaces", "remove-dispatch-rate", "public/dispatch")
+        rest = _received_within(consumer, 4.0, 200 - limited)
+        assert rest == 200 - limited, (limited, rest)  # at 10 msg/s, at most 50 would come in 4 s
+
+        # The other verbs: the subscription rates, a topic's own over its namespace's.
+        good(broker, "namespaces", "set-subscription-dispatch-rate", "public/dispatch", "-md", "500", "-bd", "1048576")
+        good(broker, "topics", "set-subscription-dispatch-rate", topic, "-md", "200", "-dt", "2")
+        assert good(broker, "topics", "get-subscription-dispatch-rate", topic, "--applied", json_output=True) \
+            ["ratePeriodInSecond"] == 2  # the topic's wins
+        good(broker, "topics", "remove-subscription-dispatch-rate", topic)
+        assert good(broker, "namespaces", "get-subscription-dispatch-rate", "public/dispatch",
+                    json_output=True)["dispatchThrottlingRateInByte"] == 1048576
+        good(broker, "namespaces", "remove-subscription-dispatch-rate", "public/dispatch")
+        good(broker, "topics", "set-dispatch-rate", topic, "-bd", "4096")
+        assert good(broker, "topics", "get-dispatch-rate", topic, json_output=True)["dispatchThrottlingRateInByte"] \
+            == 4096
+        good(broker, "topics", "remove-dispatch-rate", topic)
+        assert ok(broker, "GET", "persistent/public/dispatch/limited/dispatchRate?applied=true") is None
+        assert call(broker, "POST", "persistent/public/dispatch/limited/dispatchRate",
+                    {"dispatchThrottlingRateInMsg": 5, "relativeToPublishRate": True})[0] == 400
+        assert call(broker, "POST", "namespaces/public/dispatch/subscriptionDispatchRate",
+                    {"ratePeriodInSecond": 0})[0] == 400
+    finally:
+        client.close()

@@ -18,7 +18,8 @@ from . import resources
 
 #: Policies a topic may set for itself (stored names; the REST paths are Pulsar's).
 TOPIC_FIELDS = ("retention_policies", "message_ttl_in_seconds", "deduplicationEnabled", "backlog_quota_map",
-                "max_producers", "max_consumers", "publish_rate", "replication_clusters")
+                "max_producers", "max_consumers", "publish_rate", "dispatch_rate", "subscription_dispatch_rate",
+                "replication_clusters")
 
 
 def overlay(namespace_policies: dict, own: dict) -> dict:

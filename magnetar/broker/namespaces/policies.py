@@ -74,6 +74,30 @@ def validate_publish_rate(body: Any) -> dict:
     return out
 
 
+#: Pulsar's DispatchRate fields, with the values Pulsar gives the ones a body leaves out.
+DISPATCH_RATE_DEFAULTS = {"dispatchThrottlingRateInMsg": -1, "dispatchThrottlingRateInByte": -1,
+                          "ratePeriodInSecond": 1, "relativeToPublishRate": False}
+
+
+def validate_dispatch_rate(body: Any) -> dict:
+    """Pulsar's DispatchRate (``dispatchRate`` and ``subscriptionDispatchRate``):
+    ``{"dispatchThrottlingRateInMsg": n, "dispatchThrottlingRateInByte": n,
+    "ratePeriodInSecond": p, "relativeToPublishRate": false}``: at most ``n``
+    messages / bytes every ``p`` seconds (-1 or 0: that one is not limited).
+    A rate relative to the publish rate is refused (not supported)."""
+    if not isinstance(body, dict) or set(body) - set(DISPATCH_RATE_DEFAULTS):
+        raise InvalidInput("dispatch rate must be {dispatchThrottlingRateInMsg, dispatchThrottlingRateInByte, "
+                           "ratePeriodInSecond, relativeToPublishRate}")
+    out = {**DISPATCH_RATE_DEFAULTS, **body}
+    for key in ("dispatchThrottlingRateInMsg", "dispatchThrottlingRateInByte"):
+        if not _is_int(out[key]) or out[key] < -1:
+            raise InvalidInput(f"{key} must be an integer >= -1 (-1: no limit), got {out[key]!r}")
+    _int_at_least("ratePeriodInSecond", out["ratePeriodInSecond"], 1)
+    if out["relativeToPublishRate"] is not False:
+        raise InvalidInput("relativeToPublishRate is not supported: give the rate in messages or bytes")
+    return out
+
+
 def validate_limit(what: str, body: Any) -> int:
     """A producer or consumer count limit: an integer >= 0 (0: no limit)."""
     return _int_at_least(what, body, 0)

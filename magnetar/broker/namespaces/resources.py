@@ -62,6 +62,10 @@ POLICY_FIELDS: dict[str, Any] = {
     "max_consumers_per_topic": None,
     # Pulsar's PublishRate {publishThrottlingRateInMsg, publishThrottlingRateInByte} (-1: no limit).
     "publish_rate": None,
+    # Pulsar's DispatchRate {dispatchThrottlingRateInMsg, dispatchThrottlingRateInByte,
+    # ratePeriodInSecond, relativeToPublishRate}: of each topic, of each subscription.
+    "dispatch_rate": None,
+    "subscription_dispatch_rate": None,
     # Pulsar's SchemaCompatibilityStrategy name; None / UNDEFINED: the broker's.
     "schema_compatibility_strategy": None,
     # Set while the namespace is being deleted: no topic may be created in it.

@@ -40,6 +40,7 @@ from magnetar.broker.namespaces.policies import backlog_quotas, retention_policy
 from magnetar.broker.topics.producer import Producer
 from magnetar.broker.namespaces.resources import POLICIES as POLICIES_ROOT  # namespace policies live below it
 from magnetar.broker.durations import DurationCounts
+from magnetar.broker.policies.dispatch_rate import dispatch_rates_for
 from magnetar.broker.policies.publish_rate import limiter_for
 from magnetar.broker.namespaces.applied import applied_policies
 from magnetar.broker.namespaces.resources import namespace_policies
@@ -236,6 +237,13 @@ class BrokerService:
         topic.max_producers = policies.get("max_producers")
         topic.max_consumers = policies.get("max_consumers")
         topic.publish_limiter = limiter_for(policies.get("publish_rate"), topic.publish_limiter)
+        rates = dispatch_rates_for(policies.get("dispatch_rate"), policies.get("subscription_dispatch_rate"),
+                                   topic.dispatch_rates)
+        if rates is not topic.dispatch_rates:
+            topic.dispatch_rates = rates
+            for sub in list(topic.subscriptions.values()):
+                if sub.dispatcher is not None:
+                    sub.dispatcher.rates_changed()  # a throttled one need not wait out the old rate
 
     def _on_policy_change(self, note) -> None:
         asyncio.get_running_loop().create_task(self._refresh_policies())

@@ -19,7 +19,9 @@ A dispatcher runs one read at a time (``_run``) and is woken by
 redeliveries, a write buffer that drained. A round that fails (a read the
 object store refused, a cursor write etcd refused) is tried again after
 :data:`RETRY_AFTER_S`: nothing else may wake it (the consumers wait for
-messages, the topic may be idle).
+messages, the topic may be idle). Each read is cut to what the
+subscription's dispatch throttle allows (:mod:`.throttle`); when it allows
+nothing, the dispatcher wakes itself once it will.
 """
 from __future__ import annotations
 
@@ -54,6 +56,7 @@ class Dispatcher(abc.ABC):
         self.redelivery_counts: dict[Position, int] = {}
         self._task: asyncio.Task | None = None
         self._again = False
+        self._rate_timer: asyncio.TimerHandle | None = None
         self.closed = False
 
     # -- consumers ---------------------------------------------------------
@@ -104,6 +107,29 @@ class Dispatcher(abc.ABC):
     async def dispatch_round(self) -> bool:
         """Deliver what the consumers can take now; True if anything moved."""
 
+    # -- dispatch rate -----------------------------------------------------
+    def _throttle(self):
+        return self.subscription.topic.dispatch_rates.throttle(self.subscription.name)
+
+    def _rate_allows(self, wanted: int) -> int:
+        """``wanted`` cut to what the dispatch rate allows now. At 0 nothing
+        may be read, and a round is scheduled for when something may."""
+        throttle = self._throttle()
+        allowed = throttle.allowance(wanted)
+        if allowed <= 0 and self._rate_timer is None:
+            self._rate_timer = asyncio.get_running_loop().call_later(throttle.retry_after(), self._rate_refilled)
+        return allowed
+
+    def _rate_refilled(self) -> None:
+        self._rate_timer = None
+        self.schedule()
+
+    def rates_changed(self) -> None:
+        """The topic's dispatch rates were changed: try again now."""
+        if self._rate_timer is not None:
+            self._rate_timer.cancel()
+        self._rate_refilled()
+
     # -- helpers -----------------------------------------------------------
     def _without_markers(self, entries: list[Entry]) -> list[Entry]:
         """``entries`` minus markers, which are acknowledged here and never
@@ -142,6 +168,7 @@ class Dispatcher(abc.ABC):
         subscription.bytes_out += nbytes
         subscription.topic.msg_out += msgs
         subscription.topic.bytes_out += nbytes
+        self._throttle().charge(msgs, nbytes)
         consumer.sink.deliver(consumer, entries, counts)
 
     def acked(self, positions: list[Position]) -> None:
@@ -175,6 +202,8 @@ class Dispatcher(abc.ABC):
         self.closed = True
         if self._task is not None:
             self._task.cancel()
+        if self._rate_timer is not None:
+            self._rate_timer.cancel()
 
 
 class SingleActiveDispatcher(Dispatcher):
@@ -224,7 +253,9 @@ class SingleActiveDispatcher(Dispatcher):
         consumer = self.active
         if consumer is None or not consumer.can_receive() or not self.cursor.has_more_entries():
             return False
-        want = min(self.max_read_batch, max(1, consumer.permits))
+        want = self._rate_allows(min(self.max_read_batch, max(1, consumer.permits)))
+        if not want:
+            return False
         if consumer.read_compacted:
             # Up to the compaction horizon the compacted view stands in for the topic.
             compacted = await self.subscription.topic.read_compacted(self, consumer, want)
@@ -368,7 +399,9 @@ class SharedDispatcher(Dispatcher):
     async def dispatch_round(self) -> bool:
         if self._next_consumer_available() is False:
             return False
-        budget = min(self.max_read_batch, max(1, self._total_permits()))
+        budget = self._rate_allows(min(self.max_read_batch, max(1, self._total_permits())))
+        if not budget:
+            return False
         entries, moved = await self._read_round(budget)
         if not entries:
             return moved

@@ -275,11 +275,15 @@ class KeySharedDispatcher(SharedDispatcher):
     async def dispatch_round(self) -> bool:
         if not self._next_consumer_available():
             return False
+        allowed = self._rate_allows(max(self.replay_limit, self.max_read_batch))
+        if not allowed:
+            return False
         # Every held entry is examined each round (in position order) before
         # anything newer, or a newer entry of a key could overtake an older one.
-        entries, moved = await self._read_replay(self.replay_limit)
-        if not self.replay and len(entries) < self.replay_limit:
-            budget = min(self.max_read_batch, max(1, self._total_permits()))
+        limit = min(self.replay_limit, allowed)
+        entries, moved = await self._read_replay(limit)
+        if not self.replay and len(entries) < limit:
+            budget = min(self.max_read_batch, max(1, self._total_permits()), allowed - len(entries))
             fresh, read = await self._read_new(budget)
             entries.extend(fresh)
             moved |= read

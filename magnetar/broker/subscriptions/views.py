@@ -13,6 +13,8 @@ from typing import Any, Protocol
 from magnetar.broker.config import BrokerConfig
 from magnetar.storage import Entry, ManagedCursor, ManagedLedger, Position
 
+from .throttle import DispatchRates
+
 
 class TopicView(Protocol):
     """The topic a subscription reads (implemented by ``topics.topic.Topic``)."""
@@ -29,6 +31,9 @@ class TopicView(Protocol):
     #: Event-loop time before which dispatchers send nothing (0: none): the
     #: topic just moved here, and its consumers' grouped acks come first.
     dispatch_hold_until: float
+    #: The dispatch rate limits of the topic and of each subscription
+    #: (``throttle.UNLIMITED`` when none applies).
+    dispatch_rates: DispatchRates
 
     def replicated_subscription_moved(self, name: str, snapshot: Any) -> None:
         """A replicated subscription's mark-delete passed ``snapshot`` (a

@@ -49,6 +49,7 @@ from magnetar.broker.namespaces.policies import BacklogQuota
 from magnetar.broker.policies import backlog_quota
 from magnetar.broker.subscriptions.consumer import Consumer
 from magnetar.broker.subscriptions.subscription import SubType, Subscription
+from magnetar.broker.subscriptions.throttle import UNLIMITED, DispatchRates
 from magnetar.broker.topic_name import TopicName
 from magnetar.metadata import MetadataStore
 
@@ -159,6 +160,8 @@ class Topic(ProducerAdmission):
         self.max_consumers: int | None = None
         #: The publish rate in force (policies/publish_rate.py), None: not limited.
         self.publish_limiter = None
+        #: The dispatch rates in force (TopicView.dispatch_rates; policies/dispatch_rate.py).
+        self.dispatch_rates: DispatchRates = UNLIMITED
         #: The exceeded backlog quota that blocks producers now (set by backlog_quota.check).
         self.quota_block: BacklogQuota | None = None
         self.msg_in = 0
