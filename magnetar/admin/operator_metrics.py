@@ -6,7 +6,12 @@ names where Pulsar has the metric (so its dashboards and alerts work):
   ``_le_overflow`` (entries per second in each latency range, ms), with
   ``pulsar_storage_write_latency_count`` / ``_sum``; the entry size buckets
   ``pulsar_entry_size_le_128`` ... ``_le_1_mb``, ``_le_overflow``, with
-  ``_count`` / ``_sum``; ``pulsar_storage_write_rate`` (entries/s);
+  ``_count`` / ``_sum``; ``pulsar_storage_write_rate`` (entries/s); the
+  storage read latency buckets ``pulsar_storage_read_latency_le_0_5`` ...
+  ``_le_overflow`` (reads per second in each range: Magnetar's, Pulsar
+  has no read histogram, named like the write one), with ``_count`` /
+  ``_sum``; ``pulsar_storage_read_rate`` (entries/s) and
+  ``pulsar_storage_read_cache_misses_rate`` (reads/s past the tail cache);
 - per subscription (labels ``cluster``, ``namespace``, ``topic``,
   ``subscription``): ``pulsar_subscription_msg_rate_out``,
   ``pulsar_subscription_msg_throughput_out``,
@@ -14,7 +19,8 @@ names where Pulsar has the metric (so its dashboards and alerts work):
   ``pulsar_subscription_consumers_count`` (when topic-level series are on);
 - per topic and remote cluster (label ``remote_cluster``):
   ``pulsar_replication_backlog``, ``pulsar_replication_rate_out``,
-  ``pulsar_replication_throughput_out``, ``pulsar_replication_connected_count``;
+  ``pulsar_replication_throughput_out``, ``pulsar_replication_connected_count``,
+  ``pulsar_replication_delay_in_seconds``;
 - per broker: ``pulsar_broker_producers_count``,
   ``pulsar_broker_consumers_count``; lookup latency as Pulsar 4's histogram
   ``pulsar_broker_request_topic_lookup_duration_seconds``; bundles moved
@@ -55,6 +61,7 @@ def _suffix(bound: float) -> str:
 
 LATENCY_NAMES = [f"pulsar_storage_write_latency_le_{_suffix(b)}" for b in LATENCY_BOUNDS_MS] + \
     ["pulsar_storage_write_latency_le_overflow"]
+READ_LATENCY_NAMES = [n.replace("_write_", "_read_") for n in LATENCY_NAMES]
 SIZE_NAMES = [f"pulsar_entry_size_le_{n}" for n in ("128", "512", "1_kb", "2_kb", "4_kb", "16_kb", "100_kb", "1_mb")] \
     + ["pulsar_entry_size_le_overflow"]
 assert len(SIZE_NAMES) == len(SIZE_BOUNDS) + 1
@@ -89,6 +96,7 @@ class OperatorCollector:
         now = time.monotonic()
         keys: set = set()
         yield from self._storage(cluster, topics, now, keys)
+        yield from self._reads(cluster, topics, now, keys)
         if self.broker.config.expose_topic_level_metrics_in_prometheus:
             yield from self._subscriptions(cluster, topics, now, keys)
             yield from self._replication(cluster, topics, now, keys)
@@ -128,6 +136,34 @@ class OperatorCollector:
             write_rate.add_metric(labels, rates[-1])
         return [*latency, *sizes, lat_count, lat_sum, size_count, size_sum, write_rate]
 
+    def _reads(self, cluster: str, topics: list, now: float, keys: set):
+        per_ns: dict[str, list[float]] = {}
+        for topic in topics:
+            stats = topic.ledger.read_stats
+            row = per_ns.setdefault(topic.name.namespace_name, [0.0] * (len(READ_LATENCY_NAMES) + 4))
+            for i, v in enumerate((*stats.latency, stats.reads, stats.entries, stats.misses, stats.latency_sum_ms)):
+                row[i] += v
+        latency = [GaugeMetricFamily(n, "Reads per second that took this long (ms), tail cache or file",
+                                     labels=NS) for n in READ_LATENCY_NAMES]
+        count = GaugeMetricFamily("pulsar_storage_read_latency_count", "Reads that returned entries", labels=NS)
+        total = GaugeMetricFamily("pulsar_storage_read_latency_sum", "Their latencies, ms", labels=NS)
+        read_rate = GaugeMetricFamily("pulsar_storage_read_rate", "Entries read per second", labels=NS)
+        misses = GaugeMetricFamily("pulsar_storage_read_cache_misses_rate",
+                                   "Reads per second that went past the tail cache to the file", labels=NS)
+        n = len(READ_LATENCY_NAMES)
+        for ns, row in sorted(per_ns.items()):
+            key = ("reads", ns)
+            keys.add(key)
+            rates = self._rates.rates(key, now, row[:n + 3])
+            labels = [cluster, ns]
+            for family, value in zip(latency, rates):
+                family.add_metric(labels, value)
+            count.add_metric(labels, row[n])
+            total.add_metric(labels, row[-1])
+            read_rate.add_metric(labels, rates[n + 1])
+            misses.add_metric(labels, rates[n + 2])
+        return [*latency, count, total, read_rate, misses]
+
     def _subscriptions(self, cluster: str, topics: list, now: float, keys: set):
         rate_out = GaugeMetricFamily("pulsar_subscription_msg_rate_out", "Messages dispatched per second", labels=SUB)
         thr_out = GaugeMetricFamily("pulsar_subscription_msg_throughput_out", "Bytes dispatched per second",
@@ -158,6 +194,8 @@ class OperatorCollector:
                                     "second", labels=REMOTE)
         connected = GaugeMetricFamily("pulsar_replication_connected_count", "1 while the replicator's producer is "
                                       "connected", labels=REMOTE)
+        delay = GaugeMetricFamily("pulsar_replication_delay_in_seconds", "Age of the oldest entry not yet stored "
+                                  "by the remote cluster (0: none waits)", labels=REMOTE)
         for topic in topics:
             for remote, replicator in list(getattr(topic, "replicators", {}).items()):
                 key = ("repl", str(topic.name), remote)
@@ -168,7 +206,8 @@ class OperatorCollector:
                 rate_out.add_metric(labels, r_out)
                 thr_out.add_metric(labels, r_bytes)
                 connected.add_metric(labels, 1 if replicator.is_connected() else 0)
-        return [backlog, rate_out, thr_out, connected]
+                delay.add_metric(labels, replicator.delay_seconds())
+        return [backlog, rate_out, thr_out, connected, delay]
 
     def _broker(self, cluster: str, topics: list, service):
         producers = GaugeMetricFamily("pulsar_broker_producers_count", "Producers attached to this broker",

@@ -14,6 +14,13 @@ A replicator reads its topic's managed ledger through the durable cursor
 - once every entry of a read has its receipt, moves the cursor's mark-delete
   position past them.
 
+Its replication delay (:meth:`Replicator.delay_seconds`, Pulsar's
+``replicationDelayInSeconds``) is the age of the oldest entry the remote does
+not have yet: the publish time of the first entry of the read in flight, or,
+while nothing is read (the remote unreachable), the arrival of the first
+entry appended since the last mark-delete. 0 when nothing waits. Entries that
+were stored before the topic loaded here count from their first read.
+
 Failure modes: while the remote is unreachable the producer reconnects by
 itself and the sends wait (no send timeout): the cursor stays, holding the
 entries. A fatal producer error (remote topic deleted, fenced...) ends the
@@ -87,6 +94,8 @@ class Replicator:
         self.msg_out = 0
         self.bytes_out = 0
         self._rates = RateMeter()
+        #: Epoch ms of the oldest entry the remote does not have yet (None: none known to wait).
+        self._waiting_since_ms: int | None = None
         self.connected_since: str | None = None
         self.outbound_url: str | None = None
 
@@ -99,7 +108,13 @@ class Replicator:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replicator {self.topic_name} -> {self.remote}")
 
     def on_new_entries(self) -> None:
+        if self._waiting_since_ms is None:
+            self._waiting_since_ms = _now_ms()
         self._wake.set()
+
+    def delay_seconds(self) -> float:
+        since = self._waiting_since_ms
+        return 0.0 if since is None else max(0, _now_ms() - since) / 1000
 
     def stop(self) -> None:
         if self._task is not None:
@@ -120,6 +135,7 @@ class Replicator:
             "msgRateOut": msg_rate,
             "msgThroughputOut": byte_rate,
             "replicationBacklog": self.cursor.backlog(),
+            "replicationDelayInSeconds": self.delay_seconds(),
             "connected": self.is_connected(),
             "outboundConnection": self.outbound_url,
             "outboundConnectedSince": self.connected_since,
@@ -179,6 +195,9 @@ class Replicator:
             for entry in entries:
                 block = PayloadBlock(memoryview(entry.data))
                 metadata = block.metadata
+                if entry is entries[0] and metadata.publish_time:
+                    # The read starts at the oldest entry not yet marked deleted.
+                    self._waiting_since_ms = metadata.publish_time
                 if not forwardable(metadata, self.remote):
                     continue
                 pos = entry.position
@@ -199,7 +218,13 @@ class Replicator:
             self.msg_out += msgs
             self.bytes_out += nbytes
             await cursor.mark_delete(entries[-1].position)
+            # The next read (at once if more wait) says how old the next oldest is.
+            self._waiting_since_ms = None
             backoff.reset()
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 async def _close_quietly(producer: "AsyncProducer") -> None:

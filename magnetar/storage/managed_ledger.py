@@ -75,6 +75,7 @@ from .recovery import recover
 from .rollover import Roller
 from .trimming import Trimmer
 from .waiters import Waiter
+from .read_stats import ReadStats
 from .write_stats import WriteStats
 
 log = logging.getLogger(__name__)
@@ -97,6 +98,8 @@ class ManagedLedger:
         self.name = name
         #: Write latency and entry size counts (the broker's metrics read them).
         self.write_stats = WriteStats()
+        #: Read latency and cache miss counts (likewise; the EntryReader keeps them).
+        self.read_stats = ReadStats()
         self._config = config
         self._store = store
         # Every byte of every entry goes through this one seam (backend.py).
@@ -134,7 +137,7 @@ class ManagedLedger:
         self._owner_check: asyncio.Task | None = None
         # Collaborators.
         self._cache = TailCache(config.read_cache_bytes, cache_budget)
-        self._reader = EntryReader(name, self._ledgers, self._cache, backend)
+        self._reader = EntryReader(name, self._ledgers, self._cache, backend, self.read_stats)
         self._listeners = EntryListeners(name, loop)
         self._roller = Roller(self, self._ledgers, backend, self._record.lock, new_ledger_id, loop)
         #: Deletes consumed ledgers that retention lets go.

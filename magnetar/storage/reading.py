@@ -6,6 +6,10 @@ Recent entries come from the tail cache, older ones from the backend
 its tail cache and the backend; it reads only confirmed entries, so it
 needs nothing of the append path.
 
+A read that returns entries is timed in the ledger's
+:class:`~.read_stats.ReadStats`, and a read that goes to the backend counted
+as a cache miss there.
+
 Failure modes: ``StorageError`` from the backend (``CorruptLedgerError``
 on a bad checksum); a ledger trimmed while it is read is skipped; a
 position past the end reads nothing.
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from bisect import bisect_right
 from typing import Awaitable, Callable
 
@@ -24,6 +29,7 @@ from .errors import StorageError
 from .ledger_list import LedgerList
 from .ledger_meta import _LedgerMeta
 from .position import Position
+from .read_stats import ReadStats
 
 log = logging.getLogger(__name__)
 
@@ -31,14 +37,23 @@ log = logging.getLogger(__name__)
 class EntryReader:
     """Reads of one managed ledger (``name`` is for error messages)."""
 
-    def __init__(self, name: str, ledgers: LedgerList, cache: TailCache, backend: LedgerBackend) -> None:
+    def __init__(self, name: str, ledgers: LedgerList, cache: TailCache, backend: LedgerBackend,
+                 stats: ReadStats) -> None:
         self.name = name
         self._ledgers = ledgers
         self._cache = cache
         self._backend = backend
+        self._stats = stats
 
     async def read_entries(self, start: Position, max_entries: int, max_bytes: int | None = None) -> list[Entry]:
         """See :meth:`.managed_ledger.ManagedLedger.read_entries`."""
+        began = time.monotonic()
+        out = await self._read(start, max_entries, max_bytes)
+        if out:
+            self._stats.record(len(out), time.monotonic() - began)
+        return out
+
+    async def _read(self, start: Position, max_entries: int, max_bytes: int | None) -> list[Entry]:
         ledgers = self._ledgers
         out: list[Entry] = []
         nbytes = 0
@@ -72,6 +87,7 @@ class EntryReader:
         return out
 
     async def _read_stored(self, meta: _LedgerMeta, first: int, last: int, max_bytes: int | None) -> list[bytes]:
+        self._stats.misses += 1
         ledger = meta.ledger
         if ledger is None:
             ledger = await self._open_ledger(meta)

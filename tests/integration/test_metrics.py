@@ -109,6 +109,12 @@ def test_operators_metrics_storage_redeliveries_lookups_and_the_process(broker, 
     written = sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines()
                   if l.startswith("pulsar_storage_write_latency_count{"))
     assert written - written_before >= 20  # every entry's write was timed
+    reads = sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines()
+                if l.startswith("pulsar_storage_read_latency_count{"))
+    assert reads >= 1  # the dispatcher's read of what the consumer received was timed
+    read_buckets = {l.split("{")[0] for l in text.splitlines() if l.startswith("pulsar_storage_read_latency_le_")}
+    assert {"pulsar_storage_read_latency_le_0_5", "pulsar_storage_read_latency_le_overflow"} <= read_buckets
+    assert "pulsar_storage_read_rate{" in text and "pulsar_storage_read_cache_misses_rate{" in text
     sizes = {l.split("{")[0]: l for l in text.splitlines() if l.startswith("pulsar_entry_size_le_")}
     assert set(sizes) >= {"pulsar_entry_size_le_128", "pulsar_entry_size_le_512", "pulsar_entry_size_le_overflow"}
     assert _broker_value(text, "pulsar_broker_producers_count") == 1

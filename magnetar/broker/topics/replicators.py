@@ -33,6 +33,9 @@ class ReplicatorView(Protocol):
     def stats(self) -> dict:
         """Pulsar's ReplicatorStats fields (``replicationBacklog``, ``connected``...)."""
 
+    def delay_seconds(self) -> float:
+        """Age of the oldest entry the remote does not have yet (0: none waits)."""
+
 
 #: Message property a replicated entry carries: its position in the source
 #: cluster's topic, ``"<ledger id>:<entry id>"`` (Pulsar's name and format).
