@@ -151,16 +151,29 @@ class ObjectBackend:
         return ledger
 
     async def _load_sections(self, ledger_id: int) -> tuple[list[Section], bool]:
-        """The ledger's sections (its chunks once compacted) and whether compacted."""
+        """The ledger's sections (its chunks once compacted) and whether compacted.
+
+        Its owner may be compacting it meanwhile (a move seals the ledger,
+        then compacts it): the marker is written after every chunk record
+        and before any section record is deleted, so sections read while
+        the marker was still absent afterwards are complete; if it appeared
+        meanwhile, the chunks are."""
         try:
             compacted = await self.store.get(compacted_key(ledger_id)) is not None
-            base = f"{ledger_key(ledger_id)}/{'c' if compacted else 's'}"
-            names = await self.store.children(base)
-            records = await asyncio.gather(*(self.store.get(f"{base}/{name}") for name in names))
+            sections = await self._read_index(ledger_id, "c" if compacted else "s")
+            if not compacted and await self.store.get(compacted_key(ledger_id)) is not None:
+                compacted = True  # compacted while we read: its section records may be half deleted
+                sections = await self._read_index(ledger_id, "c")
         except MetadataError as exc:
             raise StorageError(f"reading the index of ledger {ledger_id} failed: {exc}") from exc
+        return sections, compacted
+
+    async def _read_index(self, ledger_id: int, kind: str) -> list[Section]:
+        base = f"{ledger_key(ledger_id)}/{kind}"
+        names = await self.store.children(base)
+        records = await asyncio.gather(*(self.store.get(f"{base}/{name}") for name in names))
         sections = [Section.decode(int(name), r.value) for name, r in zip(names, records) if r is not None]
-        return sorted(sections, key=lambda s: s.first), compacted
+        return sorted(sections, key=lambda s: s.first)
 
     async def taken_over(self, ledger_id: int) -> bool:
         epoch = self._epochs.get(ledger_id)
