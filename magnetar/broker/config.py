@@ -116,6 +116,14 @@ class BrokerConfig(SecuritySettings):
     keepalive_interval_s: float = 30.0
     #: Most entries one dispatcher read takes from storage.
     dispatcher_max_read_batch: int = 100
+    #: Dispatch rates of a topic (all its subscriptions together) and of each
+    #: subscription when neither the topic nor its namespace sets one, per
+    #: second (Pulsar's dispatchThrottlingRatePerTopicInMsg / ...InByte and
+    #: dispatchThrottlingRatePerSubscriptionInMsg / ...InByte); 0: no limit.
+    dispatch_throttling_rate_per_topic_in_msg: int = 0
+    dispatch_throttling_rate_per_topic_in_byte: int = 0
+    dispatch_throttling_rate_per_subscription_in_msg: int = 0
+    dispatch_throttling_rate_per_subscription_in_byte: int = 0
     #: Pulsar-style deduplication (producer name + sequence id) for namespaces
     #: whose policy does not say otherwise.
     deduplication_enabled: bool = False

@@ -13,14 +13,15 @@ the bucket holds, but a batch entry goes whole and the byte limit is known
 only after the read: the bucket then goes into debt, and the next dispatch
 waits for it to be repaid, so the rate holds over a stream.
 
-:func:`dispatch_rates_for` turns the policies in force into the topic's
-:class:`TopicDispatchRates` (or ``UNLIMITED``).
+:func:`dispatch_rates_for` turns the policies in force (else the broker's
+defaults) into the topic's :class:`TopicDispatchRates` (or ``UNLIMITED``).
 """
 from __future__ import annotations
 
 import time
 from typing import Callable
 
+from magnetar.broker.config import BrokerConfig
 from magnetar.broker.subscriptions.throttle import UNLIMITED, DispatchRates, DispatchThrottle
 
 #: Shortest wait between two tries of a throttled dispatcher (a timer per try).
@@ -131,11 +132,23 @@ class TopicDispatchRates:
         return found
 
 
-def dispatch_rates_for(topic_policy: dict | None, subscription_policy: dict | None,
-                       current: DispatchRates) -> DispatchRates:
+def _broker_default(msgs: int, nbytes: int) -> dict:
+    return {"dispatchThrottlingRateInMsg": msgs, "dispatchThrottlingRateInByte": nbytes, "ratePeriodInSecond": 1}
+
+
+def dispatch_rates_for(policies: dict, config: BrokerConfig, current: DispatchRates) -> DispatchRates:
     """The topic's dispatch rates for the ``dispatch_rate`` and
-    ``subscription_dispatch_rate`` policies in force; ``current`` is kept
-    (with its buckets) when the rates did not change."""
+    ``subscription_dispatch_rate`` policies in force (``policies``: the
+    topic's over its namespace's), else the broker's
+    ``dispatch_throttling_rate_per_*`` settings; ``current`` is kept (with
+    its buckets) when the rates did not change."""
+    topic_policy, subscription_policy = policies.get("dispatch_rate"), policies.get("subscription_dispatch_rate")
+    if topic_policy is None:
+        topic_policy = _broker_default(config.dispatch_throttling_rate_per_topic_in_msg,
+                                       config.dispatch_throttling_rate_per_topic_in_byte)
+    if subscription_policy is None:
+        subscription_policy = _broker_default(config.dispatch_throttling_rate_per_subscription_in_msg,
+                                              config.dispatch_throttling_rate_per_subscription_in_byte)
     topic_rate, subscription_rate = _rate(topic_policy), _rate(subscription_policy)
     if topic_rate is None and subscription_rate is None:
         return UNLIMITED

@@ -237,8 +237,7 @@ class BrokerService:
         topic.max_producers = policies.get("max_producers")
         topic.max_consumers = policies.get("max_consumers")
         topic.publish_limiter = limiter_for(policies.get("publish_rate"), topic.publish_limiter)
-        rates = dispatch_rates_for(policies.get("dispatch_rate"), policies.get("subscription_dispatch_rate"),
-                                   topic.dispatch_rates)
+        rates = dispatch_rates_for(policies, topic.config, topic.dispatch_rates)
         if rates is not topic.dispatch_rates:
             topic.dispatch_rates = rates
             for sub in list(topic.subscriptions.values()):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from magnetar.broker.config import BrokerConfig
 from magnetar.broker.namespaces import policies
 from magnetar.broker.namespaces.applied import overlay
 from magnetar.broker.namespaces.resources import InvalidInput
@@ -69,24 +70,35 @@ def test_the_topic_rate_is_shared_and_each_subscription_has_its_own():
     assert a.allowance(100) == 1 and c.allowance(100) == 4
 
 
+def _rates(topic=None, subscription=None, current=UNLIMITED, config=BrokerConfig()):
+    return dispatch_rates_for({"dispatch_rate": topic, "subscription_dispatch_rate": subscription}, config, current)
+
+
 def test_policies_become_rates_and_unchanged_ones_keep_their_buckets():
-    assert dispatch_rates_for(None, None, UNLIMITED) is UNLIMITED
+    assert _rates() is UNLIMITED
     unlimited = {"dispatchThrottlingRateInMsg": -1, "dispatchThrottlingRateInByte": 0, "ratePeriodInSecond": 1}
-    assert dispatch_rates_for(unlimited, None, UNLIMITED) is UNLIMITED
+    assert _rates(unlimited) is UNLIMITED
     rate = {"dispatchThrottlingRateInMsg": 100, "dispatchThrottlingRateInByte": -1, "ratePeriodInSecond": 5}
-    first = dispatch_rates_for(rate, None, UNLIMITED)
+    first = _rates(rate)
     assert isinstance(first, TopicDispatchRates) and first.topic_rate == (100, -1, 5)
-    assert dispatch_rates_for(dict(rate), None, first) is first
-    assert dispatch_rates_for(rate, rate, first) is not first
-    assert dispatch_rates_for(None, None, first) is UNLIMITED
+    assert _rates(dict(rate), current=first) is first
+    assert _rates(rate, rate, current=first) is not first
+    assert _rates(current=first) is UNLIMITED
+
+
+def test_the_broker_defaults_apply_where_no_policy_is_set():
+    config = BrokerConfig(dispatch_throttling_rate_per_topic_in_msg=1000,
+                          dispatch_throttling_rate_per_subscription_in_byte=65536)
+    rates = _rates(config=config)
+    assert (rates.topic_rate, rates.subscription_rate) == ((1000, 0, 1), (0, 65536, 1))
+    lifted = {"dispatchThrottlingRateInMsg": -1, "dispatchThrottlingRateInByte": -1, "ratePeriodInSecond": 1}
+    assert _rates(lifted, lifted, config=config) is UNLIMITED  # a policy wins, even one that lifts the limit
 
 
 def test_a_topic_rate_wins_over_its_namespace_even_when_it_lifts_the_limit():
     namespace = {"dispatch_rate": {"dispatchThrottlingRateInMsg": 10}, "subscription_dispatch_rate": None}
     own = {"dispatch_rate": {"dispatchThrottlingRateInMsg": -1, "dispatchThrottlingRateInByte": -1}}
-    applied = overlay(namespace, own)
-    assert dispatch_rates_for(applied["dispatch_rate"], applied["subscription_dispatch_rate"], UNLIMITED) \
-        is UNLIMITED
+    assert dispatch_rates_for(overlay(namespace, own), BrokerConfig(), UNLIMITED) is UNLIMITED
     assert overlay(namespace, {})["dispatch_rate"] == {"dispatchThrottlingRateInMsg": 10}
 
 
