@@ -1,8 +1,7 @@
 """The managed ledger: a named, append-only log made of a sequence of ledgers.
 
-This module holds the class: its state, the append path and the
-lifecycle (open, rollover, close). What it does with others is done by
-collaborators, each in its own module, handed what they need at
+This module holds the class: what a topic asks of its log, and the
+lifecycle (open, close). The work is done by collaborators, each in its own module, handed what they need at
 construction and importing nothing of this one (where one must call back,
 it names what it needs with a small Protocol):
 
@@ -14,7 +13,9 @@ it names what it needs with a small Protocol):
 - ``ledger_list``: its ledgers, oldest first, and the positions in them;
 - ``reading``: reads of confirmed entries (tail cache, else the backend);
 - ``cache``: the tail cache, in the factory's shared budget;
-- ``rollover``: sealing a ledger and recording the next one;
+- ``append_path``: the current ledger, the appends headed to it, the
+  managed ledger's state, rollover;
+- ``rollover``: sealing a ledger and recording the next one (its I/O);
 - ``trimming``: deleting consumed ledgers that retention lets go;
 - ``cursor_set``: the durable cursors (``cursor``: one cursor);
 - ``listeners``: coalesced wake-ups when entries are confirmed.
@@ -32,41 +33,28 @@ metadata store; the bytes of its entries go through the factory's
 under ``<data_dir>/ledgers``, written by one group-commit thread:
 :mod:`.file_backend`).
 
-Write failures: if a write or fsync fails, the failed append's future and
-every append issued before the failure became known (in any ledger of this
-managed ledger) fail with ``StorageError``, in order. The failed ledger is
-sealed at its last durable entry and appends issued afterwards go to a new
-ledger, so no entry is ever reported durable after a failed one in the same
-ledger, and a failure is always a contiguous block of appends. If the roll
-to a new ledger fails too, the managed ledger is *failed*: every append fails
-until it is closed and opened again.
-
-Elsewhere: the record's layout and ownership (a compare-and-set conflict
+Write failures and rollover: :mod:`.append_path`. Elsewhere: the record's layout and ownership (a compare-and-set conflict
 or the watch fences this instance) in :mod:`.ledger_record`; recovery at
 open in :mod:`.recovery`; trimming's rules in :mod:`.trimming`.
 """
 from __future__ import annotations
 
 import asyncio
-import collections
-import functools
-import itertools
 import logging
 from bisect import bisect_right
 from typing import Awaitable, Callable
 
 from ..metadata.store import MetadataError, MetadataStore
-from . import waiters
-from .backend import LedgerBackend, LedgerHandle
+from .append_path import AppendPath
+from .backend import LedgerBackend
 from .cache import CacheBudget, TailCache
 from .config import RetentionPolicy, StorageConfig
 from .cursor import ManagedCursor
 from .cursor_set import CursorSet
 from .entry import Entry, LedgerInfo
-from .errors import ManagedLedgerClosedError, ManagedLedgerFailedError, ManagedLedgerFencedError, StorageError
-from .ledger import HEADER_SIZE, MAX_ENTRY_SIZE
+from .errors import ManagedLedgerFencedError, StorageError
 from .ledger_list import LedgerList
-from .ledger_meta import _CLOSED, _CLOSING, _FAILED, _FENCED, _OPEN, _Batch, _LedgerMeta, _failed_future
+from .ledger_meta import _CLOSED, _CLOSING, _FENCED, _OPEN, _LedgerMeta
 from .ledger_record import ManagedLedgerRecord
 from .listeners import EntryListeners
 from .position import Position
@@ -74,8 +62,8 @@ from .reading import EntryReader, find_first
 from .recovery import recover
 from .rollover import Roller
 from .trimming import Trimmer
-from .waiters import Waiter
 from .read_stats import ReadStats
+from .waiters import Waiter
 from .write_stats import WriteStats
 
 log = logging.getLogger(__name__)
@@ -110,56 +98,38 @@ class ManagedLedger:
         #: The record in the metadata store (compare-and-set writes, the watch).
         self._record = ManagedLedgerRecord(store, name)
         self._key = self._record.key
+        self._properties: dict[str, str] = {}
+        self._owner_check: asyncio.Task | None = None
         #: Its ledgers, oldest first, and the positions in them.
         self._ledgers = LedgerList()
-        self._properties: dict[str, str] = {}
-        self._state = _OPEN
-        self._error: StorageError | None = None
-        self._last_confirmed: Position | None = None
-        # The append path: the current ledger, appends not yet handed to the
-        # backend (_buf), batches handed over and not completed (_inflight),
-        # and appends waiting for a rollover to finish (_waiting).
-        self._current: LedgerHandle | None = None
-        self._current_meta: _LedgerMeta | None = None
-        self._next_entry = 0
-        self._current_bytes = 0
-        self._buf: list[bytes] = []
-        self._buf_futures: list[Waiter] = []  # the waiters of _buf's entries
-        self._flush_scheduled = False
-        self._inflight: collections.deque[_Batch] = collections.deque()
-        self._waiting: list[tuple[bytes, Waiter]] = []
-        self._rolling = False
-        self._rollover_task: asyncio.Task | None = None
-        self._age_timer: asyncio.TimerHandle | None = None
-        self._max_entries = config.max_entries_per_ledger
-        self._max_bytes = config.max_ledger_bytes
-        self._idle_waiters: list[asyncio.Future] = []
-        self._owner_check: asyncio.Task | None = None
-        # Collaborators.
         self._cache = TailCache(config.read_cache_bytes, cache_budget)
         self._reader = EntryReader(name, self._ledgers, self._cache, backend, self.read_stats)
         self._listeners = EntryListeners(name, loop)
         self._roller = Roller(self, self._ledgers, backend, self._record.lock, new_ledger_id, loop)
         #: Deletes consumed ledgers that retention lets go.
         self._trimmer = Trimmer(self, self._ledgers, config, backend, self._record.lock, loop)
+        self._appends = AppendPath(name, config, backend, self._ledgers, self._cache, self._roller,
+                                   self._listeners, self.write_stats, self._trimmer.schedule, loop)
+        # The publish path, once per entry: straight to the append path.
+        self.append_then = self._appends.append_then
         self._cursors = CursorSet(self, store, self._key, loop)
         #: The durable cursors by name.
         self.cursors: dict[str, ManagedCursor] = self._cursors.by_name
 
     def __repr__(self) -> str:
-        return f"<ManagedLedger {self.name!r} {self._state} last={self._last_confirmed}>"
+        return f"<ManagedLedger {self.name!r} {self.state} last={self.last_confirmed}>"
 
     # ================================================================= stats
 
     @property
     def state(self) -> str:
         """``open``, ``closing``, ``closed``, ``fenced`` or ``failed``."""
-        return self._state
+        return self._appends.state
 
     @property
     def last_confirmed(self) -> Position | None:
         """The last durable entry; None if no entry is stored."""
-        return self._last_confirmed
+        return self._appends.last_confirmed
 
     @property
     def entry_count(self) -> int:
@@ -187,17 +157,13 @@ class ManagedLedger:
 
         The position is fixed now, in call order; the future completes, in
         that order, once the entry is durable under the sync policy, or
-        fails with ``StorageError`` (see the module docstring). The data is
+        fails with ``StorageError`` (see :mod:`.append_path`). The data is
         copied only if it is not ``bytes``; ``bytes`` are kept by reference.
         Raises ``ValueError`` at once for an empty or oversized entry.
         """
-        if self._state is not _OPEN:
-            return _failed_future(self._loop, self._refusal())
-        fut = self._loop.create_future()
-        self.append_then(data, fut)
-        return fut
+        return self._appends.append(data)
 
-    def append_then(self, data: bytes, on_stored: Waiter) -> None:
+    def append_then(self, data: bytes, on_stored: Waiter) -> None:  # replaced per instance in __init__
         """:meth:`append` without a future: ``on_stored(ledger_id,
         first_entry_id, count, error)`` is called instead, once per run of
         appends that gave it one after the other (the contract is in
@@ -208,139 +174,7 @@ class ManagedLedger:
         closed, fenced, failed), ``ValueError`` for an empty or oversized
         entry. So every call that returns is told exactly once, in call order.
         """
-        if self._state is not _OPEN:
-            raise self._refusal()
-        if type(data) is not bytes:
-            data = bytes(data)
-        size = len(data)
-        if not 0 < size <= MAX_ENTRY_SIZE:
-            raise ValueError(f"entry size {size} out of range 1..{MAX_ENTRY_SIZE}")
-        if self._rolling:
-            self._waiting.append((data, on_stored))
-            return
-        # _enqueue inlined: this runs once per entry
-        self._buf.append(data)
-        self._buf_futures.append(on_stored)
-        self._next_entry += 1
-        self._current_bytes += size + HEADER_SIZE
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
-        if self._next_entry >= self._max_entries or self._current_bytes >= self._max_bytes:
-            self._start_rollover()
-
-    def _refusal(self) -> StorageError:
-        if self._error is not None:
-            return self._error
-        return ManagedLedgerClosedError(f"managed ledger {self.name!r} is {self._state}")
-
-    def _enqueue(self, data: bytes, fut: Waiter) -> None:
-        """``append`` after the checks (appends queued during a rollover)."""
-        self._buf.append(data)
-        self._buf_futures.append(fut)
-        self._next_entry += 1
-        self._current_bytes += len(data) + HEADER_SIZE
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
-        if self._next_entry >= self._max_entries or self._current_bytes >= self._max_bytes:
-            self._start_rollover()
-
-    def _flush(self) -> None:
-        """Hand what was appended since the last flush to the writer (once per
-        loop iteration, so concurrent appenders share one batch)."""
-        self._flush_scheduled = False
-        datas = self._buf
-        if not datas or self._state is _CLOSED:
-            return
-        futures = self._buf_futures
-        self._buf = []
-        self._buf_futures = []
-        meta = self._current_meta
-        first = self._next_entry - len(datas)
-        batch = _Batch(meta.ledger_id, first, futures, sum(map(len, datas)) + HEADER_SIZE * len(datas),
-                       self._loop.time())
-        self._cache.put_many(meta.ledger_id, first, datas)
-        self._inflight.append(batch)
-        try:
-            self._backend.submit(self._current, datas, functools.partial(self._on_written, batch), self._loop)
-        except StorageError as exc:
-            self._on_written(batch, exc)
-
-    def _on_written(self, batch: _Batch, error: BaseException | None) -> None:
-        if batch.failed:
-            return
-        if error is not None:
-            if isinstance(error, ManagedLedgerFencedError):  # a new owner fenced the ledger
-                self._fenced_on_disk(batch.ledger_id)
-            else:
-                self._on_write_failure(error)
-            return
-        if self._inflight and self._inflight[0] is batch:
-            self._inflight.popleft()
-        else:  # cannot happen: the writer completes a ledger's batches in order
-            log.error("%s: batch completed out of order", self.name)
-            self._inflight.remove(batch)
-        futures = batch.futures
-        lid = batch.ledger_id
-        first = batch.first
-        meta = self._ledgers.get(lid)
-        if meta is not None:
-            meta.entries += len(futures)
-            meta.size += batch.nbytes
-        self._last_confirmed = Position(lid, first + len(futures) - 1)
-        self.write_stats.record(len(futures), batch.nbytes - HEADER_SIZE * len(futures),
-                                self._loop.time() - batch.started)
-        waiters.complete(futures, lid, first)
-        self._listeners.wake()
-        if not self._inflight:
-            self._wake_idle()
-        if self._current.full and not self._rolling and self._state is _OPEN:
-            self._start_rollover()
-
-    def _fenced_on_disk(self, ledger_id: int) -> None:
-        """A new owner fenced our ledger (``LedgerBackend.fence``): nothing
-        written but not yet acknowledged is acknowledged, now or later."""
-        error = ManagedLedgerFencedError(
-            f"managed ledger {self.name!r}: ledger {ledger_id} was fenced by a new owner")
-        log.warning("%s: %s; failing %d unacknowledged batches", self.name, error, len(self._inflight))
-        failed = list(self._inflight)
-        self._inflight.clear()
-        for batch in failed:
-            batch.failed = True
-            waiters.fail(batch.futures, error)
-        buffered, self._buf, self._buf_futures = self._buf_futures, [], []
-        waiters.fail(buffered, error)
-        self._state = _FENCED
-        self._error = error
-        if self._current is not None:
-            self._current.fence()
-        self._fail(error)
-
-    def _on_write_failure(self, error: BaseException) -> None:
-        if not isinstance(error, StorageError):
-            error = StorageError(f"write failed: {error!r}")
-        log.error("%s: write failed, failing %d pending batches: %s", self.name, len(self._inflight), error)
-        failed = list(self._inflight)
-        self._inflight.clear()
-        for batch in failed:
-            batch.failed = True
-        buffered = self._buf_futures
-        self._buf = []
-        self._buf_futures = []
-        waiting = self._waiting
-        self._waiting = []
-        for batch in failed:
-            self._cache.truncate(batch.ledger_id, batch.first)
-            waiters.fail(batch.futures, error)
-        waiters.fail(itertools.chain(buffered, (w for _, w in waiting)), error)
-        if self._current_meta is not None:
-            self._cache.truncate(self._current_meta.ledger_id, self._current_meta.entries)
-        if self._current is not None:
-            self._current.fence()
-        if self._state is _OPEN:
-            self._start_rollover()  # while closing, close() seals the fenced ledger instead
-        self._wake_idle()
+        self._appends.append_then(data, on_stored)
 
     def add_listener(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Call ``callback()`` on the loop whenever new entries are confirmed
@@ -348,110 +182,13 @@ class ManagedLedger:
         function."""
         return self._listeners.add(callback)
 
-    # ============================================================== rollover
-
-    def _start_rollover(self) -> None:
-        """Roll to a new ledger (full, old, or a write failed). Appends
-        issued meanwhile wait and are re-issued in order once the new ledger
-        is installed. If the roll fails the managed ledger is failed or
-        fenced (:meth:`_fail`)."""
-        if self._rolling:
-            return
-        self._flush()  # the old ledger's last entries must reach the writer before its seal
-        self._rolling = True
-        self._rollover_task = self._loop.create_task(self._rollover())
-
-    async def _rollover(self) -> None:
-        old_meta = self._current_meta
-        old = self._current
-        try:
-            rolled = await self._roller.roll(old_meta, old)
-        except BaseException as exc:
-            self._rolling = False
-            self._rollover_task = None
-            self._fail(exc)
-            if not isinstance(exc, Exception):
-                raise
-            return
-        old_meta.entries, old_meta.size, old_meta.closed, old_meta.state = (
-            rolled.entries, rolled.size, rolled.closed, "closed")
-        if not rolled.entries:
-            self._remove_meta(old_meta)
-            self._loop.create_task(self._backend.delete(old_meta.ledger_id, old))
-        else:
-            old_meta.ledger = old
-        self._install(rolled.new_meta, rolled.new_handle)
-        self._rolling = False
-        self._rollover_task = None
-        waiting = self._waiting
-        self._waiting = []
-        for i, (data, waiter) in enumerate(waiting):
-            if self._rolling:  # a tiny max_entries_per_ledger can roll again at once
-                self._waiting = waiting[i:] + self._waiting
-                break
-            if waiters.is_pending(waiter):
-                self._enqueue(data, waiter)
-        self._schedule_trim()
-        self._wake_idle()
-
-    def _install(self, meta: _LedgerMeta, ledger: LedgerHandle) -> None:
-        """Make ``ledger`` the one appends go to."""
-        meta.ledger = ledger
-        self._ledgers.add(meta)
-        self._current = ledger
-        self._current_meta = meta
-        self._next_entry = 0
-        self._current_bytes = 0
-        if self._age_timer is not None:
-            self._age_timer.cancel()
-        self._age_timer = self._loop.call_later(self._config.max_ledger_age_s, self._age_check, meta.ledger_id)
-        self._roller.fetch_ahead()
-
-    def _age_check(self, ledger_id: int) -> None:
-        self._age_timer = None
-        if self._state is not _OPEN or self._current_meta is None or self._current_meta.ledger_id != ledger_id:
-            return
-        if self._next_entry == 0:  # nothing to seal; look again later
-            self._age_timer = self._loop.call_later(self._config.max_ledger_age_s, self._age_check, ledger_id)
-        else:
-            self._start_rollover()
-
-    def _remove_meta(self, meta: _LedgerMeta) -> None:
-        self._ledgers.remove(meta)
-        self._cache.drop(meta.ledger_id)
-
-    def _fail(self, exc: BaseException) -> None:
-        """Rolling over failed, or a new owner took over: refuse every
-        append until reopened."""
-        if self._state in (_OPEN, _CLOSING):
-            if isinstance(exc, ManagedLedgerFencedError):
-                self._state = _FENCED
-                self._error = exc
-            else:
-                self._state = _FAILED
-                self._error = ManagedLedgerFailedError(f"managed ledger {self.name!r} failed: {exc}")
-                log.error("%s: %s", self.name, self._error)
-        waiting = self._waiting
-        self._waiting = []
-        waiters.fail([w for _, w in waiting], self._error or self._refusal())
-        self._wake_idle()
-
-    # ======================================================= positions, reads
-
-    def _assigned(self, meta: _LedgerMeta) -> int:
-        """Entries in the ledger, counting appends not yet durable for the current one."""
-        return self._next_entry if meta is self._current_meta else meta.entries
+    def _refusal(self) -> StorageError:
+        return self._appends.refusal()
 
     def _next_append_position(self) -> Position:
-        """Where the next append goes. While a rollover runs and the new
-        ledger's id is not known yet (rare), this is a position in the old
-        ledger that will never hold an entry, which orders correctly all the
-        same: reads from it go on to the next ledger."""
-        spare_id = self._roller.spare_id
-        if self._rolling and spare_id is not None:
-            return Position(spare_id, len(self._waiting))
-        meta = self._current_meta
-        return Position(meta.ledger_id, self._next_entry)
+        return self._appends.next_append_position()
+
+    # ======================================================= positions, reads
 
     def first_position(self) -> Position | None:
         """The first confirmed entry still stored; None if there is none."""
@@ -464,12 +201,12 @@ class ManagedLedger:
         runs, the new ledger's first position (appends wait for it)."""
         ledgers = self._ledgers
         meta = ledgers.get(pos.ledger_id)
-        if meta is not None and pos.entry_id + 1 < self._assigned(meta):
+        if meta is not None and pos.entry_id + 1 < self._appends.assigned(meta):
             return Position(pos.ledger_id, pos.entry_id + 1)
         ids = ledgers.ids
         for i in range(bisect_right(ids, pos.ledger_id), len(ids)):
             later = ledgers.metas[ids[i]]
-            if self._assigned(later):
+            if self._appends.assigned(later):
                 return Position(later.ledger_id, 0)
         end = self._next_append_position()
         if end.ledger_id > pos.ledger_id:
@@ -493,7 +230,7 @@ class ManagedLedger:
         one entry is always returned). Raises ``CorruptLedgerError`` if a
         record fails its CRC and ``StorageError`` on I/O errors
         (:class:`.reading.EntryReader`)."""
-        if self._state is _CLOSED:
+        if self._appends.state is _CLOSED:
             raise self._refusal()
         return await self._reader.read_entries(start, max_entries, max_bytes)
 
@@ -514,8 +251,8 @@ class ManagedLedger:
         for meta in found.ledgers:
             self._ledgers.add(meta)
             if meta.entries:
-                self._last_confirmed = Position(meta.ledger_id, meta.entries - 1)
-        self._install(found.current, found.current_handle)
+                self._appends.last_confirmed = Position(meta.ledger_id, meta.entries - 1)
+        self._appends.install(found.current, found.current_handle)
         await self._cursors.load()
         self._record.watch(self._on_record_change)
         self._schedule_trim()
@@ -527,18 +264,15 @@ class ManagedLedger:
         try:
             await self._record.save(ledger_docs, properties)
         except ManagedLedgerFencedError as error:
-            self._state = _FENCED
-            self._error = error
-            if self._current is not None:
-                self._current.fence()
+            self._appends.fence(error)
             raise
 
     def _check_not_fenced(self) -> None:
-        if self._state is _FENCED:
-            raise self._error
+        if self._appends.state is _FENCED:
+            raise self._appends.error
 
     def _on_record_change(self) -> None:
-        if self._state in (_OPEN, _CLOSING) and self._owner_check is None:
+        if self._appends.state in (_OPEN, _CLOSING) and self._owner_check is None:
             self._owner_check = self._loop.create_task(self._check_owner())
 
     async def _check_owner(self) -> None:
@@ -550,15 +284,12 @@ class ManagedLedger:
             async with self._record.lock:
                 if not await self._record.changed_elsewhere():
                     return
-                if self._state not in (_OPEN, _CLOSING):
+                if self._appends.state not in (_OPEN, _CLOSING):
                     return
-                self._state = _FENCED
-                self._error = ManagedLedgerFencedError(
-                    f"managed ledger {self.name!r} was taken over or deleted elsewhere")
-                log.warning("%s: %s", self.name, self._error)
-                if self._current is not None:
-                    self._current.fence()  # the writer refuses batches still queued
-                self._fail(self._error)
+                error = ManagedLedgerFencedError(f"managed ledger {self.name!r} was taken over or deleted elsewhere")
+                log.warning("%s: %s", self.name, error)
+                self._appends.fence(error)  # the current ledger refuses batches still queued
+                self._appends.fail(error)
         except MetadataError as exc:
             log.warning("%s: could not check ownership: %s", self.name, exc)
         finally:
@@ -608,16 +339,16 @@ class ManagedLedger:
         self._trimmer.cursor_moved(mark_delete)
 
     def _is_current(self, meta: _LedgerMeta) -> bool:
-        return meta is self._current_meta
+        return meta is self._appends.current_meta
 
     async def _forget_ledgers(self, victims: list[_LedgerMeta]) -> None:
         """Trimmed: record the ledgers gone, then forget them (caller holds the record's lock)."""
         await self._save(self._ledgers.docs(without=victims), self._properties)
         for meta in victims:
-            self._remove_meta(meta)
+            self._appends.remove_meta(meta)
 
     def _check_usable(self) -> None:
-        if self._state in (_CLOSED, _FENCED):
+        if self._appends.state in (_CLOSED, _FENCED):
             raise self._refusal()
 
     # =============================================================== cursors
@@ -647,26 +378,6 @@ class ManagedLedger:
 
     # ================================================================= close
 
-    def _wake_idle(self) -> None:
-        if self._idle_waiters and not self._inflight and not self._rolling and not self._buf:
-            idle, self._idle_waiters = self._idle_waiters, []
-            for fut in idle:
-                if not fut.done():
-                    fut.set_result(None)
-
-    async def _wait_idle(self) -> None:
-        while self._inflight or self._rolling or self._buf:
-            self._flush()
-            fut = self._loop.create_future()
-            self._idle_waiters.append(fut)
-            self._wake_idle()
-            await fut
-
-    async def _wait_closed(self) -> None:
-        fut = self._loop.create_future()
-        self._idle_waiters.append(fut)
-        await fut
-
     async def close(self, *, keep_cursors: bool = False) -> None:
         """Finish pending appends, seal the current ledger, record it closed
         (an empty current ledger is left as it is: see below).
@@ -678,82 +389,54 @@ class ManagedLedger:
         to another broker takes the acks its clients send until they are told
         where it went) until :meth:`close_cursors`.
         """
-        if self._state in (_CLOSED, _CLOSING):
-            while self._state is _CLOSING:
-                await self._wait_closed()
+        appends = self._appends
+        if appends.state in (_CLOSED, _CLOSING):
+            while appends.state is _CLOSING:
+                await appends.wait_closed()
             return
-        clean = self._state is _OPEN
+        clean = appends.state is _OPEN
         if clean:
-            self._state = _CLOSING
+            appends.state = _CLOSING
         try:
-            await self._wait_idle()
+            await appends.drain()
         except Exception:
             clean = False
-        if self._age_timer is not None:
-            self._age_timer.cancel()
+        appends.stop_timer()
         self._roller.stop()
         await self._trimmer.stop()
         if not keep_cursors:
             await self.close_cursors()
-        if clean and self._state is _CLOSING and self._current is not None and self._next_entry == 0:
+        current = appends.current
+        if clean and appends.state is _CLOSING and current is not None and appends.appended_to_current == 0:
             # Nothing was written to the open ledger: nothing to seal or
             # record (a stop of many idle topics costs no I/O per topic). It
             # stays in metadata as open and empty; the next open recovers it
             # with no entries and drops it, as after a crash.
             clean = False
-        if (clean and self._state is _CLOSING and self._current is not None
-                and await self._backend.taken_over(self._current.ledger_id)):
+        if (clean and appends.state is _CLOSING and current is not None
+                and await self._backend.taken_over(current.ledger_id)):
             # A new owner took the managed ledger over (this broker's session
             # lapsed before it heard): that owner recovers and seals this
             # ledger and owns the metadata, whose compare-and-set would refuse
             # ours anyway. Nothing to do, and nothing wrong.
-            log.info("%s: ledger %d was fenced by a new owner, which seals it", self.name,
-                     self._current.ledger_id)
+            log.info("%s: ledger %d was fenced by a new owner, which seals it", self.name, current.ledger_id)
             clean = False
-        if clean and self._state is _CLOSING and self._current is not None:
+        if clean and appends.state is _CLOSING and current is not None:
             try:
-                await self._seal_current()
+                await appends.seal_current()
             except Exception as exc:
                 log.error("%s: close could not seal ledger: %s", self.name, exc)
-        self._close_handles()
+        appends.close_handles()
         self._cache.clear()
         self._record.stop_watching()
-        if self._state in (_OPEN, _CLOSING):
-            self._state = _CLOSED
+        appends.closed()
         self._on_closed(self)
-        for fut in self._idle_waiters:
-            if not fut.done():
-                fut.set_result(None)
-
-    async def _seal_current(self) -> None:
-        meta = self._current_meta
-        sealed = await self._roller.seal(meta, self._current)
-        meta.entries, meta.size, meta.closed, meta.state = sealed.entries, sealed.size, sealed.closed, "closed"
-        if not sealed.entries:
-            self._remove_meta(meta)
-            await self._backend.delete(meta.ledger_id, self._current)
-
-    def _close_handles(self) -> None:
-        for meta in self._ledgers:
-            if meta.ledger is not None:
-                meta.ledger.close()
-        if self._current is not None:
-            self._current.close()
 
     def _abandon(self) -> None:
         """Stop dead, as a crash would (see ``ManagedLedgerFactory.abandon``):
         pending appends are cancelled, nothing is written."""
-        self._state = _CLOSED
+        self._appends.abandon()
         self._record.stop_watching()
-        pending = [f for b in self._inflight for f in b.futures]
-        pending += self._buf_futures + [f for _, f in self._waiting]
-        self._buf, self._buf_futures, self._waiting = [], [], []
-        self._inflight.clear()
-        waiters.abandon(pending)
-        if self._rollover_task is not None:
-            self._rollover_task.cancel()
         self._roller.stop()
         self._trimmer.abandon()
-        if self._age_timer is not None:
-            self._age_timer.cancel()
-        self._close_handles()
+        self._appends.close_handles()

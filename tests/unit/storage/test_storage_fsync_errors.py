@@ -109,7 +109,7 @@ async def test_interval_policy_a_failed_periodic_fdatasync_fences_the_ledger_and
     broken = ml.ledgers[-1].ledger_id
     disk.failing = True
     await ml.append(b"b")  # completed by write(); its sync will fail
-    await wait_until(lambda: ml._current.state.value == "fenced", what="the ledger fenced by the syncer")
+    await wait_until(lambda: ml._appends.current.state.value == "fenced", what="the ledger fenced by the syncer")
     disk.failing = False
     outcomes = []
     for _ in range(2):  # the first append meets the fenced ledger; a later one the new ledger
@@ -136,7 +136,7 @@ async def test_interval_policy_a_failed_periodic_fdatasync_is_logged_in_one_line
     disk.failing = True
     with caplog.at_level("ERROR", logger="magnetar.storage.group_commit"):
         await ml.append(b"b")
-        await wait_until(lambda: ml._current.state.value == "fenced", what="the ledger fenced by the syncer")
+        await wait_until(lambda: ml._appends.current.state.value == "fenced", what="the ledger fenced by the syncer")
     disk.failing = False
     records = [r for r in caplog.records if "periodic fsync" in r.getMessage()]
     assert records, caplog.text

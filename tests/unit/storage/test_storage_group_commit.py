@@ -101,7 +101,7 @@ async def test_failed_write_fails_later_appends_in_that_ledger_then_rolls(factor
     ml = await factory.open("t")
     ok = [await ml.append(b"ok%d" % i) for i in range(3)]
     broken_id = ml.ledgers[-1].ledger_id
-    _break_writes(ml._current)
+    _break_writes(ml._appends.current)
     futs = [ml.append(b"bad%d" % i) for i in range(5)]
     outcomes = await asyncio.gather(*futs, return_exceptions=True)
     assert all(isinstance(o, StorageError) for o in outcomes)

@@ -1,0 +1,425 @@
+"""The append path of a managed ledger: the current ledger, the appends
+headed to it, and the moves to the next one.
+
+Appends get their position in call order (:meth:`AppendPath.append_then`:
+the broker's per-entry path), are handed to the backend once per loop
+iteration (one batch, :meth:`_flush`), and are told, in order, once their
+batch is durable (:mod:`.waiters`). When the current ledger is full, old or
+failed a write, the path rolls to a new one (the I/O is the
+:class:`~.rollover.Roller`'s); appends issued meanwhile wait and are
+re-issued in order once the new ledger is installed. It holds the managed
+ledger's state (``open``, ``closing``, ``closed``, ``fenced``, ``failed``)
+and its last confirmed position, which the managed ledger reads.
+
+Write failures: if a write or fsync fails, the failed append and every
+append issued before the failure became known (in any ledger of this
+managed ledger) fail with ``StorageError``, in order. The failed ledger is
+sealed at its last durable entry and appends issued afterwards go to a new
+ledger, so no entry is ever reported durable after a failed one in the same
+ledger, and a failure is always a contiguous block of appends. If the roll
+to a new ledger fails too, the managed ledger is *failed*: every append
+fails until it is closed and opened again. A batch the backend refuses with
+``ManagedLedgerFencedError`` (a new owner fenced the ledger) fails every
+unacknowledged append and fences the managed ledger.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import functools
+import itertools
+import logging
+from typing import Callable
+
+from . import waiters
+from .backend import LedgerBackend, LedgerHandle
+from .cache import TailCache
+from .config import StorageConfig
+from .errors import ManagedLedgerClosedError, ManagedLedgerFailedError, ManagedLedgerFencedError, StorageError
+from .ledger import HEADER_SIZE, MAX_ENTRY_SIZE
+from .ledger_list import LedgerList
+from .ledger_meta import _CLOSED, _CLOSING, _FAILED, _FENCED, _OPEN, _Batch, _LedgerMeta, _failed_future
+from .listeners import EntryListeners
+from .position import Position
+from .rollover import Roller
+from .waiters import Waiter
+from .write_stats import WriteStats
+
+log = logging.getLogger(__name__)
+
+
+class AppendPath:
+    """The append path of the managed ledger ``name``, handed its
+    collaborators; ``after_rollover()`` is called once a new ledger is
+    installed (trimming may follow)."""
+
+    def __init__(self, name: str, config: StorageConfig, backend: LedgerBackend, ledgers: LedgerList,
+                 cache: TailCache, roller: Roller, listeners: EntryListeners, write_stats: WriteStats,
+                 after_rollover: Callable[[], None], loop: asyncio.AbstractEventLoop) -> None:
+        self.name = name
+        self._config = config
+        self._backend = backend
+        self._ledgers = ledgers
+        self._cache = cache
+        self._roller = roller
+        self._listeners = listeners
+        self.write_stats = write_stats
+        self._after_rollover = after_rollover
+        self._loop = loop
+        #: ``open``, ``closing``, ``closed``, ``fenced`` or ``failed``.
+        self.state = _OPEN
+        #: Why appends are refused (fenced, failed); None otherwise.
+        self.error: StorageError | None = None
+        #: The last durable entry; None if no entry is stored.
+        self.last_confirmed: Position | None = None
+        # The current ledger, appends not yet handed to the backend (_buf),
+        # batches handed over and not completed (_inflight), and appends
+        # waiting for a rollover to finish (_waiting).
+        self.current: LedgerHandle | None = None
+        self.current_meta: _LedgerMeta | None = None
+        self._next_entry = 0
+        self._current_bytes = 0
+        self._buf: list[bytes] = []
+        self._buf_futures: list[Waiter] = []  # the waiters of _buf's entries
+        self._flush_scheduled = False
+        self._inflight: collections.deque[_Batch] = collections.deque()
+        self._waiting: list[tuple[bytes, Waiter]] = []
+        self._rolling = False
+        self._rollover_task: asyncio.Task | None = None
+        self._age_timer: asyncio.TimerHandle | None = None
+        self._max_entries = config.max_entries_per_ledger
+        self._max_bytes = config.max_ledger_bytes
+        self._idle_waiters: list[asyncio.Future] = []
+
+    def fence(self, error: ManagedLedgerFencedError) -> None:
+        """Another owner took over: refuse appends, and the current ledger
+        refuses batches still queued."""
+        self.state = _FENCED
+        self.error = error
+        if self.current is not None:
+            self.current.fence()
+
+    @property
+    def appended_to_current(self) -> int:
+        """Appends given positions in the current ledger (durable or not)."""
+        return self._next_entry
+
+    def stop_timer(self) -> None:
+        if self._age_timer is not None:
+            self._age_timer.cancel()
+
+    def close_handles(self) -> None:
+        for meta in self._ledgers:
+            if meta.ledger is not None:
+                meta.ledger.close()
+        if self.current is not None:
+            self.current.close()
+
+    def closed(self) -> None:
+        """The managed ledger is closed: anyone waiting for it hears."""
+        if self.state in (_OPEN, _CLOSING):
+            self.state = _CLOSED
+        for fut in self._idle_waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    def abandon(self) -> None:
+        """Stop dead, as a crash would: pending appends are cancelled."""
+        self.state = _CLOSED
+        pending = [f for b in self._inflight for f in b.futures]
+        pending += self._buf_futures + [f for _, f in self._waiting]
+        self._buf, self._buf_futures, self._waiting = [], [], []
+        self._inflight.clear()
+        waiters.abandon(pending)
+        if self._rollover_task is not None:
+            self._rollover_task.cancel()
+        self.stop_timer()
+
+    def append(self, data: bytes) -> "asyncio.Future[Position]":
+        """Append one entry (non-empty bytes-like, at most 4 GiB - 1).
+
+        The position is fixed now, in call order; the future completes, in
+        that order, once the entry is durable under the sync policy, or
+        fails with ``StorageError`` (see the module docstring). The data is
+        copied only if it is not ``bytes``; ``bytes`` are kept by reference.
+        Raises ``ValueError`` at once for an empty or oversized entry.
+        """
+        if self.state is not _OPEN:
+            return _failed_future(self._loop, self.refusal())
+        fut = self._loop.create_future()
+        self.append_then(data, fut)
+        return fut
+
+    def append_then(self, data: bytes, on_stored: Waiter) -> None:
+        """:meth:`append` without a future: ``on_stored(ledger_id,
+        first_entry_id, count, error)`` is called instead, once per run of
+        appends that gave it one after the other (the contract is in
+        :mod:`.waiters`).
+
+        Raises at once, appending nothing and never calling ``on_stored``:
+        ``StorageError`` when the managed ledger takes no appends (closing,
+        closed, fenced, failed), ``ValueError`` for an empty or oversized
+        entry. So every call that returns is told exactly once, in call order.
+        """
+        if self.state is not _OPEN:
+            raise self.refusal()
+        if type(data) is not bytes:
+            data = bytes(data)
+        size = len(data)
+        if not 0 < size <= MAX_ENTRY_SIZE:
+            raise ValueError(f"entry size {size} out of range 1..{MAX_ENTRY_SIZE}")
+        if self._rolling:
+            self._waiting.append((data, on_stored))
+            return
+        # _enqueue inlined: this runs once per entry
+        self._buf.append(data)
+        self._buf_futures.append(on_stored)
+        self._next_entry += 1
+        self._current_bytes += size + HEADER_SIZE
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+        if self._next_entry >= self._max_entries or self._current_bytes >= self._max_bytes:
+            self._start_rollover()
+
+    def refusal(self) -> StorageError:
+        if self.error is not None:
+            return self.error
+        return ManagedLedgerClosedError(f"managed ledger {self.name!r} is {self.state}")
+
+    def _enqueue(self, data: bytes, fut: Waiter) -> None:
+        """``append`` after the checks (appends queued during a rollover)."""
+        self._buf.append(data)
+        self._buf_futures.append(fut)
+        self._next_entry += 1
+        self._current_bytes += len(data) + HEADER_SIZE
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+        if self._next_entry >= self._max_entries or self._current_bytes >= self._max_bytes:
+            self._start_rollover()
+
+    def _flush(self) -> None:
+        """Hand what was appended since the last flush to the writer (once per
+        loop iteration, so concurrent appenders share one batch)."""
+        self._flush_scheduled = False
+        datas = self._buf
+        if not datas or self.state is _CLOSED:
+            return
+        futures = self._buf_futures
+        self._buf = []
+        self._buf_futures = []
+        meta = self.current_meta
+        first = self._next_entry - len(datas)
+        batch = _Batch(meta.ledger_id, first, futures, sum(map(len, datas)) + HEADER_SIZE * len(datas),
+                       self._loop.time())
+        self._cache.put_many(meta.ledger_id, first, datas)
+        self._inflight.append(batch)
+        try:
+            self._backend.submit(self.current, datas, functools.partial(self._on_written, batch), self._loop)
+        except StorageError as exc:
+            self._on_written(batch, exc)
+
+    def _on_written(self, batch: _Batch, error: BaseException | None) -> None:
+        if batch.failed:
+            return
+        if error is not None:
+            if isinstance(error, ManagedLedgerFencedError):  # a new owner fenced the ledger
+                self._fenced_on_disk(batch.ledger_id)
+            else:
+                self._on_write_failure(error)
+            return
+        if self._inflight and self._inflight[0] is batch:
+            self._inflight.popleft()
+        else:  # cannot happen: the writer completes a ledger's batches in order
+            log.error("%s: batch completed out of order", self.name)
+            self._inflight.remove(batch)
+        futures = batch.futures
+        lid = batch.ledger_id
+        first = batch.first
+        meta = self._ledgers.get(lid)
+        if meta is not None:
+            meta.entries += len(futures)
+            meta.size += batch.nbytes
+        self.last_confirmed = Position(lid, first + len(futures) - 1)
+        self.write_stats.record(len(futures), batch.nbytes - HEADER_SIZE * len(futures),
+                                self._loop.time() - batch.started)
+        waiters.complete(futures, lid, first)
+        self._listeners.wake()
+        if not self._inflight:
+            self.wake_idle()
+        if self.current.full and not self._rolling and self.state is _OPEN:
+            self._start_rollover()
+
+    def _fenced_on_disk(self, ledger_id: int) -> None:
+        """A new owner fenced our ledger (``LedgerBackend.fence``): nothing
+        written but not yet acknowledged is acknowledged, now or later."""
+        error = ManagedLedgerFencedError(
+            f"managed ledger {self.name!r}: ledger {ledger_id} was fenced by a new owner")
+        log.warning("%s: %s; failing %d unacknowledged batches", self.name, error, len(self._inflight))
+        failed = list(self._inflight)
+        self._inflight.clear()
+        for batch in failed:
+            batch.failed = True
+            waiters.fail(batch.futures, error)
+        buffered, self._buf, self._buf_futures = self._buf_futures, [], []
+        waiters.fail(buffered, error)
+        self.state = _FENCED
+        self.error = error
+        if self.current is not None:
+            self.current.fence()
+        self.fail(error)
+
+    def _on_write_failure(self, error: BaseException) -> None:
+        if not isinstance(error, StorageError):
+            error = StorageError(f"write failed: {error!r}")
+        log.error("%s: write failed, failing %d pending batches: %s", self.name, len(self._inflight), error)
+        failed = list(self._inflight)
+        self._inflight.clear()
+        for batch in failed:
+            batch.failed = True
+        buffered = self._buf_futures
+        self._buf = []
+        self._buf_futures = []
+        waiting = self._waiting
+        self._waiting = []
+        for batch in failed:
+            self._cache.truncate(batch.ledger_id, batch.first)
+            waiters.fail(batch.futures, error)
+        waiters.fail(itertools.chain(buffered, (w for _, w in waiting)), error)
+        if self.current_meta is not None:
+            self._cache.truncate(self.current_meta.ledger_id, self.current_meta.entries)
+        if self.current is not None:
+            self.current.fence()
+        if self.state is _OPEN:
+            self._start_rollover()  # while closing, close() seals the fenced ledger instead
+        self.wake_idle()
+
+    def _start_rollover(self) -> None:
+        """Roll to a new ledger (full, old, or a write failed). Appends
+        issued meanwhile wait and are re-issued in order once the new ledger
+        is installed. If the roll fails the managed ledger is failed or
+        fenced (:meth:`_fail`)."""
+        if self._rolling:
+            return
+        self._flush()  # the old ledger's last entries must reach the writer before its seal
+        self._rolling = True
+        self._rollover_task = self._loop.create_task(self._rollover())
+
+    async def _rollover(self) -> None:
+        old_meta = self.current_meta
+        old = self.current
+        try:
+            rolled = await self._roller.roll(old_meta, old)
+        except BaseException as exc:
+            self._rolling = False
+            self._rollover_task = None
+            self.fail(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        old_meta.entries, old_meta.size, old_meta.closed, old_meta.state = (
+            rolled.entries, rolled.size, rolled.closed, "closed")
+        if not rolled.entries:
+            self.remove_meta(old_meta)
+            self._loop.create_task(self._backend.delete(old_meta.ledger_id, old))
+        else:
+            old_meta.ledger = old
+        self.install(rolled.new_meta, rolled.new_handle)
+        self._rolling = False
+        self._rollover_task = None
+        waiting = self._waiting
+        self._waiting = []
+        for i, (data, waiter) in enumerate(waiting):
+            if self._rolling:  # a tiny max_entries_per_ledger can roll again at once
+                self._waiting = waiting[i:] + self._waiting
+                break
+            if waiters.is_pending(waiter):
+                self._enqueue(data, waiter)
+        self._after_rollover()
+        self.wake_idle()
+
+    def install(self, meta: _LedgerMeta, ledger: LedgerHandle) -> None:
+        """Make ``ledger`` the one appends go to."""
+        meta.ledger = ledger
+        self._ledgers.add(meta)
+        self.current = ledger
+        self.current_meta = meta
+        self._next_entry = 0
+        self._current_bytes = 0
+        if self._age_timer is not None:
+            self._age_timer.cancel()
+        self._age_timer = self._loop.call_later(self._config.max_ledger_age_s, self._age_check, meta.ledger_id)
+        self._roller.fetch_ahead()
+
+    def _age_check(self, ledger_id: int) -> None:
+        self._age_timer = None
+        if self.state is not _OPEN or self.current_meta is None or self.current_meta.ledger_id != ledger_id:
+            return
+        if self._next_entry == 0:  # nothing to seal; look again later
+            self._age_timer = self._loop.call_later(self._config.max_ledger_age_s, self._age_check, ledger_id)
+        else:
+            self._start_rollover()
+
+    def remove_meta(self, meta: _LedgerMeta) -> None:
+        self._ledgers.remove(meta)
+        self._cache.drop(meta.ledger_id)
+
+    def fail(self, exc: BaseException) -> None:
+        """Rolling over failed, or a new owner took over: refuse every
+        append until reopened."""
+        if self.state in (_OPEN, _CLOSING):
+            if isinstance(exc, ManagedLedgerFencedError):
+                self.state = _FENCED
+                self.error = exc
+            else:
+                self.state = _FAILED
+                self.error = ManagedLedgerFailedError(f"managed ledger {self.name!r} failed: {exc}")
+                log.error("%s: %s", self.name, self.error)
+        waiting = self._waiting
+        self._waiting = []
+        waiters.fail([w for _, w in waiting], self.error or self.refusal())
+        self.wake_idle()
+
+    def assigned(self, meta: _LedgerMeta) -> int:
+        """Entries in the ledger, counting appends not yet durable for the current one."""
+        return self._next_entry if meta is self.current_meta else meta.entries
+
+    def next_append_position(self) -> Position:
+        """Where the next append goes. While a rollover runs and the new
+        ledger's id is not known yet (rare), this is a position in the old
+        ledger that will never hold an entry, which orders correctly all the
+        same: reads from it go on to the next ledger."""
+        spare_id = self._roller.spare_id
+        if self._rolling and spare_id is not None:
+            return Position(spare_id, len(self._waiting))
+        meta = self.current_meta
+        return Position(meta.ledger_id, self._next_entry)
+
+    def wake_idle(self) -> None:
+        if self._idle_waiters and not self._inflight and not self._rolling and not self._buf:
+            idle, self._idle_waiters = self._idle_waiters, []
+            for fut in idle:
+                if not fut.done():
+                    fut.set_result(None)
+
+    async def drain(self) -> None:
+        while self._inflight or self._rolling or self._buf:
+            self._flush()
+            fut = self._loop.create_future()
+            self._idle_waiters.append(fut)
+            self.wake_idle()
+            await fut
+
+    async def wait_closed(self) -> None:
+        fut = self._loop.create_future()
+        self._idle_waiters.append(fut)
+        await fut
+
+    async def seal_current(self) -> None:
+        meta = self.current_meta
+        sealed = await self._roller.seal(meta, self.current)
+        meta.entries, meta.size, meta.closed, meta.state = sealed.entries, sealed.size, sealed.closed, "closed"
+        if not sealed.entries:
+            self.remove_meta(meta)
+            await self._backend.delete(meta.ledger_id, self.current)
