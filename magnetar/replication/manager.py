@@ -100,6 +100,10 @@ class GeoReplication:
 
     # -- passes --------------------------------------------------------------------------
     def _on_topic_loaded(self, topic: "Topic") -> None:
+        # Before the first consumer can read: a topic that was replicated may
+        # hold markers from before this load, and _reconcile reads the store first.
+        if any(is_replicator_cursor(name) for name in topic.ledger.cursors):
+            topic.filter_markers = True
         task = asyncio.get_running_loop().create_task(self._reconcile(topic))
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
