@@ -208,7 +208,7 @@ kv_add(KVs *kvs, Span s)
 
 /* What a message contributes beyond its payload. */
 typedef struct {
-    int has_key;
+    int has_key, key_b64;
     Span key;
     uint64_t event_time;
     KVs props;
@@ -220,6 +220,44 @@ typedef struct {
     Py_ssize_t rows, key_nulls, event_nulls, props;
 } Out;
 
+/* Append the bytes of base64 text `s` (a key sent with partition_key_b64_encoded,
+ * as clients do for binary keys): 0, or 1 (nothing appended) when `s` is not
+ * base64, so the caller keeps the text as it is; -1 out of memory. */
+static int
+put_base64_decoded(Buf *b, Span s)
+{
+    static int8_t map[256];
+    static int ready = 0;
+    if (!ready) {
+        const char *abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        memset(map, -1, sizeof map);
+        for (int i = 0; i < 64; i++)
+            map[(uint8_t)abc[i]] = (int8_t)i;
+        ready = 1;
+    }
+    Py_ssize_t n = s.end - s.p;
+    while (n > 0 && s.p[n - 1] == '=' && (s.end - s.p) - n < 2)
+        n--;
+    if ((s.end - s.p) % 4 != 0 || n % 4 == 1)
+        return 1;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (map[s.p[i]] < 0)
+            return 1;
+    if (buf_reserve(b, n * 3 / 4 + 3) < 0)
+        return -1;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        acc = (acc << 6) | (uint32_t)map[s.p[i]];
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            b->p[b->len++] = (char)((acc >> bits) & 0xff);
+        }
+    }
+    return 0;
+}
+
 static int
 emit(Out *o, const Fields *f, Span value, int64_t offset, uint64_t publish_ms, uint64_t entry_event_ms,
      Span producer)
@@ -228,7 +266,8 @@ emit(Out *o, const Fields *f, Span value, int64_t offset, uint64_t publish_ms, u
     if (bit_put(&o->key_valid, r, f->has_key) < 0)
         return -1;
     if (f->has_key) {
-        if (buf_put(&o->key_data, f->key.p, f->key.end - f->key.p) < 0)
+        int rc = f->key_b64 ? put_base64_decoded(&o->key_data, f->key) : 1;
+        if (rc < 0 || (rc > 0 && buf_put(&o->key_data, f->key.p, f->key.end - f->key.p) < 0))
             return -1;
     } else {
         o->key_nulls++;
@@ -301,7 +340,8 @@ decode_entry(Out *o, KVs *scratch, const uint8_t *meta, Py_ssize_t meta_len, con
         } else if (wt == 2 && num == 6) {
             entry.has_key = 1;
             entry.key = sp;
-        } else if (wt == 0 && num == 11) {
+        } else if (wt == 0 && num == 17)
+            entry.key_b64 = val != 0; else if (wt == 0 && num == 11) {
             is_batch = 1;
             count = (uint64_t)(int32_t)val;
         } else if (wt == 0 && num == 12)
@@ -355,7 +395,8 @@ decode_entry(Out *o, KVs *scratch, const uint8_t *meta, Py_ssize_t meta_len, con
             } else if (wt == 2 && num == 2) {
                 f.has_key = 1;
                 f.key = sp;
-            } else if (wt == 0 && num == 5)
+            } else if (wt == 0 && num == 6)
+                f.key_b64 = val != 0; else if (wt == 0 && num == 5)
                 f.event_time = val;
         }
         *scratch = f.props;
@@ -448,11 +489,12 @@ done:
 /* -- writes: Arrow columns to batch payloads ------------------------------------------------------
  * encode_batches(n, seqs, value_offsets, value_data, key_validity, key_offsets, key_data,
  *                map_validity, map_offsets, prop_key_offsets, prop_key_data, prop_value_offsets,
- *                prop_value_data, event_validity, event_ms, max_messages, max_bytes)
+ *                prop_value_data, event_validity, event_ms, key_b64, max_messages, max_bytes)
  * -> [(payload, count, first_sequence_id, highest_sequence_id), ...]
  * Rows 0..n-1 in order, each a batch member [u32 size][SingleMessageMetadata][value] with
  * properties (1), partition_key (2, a present key), payload_size (3), event_time (5, when not
- * 0) and sequence_id (8): the bytes BatchBuilder.add writes. A batch closes at max_messages
+ * 0), partition_key_b64_encoded (6, rows whose bit is set in the key_b64 bitmap: the key is
+ * base64 text of a binary key) and sequence_id (8): the bytes BatchBuilder.add writes. A batch closes at max_messages
  * members or once it holds max_bytes. Optional columns are None (absent); a validity bitmap
  * is None when the column has no nulls. Buffers start at row 0 (no Arrow slice offset). */
 static inline int
@@ -525,7 +567,7 @@ i64_at(const Opt *o, Py_ssize_t i)
     return v;
 }
 
-enum { SEQS, VOFF, VDATA, KVALID, KOFF, KDATA, MVALID, MOFF, PKOFF, PKDATA, PVOFF, PVDATA, EVALID, EMS, NBUF };
+enum { SEQS, VOFF, VDATA, KVALID, KOFF, KDATA, MVALID, MOFF, PKOFF, PKDATA, PVOFF, PVDATA, EVALID, EMS, KB64, NBUF };
 
 static int
 seal(PyObject *list, Buf *batch, Py_ssize_t count, int64_t first, int64_t highest)
@@ -544,7 +586,7 @@ static PyObject *
 encode_batches(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 3 + NBUF) {
-        PyErr_SetString(PyExc_TypeError, "encode_batches takes 17 arguments");
+        PyErr_SetString(PyExc_TypeError, "encode_batches takes 18 arguments");
         return NULL;
     }
     Py_ssize_t n = PyLong_AsSsize_t(args[0]);
@@ -602,6 +644,8 @@ encode_batches(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             if (ms && (put_varint(&header, 0x28) < 0 || put_varint(&header, (uint64_t)ms) < 0))
                 goto fail;
         }
+        if (o[KB64].present && bit_of(&o[KB64], r) && (put_varint(&header, 0x30) < 0 || put_varint(&header, 1) < 0))
+            goto fail;
         int64_t seq = i64_at(&o[SEQS], r);
         if (put_varint(&header, 0x40) < 0 || put_varint(&header, (uint64_t)seq) < 0)
             goto fail;

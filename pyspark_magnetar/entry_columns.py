@@ -12,7 +12,8 @@ pure-Python twin :func:`decode_entries_python` (same buffers, slower; the
 unit tests compare both on the same inputs).
 
 Row values follow the message path exactly (:func:`.schema.messages_to_batch`):
-a key is present when the field is set (even empty), a member's event time
+a key is present when the field is set (even empty), a key flagged
+``partition_key_b64_encoded`` is its decoded bytes, a member's event time
 falls back to the entry's, 0 means none, repeated property keys keep their
 first position and last value.
 
@@ -21,6 +22,7 @@ topic and offset); decompression errors come from :func:`entry_payload`.
 """
 from __future__ import annotations
 
+import base64
 import os
 import struct
 from typing import NamedTuple, Sequence
@@ -84,7 +86,7 @@ def decode_entries_python(entries: Sequence[EntryInput], lo: int, hi: int) -> Bu
         publish_us = meta.publish_time * 1000
         if not meta.HasField("num_messages_in_batch"):
             if lo <= first < hi:
-                key = meta.partition_key.encode() if meta.HasField("partition_key") else None
+                key = _key(meta) if meta.HasField("partition_key") else None
                 out.row(key, bytes(payload), first, publish_us, meta.event_time, meta.properties, producer)
             continue
         count = meta.num_messages_in_batch
@@ -112,10 +114,21 @@ def decode_entries_python(entries: Sequence[EntryInput], lo: int, hi: int) -> Bu
             pos += single.payload_size
             offset = first + i
             if lo <= offset < hi:
-                key = single.partition_key.encode() if single.HasField("partition_key") else None
+                key = _key(single) if single.HasField("partition_key") else None
                 out.row(key, value, offset, publish_us, single.event_time or meta.event_time, single.properties,
                         producer)
     return out.buffers()
+
+
+def _key(meta) -> bytes:
+    """A key's bytes: base64-decoded when the producer flagged it so (a binary
+    key), else its UTF-8; base64 flags on text that is not base64 keep the text."""
+    if meta.partition_key_b64_encoded:
+        try:
+            return base64.b64decode(meta.partition_key, validate=True)
+        except ValueError:
+            pass
+    return meta.partition_key.encode()
 
 
 class _Builder:

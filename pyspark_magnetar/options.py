@@ -14,17 +14,20 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from magnetar.client.topic import full_topic_name
 
 from .errors import OptionError
 from .offsets import EARLIEST, LATEST, OffsetSpec, TimeSpec, parse_offset_spec, parse_time_spec
 
+if TYPE_CHECKING:
+    from .value_columns import ValueSpec
+
 _READ_OPTIONS = ("service_url", "topic", "topics", "topicsPattern", "startingOffsets", "endingOffsets",
                  "startingOffsetsByTimestamp", "endingOffsetsByTimestamp", "startingTimestamp", "endingTimestamp",
                  "maxRecordsPerTrigger", "maxOffsetsPerTrigger", "maxRecordsPerPartition", "minPartitions",
-                 "failOnDataLoss", "pollTimeoutMs", "operationTimeoutSeconds")
+                 "failOnDataLoss", "pollTimeoutMs", "operationTimeoutSeconds", "valueFormat")
 _WRITE_OPTIONS = ("service_url", "topic", "batchingMaxMessages", "maxPendingMessages", "operationTimeoutSeconds")
 
 DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
@@ -61,6 +64,10 @@ class ReadOptions:
     ending_time: TimeSpec = TimeSpec()
     #: At least this many tasks for a batch (or micro-batch) with rows: long ranges are split.
     min_partitions: int | None = None
+    #: ``auto``: a JSON or Avro topic's values as a struct column; ``binary``: always bytes.
+    value_format: str = "auto"
+    #: The value struct's schema, fixed on the driver (None: values are bytes); see value_columns.
+    value: "ValueSpec | None" = None
 
 
 @dataclass(frozen=True)
@@ -70,10 +77,13 @@ class WriteOptions:
     batching_max_messages: int
     max_pending_messages: int
     operation_timeout_s: float
+    #: The destination's schema when ``value`` is a struct (fixed on the driver).
+    value: "ValueSpec | None" = None
 
 
-def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
-    """Options of a batch (``streaming=False``) or streaming read.
+def read_options(options: Mapping[str, str], *, streaming: bool | None) -> ReadOptions:
+    """Options of a batch (``streaming=False``) or streaming read (None: either,
+    without the checks that depend on which).
 
     Defaults follow Spark's Kafka source: batch reads go from earliest to
     latest, streams start at latest. Raises OptionError.
@@ -81,11 +91,11 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
     opts = _lower(options)
     _reject_misspellings(opts, _READ_OPTIONS)
     for name in ("endingOffsets", "endingOffsetsByTimestamp", "endingTimestamp"):
-        if streaming and opts.get(name.lower()):
+        if streaming is True and opts.get(name.lower()):
             raise OptionError(f"option {name!r} is for batch reads only; a stream has no end "
                               "(use Trigger.AvailableNow to stop at the offsets present at start)")
     for name in ("maxRecordsPerTrigger", "maxOffsetsPerTrigger"):
-        if not streaming and opts.get(name.lower()):
+        if streaming is False and opts.get(name.lower()):
             raise OptionError(f"option {name!r} is for streaming reads only")
     per_trigger = _positive_int(opts, "maxRecordsPerTrigger", None)
     offsets_per_trigger = _positive_int(opts, "maxOffsetsPerTrigger", None)
@@ -110,7 +120,16 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
         poll_timeout_ms=_positive_int(opts, "pollTimeoutMs", DEFAULT_POLL_TIMEOUT_MS),
         operation_timeout_s=_positive_float(opts, "operationTimeoutSeconds", DEFAULT_OPERATION_TIMEOUT_S),
+        value_format=_value_format(opts),
     )
+
+
+def _value_format(opts: Mapping[str, str]) -> str:
+    raw = opts.get("valueformat")
+    word = (raw or "auto").strip().lower()
+    if word not in ("auto", "binary"):
+        raise OptionError(f"option 'valueFormat' must be auto (a JSON or Avro topic's schema) or binary, got {raw!r}")
+    return word
 
 
 def write_options(options: Mapping[str, str]) -> WriteOptions:

@@ -22,6 +22,8 @@ from .offsets import TopicPartition
 from .options import ReadOptions
 from .scan import RangeScanner
 from .session import BrokerSession
+from .topic_schemas import fetch_schema
+from .value_columns import ValueReader
 
 #: Rows per Arrow record batch handed to Spark (about, whole entries at a time).
 CHUNK_ROWS = 32768
@@ -86,12 +88,16 @@ def read_range(rng: OffsetRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
         scanner = session.run(RangeScanner.open(
             session.client, rng.tp, rng.start, rng.end,
             poll_timeout_ms=opts.poll_timeout_ms, fail_on_data_loss=opts.fail_on_data_loss))
+        values = ValueReader(opts.value) if opts.value is not None else None
         try:
             while True:
                 entries = session.run(scanner.next_entries(CHUNK_ROWS))
                 if not entries:
                     break
+                if values is not None:
+                    for version in values.missing(scanner.versions_of(entries)):
+                        values.add_version(version, session.run(fetch_schema(session.client, rng.tp.topic, version)))
                 # Decoded here, not on the session's loop, which keeps receiving meanwhile.
-                yield from scanner.to_batches(entries)
+                yield from scanner.to_batches(entries, values)
         finally:
             session.run(scanner.close())

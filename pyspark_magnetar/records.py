@@ -4,7 +4,8 @@ Columns (others are ignored, so a DataFrame read from Magnetar can be
 written back after a transformation):
 
 ===========  =====================================  ===================================
-value        binary or string (required, not null)  the payload (strings as UTF-8)
+value        binary, string or struct (required)    the payload (strings as UTF-8; a struct
+                                                    is encoded with the topic's schema)
 key          binary or string, nullable             partition key; binary must be UTF-8
 topic        string, nullable                       destination when no ``topic`` option
 properties   map<string,string>, nullable           message properties
@@ -24,7 +25,7 @@ from pyspark.sql.types import (BinaryType, DataType, LongType, MapType, StringTy
 from .errors import OptionError
 
 _ALLOWED: dict[str, tuple[type[DataType], ...]] = {
-    "value": (BinaryType, StringType),
+    "value": (BinaryType, StringType, StructType),
     "key": (BinaryType, StringType),
     "topic": (StringType,),
     "properties": (MapType,),
@@ -47,5 +48,7 @@ def check_write_schema(schema: StructType, topic_option: str | None) -> None:
         if name == "properties" and not (isinstance(dtype.keyType, StringType)
                                           and isinstance(dtype.valueType, StringType)):
             raise OptionError(f"column 'properties' must be map<string,string>, got {dtype.simpleString()}")
+    if isinstance(fields["value"], StructType) and topic_option is None:
+        raise OptionError("a struct 'value' is written with its topic's schema: give the 'topic' option")
     if topic_option is None and "topic" not in fields:
         raise OptionError("a write needs the 'topic' option or a 'topic' column")

@@ -13,11 +13,14 @@ and highest sequence ids so the broker's deduplication covers every member.
 
 :func:`prepare` checks and normalises a batch's columns with vectorised
 Arrow calls and raises SinkError for a bad row (null value, null topic
-without a ``topic`` option, key not UTF-8, null property value, event time
-before 1970), naming the row.
+without a ``topic`` option, null property value, event time
+before 1970), naming the row. Binary keys that are not UTF-8 are sent as
+their base64 text with ``partition_key_b64_encoded`` (what Pulsar clients do
+for binary keys); a read returns the original bytes.
 """
 from __future__ import annotations
 
+import base64
 import struct
 from dataclasses import dataclass
 
@@ -37,21 +40,24 @@ _DIV = {"us": 1000, "ns": 1_000_000}
 class RowColumns:
     """One destination's rows, normalised: ``values`` binary (no nulls),
     ``keys`` binary or None, ``properties`` map<string,string> or None,
-    ``event_ms`` int64 or None, ``positions`` int64 (the rows' sequence ids)."""
+    ``event_ms`` int64 or None, ``positions`` int64 (the rows' sequence ids),
+    ``key_b64`` boolean (no nulls) or None: rows whose key is the base64
+    text of a binary key (sent with ``partition_key_b64_encoded``)."""
 
     values: pa.Array
     keys: pa.Array | None
     properties: pa.Array | None
     event_ms: pa.Array | None
     positions: pa.Array
+    key_b64: pa.Array | None = None
 
     def __len__(self) -> int:
         return len(self.values)
 
     def take(self, indices: pa.Array) -> "RowColumns":
-        pick = lambda a: None if a is None else a.take(indices)  # noqa: E731
+        pick = lambda a: None if a is None else _compact(a.take(indices))  # noqa: E731
         return RowColumns(self.values.take(indices), pick(self.keys), pick(self.properties), pick(self.event_ms),
-                          self.positions.take(indices))
+                          self.positions.take(indices), pick(self.key_b64))
 
 
 def prepare(batch: pa.RecordBatch, default_topic: str | None, first_position: int) -> dict[str, RowColumns]:
@@ -62,15 +68,14 @@ def prepare(batch: pa.RecordBatch, default_topic: str | None, first_position: in
     values = _binary(batch.column("value"))
     if values.null_count:
         raise SinkError(f"row {_first_null(values)} of a write batch has a null 'value'")
-    keys = None
+    keys = key_b64 = None
     if "key" in names:
         raw = batch.column("key")
         if pa.types.is_binary(raw.type) or pa.types.is_large_binary(raw.type):
             try:
-                raw.cast(pa.string())  # Pulsar keys are strings
+                raw.cast(pa.string())  # Pulsar keys are strings: UTF-8 keys go as they are
             except pa.ArrowInvalid:
-                bad = next(i for i, k in enumerate(raw.to_pylist()) if k is not None and not _utf8(k))
-                raise SinkError(f"row {bad}: 'key' is not valid UTF-8 (Pulsar keys are strings)") from None
+                raw, key_b64 = _base64_keys(raw)
         keys = _binary(raw) if raw.null_count < n else None
     props = None
     if "properties" in names:
@@ -84,7 +89,7 @@ def prepare(batch: pa.RecordBatch, default_topic: str | None, first_position: in
                 raise SinkError(f"row {bad}: 'properties' has a null value")
     event = _event_ms(batch.column("event_time")) if "event_time" in names else None
     positions = pa.array(range(first_position, first_position + n), pa.int64())
-    cols = RowColumns(values, keys, props, event, positions)
+    cols = RowColumns(values, keys, props, event, positions, key_b64 if keys is not None else None)
     if default_topic is not None or "topic" not in names:
         return {default_topic: cols}
     topics = batch.column("topic")
@@ -94,6 +99,20 @@ def prepare(batch: pa.RecordBatch, default_topic: str | None, first_position: in
     if len(distinct) == 1:
         return {distinct[0]: cols}
     return {t: cols.take(pc.indices_nonzero(pc.equal(topics, t))) for t in distinct}
+
+
+def _base64_keys(raw: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """Binary keys, some not UTF-8: those become their base64 text (as Pulsar
+    clients send binary keys), flagged in the returned boolean array."""
+    keys, flags = [], []
+    for k in raw.to_pylist():
+        if k is None or _utf8(k):
+            keys.append(k)
+            flags.append(False)
+        else:
+            keys.append(base64.b64encode(k))
+            flags.append(True)
+    return pa.array(keys, pa.binary()), pa.array(flags, pa.bool_())
 
 
 def _utf8(b: bytes) -> bool:
@@ -141,7 +160,7 @@ def _event_ms(column: pa.Array) -> pa.Array | None:
 
 
 def _buffers(cols: RowColumns) -> list:
-    """The encoder's 14 buffer arguments (None for an absent column or bitmap)."""
+    """The encoder's 15 buffer arguments (None for an absent column or bitmap)."""
     v = cols.values.buffers()
     out = [cols.positions.buffers()[1], v[1], v[2]]
     if cols.keys is not None:
@@ -161,6 +180,7 @@ def _buffers(cols: RowColumns) -> list:
         out += [e[0] if cols.event_ms.null_count else None, e[1]]
     else:
         out += [None, None]
+    out.append(cols.key_b64.buffers()[1] if cols.key_b64 is not None else None)
     return out
 
 
@@ -185,6 +205,7 @@ def encode_batches_python(cols: RowColumns, max_messages: int, max_bytes: int) -
     keys = cols.keys.to_pylist() if cols.keys is not None else None
     props = cols.properties.to_pylist() if cols.properties is not None else None
     events = cols.event_ms.to_pylist() if cols.event_ms is not None else None
+    b64 = cols.key_b64.to_pylist() if cols.key_b64 is not None else None
     for r, seq in enumerate(cols.positions.to_pylist()):
         meta = pb.SingleMessageMetadata(payload_size=len(values[r]), sequence_id=seq)
         if props is not None and props[r]:
@@ -193,6 +214,8 @@ def encode_batches_python(cols: RowColumns, max_messages: int, max_bytes: int) -
             meta.partition_key = keys[r].decode("utf-8")
         if events is not None and events[r]:
             meta.event_time = events[r]
+        if b64 is not None and b64[r]:
+            meta.partition_key_b64_encoded = True
         header = meta.SerializeToString()
         parts += [_U32.pack(len(header)), header, values[r]]
         size += 4 + len(header) + len(values[r])
@@ -208,7 +231,11 @@ def encode_batches_python(cols: RowColumns, max_messages: int, max_bytes: int) -
     return out
 
 
-def entry_metadata(producer_name: str, publish_ms: int, count: int, first: int, highest: int) -> bytes:
-    """The MessageMetadata of one encoded batch."""
-    return pb.MessageMetadata(producer_name=producer_name, sequence_id=first, publish_time=publish_ms,
-                              num_messages_in_batch=count, highest_sequence_id=highest).SerializeToString()
+def entry_metadata(producer_name: str, publish_ms: int, count: int, first: int, highest: int,
+                   schema_version: bytes | None = None) -> bytes:
+    """The MessageMetadata of one encoded batch (with the producer's schema version, if any)."""
+    meta = pb.MessageMetadata(producer_name=producer_name, sequence_id=first, publish_time=publish_ms,
+                              num_messages_in_batch=count, highest_sequence_id=highest)
+    if schema_version is not None:
+        meta.schema_version = schema_version
+    return meta.SerializeToString()

@@ -34,6 +34,8 @@ from .entry_columns import EntryInput, entries_to_batch, entry_payload
 from .errors import DataLossError, MagnetarSparkError
 from .offsets import TopicPartition
 from .positioning import start_position
+from .topic_schemas import decode_version
+from .value_columns import ValueReader
 
 log = logging.getLogger(__name__)
 
@@ -74,10 +76,11 @@ class RangeScanner:
                                            receiver_queue_size=READ_AHEAD_MESSAGES)
         return cls(reader, tp, start, end, poll_timeout_ms=poll_timeout_ms, fail_on_data_loss=fail_on_data_loss)
 
-    async def next_entries(self, max_rows: int) -> list[tuple[EntryInput, int]]:
+    async def next_entries(self, max_rows: int) -> list[tuple[EntryInput, int, int, int | None]]:
         """The next entries of the range holding about ``max_rows`` of its
-        messages, each with the lowest offset to keep; ``[]`` once complete."""
-        out: list[tuple[EntryInput, int]] = []
+        messages, each with the lowest offset to keep, the number of rows it
+        gives and its schema version (None if none); ``[]`` once complete."""
+        out: list[tuple[EntryInput, int, int, int | None]] = []
         rows = 0
         while self.expected < self.end and rows < max_rows:
             try:
@@ -121,24 +124,36 @@ class RangeScanner:
             payload = entry_payload(entry.metadata, entry.payload)
         except ProtocolError as exc:
             raise MagnetarSparkError(f"{self.tp}: entry at offset {first}: {exc}") from None
-        out.append((EntryInput(entry.metadata_bytes, payload, first), self.expected))
         before, self.expected = self.expected, min(last + 1, self.end)
+        meta = entry.metadata
+        version = decode_version(meta.schema_version) if meta.HasField("schema_version") else None
+        out.append((EntryInput(entry.metadata_bytes, payload, first), before, self.expected - before, version))
         return self.expected - before
 
-    def to_batches(self, entries: list[tuple[EntryInput, int]]) -> list[pa.RecordBatch]:
+    def to_batches(self, entries: list[tuple[EntryInput, int, int, int | None]],
+                   values: ValueReader | None = None) -> list[pa.RecordBatch]:
         """The range's rows held by ``entries`` (from :meth:`next_entries`):
         one batch, or one per run when an entry overlaps the one before it
-        (each run is decoded from its own lowest offset to keep)."""
-        runs: list[tuple[int, list[EntryInput]]] = []
-        for entry, lo in entries:
+        (each run is decoded from its own lowest offset to keep). With
+        ``values``, the value column is decoded by the topic's schema."""
+        runs: list[tuple[int, list[EntryInput], list[tuple[int, int | None]]]] = []
+        for entry, lo, rows, version in entries:
             if runs and lo == entry.first_offset:
                 runs[-1][1].append(entry)
+                runs[-1][2].append((rows, version))
             else:
-                runs.append((lo, [entry]))
+                runs.append((lo, [entry], [(rows, version)]))
         try:
-            return [entries_to_batch(self.tp, run, lo, self.end) for lo, run in runs]
+            batches = [(entries_to_batch(self.tp, run, lo, self.end), kept) for lo, run, kept in runs]
         except ValueError as exc:
             raise MagnetarSparkError(f"{self.tp}: {exc}") from None
+        if values is None:
+            return [batch for batch, _ in batches]
+        return [values.apply(self.tp, batch, _versions(kept, batch.num_rows)) for batch, kept in batches]
+
+    @staticmethod
+    def versions_of(entries: list[tuple[EntryInput, int, int, int | None]]) -> set[int | None]:
+        return {version for _, _, _, version in entries}
 
     def _lost(self, first: int, stop: int, why: str) -> None:
         text = (f"{self.tp}: offsets {first}..{stop - 1} are missing ({why}); they were removed by retention, "
@@ -152,3 +167,13 @@ class RangeScanner:
             await self._reader.close()
         except Exception:  # the reader is non-durable: nothing is lost if close fails
             log.debug("closing the reader of %s failed", self.tp, exc_info=True)
+
+
+def _versions(kept: list[tuple[int, int | None]], rows: int) -> pa.Array:
+    """The schema version of each of ``rows`` rows, from (rows, version) per entry."""
+    if len({v for _, v in kept}) == 1:
+        return pa.repeat(pa.scalar(kept[0][1], pa.int64()), rows)
+    out = pa.array([v for n, v in kept for _ in range(n)], pa.int64())
+    if len(out) != rows:  # the decoder and the broker's counts disagree: fail rather than misattribute
+        raise MagnetarSparkError(f"{rows} rows decoded but the entries' counts add up to {len(out)}")
+    return out

@@ -3,7 +3,7 @@
 Columns (all derived from one message):
 
 ==============  ===================  ==============================================
-key             binary, nullable     the partition key's UTF-8 bytes; null if none
+key             binary, nullable     the partition key's bytes (UTF-8, or a binary key's); null if none
 value           binary               the payload
 topic           string               fully qualified topic (the base name for a partition)
 partition       int                  partition index, -1 for a non-partitioned topic
@@ -56,7 +56,7 @@ def messages_to_batch(tp: TopicPartition, messages: Sequence[Message]) -> pa.Rec
     the caller checks that while reading.
     """
     n = len(messages)
-    keys = [m.partition_key().encode() if m.has_partition_key() else None for m in messages]
+    keys = [m.partition_key_bytes() if m.has_partition_key() else None for m in messages]
     event_us = []
     for m in messages:
         et = m.event_timestamp()

@@ -37,6 +37,7 @@ from magnetar.client.errors import ProducerBusy, PulsarError
 from .errors import SinkError
 from .options import WriteOptions
 from .row_batches import RowColumns, encode_batches, entry_metadata
+from .topic_schemas import to_proto
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,8 @@ class TaskSink:
         self._inflight: deque[tuple[str, int, int, asyncio.Future]] = deque()
         self._inflight_rows = 0
         self._window = max(1, opts.max_pending_messages // 2)
+        # A struct value is written with the topic's schema: the producers announce it.
+        self._schema = to_proto(opts.value.kind, opts.value.data) if opts.value is not None else None
 
     async def _producer(self, topic: str) -> AsyncProducer:
         producer = self._producers.get(topic)
@@ -73,7 +76,8 @@ class TaskSink:
                     topic, producer_name=self.name, batching_enabled=True,
                     batching_max_messages=self._opts.batching_max_messages,
                     batching_max_allowed_size_in_bytes=256 * 1024, batching_max_publish_delay_ms=5,
-                    max_pending_messages=self._opts.max_pending_messages, properties=DEDUPLICATE)
+                    max_pending_messages=self._opts.max_pending_messages, properties=DEDUPLICATE,
+                    schema=self._schema)
                 break
             except ProducerBusy as exc:
                 # A previous attempt of this task still holds the name (its
@@ -111,7 +115,7 @@ class TaskSink:
                                                                   BATCH_MAX_BYTES):
                 while self._inflight_rows + count > self._window and self._inflight:
                     await self._settle_oldest()
-                meta = entry_metadata(self.name, now, count, first, highest)
+                meta = entry_metadata(self.name, now, count, first, highest, producer.schema_version)
                 try:
                     fut = producer.send_entry_nowait(meta, payload, count, first, highest)
                 except PulsarError as exc:

@@ -23,6 +23,7 @@ from .options import WriteOptions
 from .row_batches import prepare
 from .session import BrokerSession
 from .sink import TaskSink
+from .value_columns import encode_values, value_encoder
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +48,13 @@ def write_task(batches: Iterator[pa.RecordBatch], opts: WriteOptions, name: Call
     position = 0
     session: BrokerSession | None = None
     sink: TaskSink | None = None
+    encoder = value_encoder(opts.value) if opts.value is not None else None
     try:
         for batch in batches:
             if batch.num_rows == 0:
                 continue
+            if encoder is not None:
+                batch = encode_values(encoder, batch, position)
             by_topic = prepare(batch, opts.topic, position)
             if session is None:
                 session = BrokerSession(opts.service_url, opts.operation_timeout_s)

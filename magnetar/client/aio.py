@@ -292,7 +292,7 @@ class AsyncClient:
         pid: int | None = None, pid_lease_ms: int = 60000,
         message_routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution,
         hashing_scheme: HashingScheme = HashingScheme.JavaStringHash,
-        message_router: Callable[[Any, int], int] | None = None,
+        message_router: Callable[[Any, int], int] | None = None, schema: pb.Schema | None = None,
     ) -> AsyncProducer | PartitionedProducer:
         """A connected producer. Raises ProducerBusy / ProducerFenced /
         TopicNotFound ... at once, Timeout if retryable errors persist for
@@ -304,6 +304,10 @@ class AsyncClient:
         known identity instead (a takeover: the generation moves up, which
         fences any older holder, and numbering continues where the broker's
         stops); NotAllowedError if the broker no longer knows that pid.
+
+        ``schema`` (a protocol Schema) is announced to the broker, which
+        registers it or refuses it (IncompatibleSchema); messages are not
+        encoded by it: :attr:`AsyncProducer.schema_version` is its version.
 
         On a partitioned topic: a :class:`~.partitioned.PartitionedProducer`
         (one producer per partition, under one name), routed by
@@ -326,7 +330,7 @@ class AsyncClient:
                 batching_max_messages=batching_max_messages,
                 batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
                 batching_max_publish_delay_ms=batching_max_publish_delay_ms, access_mode=access_mode,
-                properties=properties, idempotent=idempotent, pid=pid, pid_lease_ms=pid_lease_ms,
+                properties=properties, idempotent=idempotent, pid=pid, pid_lease_ms=pid_lease_ms, schema=schema,
             )
             await self._start(producer)
             return producer

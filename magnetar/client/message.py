@@ -5,6 +5,8 @@ interpreted when an accessor asks, so receiving costs little per message.
 """
 from __future__ import annotations
 
+import base64
+
 from magnetar.protocol import pb
 
 from .message_id import MessageId
@@ -42,6 +44,18 @@ class Message:
         if self._single is not None:
             return self._single.partition_key
         return self._meta.partition_key
+
+    def partition_key_bytes(self) -> bytes:
+        """The key as bytes: a key the producer sent base64-encoded (flag
+        ``partition_key_b64_encoded``, how Pulsar clients send binary keys)
+        decoded, any other its UTF-8 (text flagged but not base64 stays text)."""
+        source = self._single if self._single is not None else self._meta
+        if source.partition_key_b64_encoded:
+            try:
+                return base64.b64decode(source.partition_key, validate=True)
+            except ValueError:
+                pass
+        return source.partition_key.encode()
 
     def has_partition_key(self) -> bool:
         source = self._single if self._single is not None else self._meta

@@ -104,7 +104,7 @@ class AsyncProducer(BrokerLink):
         batching_max_messages: int = 1000, batching_max_allowed_size_in_bytes: int = 128 * 1024,
         batching_max_publish_delay_ms: int = 10, access_mode: ProducerAccessMode = ProducerAccessMode.Shared,
         properties: Mapping[str, str] | None = None, idempotent: bool = False, pid: int | None = None,
-        pid_lease_ms: int = 60_000,
+        pid_lease_ms: int = 60_000, schema: pb.Schema | None = None,
     ) -> None:
         super().__init__(client, topic)
         if max_pending_messages < 1:
@@ -133,6 +133,9 @@ class AsyncProducer(BrokerLink):
         self._batch_expected: int | None = None
         self._access_mode = ProducerAccessMode(access_mode)
         self._metadata = dict(properties or {})
+        #: The schema announced when registering (the broker checks it and answers its version).
+        self._schema = schema
+        self._schema_version: bytes | None = None
         self._partition = partition_index(topic)
         self._topic_epoch: int | None = None
         self._epoch = 0
@@ -174,6 +177,12 @@ class AsyncProducer(BrokerLink):
         return self._identity.generation if self._identity is not None else None
 
     @property
+    def schema_version(self) -> bytes | None:
+        """The broker's version of the schema this producer announced (None
+        without one); an entry's MessageMetadata carries it as ``schema_version``."""
+        return self._schema_version
+
+    @property
     def next_sequence(self) -> int | None:
         """The sequence number the next entry will get (None if not idempotent).
 
@@ -199,8 +208,12 @@ class AsyncProducer(BrokerLink):
             producer_access_mode=int(self._access_mode), topic_epoch=self._topic_epoch,
             metadata=[pb.KeyValue(key=k, value=v) for k, v in self._metadata.items()],
         )
+        if self._schema is not None:
+            cmd.producer.schema.CopyFrom(self._schema)
         self._epoch += 1
         reply = (await conn.request(cmd, timeout)).producer_success
+        if reply.HasField("schema_version"):
+            self._schema_version = reply.schema_version
         if self._name is None:
             self._name = reply.producer_name
         if reply.HasField("topic_epoch"):

@@ -65,4 +65,36 @@ def test_encoded_batches_decode_to_the_rows(rows, offset, max_messages, max_byte
 
 def test_compiled_encoder_refuses_short_buffers():
     with pytest.raises(ValueError, match="shorter than the rows"):
-        compiled().encode_batches(5, b"", b"\0" * 4, b"", *([None] * 11), 10, 100)
+        compiled().encode_batches(5, b"", b"\0" * 4, b"", *([None] * 12), 10, 100)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.none() | st.binary(max_size=12), min_size=1, max_size=20))
+def test_binary_keys_round_trip(keys):
+    """Keys that are not UTF-8 go as base64 text flagged partition_key_b64_encoded;
+    both decoders (and the client's Message) give back the original bytes."""
+    from magnetar.client.message import Message
+    from magnetar.client.message_id import MessageId
+    from pyspark_magnetar import entry_columns
+    from pyspark_magnetar.entry_columns import EntryInput, decode_entries_python
+    from pyspark_magnetar.row_batches import entry_metadata
+
+    batch = pa.RecordBatch.from_pydict({"value": pa.array([b"v"] * len(keys), pa.binary()),
+                                        "key": pa.array(keys, pa.binary())})
+    cols = prepare(batch, "t", 0)["t"]
+    encoded = encode_batches_python(cols, 1000, 1 << 20)
+    assert row_batches.encode_batches(cols, 1000, 1 << 20) == encoded
+    ((payload, count, first, highest),) = encoded
+    members = decode_batch(payload, count)
+    flagged = [m.metadata.partition_key_b64_encoded for m in members]
+    assert flagged == [k is not None and not row_batches._utf8(k) for k in keys]
+    meta = entry_metadata("p", 1, count, first, highest)
+    entries = [EntryInput(meta, payload, 0)]
+    twin = decode_entries_python(entries, 0, len(keys))
+    assert compiled().decode_entries(entries, 0, len(keys)) == twin
+    got = entry_columns.buffers_to_batch(entry_columns.TopicPartition("t"), twin).column("key").to_pylist()
+    assert got == keys
+    from magnetar.protocol import pb
+    outer = pb.MessageMetadata.FromString(meta)
+    assert [Message("t", MessageId(0, 0), outer, m.metadata, m.payload).partition_key_bytes() if k is not None
+            else None for m, k in zip(members, keys)] == keys
