@@ -93,3 +93,21 @@ def test_avro_topic_reads_as_a_struct_and_a_struct_dataframe_writes_with_its_sch
         spark.sql("select named_struct('id', 1) as value").write.format("magnetar") \
             .option("service_url", url).option("topic", "no-schema-topic").mode("append").save()
     assert issubclass(OptionError, ValueError)
+
+
+def test_binary_keys_round_trip_and_reach_other_clients_as_base64(spark, broker):
+    import base64
+    url, topic = broker.service_url, "persistent://public/default/binary-keys"
+    keys = [b"\xff\x00\x01", b"text", None]
+    spark.createDataFrame([(k, f"v{i}".encode()) for i, k in enumerate(keys)], "key binary, value binary") \
+        .coalesce(1).write.format("magnetar").option("service_url", url).option("topic", topic) \
+        .mode("append").save()
+    assert [r.key for r in _read(spark, url, topic).orderBy("offset").collect()] == keys
+    client = pulsar.Client(url)
+    try:
+        reader = client.create_reader(topic, pulsar.MessageId.earliest)
+        first = reader.read_next(10_000)
+        reader.close()
+    finally:
+        client.close()
+    assert first.partition_key() == base64.b64encode(keys[0]).decode()

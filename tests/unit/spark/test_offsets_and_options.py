@@ -89,6 +89,7 @@ def test_read_defaults_follow_kafka():
     ({**BASE, "startingOffset": "earliest"}, False, "did you mean 'startingOffsets'"),
     ({"service_url": "pulsar://h:1", "topicsPattern": "a/b/c["}, False, "not a valid regular expression"),
     ({"service_url": "pulsar://h:1", "topics": "a,,b"}, False, "empty topic name"),
+    ({**BASE, "valueFormat": "avro"}, False, "'valueFormat' must be auto"),
 ])
 def test_bad_read_options(opts, streaming, fragment):
     with pytest.raises(OptionError) as info:
