@@ -7,7 +7,11 @@ are rewritten into per-ledger chunk objects of about ``CHUNK_BYTES``
 (``ledgers/<id>/<first>``), recorded under ``c/``, then the ``compacted``
 marker, then the ``s/`` records are deleted. Readers use ``c/`` once the
 marker exists, so a crash at any step leaves a readable ledger (and
-compacting again redoes it: chunk objects are deterministic). A compacted
+compacting again redoes it: chunk objects are deterministic; a crash after
+the marker leaves section records that readers ignore). A compaction works
+only from the index as it is when it starts, and never once the marker
+exists: an owner paused past its session compacts nothing from the index it
+read before. A compacted
 ledger costs the index ``ceil(size / CHUNK_BYTES) + 2`` keys.
 
 **Collection** (:func:`collect_orphans`): a commit object is garbage when
@@ -33,8 +37,8 @@ from ..metadata.store import Compare, Delete, MetadataError, MetadataStore, Put,
 from ..objectstore.store import ObjectNotFound, ObjectStore, ObjectStoreError
 from .errors import StorageError
 from .object_index import (
-    ROOT, Section, chunk_key, chunk_object, chunk_object_ledger, commit_object_time_ms, compacted_key, ledger_key,
-    section_key,
+    ROOT, Section, chunk_key, chunk_object, chunk_object_ledger, commit_object_time_ms, compacted_key, contiguous,
+    ledger_key, section_key,
 )
 
 log = logging.getLogger(__name__)
@@ -54,7 +58,19 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
         record = await store.get(ledger_key(ledger_id))
         if record is None:
             return []
+        # ``sections`` may be stale: an owner paused past its session recovers
+        # from the index it read before, while the new owner has recovered
+        # more entries and compacted them. Compacting the stale list would
+        # record fewer entries than the ledger holds (the 1,000-fault soak lost
+        # a topic that way). Only the index as it is now is compacted, and only
+        # while nobody has compacted it: every write compares the marker absent.
+        if await store.get(compacted_key(ledger_id)) is not None:
+            return []
+        if contiguous(await _index_now(store, ledger_id)) != list(sections):
+            log.info("ledger %d: the index changed since it was read: not compacted from the old one", ledger_id)
+            return []
         still = [Compare(ledger_key(ledger_id), record.version)]
+        uncompacted = still + [Compare(compacted_key(ledger_id), -1)]
         chunks: list[Section] = []
         for group in _groups(sections):
             parts = await asyncio.gather(*(
@@ -68,9 +84,11 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
         entries = chunks[-1].end() if chunks else 0
         puts.append(Put(compacted_key(ledger_id), f'{{"entries":{entries}}}'.encode()))  # last: the switch
         deletes = [Delete(section_key(ledger_id, s.first)) for s in sections]
-        for writes in (puts, deletes):
+        # The marker goes last of the puts: the deletes come after it, so they
+        # compare the ledger record only.
+        for writes, compares in ((puts, uncompacted), (deletes, still)):
             for i in range(0, len(writes), _WRITES_PER_TRANSACTION):
-                await store.transaction(still, writes[i:i + _WRITES_PER_TRANSACTION])
+                await store.transaction(compares, writes[i:i + _WRITES_PER_TRANSACTION])
     except TransactionFailed:
         log.info("ledger %d was deleted or fenced while being compacted: left as it is", ledger_id)
         return []
@@ -78,6 +96,15 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
         raise StorageError(f"compacting ledger {ledger_id} failed: {exc}") from exc
     log.info("compacted ledger %d: %d sections into %d chunks", ledger_id, len(sections), len(chunks))
     return chunks
+
+
+async def _index_now(store: MetadataStore, ledger_id: int) -> list[Section]:
+    """The ledger's section records as the store holds them now, in order."""
+    base = f"{ledger_key(ledger_id)}/s"
+    names = await store.children(base)
+    records = await asyncio.gather(*(store.get(f"{base}/{name}") for name in names))
+    return sorted((Section.decode(int(n), r.value) for n, r in zip(names, records) if r is not None),
+                  key=lambda s: s.first)
 
 
 def _groups(sections: list[Section]) -> list[list[Section]]:
