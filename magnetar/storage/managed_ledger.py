@@ -407,12 +407,6 @@ class ManagedLedger:
         if not keep_cursors:
             await self.close_cursors()
         current = appends.current
-        if clean and appends.state is _CLOSING and current is not None and appends.appended_to_current == 0:
-            # Nothing was written to the open ledger: nothing to seal or
-            # record (a stop of many idle topics costs no I/O per topic). It
-            # stays in metadata as open and empty; the next open recovers it
-            # with no entries and drops it, as after a crash.
-            clean = False
         if (clean and appends.state is _CLOSING and current is not None
                 and await self._backend.taken_over(current.ledger_id)):
             # A new owner took the managed ledger over (this broker's session
