@@ -39,7 +39,7 @@ from .ledger_meta import READ_CHUNK_BYTES
 from .object_cache import SectionCache
 from .object_commit import Committer, ObjectLedger, parse_frames
 from .object_compactor import collect_orphans, compact_ledger, delete_chunks
-from .object_index import ROOT, Section, compacted_key, contiguous, ledger_key, ledger_record
+from .object_index import ROOT, Section, compacted_key, contiguous, ledger_key, ledger_record, read_sections
 
 log = logging.getLogger(__name__)
 
@@ -169,11 +169,7 @@ class ObjectBackend:
         return sections, compacted
 
     async def _read_index(self, ledger_id: int, kind: str) -> list[Section]:
-        base = f"{ledger_key(ledger_id)}/{kind}"
-        names = await self.store.children(base)
-        records = await asyncio.gather(*(self.store.get(f"{base}/{name}") for name in names))
-        sections = [Section.decode(int(name), r.value) for name, r in zip(names, records) if r is not None]
-        return sorted(sections, key=lambda s: s.first)
+        return await read_sections(self.store, ledger_id, kind)
 
     async def taken_over(self, ledger_id: int) -> bool:
         epoch = self._epochs.get(ledger_id)

@@ -38,7 +38,7 @@ from ..objectstore.store import ObjectNotFound, ObjectStore, ObjectStoreError
 from .errors import StorageError
 from .object_index import (
     ROOT, Section, chunk_key, chunk_object, chunk_object_ledger, commit_object_time_ms, compacted_key, contiguous,
-    ledger_key, section_key,
+    ledger_key, read_sections, section_key,
 )
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
         # while nobody has compacted it: every write compares the marker absent.
         if await store.get(compacted_key(ledger_id)) is not None:
             return []
-        if contiguous(await _index_now(store, ledger_id)) != list(sections):
+        if contiguous(await read_sections(store, ledger_id)) != list(sections):
             log.info("ledger %d: the index changed since it was read: not compacted from the old one", ledger_id)
             return []
         still = [Compare(ledger_key(ledger_id), record.version)]
@@ -96,15 +96,6 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
         raise StorageError(f"compacting ledger {ledger_id} failed: {exc}") from exc
     log.info("compacted ledger %d: %d sections into %d chunks", ledger_id, len(sections), len(chunks))
     return chunks
-
-
-async def _index_now(store: MetadataStore, ledger_id: int) -> list[Section]:
-    """The ledger's section records as the store holds them now, in order."""
-    base = f"{ledger_key(ledger_id)}/s"
-    names = await store.children(base)
-    records = await asyncio.gather(*(store.get(f"{base}/{name}") for name in names))
-    return sorted((Section.decode(int(n), r.value) for n, r in zip(names, records) if r is not None),
-                  key=lambda s: s.first)
 
 
 def _groups(sections: list[Section]) -> list[list[Section]]:

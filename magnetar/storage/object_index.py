@@ -25,8 +25,13 @@ No I/O here.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..metadata.store import MetadataStore
 
 ROOT = "/object-ledgers"
 
@@ -107,3 +112,13 @@ def contiguous(sections: list[Section]) -> list[Section]:
         out.append(s)
         end = s.end()
     return out
+
+
+async def read_sections(store: "MetadataStore", ledger_id: int, kind: str = "s") -> list[Section]:
+    """The ledger's records under ``kind`` (``s``: sections, ``c``: chunks)
+    as the store holds them now, in entry order (MetadataError from the store)."""
+    base = f"{ledger_key(ledger_id)}/{kind}"
+    names = await store.children(base)
+    records = await asyncio.gather(*(store.get(f"{base}/{name}") for name in names))
+    return sorted((Section.decode(int(n), r.value) for n, r in zip(names, records) if r is not None),
+                  key=lambda s: s.first)
