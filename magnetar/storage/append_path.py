@@ -151,16 +151,8 @@ class AppendPath:
         return fut
 
     def append_then(self, data: bytes, on_stored: Waiter) -> None:
-        """:meth:`append` without a future: ``on_stored(ledger_id,
-        first_entry_id, count, error)`` is called instead, once per run of
-        appends that gave it one after the other (the contract is in
-        :mod:`.waiters`).
-
-        Raises at once, appending nothing and never calling ``on_stored``:
-        ``StorageError`` when the managed ledger takes no appends (closing,
-        closed, fenced, failed), ``ValueError`` for an empty or oversized
-        entry. So every call that returns is told exactly once, in call order.
-        """
+        """``ManagedLedger.append_then`` (bound to this per instance): its
+        docstring states the contract."""
         if self.state is not _OPEN:
             raise self.refusal()
         if type(data) is not bytes:
