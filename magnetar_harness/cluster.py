@@ -60,7 +60,8 @@ class LocalCluster:
         self.output: list[str] = []
 
     def start(self, timeout: float = 90.0) -> "LocalCluster":
-        port, admin = free_port_block(self.brokers), free_port_block(self.brokers)
+        port = free_port_block(2 * self.brokers)  # one block: the two halves cannot overlap
+        admin = port + self.brokers
         args = ["cluster", "up", "--brokers", str(self.brokers),
                 "--data-dir", str(self.base), "--port", str(port), "--admin-port", str(admin),
                 "--session-ttl", str(self.session_ttl)]

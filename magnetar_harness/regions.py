@@ -39,7 +39,8 @@ class LocalRegions:
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 120.0) -> "LocalRegions":
-        port, admin = free_port_block(10 * self.count), free_port_block(10 * self.count)
+        port = free_port_block(20 * self.count)  # one block: the two halves cannot overlap
+        admin = port + 10 * self.count
         args = ["geo", "up", "--regions", str(self.count),
                 "--data-dir", str(self.base), "--port", str(port), "--admin-port", str(admin),
                 "--session-ttl", "3"]
