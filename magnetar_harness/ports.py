@@ -14,6 +14,8 @@ import os
 import random
 import socket
 
+from magnetar.processes.child import free_port  # noqa: F401  (re-exported: one place to get ports)
+
 #: Used when the kernel's range cannot be read.
 _EPHEMERAL_LOW = 32768
 _FLOOR = 10000
