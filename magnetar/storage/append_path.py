@@ -70,6 +70,9 @@ class AppendPath:
         self.state = _OPEN
         #: Why appends are refused (fenced, failed); None otherwise.
         self.error: StorageError | None = None
+        #: Called once when this instance learns another owner took over
+        #: (set by the managed ledger; must not raise).
+        self.on_fenced: Callable[[StorageError], None] = lambda error: None
         #: The last durable entry; None if no entry is stored.
         self.last_confirmed: Position | None = None
         # The current ledger, appends not yet handed to the backend (_buf),
@@ -93,11 +96,14 @@ class AppendPath:
 
     def fence(self, error: ManagedLedgerFencedError) -> None:
         """Another owner took over: refuse appends, and the current ledger
-        refuses batches still queued."""
+        refuses batches still queued. The first time, :attr:`on_fenced` hears it."""
+        first = self.state is not _FENCED
         self.state = _FENCED
         self.error = error
         if self.current is not None:
             self.current.fence()
+        if first:
+            self.on_fenced(error)
 
     @property
     def appended_to_current(self) -> int:
@@ -256,10 +262,7 @@ class AppendPath:
             waiters.fail(batch.futures, error)
         buffered, self._buf, self._buf_futures = self._buf_futures, [], []
         waiters.fail(buffered, error)
-        self.state = _FENCED
-        self.error = error
-        if self.current is not None:
-            self.current.fence()
+        self.fence(error)
         self.fail(error)
 
     def _on_write_failure(self, error: BaseException) -> None:
@@ -362,8 +365,7 @@ class AppendPath:
         append until reopened."""
         if self.state in (_OPEN, _CLOSING):
             if isinstance(exc, ManagedLedgerFencedError):
-                self.state = _FENCED
-                self.error = exc
+                self.fence(exc)
             else:
                 self.state = _FAILED
                 self.error = ManagedLedgerFailedError(f"managed ledger {self.name!r} failed: {exc}")

@@ -7,7 +7,9 @@ entry to hand out, which is not persisted: after a restart reading starts
 again right after the mark-delete position (at-least-once delivery).
 
 Durable cursors persist their state in the metadata store (compare-and-set
-on the cursor's own key) before ``mark_delete``, ``delete``, ``reset`` and
+on the cursor's own key, in one transaction with a compare of the managed
+ledger's record, so that an owner that lost the managed ledger cannot
+overwrite what the new owner loaded) before ``mark_delete``, ``delete``, ``reset`` and
 ``set_properties`` return. Persists coalesce: while one write is in flight,
 later calls wait and are all covered by the next write of the latest state.
 If a write fails the call raises ``StorageError``; the in-memory state keeps
@@ -29,7 +31,7 @@ import logging
 from typing import Any, Iterable, Protocol
 
 from ..metadata.store import BadVersion, MetadataError, KeyNotFound
-from .errors import CursorFencedError, ManagedLedgerClosedError, StorageError
+from .errors import CursorFencedError, ManagedLedgerClosedError, ManagedLedgerFencedError, StorageError
 from .position import Position
 from .entry import Entry
 from .ranges import PositionRangeSet
@@ -56,6 +58,10 @@ class CursorLedger(Protocol):
     def _is_confirmed_entry(self, pos: Position) -> bool: ...
 
     def _cursor_moved(self, mark_delete: Position) -> None: ...
+
+    async def _put_cursor(self, key: str, value: bytes, version: int) -> int:
+        """Compare-and-set the cursor's record while the managed ledger is
+        still this instance's (else ``ManagedLedgerFencedError``)."""
 
     async def read_entries(self, start: Position, max_entries: int,
                            max_bytes: int | None = None) -> list[Entry]: ...
@@ -379,8 +385,8 @@ class ManagedCursor:
             md = self.mark_delete_position
             value = json.dumps(self.snapshot(), separators=(",", ":")).encode()
             try:
-                self._version = await self._ml._store.put(self._key, value, self._version)
-            except (BadVersion, KeyNotFound) as exc:
+                self._version = await self._ml._put_cursor(self._key, value, self._version)
+            except (BadVersion, KeyNotFound, ManagedLedgerFencedError) as exc:
                 self._closed = CursorFencedError(f"cursor {self.name!r} of {self._ml.name!r} changed elsewhere: {exc}")
                 raise self._closed from exc
             except MetadataError as exc:

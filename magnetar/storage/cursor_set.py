@@ -18,7 +18,7 @@ import json
 import logging
 from typing import Protocol
 
-from ..metadata.store import KeyNotFound, MetadataError, MetadataStore
+from ..metadata.store import MetadataError, MetadataStore
 from .cursor import CursorLedger, ManagedCursor
 from .errors import ManagedLedgerClosedError, StorageError
 from .ledger_meta import _OPEN, cursor_key
@@ -36,6 +36,8 @@ class CursorOwner(CursorLedger, Protocol):
     def first_position(self) -> Position | None: ...
 
     def _refusal(self) -> StorageError: ...
+
+    async def _delete_cursor(self, key: str) -> None: ...
 
 
 class CursorSet:
@@ -89,9 +91,7 @@ class CursorSet:
         if cursor is not None:
             await cursor._close(ManagedLedgerClosedError(f"cursor {name!r} was deleted"))
         try:
-            await self._store.delete(cursor_key(self._key, name))
-        except KeyNotFound:
-            pass
+            await self._ml._delete_cursor(cursor_key(self._key, name))
         except MetadataError as exc:
             raise StorageError(f"deleting cursor {name!r} failed: {exc}") from exc
 

@@ -11,7 +11,11 @@ Layout (JSON):
   any name maps to one key segment.
 
 Ownership: every metadata write is a compare-and-set against the version
-this instance last read or wrote. A conflict, or a watch notification that
+this instance last read or wrote; a cursor's writes are too
+(:meth:`ManagedLedgerRecord.put_beside`: one transaction compares the record
+*and* the cursor's key). A new owner's recovery always writes the record, so
+an owner that was paused past its session cannot write a cursor the new
+owner already loaded. A conflict, or a watch notification that
 someone else wrote the record, means another instance (another broker) took
 the managed ledger over: this instance is *fenced* and appends fail with
 ``ManagedLedgerFencedError`` from then on. The record knows nothing of
@@ -30,7 +34,8 @@ import asyncio
 import json
 from typing import Callable
 
-from ..metadata.store import BadVersion, KeyNotFound, MetadataError, MetadataStore
+from ..metadata.store import (BadVersion, Compare, Delete, KeyNotFound, MetadataError, MetadataStore, Put,
+                              TransactionFailed)
 from .errors import ManagedLedgerFencedError, StorageError
 from .ledger_meta import ROOT, _LedgerMeta
 
@@ -71,6 +76,38 @@ class ManagedLedgerRecord:
             raise ManagedLedgerFencedError(f"managed ledger {self.name!r} was changed elsewhere: {exc}") from exc
         except MetadataError as exc:
             raise StorageError(f"writing metadata of {self.name!r} failed: {exc}") from exc
+
+    async def put_beside(self, key: str, value: bytes, version: int) -> int:
+        """Compare-and-set ``key`` (a cursor of this managed ledger; ``version``
+        -1: it must not exist yet), only while the record is at the version
+        this instance last read or wrote; its new version. Takes :attr:`lock`.
+
+        Raises ``ManagedLedgerFencedError`` if the record changed (another
+        owner opened the managed ledger since), ``BadVersion`` if only
+        ``key`` did, ``MetadataError`` if the store fails.
+        """
+        async with self.lock:
+            compares = [Compare(self.key, self.version), Compare(key, version)]
+            try:
+                (new_version,) = await self.store.transaction(compares, [Put(key, value)])
+            except TransactionFailed as exc:
+                self._raise_if_taken(exc)
+                raise
+            return new_version
+
+    async def delete_beside(self, key: str) -> None:
+        """Delete ``key`` (if it exists) while the record is ours, as :meth:`put_beside`."""
+        async with self.lock:
+            try:
+                await self.store.transaction([Compare(self.key, self.version)], [Delete(key)])
+            except TransactionFailed as exc:
+                self._raise_if_taken(exc)
+                raise
+
+    def _raise_if_taken(self, exc: TransactionFailed) -> None:
+        if self.key in exc.keys:
+            raise ManagedLedgerFencedError(
+                f"managed ledger {self.name!r} was opened elsewhere (its record moved on)") from exc
 
     async def changed_elsewhere(self) -> bool:
         """Whether someone else wrote or deleted the record since our last

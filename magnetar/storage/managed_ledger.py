@@ -112,6 +112,8 @@ class ManagedLedger:
                                    self._listeners, self.write_stats, self._trimmer.schedule, loop)
         # The publish path, once per entry: straight to the append path.
         self.append_then = self._appends.append_then
+        self._fence_listeners = EntryListeners(name, loop)  # reused: callbacks, each run once per fence
+        self._appends.on_fenced = self._on_fenced
         self._cursors = CursorSet(self, store, self._key, loop)
         #: The durable cursors by name.
         self.cursors: dict[str, ManagedCursor] = self._cursors.by_name
@@ -181,6 +183,36 @@ class ManagedLedger:
         (coalesced: at most once per loop iteration). Returns an unsubscribe
         function."""
         return self._listeners.add(callback)
+
+    def add_fence_listener(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback()`` on the loop once this instance learns that
+        another owner opened the managed ledger (by its record, a cursor's
+        write or the data path's fence); from then on it stores nothing and
+        its cursors take no acknowledgements: whoever serves from it should
+        let go (the broker unloads the topic). Returns an unsubscribe function."""
+        return self._fence_listeners.add(callback)
+
+    def _on_fenced(self, error: StorageError) -> None:
+        log.info("%s: fenced: %s", self.name, error)
+        self._fence_listeners.wake()
+
+    async def _put_cursor(self, key: str, value: bytes, version: int) -> int:
+        """Write a cursor's record, fenced by the managed ledger's own
+        (:meth:`.ledger_record.ManagedLedgerRecord.put_beside`); its new version.
+        ``ManagedLedgerFencedError`` fences this instance too."""
+        try:
+            return await self._record.put_beside(key, value, version)
+        except ManagedLedgerFencedError as error:
+            self._appends.fence(error)
+            raise
+
+    async def _delete_cursor(self, key: str) -> None:
+        """Delete a cursor's record while the managed ledger is ours (as :meth:`_put_cursor`)."""
+        try:
+            await self._record.delete_beside(key)
+        except ManagedLedgerFencedError as error:
+            self._appends.fence(error)
+            raise
 
     def _refusal(self) -> StorageError:
         return self._appends.refusal()

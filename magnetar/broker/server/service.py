@@ -23,7 +23,7 @@ import secrets
 from typing import Callable
 
 from magnetar.metadata import MetadataStore
-from magnetar.storage import ManagedLedgerFactory, catalog
+from magnetar.storage import ManagedLedgerFactory, ManagedLedgerFencedError, catalog
 
 from magnetar.broker.cluster.bundles import Bundle
 from magnetar.broker.cluster.load_report import BundleCounters
@@ -266,8 +266,12 @@ class BrokerService:
         producer.when_reported(producer.disconnect)
 
     def fail_topic(self, topic: Topic, exc: BaseException) -> None:
-        """Storage failed under ``topic``: unload it so it is rebuilt from disk."""
-        log.error("storage failure on %s, unloading it: %s", topic.name, exc)
+        """Storage failed under ``topic``, or another broker opened its managed
+        ledger: unload it (its clients look it up again)."""
+        if isinstance(exc, ManagedLedgerFencedError):
+            log.info("%s: unloading it: %s", topic.name, exc)
+        else:
+            log.error("storage failure on %s, unloading it: %s", topic.name, exc)
         asyncio.get_running_loop().create_task(self.unload(topic))
 
     async def unload(self, topic: Topic) -> None:

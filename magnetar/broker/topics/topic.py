@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from magnetar.protocol import pb
 from magnetar.protocol.frames import PayloadBlock, checksummed_block
-from magnetar.storage import Entry, ManagedLedger, Position, StorageError
+from magnetar.storage import Entry, ManagedLedger, ManagedLedgerFencedError, Position, StorageError
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.entries.entry_format import build_entry, entry_info
@@ -183,6 +183,7 @@ class Topic(ProducerAdmission):
         #: The topic may hold markers: dispatchers skip them (a metadata peek per entry).
         self.filter_markers = False
         self._unlisten = ledger.add_listener(self._on_new_entries)
+        self._unlisten_fence = ledger.add_fence_listener(self._on_ledger_fenced)
 
     # -- loading -------------------------------------------------------------
     @classmethod
@@ -312,6 +313,14 @@ class Topic(ProducerAdmission):
             if marker is not None:
                 marker(ledger_id, entry_id)
             entry_id += 1
+
+    def _on_ledger_fenced(self) -> None:
+        """Another broker opened the managed ledger (this one was paused or cut
+        off past its session): nothing here can be stored or acknowledged any
+        more, and a subscriber with nothing to send would never notice. Let
+        the topic go; its clients look it up again and find the owner."""
+        if not self.closed:
+            self.service.fail_topic(self, ManagedLedgerFencedError(f"{self.name} was opened by another broker"))
 
     def _on_store_failed(self, pending: PendingSend, error: BaseException) -> None:
         pending.failed(PersistenceError(f"cannot store entry: {error}"))
@@ -528,6 +537,7 @@ class Topic(ProducerAdmission):
         self.closed = True
         self.transferring = True
         self._unlisten()
+        self._unlisten_fence()
         self._stop_replicators()
         for _, fut in self.waiting:
             if not fut.done():
@@ -570,6 +580,7 @@ class Topic(ProducerAdmission):
         self.closed = True
         self._clear_reservation()
         self._unlisten()
+        self._unlisten_fence()
         self._stop_replicators()
         attached = set(self.producers)  # still writers of this topic for the final snapshot
         for producer in list(self.producers.values()):

@@ -121,17 +121,25 @@ async def test_state_survives_reopen_and_crash(factories):
     assert ml3.cursors["odd/name %?"].individually_deleted_ranges() == [(p[4], p[4]), (p[6], p[7])]
 
 
+def _cursor_writes(store, delay: float = 0.0) -> list[bytes]:
+    """The values of the cursor records ``store`` is asked to write from now on
+    (cursors write in a transaction fenced by their managed ledger's record)."""
+    writes: list[bytes] = []
+    real = store.transaction
+
+    async def counting(compares, ops, *, versions=True):
+        cursor_puts = [op.value for op in ops if "/cursors/" in op.key and hasattr(op, "value")]
+        writes.extend(cursor_puts)
+        if cursor_puts and delay:
+            await asyncio.sleep(delay)
+        return await real(compares, ops, versions=versions)
+
+    store.transaction = counting
+    return writes
+
+
 async def test_persists_coalesce(factories, store):
-    puts = []
-    real_put = store.put
-
-    async def counting_put(key, value, expected_version=None, *, session=None):
-        if "/cursors/" in key:
-            puts.append(key)
-            await asyncio.sleep(0.01)  # a slow metadata store
-        return await real_put(key, value, expected_version, session=session)
-
-    store.put = counting_put
+    puts = _cursor_writes(store, delay=0.01)  # a slow metadata store
     ml = await factories().open("t")
     p = await fill(ml, 100)
     c = await ml.open_cursor("sub", "earliest")
@@ -263,15 +271,7 @@ async def test_acks_on_an_empty_managed_ledger_are_ignored(factories):
 
 
 async def test_persist_interval_batches_acks(factories, store):
-    puts = []
-    real_put = store.put
-
-    async def counting_put(key, value, expected_version=None, *, session=None):
-        if "/cursors/" in key:
-            puts.append(value)
-        return await real_put(key, value, expected_version, session=session)
-
-    store.put = counting_put
+    puts = _cursor_writes(store)
     ml = await factories(cursor_persist_interval_ms=50).open("t")
     p = await fill(ml, 10)
     c = await ml.open_cursor("sub", "earliest")  # first write: at once
@@ -338,11 +338,11 @@ async def test_a_failed_persist_whose_waiter_was_cancelled_logs_no_unretrieved_e
             self.hanging = asyncio.Event()
             self.cut = asyncio.Event()
 
-        async def put(self, key, value, expected_version=None, *, session=None) -> int:
+        async def transaction(self, compares, writes, *, versions=True):
             if self.hanging.is_set():  # only the cursor writes while the test holds it
                 await self.cut.wait()
                 raise MetadataError("etcd unreachable")
-            return await super().put(key, value, expected_version, session=session)
+            return await super().transaction(compares, writes, versions=versions)
 
     loop = asyncio.get_running_loop()
     unhandled: list[dict] = []

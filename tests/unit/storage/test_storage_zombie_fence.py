@@ -8,11 +8,13 @@ recovers the old owner's open ledger.
 """
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from magnetar.metadata import MemoryMetadataStore
 from magnetar.storage import ManagedLedgerFactory, StorageConfig
-from magnetar.storage.errors import ManagedLedgerFencedError
+from magnetar.storage.errors import CursorFencedError, ManagedLedgerFencedError
 
 
 async def test_a_zombie_owner_gets_no_receipt_after_the_new_owner_fenced_its_ledger(tmp_path):
@@ -35,5 +37,38 @@ async def test_a_zombie_owner_gets_no_receipt_after_the_new_owner_fenced_its_led
     pos = await owner.append(b"new owner")
     assert (await owner.read_entries(pos, 1))[0].data == b"new owner"
     await new.close()
+    old.abandon()
+    await store.close()
+
+
+async def test_a_zombie_owner_cannot_overwrite_a_cursor_the_new_owner_loaded(tmp_path):
+    """The zombie's consumers acked before it froze; when it wakes it persists
+    those acks. Had that write landed after the new owner loaded the cursor,
+    the new owner's next write would conflict and its subscription would
+    stall for good. The zombie's write is refused instead (its record moved
+    on), the zombie counts itself fenced and says so, and the new owner's
+    cursor goes on."""
+    store = await MemoryMetadataStore.open()
+    old = ManagedLedgerFactory(tmp_path, store, StorageConfig(sync_policy="always"))
+    new = ManagedLedgerFactory(tmp_path, store, StorageConfig(sync_policy="always"))
+    zombie = await old.open("t/ns/persistent/x")
+    positions = [await zombie.append(b"a%d" % i) for i in range(4)]
+    cursor = await zombie.open_cursor("sub", "earliest")
+    await cursor.mark_delete(positions[0])
+    zombie._record.stop_watching()  # paused: it will not hear of the takeover through metadata
+    fenced = []
+    zombie.add_fence_listener(lambda: fenced.append(zombie.state))
+
+    owner = await new.open("t/ns/persistent/x")
+    assert owner.cursors["sub"].mark_delete_position == positions[0]
+    with pytest.raises(CursorFencedError):
+        await cursor.mark_delete(positions[2])  # the zombie wakes and persists its acks
+    assert zombie.state == "fenced"
+    await asyncio.sleep(0)  # listeners run on the loop's next turn
+    assert fenced == ["fenced"]
+
+    await owner.cursors["sub"].mark_delete(positions[1])  # the new owner's cursor is not stuck
+    reopened = await ManagedLedgerFactory(tmp_path, store, StorageConfig()).open("t/ns/persistent/x")
+    assert reopened.cursors["sub"].mark_delete_position == positions[1]
     old.abandon()
     await store.close()
