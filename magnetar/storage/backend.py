@@ -109,8 +109,11 @@ class LedgerBackend(Protocol):
         """Whether another owner fenced the ledger (checked at close)."""
         ...
 
-    async def delete(self, ledger_id: int, ledger: LedgerHandle | None = None) -> None:
-        """Delete the ledger's bytes (missing ones are fine)."""
+    async def delete(self, ledger_id: int, ledger: LedgerHandle | None = None, *, fenced: bool = False) -> None:
+        """Delete the ledger's bytes (missing ones are fine). With ``fenced``
+        (a ledger this backend fenced, which recovery then found empty),
+        what fences it stays: a previous owner paused with the ledger open
+        must still get no receipt for a write into it."""
         ...
 
     async def stored_ledger_ids(self) -> set[int]:

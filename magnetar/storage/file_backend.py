@@ -91,11 +91,15 @@ class FileBackend:
     async def taken_over(self, ledger_id: int) -> bool:
         return await asyncio.to_thread(is_fenced, self._dir, ledger_id)
 
-    async def delete(self, ledger_id: int, ledger: Ledger | None = None) -> None:
+    async def delete(self, ledger_id: int, ledger: Ledger | None = None, *, fenced: bool = False) -> None:
+        # With ``fenced`` the marker file stays: a zombie's fd still reaches the
+        # unlinked segment, and only the marker stops its receipt. In a
+        # cluster nothing removes it (a zero-byte file per dropped ledger); a
+        # standalone broker's orphan sweep does, as no zombie shares its files.
         if ledger is not None:
-            await asyncio.to_thread(ledger.delete_files)
+            await asyncio.to_thread(ledger.delete_files, keep_fence=fenced)
         else:
-            await asyncio.to_thread(delete_ledger_files, self.ledger_dir, ledger_id)
+            await asyncio.to_thread(delete_ledger_files, self.ledger_dir, ledger_id, keep_fence=fenced)
 
     async def stored_ledger_ids(self) -> set[int]:
         return await asyncio.to_thread(self._ids_on_disk)

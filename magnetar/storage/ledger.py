@@ -394,10 +394,10 @@ class Ledger:
         """Close the file once no read or write is in flight. Idempotent. Does not seal."""
         self._handle.close()
 
-    def delete_files(self) -> None:
+    def delete_files(self, *, keep_fence: bool = False) -> None:
         """Close and unlink the segment and index files (missing files are fine)."""
         self.close()
-        delete_ledger_files(self.directory, self.ledger_id)
+        delete_ledger_files(self.directory, self.ledger_id, keep_fence=keep_fence)
 
 
 def fence_path(directory: Path, ledger_id: int) -> Path:
@@ -432,18 +432,19 @@ def is_fenced(directory: Path, ledger_id: int) -> bool:
     return os.path.exists(os.path.join(directory, f"{ledger_id:020d}.fenced"))
 
 
-def delete_ledger_files(directory: Path, ledger_id: int) -> None:
+def delete_ledger_files(directory: Path, ledger_id: int, *, keep_fence: bool = False) -> None:
     """Unlink the ledger's files, with any temporary index a crash in the
     middle of a seal left behind (``SEAL_TMP``). Never lists ``directory``:
-    its cost does not grow with the number of ledgers."""
+    its cost does not grow with the number of ledgers. With ``keep_fence``
+    the fence marker stays (see ``LedgerBackend.delete``)."""
     tmp_dir = Path(directory) / SEAL_TMP
     prefix = f"{index_path(directory, ledger_id).name}."
     try:
         leftovers = [tmp_dir / n for n in os.listdir(tmp_dir) if n.startswith(prefix) and n.endswith(".tmp")]
     except FileNotFoundError:
         leftovers = []
-    for path in (log_path(directory, ledger_id), index_path(directory, ledger_id), fence_path(directory, ledger_id),
-                 *leftovers):
+    fence = () if keep_fence else (fence_path(directory, ledger_id),)
+    for path in (log_path(directory, ledger_id), index_path(directory, ledger_id), *fence, *leftovers):
         try:
             os.unlink(path)
         except FileNotFoundError:

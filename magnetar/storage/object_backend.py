@@ -213,9 +213,11 @@ class ObjectBackend:
 
     # --------------------------------------------------------------- delete
 
-    async def delete(self, ledger_id: int, ledger: ObjectLedger | None = None) -> None:
+    async def delete(self, ledger_id: int, ledger: ObjectLedger | None = None, *, fenced: bool = False) -> None:
         """Delete the ledger's index records, then its record. Its objects
-        are shared: the collector deletes those nobody names any more."""
+        are shared: the collector deletes those nobody names any more.
+        ``fenced`` changes nothing: a commit compares the ledger's record,
+        and a deleted record fails every compare."""
         if ledger is not None:
             await self.committer.drained(ledger)
             ledger.fence()

@@ -53,9 +53,11 @@ async def recover(record: ManagedLedgerRecord, backend: LedgerBackend,
     name = record.name
     metas, properties = await record.load()
     empties = []
+    fenced: set[int] = set()  # ledgers this recovery fenced: dropped, their fence stays
     for meta in metas:
         if meta.state == "closed":
             continue
+        fenced.add(meta.ledger_id)
         # Fence first: a previous owner still running must not acknowledge
         # anything it writes to this ledger from now on.
         await backend.fence(meta.ledger_id)
@@ -92,5 +94,5 @@ async def recover(record: ManagedLedgerRecord, backend: LedgerBackend,
                 meta.ledger.close()
         raise
     for meta in empties:
-        await backend.delete(meta.ledger_id)
+        await backend.delete(meta.ledger_id, fenced=meta.ledger_id in fenced)
     return Recovered(metas, properties, new_meta, new_ledger)

@@ -72,3 +72,22 @@ async def test_a_zombie_owner_cannot_overwrite_a_cursor_the_new_owner_loaded(tmp
     assert reopened.cursors["sub"].mark_delete_position == positions[1]
     old.abandon()
     await store.close()
+
+
+async def test_a_zombie_gets_no_receipt_for_its_empty_ledger_the_new_owner_dropped(tmp_path):
+    """The zombie's current ledger was empty when the new owner recovered it,
+    so the new owner dropped it. Its fence marker must outlive its data: the
+    zombie still holds the file open, and a write there that found no marker
+    would be acknowledged, on a file no managed ledger names (lost)."""
+    store = await MemoryMetadataStore.open()
+    old = ManagedLedgerFactory(tmp_path, store, StorageConfig(sync_policy="always"))
+    new = ManagedLedgerFactory(tmp_path, store, StorageConfig(sync_policy="always"))
+    zombie = await old.open("t/ns/persistent/x")
+    zombie._record.stop_watching()
+    owner = await new.open("t/ns/persistent/x")  # the zombie's empty ledger: fenced, then dropped
+    with pytest.raises(ManagedLedgerFencedError):
+        await zombie.append(b"late")
+    assert owner.first_position() is None
+    await new.close()
+    old.abandon()
+    await store.close()
