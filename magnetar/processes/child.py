@@ -21,12 +21,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on now (the kernel's pick)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+from .ports import free_port  # noqa: F401  (its callers' old address)
 
 
 def port_free(host: str, port: int) -> bool:
