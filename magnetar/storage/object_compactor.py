@@ -8,7 +8,8 @@ are rewritten into per-ledger chunk objects of about ``CHUNK_BYTES``
 marker, then the ``s/`` records are deleted. Readers use ``c/`` once the
 marker exists, so a crash at any step leaves a readable ledger (and
 compacting again redoes it: chunk objects are deterministic; a crash after
-the marker leaves section records that readers ignore). A compaction works
+the marker leaves section records that readers ignore, and the collector
+deletes). A compaction works
 only from the index as it is when it starts, and never once the marker
 exists: an owner paused past its session compacts nothing from the index it
 read before. A compacted
@@ -126,6 +127,13 @@ async def collect_orphans(store: MetadataStore, objects: ObjectStore, *, older_t
         for lid in ledgers:
             base = f"{ROOT}/{lid}/s"
             names = await store.children(base)
+            if names and lid.isdigit() and await store.get(compacted_key(int(lid))) is not None:
+                # A compaction that stopped after its marker (a crash, a lost
+                # session) left section records that readers ignore: drop them,
+                # and their commit objects become garbage like any other.
+                await _delete_keys(store, [f"{base}/{n}" for n in names])
+                log.info("ledger %s: deleted %d section records its compaction left", lid, len(names))
+                continue
             records = await asyncio.gather(*(store.get(f"{base}/{n}") for n in names))
             named.update(Section.decode(int(n), r.value).key for n, r in zip(names, records) if r is not None)
         gone = []
@@ -147,6 +155,11 @@ async def collect_orphans(store: MetadataStore, objects: ObjectStore, *, older_t
     if gone:
         log.info("deleted %d orphaned objects", len(gone))
     return gone
+
+
+async def _delete_keys(store: MetadataStore, keys: list[str]) -> None:
+    for i in range(0, len(keys), _WRITES_PER_TRANSACTION):
+        await store.transaction([], [Delete(k) for k in keys[i:i + _WRITES_PER_TRANSACTION]])
 
 
 async def delete_chunks(objects: ObjectStore, chunks: list[Section]) -> None:

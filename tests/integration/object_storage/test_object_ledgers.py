@@ -185,6 +185,40 @@ async def test_sealed_ledgers_are_compacted_and_orphaned_objects_collected(tmp_p
     await again.close()
 
 
+async def test_section_records_a_compaction_left_after_its_marker_are_collected(tmp_path, etcd_store, objects_url,
+                                                                                 objects, monkeypatch):
+    """A compaction that stopped between its marker and the deletes of the
+    ``s/`` records (a crash) left them for good: etcd kept a ledger's worth
+    of records that nothing reads. The collector deletes them, and then the
+    commit objects only they named."""
+    import magnetar.storage.object_commit as object_commit
+    from magnetar.metadata.store import Put
+    from magnetar.storage.object_compactor import collect_orphans
+    from magnetar.storage.object_index import Section, section_key
+
+    monkeypatch.setattr(object_commit, "MAX_SECTIONS_PER_LEDGER", 5)
+    factory = open_factory(tmp_path, etcd_store, objects_url, interval_ms=5, read_cache_bytes=0)
+    ml = await factory.open("t/left")
+    acked = [await ml.append(f"l{i}".encode()) for i in range(8)]
+    sealed = acked[0].ledger_id
+    await wait_for_async(lambda: _compacted(etcd_store, sealed), what="the sealed ledger compacted")
+    base = f"{ROOT}/{sealed:020d}/s"
+    # What a crash right after the marker leaves: the section records, as committed.
+    leftover = Section(0, 1, "data/gone/0000000000000-00000001", 0, 10)
+    await etcd_store.transaction([], [Put(section_key(sealed, 0), leftover.encode())])
+    assert len(await etcd_store.children(base)) == 1
+    await collect_orphans(etcd_store, objects)
+    assert await etcd_store.children(base) == []
+    entries = await ml.read_entries(ml.first_position(), 100)
+    assert [e.data for e in entries] == [f"l{i}".encode() for i in range(8)]
+    await factory.close()
+
+
+async def _compacted(store, ledger_id: int) -> bool:
+    from magnetar.storage.object_index import compacted_key
+    return await store.get(compacted_key(ledger_id)) is not None
+
+
 async def test_a_young_orphan_is_left_alone(tmp_path, etcd_store, objects_url, objects):
     from magnetar.storage.object_compactor import collect_orphans
 
