@@ -46,6 +46,10 @@ log = logging.getLogger(__name__)
 _DELETE_CHUNK = 100
 
 
+class _ObjectGone(CorruptLedgerError):
+    """A section's object is not in the store (read again from a fresh index, once)."""
+
+
 class ObjectBackend:
     """Ledgers in ``objects`` with their index in ``store``.
 
@@ -184,6 +188,26 @@ class ObjectBackend:
     # ------------------------------------------------------------------ reads
 
     async def read(self, ledger: ObjectLedger, first: int, last: int, max_bytes: int | None) -> list[bytes]:
+        try:
+            return await self._read(ledger, first, last, max_bytes)
+        except _ObjectGone:
+            if ledger.epoch is not None:
+                raise  # a ledger we write: our own index, nobody else compacts it
+            # The index this broker loaded named commit objects that are gone:
+            # another broker (an owner that lost the ledger while compacting
+            # it) finished compacting after our load, and the collector then
+            # deleted what only the old section records named. Read the index
+            # again: if it changed, the chunks hold the entries.
+            sections, compacted = await self._load_sections(ledger.ledger_id)
+            sections = contiguous(sections)
+            if sections == ledger.sections:
+                raise
+            log.info("ledger %d: its index changed since it was loaded (compacted elsewhere): reading it again",
+                     ledger.ledger_id)
+            ledger.use(sections, compacted=compacted)
+            return await self._read(ledger, first, last, max_bytes)
+
+    async def _read(self, ledger: ObjectLedger, first: int, last: int, max_bytes: int | None) -> list[bytes]:
         i = bisect_right(ledger.firsts, first) - 1
         if i < 0 or first >= ledger.entry_count:
             raise StorageError(f"ledger {ledger.ledger_id} has no entry {first}")
@@ -202,7 +226,7 @@ class ObjectBackend:
         try:
             buf = await self.objects.get(section.key, section.offset, section.offset + section.length)
         except ObjectNotFound as exc:
-            raise CorruptLedgerError(
+            raise _ObjectGone(
                 f"ledger {ledger.ledger_id}: object {section.key} of entries {section.first}.. is gone") from exc
         except ObjectStoreError as exc:
             raise StorageError(f"reading ledger {ledger.ledger_id} from {section.key} failed: {exc}") from exc

@@ -214,6 +214,36 @@ async def test_section_records_a_compaction_left_after_its_marker_are_collected(
     await factory.close()
 
 
+async def test_a_ledger_compacted_elsewhere_after_this_broker_loaded_its_index_still_reads(
+        tmp_path, etcd_store, objects_url, objects, monkeypatch):
+    """Broker B loads a sealed ledger's index while its previous owner is
+    still compacting it; the compaction ends, and the collector deletes the
+    commit objects that only the old section records named. B's reads then
+    met missing objects and failed as a corrupt ledger; B now reads the index
+    again and finds the entries in the chunks."""
+    import magnetar.storage.object_commit as object_commit
+    from magnetar.storage.object_compactor import collect_orphans, compact_ledger
+
+    monkeypatch.setattr(object_commit, "MAX_SECTIONS_PER_LEDGER", 4)
+    monkeypatch.setattr(ObjectBackend, "_compact_later", lambda self, ledger: None)  # compaction by hand below
+    writer = open_factory(tmp_path / "a", etcd_store, objects_url, interval_ms=5, read_cache_bytes=0)
+    ml = await writer.open("t/elsewhere")
+    acked = [await ml.append(f"e{i}".encode()) for i in range(6)]
+    sealed = acked[0].ledger_id
+    count = sum(1 for p in acked if p.ledger_id == sealed)
+    assert acked[-1].ledger_id != sealed  # rolled over: the first ledger is sealed
+
+    reader = open_factory(tmp_path / "b", etcd_store, objects_url, read_cache_bytes=0)
+    handle = await reader.backend.open_sealed(sealed, count)  # B's index: the per-commit sections
+    assert not handle.compacted
+    assert await compact_ledger(etcd_store, objects, sealed, list(handle.sections))  # A, meanwhile
+    assert await collect_orphans(etcd_store, objects, older_than_s=0)  # the commit objects go
+    data = await reader.backend.read(handle, 0, count - 1, None)
+    assert data == [f"e{i}".encode() for i in range(count)] and handle.compacted
+    await reader.close()
+    await writer.close()
+
+
 async def _compacted(store, ledger_id: int) -> bool:
     from magnetar.storage.object_index import compacted_key
     return await store.get(compacted_key(ledger_id)) is not None
