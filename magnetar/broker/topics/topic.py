@@ -280,8 +280,12 @@ class Topic(ProducerAdmission):
         producer.msg_in += n
         producer.bytes_in += len(data)
         self.dedup.record(token, pending, received_ms)
-        if producer.replicator and self.marker_handler is not None:
-            marker = marker_log.replicated_marker(self, block)
+        if producer.replicator:
+            # A remote's replicator may carry markers (PIP-33) before this
+            # broker's reconcile has looked up the topic's replication and
+            # set the handler: consumers must skip them from the first one.
+            self.filter_markers = True
+            marker = marker_log.replicated_marker(self, block) if self.marker_handler is not None else None
         else:
             marker = None
         if marker is None:

@@ -78,3 +78,26 @@ async def test_a_queued_holder_whose_epoch_is_still_current_keeps_it(service):
     topic.remove_producer(leader)
     await asyncio.wait_for(returning_turn, 5)
     assert topic.exclusive_producer.name == "leader-again" and topic.topic_epoch == epoch
+
+
+async def test_a_topic_written_by_a_replicator_filters_markers_before_its_replication_is_known(service):
+    """A remote's replicator may bring PIP-33 markers before this broker's
+    reconcile has read the topic's replication policy (which is what set
+    ``filter_markers``): a consumer of region A once received a snapshot
+    request that way. The first send of a replicator turns the filter on."""
+    from .harness import RecordingSink, send_of
+
+    topic = await topic_of(service)
+    plain = producer(topic, 1, "plain")
+    await topic.add_producer(plain, None)
+    plain.sink = RecordingSink()
+    send, block = send_of(plain.name, 0)
+    topic.publish_into(plain, send, block, plain.expect(0, 0), 1)
+    assert not topic.filter_markers  # an ordinary producer says nothing of markers
+    replicator = producer(topic, 2, REPLICATOR)
+    await topic.add_producer(replicator, None)
+    replicator.sink = RecordingSink()
+    assert topic.marker_handler is None  # the reconcile has not run: no replication known here
+    send, block = send_of(replicator.name, 0)
+    topic.publish_into(replicator, send, block, replicator.expect(0, 0), 1)
+    assert topic.filter_markers
