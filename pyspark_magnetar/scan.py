@@ -14,6 +14,15 @@ Read-ahead: the reader's receiver queue (READ_AHEAD_MESSAGES) lets the
 broker keep sending while the task decodes and Spark consumes the previous
 batch, so a task does not wait a round trip per chunk.
 
+Chunked messages (:mod:`.chunks`): a message a producer split into chunk
+entries becomes one row at the offset of its LAST chunk; its other chunks'
+offsets give no row. A range emits the messages whose last chunk lies in
+it; when their first chunks lie before the range, the scan reads back for
+them (a window of READ_BACK_FACTOR times the chunk count before the range,
+doubling up to MAX_READ_BACK offsets). A first chunk removed by retention is
+data loss (failOnDataLoss); one not found within MAX_READ_BACK, or a message
+whose producer died mid-message, gives no row (as the official consumer).
+
 Completeness is checked, not assumed: offsets are dense, so the scan expects
 ``start, start+1, ...`` entry by entry and treats a jump, or silence for
 ``pollTimeoutMs`` before ``end``, as data loss (an error, or a warning with
@@ -30,6 +39,7 @@ from magnetar.client.entry_reader import AsyncEntryReader, RawEntry, create_entr
 from magnetar.client.errors import InvalidMessage, Timeout
 from magnetar.protocol import ProtocolError
 
+from .chunks import ChunkAssembler, chunk_key, is_chunk
 from .entry_columns import EntryInput, entries_to_batch, entry_payload
 from .errors import DataLossError, MagnetarSparkError
 from .offsets import TopicPartition
@@ -42,6 +52,10 @@ log = logging.getLogger(__name__)
 #: Messages the broker may send ahead of what the task has taken (the reader's
 #: receiver queue): about 10 MB of 100-byte messages.
 READ_AHEAD_MESSAGES = 100_000
+#: The first read-back window for a chunked message's first chunks, in
+#: offsets per chunk (other producers' entries may interleave), and its cap.
+READ_BACK_FACTOR = 4
+MAX_READ_BACK = 1_000_000
 
 
 class RangeScanner:
@@ -59,8 +73,12 @@ class RangeScanner:
     """
 
     def __init__(self, reader: AsyncEntryReader, tp: TopicPartition, start: int, end: int, *,
-                 poll_timeout_ms: int, fail_on_data_loss: bool) -> None:
+                 poll_timeout_ms: int, fail_on_data_loss: bool, client: AsyncClient | None = None) -> None:
         self._reader = reader
+        self._client = client  # for reading back the first chunks of a chunked message
+        self._chunks = ChunkAssembler()
+        self._scan_first: int | None = None  # the first offset the reader delivered
+        self._read_back_done: set = set()  # messages whose first chunks were looked for once
         self.tp = tp
         self.end = end
         self.expected = start  # the next offset the range needs
@@ -74,7 +92,8 @@ class RangeScanner:
         first = await start_position(client, tp, start)
         reader = await create_entry_reader(client, tp.name, first, inclusive=True,
                                            receiver_queue_size=READ_AHEAD_MESSAGES)
-        return cls(reader, tp, start, end, poll_timeout_ms=poll_timeout_ms, fail_on_data_loss=fail_on_data_loss)
+        return cls(reader, tp, start, end, poll_timeout_ms=poll_timeout_ms, fail_on_data_loss=fail_on_data_loss,
+                   client=client)
 
     async def next_entries(self, max_rows: int) -> list[tuple[EntryInput, int, int, int | None]]:
         """The next entries of the range holding about ``max_rows`` of its
@@ -94,6 +113,9 @@ class RangeScanner:
                                          f"{exc}") from None
             for entry in entries:
                 taken = self._take(entry, out)
+                if taken == _READ_BACK:
+                    await self._read_back(entry)
+                    taken = self._take(entry, out)
                 if taken < 0:
                     break
                 rows += taken
@@ -109,8 +131,12 @@ class RangeScanner:
             raise MagnetarSparkError(
                 f"{self.tp}: the broker sent a message without an offset (broker entry metadata); "
                 "the Spark connector needs a Magnetar broker")
+        if self._scan_first is None:
+            self._scan_first = first
         last = first + entry.count - 1
         if last < self.expected:
+            if is_chunk(entry.metadata):  # an earlier chunk of a message that may end in the range
+                self._chunks.add(entry.metadata, entry.payload, first)
             self.skipped += entry.count
             return 0
         if first > self.expected:
@@ -120,15 +146,95 @@ class RangeScanner:
             self.expected = self.end
             return -1
         self.skipped += self.expected - first
+        meta = entry.metadata
+        if is_chunk(meta):
+            return self._take_chunk(entry, out)
         try:
             payload = entry_payload(entry.metadata, entry.payload)
         except ProtocolError as exc:
             raise MagnetarSparkError(f"{self.tp}: entry at offset {first}: {exc}") from None
         before, self.expected = self.expected, min(last + 1, self.end)
-        meta = entry.metadata
         version = decode_version(meta.schema_version) if meta.HasField("schema_version") else None
         out.append((EntryInput(entry.metadata_bytes, payload, first), before, self.expected - before, version))
         return self.expected - before
+
+    def _take_chunk(self, entry: RawEntry, out: list) -> int:
+        """One chunk entry (one offset): a row only when it completes its
+        message; _READ_BACK when its first chunks lie before the scan."""
+        meta = entry.metadata
+        if (meta.chunk_id == meta.num_chunks_from_msg - 1 and self._client is not None
+                and self._chunks.missing_before(meta) and chunk_key(meta) not in self._read_back_done):
+            return _READ_BACK
+        try:
+            whole = self._chunks.add(meta, entry.payload, entry.first_offset)
+        except ProtocolError as exc:
+            raise MagnetarSparkError(f"{self.tp}: chunked message ending at offset {entry.first_offset}: "
+                                     f"{exc}") from None
+        self.expected = entry.first_offset + 1
+        if whole is None:
+            return 0
+        version = decode_version(meta.schema_version) if meta.HasField("schema_version") else None
+        out.append((whole, whole.first_offset, 1, version))
+        return 1
+
+    async def _read_back(self, last: RawEntry) -> None:
+        """Find the leading chunks of ``last``'s message before the scan's
+        first offset and hand them to the assembler; if they are not found,
+        the message gives no row (data loss if retention removed them)."""
+        meta = last.metadata
+        key = chunk_key(meta)
+        self._read_back_done.add(key)
+        want = self._chunks.missing_before(meta)
+        stop = self._scan_first if self._scan_first is not None else last.first_offset
+        window = meta.num_chunks_from_msg * READ_BACK_FACTOR
+        while True:
+            lo = max(0, stop - window)
+            parts, earliest = await self._chunks_between(key, want, lo, stop)
+            if parts is not None:
+                self._chunks.prepend(key, parts)
+                return
+            if earliest is not None and earliest > lo:
+                self._lost(lo, earliest, f"the first chunks of the chunked message ending at offset "
+                                         f"{last.first_offset} were removed")
+                return
+            if lo == 0 or window >= MAX_READ_BACK:
+                log.warning("%s: the first chunks of the chunked message ending at offset %d were not found "
+                            "within %d offsets before it; it is incomplete and gives no row",
+                            self.tp, last.first_offset, window)
+                return
+            window *= 2
+
+    async def _chunks_between(self, key, want: int, lo: int, stop: int) -> tuple[list | None, int | None]:
+        """Chunks ``0..want-1`` of message ``key`` among offsets ``[lo, stop)``
+        (None unless all found in order) and the first offset delivered."""
+        first = await start_position(self._client, self.tp, lo)
+        reader = await create_entry_reader(self._client, self.tp.name, first, inclusive=True,
+                                           receiver_queue_size=1000)
+        parts: list = []
+        earliest = None
+        try:
+            while True:
+                try:
+                    entries = await reader.read_entries(1000, self._poll_ms)
+                except Timeout:
+                    return None, earliest
+                for entry in entries:
+                    if entry.first_offset is None or entry.first_offset >= stop:
+                        return (parts if len(parts) == want else None), earliest
+                    if earliest is None:
+                        earliest = entry.first_offset
+                    m = entry.metadata
+                    if entry.first_offset < lo or not is_chunk(m) or chunk_key(m) != key:
+                        continue
+                    if m.chunk_id == 0:
+                        parts = []
+                    if m.chunk_id == len(parts) and len(parts) < want:
+                        parts.append(bytes(entry.payload))
+        finally:
+            try:
+                await reader.close()
+            except Exception:  # non-durable reader: nothing to lose
+                log.debug("closing a read-back reader of %s failed", self.tp, exc_info=True)
 
     def to_batches(self, entries: list[tuple[EntryInput, int, int, int | None]],
                    values: ValueReader | None = None) -> list[pa.RecordBatch]:
@@ -167,6 +273,9 @@ class RangeScanner:
             await self._reader.close()
         except Exception:  # the reader is non-durable: nothing is lost if close fails
             log.debug("closing the reader of %s failed", self.tp, exc_info=True)
+
+
+_READ_BACK = -2  # _take: fetch this chunk's first chunks, then take it again
 
 
 def _versions(kept: list[tuple[int, int | None]], rows: int) -> pa.Array:

@@ -13,6 +13,7 @@ import re
 
 from magnetar.client import AsyncClient, MessageId
 from magnetar.client.errors import Timeout
+from magnetar.client.entry_reader import create_entry_reader
 from magnetar.client.topic import PARTITION_SUFFIX, partition_index
 from magnetar.protocol import Type, command, pb
 
@@ -35,19 +36,20 @@ async def earliest_offset(client: AsyncClient, tp: TopicPartition, next_off: int
     """The offset of the first message still stored in ``tp``; ``next_off``
     (the caller's fresh next offset) when nothing is stored.
 
-    Costs one short-lived reader. A topic whose every message was removed by
+    Costs one short-lived entry reader (raw entries: a compressed chunk of
+    a chunked message counts as stored, though it cannot be decoded alone). A topic whose every message was removed by
     retention answers only after ``timeout_ms`` (the reader waits for a first
     message that never comes).
     """
     if next_off == 0:
         return 0
-    reader = await client.create_reader(tp.name, MessageId.earliest, receiver_queue_size=1)
+    reader = await create_entry_reader(client, tp.name, MessageId.earliest, inclusive=True, receiver_queue_size=1)
     try:
         try:
-            msg = await reader.read_next(timeout_ms)
+            entry = (await reader.read_entries(1, timeout_ms))[0]
         except Timeout:
             return next_off
-        return next_off if msg.offset is None else min(msg.offset, next_off)
+        return next_off if entry.first_offset is None else min(entry.first_offset, next_off)
     finally:
         await reader.close()
 
