@@ -4,8 +4,8 @@ properties, at the offset of its last chunk, also when the read's ranges
 (``minPartitions``) cut through a message's chunks.
 
 The broker advertises a 10 KiB max_message_size so the client chunks
-messages of tens of KB (fast), compressed with LZ4 (the client chunks after
-compression: the whole message is decompressed once reassembled).
+messages of tens of KB (fast); half of them compressed with LZ4 (the client
+chunks after compression: the whole message is decompressed once reassembled).
 """
 from __future__ import annotations
 
@@ -31,17 +31,21 @@ def broker(tmp_path_factory):
 def expected(broker):
     client = pulsar.Client(broker.service_url, operation_timeout_seconds=20)
     try:
-        big = client.create_producer(TOPIC, chunking_enabled=True, batching_enabled=False,
+        # Both kinds: the whole message is decompressed only once reassembled.
+        lz4 = client.create_producer(TOPIC, chunking_enabled=True, batching_enabled=False,
                                      compression_type=pulsar.CompressionType.LZ4)
+        plain = client.create_producer(TOPIC, chunking_enabled=True, batching_enabled=False)
         small = client.create_producer(TOPIC, batching_enabled=False)
         want = {}
         for i in range(4):
             value = os.urandom(20_000 + 7_000 * i).hex().encode()  # 40-82 KB, about 4-9 chunks compressed
+            big = lz4 if i % 2 == 0 else plain
             big.send_async(value, None, partition_key=f"big{i}", properties={"n": str(i)})
             small.send_async(f"small{i}".encode(), None, partition_key=f"s{i}", properties={"n": str(i)})
             want[f"big{i}"] = value
             want[f"s{i}"] = f"small{i}".encode()
-        big.flush()
+        lz4.flush()
+        plain.flush()
         small.flush()
     finally:
         client.close()
