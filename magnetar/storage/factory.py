@@ -58,7 +58,8 @@ class ManagedLedgerFactory:
     async def open(self, name: str, *, retention: RetentionPolicy | None = None) -> ManagedLedger:
         """Open (recovering if needed) or create the managed ledger ``name``.
 
-        Opening a name that is already open returns the same instance.
+        Opening a name that is already open returns the same instance,
+        unless that one was fenced by another owner (then a new one).
         ``retention`` becomes its retention override (``set_retention``; on a
         new instance before anything is trimmed).
         Raises ``ValueError`` for a bad name, ``StorageError`` if recovery
@@ -70,6 +71,14 @@ class ManagedLedgerFactory:
         if self._closed:
             raise ManagedLedgerClosedError("factory is closed")
         ml = self._open.get(name)
+        if ml is not None and ml.state == "fenced":
+            # Another instance (broker) opened it since: this one's view ends
+            # where that one took over, and must not serve again (a topic
+            # loaded on it answered offsets older than receipts already
+            # given). A new instance recovers from the record; the fenced one
+            # still closes and forgets itself.
+            del self._open[name]
+            ml = None
         if ml is None:
             task = self._opening.get(name)
             if task is None:

@@ -91,3 +91,26 @@ async def test_a_zombie_gets_no_receipt_for_its_empty_ledger_the_new_owner_dropp
     await new.close()
     old.abandon()
     await store.close()
+
+
+async def test_opening_again_after_being_fenced_recovers_what_the_other_owner_stored(tmp_path):
+    """A broker fenced out of a managed ledger (its record moved on) that
+    later owns the topic again must not reload it on the fenced instance:
+    that instance's view ends where the other owner took over, and a topic
+    built on it answered a next offset below receipts already given (the
+    object-storage soak's one stale read)."""
+    store = await MemoryMetadataStore.open()
+    a = ManagedLedgerFactory(tmp_path, store, StorageConfig(sync_policy="always"))
+    b = ManagedLedgerFactory(tmp_path, store, StorageConfig(sync_policy="always"))
+    first = await a.open("t/ns/persistent/x")
+    await first.append(b"a0")
+    other = await b.open("t/ns/persistent/x")  # the other broker takes it over
+    stored = await other.append(b"b0")
+    with pytest.raises(ManagedLedgerFencedError):
+        await first.append(b"late")  # a finds out
+    assert first.state == "fenced"
+    await b.close()  # and hands it back
+    again = await a.open("t/ns/persistent/x")
+    assert again is not first and again.last_confirmed == stored
+    await a.close()
+    await store.close()
