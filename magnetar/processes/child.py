@@ -21,8 +21,6 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from .ports import free_port  # noqa: F401  (its callers' old address)
-
 
 def port_free(host: str, port: int) -> bool:
     """Whether a server could listen on ``host:port`` now."""

@@ -40,6 +40,7 @@ open in :mod:`.recovery`; trimming's rules in :mod:`.trimming`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from bisect import bisect_right
 from typing import Awaitable, Callable
@@ -200,16 +201,20 @@ class ManagedLedger:
         """Write a cursor's record, fenced by the managed ledger's own
         (:meth:`.ledger_record.ManagedLedgerRecord.put_beside`); its new version.
         ``ManagedLedgerFencedError`` fences this instance too."""
-        try:
+        with self._fenced_on_conflict():
             return await self._record.put_beside(key, value, version)
-        except ManagedLedgerFencedError as error:
-            self._appends.fence(error)
-            raise
 
     async def _delete_cursor(self, key: str) -> None:
         """Delete a cursor's record while the managed ledger is ours (as :meth:`_put_cursor`)."""
-        try:
+        with self._fenced_on_conflict():
             await self._record.delete_beside(key)
+
+    @contextlib.contextmanager
+    def _fenced_on_conflict(self):
+        """Around a write of the record (or a cursor beside it): a conflict
+        means another owner took over, so this instance stops appending too."""
+        try:
+            yield
         except ManagedLedgerFencedError as error:
             self._appends.fence(error)
             raise
@@ -293,11 +298,8 @@ class ManagedLedger:
         """Write the record (:meth:`.ledger_record.ManagedLedgerRecord.save`;
         caller holds its lock). A conflict fences this instance: the
         current ledger refuses further batches."""
-        try:
+        with self._fenced_on_conflict():
             await self._record.save(ledger_docs, properties)
-        except ManagedLedgerFencedError as error:
-            self._appends.fence(error)
-            raise
 
     def _check_not_fenced(self) -> None:
         if self._appends.state is _FENCED:

@@ -39,11 +39,12 @@ from .ledger_meta import READ_CHUNK_BYTES
 from .object_cache import SectionCache
 from .object_commit import Committer, ObjectLedger, parse_frames
 from .object_compactor import collect_orphans, compact_ledger, delete_chunks
-from .object_index import ROOT, Section, compacted_key, contiguous, ledger_key, ledger_record, read_sections
+from .object_index import (
+    ROOT, Section, compacted_key, contiguous, ledger_key, ledger_record, read_sections, write_in_chunks,
+)
 
 log = logging.getLogger(__name__)
 
-_DELETE_CHUNK = 100
 
 
 class _ObjectGone(CorruptLedgerError):
@@ -258,8 +259,7 @@ class ObjectBackend:
             keys = [f"{base}/c/{n}" for n in chunk_names]
             keys += [f"{base}/s/{n}" for n in await self.store.children(f"{base}/s")]
             keys.append(compacted_key(ledger_id))
-            for i in range(0, len(keys), _DELETE_CHUNK):
-                await self.store.transaction([], [Delete(k) for k in keys[i:i + _DELETE_CHUNK]])
+            await write_in_chunks(self.store, [], [Delete(k) for k in keys])
             await self.store.transaction([], [Delete(base)])
         except MetadataError as exc:
             raise StorageError(f"deleting ledger {ledger_id} failed: {exc}") from exc

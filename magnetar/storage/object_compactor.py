@@ -39,14 +39,13 @@ from ..objectstore.store import ObjectNotFound, ObjectStore, ObjectStoreError
 from .errors import StorageError
 from .object_index import (
     ROOT, Section, chunk_key, chunk_object, chunk_object_ledger, commit_object_time_ms, compacted_key, contiguous,
-    ledger_key, read_sections, section_key,
+    ledger_key, read_sections, section_key, write_in_chunks,
 )
 
 log = logging.getLogger(__name__)
 
 CHUNK_BYTES = 4 * 1024 * 1024
 COLLECT_AFTER_S = 600.0
-_WRITES_PER_TRANSACTION = 100
 
 
 async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: int,
@@ -88,8 +87,7 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
         # The marker goes last of the puts: the deletes come after it, so they
         # compare the ledger record only.
         for writes, compares in ((puts, uncompacted), (deletes, still)):
-            for i in range(0, len(writes), _WRITES_PER_TRANSACTION):
-                await store.transaction(compares, writes[i:i + _WRITES_PER_TRANSACTION])
+            await write_in_chunks(store, compares, writes)
     except TransactionFailed:
         log.info("ledger %d was deleted or fenced while being compacted: left as it is", ledger_id)
         return []
@@ -131,7 +129,7 @@ async def collect_orphans(store: MetadataStore, objects: ObjectStore, *, older_t
                 # A compaction that stopped after its marker (a crash, a lost
                 # session) left section records that readers ignore: drop them,
                 # and their commit objects become garbage like any other.
-                await _delete_keys(store, [f"{base}/{n}" for n in names])
+                await write_in_chunks(store, [], [Delete(f"{base}/{n}") for n in names])
                 log.info("ledger %s: deleted %d section records its compaction left", lid, len(names))
                 continue
             records = await asyncio.gather(*(store.get(f"{base}/{n}") for n in names))
@@ -155,11 +153,6 @@ async def collect_orphans(store: MetadataStore, objects: ObjectStore, *, older_t
     if gone:
         log.info("deleted %d orphaned objects", len(gone))
     return gone
-
-
-async def _delete_keys(store: MetadataStore, keys: list[str]) -> None:
-    for i in range(0, len(keys), _WRITES_PER_TRANSACTION):
-        await store.transaction([], [Delete(k) for k in keys[i:i + _WRITES_PER_TRANSACTION]])
 
 
 async def delete_chunks(objects: ObjectStore, chunks: list[Section]) -> None:

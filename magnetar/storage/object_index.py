@@ -122,3 +122,15 @@ async def read_sections(store: "MetadataStore", ledger_id: int, kind: str = "s")
     records = await asyncio.gather(*(store.get(f"{base}/{name}") for name in names))
     return sorted((Section.decode(int(n), r.value) for n, r in zip(names, records) if r is not None),
                   key=lambda s: s.first)
+
+
+#: Writes per metadata transaction when a ledger's records are rewritten or
+#: deleted in bulk (etcd caps a transaction at 128 operations).
+WRITES_PER_TRANSACTION = 100
+
+
+async def write_in_chunks(store: "MetadataStore", compares: list, writes: list) -> None:
+    """``writes`` in transactions of at most WRITES_PER_TRANSACTION, each
+    under all of ``compares`` (TransactionFailed and MetadataError from the store)."""
+    for i in range(0, len(writes), WRITES_PER_TRANSACTION):
+        await store.transaction(compares, writes[i:i + WRITES_PER_TRANSACTION])
