@@ -5,11 +5,19 @@
 Without --url it starts a standalone broker (deduplication on, as the
 exactly-once sink expects; default sync policy "always") on free ports in a
 temporary directory. Workloads, each timed around one Spark action (the
-SparkSession is started and warmed up first, so its start-up is excluded):
+SparkSession is started and every shape of job, streaming queries
+included, is run once on a smaller topic first, so start-up and the JVM's
+warm-up are excluded):
 
+- sink ceiling: the same rows into a Python data source that drops them
+                (:mod:`bench.spark_ceilings`): what Spark's Python writer
+                path carries when the connector costs nothing
 - batch write:  ``spark.range(rows)`` -> ``value`` of ``size`` bytes -> topic A
 - parquet read: the same rows written to Parquet first (untimed), read
                 into Spark's ``noop`` sink: the yardstick, in the same run
+- source ceiling: a Python data source yielding prebuilt batches of the
+                read schema into ``noop`` (:mod:`bench.spark_ceilings`):
+                what Spark's Python reader path carries
 - batch read:   topic A -> Spark's ``noop`` sink (every row materialized),
                 ``minPartitions`` = --tasks (topic A is one partition)
 - stream read:  topic A as a stream, Trigger.AvailableNow, 5 micro-batches
@@ -17,8 +25,10 @@ SparkSession is started and warmed up first, so its start-up is excluded):
 - stream copy:  the same stream -> magnetar sink into topic B (read, write,
                 exactly-once identities), 5 micro-batches
 
-Prints rows/s per workload. This is a benchmark, not a test: record results
-with the command line, the machine and its load.
+Prints rows/s per workload, and batch read and write as a share of their
+ceiling (the rest of their time is the connector's and the broker's).
+This is a benchmark, not a test: record results with the command line, the
+machine and its load.
 """
 from __future__ import annotations
 
@@ -64,27 +74,24 @@ def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path) -> list[di
     read = lambda: spark.read.format("magnetar").option("service_url", url).option("topic", src) \
         .option("minPartitions", str(tasks)).load()  # noqa: E731
 
-    # Warm-up: Python workers and the data source lookup, outside the timings.
-    spark.range(10).selectExpr("cast(cast(id as string) as binary) as value").write.format("magnetar") \
-        .option("service_url", url).option("topic", f"bench-warmup-{stamp}").mode("append").save()
-    spark.read.format("magnetar").option("service_url", url).option("topic", f"bench-warmup-{stamp}").load().count()
+    def rows_of(n: int):
+        return spark.range(0, n, 1, 2).selectExpr(
+            f"cast(concat(cast(id as string), repeat('x', {max(size - 10, 0)})) as binary) as value",
+            "concat('k', cast(id % 100 as string)) as key")
 
-    data = spark.range(0, rows, 1, 2).selectExpr(
-        f"cast(concat(cast(id as string), repeat('x', {max(size - 10, 0)})) as binary) as value",
-        "concat('k', cast(id % 100 as string)) as key")
-    results = [timed("batch write", rows, lambda: data.write.format("magnetar").option("service_url", url)
-                     .option("topic", src).mode("append").save())]
-    assert read().count() == rows
-    parquet = str(tmp / "parquet")
-    data.write.parquet(parquet)
-    results.append(timed("parquet read", rows, lambda: spark.read.parquet(parquet).write.format("noop")
-                         .mode("overwrite").save()))
-    results.append(timed("batch read", rows, lambda: read().write.format("noop").mode("overwrite").save()))
-    print(f"batch read / parquet read: {results[-1]['rows_per_s'] / results[-2]['rows_per_s']:.0%}", flush=True)
+    def write_to(df, fmt: str, **options) -> None:
+        writer = df.write.format(fmt).mode("append")
+        for k, v in options.items():
+            writer = writer.option(k, v)
+        writer.save()
 
-    def stream(sink_format: str, checkpoint: str, **options) -> None:
-        df = spark.readStream.format("magnetar").option("service_url", url).option("topic", src) \
-            .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", str(rows // 5)) \
+    def ceiling_read(n: int) -> None:
+        spark.read.format("magnetar-bench-source").option("rows", str(n)).option("size", str(size)) \
+            .option("tasks", str(tasks)).load().write.format("noop").mode("overwrite").save()
+
+    def stream(source: str, n: int, sink_format: str, checkpoint: str, **options) -> None:
+        df = spark.readStream.format("magnetar").option("service_url", url).option("topic", source) \
+            .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", str(n // 5)) \
             .option("minPartitions", str(tasks)).load()
         writer = df.select("key", "value").writeStream.format(sink_format) \
             .option("checkpointLocation", str(tmp / checkpoint)).trigger(availableNow=True)
@@ -95,8 +102,38 @@ def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path) -> list[di
         if query.exception() is not None:
             raise query.exception()
 
-    results.append(timed("stream read", rows, lambda: stream("noop", "ck-noop")))
-    results.append(timed("stream copy", rows, lambda: stream("magnetar", "ck-copy", service_url=url, topic=dst)))
+    # Warm-up, outside the timings: Python workers, the data sources' lookup,
+    # and the JVM's code for each shape of job (the first run of a shape is
+    # far slower than the next, whichever it is).
+    from bench.spark_ceilings import register
+    register(spark)
+    warm, warm_topic = min(rows, 100_000), f"bench-warmup-{stamp}"
+    write_to(rows_of(warm), "magnetar", service_url=url, topic=warm_topic)
+    write_to(rows_of(warm), "magnetar-bench-sink")
+    spark.read.format("magnetar").option("service_url", url).option("topic", warm_topic) \
+        .option("minPartitions", str(tasks)).load().write.format("noop").mode("overwrite").save()
+    ceiling_read(warm)
+    # A process's first streaming query pays seconds its later ones do not.
+    stream(warm_topic, warm, "noop", "ck-warm-noop")
+    stream(warm_topic, warm, "magnetar", "ck-warm-copy", service_url=url, topic=f"{warm_topic}-copy")
+
+    data = rows_of(rows)
+    results = [timed("batch write", rows, lambda: write_to(data, "magnetar", service_url=url, topic=src))]
+    results.append(timed("sink ceiling", rows, lambda: write_to(data, "magnetar-bench-sink")))
+    print(f"batch write / sink ceiling: {results[-2]['rows_per_s'] / results[-1]['rows_per_s']:.0%}", flush=True)
+    assert read().count() == rows
+    parquet = str(tmp / "parquet")
+    data.write.parquet(parquet)
+    results.append(timed("parquet read", rows, lambda: spark.read.parquet(parquet).write.format("noop")
+                         .mode("overwrite").save()))
+    results.append(timed("batch read", rows, lambda: read().write.format("noop").mode("overwrite").save()))
+    results.append(timed("source ceiling", rows, lambda: ceiling_read(rows)))
+    print(f"batch read / parquet read: {results[-2]['rows_per_s'] / results[-3]['rows_per_s']:.0%}; "
+          f"/ source ceiling: {results[-2]['rows_per_s'] / results[-1]['rows_per_s']:.0%}", flush=True)
+
+    results.append(timed("stream read", rows, lambda: stream(src, rows, "noop", "ck-noop")))
+    results.append(timed("stream copy", rows, lambda: stream(src, rows, "magnetar", "ck-copy",
+                                                                 service_url=url, topic=dst)))
     copied = spark.read.format("magnetar").option("service_url", url).option("topic", dst).load().count()
     assert copied == rows, f"copied {copied} of {rows}"
     return results

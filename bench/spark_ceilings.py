@@ -1,0 +1,109 @@
+"""What Spark's Python data source API itself carries on this machine: the
+ceilings the connector's figures are measured against.
+
+Two data sources that do no connector work at all, registered under their
+own names by :func:`register`:
+
+- ``magnetar-bench-source``: every task yields the same prebuilt Arrow
+  record batch (the connector's read schema, ``size``-byte values, the
+  connector's chunk of rows) until its share of ``rows`` is out. What a read
+  costs when decoding and the broker cost nothing.
+- ``magnetar-bench-sink``: a writer that takes the record batches Spark
+  hands it and drops them. What a write costs when encoding and the broker
+  cost nothing.
+
+The connector cannot beat these with any amount of work of its own; its
+figures divided by these say how much of the remaining time is its own.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceReader, InputPartition,
+                                    WriterCommitMessage)
+
+from pyspark_magnetar.ranges import CHUNK_ROWS
+from pyspark_magnetar.schema import ARROW_READ_SCHEMA, READ_SCHEMA
+
+
+def prebuilt_batch(rows: int, size: int) -> pa.RecordBatch:
+    """``rows`` rows of the read schema, every value ``size`` bytes."""
+    field = ARROW_READ_SCHEMA.field
+    return pa.RecordBatch.from_arrays([
+        pa.array([b"k1"] * rows, pa.binary()),
+        pa.array([b"x" * size] * rows, pa.binary()),
+        pa.array(["persistent://public/default/bench"] * rows, pa.string()),
+        pa.array([-1] * rows, pa.int32()),
+        pa.array(range(rows), pa.int64()),
+        pa.array([1_700_000_000_000_000] * rows, field("publish_time").type),
+        pa.array([None] * rows, field("event_time").type),
+        pa.array([[]] * rows, field("properties").type),
+        pa.array(["bench-producer"] * rows, pa.string()),
+    ], schema=ARROW_READ_SCHEMA)
+
+
+class _Share(InputPartition):
+    def __init__(self, rows: int) -> None:
+        super().__init__(rows)
+        self.rows = rows
+
+
+class _SourceReader(DataSourceReader):
+    def __init__(self, rows: int, size: int, tasks: int) -> None:
+        self.rows, self.size, self.tasks = rows, size, tasks
+
+    def partitions(self) -> list[InputPartition]:
+        return [_Share(self.rows * (i + 1) // self.tasks - self.rows * i // self.tasks) for i in range(self.tasks)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        left = partition.rows
+        batch = prebuilt_batch(min(CHUNK_ROWS, left), self.size)
+        while left > 0:
+            yield batch if left >= batch.num_rows else batch.slice(0, left)
+            left -= batch.num_rows
+
+
+class CeilingSource(DataSource):
+    """Options: ``rows``, ``size`` (value bytes), ``tasks``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "magnetar-bench-source"
+
+    def schema(self):
+        return READ_SCHEMA
+
+    def reader(self, schema) -> DataSourceReader:
+        o = self.options
+        return _SourceReader(int(o["rows"]), int(o.get("size", "100")), int(o.get("tasks", "2")))
+
+
+class _Dropped(WriterCommitMessage):
+    def __init__(self, rows: int) -> None:
+        self.rows = rows
+
+
+class _DropWriter(DataSourceArrowWriter):
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> _Dropped:
+        return _Dropped(sum(batch.num_rows for batch in iterator))
+
+    def commit(self, messages) -> None:
+        pass
+
+    def abort(self, messages) -> None:
+        pass
+
+
+class CeilingSink(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "magnetar-bench-sink"
+
+    def writer(self, schema, overwrite: bool) -> DataSourceArrowWriter:
+        return _DropWriter()
+
+
+def register(spark) -> None:
+    spark.dataSource.register(CeilingSource)
+    spark.dataSource.register(CeilingSink)
