@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.object_storage [--seconds 10] [--traffic-minutes 1] [--json PATH]
     .venv/bin/python -m bench.object_storage --latency-only     # the latency runs alone
 
-For each backend (``file``, then ``object``) it starts a 3-broker cluster
+For each backend (``file``, then ``object``) it starts a cluster of ``--brokers`` (3)
 with ``magnetar cluster up --storage B`` (its own etcd; with ``object`` its
 own SeaweedFS on loopback) and measures, with ``magnetar perf``'s runner
 (the official client, 100-byte messages, batching on):
@@ -252,10 +252,10 @@ def measure(storage: str, args, log) -> dict:
     config = f"[storage]\nobject_commit_interval_ms = {args.commit_interval_ms}\n" if storage == "object" else None
     out: dict = {"storage": storage}
     with tempfile.TemporaryDirectory(prefix=f"magnetar-{storage}-bench-") as tmp:
-        cluster = LocalCluster(Path(tmp) / "cluster", brokers=3, session_ttl=10.0, storage=storage,
+        cluster = LocalCluster(Path(tmp) / "cluster", brokers=args.brokers, session_ttl=10.0, storage=storage,
                                broker_config=config).start(timeout=180)
         try:
-            log(f"[{storage}] 3 brokers: {', '.join(m.service_url for m in cluster.members)}")
+            log(f"[{storage}] {args.brokers} brokers: {', '.join(m.service_url for m in cluster.members)}")
             base = WorkloadSpec(service_url=cluster.members[0].service_url, size=100, topics=args.topics,
                                 duration=args.seconds, batching=True)
             phases = cluster if storage == "object" else None
@@ -324,6 +324,9 @@ def main() -> None:
     parser.add_argument("--traffic-minutes", type=float, default=1.0, help="10 for the issue's figure")
     parser.add_argument("--traffic-topics", type=int, default=10)
     parser.add_argument("--traffic-rate", type=float, default=2000.0)
+    parser.add_argument("--brokers", type=int, default=3,
+                        help="brokers of the cluster (1: the object path's latency without two more brokers "
+                             "competing for the cores)")
     parser.add_argument("--commit-interval-ms", type=int, default=20, help="object_commit_interval_ms")
     parser.add_argument("--latency-only", action="store_true",
                         help="only the publish latency runs (5,000 and 20,000 msg/s), with the commit phases")
