@@ -58,8 +58,10 @@ class ManagedLedgerFactory:
     async def open(self, name: str, *, retention: RetentionPolicy | None = None) -> ManagedLedger:
         """Open (recovering if needed) or create the managed ledger ``name``.
 
-        Opening a name that is already open returns the same instance,
-        unless that one was fenced by another owner (then a new one).
+        Opening a name that is already open returns the same instance while
+        it is open; one that is closing is waited for, and one that was
+        fenced (another owner took over) or failed is replaced: a new
+        instance recovers from the record.
         ``retention`` becomes its retention override (``set_retention``; on a
         new instance before anything is trimmed).
         Raises ``ValueError`` for a bad name, ``StorageError`` if recovery
@@ -71,12 +73,16 @@ class ManagedLedgerFactory:
         if self._closed:
             raise ManagedLedgerClosedError("factory is closed")
         ml = self._open.get(name)
-        if ml is not None and ml.state == "fenced":
-            # Another instance (broker) opened it since: this one's view ends
-            # where that one took over, and must not serve again (a topic
-            # loaded on it answered offsets older than receipts already
-            # given). A new instance recovers from the record; the fenced one
-            # still closes and forgets itself.
+        if ml is not None and ml.state == "closing":
+            await ml.close()  # already under way: wait for it, then open afresh
+            ml = self._open.get(name)
+        if ml is not None and ml.state != "open":
+            # Fenced: another instance (broker) opened it since, and this
+            # one's view ends where that one took over; failed: its view may
+            # end before entries it could not confirm. Neither may serve
+            # again (a topic loaded on a fenced one answered offsets older
+            # than receipts already given). A new instance recovers from the
+            # record; the old one still closes and forgets itself.
             del self._open[name]
             ml = None
         if ml is None:

@@ -14,7 +14,7 @@ import pytest
 
 from magnetar.metadata import MemoryMetadataStore
 from magnetar.storage import ManagedLedgerFactory, StorageConfig
-from magnetar.storage.errors import CursorFencedError, ManagedLedgerFencedError
+from magnetar.storage.errors import CursorFencedError, ManagedLedgerFencedError, StorageError
 
 
 async def test_a_zombie_owner_gets_no_receipt_after_the_new_owner_fenced_its_ledger(tmp_path):
@@ -113,4 +113,25 @@ async def test_opening_again_after_being_fenced_recovers_what_the_other_owner_st
     again = await a.open("t/ns/persistent/x")
     assert again is not first and again.last_confirmed == stored
     await a.close()
+    await store.close()
+
+
+async def test_opening_again_after_a_failure_or_during_a_close_gives_an_open_instance(tmp_path):
+    """Only an open instance is handed out again: a failed one (its view
+    may end before entries it could not confirm) is replaced, and a close
+    under way is waited for."""
+    store = await MemoryMetadataStore.open()
+    factory = ManagedLedgerFactory(tmp_path, store, StorageConfig(sync_policy="always"))
+    first = await factory.open("t/ns/persistent/x")
+    stored = await first.append(b"a0")
+    first._appends.fail(StorageError("the disk went away"))
+    assert first.state == "failed"
+    second = await factory.open("t/ns/persistent/x")
+    assert second is not first and second.state == "open" and second.last_confirmed == stored
+    closing = asyncio.get_running_loop().create_task(second.close())
+    await asyncio.sleep(0)
+    assert second.state == "closing"
+    third = await factory.open("t/ns/persistent/x")
+    assert closing.done() and third is not second and third.state == "open" and third.last_confirmed == stored
+    await factory.close()
     await store.close()
