@@ -130,6 +130,13 @@ class ManagedLedger:
         return self._appends.state
 
     @property
+    def record_version(self) -> int:
+        """The version of the metadata record this instance last read or
+        wrote (for the logs: two instances showing one version saw the same
+        record; an instance behind the store's version was overtaken)."""
+        return self._record.version
+
+    @property
     def last_confirmed(self) -> Position | None:
         """The last durable entry; None if no entry is stored."""
         return self._appends.last_confirmed

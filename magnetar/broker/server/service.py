@@ -192,7 +192,10 @@ class BrokerService:
         if hold > 0 and self.cluster is not None and self.cluster.arrived_within(name, ARRIVAL_WINDOW_S):
             topic.dispatch_hold_until = asyncio.get_running_loop().time() + hold
         self.topics[str(name)] = topic
-        log.info("loaded topic %s (next offset %d, epoch %d)", name, topic.next_offset, topic.topic_epoch)
+        # The record version and the instance tell, after the fact, which
+        # view of the managed ledger a load was built on.
+        log.info("loaded topic %s (next offset %d, epoch %d, ledger record version %d, instance %x)",
+                 name, topic.next_offset, topic.topic_epoch, ledger.record_version, id(ledger))
         for listener in self.topic_loaded:
             listener(topic)
         return topic
