@@ -151,7 +151,8 @@ class BrokerProcess:
     # -- signals ------------------------------------------------------------------------------
     def stop(self, timeout: float = 30.0) -> int:
         """SIGTERM and its exit code (0: a clean shutdown); SIGKILL if it
-        has not exited within ``timeout``."""
+        has not exited within ``timeout`` (after a SIGUSR1: the broker logs
+        its tasks' stacks, see :mod:`magnetar.broker.server.task_dump`)."""
         if self.proc is None:
             return 0
         if self.proc.poll() is None:
@@ -161,6 +162,12 @@ class BrokerProcess:
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
+                # Where the stop hung goes to the broker's log before the kill.
+                self.proc.send_signal(signal.SIGUSR1)
+                try:
+                    self.proc.wait(2.0)
+                except subprocess.TimeoutExpired:
+                    pass
                 self.proc.kill()
                 self.proc.wait()
             self._ended()

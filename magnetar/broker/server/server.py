@@ -33,6 +33,7 @@ from .connection import ServerConnection
 from magnetar.broker.policies.expiry import MessageExpiry
 from magnetar.broker.policies.inactive import InactiveTopics
 from .service import BrokerService
+from .task_dump import log_task_stacks
 
 log = logging.getLogger(__name__)
 
@@ -339,6 +340,7 @@ async def serve(config: BrokerConfig, ready_line: bool = True, extensions: Seque
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGUSR1, log_task_stacks)
     if ready_line:
         # Machine-readable: tests and scripts wait for this line.
         tls_part = f" tls={broker.tls_port}" if broker.tls_port >= 0 else ""
