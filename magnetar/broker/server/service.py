@@ -187,6 +187,15 @@ class BrokerService:
         policies = await self.topic_policies(name)
         ledger = await self.factory.open(ml_name, retention=retention_policy(policies))
         topic = await Topic.load(self, name, ledger)
+        if ledger.state != "open":
+            # The load outlived its managed ledger instance: another broker
+            # opened it meanwhile (a load slowed by a flapping store, the
+            # bundle gone and back), or it failed. Its view may predate that
+            # broker's receipts, and its fence was announced before this
+            # topic listened. Drop it; the next lookup recovers afresh.
+            await self.unload(topic)
+            raise ServiceNotReady(f"topic {name}: its managed ledger was {ledger.state} while it loaded; "
+                                  "look up again")
         self._apply_policies(topic, policies)
         hold = self.config.load_balancer_transfer_dispatch_hold_ms / 1000
         if hold > 0 and self.cluster is not None and self.cluster.arrived_within(name, ARRIVAL_WINDOW_S):
