@@ -31,6 +31,10 @@ log = logging.getLogger(__name__)
 CLOSE_CONCURRENCY = 64
 
 
+#: How long an open waits for a close of the same managed ledger already under way.
+CLOSING_WAIT_S = 5.0
+
+
 class ManagedLedgerFactory:
     """Opens managed ledgers with metadata in ``store`` and entries in
     ``backend`` (default: segment files under ``data_dir``,
@@ -74,7 +78,13 @@ class ManagedLedgerFactory:
             raise ManagedLedgerClosedError("factory is closed")
         ml = self._open.get(name)
         if ml is not None and ml.state == "closing":
-            await ml.close()  # already under way: wait for it, then open afresh
+            # Already under way: wait for it (bounded: a close stuck on an
+            # unreachable store must not hold every later open), then open
+            # afresh. Replacing it early is safe: the new instance fences it.
+            try:
+                await asyncio.wait_for(asyncio.shield(ml.close()), CLOSING_WAIT_S)
+            except Exception:  # noqa: BLE001 (its own caller hears of its failure)
+                pass
             ml = self._open.get(name)
         if ml is not None and ml.state != "open":
             # Fenced: another instance (broker) opened it since, and this
