@@ -9,17 +9,17 @@ SparkSession is started and every shape of job, streaming queries
 included, is run once on a smaller topic first, so start-up and the JVM's
 warm-up are excluded):
 
+- batch write:  ``spark.range(rows)`` -> ``value`` of ``size`` bytes -> topic A
 - sink ceiling: the same rows into a Python data source that drops them
                 (:mod:`bench.spark_ceilings`): what Spark's Python writer
                 path carries when the connector costs nothing
-- batch write:  ``spark.range(rows)`` -> ``value`` of ``size`` bytes -> topic A
 - parquet read: the same rows written to Parquet first (untimed), read
                 into Spark's ``noop`` sink: the yardstick, in the same run
+- batch read:   topic A -> Spark's ``noop`` sink (every row materialized),
+                ``minPartitions`` = --tasks (topic A is one partition)
 - source ceiling: a Python data source yielding prebuilt batches of the
                 read schema into ``noop`` (:mod:`bench.spark_ceilings`):
                 what Spark's Python reader path carries
-- batch read:   topic A -> Spark's ``noop`` sink (every row materialized),
-                ``minPartitions`` = --tasks (topic A is one partition)
 - stream read:  topic A as a stream, Trigger.AvailableNow, 5 micro-batches
                 (maxOffsetsPerTrigger = rows/5, minPartitions = --tasks) -> ``noop``
 - stream copy:  the same stream -> magnetar sink into topic B (read, write,
@@ -71,8 +71,9 @@ def timed(label: str, rows: int, fn) -> dict:
 def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path) -> list[dict]:
     stamp = int(time.time())
     src, dst = f"bench-spark-{stamp}", f"bench-spark-copy-{stamp}"
-    read = lambda: spark.read.format("magnetar").option("service_url", url).option("topic", src) \
-        .option("minPartitions", str(tasks)).load()  # noqa: E731
+    def read(topic: str = src):
+        return spark.read.format("magnetar").option("service_url", url).option("topic", topic) \
+            .option("minPartitions", str(tasks)).load()
 
     def rows_of(n: int):
         return spark.range(0, n, 1, 2).selectExpr(
@@ -110,8 +111,7 @@ def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path) -> list[di
     warm, warm_topic = min(rows, 100_000), f"bench-warmup-{stamp}"
     write_to(rows_of(warm), "magnetar", service_url=url, topic=warm_topic)
     write_to(rows_of(warm), "magnetar-bench-sink")
-    spark.read.format("magnetar").option("service_url", url).option("topic", warm_topic) \
-        .option("minPartitions", str(tasks)).load().write.format("noop").mode("overwrite").save()
+    read(warm_topic).write.format("noop").mode("overwrite").save()
     ceiling_read(warm)
     # A process's first streaming query pays seconds its later ones do not.
     stream(warm_topic, warm, "noop", "ck-warm-noop")

@@ -29,8 +29,6 @@ log = logging.getLogger(__name__)
 
 #: Managed ledgers closed at once by :meth:`ManagedLedgerFactory.close`.
 CLOSE_CONCURRENCY = 64
-
-
 #: How long an open waits for a close of the same managed ledger already under way.
 CLOSING_WAIT_S = 5.0
 
@@ -82,7 +80,7 @@ class ManagedLedgerFactory:
             # unreachable store must not hold every later open), then open
             # afresh. Replacing it early is safe: the new instance fences it.
             try:
-                await asyncio.wait_for(asyncio.shield(ml.close()), CLOSING_WAIT_S)
+                await asyncio.wait_for(ml.close(), CLOSING_WAIT_S)  # only waits: the close under way goes on
             except Exception:  # noqa: BLE001 (its own caller hears of its failure)
                 pass
             ml = self._open.get(name)

@@ -46,7 +46,6 @@ from .object_index import (
 log = logging.getLogger(__name__)
 
 
-
 class _ObjectGone(CorruptLedgerError):
     """A section's object is not in the store (read again from a fresh index, once)."""
 
