@@ -66,7 +66,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-async def open_store(url: str) -> MetadataStore:
+async def open_store(url: str, *, unwatched: tuple[str, ...] = ()) -> MetadataStore:
     """Open the store named by ``url``.
 
     ``memory:`` (or ``memory://``) gives a new in-memory store.
@@ -76,11 +76,12 @@ async def open_store(url: str) -> MetadataStore:
     connects to etcd, keys under PREFIX (optional). Raises ValueError for any
     other form, and whatever the backend's ``open`` raises (e.g.
     MetadataError if the file is in use or etcd does not answer).
+    ``unwatched`` names key roots no watch hears (see the store contract).
     """
     scheme, sep, rest = url.partition(":")
     scheme = scheme.lower()
     if sep and scheme == "memory" and rest in ("", "//"):
-        return await MemoryMetadataStore.open()
+        return await MemoryMetadataStore.open(unwatched=unwatched)
     if sep and scheme == "sqlite":
         if rest.startswith("//"):
             if not rest.startswith("///"):
@@ -93,11 +94,11 @@ async def open_store(url: str) -> MetadataStore:
             raise ValueError(f"bad metadata store URL {url!r}: '?' and '#' are not allowed in sqlite paths")
         if not rest or rest.endswith("/"):
             raise ValueError(f"bad metadata store URL {url!r}: no database file name")
-        return await SqliteMetadataStore.open(rest)
+        return await SqliteMetadataStore.open(rest, unwatched=unwatched)
     if sep and scheme == "etcd":
         from .etcd import EtcdMetadataStore
 
-        return await EtcdMetadataStore.open(url)
+        return await EtcdMetadataStore.open(url, unwatched=unwatched)
     raise ValueError(
         f"unknown metadata store URL {url!r}: expected 'memory:', "
         "'sqlite:///abs/path.db', 'sqlite:relative/path.db' or 'etcd://HOST:PORT/PREFIX'"

@@ -10,6 +10,18 @@ from .store import Notification, Watch, check_key, key_matches
 Callback = Callable[[Notification], None]
 
 
+def check_unwatched(roots: Iterable[str]) -> tuple[str, ...]:
+    """``roots`` as a tuple of keys without a trailing "/"; ValueError for a bad key or "/" itself."""
+    found = []
+    for root in roots:
+        stripped = root.rstrip("/")
+        if not stripped and root.startswith("/"):
+            raise ValueError("the whole key space cannot be left unwatched")
+        check_key(stripped)
+        found.append(stripped)
+    return tuple(found)
+
+
 class WatchRegistry:
     """Registered watches and their delivery.
 
@@ -23,7 +35,11 @@ class WatchRegistry:
     below revision ``r``, i.e. those whose writer had already been answered.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, unwatched: Iterable[str] = ()) -> None:
+        #: Key roots whose changes no watch hears (see ``open_store``): a watch
+        #: inside one is refused, and their changes are dropped here, so every
+        #: backend behaves alike whether or not its changes stream includes them.
+        self.unwatched = check_unwatched(unwatched)
         self._watches: dict[int, tuple[str, Callback, int]] = {}
         #: The watches by their prefix without a trailing "/": a change is
         #: matched by looking up its key's ancestors, not by trying every
@@ -34,6 +50,9 @@ class WatchRegistry:
 
     def add(self, prefix: str, callback: Callback, after: int = 0) -> Watch:
         check_key(prefix)
+        for root in self.unwatched:
+            if key_matches(root, prefix):
+                raise ValueError(f"cannot watch {prefix!r}: changes under {root!r} are not watched in this store")
         wid = next(self._ids)
         self._watches[wid] = (prefix, callback, after)
         self._by_prefix.setdefault(prefix.rstrip("/"), set()).add(wid)
@@ -67,6 +86,8 @@ class WatchRegistry:
         if not self._watches:
             return
         for note in notifications:
+            if self.unwatched and self.is_unwatched(note.key):
+                continue
             for wid in self._matching(note.key):
                 prefix, callback, after = self._watches[wid]
                 if key_matches(prefix, note.key) and (revision is None or revision > after):
@@ -75,6 +96,9 @@ class WatchRegistry:
     def _deliver(self, wid: int, callback: Callback, note: Notification) -> None:
         if wid in self._watches:
             callback(note)
+
+    def is_unwatched(self, key: str) -> bool:
+        return any(key_matches(root, key) for root in self.unwatched)
 
     def clear(self) -> None:
         self._watches.clear()

@@ -32,13 +32,20 @@ sent, or etcd answers that the lease is gone. The local deadline is never
 later than etcd's, so a broker stops before another can take over. After a
 loss the store revokes the lease when it can, so its keys go at once.
 
-Watches: one etcd watch over all keys of the prefix, started at open, is
-mapped to created (etcd version 1), modified and deleted notifications and
-fanned out to the registered watches. When the stream breaks (etcd restarted)
-it is reopened from the revision after the last event seen, so nothing is
-missed or repeated. A watch registered after some write was answered never
-hears of that write (each watch remembers the highest revision this store had
-been answered when it was added).
+Watches: one etcd watch stream, started at open, carries a watch per key
+range of the prefix (one range, or the ranges left between the store's
+unwatched roots, which etcd then never sends). Its events are mapped to
+created (etcd version 1), modified and deleted notifications and fanned out to
+the registered watches. When the stream breaks (etcd restarted) each range is
+watched again from the revision after the last event or progress notice it
+had, so nothing is missed or repeated. Progress notices (etcd sends one per
+quiet watch every 10 minutes by default) keep a quiet range's resume revision
+within etcd's history, which we keep for an hour. Events of one range arrive in
+commit order; a watch whose prefix spans an unwatched root (``/``) may hear
+the two sides' changes interleaved out of order while a resumed stream catches
+up. A watch registered after some write was answered never hears of that write
+(each watch remembers the highest revision this store had been answered when
+it was added).
 
 Counters: a decimal value under ``<PREFIX>/c<key>``, raised by a transaction
 that compares ``mod_revision`` and retries; increments from one store are
@@ -125,6 +132,21 @@ def _range_end(prefix: bytes) -> bytes:
             end[i] += 1
             return bytes(end[: i + 1])
     return b"\x00"  # all-0xff prefix: to the end of the key space
+
+
+def watched_ranges(low: bytes, unwatched: list[bytes]) -> list[tuple[bytes, bytes]]:
+    """The ranges ``[key, end)`` of the keys starting with ``low``, less every key
+    under one of ``unwatched`` (full etcd keys ending in "/"). A root's own key
+    stays inside a range: the registry drops its changes."""
+    cuts = sorted((root, _range_end(root)) for root in unwatched)
+    ranges, start, end = [], low, _range_end(low)
+    for cut_start, cut_end in cuts:
+        if cut_start > start:
+            ranges.append((start, min(cut_start, end)))
+        start = max(start, cut_end)
+    if start < end:
+        ranges.append((start, end))
+    return ranges
 
 
 class EtcdSession(MetadataSession):
@@ -218,7 +240,8 @@ class EtcdSession(MetadataSession):
 class EtcdMetadataStore(MetadataStore):
     """MetadataStore on etcd v3; see the module docstring."""
 
-    def __init__(self, host: str, port: int, prefix: str = "", *, op_timeout: float = 10.0) -> None:
+    def __init__(self, host: str, port: int, prefix: str = "", *, op_timeout: float = 10.0,
+                 unwatched: tuple[str, ...] = ()) -> None:
         self.target = f"{host}:{port}"
         self.prefix = prefix
         self.op_timeout = op_timeout
@@ -230,22 +253,27 @@ class EtcdMetadataStore(MetadataStore):
         self._watch_stub: Any = None
         self._closed = False
         self._closing = asyncio.Event()
-        self._watches = WatchRegistry()
+        self._watches = WatchRegistry(unwatched)
         self._sessions: dict[int, EtcdSession] = {}
         self._answered_revision = 0  # highest revision of any answer this store got
-        self._watch_from = 0  # the revision the watch stream resumes at
+        #: The key ranges the watch stream covers, and the revision each resumes at.
+        self._watch_ranges = watched_ranges(
+            self._key_root + b"/", [self._key_root + root.encode() + b"/" for root in self._watches.unwatched]
+        )
+        self._watch_from = [0] * len(self._watch_ranges)
         self._watch_task: asyncio.Task[None] | None = None
         self._counter_locks: dict[str, asyncio.Lock] = {}
 
     @classmethod
-    async def open(cls, url: str, *, connect_timeout: float = 10.0, op_timeout: float = 10.0) -> "EtcdMetadataStore":
+    async def open(cls, url: str, *, connect_timeout: float = 10.0, op_timeout: float = 10.0,
+                   unwatched: tuple[str, ...] = ()) -> "EtcdMetadataStore":
         """Connect to ``etcd://HOST:PORT[/PREFIX]`` and start the store's watch.
 
-        Raises ValueError for a malformed URL, MetadataError if etcd does not
-        answer within ``connect_timeout`` seconds.
+        Raises ValueError for a malformed URL or unwatched root, MetadataError
+        if etcd does not answer within ``connect_timeout`` seconds.
         """
         host, port, prefix = parse_etcd_url(url)
-        store = cls(host, port, prefix, op_timeout=op_timeout)
+        store = cls(host, port, prefix, op_timeout=op_timeout, unwatched=unwatched)
         store._channel = rpc.insecure_channel(store.target, options=_CHANNEL_OPTIONS)
         store._kv = rpc.KVStub(store._channel)
         store._lease_stub = rpc.LeaseStub(store._channel)
@@ -255,7 +283,7 @@ class EtcdMetadataStore(MetadataStore):
                 key=store._key_root + b"/", range_end=_range_end(store._key_root + b"/"), count_only=True
             )
             answer = await store._call(store._kv.Range, first, idempotent=True, timeout=connect_timeout)
-            store._watch_from = answer.header.revision + 1
+            store._watch_from = [answer.header.revision + 1] * len(store._watch_ranges)
             created = asyncio.Event()
             store._watch_task = asyncio.get_running_loop().create_task(
                 store._watch_loop(created), name=f"etcd watch {url}"
@@ -486,31 +514,48 @@ class EtcdMetadataStore(MetadataStore):
         return self._watches.add(prefix, callback, after=self._answered_revision)
 
     async def _watch_loop(self, created: asyncio.Event) -> None:
-        low = self._key_root + b"/"
         loop = asyncio.get_running_loop()
+        ranges = self._watch_ranges
         backoff = 0.05
         while not self._closed:
 
             async def requests():
-                create = rpc.WatchCreateRequest(key=low, range_end=_range_end(low), start_revision=self._watch_from)
-                yield rpc.WatchRequest(create_request=create)
+                # Watch ids are ours (range i is id i + 1): 0 would ask etcd to pick one.
+                for i, (key, end) in enumerate(ranges):
+                    create = rpc.WatchCreateRequest(
+                        key=key, range_end=end, start_revision=self._watch_from[i], watch_id=i + 1,
+                        progress_notify=True,
+                    )
+                    yield rpc.WatchRequest(create_request=create)
                 await self._closing.wait()  # keep our side open: a half-close ends the stream
 
             call = self._watch_stub.Watch(requests(), wait_for_ready=True)
+            opened = 0
             try:
                 async for answer in call:
+                    i = answer.watch_id - 1
+                    if not 0 <= i < len(ranges):
+                        log.warning("etcd answered for a watch the store did not open (id %d)", answer.watch_id)
+                        continue
                     if answer.created:
-                        created.set()
-                        backoff = 0.05
+                        opened += 1
+                        if opened == len(ranges):
+                            created.set()
+                            backoff = 0.05
                     if answer.canceled:
                         if answer.compact_revision:
                             # History before it is gone: changes in between are lost to the watchers.
                             log.error("etcd compacted past revision %d; resuming the watch at %d",
-                                      self._watch_from, answer.compact_revision)
-                            self._watch_from = answer.compact_revision
+                                      self._watch_from[i], answer.compact_revision)
+                            self._watch_from[i] = answer.compact_revision
                         else:
                             log.warning("etcd cancelled the store's watch: %s", answer.cancel_reason)
                         break
+                    if not answer.events:
+                        if not answer.created:
+                            # A progress notice: this range has had every change up to the header's revision.
+                            self._watch_from[i] = max(self._watch_from[i], answer.header.revision + 1)
+                        continue
                     for event in answer.events:
                         kv = event.kv
                         name = bytes(kv.key)[len(self._key_root):].decode()
@@ -520,7 +565,7 @@ class EtcdMetadataStore(MetadataStore):
                             kind = EventType.CREATED
                         else:
                             kind = EventType.MODIFIED
-                        self._watch_from = kv.mod_revision + 1
+                        self._watch_from[i] = kv.mod_revision + 1
                         self._watches.dispatch(loop, [Notification(kind, name)], revision=kv.mod_revision)
             except grpc.aio.AioRpcError as exc:
                 log.debug("etcd watch stream broke: %r", exc)

@@ -87,6 +87,7 @@ class EtcdServer:
         binary: str | None = None,
         launcher: list[str] | None = None,
         avoid_ports: set[int] | frozenset[int] = frozenset(),
+        watch_progress_interval_s: float | None = None,
     ) -> None:
         self.base_dir = Path(base_dir)
         self.data_dir = self.base_dir / "data"
@@ -102,6 +103,9 @@ class EtcdServer:
         #: Ports it must not pick for itself: those its caller is about to
         #: give to brokers (a port free now is not reserved).
         self.avoid_ports = frozenset(avoid_ports)
+        #: How often etcd tells a quiet watch the revision it is up to (etcd's
+        #: default, 10 minutes, when None).
+        self.watch_progress_interval_s = watch_progress_interval_s
         self._ports_fixed = client_port is not None
         self.process: subprocess.Popen | None = None
 
@@ -180,6 +184,8 @@ class EtcdServer:
             "--auto-compaction-mode", "periodic",
             "--auto-compaction-retention", "1h",
         ]
+        if self.watch_progress_interval_s is not None:
+            args += ["--experimental-watch-progress-notify-interval", f"{self.watch_progress_interval_s}s"]
         self.process = child.launch(args, self.log_path, launcher=self.launcher)
         try:
             child.wait_serving(self.process, self.healthy, start_timeout, self.log_path, "etcd", EtcdStartError)

@@ -53,17 +53,17 @@ class MemorySession(MetadataSession):
 
 
 class MemoryMetadataStore(MetadataStore):
-    def __init__(self) -> None:
+    def __init__(self, *, unwatched: tuple[str, ...] = ()) -> None:
         self._data: dict[str, Record] = {}
         self._owner: dict[str, str] = {}
         self._counters: dict[str, int] = {}
-        self._watches = WatchRegistry()
+        self._watches = WatchRegistry(unwatched)
         self._sessions: list[MemorySession] = []
 
     @classmethod
-    async def open(cls) -> "MemoryMetadataStore":
+    async def open(cls, *, unwatched: tuple[str, ...] = ()) -> "MemoryMetadataStore":
         """Same as ``MemoryMetadataStore()``; mirrors the durable backends' ``open``."""
-        return cls()
+        return cls(unwatched=unwatched)
 
     async def get(self, key: str) -> Record | None:
         check_key(key)

@@ -140,13 +140,13 @@ class SqliteSession(MetadataSession):
 class SqliteMetadataStore(MetadataStore):
     """MetadataStore on a SQLite file; see the module docstring."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, unwatched: tuple[str, ...] = ()) -> None:
         self.path = Path(path)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
         self._shut = False  # the connection is closed and the worker gone
-        self._watches = WatchRegistry()
+        self._watches = WatchRegistry(unwatched)
         self._sessions: dict[str, SqliteSession] = {}
         # Worker-thread state: only touched inside jobs run on the executor.
         self._conn: sqlite3.Connection | None = None
@@ -154,14 +154,14 @@ class SqliteMetadataStore(MetadataStore):
         self._live_sessions: set[str] = set()
 
     @classmethod
-    async def open(cls, path: str | Path) -> "SqliteMetadataStore":
+    async def open(cls, path: str | Path, *, unwatched: tuple[str, ...] = ()) -> "SqliteMetadataStore":
         """Open (creating if needed) the store at ``path``.
 
         Deletes ephemeral keys left by a previous process. Raises
         MetadataError if another store holds the file, or if the file has a
         newer schema than this code knows.
         """
-        store = cls(path)
+        store = cls(path, unwatched=unwatched)
         store._loop = asyncio.get_running_loop()
         store._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="magnetar-metadata")
         try:

@@ -39,6 +39,12 @@ an operation whose ``await`` had returned before ``watch()`` was called (changes
 in flight at that moment may go either way), and of nothing once ``cancel()``
 returned. Counters do not notify.
 
+Unwatched roots: a store opened with ``unwatched=("/root", ...)`` delivers
+no change of a key under those roots to any watch, and ``watch()`` of a prefix
+inside one raises ``ValueError``. They are for records written at a high rate
+and only ever read by key (object storage's index): etcd then leaves them out
+of its watch stream, so a broker does not receive every other broker's commits.
+
 Counters: ``increment(key, delta)`` atomically adds ``delta >= 1`` to a durable
 integer (initially 0) and returns the new value; it never returns the same
 value twice, even across restarts (the basis of unique ledger ids and

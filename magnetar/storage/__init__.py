@@ -21,6 +21,12 @@ from .entry import Entry, LedgerInfo
 from .factory import ManagedLedgerFactory
 from .managed_ledger import ManagedLedger
 from .position import Position
+from .object_index import ROOT as _OBJECT_INDEX_ROOT
+
+#: Metadata roots storage writes at a high rate and only reads by key (object
+#: storage's index: a record per section committed): open the metadata store
+#: with ``unwatched=UNWATCHED_ROOTS`` so its watch stream leaves them out.
+UNWATCHED_ROOTS = (_OBJECT_INDEX_ROOT,)
 
 __all__ = [
     "CorruptLedgerError",
@@ -42,4 +48,5 @@ __all__ = [
     "RetentionPolicy",
     "StorageConfig",
     "StorageError",
+    "UNWATCHED_ROOTS",
 ]

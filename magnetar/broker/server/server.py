@@ -23,7 +23,7 @@ from magnetar.security import authentication, tls
 from magnetar.security.authorization import Authorizer
 from magnetar.security.settings import SecuritySettingsError
 from magnetar.metadata.store import MetadataError
-from magnetar.storage import ManagedLedgerFactory, StorageError, orphans
+from magnetar.storage import UNWATCHED_ROOTS, ManagedLedgerFactory, StorageError, orphans
 from magnetar.storage.factory import open_factory
 
 from magnetar.broker.config import BrokerConfig
@@ -89,7 +89,7 @@ class Broker:
         data = Path(config.data_dir)
         data.mkdir(parents=True, exist_ok=True)
         try:
-            self.store = await open_store(config.resolved_metadata_url)
+            self.store = await open_store(config.resolved_metadata_url, unwatched=UNWATCHED_ROOTS)
         except MetadataError as exc:
             raise StartupError(f"cannot open the metadata store: {exc}") from None
         if config.separate_configuration_store:

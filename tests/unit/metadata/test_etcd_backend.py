@@ -214,6 +214,99 @@ async def test_watch_sees_puts_and_deletes_of_another_client(two_stores, recorde
     assert seen.pending() == []
 
 
+# --- unwatched roots ----------------------------------------------------------
+
+
+def test_the_watched_ranges_leave_out_each_unwatched_root_and_only_it():
+    from magnetar.metadata.etcd import watched_ranges
+
+    assert watched_ranges(b"/p/k/", []) == [(b"/p/k/", b"/p/k0")]
+    assert watched_ranges(b"/p/k/", [b"/p/k/o/", b"/p/k/b/"]) == [
+        (b"/p/k/", b"/p/k/b/"), (b"/p/k/b0", b"/p/k/o/"), (b"/p/k/o0", b"/p/k0"),
+    ]
+
+
+async def test_etcd_does_not_stream_an_unwatched_root_and_each_side_resumes_on_its_own(own_server, recorder, caplog):
+    """Changes under an unwatched root never reach the store (etcd does not
+    send them: the store watches the ranges on either side), and after an
+    etcd restart each side resumes from its own last event: nothing missed,
+    nothing repeated, although the busy side is far ahead of the quiet one."""
+    url = own_server.store_url("unwatched")
+    store = await EtcdMetadataStore.open(url, unwatched=("/object-ledgers",))
+    writer = await EtcdMetadataStore.open(url)
+    try:
+        with pytest.raises(ValueError, match="not watched"):
+            store.watch("/object-ledgers/1", lambda note: None)
+        streamed: list[str] = []
+        dispatch = store._watches.dispatch
+        store._watches.dispatch = lambda loop, notes, revision=None: (
+            streamed.extend(n.key for n in notes), dispatch(loop, notes, revision))
+        seen = recorder()
+        store.watch("/", seen)
+        await writer.put("/a/1", b"")  # below the root
+        await writer.put("/z/1", b"")  # above it
+        for i in range(50):
+            await writer.put(f"/object-ledgers/{i:020d}", b"x" * 100)
+        await writer.put("/a/2", b"")
+        assert [await seen.next() for _ in range(3)] == [
+            Notification(EventType.CREATED, "/a/1"),
+            Notification(EventType.CREATED, "/z/1"),
+            Notification(EventType.CREATED, "/a/2"),
+        ]
+        own_server.kill()
+        own_server.start()
+        await writer.put("/z/2", b"")
+        await writer.put("/a/3", b"")
+        assert sorted([await seen.next(timeout=10) for _ in range(2)], key=lambda n: n.key) == [
+            Notification(EventType.CREATED, "/a/3"),
+            Notification(EventType.CREATED, "/z/2"),
+        ]
+        await writer.put("/a/last", b"")
+        assert await seen.next() == Notification(EventType.CREATED, "/a/last")
+        assert seen.pending() == []
+        assert not any(key.startswith("/object-ledgers") for key in streamed)
+    finally:
+        await store.close()
+        await writer.close()
+
+
+async def test_progress_notices_keep_a_quiet_range_resumable_past_a_compaction(tmp_path, recorder, wait_until, caplog):
+    """A range with no change for a long time resumes from the revision of
+    etcd's last progress notice, not of its last event: history compacted
+    meanwhile loses nothing."""
+    from aetcd import rpc
+
+    server = EtcdServer(tmp_path / "etcd", watch_progress_interval_s=0.5).start()
+    store = writer = None
+    try:
+        url = server.store_url("quiet")
+        store = await EtcdMetadataStore.open(url, unwatched=("/object-ledgers",))
+        writer = await EtcdMetadataStore.open(url)
+        seen = recorder()
+        store.watch("/z", seen)
+        await writer.put("/z/1", b"")
+        assert await seen.next() == Notification(EventType.CREATED, "/z/1")
+        quiet_from = store._watch_from[-1]
+        for i in range(20):
+            await writer.put(f"/a/{i}", b"")  # only the other range changes
+        latest = (await writer._call(writer._kv.Range, rpc.RangeRequest(key=b"/", count_only=True),
+                                     idempotent=True)).header.revision
+        await wait_until(lambda: store._watch_from[-1] > latest, timeout=10)
+        assert quiet_from <= latest
+        await writer._call(writer._kv.Compact, rpc.CompactionRequest(revision=latest, physical=True),
+                           idempotent=True)
+        server.kill()
+        server.start()
+        await writer.put("/z/2", b"")
+        assert await seen.next(timeout=10) == Notification(EventType.CREATED, "/z/2")
+        assert "compacted" not in caplog.text
+    finally:
+        for s in (store, writer):
+            if s is not None:
+                await s.close()
+        server.stop()
+
+
 # --- etcd restarts ----------------------------------------------------------
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from magnetar.metadata import _watches
 from magnetar.metadata.store import EventType, Notification
 
@@ -65,3 +67,24 @@ async def test_matching_a_change_does_not_try_every_watch(monkeypatch):
     await asyncio.sleep(0)
     assert len(delivered) == 2000
     assert calls == 2000  # only the watch each change names: it was 2000 x 4000 tries
+
+
+async def test_an_unwatched_root_refuses_watches_inside_it_and_its_changes_reach_no_watch():
+    loop = asyncio.get_running_loop()
+    registry = _watches.WatchRegistry(["/bulk/"])
+    assert registry.unwatched == ("/bulk",)
+    for inside in ["/bulk", "/bulk/1", "/bulk/1/s"]:
+        with pytest.raises(ValueError, match="not watched"):
+            registry.add(inside, lambda note: None)
+    got: list[str] = []
+    registry.add("/", lambda note: got.append(note.key))
+    registry.add("/bulky", lambda note: got.append("bulky " + note.key))
+    registry.dispatch(loop, [_note("/bulk"), _note("/bulk/1/s/2"), _note("/bulky/1"), _note("/a")])
+    await asyncio.sleep(0)
+    assert got == ["/bulky/1", "bulky /bulky/1", "/a"]
+
+
+def test_bad_unwatched_roots_are_refused():
+    for bad in [["/"], ["relative"], ["/a//b"]]:
+        with pytest.raises(ValueError):
+            _watches.WatchRegistry(bad)
