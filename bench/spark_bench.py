@@ -20,6 +20,10 @@ warm-up are excluded):
 - source ceiling: a Python data source yielding prebuilt batches of the
                 read schema into ``noop`` (:mod:`bench.spark_ceilings`):
                 what Spark's Python reader path carries
+- real-batch ceiling: the same, yielding the connector's own first batch of
+                topic A over and over: the ceiling for batches of the
+                connector's shape (below the source ceiling: the shape
+                costs Spark more; near it: the gap is the connector's work)
 - stream read:  topic A as a stream, Trigger.AvailableNow, 5 micro-batches
                 (maxOffsetsPerTrigger = rows/5, minPartitions = --tasks) -> ``noop``
 - stream copy:  the same stream -> magnetar sink into topic B (read, write,
@@ -64,7 +68,7 @@ def timed(label: str, rows: int, fn) -> dict:
     fn()
     seconds = time.perf_counter() - start
     result = {"workload": label, "rows": rows, "seconds": round(seconds, 2), "rows_per_s": round(rows / seconds)}
-    print(f"{label:12s} {rows:>9,} rows in {seconds:7.2f} s: {result['rows_per_s']:>9,} rows/s", flush=True)
+    print(f"{label:18s} {rows:>9,} rows in {seconds:7.2f} s: {result['rows_per_s']:>9,} rows/s", flush=True)
     return result
 
 
@@ -86,9 +90,12 @@ def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path) -> list[di
             writer = writer.option(k, v)
         writer.save()
 
-    def ceiling_read(n: int) -> None:
-        spark.read.format("magnetar-bench-source").option("rows", str(n)).option("size", str(size)) \
-            .option("tasks", str(tasks)).load().write.format("noop").mode("overwrite").save()
+    def ceiling_read(n: int, batch_file: str | None = None) -> None:
+        reader = spark.read.format("magnetar-bench-source").option("rows", str(n)).option("size", str(size)) \
+            .option("tasks", str(tasks))
+        if batch_file:
+            reader = reader.option("batch_file", batch_file)
+        reader.load().write.format("noop").mode("overwrite").save()
 
     def stream(source: str, n: int, sink_format: str, checkpoint: str, **options) -> None:
         df = spark.readStream.format("magnetar").option("service_url", url).option("topic", source) \
@@ -106,13 +113,16 @@ def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path) -> list[di
     # Warm-up, outside the timings: Python workers, the data sources' lookup,
     # and the JVM's code for each shape of job (the first run of a shape is
     # far slower than the next, whichever it is).
-    from bench.spark_ceilings import register
+    from bench.spark_ceilings import register, save_connector_batch
     register(spark)
     warm, warm_topic = min(rows, 100_000), f"bench-warmup-{stamp}"
     write_to(rows_of(warm), "magnetar", service_url=url, topic=warm_topic)
     write_to(rows_of(warm), "magnetar-bench-sink")
     read(warm_topic).write.format("noop").mode("overwrite").save()
     ceiling_read(warm)
+    warm_batch = str(tmp / "warm-batch.arrow")
+    save_connector_batch(url, f"persistent://public/default/{warm_topic}", warm_batch)
+    ceiling_read(warm, warm_batch)
     # A process's first streaming query pays seconds its later ones do not.
     stream(warm_topic, warm, "noop", "ck-warm-noop")
     stream(warm_topic, warm, "magnetar", "ck-warm-copy", service_url=url, topic=f"{warm_topic}-copy")
@@ -130,6 +140,9 @@ def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path) -> list[di
     results.append(timed("source ceiling", rows, lambda: ceiling_read(rows)))
     print(f"batch read / parquet read: {results[-2]['rows_per_s'] / results[-3]['rows_per_s']:.0%}; "
           f"/ source ceiling: {results[-2]['rows_per_s'] / results[-1]['rows_per_s']:.0%}", flush=True)
+    batch_file = str(tmp / "connector-batch.arrow")
+    save_connector_batch(url, f"persistent://public/default/{src}", batch_file)
+    results.append(timed("real-batch ceiling", rows, lambda: ceiling_read(rows, batch_file)))
 
     results.append(timed("stream read", rows, lambda: stream(src, rows, "noop", "ck-noop")))
     results.append(timed("stream copy", rows, lambda: stream(src, rows, "magnetar", "ck-copy",

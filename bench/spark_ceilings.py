@@ -7,7 +7,10 @@ own names by :func:`register`:
 - ``magnetar-bench-source``: every task yields the same prebuilt Arrow
   record batch (the connector's read schema, ``size``-byte values, the
   connector's chunk of rows) until its share of ``rows`` is out. What a read
-  costs when decoding and the broker cost nothing.
+  costs when decoding and the broker cost nothing. With ``batch_file`` (an
+  Arrow IPC file, see :func:`save_connector_batch`) the batch is one the
+  connector decoded from the topic: the same ceiling for its real batches,
+  which tells the batches' shape apart from the work of making them.
 - ``magnetar-bench-sink``: a writer that takes the record batches Spark
   hands it and drops them. What a write costs when encoding and the broker
   cost nothing.
@@ -50,22 +53,26 @@ class _Share(InputPartition):
 
 
 class _SourceReader(DataSourceReader):
-    def __init__(self, rows: int, size: int, tasks: int) -> None:
-        self.rows, self.size, self.tasks = rows, size, tasks
+    def __init__(self, rows: int, size: int, tasks: int, batch_file: str | None) -> None:
+        self.rows, self.size, self.tasks, self.batch_file = rows, size, tasks, batch_file
 
     def partitions(self) -> list[InputPartition]:
         return [_Share(self.rows * (i + 1) // self.tasks - self.rows * i // self.tasks) for i in range(self.tasks)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         left = partition.rows
-        batch = prebuilt_batch(min(CHUNK_ROWS, left), self.size)
+        if self.batch_file:
+            with pa.ipc.open_file(self.batch_file) as file:
+                batch = file.get_batch(0)
+        else:
+            batch = prebuilt_batch(min(CHUNK_ROWS, left), self.size)
         while left > 0:
             yield batch if left >= batch.num_rows else batch.slice(0, left)
             left -= batch.num_rows
 
 
 class CeilingSource(DataSource):
-    """Options: ``rows``, ``size`` (value bytes), ``tasks``."""
+    """Options: ``rows``, ``size`` (value bytes), ``tasks``, ``batch_file``."""
 
     @classmethod
     def name(cls) -> str:
@@ -76,7 +83,8 @@ class CeilingSource(DataSource):
 
     def reader(self, schema) -> DataSourceReader:
         o = self.options
-        return _SourceReader(int(o["rows"]), int(o.get("size", "100")), int(o.get("tasks", "2")))
+        return _SourceReader(int(o["rows"]), int(o.get("size", "100")), int(o.get("tasks", "2")),
+                             o.get("batch_file"))
 
 
 class _Dropped(WriterCommitMessage):
@@ -102,6 +110,20 @@ class CeilingSink(DataSource):
 
     def writer(self, schema, overwrite: bool) -> DataSourceArrowWriter:
         return _DropWriter()
+
+
+def save_connector_batch(url: str, topic: str, path: str) -> int:
+    """Write the connector's first record batch of partition -1 of ``topic``
+    (offsets from 0) to the Arrow IPC file ``path``; its row count."""
+    from pyspark_magnetar.offsets import TopicPartition
+    from pyspark_magnetar.options import read_options
+    from pyspark_magnetar.ranges import OffsetRange, read_range
+
+    opts = read_options({"service_url": url, "topic": topic}, streaming=False)
+    batch = next(read_range(OffsetRange(TopicPartition(topic, -1), 0, CHUNK_ROWS), opts))
+    with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return batch.num_rows
 
 
 def register(spark) -> None:
