@@ -89,7 +89,8 @@ def test_several_topics_and_a_pattern(spark, broker, client):
     ({}, "exactly one of 'topic', 'topics' or 'topicsPattern'"),
 ])
 def test_bad_options_fail_clearly(spark, broker, client, options, fragment):
-    produce(client, "multi-a", 1) if options.get("topic") == "multi-a" else None
+    if options.get("topic") == "multi-a":
+        produce(client, "multi-a", 60)  # enough for the offsets above, whichever test ran first
     with pytest.raises(Exception) as info:
         _reader(spark, broker, **options).collect()
     assert fragment in str(info.value)
