@@ -41,6 +41,7 @@ def test_a_bundle_split_under_traffic_keeps_every_client_and_message(tmp_path):
     received: dict[str, list[int]] = {t: [] for t in topics}
     errors: list[BaseException] = []
     stop = threading.Event()
+    produced = threading.Event()  # the producer has returned: ``sent`` is final
     client = pulsar.Client(cluster.members[1].service_url, operation_timeout_seconds=30)
     try:
         producers = {t: client.create_producer(t, batching_enabled=False, send_timeout_millis=30_000) for t in topics}
@@ -48,22 +49,26 @@ def test_a_bundle_split_under_traffic_keeps_every_client_and_message(tmp_path):
         owner = cluster.owners()[rng]
 
         def produce() -> None:
-            i = 0
-            while not stop.is_set():
-                for t, p in producers.items():
-                    try:
-                        p.send(str(i).encode())
-                        sent[t].append(i)
-                    except Exception as exc:  # noqa: BLE001  (asserted below: there must be none)
-                        errors.append(exc)
-                        return
-                i += 1
+            try:
+                i = 0
+                while not stop.is_set():
+                    for t, p in producers.items():
+                        try:
+                            p.send(str(i).encode())
+                            sent[t].append(i)
+                        except Exception as exc:  # noqa: BLE001  (asserted below: there must be none)
+                            errors.append(exc)
+                            return
+                    i += 1
+            finally:
+                produced.set()
 
         def consume(t: str) -> None:
             c = consumers[t]
             # Distinct values: a redelivered duplicate must not end the loop
-            # before the last message sent has arrived.
-            while not (stop.is_set() and len(set(received[t])) >= len(sent[t])):
+            # before the last message sent has arrived. Only once the producer
+            # has returned: after ``stop`` it still ends its round of topics.
+            while not (produced.is_set() and len(set(received[t])) >= len(sent[t])):
                 try:
                     msg = c.receive(timeout_millis=300)
                 except pulsar.Timeout:

@@ -55,23 +55,29 @@ def test_a_bundle_moves_back_and_forth_under_traffic_without_lookups_or_loss(clu
         producer = client.create_producer(TOPIC, producer_name="p-moving", batching_enabled=False,
                                           send_timeout_millis=30_000)
 
+        produced = threading.Event()  # the producer has returned: ``sent`` is final
+
         def produce():
-            i = 0
-            while not stop.is_set():
-                try:
-                    producer.send(str(i).encode())
-                    sent.append(i)
-                    i += 1
-                except Exception as exc:  # noqa: BLE001  (the test asserts there is none)
-                    errors.append(exc)
-                    return
+            try:
+                i = 0
+                while not stop.is_set():
+                    try:
+                        producer.send(str(i).encode())
+                        sent.append(i)
+                        i += 1
+                    except Exception as exc:  # noqa: BLE001  (the test asserts there is none)
+                        errors.append(exc)
+                        return
+            finally:
+                produced.set()
 
         def consume():
             while True:
                 try:
                     msg = consumer.receive(timeout_millis=500)
                 except pulsar.Timeout:
-                    if stop.is_set() and len(received) >= len(sent):
+                    # Not on ``stop`` alone: a send still in flight then is appended after.
+                    if produced.is_set() and len(received) >= len(sent):
                         return
                     continue
                 received.append(int(msg.data()))
