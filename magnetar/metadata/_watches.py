@@ -50,9 +50,8 @@ class WatchRegistry:
 
     def add(self, prefix: str, callback: Callback, after: int = 0) -> Watch:
         check_key(prefix)
-        for root in self.unwatched:
-            if key_matches(root, prefix):
-                raise ValueError(f"cannot watch {prefix!r}: changes under {root!r} are not watched in this store")
+        if self.is_unwatched(prefix):
+            raise ValueError(f"cannot watch {prefix!r}: changes under {self.unwatched} are not watched in this store")
         wid = next(self._ids)
         self._watches[wid] = (prefix, callback, after)
         self._by_prefix.setdefault(prefix.rstrip("/"), set()).add(wid)
@@ -86,7 +85,7 @@ class WatchRegistry:
         if not self._watches:
             return
         for note in notifications:
-            if self.unwatched and self.is_unwatched(note.key):
+            if self.is_unwatched(note.key):
                 continue
             for wid in self._matching(note.key):
                 prefix, callback, after = self._watches[wid]
@@ -98,6 +97,7 @@ class WatchRegistry:
             callback(note)
 
     def is_unwatched(self, key: str) -> bool:
+        """True if ``key`` is an unwatched root or lies under one."""
         return any(key_matches(root, key) for root in self.unwatched)
 
     def clear(self) -> None:
