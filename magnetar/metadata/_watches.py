@@ -98,7 +98,8 @@ class WatchRegistry:
 
     def is_unwatched(self, key: str) -> bool:
         """True if ``key`` is an unwatched root or lies under one."""
-        return any(key_matches(root, key) for root in self.unwatched)
+        # Checked for every change: without unwatched roots (most stores) it costs one test.
+        return bool(self.unwatched) and any(key_matches(root, key) for root in self.unwatched)
 
     def clear(self) -> None:
         self._watches.clear()
