@@ -69,12 +69,13 @@ def entry_payload(meta: pb.MessageMetadata, payload: bytes | memoryview) -> byte
     return decompress(meta.compression, payload, meta.uncompressed_size)
 
 
-Buffers = tuple  # the 19-tuple documented in _columns.c
+Buffers = tuple  # the 19-tuple documented in _columns_decode.c
 
 
-def decode_entries_python(entries: Sequence[EntryInput], lo: int, hi: int) -> Buffers:
-    """The pure-Python twin of ``_columns.decode_entries``: same arguments,
-    same buffers, same ValueError for a malformed entry."""
+def decode_entries_python(entries: Sequence[EntryInput], lo: int, hi: int, rows: int | None = None) -> Buffers:
+    """The pure-Python twin of ``_columns.decode_entries``: same arguments
+    (``rows``, a sizing hint there, is ignored), same buffers, same
+    ValueError for a malformed entry."""
     out = _Builder()
     for meta_bytes, payload, first in entries:
         meta = pb.MessageMetadata()
@@ -188,10 +189,12 @@ def _bitmap(bits: list[bool]) -> bytes:
     return bytes(out)
 
 
-def decode_entries(entries: Sequence[EntryInput], lo: int, hi: int) -> Buffers:
-    """The buffers of the rows of ``entries`` with offsets in ``[lo, hi)``."""
+def decode_entries(entries: Sequence[EntryInput], lo: int, hi: int, rows: int | None = None) -> Buffers:
+    """The buffers of the rows of ``entries`` with offsets in ``[lo, hi)``;
+    ``rows``, the count expected, lets the compiled decoder size its buffers
+    once."""
     if _hot is not None:
-        return _hot.decode_entries(entries, lo, hi)
+        return _hot.decode_entries(entries, lo, hi, rows or 0)
     return decode_entries_python(entries, lo, hi)
 
 
@@ -210,8 +213,7 @@ def buffers_to_batch(tp: TopicPartition, buffers: Buffers) -> pa.RecordBatch:
         pa.Array.from_buffers(pa.binary(), n, [buf(key_valid) if key_nulls else None, buf(key_off), buf(key_data)],
                               null_count=key_nulls),
         pa.Array.from_buffers(pa.binary(), n, [None, buf(val_off), buf(val_data)], null_count=0),
-        pa.repeat(pa.scalar(tp.topic, pa.string()), n),
-        pa.repeat(pa.scalar(tp.partition, pa.int32()), n),
+        *_constant_columns(tp, n),
         pa.Array.from_buffers(pa.int64(), n, [None, buf(offsets)], null_count=0),
         pa.Array.from_buffers(_TS, n, [None, buf(publish)], null_count=0),
         pa.Array.from_buffers(_TS, n, [buf(event_valid) if event_nulls else None, buf(event)],
@@ -222,6 +224,25 @@ def buffers_to_batch(tp: TopicPartition, buffers: Buffers) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_READ_SCHEMA)
 
 
-def entries_to_batch(tp: TopicPartition, entries: Sequence[EntryInput], lo: int, hi: int) -> pa.RecordBatch:
-    """The rows of ``entries`` (of partition ``tp``) with offsets in ``[lo, hi)``, in order."""
-    return buffers_to_batch(tp, decode_entries(entries, lo, hi))
+#: Per partition, its topic and partition columns, built once and sliced.
+_CONSTANTS: dict[TopicPartition, tuple[pa.Array, pa.Array]] = {}
+
+
+def _constant_columns(tp: TopicPartition, n: int) -> tuple[pa.Array, pa.Array]:
+    """The ``topic`` and ``partition`` columns of ``n`` rows of ``tp``:
+    zero-copy slices of arrays built once (and again when a batch is longer)."""
+    have = _CONSTANTS.get(tp)
+    if have is None or len(have[0]) < n:
+        size = max(n, 2 * len(have[0]) if have else 0)
+        have = (pa.repeat(pa.scalar(tp.topic, pa.string()), size), pa.repeat(pa.scalar(tp.partition, pa.int32()), size))
+        if len(_CONSTANTS) >= 256:  # a task reads few partitions; a long-lived worker must not collect them all
+            _CONSTANTS.clear()
+        _CONSTANTS[tp] = have
+    return have[0].slice(0, n), have[1].slice(0, n)
+
+
+def entries_to_batch(tp: TopicPartition, entries: Sequence[EntryInput], lo: int, hi: int,
+                     rows: int | None = None) -> pa.RecordBatch:
+    """The rows of ``entries`` (of partition ``tp``) with offsets in ``[lo, hi)``,
+    in order (``rows``: how many are expected, a sizing hint)."""
+    return buffers_to_batch(tp, decode_entries(entries, lo, hi, rows))

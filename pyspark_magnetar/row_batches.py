@@ -88,7 +88,7 @@ def prepare(batch: pa.RecordBatch, default_topic: str | None, first_position: in
                 bad = next(i for i, p in enumerate(props.to_pylist()) if p and any(v is None for _, v in p))
                 raise SinkError(f"row {bad}: 'properties' has a null value")
     event = _event_ms(batch.column("event_time")) if "event_time" in names else None
-    positions = pa.array(range(first_position, first_position + n), pa.int64())
+    positions = _positions(first_position, n)
     cols = RowColumns(values, keys, props, event, positions, key_b64 if keys is not None else None)
     if default_topic is not None or "topic" not in names:
         return {default_topic: cols}
@@ -99,6 +99,19 @@ def prepare(batch: pa.RecordBatch, default_topic: str | None, first_position: in
     if len(distinct) == 1:
         return {distinct[0]: cols}
     return {t: cols.take(pc.indices_nonzero(pc.equal(topics, t))) for t in distinct}
+
+
+#: 0, 1, 2, ...: sliced and shifted for each batch's positions (grown when a batch is longer).
+_COUNTING = pa.array(range(65536), pa.int64())
+
+
+def _positions(first: int, n: int) -> pa.Array:
+    """``first, first + 1, ..., first + n - 1`` as int64, vectorised (a
+    Python range per batch cost more than the encoding)."""
+    global _COUNTING
+    if len(_COUNTING) < n:
+        _COUNTING = pa.array(range(max(n, 2 * len(_COUNTING))), pa.int64())
+    return pc.add(_COUNTING.slice(0, n), pa.scalar(first, pa.int64()))
 
 
 def _base64_keys(raw: pa.Array) -> tuple[pa.Array, pa.Array]:

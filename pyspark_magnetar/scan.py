@@ -250,7 +250,8 @@ class RangeScanner:
             else:
                 runs.append((lo, [entry], [(rows, version)]))
         try:
-            batches = [(entries_to_batch(self.tp, run, lo, self.end), kept) for lo, run, kept in runs]
+            batches = [(entries_to_batch(self.tp, run, lo, self.end, sum(n for n, _ in kept)), kept)
+                       for lo, run, kept in runs]
         except ValueError as exc:
             raise MagnetarSparkError(f"{self.tp}: {exc}") from None
         if values is None:

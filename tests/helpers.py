@@ -9,7 +9,8 @@ files; the processes a test starts are magnetar_harness's):
   config, and a stop that fails the test unless the broker exits cleanly;
 - :func:`shared_broker` / :func:`shared_client`: one broker (and one
   official client on it) for a whole module, where starting one per test
-  costs more than the tests share.
+  costs more than the tests share;
+- :func:`as_bytes`: a decoder's column buffers as comparable values.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from magnetar_harness.broker import BrokerProcess, standalone_broker
 from magnetar_harness.waiting import wait_for
 
 __all__ = ["wait_for", "wait_until", "unique", "quiet_logger", "start_broker", "stop_broker", "shared_broker",
-           "shared_client"]
+           "shared_client", "as_bytes"]
 
 
 async def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition",
@@ -105,3 +106,9 @@ def shared_client(name: str = "client"):
         client.close()
 
     return module_client
+
+
+def as_bytes(buffers: tuple) -> tuple:
+    """The Spark connector's decoded column buffers (the compiled decoder
+    hands out buffer objects, its twin bytes) with every buffer as bytes."""
+    return tuple(x if isinstance(x, int) else bytes(x) for x in buffers)

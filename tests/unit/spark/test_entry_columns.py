@@ -19,6 +19,7 @@ from pyspark_magnetar import entry_columns
 from pyspark_magnetar.entry_columns import (EntryInput, buffers_to_batch, decode_entries_python, entry_payload)
 from pyspark_magnetar.offsets import TopicPartition
 from pyspark_magnetar.schema import messages_to_batch
+from tests.helpers import as_bytes
 
 TP = TopicPartition("persistent://public/default/t", 3)
 
@@ -118,7 +119,10 @@ def test_twin_matches_the_message_path(specs, lo, width):
 def test_compiled_matches_the_twin(specs, lo, width):
     inputs, via_messages, via_python = three_ways(specs, lo, lo + width)
     buffers = compiled().decode_entries(inputs, lo, lo + width)
-    assert buffers == decode_entries_python(inputs, lo, lo + width)
+    twin = decode_entries_python(inputs, lo, lo + width)
+    assert as_bytes(buffers) == twin
+    for rows in (1, twin[0], 10 * twin[0] + 5):  # the sizing hint changes no byte, right or wrong
+        assert as_bytes(compiled().decode_entries(inputs, lo, lo + width, rows)) == twin
     via_c = buffers_to_batch(TP, buffers)
     via_c.validate(full=True)
     assert via_c.equals(via_messages)
@@ -155,3 +159,41 @@ def test_malformed_entries_are_one_value_error(decode, damage):
         meta_bytes = b"\x0a\xff\xff"
     with pytest.raises(ValueError, match="entry at offset 7"):
         decode([EntryInput(meta_bytes, payload, 7)], 0, 100)
+
+
+def test_the_compiled_decoder_lets_other_threads_run():
+    """While it decodes, a Python thread (the session's loop receiving the
+    next entries) runs. The switch interval is raised so the decoding thread
+    never hands the GIL over by itself: the other thread only counts while
+    decode_entries has released it."""
+    import sys
+    import threading
+    import time
+
+    spec = {"batch": True, "event": 0, "key": None, "props": [], "compression": pb.NONE, "producer": "p",
+            "members": [{"key": "k", "event": 0, "props": [], "value": b"v" * 100}] * 1000}
+    meta, payload = build(spec, 0)
+    entries = [EntryInput(meta.SerializeToString(), payload, 1000 * i) for i in range(200)]
+    count, done = [0], threading.Event()
+
+    def counter() -> None:
+        while not done.is_set():
+            count[0] += 1
+            time.sleep(0)  # gives the GIL back after every count
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(30)
+    thread = threading.Thread(target=counter, daemon=True)
+    try:
+        thread.start()
+        counted = 0
+        deadline = time.monotonic() + 10
+        while counted == 0 and time.monotonic() < deadline:
+            before = count[0]
+            compiled().decode_entries(entries, 0, 200_000)
+            counted = count[0] - before
+    finally:
+        done.set()
+        sys.setswitchinterval(old)
+        thread.join(5)
+    assert counted > 0, "no other thread ran while the decoder worked: it held the GIL"

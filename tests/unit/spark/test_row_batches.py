@@ -12,6 +12,7 @@ import pyarrow as pa
 from magnetar.protocol.batch import decode_batch
 from pyspark_magnetar import row_batches
 from pyspark_magnetar.row_batches import encode_batches_python, prepare
+from tests.helpers import as_bytes
 
 
 
@@ -91,7 +92,7 @@ def test_binary_keys_round_trip(keys):
     meta = entry_metadata("p", 1, count, first, highest)
     entries = [EntryInput(meta, payload, 0)]
     twin = decode_entries_python(entries, 0, len(keys))
-    assert compiled().decode_entries(entries, 0, len(keys)) == twin
+    assert as_bytes(compiled().decode_entries(entries, 0, len(keys))) == twin
     got = entry_columns.buffers_to_batch(entry_columns.TopicPartition("t"), twin).column("key").to_pylist()
     assert got == keys
     from magnetar.protocol import pb
