@@ -28,6 +28,10 @@ warm-up are excluded):
                 (maxOffsetsPerTrigger = rows/5, minPartitions = --tasks) -> ``noop``
 - stream copy:  the same stream -> magnetar sink into topic B (read, write,
                 exactly-once identities), 5 micro-batches
+- stream ceiling / stream copy ceiling: the same two queries with the
+                ceiling source streaming prebuilt batches (and, for the
+                copy, into the ceiling sink): what Spark's Python streaming
+                path costs per query and per micro-batch with no connector
 
 Prints rows/s per workload, and batch read and write as a share of their
 ceiling (the rest of their time is the connector's and the broker's).
@@ -68,7 +72,7 @@ def timed(label: str, rows: int, fn) -> dict:
     fn()
     seconds = time.perf_counter() - start
     result = {"workload": label, "rows": rows, "seconds": round(seconds, 2), "rows_per_s": round(rows / seconds)}
-    print(f"{label:18s} {rows:>9,} rows in {seconds:7.2f} s: {result['rows_per_s']:>9,} rows/s", flush=True)
+    print(f"{label:20s} {rows:>9,} rows in {seconds:7.2f} s: {result['rows_per_s']:>9,} rows/s", flush=True)
     return result
 
 
@@ -97,10 +101,15 @@ def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path) -> list[di
             reader = reader.option("batch_file", batch_file)
         reader.load().write.format("noop").mode("overwrite").save()
 
-    def stream(source: str, n: int, sink_format: str, checkpoint: str, **options) -> None:
-        df = spark.readStream.format("magnetar").option("service_url", url).option("topic", source) \
-            .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", str(n // 5)) \
-            .option("minPartitions", str(tasks)).load()
+    def stream(source: str | None, n: int, sink_format: str, checkpoint: str, **options) -> None:
+        if source is None:  # the ceiling source
+            df = spark.readStream.format("magnetar-bench-source").option("rows", str(n)) \
+                .option("size", str(size)).option("tasks", str(tasks)).option("maxOffsetsPerTrigger", str(n // 5)) \
+                .load()
+        else:
+            df = spark.readStream.format("magnetar").option("service_url", url).option("topic", source) \
+                .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", str(n // 5)) \
+                .option("minPartitions", str(tasks)).load()
         writer = df.select("key", "value").writeStream.format(sink_format) \
             .option("checkpointLocation", str(tmp / checkpoint)).trigger(availableNow=True)
         for k, v in options.items():
@@ -126,6 +135,8 @@ def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path) -> list[di
     # A process's first streaming query pays seconds its later ones do not.
     stream(warm_topic, warm, "noop", "ck-warm-noop")
     stream(warm_topic, warm, "magnetar", "ck-warm-copy", service_url=url, topic=f"{warm_topic}-copy")
+    stream(None, warm, "noop", "ck-warm-ceiling")
+    stream(None, warm, "magnetar-bench-sink", "ck-warm-copy-ceiling")
 
     data = rows_of(rows)
     results = [timed("batch write", rows, lambda: write_to(data, "magnetar", service_url=url, topic=src))]
@@ -147,6 +158,12 @@ def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path) -> list[di
     results.append(timed("stream read", rows, lambda: stream(src, rows, "noop", "ck-noop")))
     results.append(timed("stream copy", rows, lambda: stream(src, rows, "magnetar", "ck-copy",
                                                                  service_url=url, topic=dst)))
+    results.append(timed("stream ceiling", rows, lambda: stream(None, rows, "noop", "ck-ceiling")))
+    results.append(timed("stream copy ceiling", rows, lambda: stream(None, rows, "magnetar-bench-sink",
+                                                                         "ck-copy-ceiling")))
+    print(f"stream read / stream ceiling: {results[-4]['rows_per_s'] / results[-2]['rows_per_s']:.0%}; "
+          f"stream copy / stream copy ceiling: {results[-3]['rows_per_s'] / results[-1]['rows_per_s']:.0%}",
+          flush=True)
     copied = spark.read.format("magnetar").option("service_url", url).option("topic", dst).load().count()
     assert copied == rows, f"copied {copied} of {rows}"
     return results

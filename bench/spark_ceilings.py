@@ -15,6 +15,12 @@ own names by :func:`register`:
   hands it and drops them. What a write costs when encoding and the broker
   cost nothing.
 
+Both also stream (``readStream`` / ``writeStream``): the source's offset is
+a row count, ``maxOffsetsPerTrigger`` caps each micro-batch and
+Trigger.AvailableNow ends at ``rows``. What Spark's Python streaming path
+costs per query and per micro-batch with no connector work: the ceiling of
+the connector's stream figures.
+
 The connector cannot beat these with any amount of work of its own; its
 figures divided by these say how much of the remaining time is its own.
 """
@@ -23,8 +29,9 @@ from __future__ import annotations
 from typing import Iterator
 
 import pyarrow as pa
-from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceReader, InputPartition,
-                                    WriterCommitMessage)
+from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceReader, DataSourceStreamArrowWriter,
+                                    DataSourceStreamReader, InputPartition, WriterCommitMessage)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from pyspark_magnetar.ranges import CHUNK_ROWS
 from pyspark_magnetar.schema import ARROW_READ_SCHEMA, READ_SCHEMA
@@ -71,8 +78,40 @@ class _SourceReader(DataSourceReader):
             left -= batch.num_rows
 
 
+class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Offsets ``{"row": n}``: rows ``[start, end)`` split over ``tasks``."""
+
+    def __init__(self, rows: int, size: int, tasks: int, per_trigger: int | None) -> None:
+        self.batches = _SourceReader(rows, size, tasks, None)
+        self.rows, self.per_trigger = rows, per_trigger
+
+    def initialOffset(self) -> dict:
+        return {"row": 0}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.per_trigger) if self.per_trigger else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        pass  # every row exists from the start
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        cap = limit.max_rows if isinstance(limit, ReadMaxRows) else self.rows
+        return {"row": min(self.rows, start["row"] + cap)}
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        rows, tasks = end["row"] - start["row"], self.batches.tasks
+        return [_Share(rows * (i + 1) // tasks - rows * i // tasks) for i in range(tasks)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return self.batches.read(partition)
+
+    def commit(self, end: dict) -> None:
+        pass
+
+
 class CeilingSource(DataSource):
-    """Options: ``rows``, ``size`` (value bytes), ``tasks``, ``batch_file``."""
+    """Options: ``rows``, ``size`` (value bytes), ``tasks``, ``batch_file``;
+    streaming: ``maxOffsetsPerTrigger``."""
 
     @classmethod
     def name(cls) -> str:
@@ -85,6 +124,12 @@ class CeilingSource(DataSource):
         o = self.options
         return _SourceReader(int(o["rows"]), int(o.get("size", "100")), int(o.get("tasks", "2")),
                              o.get("batch_file"))
+
+    def streamReader(self, schema) -> DataSourceStreamReader:
+        o = self.options
+        per_trigger = o.get("maxOffsetsPerTrigger") or o.get("maxoffsetspertrigger")
+        return _StreamReader(int(o["rows"]), int(o.get("size", "100")), int(o.get("tasks", "2")),
+                             int(per_trigger) if per_trigger else None)
 
 
 class _Dropped(WriterCommitMessage):
@@ -103,6 +148,17 @@ class _DropWriter(DataSourceArrowWriter):
         pass
 
 
+class _DropStreamWriter(DataSourceStreamArrowWriter):
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> _Dropped:
+        return _Dropped(sum(batch.num_rows for batch in iterator))
+
+    def commit(self, messages, batchId: int) -> None:
+        pass
+
+    def abort(self, messages, batchId: int) -> None:
+        pass
+
+
 class CeilingSink(DataSource):
     @classmethod
     def name(cls) -> str:
@@ -110,6 +166,9 @@ class CeilingSink(DataSource):
 
     def writer(self, schema, overwrite: bool) -> DataSourceArrowWriter:
         return _DropWriter()
+
+    def streamWriter(self, schema, overwrite: bool) -> DataSourceStreamArrowWriter:
+        return _DropStreamWriter()
 
 
 def save_connector_batch(url: str, topic: str, path: str) -> int:
