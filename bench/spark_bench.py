@@ -1,6 +1,6 @@
 """Spark connector throughput with local[2]: batch write, batch read, streaming.
 
-    .venv/bin/python -m bench.spark_bench [--rows 1000000] [--size 100] [--tasks 2] [--url pulsar://...]
+    .venv/bin/python -m bench.spark_bench [--rows 1000000] [--size 100] [--tasks 2] [--repeat 3] [--url pulsar://...]
 
 Without --url it starts a standalone broker (deduplication on, as the
 exactly-once sink expects; default sync policy "always") on free ports in a
@@ -33,7 +33,9 @@ warm-up are excluded):
                 copy, into the ceiling sink): what Spark's Python streaming
                 path costs per query and per micro-batch with no connector
 
-Prints rows/s per workload, and batch read and write as a share of their
+Each workload runs --repeat times (writes into a fresh topic each time,
+streams from a fresh checkpoint); the median run is reported, with every
+run's seconds. Prints rows/s per workload, and each as a share of its
 ceiling (the rest of their time is the connector's and the broker's).
 This is a benchmark, not a test: record results with the command line, the
 machine and its load.
@@ -44,6 +46,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -67,16 +70,24 @@ def session(master: str):
     return spark
 
 
-def timed(label: str, rows: int, fn) -> dict:
-    start = time.perf_counter()
-    fn()
-    seconds = time.perf_counter() - start
-    result = {"workload": label, "rows": rows, "seconds": round(seconds, 2), "rows_per_s": round(rows / seconds)}
-    print(f"{label:20s} {rows:>9,} rows in {seconds:7.2f} s: {result['rows_per_s']:>9,} rows/s", flush=True)
+def timed(label: str, rows: int, fn, repeat: int) -> dict:
+    """Run ``fn(i)`` for i in range(repeat); the median run's rows/s (a
+    one-shot figure on 2 CPUs shared with a JVM varies by tens of percent)."""
+    seconds = []
+    for i in range(repeat):
+        start = time.perf_counter()
+        fn(i)
+        seconds.append(time.perf_counter() - start)
+    median = statistics.median(seconds)
+    result = {"workload": label, "rows": rows, "seconds": round(median, 2), "rows_per_s": round(rows / median),
+              "runs_s": [round(x, 2) for x in seconds]}
+    runs = ", ".join(f"{x:.2f}" for x in seconds)
+    print(f"{label:20s} {rows:>9,} rows in {median:5.2f} s: {result['rows_per_s']:>9,} rows/s  (runs: {runs} s)",
+          flush=True)
     return result
 
 
-def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path) -> list[dict]:
+def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path, repeat: int) -> list[dict]:
     stamp = int(time.time())
     src, dst = f"bench-spark-{stamp}", f"bench-spark-copy-{stamp}"
     def read(topic: str = src):
@@ -139,33 +150,35 @@ def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path) -> list[di
     stream(None, warm, "magnetar-bench-sink", "ck-warm-copy-ceiling")
 
     data = rows_of(rows)
-    results = [timed("batch write", rows, lambda: write_to(data, "magnetar", service_url=url, topic=src))]
-    results.append(timed("sink ceiling", rows, lambda: write_to(data, "magnetar-bench-sink")))
+    results = [timed("batch write", rows, lambda i: write_to(data, "magnetar", service_url=url,
+                                                               topic=src if i == 0 else f"{src}-{i}"), repeat)]
+    results.append(timed("sink ceiling", rows, lambda i: write_to(data, "magnetar-bench-sink"), repeat))
     print(f"batch write / sink ceiling: {results[-2]['rows_per_s'] / results[-1]['rows_per_s']:.0%}", flush=True)
     assert read().count() == rows
     parquet = str(tmp / "parquet")
     data.write.parquet(parquet)
-    results.append(timed("parquet read", rows, lambda: spark.read.parquet(parquet).write.format("noop")
-                         .mode("overwrite").save()))
-    results.append(timed("batch read", rows, lambda: read().write.format("noop").mode("overwrite").save()))
-    results.append(timed("source ceiling", rows, lambda: ceiling_read(rows)))
+    results.append(timed("parquet read", rows, lambda i: spark.read.parquet(parquet).write.format("noop")
+                         .mode("overwrite").save(), repeat))
+    results.append(timed("batch read", rows, lambda i: read().write.format("noop").mode("overwrite").save(), repeat))
+    results.append(timed("source ceiling", rows, lambda i: ceiling_read(rows), repeat))
     print(f"batch read / parquet read: {results[-2]['rows_per_s'] / results[-3]['rows_per_s']:.0%}; "
           f"/ source ceiling: {results[-2]['rows_per_s'] / results[-1]['rows_per_s']:.0%}", flush=True)
     batch_file = str(tmp / "connector-batch.arrow")
     save_connector_batch(url, f"persistent://public/default/{src}", batch_file)
-    results.append(timed("real-batch ceiling", rows, lambda: ceiling_read(rows, batch_file)))
+    results.append(timed("real-batch ceiling", rows, lambda i: ceiling_read(rows, batch_file), repeat))
 
-    results.append(timed("stream read", rows, lambda: stream(src, rows, "noop", "ck-noop")))
-    results.append(timed("stream copy", rows, lambda: stream(src, rows, "magnetar", "ck-copy",
-                                                                 service_url=url, topic=dst)))
-    results.append(timed("stream ceiling", rows, lambda: stream(None, rows, "noop", "ck-ceiling")))
-    results.append(timed("stream copy ceiling", rows, lambda: stream(None, rows, "magnetar-bench-sink",
-                                                                         "ck-copy-ceiling")))
+    results.append(timed("stream read", rows, lambda i: stream(src, rows, "noop", f"ck-noop-{i}"), repeat))
+    results.append(timed("stream copy", rows, lambda i: stream(src, rows, "magnetar", f"ck-copy-{i}",
+                                                                   service_url=url, topic=f"{dst}-{i}"), repeat))
+    results.append(timed("stream ceiling", rows, lambda i: stream(None, rows, "noop", f"ck-ceiling-{i}"), repeat))
+    results.append(timed("stream copy ceiling", rows, lambda i: stream(None, rows, "magnetar-bench-sink",
+                                                                           f"ck-copy-ceiling-{i}"), repeat))
     print(f"stream read / stream ceiling: {results[-4]['rows_per_s'] / results[-2]['rows_per_s']:.0%}; "
           f"stream copy / stream copy ceiling: {results[-3]['rows_per_s'] / results[-1]['rows_per_s']:.0%}",
           flush=True)
-    copied = spark.read.format("magnetar").option("service_url", url).option("topic", dst).load().count()
-    assert copied == rows, f"copied {copied} of {rows}"
+    for i in range(repeat):
+        copied = spark.read.format("magnetar").option("service_url", url).option("topic", f"{dst}-{i}").load().count()
+        assert copied == rows, f"copy {i}: copied {copied} of {rows}"
     return results
 
 
@@ -176,6 +189,7 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100, help="value size in bytes")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--url", default=None, help="use a running broker (dedup on) instead of starting one")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each workload; the median is reported")
     parser.add_argument("--json", action="store_true", help="also print the results as JSON")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="magnetar-spark-bench-"))
@@ -191,7 +205,7 @@ def main() -> None:
         spark = session(args.master)
         print(f"{args.rows:,} rows of {args.size} B, {args.master}, {args.tasks} read tasks, broker {url}, "
               f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
-        results = run(spark, url, args.rows, args.size, args.tasks, tmp)
+        results = run(spark, url, args.rows, args.size, args.tasks, tmp, max(1, args.repeat))
     finally:
         if spark is not None:
             spark.stop()

@@ -99,3 +99,14 @@ def test_binary_keys_round_trip(keys):
     outer = pb.MessageMetadata.FromString(meta)
     assert [Message("t", MessageId(0, 0), outer, m.metadata, m.payload).partition_key_bytes() if k is not None
             else None for m, k in zip(members, keys)] == keys
+
+
+@pytest.mark.parametrize("first, n", [(0, 1), (7, 10_000), (1 << 40, 3), (123, 200_000)])
+def test_rows_are_numbered_from_the_first_position(first, n):
+    """Each row's sequence id is its position in the task's input; batches
+    longer than the prebuilt counting array grow it."""
+    batch = pa.RecordBatch.from_pydict({"value": pa.array([b"v"] * n, pa.binary())})
+    positions = prepare(batch, "t", first)["t"].positions
+    assert positions.type == pa.int64() and len(positions) == n
+    assert positions[0].as_py() == first and positions[n - 1].as_py() == first + n - 1
+    assert positions.equals(pa.array(range(first, first + n), pa.int64()))
