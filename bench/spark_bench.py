@@ -24,6 +24,9 @@ warm-up are excluded):
                 topic A over and over: the ceiling for batches of the
                 connector's shape (below the source ceiling: the shape
                 costs Spark more; near it: the gap is the connector's work)
+- read_range / write_task alone: one task's read of the same rows and
+                write of as many, in the bench's own process without Spark
+                (wall time and CPU): the connector's own cost
 - stream read:  topic A as a stream, Trigger.AvailableNow, 5 micro-batches
                 (maxOffsetsPerTrigger = rows/5, minPartitions = --tasks) -> ``noop``
 - stream copy:  the same stream -> magnetar sink into topic B (read, write,
@@ -85,6 +88,49 @@ def timed(label: str, rows: int, fn, repeat: int) -> dict:
     print(f"{label:20s} {rows:>9,} rows in {median:5.2f} s: {result['rows_per_s']:>9,} rows/s  (runs: {runs} s)",
           flush=True)
     return result
+
+
+def connector_alone(url: str, topic: str, rows: int, size: int, repeat: int) -> list[dict]:
+    """One task's work without Spark, in this process: ``read_range`` of
+    the topic's first ``rows`` offsets, and ``write_task`` of ``rows`` rows
+    (Arrow batches of 10,000, Spark's default) into a fresh topic. Prints
+    this process's CPU seconds (the session's loop thread included) beside
+    the wall time."""
+    import pyarrow as pa
+
+    from pyspark_magnetar.offsets import TopicPartition
+    from pyspark_magnetar.options import read_options, write_options
+    from pyspark_magnetar.ranges import OffsetRange, read_range
+    from pyspark_magnetar.writers import write_task
+
+    full = f"persistent://public/default/{topic}"
+    opts = read_options({"service_url": url, "topic": full}, streaming=False)
+    cpu = []
+
+    def read(i: int) -> None:
+        start = time.process_time()
+        got = sum(b.num_rows for b in read_range(OffsetRange(TopicPartition(full, -1), 0, rows), opts))
+        cpu.append(time.process_time() - start)
+        assert got == rows, f"read {got} of {rows}"
+
+    values = pa.array([(str(i).encode() + b"x" * size)[:size] for i in range(rows)], pa.binary())
+    keys = pa.array([f"k{i % 100}" for i in range(rows)], pa.string())
+    batches = pa.Table.from_arrays([keys, values], names=["key", "value"]).to_batches(max_chunksize=10_000)
+
+    def write(i: int) -> None:
+        start = time.process_time()
+        write_task(iter(batches), write_options({"service_url": url, "topic": f"{full}-alone-{i}"}),
+                   lambda: f"bench-alone-{topic}-{i}")
+        cpu.append(time.process_time() - start)
+
+    out = [timed("read_range alone", rows, read, repeat)]
+    print(f"{'':20s} CPU {statistics.median(cpu):.2f} s (median)", flush=True)
+    out[-1]["cpu_s"] = round(statistics.median(cpu), 2)
+    cpu.clear()
+    out.append(timed("write_task alone", rows, write, repeat))
+    print(f"{'':20s} CPU {statistics.median(cpu):.2f} s (median)", flush=True)
+    out[-1]["cpu_s"] = round(statistics.median(cpu), 2)
+    return out
 
 
 def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path, repeat: int) -> list[dict]:
@@ -163,6 +209,7 @@ def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path, repeat: in
     results.append(timed("source ceiling", rows, lambda i: ceiling_read(rows), repeat))
     print(f"batch read / parquet read: {results[-2]['rows_per_s'] / results[-3]['rows_per_s']:.0%}; "
           f"/ source ceiling: {results[-2]['rows_per_s'] / results[-1]['rows_per_s']:.0%}", flush=True)
+    results += connector_alone(url, src, rows, size, repeat)
     batch_file = str(tmp / "connector-batch.arrow")
     save_connector_batch(url, f"persistent://public/default/{src}", batch_file)
     results.append(timed("real-batch ceiling", rows, lambda i: ceiling_read(rows, batch_file), repeat))
