@@ -6,7 +6,7 @@ payload that is one message or a batch of them (``[u32 size]
 hands the entries of its range to :func:`entries_to_batch`, which returns
 the rows with offsets in ``[lo, hi)`` without building a Python object per
 message: :func:`decode_entries` fills the columns' buffers, compiled
-(``pyspark_magnetar._columns``, built by setup.py from ``_columns.c``) or,
+(``pyspark_magnetar._columns``, built by setup.py from ``_columns_decode.c``) or,
 when that extension is missing or ``MAGNETAR_PURE_PYTHON=1``, by its
 pure-Python twin :func:`decode_entries_python` (same buffers, slower; the
 unit tests compare both on the same inputs).
