@@ -73,20 +73,25 @@ def session(master: str):
     return spark
 
 
-def timed(label: str, rows: int, fn, repeat: int) -> dict:
+def timed(label: str, rows: int, fn, repeat: int, cpu: bool = False) -> dict:
     """Run ``fn(i)`` for i in range(repeat); the median run's rows/s (a
-    one-shot figure on 2 CPUs shared with a JVM varies by tens of percent)."""
-    seconds = []
+    one-shot figure on 2 CPUs shared with a JVM varies by tens of percent).
+    With ``cpu``, also this process's median CPU seconds (its threads included)."""
+    seconds, cpu_seconds = [], []
     for i in range(repeat):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         fn(i)
         seconds.append(time.perf_counter() - start)
+        cpu_seconds.append(time.process_time() - start_cpu)
     median = statistics.median(seconds)
     result = {"workload": label, "rows": rows, "seconds": round(median, 2), "rows_per_s": round(rows / median),
               "runs_s": [round(x, 2) for x in seconds]}
     runs = ", ".join(f"{x:.2f}" for x in seconds)
     print(f"{label:20s} {rows:>9,} rows in {median:5.2f} s: {result['rows_per_s']:>9,} rows/s  (runs: {runs} s)",
           flush=True)
+    if cpu:
+        result["cpu_s"] = round(statistics.median(cpu_seconds), 2)
+        print(f"{'':20s} CPU {result['cpu_s']:.2f} s (median)", flush=True)
     return result
 
 
@@ -105,12 +110,9 @@ def connector_alone(url: str, topic: str, rows: int, size: int, repeat: int) -> 
 
     full = f"persistent://public/default/{topic}"
     opts = read_options({"service_url": url, "topic": full}, streaming=False)
-    cpu = []
 
     def read(i: int) -> None:
-        start = time.process_time()
         got = sum(b.num_rows for b in read_range(OffsetRange(TopicPartition(full, -1), 0, rows), opts))
-        cpu.append(time.process_time() - start)
         assert got == rows, f"read {got} of {rows}"
 
     values = pa.array([(str(i).encode() + b"x" * size)[:size] for i in range(rows)], pa.binary())
@@ -118,19 +120,11 @@ def connector_alone(url: str, topic: str, rows: int, size: int, repeat: int) -> 
     batches = pa.Table.from_arrays([keys, values], names=["key", "value"]).to_batches(max_chunksize=10_000)
 
     def write(i: int) -> None:
-        start = time.process_time()
         write_task(iter(batches), write_options({"service_url": url, "topic": f"{full}-alone-{i}"}),
                    lambda: f"bench-alone-{topic}-{i}")
-        cpu.append(time.process_time() - start)
 
-    out = [timed("read_range alone", rows, read, repeat)]
-    print(f"{'':20s} CPU {statistics.median(cpu):.2f} s (median)", flush=True)
-    out[-1]["cpu_s"] = round(statistics.median(cpu), 2)
-    cpu.clear()
-    out.append(timed("write_task alone", rows, write, repeat))
-    print(f"{'':20s} CPU {statistics.median(cpu):.2f} s (median)", flush=True)
-    out[-1]["cpu_s"] = round(statistics.median(cpu), 2)
-    return out
+    return [timed("read_range alone", rows, read, repeat, cpu=True),
+            timed("write_task alone", rows, write, repeat, cpu=True)]
 
 
 def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path, repeat: int) -> list[dict]:

@@ -33,9 +33,8 @@ typedef struct {
     Py_ssize_t n, cap;
 } KVs;
 
-/* Why decoding stopped: a COL_* code, and for COL_BAD what and where. */
+/* Why decoding stopped with COL_BAD: what, and the entry's first offset. */
 typedef struct {
-    int code;
     const char *what;
     long long first;
 } Fail;
@@ -101,15 +100,15 @@ typedef struct {
     Py_ssize_t rows, key_nulls, event_nulls, props;
 } Out;
 
-#define N_OUT 16
-
+/* Free what col_owned has not taken. */
 static void
-out_bufs(Out *o, Buf **bufs)
+out_free(Out *o)
 {
-    Buf *all[N_OUT] = {&o->key_valid, &o->key_off, &o->key_data, &o->val_off, &o->val_data, &o->offsets,
-                       &o->publish, &o->event_valid, &o->event, &o->map_off, &o->pk_off, &o->pk_data,
-                       &o->pv_off, &o->pv_data, &o->prod_off, &o->prod_data};
-    memcpy(bufs, all, sizeof all);
+    Buf *bufs[] = {&o->key_valid, &o->key_off, &o->key_data, &o->val_off, &o->val_data, &o->offsets, &o->publish,
+                   &o->event_valid, &o->event, &o->map_off, &o->pk_off, &o->pk_data, &o->pv_off, &o->pv_data,
+                   &o->prod_off, &o->prod_data};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        buf_free(bufs[i]);
 }
 
 /* Size the per-row buffers for `rows` rows and the values for `value_bytes`. */
@@ -226,19 +225,17 @@ emit(Out *o, const Fields *f, Span value, int64_t offset, uint64_t publish_ms, u
 static int
 bad(Fail *fail, const char *what, long long first_offset)
 {
-    fail->code = COL_BAD;
     fail->what = what;
     fail->first = first_offset;
     return COL_BAD;
 }
 
-/* A property or row failed with `rc`: record it; a COL_BAD from a property is a malformed property. */
+/* A property or row failed with `rc`; a COL_BAD from a property is a malformed property. */
 static int
 failed(Fail *fail, int rc, long long first_offset)
 {
     if (rc == COL_BAD)
         return bad(fail, "malformed property", first_offset);
-    fail->code = rc;
     return rc;
 }
 
@@ -400,10 +397,8 @@ decode_all(Out *o, Fail *fail, Held *held, Py_ssize_t n, long long lo, long long
     if ((rc = out_reserve(o, rows, payload_bytes)) < 0 || (rc = buf_i32(&o->key_off, 0)) < 0 ||
         (rc = buf_i32(&o->val_off, 0)) < 0 || (rc = buf_i32(&o->map_off, 0)) < 0 ||
         (rc = buf_i32(&o->pk_off, 0)) < 0 || (rc = buf_i32(&o->pv_off, 0)) < 0 ||
-        (rc = buf_i32(&o->prod_off, 0)) < 0) {
-        fail->code = rc;
+        (rc = buf_i32(&o->prod_off, 0)) < 0)
         return rc;
-    }
     for (Py_ssize_t i = 0; i < n; i++) {
         rc = decode_entry(o, &scratch, fail, held[i].meta.buf, held[i].meta.len, held[i].payload.buf,
                           held[i].payload.len, held[i].first, lo, hi);
@@ -415,10 +410,8 @@ decode_all(Out *o, Fail *fail, Held *held, Py_ssize_t n, long long lo, long long
         return rc;
     /* A bitmap covers every row even when the last rows' bits are clear. */
     if (o->rows && ((rc = bit_put(&o->key_valid, o->rows - 1, 0)) < 0 ||
-                    (rc = bit_put(&o->event_valid, o->rows - 1, 0)) < 0)) {
-        fail->code = rc;
+                    (rc = bit_put(&o->event_valid, o->rows - 1, 0)) < 0))
         return rc;
-    }
     return COL_OK;
 }
 
@@ -454,43 +447,25 @@ decode_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     Out o;
     memset(&o, 0, sizeof o);
-    Fail fail = {COL_OK, NULL, 0};
+    Fail fail = {NULL, 0};
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = decode_all(&o, &fail, held, n, lo, hi, rows, payload_bytes);
     Py_END_ALLOW_THREADS
     release(held, n);
     Py_DECREF(seq);
-    Buf *bufs[N_OUT];
-    out_bufs(&o, bufs);
     PyObject *result = NULL;
     if (rc == COL_BAD)
         PyErr_Format(PyExc_ValueError, "entry at offset %lld: %s", fail.first, fail.what);
     else if (rc < 0)
         col_raise(rc);
-    else
-        result = PyTuple_New(3 + N_OUT);
-    if (result != NULL) {
-        PyTuple_SET_ITEM(result, 0, PyLong_FromSsize_t(o.rows));
-        PyTuple_SET_ITEM(result, 1 + N_OUT, PyLong_FromSsize_t(o.key_nulls));
-        PyTuple_SET_ITEM(result, 2 + N_OUT, PyLong_FromSsize_t(o.event_nulls));
-        for (int i = 0; i < N_OUT; i++) {
-            PyObject *owned = col_owned(bufs[i]);
-            if (owned == NULL) {
-                Py_CLEAR(result);
-                break;
-            }
-            PyTuple_SET_ITEM(result, 1 + i, owned);
-        }
-        if (result != NULL) {
-            for (int i = 0; i < 3 + N_OUT; i++)
-                if (PyTuple_GET_ITEM(result, i) == NULL) {
-                    Py_CLEAR(result);
-                    break;
-                }
-        }
-    }
-    for (int i = 0; i < N_OUT; i++)
-        buf_free(bufs[i]);
+    else /* N: the tuple takes each buffer; one that failed (NULL) fails the call, which drops the rest */
+        result = Py_BuildValue("(nNNNNNNNNNNNNNNNNnn)", o.rows, col_owned(&o.key_valid), col_owned(&o.key_off),
+                               col_owned(&o.key_data), col_owned(&o.val_off), col_owned(&o.val_data),
+                               col_owned(&o.offsets), col_owned(&o.publish), col_owned(&o.event_valid),
+                               col_owned(&o.event), col_owned(&o.map_off), col_owned(&o.pk_off),
+                               col_owned(&o.pk_data), col_owned(&o.pv_off), col_owned(&o.pv_data),
+                               col_owned(&o.prod_off), col_owned(&o.prod_data), o.key_nulls, o.event_nulls);
+    out_free(&o);
     return result;
 }
