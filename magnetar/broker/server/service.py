@@ -67,6 +67,9 @@ class BrokerService:
         #: Non-persistent topics (in memory, see topics.non_persistent) by name.
         self.non_persistent: dict[str, NonPersistentTopic] = {}
         self._loading: dict[str, asyncio.Future] = {}
+        #: Topics being deleted, by name: a load of one waits for its end
+        #: (the delete's unload sends its clients straight back here).
+        self._deleting: dict[str, asyncio.Future] = {}
         #: Topics load on first use, at most this many at once.
         self._load_slots = asyncio.Semaphore(config.max_concurrent_topic_loads)
         self.connections: set = set()
@@ -113,6 +116,7 @@ class BrokerService:
         if name.domain != "persistent":
             return await self._non_persistent_topic(name, create)
         key = str(name)
+        await self._after_delete(key)
         topic = await self._loaded(key)
         if topic is not None:
             if self.cluster is not None and not self.cluster.serving:
@@ -133,6 +137,8 @@ class BrokerService:
             topic = await self._loaded(key)
             if topic is not None:
                 return topic
+        if key in self._deleting:  # began while this waited on the owner check
+            return await self.get_topic(name, create)
         fut = asyncio.get_running_loop().create_future()
         self._loading[key] = fut
         try:
@@ -146,6 +152,12 @@ class BrokerService:
             self._loading.pop(key, None)
         fut.set_result(topic)
         return topic
+
+    async def _after_delete(self, key: str) -> None:
+        """Wait until no delete of ``key`` is under way (a load then creates
+        it anew, or finds it gone)."""
+        while (deleting := self._deleting.get(key)) is not None:
+            await asyncio.shield(deleting)
 
     async def _loaded(self, key: str) -> Topic | None:
         """The loaded topic ``key`` if it can serve, else None (then load it).
@@ -375,13 +387,28 @@ class BrokerService:
             await self.close_non_persistent(topic)
 
     async def delete_topic(self, name: TopicName) -> None:
-        topic = self.topics.get(str(name))
-        if topic is not None:
-            await self.unload(topic)
-        await self.factory.delete(name.managed_ledger_name)
-        await self.compactor.delete_views(name)
-        # A topic created again under this name starts with no producer history.
-        await delete_snapshot(self.store, name.managed_ledger_name)
+        """Unload the topic and delete its managed ledger, compacted views and
+        producer history. Loads of the name that arrive meanwhile (its own
+        clients, reconnecting) wait until it is done; a load already under
+        way is let finish, and what it loaded is deleted."""
+        key = str(name)
+        await self._after_delete(key)  # one delete of a name at a time
+        done = asyncio.get_running_loop().create_future()
+        self._deleting[key] = done
+        try:
+            pending = self._loading.get(key)
+            if pending is not None:
+                await asyncio.gather(asyncio.shield(pending), return_exceptions=True)
+            topic = self.topics.get(key)
+            if topic is not None:
+                await self.unload(topic)
+            await self.factory.delete(name.managed_ledger_name)
+            await self.compactor.delete_views(name)
+            # A topic created again under this name starts with no producer history.
+            await delete_snapshot(self.store, name.managed_ledger_name)
+        finally:
+            del self._deleting[key]
+            done.set_result(None)
 
     async def close(self) -> None:
         self.closing = True
