@@ -10,10 +10,10 @@ setup(
     ext_modules=[
         Extension("magnetar.protocol._hot", ["magnetar/protocol/_hot.c"], optional=True,
                   extra_compile_args=["-O2", "-std=c11", "-Wall"]),
-        # The Spark connector's read path (entries to Arrow buffers); the same
+        # The Spark connector's column work (reads, writes, key routing); the same
         # rule: optional, with a pure-Python twin (pyspark_magnetar/entry_columns.py).
         Extension("pyspark_magnetar._columns", ["pyspark_magnetar/_columns.c", "pyspark_magnetar/_columns_decode.c",
-                                                "pyspark_magnetar/_columns_encode.c"],
+                                                "pyspark_magnetar/_columns_encode.c", "pyspark_magnetar/_columns_keys.c"],
                   depends=["pyspark_magnetar/_columns.h"], optional=True,
                   extra_compile_args=["-O2", "-std=c11", "-Wall"]),
     ],

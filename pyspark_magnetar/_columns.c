@@ -1,8 +1,9 @@
 /* The Spark connector's column work, compiled: stored entries to Arrow column
  * buffers (reads, _columns_decode.c) and Arrow columns to batch payloads
- * (writes, _columns_encode.c), without a Python object per message. Each has
+ * (writes, _columns_encode.c), and the partition of each row's key (writes to
+ * partitioned topics, _columns_keys.c), without a Python object per message. Each has
  * a pure-Python twin that the tests compare it with (entry_columns.py,
- * row_batches.py). This file is the module and the buffer object that hands
+ * row_batches.py, partition_rows.py). This file is the module and the buffer object that hands
  * decoded columns to pyarrow without a copy.
  *
  * Built by setup.py as an optional extension; without it the twins run.
@@ -86,6 +87,8 @@ static PyMethodDef methods[] = {
      "See pyspark_magnetar.entry_columns.decode_entries_python."},
     {"encode_batches", (PyCFunction)(void (*)(void))encode_batches, METH_FASTCALL,
      "See pyspark_magnetar.row_batches.encode_batches_python."},
+    {"key_partitions", (PyCFunction)(void (*)(void))key_partitions, METH_FASTCALL,
+     "See pyspark_magnetar.partition_rows.key_partitions_python."},
     {NULL, NULL, 0, NULL},
 };
 

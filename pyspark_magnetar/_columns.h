@@ -196,5 +196,6 @@ int col_init_owned(PyObject *module);
 
 PyObject *decode_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *encode_batches(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *key_partitions(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 #endif

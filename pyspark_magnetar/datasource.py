@@ -21,7 +21,7 @@ from .schema import READ_SCHEMA
 from .session import BrokerSession
 from .stream_reader import MagnetarStreamReader
 from .topic_schemas import TopicSchema, common_schema, fetch_schema
-from .topics import check_writable, resolve_partitions
+from .topics import resolve_partitions
 from .value_columns import ValueSpec, check_value_struct
 from .writers import MagnetarBatchWriter, MagnetarStreamWriter
 
@@ -73,19 +73,17 @@ class MagnetarDataSource(DataSource):
 
 
 def _checked_write_options(options, schema: StructType) -> WriteOptions:
-    """Write options, checked against the schema and, for a ``topic`` option,
-    against the broker (a partitioned destination fails here, not in every task)."""
+    """Write options, checked against the schema and, for a struct ``value``,
+    against the topic's schema on the broker (fetched once, here)."""
     opts = write_options(options)
     check_write_schema(schema, opts.topic)
-    if opts.topic is not None:
+    value = schema["value"].dataType
+    if opts.topic is not None and isinstance(value, StructType):
         with BrokerSession(opts.service_url, opts.operation_timeout_s) as session:
-            session.run(check_writable(session.client, opts.topic))
-            value = schema["value"].dataType
-            if isinstance(value, StructType):
-                found = session.run(fetch_schema(session.client, opts.topic))
-                spec = ValueSpec.of(found) if found is not None and found.structured else None
-                check_value_struct(opts.topic, spec, value)
-                opts = replace(opts, value=spec)
+            found = session.run(fetch_schema(session.client, opts.topic))
+        spec = ValueSpec.of(found) if found is not None and found.structured else None
+        check_value_struct(opts.topic, spec, value)
+        opts = replace(opts, value=spec)
     return opts
 
 

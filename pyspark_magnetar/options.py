@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
+from magnetar.client.partition_routing import HashingScheme
 from magnetar.client.topic import full_topic_name
 
 from .errors import OptionError
@@ -28,7 +29,10 @@ _READ_OPTIONS = ("service_url", "topic", "topics", "topicsPattern", "startingOff
                  "startingOffsetsByTimestamp", "endingOffsetsByTimestamp", "startingTimestamp", "endingTimestamp",
                  "maxRecordsPerTrigger", "maxOffsetsPerTrigger", "maxRecordsPerPartition", "minPartitions",
                  "failOnDataLoss", "pollTimeoutMs", "operationTimeoutSeconds", "valueFormat")
-_WRITE_OPTIONS = ("service_url", "topic", "batchingMaxMessages", "maxPendingMessages", "operationTimeoutSeconds")
+_WRITE_OPTIONS = ("service_url", "topic", "batchingMaxMessages", "maxPendingMessages", "operationTimeoutSeconds",
+                  "hashingScheme")
+#: Key hashes a write to a partitioned topic may route by (as Pulsar's clients name them).
+HASHING_SCHEMES = {"javastringhash": HashingScheme.JavaStringHash, "murmur3_32hash": HashingScheme.Murmur3_32Hash}
 
 DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
 DEFAULT_POLL_TIMEOUT_MS = 120_000
@@ -79,6 +83,8 @@ class WriteOptions:
     operation_timeout_s: float
     #: The destination's schema when ``value`` is a struct (fixed on the driver).
     value: "ValueSpec | None" = None
+    #: How keys pick a partition of a partitioned destination (:mod:`.partition_rows`).
+    hashing_scheme: HashingScheme = HashingScheme.JavaStringHash
 
 
 def read_options(options: Mapping[str, str], *, streaming: bool | None) -> ReadOptions:
@@ -152,7 +158,19 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
         batching_max_messages=batching,
         max_pending_messages=pending,
         operation_timeout_s=_positive_float(opts, "operationTimeoutSeconds", DEFAULT_OPERATION_TIMEOUT_S),
+        hashing_scheme=_hashing_scheme(opts),
     )
+
+
+def _hashing_scheme(opts: Mapping[str, str]) -> HashingScheme:
+    raw = (opts.get("hashingscheme") or "JavaStringHash").strip()
+    scheme = HASHING_SCHEMES.get(raw.lower())
+    if scheme is None:
+        hint = (" (the C++ client's BoostHash depends on its standard library and cannot be reproduced)"
+                if raw.lower() == "boosthash" else "")
+        raise OptionError(f"option 'hashingScheme' must be JavaStringHash (the default) or Murmur3_32Hash, "
+                          f"got {raw!r}{hint}")
+    return scheme
 
 
 # -- pieces ------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Publishing one Spark write task's rows, exactly once per producer name.
 
-:class:`TaskSink` owns one producer per destination topic, all named by
+:class:`TaskSink` owns one producer per destination topic (per partition
+of a partitioned one, rows routed by :mod:`.partition_rows`), all named by
 the task's deterministic identity (:mod:`.identity`). When a producer is
 created the broker reports the highest sequence id it has stored under that
 name (``last_sequence_id``); rows at or below it
@@ -33,9 +34,11 @@ import pyarrow.compute as pc
 
 from magnetar.client import AsyncClient, AsyncProducer
 from magnetar.client.errors import ProducerBusy, PulsarError
+from magnetar.client.topic import full_topic_name
 
 from .errors import SinkError
 from .options import WriteOptions
+from .partition_rows import route, start_of
 from .row_batches import RowColumns, encode_batches, entry_metadata
 from .topic_schemas import to_proto
 
@@ -56,6 +59,7 @@ class TaskSink:
         self._opts = opts
         self._producers: dict[str, AsyncProducer] = {}
         self._stored: dict[str, int] = {}    # topic -> highest sequence id already stored
+        self._partitions: dict[str, list[str]] = {}  # destination -> its partitions ([]: not partitioned)
         self.written: dict[str, int] = {}
         self.skipped: dict[str, int] = {}
         self._inflight: deque[tuple[str, int, int, asyncio.Future]] = deque()
@@ -96,33 +100,56 @@ class TaskSink:
         return producer
 
     async def send(self, by_topic: dict[str, RowColumns]) -> None:
-        """Queue the rows of one record batch (see :func:`.row_batches.prepare`):
-        rows at or below what the broker already stored under this name are
-        skipped, the rest go out as batch entries built from the columns."""
+        """Queue the rows of one record batch (see :func:`.row_batches.prepare`).
+        A partitioned destination's rows are split by partition first
+        (:mod:`.partition_rows`); each partition then has its own producer."""
         for topic, cols in by_topic.items():
-            producer = self._producers.get(topic) or await self._producer(topic)
-            stored = self._stored[topic]
-            if stored >= 0:
-                keep = pc.greater(cols.positions, stored)
-                kept = pc.sum(keep).as_py() or 0
-                self.skipped[topic] += len(cols) - kept
-                if kept == 0:
-                    continue
-                if kept < len(cols):
-                    cols = cols.take(pc.indices_nonzero(keep))
-            now = int(time.time() * 1000)
-            for payload, count, first, highest in encode_batches(cols, self._opts.batching_max_messages,
-                                                                  BATCH_MAX_BYTES):
-                while self._inflight_rows + count > self._window and self._inflight:
-                    await self._settle_oldest()
-                meta = entry_metadata(self.name, now, count, first, highest, producer.schema_version)
-                try:
-                    fut = producer.send_entry_nowait(meta, payload, count, first, highest)
-                except PulsarError as exc:
-                    raise SinkError(f"rows {first}..{highest} to {topic}: {exc}") from exc
-                self._inflight.append((topic, first, count, fut))
-                self._inflight_rows += count
-                self.written[topic] += count
+            partitions = self._partitions.get(topic)
+            if partitions is None:
+                partitions = self._partitions[topic] = await self._partitions_of(topic)
+            if not partitions:
+                await self._send_to(topic, cols)
+                continue
+            start = start_of(self.name, len(partitions))
+            for index, part in route(cols, len(partitions), self._opts.hashing_scheme, start,
+                                     self._opts.batching_max_messages):
+                await self._send_to(partitions[index], part)
+
+    async def _partitions_of(self, topic: str) -> list[str]:
+        """The partitions' names; empty for a non-partitioned topic (or one partition, named)."""
+        try:
+            names = await self._client.get_topic_partitions(topic)
+        except PulsarError as exc:
+            raise SinkError(f"cannot look up the partitions of {topic}: {exc}") from exc
+        return [] if names == [full_topic_name(topic)] else names
+
+    async def _send_to(self, topic: str, cols: RowColumns) -> None:
+        """Rows at or below what the broker already stored under this name on
+        ``topic`` are skipped, the rest go out as batch entries built from
+        the columns."""
+        producer = self._producers.get(topic) or await self._producer(topic)
+        stored = self._stored[topic]
+        if stored >= 0:
+            keep = pc.greater(cols.positions, stored)
+            kept = pc.sum(keep).as_py() or 0
+            self.skipped[topic] += len(cols) - kept
+            if kept == 0:
+                return
+            if kept < len(cols):
+                cols = cols.take(pc.indices_nonzero(keep))
+        now = int(time.time() * 1000)
+        for payload, count, first, highest in encode_batches(cols, self._opts.batching_max_messages,
+                                                              BATCH_MAX_BYTES):
+            while self._inflight_rows + count > self._window and self._inflight:
+                await self._settle_oldest()
+            meta = entry_metadata(self.name, now, count, first, highest, producer.schema_version)
+            try:
+                fut = producer.send_entry_nowait(meta, payload, count, first, highest)
+            except PulsarError as exc:
+                raise SinkError(f"rows {first}..{highest} to {topic}: {exc}") from exc
+            self._inflight.append((topic, first, count, fut))
+            self._inflight_rows += count
+            self.written[topic] += count
 
     async def _settle_oldest(self) -> None:
         topic, position, count, fut = self._inflight.popleft()

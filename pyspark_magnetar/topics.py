@@ -17,7 +17,7 @@ from magnetar.client.entry_reader import create_entry_reader
 from magnetar.client.topic import PARTITION_SUFFIX, partition_index
 from magnetar.protocol import Type, command, pb
 
-from .errors import OptionError, TopicNotFoundError
+from .errors import TopicNotFoundError
 from .offsets import TopicPartition
 from .options import TopicSelection
 
@@ -93,16 +93,6 @@ async def resolve_partitions(client: AsyncClient, sub: TopicSelection, *,
                                          f"{len(listed[namespace])} topics)")
         out.extend(parts)
     return sorted(set(out))
-
-
-async def check_writable(client: AsyncClient, topic: str) -> None:
-    """Raise OptionError if ``topic`` is a partitioned topic: the sink writes
-    one topic (or one partition, by name) per producer, and routing keys to
-    partitions the way every Pulsar client would is not settled."""
-    parts = await _partitions_of(client, topic)
-    if parts != [TopicPartition(topic)]:
-        raise OptionError(f"topic {topic} is partitioned ({len(parts)} partitions); writing to a partitioned "
-                          f"topic is not supported yet: write to a partition by name, e.g. {parts[0].name}")
 
 
 async def _partitions_of(client: AsyncClient, topic: str) -> list[TopicPartition]:

@@ -105,12 +105,6 @@ def test_writes_refuse_overwrite_and_bad_columns(spark, broker):
     with pytest.raises(Exception, match="append-only"):
         ok.write.format("magnetar").option("service_url", broker.service_url).option("topic", "w") \
             .mode("overwrite").save()
-    from magnetar.admin.client import AdminClient
-
-    AdminClient(broker.admin_url).create_partitioned_topic("w-parts", 2)
-    with pytest.raises(Exception, match="is partitioned .2 partitions.; writing to a partitioned topic"):
-        ok.write.format("magnetar").option("service_url", broker.service_url).option("topic", "w-parts") \
-            .mode("append").save()
 
 
 def test_partitioned_topic_one_task_per_partition(spark, broker, client):

@@ -118,3 +118,15 @@ def test_write_options():
         write_options({"service_url": "pulsar://h:1", "topics": "a,b"})
     with pytest.raises(OptionError, match="must be >= 'batchingMaxMessages'"):
         write_options({"service_url": "pulsar://h:1", "maxPendingMessages": "10"})
+
+
+def test_hashing_scheme_option():
+    from magnetar.client.partition_routing import HashingScheme
+
+    assert write_options({"service_url": "pulsar://h:1"}).hashing_scheme == HashingScheme.JavaStringHash
+    assert write_options({"service_url": "pulsar://h:1", "hashingScheme": "murmur3_32hash"}).hashing_scheme == \
+        HashingScheme.Murmur3_32Hash
+    with pytest.raises(OptionError, match="BoostHash depends on its standard library"):
+        write_options({"service_url": "pulsar://h:1", "hashingScheme": "BoostHash"})
+    with pytest.raises(OptionError, match="must be JavaStringHash .the default. or Murmur3_32Hash, got 'crc'"):
+        write_options({"service_url": "pulsar://h:1", "hashingScheme": "crc"})
