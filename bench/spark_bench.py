@@ -26,7 +26,8 @@ warm-up are excluded):
                 costs Spark more; near it: the gap is the connector's work)
 - read_range / write_task alone: one task's read of the same rows and
                 write of as many, in the bench's own process without Spark
-                (wall time and CPU): the connector's own cost
+                (wall time and CPU): the connector's own cost; and the
+                write into a topic of 4 partitions (keys routed by hash)
 - stream read:  topic A as a stream, Trigger.AvailableNow, 5 micro-batches
                 (maxOffsetsPerTrigger = rows/5, minPartitions = --tasks) -> ``noop``
 - stream copy:  the same stream -> magnetar sink into topic B (read, write,
@@ -95,12 +96,14 @@ def timed(label: str, rows: int, fn, repeat: int, cpu: bool = False) -> dict:
     return result
 
 
-def connector_alone(url: str, topic: str, rows: int, size: int, repeat: int) -> list[dict]:
+def connector_alone(url: str, topic: str, rows: int, size: int, repeat: int,
+                    admin_url: str | None = None) -> list[dict]:
     """One task's work without Spark, in this process: ``read_range`` of
     the topic's first ``rows`` offsets, and ``write_task`` of ``rows`` rows
-    (Arrow batches of 10,000, Spark's default) into a fresh topic. Prints
-    this process's CPU seconds (the session's loop thread included) beside
-    the wall time."""
+    (Arrow batches of 10,000, Spark's default) into a fresh topic; with
+    ``admin_url``, also into a fresh topic of 4 partitions (keys routed by
+    hash). Prints this process's CPU seconds (the session's loop thread
+    included) beside the wall time."""
     import pyarrow as pa
 
     from pyspark_magnetar.offsets import TopicPartition
@@ -123,11 +126,25 @@ def connector_alone(url: str, topic: str, rows: int, size: int, repeat: int) -> 
         write_task(iter(batches), write_options({"service_url": url, "topic": f"{full}-alone-{i}"}),
                    lambda: f"bench-alone-{topic}-{i}")
 
-    return [timed("read_range alone", rows, read, repeat, cpu=True),
-            timed("write_task alone", rows, write, repeat, cpu=True)]
+    results = [timed("read_range alone", rows, read, repeat, cpu=True),
+               timed("write_task alone", rows, write, repeat, cpu=True)]
+    if admin_url is not None:
+        from magnetar.admin.client import AdminClient
+
+        admin = AdminClient(admin_url)
+
+        def write_partitioned(i: int) -> None:
+            admin.create_partitioned_topic(f"{full}-alone-parts-{i}", 4)
+            report = write_task(iter(batches), write_options({"service_url": url, "topic": f"{full}-alone-parts-{i}"}),
+                                lambda: f"bench-alone-parts-{topic}-{i}")
+            assert sum(report.written.values()) == rows and len(report.written) == 4, report.written
+
+        results.append(timed("write_task alone, 4 partitions", rows, write_partitioned, repeat, cpu=True))
+    return results
 
 
-def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path, repeat: int) -> list[dict]:
+def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path, repeat: int,
+        admin_url: str | None = None) -> list[dict]:
     stamp = int(time.time())
     src, dst = f"bench-spark-{stamp}", f"bench-spark-copy-{stamp}"
     def read(topic: str = src):
@@ -203,7 +220,7 @@ def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path, repeat: in
     results.append(timed("source ceiling", rows, lambda i: ceiling_read(rows), repeat))
     print(f"batch read / parquet read: {results[-2]['rows_per_s'] / results[-3]['rows_per_s']:.0%}; "
           f"/ source ceiling: {results[-2]['rows_per_s'] / results[-1]['rows_per_s']:.0%}", flush=True)
-    results += connector_alone(url, src, rows, size, repeat)
+    results += connector_alone(url, src, rows, size, repeat, admin_url)
     batch_file = str(tmp / "connector-batch.arrow")
     save_connector_batch(url, f"persistent://public/default/{src}", batch_file)
     results.append(timed("real-batch ceiling", rows, lambda i: ceiling_read(rows, batch_file), repeat))
@@ -230,23 +247,24 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100, help="value size in bytes")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--url", default=None, help="use a running broker (dedup on) instead of starting one")
+    parser.add_argument("--admin-url", default=None, help="that broker's admin URL (for the partitioned write)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each workload; the median is reported")
     parser.add_argument("--json", action="store_true", help="also print the results as JSON")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="magnetar-spark-bench-"))
     broker = None
-    url = args.url
+    url, admin_url = args.url, args.admin_url
     if url is None:
         config = tmp / "magnetar.toml"
         config.write_text("deduplication_enabled = true\n")
         broker = standalone_broker(tmp / "data", ["--config", str(config), "--log-level", "WARNING"]).start()
-        url = broker.service_url
+        url, admin_url = broker.service_url, broker.admin_url
     spark = None
     try:
         spark = session(args.master)
         print(f"{args.rows:,} rows of {args.size} B, {args.master}, {args.tasks} read tasks, broker {url}, "
               f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
-        results = run(spark, url, args.rows, args.size, args.tasks, tmp, max(1, args.repeat))
+        results = run(spark, url, args.rows, args.size, args.tasks, tmp, max(1, args.repeat), admin_url)
     finally:
         if spark is not None:
             spark.stop()

@@ -51,13 +51,13 @@ def key_partitions_python(keys: pa.Array, partitions: int, scheme: HashingScheme
 
 def route(cols: RowColumns, partitions: int, scheme: HashingScheme, start: int, run: int) -> list[tuple[int, RowColumns]]:
     """``cols`` split by partition, in ascending partition order, each in row order."""
-    runs = pc.add(pc.divide(cols.positions, pa.scalar(run, pa.int64())), pa.scalar(start, pa.int64()))
-    keyless = pc.subtract(runs, pc.multiply(pc.divide(runs, partitions), partitions)).cast(pa.int32())
     if cols.keys is None:
-        chosen = keyless
+        chosen = _round_robin(cols.positions, partitions, start, run)
+    elif cols.keys.null_count == 0:
+        chosen = key_partitions(cols.keys, partitions, scheme)
     else:
         hashed = key_partitions(cols.keys, partitions, scheme)
-        chosen = pc.if_else(pc.equal(hashed, -1), keyless, hashed)
+        chosen = pc.if_else(pc.equal(hashed, -1), _round_robin(cols.positions, partitions, start, run), hashed)
     order = pc.sort_indices(chosen)  # stable: row order holds within each partition
     counts = pc.value_counts(chosen.take(order))  # in order of appearance: ascending partitions
     if len(counts) == 1:
@@ -68,6 +68,12 @@ def route(cols: RowColumns, partitions: int, scheme: HashingScheme, start: int, 
         out.append((entry["values"].as_py(), cols.take(order.slice(at, n))))
         at += n
     return out
+
+
+def _round_robin(positions: pa.Array, partitions: int, start: int, run: int) -> pa.Array:
+    """``(start + position // run) % partitions`` as int32, vectorised."""
+    runs = pc.add(pc.divide(positions, pa.scalar(run, pa.int64())), pa.scalar(start, pa.int64()))
+    return pc.subtract(runs, pc.multiply(pc.divide(runs, partitions), partitions)).cast(pa.int32())
 
 
 def start_of(producer_name: str, partitions: int) -> int:
