@@ -1,6 +1,7 @@
 """Spark connector throughput with local[2]: batch write, batch read, streaming.
 
     .venv/bin/python -m bench.spark_bench [--rows 1000000] [--size 100] [--tasks 2] [--repeat 3] [--url pulsar://...]
+                                          [--conf spark.key=value ...]
 
 Without --url it starts a standalone broker (deduplication on, as the
 exactly-once sink expects; default sync policy "always") on free ports in a
@@ -61,15 +62,18 @@ from magnetar_harness.broker import standalone_broker
 REPO = Path(__file__).resolve().parents[1]
 
 
-def session(master: str):
+def session(master: str, conf: dict[str, str] | None = None):
     # Python workers: this interpreter, and the repository on sys.path so Spark
     # finds pyspark_magnetar by itself.
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master(master).appName("magnetar-spark-bench")
-             .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false").getOrCreate())
+    builder = (SparkSession.builder.master(master).appName("magnetar-spark-bench")
+               .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false"))
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -250,7 +254,15 @@ def main() -> None:
     parser.add_argument("--admin-url", default=None, help="that broker's admin URL (for the partitioned write)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each workload; the median is reported")
     parser.add_argument("--json", action="store_true", help="also print the results as JSON")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting for the session (repeatable), e.g. spark.buffer.size=1m")
     args = parser.parse_args()
+    conf = {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            parser.error(f"--conf takes KEY=VALUE, got {item!r}")
+        conf[key] = value
     tmp = Path(tempfile.mkdtemp(prefix="magnetar-spark-bench-"))
     broker = None
     url, admin_url = args.url, args.admin_url
@@ -261,9 +273,10 @@ def main() -> None:
         url, admin_url = broker.service_url, broker.admin_url
     spark = None
     try:
-        spark = session(args.master)
+        spark = session(args.master, conf)
         print(f"{args.rows:,} rows of {args.size} B, {args.master}, {args.tasks} read tasks, broker {url}, "
-              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
+              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+              + "".join(f", {k}={v}" for k, v in conf.items()), flush=True)
         results = run(spark, url, args.rows, args.size, args.tasks, tmp, max(1, args.repeat), admin_url)
     finally:
         if spark is not None:
