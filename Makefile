@@ -12,7 +12,7 @@ PORT ?= 6650
 ADMIN_PORT ?= 8080
 DATA ?= ./data
 
-.PHONY: console-test install standalone cluster test unit integration chaos chaos-interval chaos-partition chaos-soak chaos-soak-object proto proto-check bench bench-quick profile clean
+.PHONY: console-test install standalone cluster test unit integration chaos chaos-interval chaos-partition chaos-soak chaos-soak-object proto proto-check spark-compat bench bench-quick profile clean
 
 install: $(STAMP)
 
@@ -183,6 +183,18 @@ proto-check: $(STAMP)
 	$(BIN)/python -m magnetar.protocol.generate --check
 
 BENCH_STAMP := $(VENV)/.bench-installed
+
+# The Spark connector's tests under another Spark release the spark extra allows,
+# in a venv of its own (docs/spark.md, "Supported Spark"): the suite runs the newest.
+SPARK_VERSION ?= 4.2.1
+SPARK_VENV := .venv-spark-$(SPARK_VERSION)
+spark-compat:
+	@test -x $(SPARK_VENV)/bin/pip || $(PYTHON) -m venv $(SPARK_VENV)
+	$(SPARK_VENV)/bin/pip install --quiet --upgrade pip
+	$(SPARK_VENV)/bin/pip install --quiet $(EDITABLE) -e '.[test]' -e ./tools
+	$(SPARK_VENV)/bin/pip install --quiet 'pyspark==$(SPARK_VERSION)'
+	$(SPARK_VENV)/bin/python -c "import pyspark; assert pyspark.__version__ == '$(SPARK_VERSION)', pyspark.__version__"
+	$(SPARK_VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests/unit/spark tests/integration/spark
 
 $(BENCH_STAMP): pyproject.toml $(STAMP)
 	$(BIN)/pip install --quiet -e '.[test,bench]'
