@@ -2,7 +2,19 @@
 tests/helpers.py; the processes a test starts are magnetar_harness's."""
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# gRPC's fork handlers off in the test processes, set before any test module
+# imports grpc. With them on (grpcio's default), a fork that runs Python in the
+# child before exec (pyspark starts its JVM with a preexec_fn; so can the
+# harness's launches) in a worker whose etcd client still has gRPC threads
+# runs gRPC's child handler mid-call, and the child sometimes dies before
+# exec: "Java gateway process exited before sending its port number" (CI, and
+# 1 of 25 launches beside a busy etcd client in a scratch driver; 0 of 27 with
+# this). Nothing in the suite uses gRPC in a forked child.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
 
 from tests.helpers import wait_until as _wait_until
 
