@@ -3,11 +3,14 @@
 The broker tracks acknowledgements per *entry*. A batch entry holds several
 messages, so the client remembers which members were acked and acks the
 entry once all of them are (:class:`BatchAckTracker`). Acks are grouped and
-sent at most every ack-group interval (:class:`PendingAcks`).
+sent at most every ack-group interval (:class:`PendingAcks`), each with a
+request id, and kept until the broker confirms them (:class:`UnconfirmedAcks`).
 Negative acks and ack timeouts become redelivery requests when their
 deadlines pass (:class:`Deadlines`).
 """
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from .message_id import MessageId
 
@@ -108,6 +111,52 @@ class PendingAcks:
         self._individual.clear()
         self.cumulative = None
         return individual, cumulative
+
+    def restore(self, group: "AckGroup") -> None:
+        """Put back a group that was sent and not confirmed (sent again with
+        the next flush; an ack the broker already applied is a no-op there)."""
+        for entry in group.individual:
+            self.add(entry)
+        if group.cumulative is not None:
+            self.add_cumulative(group.cumulative)
+
+
+class AckGroup(NamedTuple):
+    """What one ACK command acknowledged."""
+    individual: list[MessageId]
+    cumulative: MessageId | None
+
+
+class UnconfirmedAcks:
+    """Ack commands sent and not yet confirmed, by request id.
+
+    An ack the broker has not confirmed may be lost: a topic handed over to
+    another broker closes its cursors, and an ack that reaches the old owner
+    after that is not applied (the new owner would deliver those messages
+    again). So every ack is sent with a request id and kept here until its
+    ACK_RESPONSE; when the link goes down, or the broker answers with an
+    error, the consumer puts the group back among the pending acks.
+    """
+
+    def __init__(self) -> None:
+        self._sent: dict[int, AckGroup] = {}
+
+    def __len__(self) -> int:
+        return len(self._sent)
+
+    def sent(self, request_id: int, group: AckGroup) -> None:
+        self._sent[request_id] = group
+
+    def answered(self, request_id: int) -> AckGroup | None:
+        """The group of ``request_id``, no longer unconfirmed; None when it was
+        already taken back (:meth:`take_all`)."""
+        return self._sent.pop(request_id, None)
+
+    def take_all(self) -> list[AckGroup]:
+        """Every unconfirmed group; their answers, if any come, are ignored."""
+        groups = list(self._sent.values())
+        self._sent.clear()
+        return groups
 
 
 class Deadlines:

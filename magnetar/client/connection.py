@@ -187,6 +187,11 @@ class BrokerConnection(asyncio.Protocol):
         A PRODUCER_SUCCESS with producer_ready=false (queued for exclusive
         access) stops the timeout: the request then waits until promoted.
         """
+        return await self.request_future(cmd, timeout)
+
+    def request_future(self, cmd: pb.BaseCommand, timeout: float | None) -> asyncio.Future:
+        """:meth:`request` for a caller that cannot await: sends ``cmd`` now and
+        returns the future of its reply (the same results and errors)."""
         if not self.is_open:
             raise ConnectError(f"connection to {self.url} is closed")
         request_id = body(cmd).request_id
@@ -196,7 +201,7 @@ class BrokerConnection(asyncio.Protocol):
             timer = self._loop.call_later(timeout, self._time_out, request_id, type_name(cmd), timeout)
         self._pending[request_id] = (fut, timer)
         self._write(self._proto.send(cmd))
-        return await fut
+        return fut
 
     def _time_out(self, request_id: int, what: str, timeout: float) -> None:
         fut, _ = self._pending.pop(request_id, (None, None))

@@ -9,7 +9,11 @@ count as taken.
 
 Acknowledgements are grouped and sent every ``ack_group_time_ms``. A batch
 member's ack is remembered client side; the entry is acked on the wire when
-all its members are. Negative acks and ack timeouts turn into
+all its members are. Each ack command carries a request id and is kept
+until the broker confirms it: one the broker refused, or that the link lost
+before its answer, is sent again (acks are idempotent), so an ack that
+reached a topic's old owner after it handed the topic over is not lost.
+Negative acks and ack timeouts turn into
 REDELIVER_UNACKNOWLEDGED_MESSAGES: by entry id on Shared/Key_Shared
 subscriptions, as "redeliver everything unacked" on Exclusive/Failover ones
 (where the broker rewinds the subscription anyway).
@@ -22,6 +26,7 @@ last message the application took.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections import deque
 from typing import Callable, Mapping
@@ -29,7 +34,7 @@ from typing import Callable, Mapping
 from magnetar.protocol import Type, command, pb
 from magnetar.protocol.frames import Frame
 
-from .acks import BatchAckTracker, Deadlines, PendingAcks
+from .acks import AckGroup, BatchAckTracker, Deadlines, PendingAcks, UnconfirmedAcks
 from .connection import BrokerConnection
 from .enums import ConsumerType, InitialPosition
 from .errors import (AlreadyClosed, ChecksumError, CumulativeAcknowledgementNotAllowedError,
@@ -134,6 +139,8 @@ class AsyncConsumer(BrokerLink):
         self._end_of_topic = False
         self._tracker = BatchAckTracker()
         self._acks = PendingAcks()
+        self._unconfirmed = UnconfirmedAcks()
+        self._ack_answers: set[asyncio.Future] = set()
         self._ack_timer: asyncio.TimerHandle | None = None
         self._nacks = Deadlines()
         self._nack_timer: asyncio.TimerHandle | None = None
@@ -215,6 +222,11 @@ class AsyncConsumer(BrokerLink):
         # The broker redelivers what we had queued; keeping it would deliver twice.
         self._queue.clear()
         self._active = None
+        # Acks the lost registration did not confirm may not have been applied
+        # (a topic handed over closes its cursors first): they go again, first
+        # thing on the next registration.
+        for group in self._unconfirmed.take_all():
+            self._acks.restore(group)
 
     def _on_fatal(self, exc: PulsarError) -> None:
         self._fail_waiters(exc)
@@ -382,49 +394,62 @@ class AsyncConsumer(BrokerLink):
             self._acks.add_cumulative(position)
             self._schedule_ack_flush()
 
-    def _schedule_ack_flush(self) -> None:
-        if self._ack_group_time <= 0 or len(self._acks) >= 1000:
+    def _schedule_ack_flush(self, delay: float | None = None) -> None:
+        if delay is None and (self._ack_group_time <= 0 or len(self._acks) >= 1000):
             self._flush_acks()
         elif self._ack_timer is None:
-            self._ack_timer = self._loop.call_later(self._ack_group_time, self._flush_acks)
+            self._ack_timer = self._loop.call_later(delay or self._ack_group_time, self._flush_acks)
 
     def _flush_acks(self) -> None:
+        """Send the pending acks, each command with a request id; they stay
+        unconfirmed until the broker answers (see :class:`.acks.UnconfirmedAcks`)."""
         if self._ack_timer is not None:
             self._ack_timer.cancel()
             self._ack_timer = None
         if not len(self._acks) or self.state is not LinkState.READY or self.conn is None:
             return  # kept until the link is up again
-        for cmd in self._ack_commands(confirmed=False):
-            self.conn.send_command(cmd)
+        conn = self.conn
+        for group, cmd in self._ack_commands():
+            request_id = cmd.ack.request_id
+            self._unconfirmed.sent(request_id, group)
+            answer = conn.request_future(cmd, self._client.operation_timeout)
+            self._ack_answers.add(answer)
+            answer.add_done_callback(self._ack_answers.discard)
+            answer.add_done_callback(functools.partial(self._on_ack_answer, request_id))
+
+    def _on_ack_answer(self, request_id: int, answer: asyncio.Future) -> None:
+        error = answer.exception() if not answer.cancelled() else asyncio.CancelledError()
+        group = self._unconfirmed.answered(request_id)
+        if error is None or group is None:
+            return  # applied, or already put back when the link went down
+        if self.state in (LinkState.CLOSING, LinkState.CLOSED, LinkState.FAILED):
+            log.info("consumer %s on %s: acks not confirmed at close: %s", self._name, self._topic, error)
+            return
+        log.info("consumer %s on %s: acks not applied (%s); sending them again", self._name, self._topic, error)
+        self._acks.restore(group)
+        # Not at once: a broker refusing them now will usually close us first.
+        self._schedule_ack_flush(delay=max(self._ack_group_time, 0.1))
 
     async def _flush_acks_confirmed(self) -> None:
-        """Send the pending acks and wait until the broker confirms them, so
-        they cannot be overtaken by a close (errors are only logged)."""
-        if self._ack_timer is not None:
-            self._ack_timer.cancel()
-            self._ack_timer = None
-        if not len(self._acks) or self.state is not LinkState.READY or self.conn is None:
-            return
-        conn = self.conn
-        timeout = min(self._client.operation_timeout, 5.0)
-        results = await asyncio.gather(*(conn.request(cmd, timeout) for cmd in self._ack_commands(confirmed=True)),
-                                       return_exceptions=True)
-        for result in results:
-            if isinstance(result, BaseException):
-                log.info("consumer %s: final acks not confirmed: %s", self._name, result)
+        """Send the pending acks and wait (at most 5 s) until the broker has
+        answered every ack sent, so none is overtaken by a close or a seek
+        (errors are only logged)."""
+        self._flush_acks()
+        if self._ack_answers:
+            await asyncio.wait(list(self._ack_answers), timeout=min(self._client.operation_timeout, 5.0))
 
-    def _ack_commands(self, confirmed: bool) -> list[pb.BaseCommand]:
+    def _ack_commands(self) -> list[tuple[AckGroup, pb.BaseCommand]]:
         individual, cumulative = self._acks.take()
         cmds = []
         if individual:
-            cmds.append(command(Type.ACK, consumer_id=self.consumer_id, ack_type=pb.CommandAck.Individual,
-                                message_id=[m.to_proto(with_batch=False) for m in individual]))
+            cmds.append((AckGroup(individual, None), command(
+                Type.ACK, consumer_id=self.consumer_id, ack_type=pb.CommandAck.Individual,
+                message_id=[m.to_proto(with_batch=False) for m in individual],
+                request_id=self._client.new_request_id())))
         if cumulative is not None:
-            cmds.append(command(Type.ACK, consumer_id=self.consumer_id, ack_type=pb.CommandAck.Cumulative,
-                                message_id=[cumulative.to_proto(with_batch=False)]))
-        if confirmed:
-            for cmd in cmds:
-                cmd.ack.request_id = self._client.new_request_id()
+            cmds.append((AckGroup([], cumulative), command(
+                Type.ACK, consumer_id=self.consumer_id, ack_type=pb.CommandAck.Cumulative,
+                message_id=[cumulative.to_proto(with_batch=False)], request_id=self._client.new_request_id())))
         return cmds
 
     # -- redelivery ------------------------------------------------------------------------
@@ -582,6 +607,9 @@ class AsyncConsumer(BrokerLink):
         """
         await self.wait_ready()
         await self._flush_acks_confirmed()
+        # The seek decides the position: an ack still unconfirmed now is not
+        # sent again after it (it could acknowledge what the seek rewound to).
+        self._unconfirmed.take_all()
         conn = await self.wait_ready()
         self._set_start(start, inclusive)
         self._publish_time_floor = time_floor

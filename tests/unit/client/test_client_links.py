@@ -8,7 +8,7 @@ import pytest
 from magnetar.client.batch_builder import single_entry
 from magnetar.client.consumer import AsyncConsumer
 from magnetar.client.enums import ConsumerType
-from magnetar.client.errors import ExpectedOffsetMismatch, ProducerFenced, ProducerQueueIsFull
+from magnetar.client.errors import ExpectedOffsetMismatch, ProducerFenced, ProducerQueueIsFull, ServiceUnitNotReady
 from magnetar.client.message_id import MessageId
 from magnetar.client.producer import AsyncProducer
 from magnetar.protocol import FrameDecoder, ServerError, Type, command, pb
@@ -54,6 +54,20 @@ class FakeConnection:
     async def request(self, cmd, timeout):
         self.requests.append(cmd)
         return self.replies[cmd.type](cmd)
+
+    def request_future(self, cmd, timeout):
+        """Acks: recorded with the frames; answered from the script (an ACK
+        with no script is confirmed; ``self.unanswered`` keeps them open)."""
+        self.frames.append(cmd)
+        fut = asyncio.get_running_loop().create_future()
+        if getattr(self, "unanswered", None) is not None:
+            self.unanswered.append(fut)
+            return fut
+        try:
+            fut.set_result(self.replies[cmd.type](cmd) if cmd.type in self.replies else None)
+        except Exception as exc:  # noqa: BLE001  (a scripted error reply)
+            fut.set_exception(exc)
+        return fut
 
     def drop(self):
         self.closed.set_result(None)
@@ -299,3 +313,74 @@ async def test_reader_filters_before_start_and_resumes_after_last():
     first.drop()
     await reader.wait_ready(1)
     assert second.requests[0].subscribe.start_message_id.entryId == 4
+
+
+def acked(conn):
+    return [[m.entryId for m in f.ack.message_id] for f in conn.frames if f.type == Type.ACK]
+
+
+async def wait_until(predicate, timeout=2.0):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.005)
+
+
+async def test_every_ack_carries_a_request_id_and_a_confirmed_one_is_not_sent_again():
+    client = FakeClient()
+    first = FakeConnection(replies=subscribe_ok())
+    client.connections.append(first)
+    consumer = await make_consumer(client, ack_group_time_ms=0)
+    consumer.on_message(*message_frame(0))
+    consumer.acknowledge(await consumer.receive(100))
+    [ack] = [f.ack for f in first.frames if f.type == Type.ACK]
+    assert ack.HasField("request_id")
+    await wait_until(lambda: not consumer._unconfirmed)
+    second = FakeConnection(replies=subscribe_ok())
+    client.connections.append(second)
+    first.drop()
+    await consumer.wait_ready(1)
+    assert acked(second) == [] and flows(second) == [1000]
+
+
+async def test_an_ack_the_broker_did_not_apply_is_sent_again():
+    client = FakeClient()
+    refused = []
+
+    def ack_reply(cmd):
+        if not refused:  # the first: its cursor had closed (the topic was moving)
+            refused.append(cmd)
+            raise ServiceUnitNotReady("cursor 'sub' is closed")
+        return command(Type.ACK_RESPONSE, consumer_id=0, request_id=cmd.ack.request_id)
+
+    conn = FakeConnection(replies={**subscribe_ok(), Type.ACK: ack_reply})
+    client.connections.append(conn)
+    consumer = await make_consumer(client, ack_group_time_ms=0)
+    consumer.on_message(*message_frame(7))
+    consumer.acknowledge(await consumer.receive(100))
+    await wait_until(lambda: len(acked(conn)) == 2)
+    assert acked(conn) == [[7], [7]]
+    await wait_until(lambda: not consumer._unconfirmed and not len(consumer._acks))
+
+
+async def test_acks_a_moved_topic_did_not_confirm_go_first_on_the_new_owner():
+    client = FakeClient()
+    source = FakeConnection(replies=subscribe_ok())
+    source.unanswered = []  # the old owner never answers them
+    client.connections.append(source)
+    consumer = await make_consumer(client, ack_group_time_ms=0)
+    for i in range(2):
+        consumer.on_message(*message_frame(i))
+        consumer.acknowledge(await consumer.receive(100))
+    assert acked(source) == [[0], [1]]
+    destination = FakeConnection(url="pulsar://other:6650", replies=subscribe_ok())
+    client.connections.append(destination)
+    consumer.on_closed_by_broker(source, "pulsar://other:6650")  # the hand-over
+    await consumer.wait_ready(1)
+    # Before the FLOW that lets the new owner dispatch: nothing acked comes again.
+    assert [f.type for f in destination.frames] == [Type.ACK, Type.FLOW]
+    assert acked(destination) == [[0, 1]]
+    for late in source.unanswered:  # the old owner's answers, late, change nothing
+        late.set_exception(ServiceUnitNotReady("cursor 'sub' is closed"))
+    await wait_until(lambda: not consumer._unconfirmed)
+    assert acked(destination) == [[0, 1]]
