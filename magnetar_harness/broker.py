@@ -170,6 +170,10 @@ class BrokerProcess:
                     pass
                 self.proc.kill()
                 self.proc.wait()
+                # For the failing test's report (pytest shows what it captured):
+                # the stacks the SIGUSR1 wrote say where the stop hung.
+                print(f"the broker did not stop within {timeout:g} s after SIGTERM and was killed; "
+                      f"the end of its log:\n{self.log_tail(150)}", file=sys.stderr)
             self._ended()
         return self.proc.returncode
 
