@@ -412,12 +412,14 @@ class AsyncConsumer(BrokerLink):
         for group, cmd in self._ack_commands():
             request_id = cmd.ack.request_id
             self._unconfirmed.sent(request_id, group)
-            answer = conn.request_future(cmd, self._client.operation_timeout)
+            # No time-out of its own: an answer that never comes is a link
+            # that goes down, and that puts the group back.
+            answer = conn.request_future(cmd, None)
             self._ack_answers.add(answer)
-            answer.add_done_callback(self._ack_answers.discard)
             answer.add_done_callback(functools.partial(self._on_ack_answer, request_id))
 
     def _on_ack_answer(self, request_id: int, answer: asyncio.Future) -> None:
+        self._ack_answers.discard(answer)
         error = answer.exception() if not answer.cancelled() else asyncio.CancelledError()
         group = self._unconfirmed.answered(request_id)
         if error is None or group is None:
