@@ -7,13 +7,10 @@ Messages the consumer drops itself (already acknowledged batch members,
 positions before a reader's start, offsets before a ``seek_offset`` target)
 count as taken.
 
-Acknowledgements are grouped and sent every ``ack_group_time_ms``. A batch
-member's ack is remembered client side; the entry is acked on the wire when
-all its members are. Each ack command carries a request id and is kept
-until the broker confirms it: one the broker refused, or that the link lost
-before its answer, is sent again (acks are idempotent), so an ack that
-reached a topic's old owner after it handed the topic over is not lost.
-Negative acks and ack timeouts turn into
+A batch member's ack is remembered client side; the entry is acked on the
+wire when all its members are, through :class:`.ack_sender.AckSender`
+(grouped every ``ack_group_time_ms``, kept until the broker confirms them,
+sent again when they may have been lost). Negative acks and ack timeouts turn into
 REDELIVER_UNACKNOWLEDGED_MESSAGES: by entry id on Shared/Key_Shared
 subscriptions, as "redeliver everything unacked" on Exclusive/Failover ones
 (where the broker rewinds the subscription anyway).
@@ -26,7 +23,6 @@ last message the application took.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections import deque
 from typing import Callable, Mapping
@@ -34,7 +30,8 @@ from typing import Callable, Mapping
 from magnetar.protocol import Type, command, pb
 from magnetar.protocol.frames import Frame
 
-from .acks import AckGroup, BatchAckTracker, Deadlines, PendingAcks, UnconfirmedAcks
+from .ack_sender import AckSender
+from .acks import BatchAckTracker, Deadlines
 from .connection import BrokerConnection
 from .enums import ConsumerType, InitialPosition
 from .errors import (AlreadyClosed, ChecksumError, CumulativeAcknowledgementNotAllowedError,
@@ -114,7 +111,6 @@ class AsyncConsumer(BrokerLink):
         self._name = consumer_name
         self._nack_delay = negative_ack_redelivery_delay_ms / 1000
         self._ack_timeout = None if unacked_messages_timeout_ms is None else unacked_messages_timeout_ms / 1000
-        self._ack_group_time = ack_group_time_ms / 1000
         self._metadata = dict(properties or {})
         self._read_compacted = is_read_compacted
         self._replicate_state = replicate_subscription_state_enabled
@@ -138,15 +134,13 @@ class AsyncConsumer(BrokerLink):
         self._active: bool | None = None
         self._end_of_topic = False
         self._tracker = BatchAckTracker()
-        self._acks = PendingAcks()
-        self._unconfirmed = UnconfirmedAcks()
-        self._ack_answers: set[asyncio.Future] = set()
-        self._ack_timer: asyncio.TimerHandle | None = None
         self._nacks = Deadlines()
         self._nack_timer: asyncio.TimerHandle | None = None
         self._unacked = Deadlines()
         self._unacked_timer: asyncio.TimerHandle | None = None
         self._loop = asyncio.get_running_loop()
+        self._acks = AckSender(self._loop, consumer_id, ack_group_time_ms / 1000, client.new_request_id,
+                               self._ready_connection, f"{subscription_name!r} on {topic}")
         #: Called when received messages land in the queue (a partitioned
         #: consumer waits on all its partitions this way).
         self.on_queued: Callable[[], None] | None = None
@@ -215,18 +209,14 @@ class AsyncConsumer(BrokerLink):
         # Acks kept while the link was down go first: the broker applies them
         # before the FLOW lets it dispatch, so what the application already
         # acknowledged is not sent again (a topic that moved, a reconnect).
-        self._flush_acks()
+        self._acks.flush()
         self.conn.send_command(command(Type.FLOW, consumer_id=self.consumer_id, messagePermits=self._queue_size))
 
     def _on_link_down(self) -> None:
         # The broker redelivers what we had queued; keeping it would deliver twice.
         self._queue.clear()
         self._active = None
-        # Acks the lost registration did not confirm may not have been applied
-        # (a topic handed over closes its cursors first): they go again, first
-        # thing on the next registration.
-        for group in self._unconfirmed.take_all():
-            self._acks.restore(group)
+        self._acks.link_lost()
 
     def _on_fatal(self, exc: PulsarError) -> None:
         self._fail_waiters(exc)
@@ -286,7 +276,6 @@ class AsyncConsumer(BrokerLink):
         after the next reconnect (when the floor is gone)."""
         if self._durable and self._tracker.ack(mid):
             self._acks.add(mid.entry())
-            self._schedule_ack_flush()
 
     def _hand_to_waiters(self) -> None:
         while self._waiters and self._queue:
@@ -374,7 +363,6 @@ class AsyncConsumer(BrokerLink):
             entry = mid.entry()
             self._unacked.remove(entry)
             self._acks.add(entry)
-            self._schedule_ack_flush()
 
     def acknowledge_cumulative(self, msg_or_id: Message | MessageId) -> None:
         """Acknowledge every message up to and including this one.
@@ -392,67 +380,9 @@ class AsyncConsumer(BrokerLink):
             if position.entry_key == mid.entry_key:
                 self._unacked.remove(position)
             self._acks.add_cumulative(position)
-            self._schedule_ack_flush()
 
-    def _schedule_ack_flush(self, delay: float | None = None) -> None:
-        if delay is None and (self._ack_group_time <= 0 or len(self._acks) >= 1000):
-            self._flush_acks()
-        elif self._ack_timer is None:
-            self._ack_timer = self._loop.call_later(delay or self._ack_group_time, self._flush_acks)
-
-    def _flush_acks(self) -> None:
-        """Send the pending acks, each command with a request id; they stay
-        unconfirmed until the broker answers (see :class:`.acks.UnconfirmedAcks`)."""
-        if self._ack_timer is not None:
-            self._ack_timer.cancel()
-            self._ack_timer = None
-        if not len(self._acks) or self.state is not LinkState.READY or self.conn is None:
-            return  # kept until the link is up again
-        conn = self.conn
-        for group, cmd in self._ack_commands():
-            request_id = cmd.ack.request_id
-            self._unconfirmed.sent(request_id, group)
-            # No time-out of its own: an answer that never comes is a link
-            # that goes down, and that puts the group back.
-            answer = conn.request_future(cmd, None)
-            self._ack_answers.add(answer)
-            answer.add_done_callback(functools.partial(self._on_ack_answer, request_id))
-
-    def _on_ack_answer(self, request_id: int, answer: asyncio.Future) -> None:
-        self._ack_answers.discard(answer)
-        error = answer.exception() if not answer.cancelled() else asyncio.CancelledError()
-        group = self._unconfirmed.answered(request_id)
-        if error is None or group is None:
-            return  # applied, or already put back when the link went down
-        if self.state in (LinkState.CLOSING, LinkState.CLOSED, LinkState.FAILED):
-            log.info("consumer %s on %s: acks not confirmed at close: %s", self._name, self._topic, error)
-            return
-        log.info("consumer %s on %s: acks not applied (%s); sending them again", self._name, self._topic, error)
-        self._acks.restore(group)
-        # Not at once: a broker refusing them now will usually close us first.
-        self._schedule_ack_flush(delay=max(self._ack_group_time, 0.1))
-
-    async def _flush_acks_confirmed(self) -> None:
-        """Send the pending acks and wait (at most 5 s) until the broker has
-        answered every ack sent, so none is overtaken by a close or a seek
-        (errors are only logged)."""
-        self._flush_acks()
-        if self._ack_answers:
-            await asyncio.wait(list(self._ack_answers), timeout=min(self._client.operation_timeout, 5.0))
-
-    def _ack_commands(self) -> list[tuple[AckGroup, pb.BaseCommand]]:
-        individual, cumulative = self._acks.take()
-        cmds = []
-        if individual:
-            cmds.append((AckGroup(individual, None), command(
-                Type.ACK, consumer_id=self.consumer_id, ack_type=pb.CommandAck.Individual,
-                message_id=[m.to_proto(with_batch=False) for m in individual],
-                request_id=self._client.new_request_id())))
-        if cumulative is not None:
-            cmds.append((AckGroup([], cumulative), command(
-                Type.ACK, consumer_id=self.consumer_id, ack_type=pb.CommandAck.Cumulative,
-                message_id=[cumulative.to_proto(with_batch=False)], request_id=self._client.new_request_id())))
-        return cmds
+    def _ready_connection(self) -> BrokerConnection | None:
+        return self.conn if self.state is LinkState.READY else None
 
     # -- redelivery ------------------------------------------------------------------------
     def negative_acknowledge(self, msg_or_id: Message | MessageId) -> None:
@@ -608,10 +538,8 @@ class AsyncConsumer(BrokerLink):
         (another broker); the floors filter what arrives before the target.
         """
         await self.wait_ready()
-        await self._flush_acks_confirmed()
-        # The seek decides the position: an ack still unconfirmed now is not
-        # sent again after it (it could acknowledge what the seek rewound to).
-        self._unconfirmed.take_all()
+        await self._acks.flush_confirmed(min(self._client.operation_timeout, 5.0))
+        self._acks.drop_unconfirmed()
         conn = await self.wait_ready()
         self._set_start(start, inclusive)
         self._publish_time_floor = time_floor
@@ -669,10 +597,11 @@ class AsyncConsumer(BrokerLink):
 
     async def _shut(self, send_close: bool) -> None:
         if self.state is LinkState.READY and send_close:
-            await self._flush_acks_confirmed()
+            await self._acks.flush_confirmed(min(self._client.operation_timeout, 5.0))
         self.state = LinkState.CLOSING
         self._stop_reconnecting()
-        for timer in (self._ack_timer, self._nack_timer, self._unacked_timer):
+        self._acks.close()
+        for timer in (self._nack_timer, self._unacked_timer):
             if timer is not None:
                 timer.cancel()
         conn, self.conn = self.conn, None

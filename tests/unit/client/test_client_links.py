@@ -335,7 +335,7 @@ async def test_every_ack_carries_a_request_id_and_a_confirmed_one_is_not_sent_ag
     consumer.acknowledge(await consumer.receive(100))
     [ack] = [f.ack for f in first.frames if f.type == Type.ACK]
     assert ack.HasField("request_id")
-    await wait_until(lambda: not consumer._unconfirmed)
+    await wait_until(lambda: not consumer._acks.unconfirmed)
     second = FakeConnection(replies=subscribe_ok())
     client.connections.append(second)
     first.drop()
@@ -360,7 +360,7 @@ async def test_an_ack_the_broker_did_not_apply_is_sent_again():
     consumer.acknowledge(await consumer.receive(100))
     await wait_until(lambda: len(acked(conn)) == 2)
     assert acked(conn) == [[7], [7]]
-    await wait_until(lambda: not consumer._unconfirmed and not len(consumer._acks))
+    await wait_until(lambda: not consumer._acks.unconfirmed and not len(consumer._acks))
 
 
 async def test_acks_a_moved_topic_did_not_confirm_go_first_on_the_new_owner():
@@ -382,5 +382,5 @@ async def test_acks_a_moved_topic_did_not_confirm_go_first_on_the_new_owner():
     assert acked(destination) == [[0, 1]]
     for late in source.unanswered:  # the old owner's answers, late, change nothing
         late.set_exception(ServiceUnitNotReady("cursor 'sub' is closed"))
-    await wait_until(lambda: not consumer._unconfirmed)
+    await wait_until(lambda: not consumer._acks.unconfirmed)
     assert acked(destination) == [[0, 1]]
