@@ -135,7 +135,8 @@ class UnconfirmedAcks:
     after that is not applied (the new owner would deliver those messages
     again). So every ack is sent with a request id and kept here until its
     ACK_RESPONSE; when the link goes down, or the broker answers with an
-    error, the consumer puts the group back among the pending acks.
+    error, the sender (:mod:`.ack_sender`) puts the group back among the
+    pending acks.
     """
 
     def __init__(self) -> None:

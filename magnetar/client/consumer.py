@@ -10,8 +10,8 @@ count as taken.
 A batch member's ack is remembered client side; the entry is acked on the
 wire when all its members are, through :class:`.ack_sender.AckSender`
 (grouped every ``ack_group_time_ms``, kept until the broker confirms them,
-sent again when they may have been lost). Negative acks and ack timeouts turn into
-REDELIVER_UNACKNOWLEDGED_MESSAGES: by entry id on Shared/Key_Shared
+sent again when they may have been lost). Negative acks and ack timeouts
+turn into REDELIVER_UNACKNOWLEDGED_MESSAGES: by entry id on Shared/Key_Shared
 subscriptions, as "redeliver everything unacked" on Exclusive/Failover ones
 (where the broker rewinds the subscription anyway).
 
