@@ -28,7 +28,7 @@ from magnetar.metadata import EtcdMetadataStore
 from magnetar.objectstore.s3 import open_object_store
 from magnetar.storage import UNWATCHED_ROOTS, ManagedLedgerFactory, StorageConfig
 from magnetar.storage.cache import CacheBudget
-from magnetar.storage.object_backend import ObjectBackend
+from magnetar.storage.object.object_backend import ObjectBackend
 from magnetar_harness.etcd import running_etcd
 from magnetar_harness.objectstore import running_seaweed
 

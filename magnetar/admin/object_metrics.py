@@ -8,8 +8,8 @@ interval, then one metadata transaction per 120 ledgers in it, so
 1000 / ``object_commit_interval_ms`` per second whatever the topic count
 (docs/object-storage.md). ``magnetar_object_commit_phase_seconds{phase}``
 says where a commit's time goes (gather, put, wait, transaction, receipts,
-total: ``storage/object_commit_timings.py``). Read at scrape time from the
-committer's counters.
+total: ``storage/object/commit_timings.py``). Read at scrape time from the
+backend's ``stats()`` (``storage/backend.py``).
 """
 from __future__ import annotations
 
@@ -26,20 +26,23 @@ class ObjectStorageCollector:
         self.broker = broker
 
     def collect(self):
-        factory = getattr(self.broker, "factory", None)
-        committer = getattr(getattr(factory, "backend", None), "committer", None)
-        if committer is None:
+        factory = self.broker.factory
+        if factory is None:
+            return  # not started yet
+        stats = factory.backend.stats()
+        if stats.kind != "object":
             return
+        counters = stats.counters
         yield CounterMetricFamily("magnetar_object_puts", "Objects written (PUTs that succeeded)",
-                                  value=committer.puts)
+                                  value=counters["puts"])
         yield CounterMetricFamily("magnetar_object_commit_transactions",
                                   "Metadata transactions that committed objects (tried, retries included)",
-                                  value=committer.transactions)
+                                  value=counters["transactions"])
         yield CounterMetricFamily("magnetar_object_commits", "Commits done (one object each)",
-                                  value=committer.commits)
+                                  value=counters["commits"])
         phases = HistogramMetricFamily("magnetar_object_commit_phase_seconds",
                                        "Time of each phase of a commit (total: first batch to last receipt)",
                                        labels=["phase"])
-        for name, histogram in committer.timings.phases.items():
+        for name, histogram in stats.histograms.items():
             phases.add_metric([name], histogram.cumulative(), histogram.sum)
         yield phases

@@ -1,7 +1,10 @@
-"""Storage: ledgers in segment files, group commit, managed ledgers, cursors.
+"""Storage: managed ledgers and their cursors over a ledger backend.
 
 Stores opaque entry bytes; knows nothing of topics, producers or the Pulsar
-protocol. Start with :class:`ManagedLedgerFactory`.
+protocol. Start with :class:`ManagedLedgerFactory`. The bytes go through the
+seam :class:`LedgerBackend` (:mod:`.backend`; records framed as
+:mod:`.framing` says) to a backend package: :mod:`.file` (segment files, the
+default) or :mod:`.object` (an object store).
 """
 from .config import RetentionPolicy, StorageConfig
 from .cursor import ManagedCursor
@@ -15,13 +18,12 @@ from .errors import (
     ManagedLedgerNotFoundError,
     StorageError,
 )
-from .group_commit import GroupCommitWriter
-from .ledger import Ledger, LedgerState
+from .backend import BackendStats, LedgerBackend, LedgerHandle
 from .entry import Entry, LedgerInfo
 from .factory import ManagedLedgerFactory
 from .managed_ledger import ManagedLedger
 from .position import Position
-from .object_index import ROOT as _OBJECT_INDEX_ROOT
+from .object.index import ROOT as _OBJECT_INDEX_ROOT
 
 #: Metadata roots storage writes at a high rate and only reads by key (object
 #: storage's index: a record per section committed): open the metadata store
@@ -29,14 +31,14 @@ from .object_index import ROOT as _OBJECT_INDEX_ROOT
 UNWATCHED_ROOTS = (_OBJECT_INDEX_ROOT,)
 
 __all__ = [
+    "BackendStats",
     "CorruptLedgerError",
     "CursorFencedError",
     "Entry",
-    "GroupCommitWriter",
-    "Ledger",
+    "LedgerBackend",
     "LedgerFencedError",
+    "LedgerHandle",
     "LedgerInfo",
-    "LedgerState",
     "ManagedCursor",
     "ManagedLedger",
     "ManagedLedgerClosedError",

@@ -36,9 +36,9 @@ from .backend import LedgerBackend, LedgerHandle
 from .cache import TailCache
 from .config import StorageConfig
 from .errors import ManagedLedgerClosedError, ManagedLedgerFailedError, ManagedLedgerFencedError, StorageError
-from .ledger import HEADER_SIZE, MAX_ENTRY_SIZE
+from .framing import HEADER_SIZE, MAX_ENTRY_SIZE
 from .ledger_list import LedgerList
-from .ledger_meta import _CLOSED, _CLOSING, _FAILED, _FENCED, _OPEN, _Batch, _LedgerMeta, _failed_future
+from .ledger_meta import CLOSED, CLOSING, FAILED, FENCED, OPEN, LedgerMeta
 from .listeners import EntryListeners
 from .position import Position
 from .rollover import Roller
@@ -46,6 +46,26 @@ from .waiters import Waiter
 from .write_stats import WriteStats
 
 log = logging.getLogger(__name__)
+
+
+class AppendBatch:
+    """Entries handed to the backend together (one ``submit``); they complete together."""
+
+    __slots__ = ("ledger_id", "first", "futures", "nbytes", "failed", "started")
+
+    def __init__(self, ledger_id: int, first: int, futures: list, nbytes: int, started: float = 0.0) -> None:
+        self.started = started  # loop time of the flush (the write latency metric)
+        self.ledger_id = ledger_id
+        self.first = first
+        self.futures = futures
+        self.nbytes = nbytes
+        self.failed = False
+
+
+def _failed_future(loop, exc: BaseException) -> asyncio.Future:
+    fut = loop.create_future()
+    fut.set_exception(exc)
+    return fut
 
 
 class AppendPath:
@@ -67,7 +87,7 @@ class AppendPath:
         self._after_rollover = after_rollover
         self._loop = loop
         #: ``open``, ``closing``, ``closed``, ``fenced`` or ``failed``.
-        self.state = _OPEN
+        self.state = OPEN
         #: Why appends are refused (fenced, failed); None otherwise.
         self.error: StorageError | None = None
         #: Called once when this instance learns another owner took over
@@ -79,13 +99,13 @@ class AppendPath:
         # batches handed over and not completed (_inflight), and appends
         # waiting for a rollover to finish (_waiting).
         self.current: LedgerHandle | None = None
-        self.current_meta: _LedgerMeta | None = None
+        self.current_meta: LedgerMeta | None = None
         self._next_entry = 0
         self._current_bytes = 0
         self._buf: list[bytes] = []
         self._buf_futures: list[Waiter] = []  # the waiters of _buf's entries
         self._flush_scheduled = False
-        self._inflight: collections.deque[_Batch] = collections.deque()
+        self._inflight: collections.deque[AppendBatch] = collections.deque()
         self._waiting: list[tuple[bytes, Waiter]] = []
         self._rolling = False
         self._rollover_task: asyncio.Task | None = None
@@ -97,8 +117,8 @@ class AppendPath:
     def fence(self, error: ManagedLedgerFencedError) -> None:
         """Another owner took over: refuse appends, and the current ledger
         refuses batches still queued. The first time, :attr:`on_fenced` hears it."""
-        first = self.state is not _FENCED
-        self.state = _FENCED
+        first = self.state is not FENCED
+        self.state = FENCED
         self.error = error
         if self.current is not None:
             self.current.fence()
@@ -123,15 +143,15 @@ class AppendPath:
 
     def closed(self) -> None:
         """The managed ledger is closed: anyone waiting for it hears."""
-        if self.state in (_OPEN, _CLOSING):
-            self.state = _CLOSED
+        if self.state in (OPEN, CLOSING):
+            self.state = CLOSED
         for fut in self._idle_waiters:
             if not fut.done():
                 fut.set_result(None)
 
     def abandon(self) -> None:
         """Stop dead, as a crash would: pending appends are cancelled."""
-        self.state = _CLOSED
+        self.state = CLOSED
         pending = [f for b in self._inflight for f in b.futures]
         pending += self._buf_futures + [f for _, f in self._waiting]
         self._buf, self._buf_futures, self._waiting = [], [], []
@@ -150,7 +170,7 @@ class AppendPath:
         copied only if it is not ``bytes``; ``bytes`` are kept by reference.
         Raises ``ValueError`` at once for an empty or oversized entry.
         """
-        if self.state is not _OPEN:
+        if self.state is not OPEN:
             return _failed_future(self._loop, self.refusal())
         fut = self._loop.create_future()
         self.append_then(data, fut)
@@ -159,7 +179,7 @@ class AppendPath:
     def append_then(self, data: bytes, on_stored: Waiter) -> None:
         """``ManagedLedger.append_then`` (bound to this per instance): its
         docstring states the contract."""
-        if self.state is not _OPEN:
+        if self.state is not OPEN:
             raise self.refusal()
         if type(data) is not bytes:
             data = bytes(data)
@@ -202,14 +222,14 @@ class AppendPath:
         loop iteration, so concurrent appenders share one batch)."""
         self._flush_scheduled = False
         datas = self._buf
-        if not datas or self.state is _CLOSED:
+        if not datas or self.state is CLOSED:
             return
         futures = self._buf_futures
         self._buf = []
         self._buf_futures = []
         meta = self.current_meta
         first = self._next_entry - len(datas)
-        batch = _Batch(meta.ledger_id, first, futures, sum(map(len, datas)) + HEADER_SIZE * len(datas),
+        batch = AppendBatch(meta.ledger_id, first, futures, sum(map(len, datas)) + HEADER_SIZE * len(datas),
                        self._loop.time())
         self._cache.put_many(meta.ledger_id, first, datas)
         self._inflight.append(batch)
@@ -218,7 +238,7 @@ class AppendPath:
         except StorageError as exc:
             self._on_written(batch, exc)
 
-    def _on_written(self, batch: _Batch, error: BaseException | None) -> None:
+    def _on_written(self, batch: AppendBatch, error: BaseException | None) -> None:
         if batch.failed:
             return
         if error is not None:
@@ -246,7 +266,7 @@ class AppendPath:
         self._listeners.wake()
         if not self._inflight:
             self.wake_idle()
-        if self.current.full and not self._rolling and self.state is _OPEN:
+        if self.current.full and not self._rolling and self.state is OPEN:
             self._start_rollover()
 
     def _fenced_on_disk(self, ledger_id: int) -> None:
@@ -286,7 +306,7 @@ class AppendPath:
             self._cache.truncate(self.current_meta.ledger_id, self.current_meta.entries)
         if self.current is not None:
             self.current.fence()
-        if self.state is _OPEN:
+        if self.state is OPEN:
             self._start_rollover()  # while closing, close() seals the fenced ledger instead
         self.wake_idle()
 
@@ -334,7 +354,7 @@ class AppendPath:
         self._after_rollover()
         self.wake_idle()
 
-    def install(self, meta: _LedgerMeta, ledger: LedgerHandle) -> None:
+    def install(self, meta: LedgerMeta, ledger: LedgerHandle) -> None:
         """Make ``ledger`` the one appends go to."""
         meta.ledger = ledger
         self._ledgers.add(meta)
@@ -349,25 +369,25 @@ class AppendPath:
 
     def _age_check(self, ledger_id: int) -> None:
         self._age_timer = None
-        if self.state is not _OPEN or self.current_meta is None or self.current_meta.ledger_id != ledger_id:
+        if self.state is not OPEN or self.current_meta is None or self.current_meta.ledger_id != ledger_id:
             return
         if self._next_entry == 0:  # nothing to seal; look again later
             self._age_timer = self._loop.call_later(self._config.max_ledger_age_s, self._age_check, ledger_id)
         else:
             self._start_rollover()
 
-    def remove_meta(self, meta: _LedgerMeta) -> None:
+    def remove_meta(self, meta: LedgerMeta) -> None:
         self._ledgers.remove(meta)
         self._cache.drop(meta.ledger_id)
 
     def fail(self, exc: BaseException) -> None:
         """Rolling over failed, or a new owner took over: refuse every
         append until reopened."""
-        if self.state in (_OPEN, _CLOSING):
+        if self.state in (OPEN, CLOSING):
             if isinstance(exc, ManagedLedgerFencedError):
                 self.fence(exc)
             else:
-                self.state = _FAILED
+                self.state = FAILED
                 self.error = ManagedLedgerFailedError(f"managed ledger {self.name!r} failed: {exc}")
                 log.error("%s: %s", self.name, self.error)
         waiting = self._waiting
@@ -375,7 +395,7 @@ class AppendPath:
         waiters.fail([w for _, w in waiting], self.error or self.refusal())
         self.wake_idle()
 
-    def assigned(self, meta: _LedgerMeta) -> int:
+    def assigned(self, meta: LedgerMeta) -> int:
         """Entries in the ledger, counting appends not yet durable for the current one."""
         return self._next_entry if meta is self.current_meta else meta.entries
 

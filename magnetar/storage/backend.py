@@ -6,16 +6,17 @@ bytes of an entry itself. Everything it does with bytes goes through one
 :class:`LedgerBackend`: write a batch of entries to the open ledger, seal it,
 read a range back, fence a previous owner's ledger, recover it, delete it.
 
-Implementations:
+Implementations, one package each, reached only through this Protocol:
 
-- :mod:`.file_backend` (``--storage file``, the default): segment files
-  under ``<data dir>/ledgers``, one group-commit writer thread, fence
-  markers beside the files.
-- object storage (``--storage object``): entries in shared objects, the
+- :mod:`.file` (``--storage file``, the default): segment files under
+  ``<data dir>/ledgers``, one group-commit writer thread, fence markers
+  beside the files.
+- :mod:`.object` (``--storage object``): entries in shared objects, the
   commit and the fence in the metadata store.
 
-A new backend implements this Protocol and is handed to
-``ManagedLedgerFactory(..., backend=...)``; nothing above storage changes.
+A new backend is a package beside them implementing this Protocol, plus one
+branch in :func:`.factory.open_factory` (or handed to
+``ManagedLedgerFactory(..., backend=...)``); nothing above storage changes.
 
 Contract every implementation keeps:
 
@@ -28,15 +29,43 @@ Contract every implementation keeps:
   longer complete a batch with ``None``; ``recover`` then sees every entry
   such a writer ever completed with ``None``.
 - Entry ids are 0, 1, 2... per ledger; a ledger's ``size`` counts
-  ``HEADER_SIZE`` bytes of framing per entry, whatever the backend stores.
+  ``HEADER_SIZE`` bytes of framing per entry (:mod:`.framing`), whatever
+  the backend stores.
 """
 from __future__ import annotations
 
 import asyncio
-from typing import Callable, Protocol
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Protocol
+
+#: What one ``read`` returns at most (unless a single entry is larger).
+READ_CHUNK_BYTES = 8 * 1024 * 1024
 
 #: ``callback(error)``: None when durable, else the StorageError (see above).
 WriteCallback = Callable[["BaseException | None"], None]
+
+
+class LatencyHistogram(Protocol):
+    """Cumulative latency buckets, as Prometheus exposes them."""
+
+    sum: float
+
+    def cumulative(self) -> list[tuple[str, int]]:
+        """``(upper bound in seconds, observations at or below it)``, ``+Inf`` last."""
+        ...
+
+
+@dataclass(frozen=True)
+class BackendStats:
+    """What a backend counted since it started (for ``/metrics``, benchmarks
+    and tests). ``kind`` names the backend (``"file"``, ``"object"``);
+    ``counters`` are running totals by name, ``histograms`` latencies by
+    name (seconds). Each backend documents its names; a reader skips names
+    it does not know."""
+
+    kind: str
+    counters: Mapping[str, int] = field(default_factory=dict)
+    histograms: Mapping[str, LatencyHistogram] = field(default_factory=dict)
 
 
 class LedgerHandle(Protocol):
@@ -118,6 +147,10 @@ class LedgerBackend(Protocol):
 
     async def stored_ledger_ids(self) -> set[int]:
         """Ids of the ledgers this backend stores (for orphans)."""
+        ...
+
+    def stats(self) -> BackendStats:
+        """What the backend counted so far (no I/O; cheap enough per scrape)."""
         ...
 
     async def close(self) -> None:

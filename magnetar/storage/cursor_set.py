@@ -21,7 +21,7 @@ from typing import Protocol
 from ..metadata.store import MetadataError, MetadataStore
 from .cursor import CursorLedger, ManagedCursor
 from .errors import ManagedLedgerClosedError, StorageError
-from .ledger_meta import _OPEN, cursor_key
+from .ledger_meta import OPEN, cursor_key
 from .position import Position
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ class CursorSet:
         cursor = ManagedCursor(ml, name, md, key=cursor_key(self._key, name), version=-1)
         cursor._gen += 1
         await cursor._persist()
-        if ml.state is not _OPEN:
+        if ml.state is not OPEN:
             await cursor._close()
             raise ml._refusal()
         self.by_name[name] = cursor

@@ -1,5 +1,6 @@
 """The managed ledger factory: opens managed ledgers (one instance per name),
-owns the storage backend (``backend.py``; segment files by default),
+owns the storage backend (:class:`~.backend.LedgerBackend`; segment files
+by default, :mod:`.file`; :mod:`.object` by choice),
 allocates ledger ids, lists, deletes, and removes orphaned ledgers at a
 standalone broker's start-up.
 """
@@ -20,8 +21,7 @@ from .errors import (
     StorageError,
 )
 from .backend import LedgerBackend
-from .file_backend import FileBackend
-
+from .file import FileBackend
 from .managed_ledger import ManagedLedger
 from .ledger_meta import LEDGER_ID_COUNTER, ROOT, check_name
 
@@ -36,7 +36,7 @@ CLOSING_WAIT_S = 5.0
 class ManagedLedgerFactory:
     """Opens managed ledgers with metadata in ``store`` and entries in
     ``backend`` (default: segment files under ``data_dir``,
-    :class:`~.file_backend.FileBackend`), which it owns and closes.
+    :class:`~.file.FileBackend`), which it owns and closes.
 
     One factory per event loop and backend.
     """
@@ -47,10 +47,6 @@ class ManagedLedgerFactory:
         self.store = store
         self.config = config or StorageConfig()
         self.backend: LedgerBackend = backend or FileBackend(self.data_dir, self.config)
-        # The segment files' directory and writer thread (for tests and stats);
-        # None with another backend.
-        self.ledger_dir: Path | None = getattr(self.backend, "ledger_dir", None)
-        self.writer = getattr(self.backend, "writer", None)
         #: What the managed ledgers' tail caches hold together, at most.
         self.cache_budget = cache_budget or CacheBudget(self.config.cache_budget_bytes)
         self._open: dict[str, ManagedLedger] = {}
@@ -271,13 +267,16 @@ async def open_factory(data_dir: Path, store: MetadataStore, config: StorageConf
     ``config.object_store_url`` with their index in ``store``
     (``"object"``). Raises ``StorageError`` (one line) for a bad object
     store URL; whether the store answers is checked by the broker command
-    at start (``magnetar.objectstore.s3.check_object_store``)."""
+    at start (``magnetar.objectstore.s3.check_object_store``).
+
+    A new backend is one more branch here (``config.backend`` names it).
+    """
     if config.backend != "object":
         return ManagedLedgerFactory(data_dir, store, config)
     # Imported here: a broker on files never loads the S3 client.
     from ..objectstore.s3 import open_object_store
     from ..objectstore.store import ObjectStoreError
-    from .object_backend import ObjectBackend
+    from .object.object_backend import ObjectBackend
 
     try:
         objects = open_object_store(config.object_store_url)  # `magnetar broker` checked it works

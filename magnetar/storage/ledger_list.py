@@ -1,6 +1,6 @@
 """The ledgers of one managed ledger, oldest first, and the positions in them.
 
-What the managed ledger knows of each ledger (a :class:`~.ledger_meta._LedgerMeta`:
+What the managed ledger knows of each ledger (a :class:`~.ledger_meta.LedgerMeta`:
 confirmed entries, size, state, its open handle) by id, with the ids kept
 sorted, so that positions can be found by bisection. Counts are of
 confirmed (durable) entries only: where appends go next is the append
@@ -13,7 +13,7 @@ from bisect import bisect_left
 from typing import Iterator
 
 from .entry import LedgerInfo
-from .ledger_meta import _LedgerMeta
+from .ledger_meta import LedgerMeta
 from .position import Position
 
 
@@ -22,22 +22,22 @@ class LedgerList:
 
     def __init__(self) -> None:
         #: Id -> record, in id order (a dict keeps insertion order).
-        self.metas: dict[int, _LedgerMeta] = {}
+        self.metas: dict[int, LedgerMeta] = {}
         #: The same ids, sorted, for bisection.
         self.ids: list[int] = []
 
-    def __iter__(self) -> Iterator[_LedgerMeta]:
+    def __iter__(self) -> Iterator[LedgerMeta]:
         return iter(self.metas.values())
 
-    def get(self, ledger_id: int) -> _LedgerMeta | None:
+    def get(self, ledger_id: int) -> LedgerMeta | None:
         return self.metas.get(ledger_id)
 
-    def add(self, meta: _LedgerMeta) -> None:
+    def add(self, meta: LedgerMeta) -> None:
         """Append ``meta`` (its id is higher than every id listed)."""
         self.metas[meta.ledger_id] = meta
         self.ids.append(meta.ledger_id)
 
-    def remove(self, meta: _LedgerMeta) -> None:
+    def remove(self, meta: LedgerMeta) -> None:
         self.metas.pop(meta.ledger_id, None)
         i = bisect_left(self.ids, meta.ledger_id)
         if i < len(self.ids) and self.ids[i] == meta.ledger_id:
@@ -82,7 +82,7 @@ class LedgerList:
                 total += max(0, meta.entries - pos.entry_id - 1)
         return total
 
-    def locate(self, pos: Position) -> tuple[_LedgerMeta, int] | None:
+    def locate(self, pos: Position) -> tuple[LedgerMeta, int] | None:
         """The first confirmed entry at or after ``pos``: its ledger and entry id."""
         ids = self.ids
         for i in range(bisect_left(ids, pos.ledger_id), len(ids)):

@@ -1,8 +1,8 @@
 """What a managed ledger records of its ledgers, and the names it may take.
 
-``_LedgerMeta`` is one ledger's entry in the managed ledger's metadata record
-(JSON in the metadata store); ``_Batch`` is one group-commit write in flight.
-No I/O here.
+:class:`LedgerMeta` is one ledger's entry in the managed ledger's metadata
+record (JSON in the metadata store); its ``state`` is one of the names
+below. No I/O here.
 """
 from __future__ import annotations
 
@@ -10,19 +10,17 @@ import asyncio
 import logging
 from urllib.parse import quote
 
-from .ledger import Ledger
+from .backend import LedgerHandle
 
 log = logging.getLogger(__name__)
 
 ROOT = "/managed-ledgers"
 LEDGER_ID_COUNTER = "/counters/ledger-id"
-SYNC_READ_BYTES = 256 * 1024  # larger file reads go to a thread
-READ_CHUNK_BYTES = 8 * 1024 * 1024  # one pread never exceeds this (unless one entry does)
 
-_OPEN, _CLOSING, _CLOSED, _FENCED, _FAILED = "open", "closing", "closed", "fenced", "failed"
+OPEN, CLOSING, CLOSED, FENCED, FAILED = "open", "closing", "closed", "fenced", "failed"
 
 
-class _LedgerMeta:
+class LedgerMeta:
     """What the managed ledger knows of one of its ledgers.
 
     ``entries``/``size`` count confirmed (durable) entries only.
@@ -38,7 +36,7 @@ class _LedgerMeta:
         self.created = created
         self.closed = closed
         self.state = state
-        self.ledger: Ledger | None = None
+        self.ledger: LedgerHandle | None = None
         self.opening: asyncio.Future | None = None
 
     def doc(self) -> dict:
@@ -46,23 +44,9 @@ class _LedgerMeta:
                 "created": self.created, "closed": self.closed, "state": self.state}
 
     @classmethod
-    def from_doc(cls, doc: dict) -> "_LedgerMeta":
+    def from_doc(cls, doc: dict) -> "LedgerMeta":
         return cls(int(doc["id"]), int(doc.get("entries", 0)), int(doc.get("size", 0)),
                    float(doc.get("created", 0.0)), doc.get("closed"), doc.get("state", "open"))
-
-
-class _Batch:
-    """Entries handed to the writer together; they complete together."""
-
-    __slots__ = ("ledger_id", "first", "futures", "nbytes", "failed", "started")
-
-    def __init__(self, ledger_id: int, first: int, futures: list, nbytes: int, started: float = 0.0) -> None:
-        self.started = started  # loop time of the flush (the write latency metric)
-        self.ledger_id = ledger_id
-        self.first = first
-        self.futures = futures
-        self.nbytes = nbytes
-        self.failed = False
 
 
 def check_name(name: str) -> None:
@@ -85,9 +69,3 @@ def cursor_key(ml_key: str, cursor_name: str) -> str:
     if segment in (".", ".."):
         segment = segment.replace(".", "%2E")
     return f"{ml_key}/cursors/{segment}"
-
-
-def _failed_future(loop, exc: BaseException) -> asyncio.Future:
-    fut = loop.create_future()
-    fut.set_exception(exc)
-    return fut

@@ -37,7 +37,7 @@ from typing import Callable
 from ..metadata.store import (BadVersion, Compare, Delete, KeyNotFound, MetadataError, MetadataStore, Put,
                               TransactionFailed)
 from .errors import ManagedLedgerFencedError, StorageError
-from .ledger_meta import ROOT, _LedgerMeta
+from .ledger_meta import ROOT, LedgerMeta
 
 
 class ManagedLedgerRecord:
@@ -57,7 +57,7 @@ class ManagedLedgerRecord:
         self.lock = asyncio.Lock()
         self._watch = None
 
-    async def load(self) -> tuple[list[_LedgerMeta], dict[str, str]]:
+    async def load(self) -> tuple[list[LedgerMeta], dict[str, str]]:
         """The ledgers and properties stored (none for a new managed ledger);
         remembers the version for the next :meth:`save`."""
         record = await self.store.get(self.key)
@@ -65,7 +65,7 @@ class ManagedLedgerRecord:
             return [], {}
         doc = json.loads(record.value)
         self.version = record.version
-        return [_LedgerMeta.from_doc(d) for d in doc.get("ledgers", [])], dict(doc.get("properties", {}))
+        return [LedgerMeta.from_doc(d) for d in doc.get("ledgers", [])], dict(doc.get("properties", {}))
 
     async def save(self, ledger_docs: list[dict], properties: dict[str, str]) -> None:
         """Compare-and-set the record. Caller holds :attr:`lock`."""

@@ -55,7 +55,7 @@ from .cursor_set import CursorSet
 from .entry import Entry, LedgerInfo
 from .errors import ManagedLedgerFencedError, StorageError
 from .ledger_list import LedgerList
-from .ledger_meta import _CLOSED, _CLOSING, _FENCED, _OPEN, _LedgerMeta
+from .ledger_meta import CLOSED, CLOSING, FENCED, OPEN, LedgerMeta
 from .ledger_record import ManagedLedgerRecord
 from .listeners import EntryListeners
 from .position import Position
@@ -274,7 +274,7 @@ class ManagedLedger:
         one entry is always returned). Raises ``CorruptLedgerError`` if a
         record fails its CRC and ``StorageError`` on I/O errors
         (:class:`.reading.EntryReader`)."""
-        if self._appends.state is _CLOSED:
+        if self._appends.state is CLOSED:
             raise self._refusal()
         return await self._reader.read_entries(start, max_entries, max_bytes)
 
@@ -309,11 +309,11 @@ class ManagedLedger:
             await self._record.save(ledger_docs, properties)
 
     def _check_not_fenced(self) -> None:
-        if self._appends.state is _FENCED:
+        if self._appends.state is FENCED:
             raise self._appends.error
 
     def _on_record_change(self) -> None:
-        if self._appends.state in (_OPEN, _CLOSING) and self._owner_check is None:
+        if self._appends.state in (OPEN, CLOSING) and self._owner_check is None:
             self._owner_check = self._loop.create_task(self._check_owner())
 
     async def _check_owner(self) -> None:
@@ -325,7 +325,7 @@ class ManagedLedger:
             async with self._record.lock:
                 if not await self._record.changed_elsewhere():
                     return
-                if self._appends.state not in (_OPEN, _CLOSING):
+                if self._appends.state not in (OPEN, CLOSING):
                     return
                 error = ManagedLedgerFencedError(f"managed ledger {self.name!r} was taken over or deleted elsewhere")
                 log.warning("%s: %s", self.name, error)
@@ -379,17 +379,17 @@ class ManagedLedger:
         """A durable cursor persisted a new mark-delete position (trimming may follow)."""
         self._trimmer.cursor_moved(mark_delete)
 
-    def _is_current(self, meta: _LedgerMeta) -> bool:
+    def _is_current(self, meta: LedgerMeta) -> bool:
         return meta is self._appends.current_meta
 
-    async def _forget_ledgers(self, victims: list[_LedgerMeta]) -> None:
+    async def _forget_ledgers(self, victims: list[LedgerMeta]) -> None:
         """Trimmed: record the ledgers gone, then forget them (caller holds the record's lock)."""
         await self._save(self._ledgers.docs(without=victims), self._properties)
         for meta in victims:
             self._appends.remove_meta(meta)
 
     def _check_usable(self) -> None:
-        if self._appends.state in (_CLOSED, _FENCED):
+        if self._appends.state in (CLOSED, FENCED):
             raise self._refusal()
 
     # =============================================================== cursors
@@ -431,13 +431,13 @@ class ManagedLedger:
         where it went) until :meth:`close_cursors`.
         """
         appends = self._appends
-        if appends.state in (_CLOSED, _CLOSING):
-            while appends.state is _CLOSING:
+        if appends.state in (CLOSED, CLOSING):
+            while appends.state is CLOSING:
                 await appends.wait_closed()
             return
-        clean = appends.state is _OPEN
+        clean = appends.state is OPEN
         if clean:
-            appends.state = _CLOSING
+            appends.state = CLOSING
         try:
             await appends.drain()
         except Exception:
@@ -448,7 +448,7 @@ class ManagedLedger:
         if not keep_cursors:
             await self.close_cursors()
         current = appends.current
-        if (clean and appends.state is _CLOSING and current is not None
+        if (clean and appends.state is CLOSING and current is not None
                 and await self._backend.taken_over(current.ledger_id)):
             # A new owner took the managed ledger over (this broker's session
             # lapsed before it heard): that owner recovers and seals this
@@ -456,7 +456,7 @@ class ManagedLedger:
             # ours anyway. Nothing to do, and nothing wrong.
             log.info("%s: ledger %d was fenced by a new owner, which seals it", self.name, current.ledger_id)
             clean = False
-        if clean and appends.state is _CLOSING and current is not None:
+        if clean and appends.state is CLOSING and current is not None:
             try:
                 await appends.seal_current()
             except Exception as exc:

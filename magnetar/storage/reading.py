@@ -27,7 +27,7 @@ from .cache import TailCache
 from .entry import Entry
 from .errors import StorageError
 from .ledger_list import LedgerList
-from .ledger_meta import _LedgerMeta
+from .ledger_meta import LedgerMeta
 from .position import Position
 from .read_stats import ReadStats
 
@@ -86,14 +86,14 @@ class EntryReader:
             pos = Position(lid, first + len(datas))
         return out
 
-    async def _read_stored(self, meta: _LedgerMeta, first: int, last: int, max_bytes: int | None) -> list[bytes]:
+    async def _read_stored(self, meta: LedgerMeta, first: int, last: int, max_bytes: int | None) -> list[bytes]:
         self._stats.misses += 1
         ledger = meta.ledger
         if ledger is None:
             ledger = await self._open_ledger(meta)
         return await self._backend.read(ledger, first, last, max_bytes)
 
-    async def _open_ledger(self, meta: _LedgerMeta) -> LedgerHandle:
+    async def _open_ledger(self, meta: LedgerMeta) -> LedgerHandle:
         if meta.opening is None:
             meta.opening = asyncio.get_running_loop().create_task(
                 self._backend.open_sealed(meta.ledger_id, meta.entries))

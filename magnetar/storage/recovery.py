@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 from .backend import LedgerBackend, LedgerHandle
-from .ledger_meta import _LedgerMeta
+from .ledger_meta import LedgerMeta
 from .ledger_record import ManagedLedgerRecord
 
 log = logging.getLogger(__name__)
@@ -39,10 +39,10 @@ class Recovered:
 
     #: The sealed ledgers that hold entries, oldest first (their handles open
     #: where recovery opened them).
-    ledgers: list[_LedgerMeta]
+    ledgers: list[LedgerMeta]
     properties: dict[str, str]
     #: The new ledger for writes, recorded, and its handle.
-    current: _LedgerMeta
+    current: LedgerMeta
     current_handle: LedgerHandle
 
 
@@ -83,7 +83,7 @@ async def recover(record: ManagedLedgerRecord, backend: LedgerBackend,
     metas = [m for m in metas if m not in empties]
     new_id = await new_ledger_id()
     new_ledger = await backend.create(new_id)
-    new_meta = _LedgerMeta(new_id, created=time.time())
+    new_meta = LedgerMeta(new_id, created=time.time())
     try:
         async with record.lock:
             await record.save([m.doc() for m in metas] + [new_meta.doc()], properties)

@@ -26,7 +26,7 @@ from typing import Awaitable, Callable, Protocol
 from .backend import LedgerBackend, LedgerHandle
 from .errors import StorageError
 from .ledger_list import LedgerList
-from .ledger_meta import _LedgerMeta
+from .ledger_meta import LedgerMeta
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class Sealed:
 class Rolled(Sealed):
     """:class:`Sealed`, and the new ledger recorded open after it."""
 
-    new_meta: _LedgerMeta
+    new_meta: LedgerMeta
     new_handle: LedgerHandle
 
 
@@ -98,7 +98,7 @@ class Roller:
         if self._spare_task is not None:
             self._spare_task.cancel()
 
-    async def roll(self, old_meta: _LedgerMeta, old: LedgerHandle) -> Rolled:
+    async def roll(self, old_meta: LedgerMeta, old: LedgerHandle) -> Rolled:
         """Create the next ledger, seal ``old`` after every batch submitted
         to it, and record both. Raises (see the module docstring)."""
         if self.spare_id is None:
@@ -118,7 +118,7 @@ class Roller:
                 old.fence()
                 entries, size = old.entry_count, old.size
             now = time.time()
-            new_meta = _LedgerMeta(new_id, created=now)
+            new_meta = LedgerMeta(new_id, created=now)
             async with self._lock:
                 self._ml._check_not_fenced()
                 docs = self._closed_docs(old_meta, entries, size, now)
@@ -130,7 +130,7 @@ class Roller:
         self.spare_id = None
         return Rolled(entries, size, now, new_meta, new_ledger)
 
-    async def seal(self, meta: _LedgerMeta, handle: LedgerHandle) -> Sealed:
+    async def seal(self, meta: LedgerMeta, handle: LedgerHandle) -> Sealed:
         """Seal the current ledger at close and record it closed (or gone,
         if empty). Raises ``StorageError``."""
         entries, size = await self._backend.seal(handle)
@@ -139,8 +139,8 @@ class Roller:
             await self._ml._save(self._closed_docs(meta, entries, size, now), self._ml._properties)
         return Sealed(entries, size, now)
 
-    def _closed_docs(self, meta: _LedgerMeta, entries: int, size: int, now: float) -> list[dict]:
+    def _closed_docs(self, meta: LedgerMeta, entries: int, size: int, now: float) -> list[dict]:
         docs = self._ledgers.docs(without=(meta,))
         if entries:
-            docs.append(_LedgerMeta(meta.ledger_id, entries, size, meta.created, now, "closed").doc())
+            docs.append(LedgerMeta(meta.ledger_id, entries, size, meta.created, now, "closed").doc())
         return docs

@@ -30,7 +30,7 @@ from .backend import LedgerBackend
 from .config import RetentionPolicy, StorageConfig
 from .errors import StorageError
 from .ledger_list import LedgerList
-from .ledger_meta import _OPEN, _LedgerMeta
+from .ledger_meta import OPEN, LedgerMeta
 from .position import Position
 
 log = logging.getLogger(__name__)
@@ -49,9 +49,9 @@ class TrimmedLedger(Protocol):
     @property
     def last_confirmed(self) -> Position | None: ...
 
-    def _is_current(self, meta: _LedgerMeta) -> bool: ...
+    def _is_current(self, meta: LedgerMeta) -> bool: ...
 
-    async def _forget_ledgers(self, victims: list[_LedgerMeta]) -> None:
+    async def _forget_ledgers(self, victims: list[LedgerMeta]) -> None:
         """Record the ledgers gone, then drop them from the list (the caller
         holds the record's lock). Raises ``StorageError``."""
         ...
@@ -83,7 +83,7 @@ class Trimmer:
 
     def schedule(self) -> None:
         """Trim soon, in the background (once more if a round is running)."""
-        if self._ml.state is not _OPEN:
+        if self._ml.state is not OPEN:
             return
         if self._task is None:
             self._task = self._loop.create_task(self._rounds())
@@ -112,7 +112,7 @@ class Trimmer:
             while True:
                 self._again = False
                 await self._trim_once()
-                if not self._again or self._ml.state is not _OPEN:
+                if not self._again or self._ml.state is not OPEN:
                     break
         except StorageError as exc:
             log.warning("%s: trimming failed: %s", self._ml.name, exc)
@@ -121,7 +121,7 @@ class Trimmer:
         finally:
             self._task = None
 
-    def trimmable(self) -> list[_LedgerMeta]:
+    def trimmable(self) -> list[LedgerMeta]:
         """Closed ledgers at the head that every durable cursor has consumed
         and retention lets go. Arms a timer if retention time is what holds
         the next one back."""
@@ -150,7 +150,7 @@ class Trimmer:
             remaining -= meta.size
         return victims
 
-    def _retained(self, meta: _LedgerMeta, now: float, remaining: int) -> bool:
+    def _retained(self, meta: LedgerMeta, now: float, remaining: int) -> bool:
         """Whether retention keeps the consumed ledger ``meta`` (``remaining``:
         the managed ledger's size counting it). Arms the trim timer when its
         age is what keeps it."""
@@ -176,7 +176,7 @@ class Trimmer:
         if not self.trimmable():
             return
         async with self._lock:
-            if self._ml.state is not _OPEN:
+            if self._ml.state is not OPEN:
                 return
             victims = self.trimmable()
             if not victims:

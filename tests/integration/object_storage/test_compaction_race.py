@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 
 from magnetar.objectstore.s3 import open_object_store
-from magnetar.storage.object_backend import ObjectBackend
-from magnetar.storage.object_index import compacted_key, ledger_key
+from magnetar.storage.object.object_backend import ObjectBackend
+from magnetar.storage.object.index import compacted_key, ledger_key
 
 LEDGERS = 8
 COMMITS = 6
@@ -56,7 +56,7 @@ async def test_a_compaction_from_a_stale_index_changes_nothing(etcd_store, objec
     the 1,000-fault soak lost 211 entries of a ledger when that compaction
     replaced the new owner's ("metadata says 298 entries, its index holds 87").
     A compaction works only from the index as it is, and never after another."""
-    from magnetar.storage.object_compactor import compact_ledger
+    from magnetar.storage.object.compactor import compact_ledger
 
     objects = open_object_store(objects_url)
     writer = ObjectBackend(etcd_store, objects, commit_interval_ms=1, collect_interval_s=None)

@@ -12,8 +12,8 @@ from magnetar.metadata import EtcdMetadataStore
 from magnetar.objectstore.s3 import open_object_store
 from magnetar.storage import ManagedLedgerFactory, ManagedLedgerFencedError, StorageConfig, StorageError
 from magnetar.storage.cache import CacheBudget
-from magnetar.storage.object_backend import ObjectBackend
-from magnetar.storage.object_index import ROOT
+from magnetar.storage.object.object_backend import ObjectBackend
+from magnetar.storage.object.index import ROOT
 
 
 def open_factory(tmp_path, store, objects_url, *, interval_ms=20, **config) -> ManagedLedgerFactory:
@@ -150,9 +150,9 @@ async def wait_for_async(predicate, timeout=20.0, what="condition"):
 
 
 async def test_sealed_ledgers_are_compacted_and_orphaned_objects_collected(tmp_path, etcd_store, objects_url, objects, monkeypatch):
-    import magnetar.storage.object_commit as object_commit
-    from magnetar.storage.object_compactor import collect_orphans
-    from magnetar.storage.object_index import compacted_key
+    import magnetar.storage.object.commit as object_commit
+    from magnetar.storage.object.compactor import collect_orphans
+    from magnetar.storage.object.index import compacted_key
 
     monkeypatch.setattr(object_commit, "MAX_SECTIONS_PER_LEDGER", 10)  # roll over after 10 commits
     factory = open_factory(tmp_path, etcd_store, objects_url, interval_ms=5, read_cache_bytes=0)
@@ -191,10 +191,10 @@ async def test_section_records_a_compaction_left_after_its_marker_are_collected(
     ``s/`` records (a crash) left them for good: etcd kept a ledger's worth
     of records that nothing reads. The collector deletes them, and then the
     commit objects only they named."""
-    import magnetar.storage.object_commit as object_commit
+    import magnetar.storage.object.commit as object_commit
     from magnetar.metadata.store import Put
-    from magnetar.storage.object_compactor import collect_orphans
-    from magnetar.storage.object_index import Section, section_key
+    from magnetar.storage.object.compactor import collect_orphans
+    from magnetar.storage.object.index import Section, section_key
 
     monkeypatch.setattr(object_commit, "MAX_SECTIONS_PER_LEDGER", 5)
     factory = open_factory(tmp_path, etcd_store, objects_url, interval_ms=5, read_cache_bytes=0)
@@ -221,8 +221,8 @@ async def test_a_ledger_compacted_elsewhere_after_this_broker_loaded_its_index_s
     commit objects that only the old section records named. B's reads then
     met missing objects and failed as a corrupt ledger; B now reads the index
     again and finds the entries in the chunks."""
-    import magnetar.storage.object_commit as object_commit
-    from magnetar.storage.object_compactor import collect_orphans, compact_ledger
+    import magnetar.storage.object.commit as object_commit
+    from magnetar.storage.object.compactor import collect_orphans, compact_ledger
 
     monkeypatch.setattr(object_commit, "MAX_SECTIONS_PER_LEDGER", 4)
     monkeypatch.setattr(ObjectBackend, "_compact_later", lambda self, ledger: None)  # compaction by hand below
@@ -245,12 +245,12 @@ async def test_a_ledger_compacted_elsewhere_after_this_broker_loaded_its_index_s
 
 
 async def _compacted(store, ledger_id: int) -> bool:
-    from magnetar.storage.object_index import compacted_key
+    from magnetar.storage.object.index import compacted_key
     return await store.get(compacted_key(ledger_id)) is not None
 
 
 async def test_a_young_orphan_is_left_alone(tmp_path, etcd_store, objects_url, objects):
-    from magnetar.storage.object_compactor import collect_orphans
+    from magnetar.storage.object.compactor import collect_orphans
 
     await objects.put("data/zombie/%013d-00000001" % 0, b"old orphan")
     import time
@@ -261,8 +261,8 @@ async def test_a_young_orphan_is_left_alone(tmp_path, etcd_store, objects_url, o
 
 async def test_chunks_of_a_deleted_ledger_that_its_index_never_named_are_collected(tmp_path, etcd_store, objects_url,
                                                                                    objects):
-    from magnetar.storage.object_compactor import collect_orphans
-    from magnetar.storage.object_index import chunk_object
+    from magnetar.storage.object.compactor import collect_orphans
+    from magnetar.storage.object.index import chunk_object
 
     factory = open_factory(tmp_path, etcd_store, objects_url)
     ml = await factory.open("t/chunks")

@@ -54,7 +54,7 @@ async def run(policy: str, mode: str, total: int, appenders: int, window: int) -
                 done.clear()
                 await done.wait()
         elapsed = time.perf_counter() - start
-        writer = factory.writer
+        writer = factory.backend.writer
         rate = total / elapsed
         print(f"{policy:8} {mode:9} {rate:10,.0f} entries/s   fsyncs={writer.fsync_count:6} "
               f"entries/fsync={writer.entries_written / max(1, writer.fsync_count):8.1f}")

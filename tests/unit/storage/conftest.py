@@ -34,5 +34,5 @@ async def factories(data_dir, store):
     for factory in made:
         if not factory._closed:
             await factory.close()
-        elif factory.writer._thread.is_alive():
-            await factory.writer.close()
+        elif factory.backend.writer._thread.is_alive():
+            await factory.backend.writer.close()

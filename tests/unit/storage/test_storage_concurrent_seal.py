@@ -14,7 +14,7 @@ import threading
 
 from magnetar.metadata import MemoryMetadataStore
 from magnetar.storage import ManagedLedgerFactory, StorageConfig
-from magnetar.storage.ledger import Ledger, _load_index, index_path, log_path, write_fence
+from magnetar.storage.file.ledger import Ledger, _load_index, index_path, log_path, write_fence
 
 
 def test_two_sealers_of_one_ledger_both_succeed_and_leave_a_valid_index(tmp_path):

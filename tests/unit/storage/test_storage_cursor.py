@@ -8,7 +8,7 @@ import pytest
 
 from magnetar.metadata.memory import MemoryMetadataStore
 from magnetar.storage import CursorFencedError, ManagedLedgerClosedError, Position
-from magnetar.storage.ledger import log_path
+from magnetar.storage.file.ledger import log_path
 
 
 async def fill(ml, count: int) -> list[Position]:
@@ -184,7 +184,7 @@ async def test_cursor_fenced_by_concurrent_writer(factories, store):
 
 
 def ledger_files(factory) -> set[int]:
-    return {int(name[:20]) for name in os.listdir(factory.ledger_dir) if name.endswith(".log")}
+    return {int(name[:20]) for name in os.listdir(factory.backend.ledger_dir) if name.endswith(".log")}
 
 
 async def test_trimming_deletes_consumed_ledgers(factories, wait_until):

@@ -15,7 +15,7 @@ import os
 import pytest
 
 from magnetar.storage import ManagedLedgerFailedError, StorageError
-from magnetar.storage import ledger as ledger_module
+from magnetar.storage.file import ledger as ledger_module
 
 
 class FailingDisk:
@@ -139,7 +139,7 @@ async def test_interval_policy_a_failed_periodic_fdatasync_is_logged_in_one_line
     await ml.append(b"a")
     broken = ml.ledgers[-1].ledger_id
     disk.failing = True
-    with caplog.at_level("ERROR", logger="magnetar.storage.group_commit"):
+    with caplog.at_level("ERROR", logger="magnetar.storage.file.group_commit"):
         try:
             await ml.append(b"b")
         except StorageError:

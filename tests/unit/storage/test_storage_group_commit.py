@@ -7,15 +7,9 @@ import threading
 
 import pytest
 
-from magnetar.storage import (
-    GroupCommitWriter,
-    Ledger,
-    LedgerFencedError,
-    LedgerState,
-    Position,
-    StorageConfig,
-    StorageError,
-)
+from magnetar.storage import LedgerFencedError, Position, StorageConfig, StorageError
+from magnetar.storage.file.group_commit import GroupCommitWriter
+from magnetar.storage.file.ledger import Ledger, LedgerState
 
 
 @pytest.mark.parametrize("policy", ["always", "interval", "never"])
@@ -42,7 +36,7 @@ async def test_concurrent_appends_complete_in_order(factories, policy):
     by_pos = {e.position: e.data for e in entries}
     for k, positions in enumerate(results):
         assert [by_pos[p] for p in positions] == [b"%d-%d" % (k, i) for i in range(50)]
-    writer = factory.writer
+    writer = factory.backend.writer
     if policy == "always":
         # one fsync covers many appends under concurrency
         assert 0 < writer.fsync_count < 2000 / 4
@@ -54,7 +48,7 @@ async def test_interval_policy_syncs_periodically(factories, wait_until):
     factory = factories(sync_policy="interval", sync_interval_ms=10)
     ml = await factory.open("t")
     await ml.append(b"one")
-    await wait_until(lambda: factory.writer.fsync_count >= 1, what="periodic fsync")
+    await wait_until(lambda: factory.backend.writer.fsync_count >= 1, what="periodic fsync")
 
 
 async def test_interval_syncs_run_beside_the_writer_and_survive_rollovers(factories, caplog):
@@ -71,7 +65,7 @@ async def test_interval_syncs_run_beside_the_writer_and_survive_rollovers(factor
     entries = await ml.read_entries(ml.first_position(), 5000)
     assert len(entries) == 1800
     assert not [r for r in caplog.records if "fsync" in r.getMessage()]
-    assert factory.writer.fsync_count > 0
+    assert factory.backend.writer.fsync_count > 0
 
 
 async def test_writer_call_runs_after_earlier_writes(tmp_path):

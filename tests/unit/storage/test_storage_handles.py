@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from magnetar.storage.handles import FileHandles
+from magnetar.storage.file.handles import FileHandles
 
 
 def _files(tmp_path, n):

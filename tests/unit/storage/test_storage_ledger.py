@@ -7,8 +7,10 @@ import struct
 from magnetar.protocol.checksum import crc32c
 import pytest
 
-from magnetar.storage import CorruptLedgerError, Ledger, LedgerFencedError, LedgerState
-from magnetar.storage.ledger import frame, index_path, log_path
+from magnetar.storage import CorruptLedgerError, LedgerFencedError
+from magnetar.storage.file.ledger import Ledger, LedgerState
+from magnetar.storage.file.ledger import index_path, log_path
+from magnetar.storage.framing import frame
 
 
 def make(tmp_path, ledger_id=7, entries=(b"a", b"bb" * 100, b"ccc")) -> Ledger:
@@ -140,7 +142,7 @@ def test_rollback_fences_and_cuts(tmp_path):
 
 
 def test_scan_of_large_file_across_chunks(tmp_path, monkeypatch):
-    from magnetar.storage import ledger as ledger_mod
+    from magnetar.storage.file import ledger as ledger_mod
 
     monkeypatch.setattr(ledger_mod, "_SCAN_CHUNK", 100)  # force many refills
     datas = [os.urandom(37 + i % 90) for i in range(200)]

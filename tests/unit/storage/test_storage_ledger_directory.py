@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 
-from magnetar.storage.ledger import SEAL_TMP, Ledger, delete_ledger_files, index_path, log_path
+from magnetar.storage.file.ledger import SEAL_TMP, Ledger, delete_ledger_files, index_path, log_path
 
 _listed: list[str] = []
 _watching = False
@@ -31,8 +31,8 @@ async def test_a_crash_recovery_deletes_the_empty_ledger_without_listing_the_dir
     reopened = await second.open("t/ns/persistent/a")  # a new, empty open ledger
     empty_id = reopened.ledgers[-1].ledger_id
     # A crash left a half-written index of that ledger, and of another one.
-    (factory.ledger_dir / SEAL_TMP / f"{empty_id:020d}.idx.0a1b2c.tmp").write_bytes(b"torn")
-    (factory.ledger_dir / SEAL_TMP / f"{empty_id + 1000:020d}.idx.0a1b2c.tmp").write_bytes(b"other")
+    (factory.backend.ledger_dir / SEAL_TMP / f"{empty_id:020d}.idx.0a1b2c.tmp").write_bytes(b"torn")
+    (factory.backend.ledger_dir / SEAL_TMP / f"{empty_id + 1000:020d}.idx.0a1b2c.tmp").write_bytes(b"other")
     second.abandon()
 
     _listed.clear()
@@ -43,8 +43,8 @@ async def test_a_crash_recovery_deletes_the_empty_ledger_without_listing_the_dir
         _watching = False
     assert "ledgers" not in _listed, _listed
     assert empty_id not in [m.ledger_id for m in again.ledgers]
-    assert not log_path(factory.ledger_dir, empty_id).exists()
-    assert sorted(os.listdir(factory.ledger_dir / SEAL_TMP)) == [f"{empty_id + 1000:020d}.idx.0a1b2c.tmp"]
+    assert not log_path(factory.backend.ledger_dir, empty_id).exists()
+    assert sorted(os.listdir(factory.backend.ledger_dir / SEAL_TMP)) == [f"{empty_id + 1000:020d}.idx.0a1b2c.tmp"]
     assert [e.data for e in await again.read_entries(again.first_position(), 10)] == [b"kept"]
 
 

@@ -13,7 +13,7 @@ from magnetar.storage import (
     ManagedLedgerNotFoundError,
     Position,
 )
-from magnetar.storage.ledger import SEAL_TMP, log_path
+from magnetar.storage.file.ledger import SEAL_TMP, log_path
 
 
 def payload(i: int) -> bytes:
@@ -133,7 +133,7 @@ async def test_reopen_without_appends_does_not_pile_up_empty_ledgers(factories):
         await ml.close()
     ml = await factory.open("t")
     assert len(ml.ledgers) == 1
-    assert sorted(n for n in os.listdir(factory.ledger_dir) if n != SEAL_TMP) == [f"{ml.ledgers[0].ledger_id:020d}.log"]
+    assert sorted(n for n in os.listdir(factory.backend.ledger_dir) if n != SEAL_TMP) == [f"{ml.ledgers[0].ledger_id:020d}.log"]
 
 
 @pytest.mark.parametrize("policy", ["always", "interval", "never"])
@@ -161,7 +161,7 @@ async def test_crash_with_torn_tail(factories):
     positions = await append_all(ml, 20)
     lid = positions[-1].ledger_id
     factory.abandon()
-    with open(log_path(factory.ledger_dir, lid), "ab") as f:
+    with open(log_path(factory.backend.ledger_dir, lid), "ab") as f:
         f.write(struct.pack(">II", 50, 12345) + b"torn")
     ml2 = await factories().open("t")
     assert await read_all(ml2) == [payload(i) for i in range(20)]
@@ -266,12 +266,12 @@ async def test_list_and_delete(factories):
         await ml.append(b"data")
         await ml.open_cursor("sub/1")
     assert await factory.list_names() == ["a", "a/b", "t/ns/persistent/x"]
-    ledger_files = set(os.listdir(factory.ledger_dir))
+    ledger_files = set(os.listdir(factory.backend.ledger_dir))
     ml = await factory.open("a")
     own = {f"{i.ledger_id:020d}.log" for i in ml.ledgers}
     await factory.delete("a")
     assert await factory.list_names() == ["a/b", "t/ns/persistent/x"]
-    assert set(os.listdir(factory.ledger_dir)) - {SEAL_TMP} == ledger_files - own
+    assert set(os.listdir(factory.backend.ledger_dir)) - {SEAL_TMP} == ledger_files - own
     with pytest.raises(ManagedLedgerNotFoundError):
         await factory.delete("a")
     fresh = await factory.open("a")
@@ -331,7 +331,7 @@ async def test_missing_ledger_file_is_a_storage_error(factories):
     ml = await factory.open("t")
     positions = await append_all(ml, 12)
     await ml.close()
-    os.unlink(log_path(factory.ledger_dir, positions[0].ledger_id))
+    os.unlink(log_path(factory.backend.ledger_dir, positions[0].ledger_id))
     ml = await factories(read_cache_bytes=0).open("t")
     with pytest.raises(StorageError):
         await ml.read_entries(positions[0], 1)

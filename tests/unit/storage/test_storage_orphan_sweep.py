@@ -2,8 +2,9 @@
 before the start's mark, beside managed ledgers that are open and writing."""
 from __future__ import annotations
 
-from magnetar.storage import Ledger, orphans
-from magnetar.storage.ledger import log_path
+from magnetar.storage import orphans
+from magnetar.storage.file.ledger import Ledger
+from magnetar.storage.file.ledger import log_path
 
 
 async def test_an_orphan_below_the_mark_goes_and_ledgers_made_after_it_stay(factories, store):
@@ -11,7 +12,7 @@ async def test_an_orphan_below_the_mark_goes_and_ledgers_made_after_it_stay(fact
     ml = await factory.open("t/ns/persistent/a")
     await ml.append(b"kept")
     orphan_id = await factory._new_ledger_id()  # a crash between creating a file and recording it
-    Ledger.create(factory.ledger_dir, orphan_id).close()
+    Ledger.create(factory.backend.ledger_dir, orphan_id).close()
     factory.abandon()
 
     restarted = factories()
@@ -20,11 +21,11 @@ async def test_an_orphan_below_the_mark_goes_and_ledgers_made_after_it_stay(fact
     b = await restarted.open("t/ns/persistent/b")
     await b.append(b"new")
     unrecorded_after_mark = await restarted._new_ledger_id()  # a file being born, not yet recorded
-    Ledger.create(restarted.ledger_dir, unrecorded_after_mark).close()
+    Ledger.create(restarted.backend.ledger_dir, unrecorded_after_mark).close()
 
     assert await orphans.sweep(store, restarted.backend, mark) == [orphan_id]
-    assert not log_path(restarted.ledger_dir, orphan_id).exists()
-    assert log_path(restarted.ledger_dir, unrecorded_after_mark).exists()
+    assert not log_path(restarted.backend.ledger_dir, orphan_id).exists()
+    assert log_path(restarted.backend.ledger_dir, unrecorded_after_mark).exists()
     a = await restarted.open("t/ns/persistent/a")
     assert [e.data for e in await a.read_entries(a.first_position(), 10)] == [b"kept"]
     assert [e.data for e in await b.read_entries(b.first_position(), 10)] == [b"new"]

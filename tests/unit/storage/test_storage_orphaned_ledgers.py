@@ -4,8 +4,9 @@ from __future__ import annotations
 import pytest
 
 from magnetar.metadata.memory import MemoryMetadataStore
-from magnetar.storage import Ledger, ManagedLedgerFactory, StorageError
-from magnetar.storage.ledger import log_path
+from magnetar.storage import ManagedLedgerFactory, StorageError
+from magnetar.storage.file.ledger import Ledger
+from magnetar.storage.file.ledger import log_path
 
 
 async def test_a_ledger_created_but_never_recorded_is_removed(factories):
@@ -15,12 +16,12 @@ async def test_a_ledger_created_but_never_recorded_is_removed(factories):
         await ml.append(b"m%d" % i)
     # What a crash between creating a rollover's file and recording it leaves.
     orphan_id = await factory._new_ledger_id()
-    Ledger.create(factory.ledger_dir, orphan_id).close()
+    Ledger.create(factory.backend.ledger_dir, orphan_id).close()
     factory.abandon()
 
     restarted = factories()
     assert await restarted.remove_orphaned_ledgers() == [orphan_id]
-    assert not log_path(restarted.ledger_dir, orphan_id).exists()
+    assert not log_path(restarted.backend.ledger_dir, orphan_id).exists()
     ml = await restarted.open("t")
     entries = await ml.read_entries(ml.first_position(), 10)
     assert [e.data for e in entries] == [b"m%d" % i for i in range(5)]

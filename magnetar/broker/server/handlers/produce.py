@@ -164,7 +164,7 @@ class ProducerReports:
                 session.transport.resume_reading()
         # A broker whose metadata session lapsed still reports what storage
         # settled: a stored entry passed the ledger's fence check after its fsync
-        # (``storage/ledger.py: write_fence``), so a new owner's recovery has it.
+        # (``storage/file/ledger.py: write_fence``), so a new owner's recovery has it.
         # Withholding that receipt would leave the client guessing; an official
         # client even reports such a send as failed (ProducerFenced) when its
         # retry meets a rival exclusive producer on the new owner.

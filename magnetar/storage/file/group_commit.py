@@ -35,7 +35,7 @@ import logging
 import threading
 from typing import Any, Callable
 
-from .errors import StorageError
+from ..errors import StorageError
 from .ledger import Ledger
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""Segment files: the first :class:`~.backend.LedgerBackend` (``--storage file``).
+"""Segment files: the first :class:`~..backend.LedgerBackend` (``--storage file``).
 
 Each ledger is ``<data dir>/ledgers/<id:020d>.log`` (+ ``.idx`` once
 sealed, ``.fenced`` once a new owner took it; formats in :mod:`.ledger`).
@@ -15,15 +15,18 @@ import logging
 import os
 from pathlib import Path
 
-from .backend import WriteCallback
-from .config import StorageConfig
-from .errors import ManagedLedgerFencedError, StorageError
+from ..backend import READ_CHUNK_BYTES, BackendStats, WriteCallback
+from ..config import StorageConfig
+from ..errors import ManagedLedgerFencedError, StorageError
 from .group_commit import GroupCommitWriter
 from .handles import FileHandles, capacity_within_limit
-from .ledger import HEADER_SIZE, Ledger, delete_ledger_files, is_fenced, ledger_dir, write_fence
-from .ledger_meta import READ_CHUNK_BYTES, SYNC_READ_BYTES
+from ..framing import HEADER_SIZE
+from .ledger import Ledger, delete_ledger_files, is_fenced, ledger_dir, write_fence
 
 log = logging.getLogger(__name__)
+
+#: Reads of more bytes than this go to a thread; smaller ones are a page-cache pread on the loop.
+SYNC_READ_BYTES = 256 * 1024
 
 
 class FileBackend:
@@ -111,6 +114,10 @@ class FileBackend:
             if dot and suffix in ("log", "idx", "fenced") and len(stem) == 20 and stem.isdigit():
                 ids.add(int(stem))
         return ids
+
+    def stats(self) -> BackendStats:
+        """``fsyncs``: group commits synced; ``open_files``: segment files open now."""
+        return BackendStats("file", {"fsyncs": self.writer.fsync_count, "open_files": self.handles.open_count})
 
     async def close(self) -> None:
         await self.writer.close()

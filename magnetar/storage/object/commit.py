@@ -45,16 +45,14 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import Any, Callable
+from typing import Callable
 
-import crc32c as _crc32c_module
-
-from ..metadata.store import Compare, MetadataError, MetadataStore, Put, TransactionFailed
-from ..objectstore.store import ObjectStore, ObjectStoreError
-from .errors import LedgerFencedError, ManagedLedgerFencedError, StorageError
-from .ledger import HEADER, HEADER_SIZE
-from .object_commit_timings import CommitTimings
-from .object_index import Section, commit_object, ledger_key, section_key
+from ...metadata.store import Compare, MetadataError, MetadataStore, Put, TransactionFailed
+from ...objectstore.store import ObjectStore, ObjectStoreError
+from ..errors import LedgerFencedError, ManagedLedgerFencedError, StorageError
+from ..framing import HEADER_SIZE, frames
+from .commit_timings import CommitTimings
+from .index import Section, commit_object, ledger_key, section_key
 
 log = logging.getLogger(__name__)
 
@@ -69,13 +67,12 @@ MAX_SECTIONS_PER_LEDGER = 1000
 #: transaction (no receipt): the orphan collector may delete objects older
 #: than ``COLLECT_AFTER_S``, and a transaction must never name one it deleted.
 MAX_COMMIT_AGE_S = 60.0
-_crc = _crc32c_module.crc32c
 
 Callback = Callable[["BaseException | None"], None]
 
 
 class ObjectLedger:
-    """A ledger of the object backend (a :class:`~.backend.LedgerHandle`).
+    """A ledger of the object backend (a :class:`~..backend.LedgerHandle`).
 
     ``entry_count``/``size`` count committed entries; ``sections`` says
     where they are. ``epoch`` is the ledger record's version this writer
@@ -118,7 +115,7 @@ class ObjectLedger:
         self.size += section.length
 
 
-class _Batch:
+class _CommitBatch:
     __slots__ = ("ledger", "datas", "callback", "loop")
 
     def __init__(self, ledger: ObjectLedger, datas: list[bytes], callback: Callback, loop) -> None:
@@ -139,7 +136,7 @@ class Committer:
         #: brokers, nor between two lives of one broker.
         self.session = session or uuid.uuid4().hex
         self._seq = 0
-        self._queue: list[_Batch] = []
+        self._queue: list[_CommitBatch] = []
         self._queued_bytes = 0
         self._first_at = 0.0  # when the oldest queued batch arrived
         self._wake: asyncio.Event | None = None
@@ -165,7 +162,7 @@ class Committer:
             self._task = loop.create_task(self._run())
         if not self._queue:
             self._first_at = time.monotonic()  # the interval counts from here, even while a commit runs
-        self._queue.append(_Batch(ledger, datas, callback, loop))
+        self._queue.append(_CommitBatch(ledger, datas, callback, loop))
         self._pending[ledger.ledger_id] = self._pending.get(ledger.ledger_id, 0) + 1
         self._queued_bytes += sum(map(len, datas)) + HEADER_SIZE * len(datas)
         if len(self._queue) == 1 or self._queued_bytes >= self.max_bytes:
@@ -238,7 +235,7 @@ class Committer:
         self._running.discard(task)
         self._slot.set()
 
-    async def _commit(self, batches: list[_Batch], first_at: float, previous: asyncio.Future | None,
+    async def _commit(self, batches: list[_CommitBatch], first_at: float, previous: asyncio.Future | None,
                       ended: asyncio.Future) -> None:
         """One commit, from PUT to receipts; ``ended`` resolves when it is
         over (its transaction done or given up), never earlier than
@@ -266,10 +263,10 @@ class Committer:
                     if b.ledger.idle is not None:
                         b.ledger.idle.set()
 
-    async def _put_and_record(self, batches: list[_Batch], first_at: float,
+    async def _put_and_record(self, batches: list[_CommitBatch], first_at: float,
                               previous: asyncio.Future | None) -> None:
         # Group by ledger, in submission order; refused ledgers fail at once.
-        groups: dict[int, list[_Batch]] = {}
+        groups: dict[int, list[_CommitBatch]] = {}
         for b in batches:
             if b.ledger.error is not None:
                 _complete([b], b.ledger.error)
@@ -284,7 +281,7 @@ class Committer:
         for lid, group in groups.items():
             datas = [d for b in group for d in b.datas]
             ledger = group[0].ledger
-            framed = _frames(datas)
+            framed = frames(datas)
             # It follows the ledger's sections placed so far, committed or
             # still in an earlier commit of the pipeline.
             sections[lid] = Section(ledger.placed, len(datas), key, offset, len(framed))
@@ -336,7 +333,7 @@ class Committer:
         self._seq += 1
         return commit_object(self.session, int(time.time() * 1000), self._seq)
 
-    async def _put(self, key: str, blob: bytes, groups: dict[int, list[_Batch]]) -> str | None:
+    async def _put(self, key: str, blob: bytes, groups: dict[int, list[_CommitBatch]]) -> str | None:
         deadline = time.monotonic() + self.put_timeout_s
         backoff = 0.02
         while True:
@@ -357,7 +354,7 @@ class Committer:
                 backoff = min(backoff * 2, 0.5)
                 key = self._next_key()  # the failed PUT may have landed: never reuse its key
 
-    async def _record(self, ids: list[int], groups: dict[int, list[_Batch]], sections: dict[int, Section],
+    async def _record(self, ids: list[int], groups: dict[int, list[_CommitBatch]], sections: dict[int, Section],
                       began: float) -> list[int]:
         """One transaction for these ledgers; fenced ones drop out and it
         retries. Returns the ledgers committed; the others' batches have
@@ -398,33 +395,7 @@ class Committer:
         return []
 
 
-def _frames(datas: list[bytes]) -> bytes:
-    """The entries framed as in a segment file: ``[u32 len][u32 crc32c][data]``."""
-    parts: list[Any] = [None] * (2 * len(datas))
-    parts[::2] = map(HEADER.pack, map(len, datas), map(_crc, datas))
-    parts[1::2] = datas
-    return b"".join(parts)
-
-
-def parse_frames(buf: bytes, count: int) -> list[bytes]:
-    """Inverse of :func:`_frames`; raises ValueError on a short or bad record."""
-    out = []
-    off = 0
-    unpack = HEADER.unpack_from
-    for _ in range(count):
-        if off + HEADER_SIZE > len(buf):
-            raise ValueError(f"short section at offset {off}")
-        n, checksum = unpack(buf, off)
-        off += HEADER_SIZE
-        data = buf[off:off + n]
-        if len(data) != n or _crc(data) != checksum:
-            raise ValueError(f"bad record at offset {off - HEADER_SIZE}")
-        out.append(data)
-        off += n
-    return out
-
-
-def _complete(batches: list[_Batch], error: BaseException | None) -> None:
+def _complete(batches: list[_CommitBatch], error: BaseException | None) -> None:
     """Tell each batch its outcome, once (a batch already told is skipped)."""
     for b in batches:
         callback, b.callback = b.callback, None

@@ -34,10 +34,10 @@ import asyncio
 import logging
 import time
 
-from ..metadata.store import Compare, Delete, MetadataError, MetadataStore, Put, TransactionFailed
-from ..objectstore.store import ObjectNotFound, ObjectStore, ObjectStoreError
-from .errors import StorageError
-from .object_index import (
+from ...metadata.store import Compare, Delete, MetadataError, MetadataStore, Put, TransactionFailed
+from ...objectstore.store import ObjectNotFound, ObjectStore, ObjectStoreError
+from ..errors import StorageError
+from .index import (
     ROOT, Section, chunk_key, chunk_object, chunk_object_ledger, commit_object_time_ms, compacted_key, contiguous,
     ledger_key, read_sections, section_key, write_in_chunks,
 )

@@ -1,6 +1,6 @@
 """Where a commit of the object backend spends its time, phase by phase.
 
-One commit (:mod:`.object_commit`) goes through:
+One commit (:mod:`.commit`) goes through:
 
 - ``gather``: from its first batch's arrival until it takes its batches
   (the commit interval, or the size bound; longer when every pipeline slot

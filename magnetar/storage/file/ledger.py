@@ -1,9 +1,8 @@
 """One ledger: an append-only segment file of framed entries.
 
-Layout: ``<data_dir>/ledgers/<ledger_id:020d>.log`` holds records
-``[u32 length][u32 crc32c(data)][data]`` (big-endian), one per entry; entry
-ids are 0, 1, 2... in file order. Entries are never empty: a zero-filled tail
-(what some filesystems show after a crash) must never parse as entries.
+Layout: ``<data_dir>/ledgers/<ledger_id:020d>.log`` holds the entries'
+records (``[u32 length][u32 crc32c(data)][data]``, :mod:`..framing`), one
+per entry; entry ids are 0, 1, 2... in file order.
 
 The offset index lives in memory: ``ends[i]`` is the file offset just past
 entry ``i`` (entry ``i`` starts at ``ends[i-1]``, or 0). Sealing writes it to
@@ -38,23 +37,17 @@ from bisect import bisect_right
 from itertools import accumulate
 from pathlib import Path
 
-import crc32c as _crc32c_module
-
-from .errors import CorruptLedgerError, LedgerFencedError, StorageError
+from ..errors import CorruptLedgerError, LedgerFencedError, StorageError
+from ..framing import HEADER, HEADER_SIZE, MAX_ENTRY_SIZE, crc as _crc
 from .handles import FileHandles, Handle
 
 #: The pool of ledgers opened without one (tests, tools): never closes an idle file.
 UNBOUNDED = FileHandles(capacity=1 << 30)
 
-HEADER = struct.Struct(">II")
-HEADER_SIZE = HEADER.size
-MAX_ENTRY_SIZE = 0xFFFF_FFFF
-
 _INDEX_HEAD = struct.Struct(">4sIQQ")
 _INDEX_MAGIC = b"MGLX"
 _INDEX_VERSION = 1
 _SCAN_CHUNK = 8 * 1024 * 1024
-_crc = _crc32c_module.crc32c
 
 
 class LedgerState(str, enum.Enum):
@@ -80,11 +73,6 @@ def index_path(directory: Path, ledger_id: int) -> Path:
 #: directory, which holds two or three files per ledger (300,000 names at
 #: 100,000 topics: a listing took longer than the rest of a topic's load).
 SEAL_TMP = "seal-tmp"
-
-
-def frame(data: bytes) -> bytes:
-    """The on-disk record of one entry (for tests and tools)."""
-    return HEADER.pack(len(data), _crc(data)) + data
 
 
 def fsync_dir(directory: Path) -> None:

@@ -1,14 +1,14 @@
-"""Ledgers on object storage: the second :class:`~.backend.LedgerBackend`
+"""Ledgers on object storage: the second :class:`~..backend.LedgerBackend`
 (``--storage object``).
 
 The broker keeps no state of its own: entries are in objects (S3 or any
 S3-compatible store), their index and the fence in the metadata store
-(layout: :mod:`.object_index`). Writes are gathered across every ledger of
+(layout: :mod:`.index`). Writes are gathered across every ledger of
 the broker into one object per commit interval and committed in one
-metadata transaction (:mod:`.object_commit`); a batch is acknowledged only
+metadata transaction (:mod:`.commit`); a batch is acknowledged only
 after that transaction. Reads of recent entries come from the managed
 ledger's tail cache; older ones by ranged GETs of whole sections, cached
-(:mod:`.object_cache`).
+(:mod:`.section_cache`).
 
 Fencing is the metadata compare: ``fence`` bumps the ledger record's
 version, every later commit of the old writer fails its compare
@@ -17,7 +17,7 @@ index, which holds every entry any writer ever acknowledged. Transfers and
 failovers move no data: the new owner reads the index.
 
 A sealed ledger is compacted in the background into per-ledger chunk
-objects (:mod:`.object_compactor`); commit objects nobody names any more
+objects (:mod:`.compactor`); commit objects nobody names any more
 are deleted by the collector, which every backend runs every
 ``collect_interval_s``. Deleting a ledger deletes its index records and its
 chunk objects.
@@ -29,17 +29,16 @@ import logging
 import random
 from bisect import bisect_right
 
-from ..metadata.store import Delete, KeyNotFound, BadVersion, MetadataError, MetadataStore
-from ..objectstore.store import ObjectNotFound, ObjectStore, ObjectStoreError
-from .backend import WriteCallback
-from .cache import CacheBudget
-from .errors import CorruptLedgerError, StorageError
-from .ledger import HEADER_SIZE
-from .ledger_meta import READ_CHUNK_BYTES
-from .object_cache import SectionCache
-from .object_commit import Committer, ObjectLedger, parse_frames
-from .object_compactor import collect_orphans, compact_ledger, delete_chunks
-from .object_index import (
+from ...metadata.store import Delete, KeyNotFound, BadVersion, MetadataError, MetadataStore
+from ...objectstore.store import ObjectNotFound, ObjectStore, ObjectStoreError
+from ..backend import READ_CHUNK_BYTES, BackendStats, WriteCallback
+from ..cache import CacheBudget
+from ..errors import CorruptLedgerError, StorageError
+from ..framing import HEADER_SIZE, parse_frames
+from .section_cache import SectionCache
+from .commit import Committer, ObjectLedger
+from .compactor import collect_orphans, compact_ledger, delete_chunks
+from .index import (
     ROOT, Section, compacted_key, contiguous, ledger_key, ledger_record, read_sections, write_in_chunks,
 )
 
@@ -54,7 +53,7 @@ class ObjectBackend:
     """Ledgers in ``objects`` with their index in ``store``.
 
     ``commit_interval_ms``/``commit_max_bytes``: how long and how much one
-    commit gathers (see :mod:`.object_commit`). ``read_cache_bytes``: the
+    commit gathers (see :mod:`.commit`). ``read_cache_bytes``: the
     section cache's size, inside ``cache_budget`` when given.
     """
 
@@ -284,6 +283,14 @@ class ObjectBackend:
         for task in [self._collector, *self._compacting.values()]:
             if task is not None:
                 task.cancel()
+
+    def stats(self) -> BackendStats:
+        """Counters ``puts`` (objects written), ``transactions`` (metadata
+        transactions that committed them, retries included), ``commits``;
+        a histogram per phase of a commit (:mod:`.commit_timings`)."""
+        c = self.committer
+        return BackendStats("object", {"puts": c.puts, "transactions": c.transactions, "commits": c.commits},
+                            c.timings.phases)
 
     async def close(self) -> None:
         """Commit what is queued, then close the object store (the backend owns it).

@@ -3,7 +3,7 @@
 Catch-up reads fetch a whole section (one ranged GET, at most a commit's or
 a compacted chunk's bytes) and keep its entries here, least recently used
 first out, within ``max_bytes`` and within the broker's shared
-:class:`~.cache.CacheBudget` (the tail caches' budget: a broker's caches
+:class:`~..cache.CacheBudget` (the tail caches' budget: a broker's caches
 hold that much together). Concurrent reads of one section share one GET.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ import asyncio
 from collections import OrderedDict
 from typing import Awaitable, Callable
 
-from .cache import CacheBudget
+from ..cache import CacheBudget
 
 Key = tuple[str, int]  # (object key, offset)
 

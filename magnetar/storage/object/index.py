@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..metadata.store import MetadataStore
+    from ...metadata.store import MetadataStore
 
 ROOT = "/object-ledgers"
 
