@@ -16,6 +16,8 @@ import pytest
 # this). Nothing in the suite uses gRPC in a forked child.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
 
+from magnetar_harness.etcd import running_etcd
+from magnetar_harness.objectstore import running_seaweed
 from tests.helpers import wait_until as _wait_until
 
 
@@ -23,3 +25,20 @@ from tests.helpers import wait_until as _wait_until
 def wait_until():
     """:func:`tests.helpers.wait_until`, for tests that take it as a fixture."""
     return _wait_until
+
+
+@pytest.fixture(scope="session")
+def etcd_server(tmp_path_factory):
+    """One real etcd per test session (per xdist worker): each test keeps its
+    keys under a prefix of its own (``etcd_server.store_url(prefix)``)."""
+    with running_etcd(tmp_path_factory.mktemp("etcd")) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def seaweed(tmp_path_factory):
+    """One real SeaweedFS S3 endpoint per test session (per xdist worker),
+    bucket ``magnetar-tests``: each test keeps its objects under a prefix of
+    its own (``seaweed.store_url(prefix)``)."""
+    with running_seaweed(tmp_path_factory.mktemp("objectstore"), bucket="magnetar-tests") as server:
+        yield server

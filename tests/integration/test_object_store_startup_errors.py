@@ -10,7 +10,6 @@ import time
 import pytest
 
 from magnetar.metadata.etcd_server import free_port
-from magnetar.objectstore.seaweed import SeaweedServer
 
 from .test_startup_errors import one_line
 
@@ -20,12 +19,6 @@ def broker(*args: str, data_dir, timeout: float = 60, env: dict | None = None) -
     return subprocess.run([sys.executable, "-m", "magnetar.cli", "broker", "--metadata-store",
                            f"etcd://127.0.0.1:{free_port()}/c", "--data-dir", str(data_dir), "--port", "0",
                            "--admin-port", "0", *args], capture_output=True, text=True, timeout=timeout, env=env)
-
-
-@pytest.fixture(scope="module")
-def seaweed(tmp_path_factory):
-    with SeaweedServer(tmp_path_factory.mktemp("objectstore"), bucket="exists") as server:
-        yield server
 
 
 def test_an_unreachable_object_store_is_one_line_and_exit_1_quickly(tmp_path):

@@ -1,5 +1,6 @@
-"""Fixtures: one real SeaweedFS S3 endpoint and one real etcd per session;
-each test gets its own object prefix and its own etcd key prefix."""
+"""Fixtures: each test gets its own object prefix and its own etcd key prefix
+on the session's SeaweedFS and etcd (``seaweed``, ``etcd_server``:
+tests/conftest.py)."""
 from __future__ import annotations
 
 import itertools
@@ -8,29 +9,9 @@ import os
 import pytest
 
 from magnetar.metadata import EtcdMetadataStore
-from magnetar.metadata.etcd_server import EtcdServer
 from magnetar.objectstore.s3 import open_object_store
-from magnetar.objectstore.seaweed import SeaweedServer
 
 _prefixes = itertools.count()
-
-
-@pytest.fixture(scope="session")
-def seaweed(tmp_path_factory):
-    server = SeaweedServer(tmp_path_factory.mktemp("objectstore"), bucket="magnetar-ledgers").start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="session")
-def etcd_server(tmp_path_factory):
-    server = EtcdServer(tmp_path_factory.mktemp("etcd")).start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

@@ -1,8 +1,8 @@
 """Fixtures for the metadata contract tests: one ``store`` per backend.
 
 A new backend joins every contract test by being added to BACKENDS. The etcd
-backend runs against a real etcd server, one per test session, each test
-under a prefix of its own.
+backend runs against the session's real etcd server (``etcd_server``:
+tests/conftest.py), each test under a prefix of its own.
 """
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from typing import Callable
 import pytest
 
 from magnetar.metadata import EtcdMetadataStore, MemoryMetadataStore, Notification, SqliteMetadataStore
-from magnetar.metadata.etcd_server import EtcdServer
 from magnetar.metadata.routed import RoutedStore
 
 BACKENDS = ["memory", "sqlite", "etcd", "routed"]
@@ -24,16 +23,6 @@ BACKENDS = ["memory", "sqlite", "etcd", "routed"]
 ROUTED_PREFIXES = ("/k", "/w", "/a/b")
 
 _prefixes = itertools.count()
-
-
-@pytest.fixture(scope="session")
-def etcd_server(tmp_path_factory):
-    """One real etcd server for the whole test session."""
-    server = EtcdServer(tmp_path_factory.mktemp("etcd")).start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
-"""Fixtures: one real SeaweedFS S3 endpoint per test session, and a store on
-it under a prefix no other test uses."""
+"""Fixtures: a store on the session's SeaweedFS (``seaweed``:
+tests/conftest.py) under a prefix no other test uses."""
 from __future__ import annotations
 
 import itertools
@@ -8,18 +8,8 @@ import os
 import pytest
 
 from magnetar.objectstore.s3 import open_object_store
-from magnetar.objectstore.seaweed import SeaweedServer
 
 _prefixes = itertools.count()
-
-
-@pytest.fixture(scope="session")
-def seaweed(tmp_path_factory):
-    server = SeaweedServer(tmp_path_factory.mktemp("objectstore"), bucket="magnetar-tests").start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

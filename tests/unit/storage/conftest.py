@@ -1,12 +1,21 @@
-"""Fixtures for storage tests: real files under tmp_path, the in-memory store."""
+"""Fixtures for storage tests: real files under tmp_path, the in-memory store;
+``place``: where one LedgerBackend keeps ledgers, once per backend
+(backend_places.py: the file backend in tmp_path, the object backend on the
+session's etcd and SeaweedFS)."""
 from __future__ import annotations
 
+import itertools
+import os
 from pathlib import Path
 
 import pytest
 
 from magnetar.metadata.memory import MemoryMetadataStore
 from magnetar.storage import ManagedLedgerFactory, StorageConfig
+
+from .backend_places import KINDS, Place
+
+_prefixes = itertools.count()
 
 
 @pytest.fixture
@@ -36,3 +45,20 @@ async def factories(data_dir, store):
             await factory.close()
         elif factory.backend.writer._thread.is_alive():
             await factory.backend.writer.close()
+
+
+@pytest.fixture(params=KINDS)
+async def place(request, tmp_path, monkeypatch):
+    """A :class:`~.backend_places.Place` of each backend; its backends are closed at teardown."""
+    if request.param == "file":
+        spec = {"kind": "file", "data_dir": str(tmp_path / "data")}
+    else:
+        for name in list(os.environ):
+            if name.startswith("AWS_"):  # the test SeaweedFS takes no keys
+                monkeypatch.delenv(name)
+        prefix = f"contract-{os.getpid()}-{next(_prefixes)}"
+        spec = {"kind": "object", "etcd_url": request.getfixturevalue("etcd_server").store_url(prefix),
+                "objects_url": request.getfixturevalue("seaweed").store_url(prefix)}
+    place = Place(spec)
+    yield place
+    await place.close()
