@@ -21,7 +21,8 @@ from . import (brokers, clusters, compaction, examine, namespaces, topic_policie
                subscriptions, tenants, topics)
 from .access import access
 from .console import assets as console_assets, browse as console_browse, detail as console_detail, \
-    listing as console_listing, overview as console_overview
+    history as console_history, lag as console_lag, listing as console_listing, overview as console_overview, \
+    produce as console_produce
 from .errors import json_errors
 from .metrics import BrokerMetrics
 from .params import BROKER
@@ -36,7 +37,8 @@ OPENAPI = web.AppKey("openapi", dict)
 broker_table = RouteTable("broker")
 TABLES = [broker_table, brokers.table, permissions.table, clusters.table, tenants.table, namespaces.table, topics.table,
           subscriptions.table, peek.table, examine.table, topic_policies.table, compaction.table, schemas.table, non_persistent.table,
-          console_overview.table, console_listing.table, console_detail.table, console_browse.table]
+          console_overview.table, console_listing.table, console_detail.table, console_browse.table,
+          console_lag.table, console_produce.table]
 
 
 @broker_table.route("GET", "/admin/v2/brokers/health", "Health check: answers ok while the broker serves",
@@ -77,6 +79,7 @@ def build_app(broker: "Broker") -> web.Application:
     app[METRICS] = BrokerMetrics(broker)
     app[OPENAPI] = openapi.build(add_to(app, TABLES))
     console_detail.add_owner_routes(app)
+    app.cleanup_ctx.append(console_history.keep_history)  # the console's short rate history
     console_assets.add_to(app)  # the web console (docs/console.md): after the API, which wins for /console/api/
     return app
 

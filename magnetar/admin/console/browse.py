@@ -11,6 +11,14 @@ JSON and String as text (JSON parsed), the numeric and boolean types as
 numbers; anything else, or bytes that do not decode, as base64 with a note.
 Markers (replication's own entries) are left out.
 
+Filters (Kafka UI's and Redpanda Console's): ``key=`` (a substring of the
+key), ``property=name`` or ``property=name=value`` (substring of the value),
+``text=`` (a substring of the payload as shown), ``from=`` / ``to=`` (publish
+time, ms since the epoch; ``from`` alone starts the read at that time). With
+a filter the read goes on past non-matching messages until ``count`` match
+or ``SCAN_LIMIT`` messages were looked at; ``scanned`` says how many, and
+``next`` where to go on.
+
 Reading messages is a tenant admin's (or super-user's) right, like peeking.
 Failure modes: 400 for a malformed offset, message id or count; 404 for an
 unknown topic; an entry that cannot be parsed is shown with its error.
@@ -40,6 +48,8 @@ from .forward import forward, owner_of
 
 table = RouteTable("console")
 MAX_COUNT = 100
+SCAN_LIMIT = 10_000
+_CHUNK = 100
 _NUMBERS = {"INT8": ">b", "INT16": ">h", "INT32": ">i", "INT64": ">q", "FLOAT": ">f", "DOUBLE": ">d"}
 
 
@@ -107,6 +117,53 @@ def _count(request: web.Request) -> int:
     return int(raw)
 
 
+def _time(request: web.Request, name: str) -> int | None:
+    raw = (request.query.get(name) or "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit():
+        raise bad_request(f"{name} must be a publish time in ms since the epoch, got {raw!r}")
+    return int(raw)
+
+
+def message_filter(request: web.Request):
+    """The filter of the query's ``key``, ``property``, ``text``, ``from``,
+    ``to`` (None when none is set), or 400 saying which is malformed."""
+    key = (request.query.get("key") or "").lower()
+    prop = request.query.get("property") or ""
+    text = (request.query.get("text") or "").lower()
+    low, high = _time(request, "from"), _time(request, "to")
+    if low is not None and high is not None and low > high:
+        raise bad_request(f"from ({low}) is after to ({high})")
+    prop_name, _, prop_value = prop.partition("=")
+    if prop and not prop_name.strip():
+        raise bad_request(f"property must be name or name=value, got {prop!r}")
+    if not (key or prop or text or low is not None or high is not None):
+        return None
+
+    def matches(m: dict) -> bool:
+        if "error" in m:
+            return False
+        if key and key not in (m.get("key") or "").lower():
+            return False
+        if prop:
+            value = (m.get("properties") or {}).get(prop_name.strip())
+            if value is None or (prop_value and prop_value not in value):
+                return False
+        if low is not None and m["publishTime"] < low:
+            return False
+        if high is not None and m["publishTime"] > high:
+            return False
+        if text:
+            value = m["payload"]["value"]
+            shown = value if isinstance(value, str) else json.dumps(value)
+            if text not in shown.lower():
+                return False
+        return True
+
+    return matches
+
+
 async def _start(request: web.Request, topic) -> Position | None:
     offset, mid = request.query.get("offset"), request.query.get("messageId")
     if offset not in (None, ""):
@@ -118,11 +175,15 @@ async def _start(request: web.Request, topic) -> Position | None:
         if len(parts) not in (2, 3) or not all(p.isdigit() for p in parts):
             raise bad_request(f"messageId must be ledger:entry (e.g. 12:0), got {mid!r}")
         return Position(int(parts[0]), int(parts[1]))
+    since = _time(request, "from")
+    if since is not None:
+        return await topic.find_position_by_time(since)
     return topic.ledger.first_position
 
 
 @table.route("GET", "/console/api/messages/{tenant}/{namespace}/{topic}", "Stored messages from an offset or "
-             "message id (?offset=, messageId=L:E, count=), payloads decoded by the topic's schema",
+             "message id or publish time (?offset=, messageId=L:E, from=ms, count=), payloads decoded by the topic's "
+             "schema; filtered by key=, property=name[=value], text=, from=, to=",
              answer=OBJECT, errors=(400, 401, 403, 404, 502, 503))
 async def messages(request: web.Request) -> web.Response:
     service = service_of(request)
@@ -141,15 +202,30 @@ async def messages(request: web.Request) -> web.Response:
     topic = await service.get_topic(name, create=False)
     versions = await service.schemas.versions(name)
     schema_type = pb.Schema.Type.Name(to_proto(versions[-1]).type).upper() if versions else None
+    matches = message_filter(request)
     start = await _start(request, topic)
     ledger = topic.ledger
     found: list[dict] = []
+    scanned = 0
     last = ledger.last_confirmed
-    if start is not None and last is not None and start <= last:
-        for entry in await ledger.read_entries(start, count):
-            found += entry_messages(entry, schema_type)
+    read_to = None
+    while start is not None and last is not None and start <= last:
+        entries = await ledger.read_entries(start, count if matches is None else _CHUNK)
+        if not entries:
+            break
+        for entry in entries:
+            batch = entry_messages(entry, schema_type)
+            scanned += len(batch)
+            found += batch if matches is None else [m for m in batch if matches(m)]
+            read_to = entry.position
+            if len(found) >= count or scanned >= SCAN_LIMIT:
+                break
+        if matches is None or len(found) >= count or scanned >= SCAN_LIMIT:
+            break
+        start = ledger.next_position(read_to)
     next_id = None
-    if found and last is not None:
-        following = ledger.next_position(Position(found[-1]["ledgerId"], found[-1]["entryId"]))
+    if read_to is not None and last is not None:
+        following = ledger.next_position(read_to)
         next_id = str(following) if following <= last else None
-    return json_answer({"topic": str(name), "schema": schema_type, "messages": found, "next": next_id})
+    return json_answer({"topic": str(name), "schema": schema_type, "messages": found,
+                        "next": next_id, "scanned": scanned, "filtered": matches is not None})

@@ -2,7 +2,9 @@
 
 - ``GET /console/api/topic/{tenant}/{namespace}/{topic}``: the admin API's
   stats and internal stats, each producer's fenced flag, the schema, the
-  bundle, the owner; for a partitioned topic's base name, its partitions;
+  bundle, the owner; for a partitioned topic's base name, each partition's
+  figures and owner, their totals and each subscription's totals (gathered
+  from every broker: answered by the broker asked);
 - ``{any method} /console/api/owner/{tenant}/{namespace}/{topic}/{rest}``:
   the admin API's ``/admin/v2/persistent/{tenant}/{namespace}/{topic}/{rest}``
   called on the owner (subscription actions: skip, reset cursor...), which
@@ -25,7 +27,10 @@ from ..access import may
 from ..errors import AdminError, bad_request, not_found
 from ..params import service_of, topic_of
 from ..routes import OBJECT, RouteTable, json_answer
-from .forward import forward, own_id, own_url, owner_of
+from .forward import forward, from_every_broker, own_id, own_url, owner_of
+from .history import history_of
+from .lag import gathered
+from .listing import local_summaries, parent_row
 
 table = RouteTable("console")
 TOPIC = "{tenant}/{namespace}/{topic}"
@@ -49,8 +54,7 @@ async def topic_detail(request: web.Request) -> web.Response:
         raise AdminError(403, f"role {request.get('magnetar.role')!r} may not read {name}")
     count = await resources.get_partitions(service.store, name)
     if count:
-        return json_answer({"name": str(name), "partitioned": True,
-                            "partitions": [str(name.partition(i)) for i in range(count)]})
+        return json_answer(await partitioned_detail(request, name, count))
     owner = await owner_of(request, name)
     if owner is not None:
         return await forward(request, owner)
@@ -65,7 +69,46 @@ async def topic_detail(request: web.Request) -> web.Response:
     bundle = member.bundle_of(name).range if member is not None else "0x00000000_0xffffffff"
     return json_answer({"name": str(name), "partitioned": False, "owner": own_id(request), "bundle": bundle,
                         "stats": stats, "internalStats": topic_internal_stats(topic),
-                        "schema": schema_of(await service.schemas.versions(name))})
+                        "schema": schema_of(await service.schemas.versions(name)),
+                        "history": history_of(request, str(name))})
+
+
+async def partitioned_detail(request: web.Request, name, count: int) -> dict:
+    """A partitioned topic: each partition's figures and owner (gathered from
+    every broker, as the topic listing is), their totals, and each
+    subscription's totals over the partitions."""
+    namespace = f"{name.tenant}/{name.namespace}"
+    service = service_of(request)
+    names = [str(name.partition(i)) for i in range(count)]
+    wanted = set(names)
+
+    async def here_figures() -> dict:
+        return local_summaries(service, {namespace})
+
+    figures = await from_every_broker(request, "/console/api/local/topics", {"namespaces": namespace}, here_figures)
+    rows: dict[str, dict] = {}
+    unreachable = {}
+    for broker_id, answer in figures.items():
+        if isinstance(answer, dict) and "error" in answer and not all(k.startswith("persistent://") for k in answer):
+            unreachable[broker_id] = answer["error"]
+            continue
+        for topic, row in answer.items():
+            if topic in wanted:
+                rows[topic] = {**row, "owner": broker_id}
+    partitions = [{"name": n, "index": i, **rows.get(n, {"owner": None})} for i, n in enumerate(names)]
+    subscriptions: dict[str, dict] = {}
+    sub_rows, _ = await gathered(request, [namespace])
+    for r in sub_rows:
+        if r["topic"] not in wanted:
+            continue
+        total = subscriptions.setdefault(r["subscription"], {"type": r["type"], "backlog": 0, "consumers": 0,
+                                                             "unacked": 0, "delivered": 0, "partitions": 0})
+        for key in ("backlog", "consumers", "unacked", "delivered"):
+            total[key] += r[key]
+        total["partitions"] += 1
+    return {"name": str(name), "partitioned": True, "partitions": partitions,
+            "totals": parent_row(str(name), count, {p["name"]: p for p in partitions if p.get("owner")}),
+            "subscriptions": subscriptions, "unreachable": unreachable}
 
 
 async def at_owner(request: web.Request) -> web.Response:

@@ -2,7 +2,10 @@
 part it gathers, ``GET /console/api/local/topics``.
 
 A listing names every topic of the asked namespaces (all readable ones when
-none is asked; partitions as their own rows, as Pulsar lists them), with
+none is asked). A partitioned topic is one row under its base name, its
+figures the totals of its partitions and ``partitions`` their count
+(``partitions=1``: every partition a row of its own instead, as Pulsar lists
+them), with
 the figures of the broker that has it loaded: rates in and out, backlog
 (summed over the subscriptions), storage size, producers, subscriptions and
 that broker's id; for a topic that replicates, each remote's replicator
@@ -19,7 +22,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from magnetar.broker.namespaces import resources
 from magnetar.broker.server import lifecycle
+from magnetar.broker.topic_name import parse
 
 from ..access import may
 from ..errors import AdminError, bad_request
@@ -55,7 +60,7 @@ def _replication(topic) -> dict:
             "replicatedSubscriptions": sorted(n for n, s in topic.subscriptions.items() if s.replicated)}
 
 
-def _local_summaries(service, namespaces: set[str]) -> dict[str, dict]:
+def local_summaries(service, namespaces: set[str]) -> dict[str, dict]:
     out = {}
     for name, topic in list(service.topics.items()):
         if not name.startswith("persistent://") or not hasattr(topic, "rates"):
@@ -65,12 +70,33 @@ def _local_summaries(service, namespaces: set[str]) -> dict[str, dict]:
     return out
 
 
-def _namespaces_param(request: web.Request) -> list[str]:
+def parent_of(name: str) -> str:
+    """A partition's base name (``name`` itself when it is not a partition)."""
+    base, sep, index = name.rpartition("-partition-")
+    return base if sep and index.isdigit() else name
+
+
+def parent_row(name: str, count: int, figures: dict[str, dict]) -> dict:
+    """A partitioned topic's row: its partitions' figures summed; ``owner``
+    the one broker that has them all, or how many brokers share them."""
+    parts = [figures[f"{name}-partition-{i}"] for i in range(count) if f"{name}-partition-{i}" in figures]
+    row: dict = {"name": name, "partitions": count, "loadedPartitions": len(parts)}
+    for key in FIGURES:
+        row[key] = sum(p.get(key) or 0 for p in parts)
+    # A subscription of a partitioned topic is one on each partition: not a sum.
+    row["subscriptions"] = max((p.get("subscriptions") or 0 for p in parts), default=0)
+    owners = sorted({p["owner"] for p in parts})
+    row["owner"] = owners[0] if len(owners) == 1 else (f"{len(owners)} brokers" if owners else None)
+    row["owners"] = owners
+    return row
+
+
+def namespaces_param(request: web.Request) -> list[str]:
     raw = request.query.get("namespaces") or request.query.get("namespace") or ""
     return [n for n in raw.split(",") if n]
 
 
-async def _check_readable(request: web.Request, namespaces: list[str]) -> None:
+async def check_readable(request: web.Request, namespaces: list[str]) -> None:
     for namespace in namespaces:
         if not await may(request, "GET", f"/admin/v2/persistent/{namespace}"):
             raise AdminError(403, f"role {request.get('magnetar.role')!r} may not read namespace {namespace}")
@@ -79,12 +105,12 @@ async def _check_readable(request: web.Request, namespaces: list[str]) -> None:
 @table.route("GET", "/console/api/local/topics", "Figures of the topics this broker has loaded in the given "
              "namespaces (?namespaces=t/ns,...)", answer=OBJECT, errors=(401, 403))
 async def local_topics(request: web.Request) -> web.Response:
-    namespaces = _namespaces_param(request)
-    await _check_readable(request, namespaces)
-    return json_answer(_local_summaries(service_of(request), set(namespaces)))
+    namespaces = namespaces_param(request)
+    await check_readable(request, namespaces)
+    return json_answer(local_summaries(service_of(request), set(namespaces)))
 
 
-def _int_query(request: web.Request, name: str, default: int, low: int, high: int) -> int:
+def int_query(request: web.Request, name: str, default: int, low: int, high: int) -> int:
     raw = request.query.get(name)
     if raw in (None, ""):
         return default
@@ -98,7 +124,8 @@ def _int_query(request: web.Request, name: str, default: int, low: int, high: in
 
 
 @table.route("GET", "/console/api/topics", "One page of topics with their figures (?namespace=, q= substring, "
-             "sort=, order=asc|desc, offset=, limit=, replicated=1: only topics that replicate)", answer=OBJECT, errors=(400, 401, 403))
+             "sort=, order=asc|desc, offset=, limit=, replicated=1: only topics that replicate, partitions=1: "
+             "each partition a row)", answer=OBJECT, errors=(400, 401, 403))
 async def topics(request: web.Request) -> web.Response:
     service = service_of(request)
     sort = request.query.get("sort") or "name"
@@ -107,24 +134,31 @@ async def topics(request: web.Request) -> web.Response:
     order = request.query.get("order") or ("asc" if sort == "name" else "desc")
     if order not in ("asc", "desc"):
         raise bad_request(f"order must be asc or desc, got {order!r}")
-    offset = _int_query(request, "offset", 0, 0, 10**9)
-    limit = _int_query(request, "limit", 50, 1, MAX_LIMIT)
+    offset = int_query(request, "offset", 0, 0, 10**9)
+    limit = int_query(request, "limit", 50, 1, MAX_LIMIT)
     query = (request.query.get("q") or "").strip().lower()
-    namespaces = _namespaces_param(request)
+    flat = request.query.get("partitions") in ("1", "true")
+    namespaces = namespaces_param(request)
     if namespaces:
-        await _check_readable(request, namespaces)
+        await check_readable(request, namespaces)
     else:
         namespaces = await readable_namespaces(request)
     names: list[str] = []
+    parents: dict[str, int] = {}
     for namespace in namespaces:
         names += await lifecycle.namespace_topics(service, namespace)
+        if not flat:
+            for base in await resources.list_partitioned(service.store, namespace):
+                parents[base] = await resources.get_partitions(service.store, parse(base))
+    if parents:
+        names = [n for n in names if parent_of(n) not in parents] + list(parents)
     if query:
         names = [n for n in names if query in n.lower()]
     replicated_only = request.query.get("replicated") in ("1", "true")
     wanted = set(namespaces)
 
     async def local() -> dict:
-        return _local_summaries(service, wanted)
+        return local_summaries(service, wanted)
 
     answers = await from_every_broker(request, "/console/api/local/topics", {"namespaces": ",".join(namespaces)},
                                       local)
@@ -136,7 +170,8 @@ async def topics(request: web.Request) -> web.Response:
             continue
         for name, row in answer.items():
             figures[name] = {**row, "owner": broker_id}
-    rows = [{"name": n, **figures.get(n, {"owner": None})} for n in names]
+    rows = [parent_row(n, parents[n], figures) if n in parents else {"name": n, **figures.get(n, {"owner": None})}
+            for n in names]
     if replicated_only:
         rows = [r for r in rows if r.get("replication")]
     if sort == "name":

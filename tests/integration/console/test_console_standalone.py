@@ -187,13 +187,13 @@ def test_each_action_is_confirmed_and_done_or_refused_with_the_reason(broker, cl
     b.click("#create-topic")
     b.confirm(namespace="acme/orders", name="invoices", partitions="0")
     assert "Refused by the broker" in b.toast() and "exist" in b.text("#toast").lower()
-    # A partitioned topic: its page lists the partitions.
+    # A partitioned topic: its page lists the partitions and their total.
     b.click("#create-topic")
     b.confirm(namespace="acme/orders", name="receipts", partitions="3")
     assert "Created" in b.toast()
     assert ok(broker, "GET", "persistent/acme/orders/receipts/partitions") == {"partitions": 3}
     b.go("#/topic/persistent/acme/orders/receipts")
-    b.wait(lambda d: len(b.css("table.partitions tr")) == 4, what="3 partitions listed")
+    b.wait(lambda d: len(b.rows("table.partitions")) == 4, what="3 partitions and the total listed")
     assert "acme/orders/receipts-partition-2" in b.text("table.partitions")
     # Skip and reset a cursor.
     topic = "persistent://acme/orders/invoices"

@@ -7,8 +7,8 @@ export async function act(dialog, perform, done) {
   if (values === null) return false;
   try {
     const { method, path, body, success } = perform(values);
-    await call(method, path, body);
-    toast(success, "ok");
+    const answer = await call(method, path, body);
+    toast(typeof success === "function" ? success(answer) : success, "ok");
     if (done) await done();
     return true;
   } catch (e) {

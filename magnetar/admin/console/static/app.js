@@ -6,9 +6,10 @@ import * as tenants from "./pages/tenants.js";
 import * as topics from "./pages/topics.js";
 import * as topic from "./pages/topic.js";
 import * as regions from "./pages/regions.js";
+import * as lag from "./pages/lag.js";
 import * as login from "./pages/login.js";
 
-const PAGES = { overview, tenants, topics, topic, regions };
+const PAGES = { overview, tenants, topics, topic, lag, regions };
 // Every 2 s; ?poll=MS in the page's address changes it (the tests poll faster).
 const POLL_MS = Math.max(200, Number(new URLSearchParams(location.search).get("poll")) || 2000);
 const view = document.getElementById("view");

@@ -68,7 +68,8 @@ export function section(title, ...children) {
 }
 
 // A dialog that states what will be done; resolves with the form's values, or null when cancelled.
-export function confirmDialog({ title, text, fields = [], confirm = "Confirm", danger = false }) {
+// ``validate(values)`` may return a sentence saying what is wrong: it is shown and the dialog stays open.
+export function confirmDialog({ title, text, fields = [], confirm = "Confirm", danger = false, validate }) {
   const modal = document.getElementById("modal");
   return new Promise((resolve) => {
     const inputs = {};
@@ -83,6 +84,8 @@ export function confirmDialog({ title, text, fields = [], confirm = "Confirm", d
         } else if (f.checkboxes) {
           input = h("div", { class: "checks", id: "field-" + f.name }, f.checkboxes.map((o) =>
             h("label", {}, h("input", { type: "checkbox", name: f.name, value: o, checked: (f.value || []).includes(o) }), " " + o)));
+        } else if (f.type === "textarea") {
+          input = h("textarea", { name: f.name, id: "field-" + f.name, placeholder: f.placeholder || "", rows: f.rows || 4 }, f.value ?? "");
         } else {
           input = h("input", { name: f.name, id: "field-" + f.name, value: f.value ?? "", placeholder: f.placeholder || "",
             type: f.type || "text", required: f.required });
@@ -100,7 +103,15 @@ export function confirmDialog({ title, text, fields = [], confirm = "Confirm", d
       const values = {};
       for (const [name, input] of Object.entries(inputs)) {
         values[name] = input.classList.contains("checks")
-          ? [...input.querySelectorAll("input:checked")].map((i) => i.value) : input.value.trim();
+          ? [...input.querySelectorAll("input:checked")].map((i) => i.value)
+          : input.tagName === "TEXTAREA" ? input.value : input.value.trim();
+      }
+      const problem = validate ? validate(values) : null;
+      if (problem) {
+        const box = form.querySelector("#dialog-error");
+        box.textContent = problem;
+        box.hidden = false;
+        return;
       }
       close(values);
     });
@@ -127,6 +138,23 @@ export function stateBadge(state) {
 
 export function topicHref(name) {
   return "#/topic/" + name.replace("://", "/");
+}
+
+// "12:34:56" in the browser's time zone (the chart's axis and legend).
+export function clock(seconds) {
+  const d = new Date(seconds * 1000);
+  return [d.getHours(), d.getMinutes(), d.getSeconds()].map((x) => String(x).padStart(2, "0")).join(":");
+}
+
+// "k1=v1, k2=v2" or one per line -> {k1: "v1", ...}; throws an Error saying which part is wrong.
+export function parseProperties(text) {
+  const out = {};
+  for (const part of (text || "").split(/[\n,]/).map((x) => x.trim()).filter(Boolean)) {
+    const at = part.indexOf("=");
+    if (at <= 0) throw new Error(`property “${part}” is not name=value`);
+    out[part.slice(0, at).trim()] = part.slice(at + 1).trim();
+  }
+  return out;
 }
 
 export function shortTopic(name) {

@@ -12,7 +12,7 @@ export function render() {
     let clusters = [];
     try { clusters = await get("/admin/v2/clusters"); } catch { clusters = []; }
     const overview = await get("/console/api/overview");
-    const data = await get("/console/api/topics?replicated=1&limit=500&sort=name");
+    const data = await get("/console/api/topics?replicated=1&partitions=1&limit=500&sort=name");
     clustersBox.replaceChildren(h("p", {}, "This broker is in ", h("strong", {}, overview.cluster), ". Clusters known: ",
       clusters.map((c) => h("span", { class: "badge" + (c === overview.cluster ? " leader" : "") }, c))));
     const rows = [];

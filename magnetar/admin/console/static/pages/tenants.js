@@ -1,25 +1,10 @@
-// Tenants and namespaces with their policies and permissions; create and grant.
+// Tenants and namespaces with their policies (as fields, editable) and permissions; create and grant.
 import { get } from "../api.js";
 import { act, enc } from "../actions.js";
-import { h, section, table } from "../ui.js";
+import { policyFields, editPolicies } from "../policies.js";
+import { h, table } from "../ui.js";
 
 const ACTIONS = ["produce", "consume", "functions", "sources", "sinks", "packages"];
-const SHOWN = ["replication_clusters", "retention_policies", "message_ttl_in_seconds", "deduplicationEnabled",
-  "backlog_quota_map", "bundles"];
-
-function policySummary(p) {
-  const parts = [];
-  for (const [k, v] of Object.entries(p || {})) {
-    if (k === "auth_policies" || v === null || v === undefined) continue;
-    if (typeof v === "object" && !Array.isArray(v) && Object.keys(v).length === 0) continue;
-    if (Array.isArray(v) && v.length === 0) continue;
-    parts.push([k, v]);
-  }
-  parts.sort((a, b) => (SHOWN.indexOf(a[0]) + 1 || 99) - (SHOWN.indexOf(b[0]) + 1 || 99));
-  return parts.length ? h("dl", { class: "policies" }, parts.map(([k, v]) => [h("dt", {}, k),
-    h("dd", {}, h("code", {}, typeof v === "object" ? JSON.stringify(v) : String(v)))])) : h("span", { class: "muted" }, "defaults");
-}
-
 export function render() {
   const el = h("div", { class: "page", id: "page-tenants" });
   const body = h("div", { id: "tenant-list" });
@@ -31,11 +16,14 @@ export function render() {
         { name: "adminRoles", label: "Admin roles (comma separated)", placeholder: "acme-admin" },
         { name: "allowedClusters", label: "Allowed clusters (comma separated)", value: clusters.join(",") }],
       confirm: "Create tenant",
+      validate: (v) => /^[A-Za-z0-9_.=:\-]+$/.test(v.tenant) ? null : `“${v.tenant}” is not a tenant name: letters, digits, and _ . = : - only.`,
     }, (v) => ({ method: "PUT", path: `/admin/v2/tenants/${enc(v.tenant)}`, success: `Tenant ${v.tenant} created`,
       body: { adminRoles: split(v.adminRoles), allowedClusters: split(v.allowedClusters) } }), refresh) }, "Create tenant"),
     h("button", { class: "secondary", id: "create-namespace", onclick: () => act({
       title: "Create a namespace", fields: [{ name: "namespace", label: "Namespace (tenant/name)", required: true, placeholder: "acme/orders" }],
       confirm: "Create namespace",
+      validate: (v) => /^[A-Za-z0-9_.=:\-]+\/[A-Za-z0-9_.=:\-]+$/.test(v.namespace) ? null
+        : `“${v.namespace}” is not a namespace: write tenant/name, e.g. acme/orders.`,
     }, (v) => ({ method: "PUT", path: `/admin/v2/namespaces/${v.namespace}`, success: `Namespace ${v.namespace} created` }), refresh) }, "Create namespace"));
   el.append(h("h1", {}, "Tenants & namespaces"), toolbar, body);
 
@@ -46,6 +34,7 @@ export function render() {
       { name: "role", label: "Role", required: true, placeholder: "app-1" },
       { name: "actions", label: "Actions", checkboxes: ACTIONS, value: ["produce", "consume"] }],
     confirm: "Grant",
+    validate: (v) => !v.role ? "Name the role to grant to." : v.actions.length ? null : "Tick at least one action.",
     }, (v) => ({ method: "POST", path: `/admin/v2/namespaces/${namespace}/permissions/${enc(v.role)}`, body: v.actions,
       success: `Granted ${v.actions.join(", ")} on ${namespace} to ${v.role}` }), refresh);
   }
@@ -76,11 +65,13 @@ export function render() {
         h("p", { class: "muted" }, info.error ? info.error : `admin roles: ${(info.adminRoles || []).join(", ") || "none"} · allowed clusters: ${(info.allowedClusters || []).join(", ") || "none"}`),
         table([
           { key: "ns", label: "Namespace", render: (r) => h("a", { href: "#/topics?namespace=" + enc(r.ns) }, r.ns) },
-          { key: "policies", label: "Policies", render: (r) => policySummary(r.policies) },
+          { key: "policies", label: "Policies", render: (r) => r.policies.error ? h("span", { class: "muted" }, r.policies.error) : policyFields(r.policies) },
           { key: "perms", label: "Permissions", render: (r) => r.perms === null ? h("span", { class: "muted" }, "not visible to you")
             : Object.keys(r.perms).length ? h("ul", { class: "perms" }, Object.entries(r.perms).map(([role, a]) => h("li", {}, h("strong", {}, role), ": " + a.join(", "))))
               : h("span", { class: "muted" }, "none") },
-          { key: "actions", label: "", render: (r) => h("button", { class: "small", "data-action": "grant", onclick: () => grant(r.ns) }, "Grant…") },
+          { key: "actions", label: "", render: (r) => h("span", { class: "row-actions" },
+            h("button", { class: "small", "data-action": "policies", disabled: !!r.policies.error, onclick: () => editPolicies(r.ns, r.policies, refresh) }, "Edit policies…"),
+            h("button", { class: "small", "data-action": "grant", onclick: () => grant(r.ns) }, "Grant…")) },
         ], rows, { rowId: (r) => r.ns, class: "namespaces", empty: "No namespace." })));
     }
     body.replaceChildren(...(blocks.length ? blocks : [h("p", { class: "muted" }, "No tenant you may read.")]));

@@ -1,73 +1,56 @@
-// One topic: figures, live rate chart, producers, subscriptions (skip, reset), messages.
+// One topic: figures, live rate chart, producers, subscriptions (skip, reset), consumers,
+// messages, and the topic's actions; a partitioned topic: totals and a row per partition.
 import { get } from "../api.js";
 import { act, enc } from "../actions.js";
-import { card, fmtBytes, fmtNum, fmtRate, fmtTime, h, section, shortTopic, table, topicHref } from "../ui.js";
+import { messageBrowser } from "../browser.js";
+import { rateChart } from "../chart.js";
+import { topicActions } from "../topic-actions.js";
+import { card, fmtBytes, fmtNum, fmtRate, h, section, shortTopic, table, topicHref } from "../ui.js";
 
-const POINTS = 150;
-
-function rateChart(container) {
-  const data = [[], [], []];
-  let plot = null;
-  function size() { return { width: Math.max(320, container.clientWidth - 8), height: 220 }; }
-  function push(t, rin, rout) {
-    data[0].push(t); data[1].push(rin); data[2].push(rout);
-    if (data[0].length > POINTS) for (const s of data) s.shift();
-    container.dataset.points = String((Number(container.dataset.points) || 0) + 1);
-    if (!plot && typeof uPlot !== "undefined") {
-      plot = new uPlot({
-        ...size(),
-        series: [{}, { label: "in (msg/s)", stroke: "#4f8cff", width: 2, fill: "rgba(79,140,255,0.10)" },
-          { label: "out (msg/s)", stroke: "#2bb673", width: 2 }],
-        axes: [{ stroke: "#8a94a6" }, { stroke: "#8a94a6", size: 60 }],
-        scales: { x: { time: true } },
-      }, data, container);
-    } else if (plot) {
-      plot.setData(data);
-    }
-  }
-  return { push, stop: () => plot && plot.destroy() };
+function actionBar(actions, partitioned) {
+  const b = (id, label, fn, cls = "secondary") => h("button", { class: cls, id, onclick: fn }, label);
+  return h("div", { class: "toolbar topic-actions", id: "topic-actions" },
+    b("produce", "Produce message…", actions.produce, "primary"), b("create-subscription", "Create subscription…", actions.subscribe),
+    partitioned ? "" : b("unload", "Unload", actions.unload), partitioned ? "" : b("terminate", "Terminate…", actions.terminate, "danger-outline"),
+    b("delete-topic", "Delete…", actions.remove, "danger-outline"));
 }
 
-function browser(topicPath, name) {
-  const mode = h("select", { id: "browse-mode" }, h("option", { value: "offset" }, "from offset"),
-    h("option", { value: "messageId" }, "from message id"), h("option", { value: "first" }, "from the first stored"));
-  const at = h("input", { id: "browse-at", placeholder: "0", value: "0" });
-  const count = h("input", { id: "browse-count", type: "number", value: "20", min: "1", max: "100" });
-  const out = h("div", { id: "browse-results" }, h("p", { class: "muted" }, "Read messages by offset or message id; payloads are decoded by the topic's schema."));
-  let next = null;
-  async function read(fromId) {
-    const q = new URLSearchParams({ count: count.value || "20" });
-    if (fromId) q.set("messageId", fromId);
-    else if (mode.value === "offset") q.set("offset", at.value.trim() || "0");
-    else if (mode.value === "messageId") q.set("messageId", at.value.trim());
-    try {
-      const data = await get(`/console/api/messages/${topicPath}?` + q);
-      next = data.next;
-      out.replaceChildren(
-        h("p", { class: "muted" }, `${data.messages.length} message(s) · schema ${data.schema || "none (bytes)"}`),
-        table([
-          { key: "messageId", label: "Message id", render: (m) => h("code", {}, m.messageId) },
-          { key: "offset", label: "Offset", num: true, render: (m) => fmtNum(m.offset) },
-          { key: "publishTime", label: "Published", render: (m) => fmtTime(m.publishTime) },
-          { key: "key", label: "Key", render: (m) => m.key ?? h("span", { class: "muted" }, "–") },
-          { key: "properties", label: "Properties", render: (m) => Object.keys(m.properties || {}).length
-            ? h("code", { class: "props" }, Object.entries(m.properties).map(([k, v]) => `${k}=${v}`).join(", ")) : "–" },
-          { key: "payload", label: "Payload", render: (m) => m.error ? h("span", { class: "error-text" }, m.error)
-            : h("pre", { class: "payload", title: m.payload.note || m.payload.encoding },
-              typeof m.payload.value === "string" ? m.payload.value : JSON.stringify(m.payload.value, null, 1)) },
-        ], data.messages, { rowId: (m) => m.messageId, class: "messages", empty: "No stored message there." }),
-        next ? h("button", { class: "small", id: "browse-next", onclick: () => read(next) }, "Next page ›") : "");
-    } catch (e) {
-      out.replaceChildren(h("p", { class: "notice error-text", id: "browse-error" }, (e.kind === "forbidden" ? "Not permitted: " : "Cannot read messages: ") + e.reason));
-    }
-  }
-  const form = h("form", { class: "toolbar", id: "browse-form" }, mode, at, h("label", { class: "inline" }, "count ", count),
-    h("button", { class: "primary", type: "submit", id: "browse-read" }, "Read"));
-  form.addEventListener("submit", (e) => { e.preventDefault(); read(null); });
-  return h("div", {}, form, out);
+function partitionedView(d, boxes) {
+  const t = d.totals;
+  boxes.cards.replaceChildren(card("Rate in", fmtRate(t.msgRateIn), fmtBytes(t.msgThroughputIn) + "/s"),
+    card("Rate out", fmtRate(t.msgRateOut), fmtBytes(t.msgThroughputOut) + "/s"),
+    card("Backlog", fmtNum(t.backlog), "messages, all partitions"), card("Storage", fmtBytes(t.storageSize)),
+    card("Partitions", fmtNum(d.partitions.length), `${fmtNum(t.loadedPartitions)} loaded`),
+    card("Producers", fmtNum(t.producers), "over the partitions"), card("Subscriptions", fmtNum(Object.keys(d.subscriptions).length)));
+  const unreachable = Object.entries(d.unreachable || {});
+  boxes.partitions.replaceChildren(
+    unreachable.length ? h("p", { class: "notice" }, "No figures from: " + unreachable.map(([b, r]) => `${b} (${r})`).join("; ")) : "",
+    table([
+      { key: "name", label: "Partition", render: (p) => h("a", { href: topicHref(p.name) }, shortTopic(p.name)) },
+      { key: "msgRateIn", label: "Rate in", num: true, render: (p) => fmtRate(p.msgRateIn) },
+      { key: "msgRateOut", label: "Rate out", num: true, render: (p) => fmtRate(p.msgRateOut) },
+      { key: "backlog", label: "Backlog", num: true, render: (p) => fmtNum(p.backlog) },
+      { key: "storageSize", label: "Storage", num: true, render: (p) => fmtBytes(p.storageSize) },
+      { key: "producers", label: "Producers", num: true, render: (p) => fmtNum(p.producers) },
+      { key: "subscriptions", label: "Subscriptions", num: true, render: (p) => fmtNum(p.subscriptions) },
+      { key: "owner", label: "Broker", render: (p) => p.owner || h("span", { class: "muted" }, "not loaded") },
+    ], [...d.partitions, { name: "total", total: true }].map((p) => p.total ? { ...t, name: d.name, total: true } : p), {
+      rowId: (p) => p.total ? "total" : p.name, class: "partitions" }));
+  const totalRow = boxes.partitions.querySelector("tr[data-row='total']");
+  if (totalRow) { totalRow.classList.add("total"); totalRow.cells[0].replaceChildren(h("strong", {}, "Total")); totalRow.cells[7].textContent = t.owner || "–"; }
+  boxes.subs.replaceChildren(table([
+    { key: "name", label: "Subscription" },
+    { key: "type", label: "Type", render: (x) => h("span", { class: "badge" }, x.type) },
+    { key: "backlog", label: "Backlog", num: true, render: (x) => fmtNum(x.backlog) },
+    { key: "consumers", label: "Consumers", num: true, render: (x) => fmtNum(x.consumers) },
+    { key: "unacked", label: "Unacked", num: true, render: (x) => fmtNum(x.unacked) },
+    { key: "delivered", label: "Delivered", num: true, render: (x) => fmtNum(x.delivered) },
+    { key: "partitions", label: "On partitions", num: true, render: (x) => fmtNum(x.partitions) },
+  ], Object.entries(d.subscriptions).map(([n, x]) => ({ name: n, ...x })), { rowId: (x) => x.name, class: "subscriptions",
+    empty: "No subscription on a loaded partition." }));
 }
 
-export function render({ rest }) {
+export function render({ rest, navigate }) {
   const name = rest.length >= 4 ? `${rest[0]}://${rest[1]}/${rest[2]}/${rest[3]}` : "";
   const topicPath = rest.slice(1, 4).map(enc).join("/");
   const el = h("div", { class: "page", id: "page-topic", "data-topic": name });
@@ -77,16 +60,19 @@ export function render({ rest }) {
   const producers = h("div", { id: "producers" });
   const subs = h("div", { id: "subscriptions" });
   const partitions = h("div", { id: "partitions" });
+  const consumers = h("div", { id: "consumers" });
   const chart = rateChart(chartBox);
   let built = false;
   el.append(h("p", { class: "crumbs" }, h("a", { href: "#/topics" }, "Topics"), " / ", shortTopic(name)), head);
 
   function build(detail) {
+    const actions = topicActions(shortTopic(name), topicPath, detail.partitioned, refresh, navigate);
     if (detail.partitioned) {
-      el.append(section("Partitions", partitions));
+      el.append(actionBar(actions, true), cards, section("Partitions", partitions), section("Subscriptions (all partitions)", subs));
     } else {
-      el.append(cards, section("Rates (live)", chartBox), section("Producers", producers), section("Subscriptions", subs),
-        section("Messages", browser(topicPath, name)));
+      chart.seed(detail.history);
+      el.append(actionBar(actions, false), cards, section("Rates (live)", chartBox), section("Producers", producers),
+        section("Subscriptions", subs), section("Consumers", consumers), section("Messages", messageBrowser(topicPath)));
     }
     built = true;
   }
@@ -122,8 +108,7 @@ export function render({ rest }) {
         h("span", {}, "schema ", h("strong", {}, d.schema ? `${d.schema.type} v${d.schema.version}` : "none")),
         d.internalStats.state === "Terminated" ? h("span", { class: "badge warn" }, "terminated") : ""]));
     if (d.partitioned) {
-      partitions.replaceChildren(table([{ key: "name", label: "Partition", render: (p) => h("a", { href: topicHref(p.name) }, shortTopic(p.name)) }],
-        d.partitions.map((p) => ({ name: p })), { class: "partitions" }));
+      partitionedView(d, { cards, partitions, subs });
       return;
     }
     const s = d.stats;
@@ -156,6 +141,18 @@ export function render({ rest }) {
         h("button", { class: "small", "data-action": "skip-all", onclick: () => subAction(x.name, "skip_all") }, "Skip all"),
         h("button", { class: "small", "data-action": "reset", onclick: () => subAction(x.name, "reset") }, "Reset cursor")) },
     ], Object.entries(s.subscriptions).map(([n, x]) => ({ name: n, ...x })), { rowId: (x) => x.name, class: "subscriptions", empty: "No subscription." }));
+    const all = Object.entries(s.subscriptions).flatMap(([n, x]) => x.consumers.map((c) => ({ subscription: n, type: x.type, ...c })));
+    consumers.replaceChildren(table([
+      { key: "consumerName", label: "Consumer", render: (c) => c.consumerName || h("span", { class: "muted" }, "–") },
+      { key: "subscription", label: "Subscription" },
+      { key: "address", label: "Address", render: (c) => c.address ? h("code", {}, c.address) : "–" },
+      { key: "availablePermits", label: "Permits", num: true, render: (c) => fmtNum(c.availablePermits) },
+      { key: "unackedMessages", label: "Unacked", num: true, render: (c) => fmtNum(c.unackedMessages) },
+      { key: "msgRateOut", label: "Rate out", num: true, render: (c) => c.msgRateOut === undefined ? "–" : fmtRate(c.msgRateOut) },
+      { key: "msgOutCounter", label: "Delivered", num: true, render: (c) => fmtNum(c.msgOutCounter) },
+      { key: "blocked", label: "Blocked", render: (c) => c.blockedConsumerOnUnackedMsgs ? h("span", { class: "badge bad" }, "blocked") : "no" },
+      { key: "connectedSince", label: "Since" },
+    ], all, { rowId: (c) => `${c.subscription}/${c.consumerName}`, class: "consumers", empty: "No consumer connected." }));
   }
 
   async function refresh() {

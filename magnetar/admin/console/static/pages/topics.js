@@ -8,7 +8,7 @@ const PAGE = 50;
 
 export function render({ params, navigate }) {
   const state = { q: params.get("q") || "", namespace: params.get("namespace") || "", sort: params.get("sort") || "name",
-    order: params.get("order") || "asc", offset: Number(params.get("offset") || 0) };
+    order: params.get("order") || "asc", offset: Number(params.get("offset") || 0), flat: params.get("partitions") === "1" };
   const el = h("div", { class: "page", id: "page-topics" });
   const results = h("div", { id: "topic-results" });
   const pager = h("div", { class: "pager", id: "pager" });
@@ -20,6 +20,8 @@ export function render({ params, navigate }) {
     clearTimeout(debounce);
     debounce = setTimeout(() => { state.q = search.value.trim(); state.offset = 0; refresh().catch(() => {}); }, 250);
   });
+  const flat = h("input", { type: "checkbox", id: "show-partitions", checked: state.flat });
+  flat.addEventListener("change", () => { state.flat = flat.checked; state.offset = 0; refresh().catch(() => {}); });
   nsSelect.addEventListener("change", () => { state.namespace = nsSelect.value; state.offset = 0; refresh().catch(() => {}); });
   const create = h("button", { class: "primary", id: "create-topic", onclick: () => act({
     title: "Create a topic",
@@ -30,12 +32,19 @@ export function render({ params, navigate }) {
       { name: "partitions", label: "Partitions", value: "0", type: "number" },
     ],
     confirm: "Create topic",
+    validate: (v) => {
+      if (!/^[^/\s]+\/[^/\s]+$/.test(v.namespace)) return `“${v.namespace}” is not a namespace: write tenant/namespace, e.g. public/default.`;
+      if (!/^[A-Za-z0-9_.=:\-]+$/.test(v.name)) return `“${v.name}” is not a topic name: letters, digits, and _ . = : - only.`;
+      if (!/^\d+$/.test(v.partitions || "0") || Number(v.partitions) > 10000) return "Partitions must be a whole number from 0 to 10,000.";
+      return null;
+    },
   }, (v) => {
     const n = Number(v.partitions || 0);
     const path = `/admin/v2/persistent/${v.namespace}/${enc(v.name)}` + (n > 0 ? "/partitions" : "");
     return { method: "PUT", path, body: n > 0 ? n : undefined, success: `Created persistent://${v.namespace}/${v.name}` };
   }, refresh) }, "Create topic");
-  el.append(h("h1", {}, "Topics"), h("div", { class: "toolbar" }, search, nsSelect, h("span", { class: "spacer" }), create),
+  el.append(h("h1", {}, "Topics"), h("div", { class: "toolbar" }, search, nsSelect,
+    h("label", { class: "inline" }, flat, " partitions as rows"), h("span", { class: "spacer" }), create),
     results, pager);
 
   function sortBy(key) {
@@ -57,19 +66,21 @@ export function render({ params, navigate }) {
     const q = new URLSearchParams({ sort: state.sort, order: state.order, offset: state.offset, limit: PAGE });
     if (state.q) q.set("q", state.q);
     if (state.namespace) q.set("namespace", state.namespace);
+    if (state.flat) q.set("partitions", "1");
     const data = await get("/console/api/topics?" + q);
     const unreachable = Object.entries(data.unreachable || {});
     results.replaceChildren(
       unreachable.length ? h("p", { class: "notice" }, "No figures from: " + unreachable.map(([b, r]) => `${b} (${r})`).join("; ")) : "",
       table([
-        { key: "name", label: "Topic", render: (t) => h("a", { href: topicHref(t.name) }, shortTopic(t.name)) },
+        { key: "name", label: "Topic", render: (t) => h("span", {}, h("a", { href: topicHref(t.name) }, shortTopic(t.name)),
+          t.partitions ? h("span", { class: "badge partitioned" }, `${t.partitions} partitions`) : "") },
         { key: "msgRateIn", label: "Rate in", num: true, render: (t) => fmtRate(t.msgRateIn) },
         { key: "msgRateOut", label: "Rate out", num: true, render: (t) => fmtRate(t.msgRateOut) },
         { key: "backlog", label: "Backlog", num: true, render: (t) => fmtNum(t.backlog) },
         { key: "storageSize", label: "Storage", num: true, render: (t) => fmtBytes(t.storageSize) },
         { key: "producers", label: "Producers", num: true, render: (t) => fmtNum(t.producers) },
         { key: "subscriptions", label: "Subscriptions", num: true, render: (t) => fmtNum(t.subscriptions) },
-        { key: "owner", label: "Broker", sortable: false, render: (t) => t.owner || h("span", { class: "muted" }, "not loaded") },
+        { key: "owner", label: "Broker", sortable: false, render: (t) => t.owner || h("span", { class: "muted" }, t.partitions ? "no partition loaded" : "not loaded") },
       ], data.topics, { sort: { key: state.sort, order: state.order }, onSort: sortBy, rowId: (t) => t.name, class: "topics",
         empty: state.q ? `No topic matches “${state.q}”.` : "No topics yet: create one, or produce to one." }));
     const last = Math.min(data.total, state.offset + data.topics.length);

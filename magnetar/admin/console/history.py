@@ -1,0 +1,80 @@
+"""A short history of topics' rates, kept in memory so that a topic's page
+opens with its last minutes already drawn.
+
+Every ``INTERVAL_S`` a task of the admin server samples the message rates in
+and out of the persistent topics this broker has loaded (the figures the
+stats already compute, read from memory) into a ring of ``POINTS`` points per
+topic: 5 minutes at 2 s. Bounded: at most ``MAX_TOPICS`` topics are kept
+(those loaded first; a topic unloaded is forgotten at the next sample), so
+the history costs at most ``MAX_TOPICS * POINTS`` points (about 4 MB).
+The topic's console detail answers its ring as ``history``.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+
+from aiohttp import web
+
+from ..params import BROKER
+
+INTERVAL_S = 2.0
+POINTS = 150
+MAX_TOPICS = 200
+
+
+class RateHistory:
+    """``topic name -> deque of (unix seconds, rate in, rate out)``, bounded."""
+
+    def __init__(self, points: int = POINTS, max_topics: int = MAX_TOPICS) -> None:
+        self.points = points
+        self.max_topics = max_topics
+        self.rings: dict[str, deque] = {}
+
+    def sample(self, topics: dict, now: float | None = None) -> None:
+        """Add one point for each loaded persistent topic (``name -> topic``);
+        forget the topics no longer loaded."""
+        now = time.time() if now is None else now
+        for name in [n for n in self.rings if n not in topics]:
+            del self.rings[name]
+        for name, topic in list(topics.items()):
+            if not name.startswith("persistent://") or not hasattr(topic, "rates"):
+                continue
+            ring = self.rings.get(name)
+            if ring is None:
+                if len(self.rings) >= self.max_topics:
+                    continue
+                ring = self.rings[name] = deque(maxlen=self.points)
+            rate_in, _, rate_out, _ = topic.rates.rates((topic.msg_in, topic.bytes_in, topic.msg_out, topic.bytes_out))
+            ring.append((round(now, 3), rate_in, rate_out))
+
+    def of(self, name: str) -> list:
+        return [list(p) for p in self.rings.get(name, ())]
+
+
+HISTORY = web.AppKey("console_history", RateHistory)
+
+
+async def keep_history(app: web.Application):
+    """aiohttp cleanup context: the sampling task, for the app's life."""
+    history = app[HISTORY] = RateHistory()
+
+    async def run() -> None:
+        while True:
+            await asyncio.sleep(INTERVAL_S)
+            service = getattr(app[BROKER], "service", None)
+            if service is not None:
+                history.sample(service.topics)
+
+    task = asyncio.create_task(run())
+    yield
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+def history_of(request: web.Request, name: str) -> list:
+    history = request.app.get(HISTORY)
+    return history.of(name) if history is not None else []
