@@ -198,7 +198,9 @@ class _Supervisor:
     its line anew (a new pid). A restart that fails is reported and the
     member stays down; the others are not touched."""
 
-    def __init__(self) -> None:
+    def __init__(self, restart_exited: bool = False) -> None:
+        #: Start an exited broker again at once, as systemd's Restart=always would.
+        self.restart_exited = restart_exited
         self.procs: list[subprocess.Popen] = []
         self.labels: list[str] = []
         self.commands: list[tuple[list[str], Path]] = []
@@ -275,9 +277,14 @@ class _Supervisor:
             for k, proc in enumerate(self.procs):
                 if isinstance(proc, _Exited) or proc.poll() is None or self.stopping:
                     continue
+                self.procs[k] = _Exited(proc)
+                if self.restart_exited:
+                    err.print(f"{self.labels[k]} (pid {proc.pid}) exited with {proc.returncode}; starting it again",
+                              highlight=False, soft_wrap=True)
+                    self._launch(k)
+                    continue
                 err.print(f"{self.labels[k]} (pid {proc.pid}) exited with {proc.returncode}; the others keep "
                           f"running. To start it again: kill -HUP {os.getpid()}", highlight=False, soft_wrap=True)
-                self.procs[k] = _Exited(proc)
             if self.restart_requested and not self.stopping:
                 self.restart_requested = False
                 for k, proc in enumerate(self.procs):
@@ -323,6 +330,10 @@ def up(
         None, "--object-store",
         help="With --storage object: use this store, s3://BUCKET/PREFIX?endpoint=URL&region=NAME, "
              "instead of starting a SeaweedFS"),
+    restart_exited: bool = typer.Option(
+        False, "--restart-exited",
+        help="Start a broker that exits again at once (as systemd's Restart=always; "
+             "for magnetar admin brokers restart-rolling)"),
 ) -> None:
     """Start etcd (unless --etcd), SeaweedFS (with --storage object, unless
     --object-store) and N brokers; stop them all on Ctrl-C or SIGTERM."""
@@ -336,7 +347,7 @@ def up(
     base = Path(data_dir).resolve()
     base.mkdir(parents=True, exist_ok=True)
     shared = etcd_store_url(configuration_store, "global") if configuration_store else None
-    supervisor = _Supervisor()
+    supervisor = _Supervisor(restart_exited)
     try:
         ports = {first + k for first in (port, admin_port) for k in range(brokers)}
         if etcd is None:

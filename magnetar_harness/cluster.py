@@ -40,7 +40,9 @@ class LocalCluster:
     def __init__(self, base: Path, brokers: int = 3, session_ttl: float = 3.0, etcd: str | None = None,
                  broker_config: str | None = None, name: str = "cluster",
                  configuration_store: str | None = None, storage: str | None = None,
-                 object_store: str | None = None) -> None:
+                 object_store: str | None = None, restart_exited: bool = False) -> None:
+        #: ``cluster up --restart-exited``: a broker that exits is started again at once.
+        self.restart_exited = restart_exited
         #: ``cluster up --storage`` (file, object) and ``--object-store URL``.
         self.storage = storage
         self.object_store = object_store
@@ -74,6 +76,8 @@ class LocalCluster:
             args += ["--storage", self.storage]
         if self.object_store:
             args += ["--object-store", self.object_store]
+        if self.restart_exited:
+            args += ["--restart-exited"]
         if self.broker_config:
             config = self.base.parent / "broker.toml"
             config.write_text(self.broker_config)

@@ -17,7 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from magnetar.security import tls
 
-from . import (brokers, clusters, compaction, examine, namespaces, topic_policies, non_persistent, openapi, peek, permissions, schemas,
+from . import (brokers, clusters, compaction, draining, dynamic_config, examine, namespaces, topic_policies, non_persistent, openapi, peek, permissions, schemas,
                subscriptions, tenants, topics)
 from .access import access
 from .console import assets as console_assets, browse as console_browse, detail as console_detail, \
@@ -35,7 +35,7 @@ METRICS = web.AppKey("metrics", BrokerMetrics)
 OPENAPI = web.AppKey("openapi", dict)
 
 broker_table = RouteTable("broker")
-TABLES = [broker_table, brokers.table, permissions.table, clusters.table, tenants.table, namespaces.table, topics.table,
+TABLES = [broker_table, draining.table, dynamic_config.table, brokers.table, permissions.table, clusters.table, tenants.table, namespaces.table, topics.table,
           subscriptions.table, peek.table, examine.table, topic_policies.table, compaction.table, schemas.table, non_persistent.table,
           console_overview.table, console_listing.table, console_detail.table, console_browse.table,
           console_lag.table, console_produce.table]

@@ -71,7 +71,8 @@ async def load_report(request: web.Request) -> web.Response:
     member = _member(request)
     if member is None:
         return json_answer({_own_id(request): {"load": {}, "bundles": []}})
-    return json_answer({broker: {"load": info.load, "bundles": sorted(str(b) for b in member.channel.owned_by(broker))}
+    return json_answer({broker: {"load": info.load, "bundles": sorted(str(b) for b in member.channel.owned_by(broker)),
+                                 "started": info.started, "draining": info.draining}
                         for broker, info in sorted(member.registry.live.items())})
 
 

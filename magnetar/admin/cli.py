@@ -20,7 +20,7 @@ from rich.table import Table
 
 from .cli_support import Settings, call, cell, out, parse_duration, parse_size, show_fields, show_list, usage
 from .cli_topics import schemas_app, topics_app
-from . import cli_dispatch_rates
+from . import cli_brokers_ops, cli_dispatch_rates
 from . import cli_topic_policies  # noqa: F401  (registers topics set-/get-/remove-<policy>)
 from .client import AdminClient, namespace_path, topic_path
 
@@ -41,6 +41,8 @@ app.add_typer(namespaces_app, name="namespaces")
 app.add_typer(topics_app, name="topics")
 app.add_typer(schemas_app, name="schemas")
 cli_dispatch_rates.register(namespaces_app, topics_app)
+cli_brokers_ops.register(brokers_app)
+cli_brokers_ops.register_dynamic_config(brokers_app)
 
 
 @app.callback()

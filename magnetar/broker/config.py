@@ -76,6 +76,12 @@ class BrokerConfig(SecuritySettings):
     cluster_session_ttl_s: float = 10.0
     #: Seconds a lookup waits for a bundle in transition before ServiceNotReady.
     lookup_timeout_s: float = 15.0
+    #: A cluster member's clean stop (SIGTERM) first moves its bundles to the
+    #: other brokers without client lookups (PIP-307; docs/operations.md).
+    #: false: it frees them, and their clients look the topics up.
+    drain_on_stop: bool = True
+    #: Seconds that drain may take in all; bundles not moved by then are freed.
+    drain_timeout_s: float = 20.0
     #: Move bundles without client lookups (PIP-307): the old owner holds its
     #: clients until the new one owns the bundle, then sends them its URL.
     #: false: the old way (disconnect; clients look the topic up again), as
@@ -260,6 +266,8 @@ class BrokerConfig(SecuritySettings):
             raise ConfigError("cluster_session_ttl_s must be at least 1 second")
         if self.lookup_timeout_s <= 0:
             raise ConfigError("lookup_timeout_s must be positive")
+        if self.drain_timeout_s <= 0:
+            raise ConfigError("drain_timeout_s must be positive")
         if not (0 < self.load_balancer_load_threshold < 1):
             raise ConfigError("load_balancer_load_threshold must be between 0 and 1")
         if min(self.load_balancer_report_interval_s, self.load_balancer_shedding_interval_s) <= 0:

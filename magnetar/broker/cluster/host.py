@@ -49,5 +49,9 @@ class BundleHost(Protocol):
         (``assigned``: its plain and TLS service URLs; None: they look it up).
         The bundle is no longer held released afterwards."""
 
+    async def handed_over(self) -> None:
+        """Return once every hand-over begun by :meth:`hand_over_bundle` has
+        told its clients where to go (a drain waits for this before the stop)."""
+
     def bundle_counters(self) -> dict[Bundle, BundleCounters]:
         """Traffic so far of the loaded topics, by bundle (the load reports' raw figures)."""

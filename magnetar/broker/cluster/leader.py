@@ -153,6 +153,7 @@ class Leader:
             owned = {str(b) for b in self.channel.owned_by(broker)}
             rates[broker] = {k: float(r) for k, r in info.load.get("bundles", {}).items() if k in owned}
         cooling = {b for b, t in self._moved_at.items() if now - t < settings.cooldown_s}
+        cooling |= {b for b, info in self.registry.live.items() if info.draining}  # its drain moves its bundles
         move = plan(loads, rates, settings.threshold, cooling)
         if move is None:
             self._streak = 0
@@ -212,7 +213,7 @@ class Leader:
     async def sweep(self) -> int:
         """Reassign every bundle held by a broker that is gone, and finish the
         splits of owners that died; returns how many bundles changed."""
-        live = sorted(self.registry.live)
+        live = self.registry.candidates()  # a draining broker is live but takes nothing
         moved = 0
         for bundle, state in list(self.channel.table.items()):
             if self.layouts is not None and state.broker not in self.registry.live:

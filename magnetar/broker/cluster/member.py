@@ -25,8 +25,11 @@ channel and the leader election), and then:
   they look the topics up (the old unload);
 - splits a bundle in two (:meth:`split`, :mod:`.splitting`), keeping both
   halves and their clients;
-- on a clean stop, frees its bundles (Owned -> Releasing -> Free) so others
-  take them without waiting for the session to expire.
+- drains (:meth:`drain`, :mod:`.drain`): moves every bundle it owns to the
+  others without client lookups, marked ``draining`` so none comes back;
+  a clean stop drains first when ``drain_on_stop`` is set;
+- on a clean stop, frees the bundles still its own (Owned -> Releasing ->
+  Free) so others take them without waiting for the session to expire.
 
 The member reaches the broker service only through :class:`.host.BundleHost`
 (given at construction); the service reaches the member directly (it is
@@ -47,6 +50,7 @@ from magnetar.broker.errors import OwnedElsewhere, ServiceNotReady
 from magnetar.broker.topic_name import TopicName
 from magnetar.metadata import MetadataStore, MetadataSession
 
+from . import drain as draining
 from . import splitting
 from .bundles import DEFAULT_BUNDLES, Bundle
 from .channel import ASSIGNING, DELETED, FREE, INIT, OWNED, RELEASING, SPLITTING, BundleState, Channel, \
@@ -129,6 +133,8 @@ class ClusterMember:
         self._tasks: set[asyncio.Task] = set()
         self._monitor: asyncio.Task | None = None
         self.closing = False
+        #: Settings of the drain a clean stop runs (None: no drain).
+        self.drain_on_stop: tuple[float, float] | None = None
 
     # -- joining and leaving ----------------------------------------------------------
     async def start(self) -> None:
@@ -210,8 +216,31 @@ class ClusterMember:
             except Exception as exc:  # the next report tries again
                 log.warning("cannot report load: %s", exc)
 
+    async def mark_draining(self, on: bool) -> None:
+        """Say in our registry record whether we are draining (no broker gives
+        a bundle to a draining one). Metadata errors propagate."""
+        self.info.draining = on
+        if self.session is not None and self.session.alive:
+            await self.registry.register(self.info, self.session)
+
+    async def drain(self, timeout_s: float = 20.0, move_timeout_s: float = 10.0) -> draining.DrainResult:
+        """Move every bundle we own to the other brokers (:mod:`.drain`); we stay
+        marked draining (taking no bundle) until :meth:`undrain` or the stop."""
+        return await draining.drain(self, timeout_s, move_timeout_s)
+
+    async def undrain(self) -> None:
+        """Take bundles again after a drain."""
+        await self.mark_draining(False)
+
     async def close(self) -> None:
-        """Free our bundles, leave the registry and the election."""
+        """Drain first (when ``drain_on_stop``), then free the bundles still
+        ours, leave the registry and the election."""
+        if self.drain_on_stop is not None and self.serving:
+            timeout_s, move_timeout_s = self.drain_on_stop
+            try:
+                await self.drain(timeout_s, move_timeout_s)
+            except Exception as exc:  # the release below still frees them
+                log.warning("the drain before the stop failed: %s", exc)
         self.closing = True
         if self._monitor is not None:
             self._monitor.cancel()
@@ -313,7 +342,7 @@ class ClusterMember:
             raise ValueError(f"bundle {bundle} is {state.state}, not owned: nothing to unload")
         live = sorted(self.registry.live)
         if destination is None:
-            destination = least_loaded(bundle, live, self.channel, exclude={state.broker})
+            destination = least_loaded(bundle, self.registry.candidates(), self.channel, exclude={state.broker})
             if destination is None:
                 raise ValueError(f"no other live broker to move bundle {bundle} to")
         elif destination not in self.registry.live:
@@ -411,7 +440,7 @@ class ClusterMember:
                                     owner.service_url_tls, owner.web_service_url_tls)
             try:
                 if state.state in (INIT, FREE):
-                    target = least_loaded(bundle, sorted(self.registry.live), self.channel, pending=self._pending)
+                    target = least_loaded(bundle, self.registry.candidates(), self.channel, pending=self._pending)
                     if target is None:
                         raise ServiceNotReady("no live broker in the cluster")
                     self._pending[target] += 1

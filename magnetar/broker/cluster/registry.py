@@ -3,7 +3,8 @@
 ``/loadbalance/brokers/<broker id>`` holds ``{"broker_id", "service_url",
 "web_service_url", "cluster", "started", "load": {...}}``; it vanishes when
 the broker's session ends (clean stop, crash, or a pause longer than the
-session TTL), which is how the others learn a broker is gone. The broker id
+session TTL); ``"draining": true`` while it moves its bundles away before a
+stop (no bundle is given to it then), which is how the others learn a broker is gone. The broker id
 is ``host:web port``, as in Pulsar.
 
 Every broker keeps the table of live brokers current with a prefix watch and
@@ -41,6 +42,8 @@ class BrokerInfo:
     #: pulsar+ssl and https URLs when the broker has TLS listeners (lookups by TLS clients), else "".
     service_url_tls: str = ""
     web_service_url_tls: str = ""
+    #: Moving its bundles away before it stops (:mod:`.drain`): given no new bundle.
+    draining: bool = False
 
     def doc(self) -> bytes:
         return json.dumps(self.__dict__).encode()
@@ -50,7 +53,8 @@ class BrokerInfo:
         doc = json.loads(value)
         return cls(doc["broker_id"], doc["service_url"], doc["web_service_url"], doc.get("cluster", ""),
                    doc.get("started", 0.0), doc.get("load", {}), doc.get("listeners", {}),
-                   doc.get("service_url_tls", ""), doc.get("web_service_url_tls", ""))
+                   doc.get("service_url_tls", ""), doc.get("web_service_url_tls", ""),
+                   bool(doc.get("draining", False)))
 
 
 Listener = Callable[[str, BrokerInfo | None], None]  # (broker id, info or None when it left)
@@ -74,6 +78,10 @@ class Registry:
         if self._watch is not None:
             self._watch.cancel()
             self._watch = None
+
+    def candidates(self) -> list[str]:
+        """The live brokers a bundle may be given to: every one but those draining."""
+        return sorted(b for b, info in self.live.items() if not info.draining)
 
     def add_listener(self, listener: Listener) -> None:
         self._listeners.append(listener)

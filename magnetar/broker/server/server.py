@@ -27,8 +27,11 @@ from magnetar.storage import UNWATCHED_ROOTS, ManagedLedgerFactory, StorageError
 from magnetar.storage.factory import open_factory
 
 from magnetar.broker.config import BrokerConfig
+from magnetar.broker.dynamic_config import DynamicConfig, DynamicConfigError
+from magnetar.formats import NewerFormatError
 from magnetar.broker.policies import backlog_quota
 from magnetar.broker.namespaces import resources
+from . import dynamic_apply
 from .connection import ServerConnection
 from magnetar.broker.policies.expiry import MessageExpiry
 from magnetar.broker.policies.inactive import InactiveTopics
@@ -83,6 +86,10 @@ class Broker:
         self.tls_port = -1
         self.admin_tls_port = -1
         self.admin_port = config.admin_port
+        #: The settings changed without a restart (admin brokers update-dynamic-config).
+        self.dynamic: DynamicConfig | None = None
+        #: Set by :func:`serve`: stops the process as SIGTERM does (admin's shutdown).
+        self.request_stop: Callable[[], None] | None = None
 
     async def start(self) -> None:
         config = self.config
@@ -99,6 +106,13 @@ class Broker:
                 await self.store.close()
                 raise StartupError(f"cannot open the configuration store: {exc}") from None
             self.store = RoutedStore(self.store, shared, resources.SHARED_BY_REGIONS)
+        # Dynamic settings (set through the admin API) win over the file's.
+        self.dynamic = DynamicConfig(self.store, config, lambda names: dynamic_apply.apply(self, names))
+        try:
+            await self.dynamic.load()
+        except (NewerFormatError, DynamicConfigError) as exc:
+            await self.store.close()
+            raise StartupError(str(exc)) from None
         storage = config.storage_path
         storage.mkdir(parents=True, exist_ok=True)
         try:
@@ -148,6 +162,8 @@ class Broker:
                                          config.load_balancer_namespace_maximum_bundles),
                 bundles_per_namespace=config.default_namespace_bundles,
                 session_ttl_s=config.cluster_session_ttl_s, lookup_timeout_s=config.lookup_timeout_s)
+            if config.drain_on_stop:
+                self.service.cluster.drain_on_stop = (config.drain_timeout_s, min(10.0, config.drain_timeout_s))
         self.expiry = MessageExpiry(self.service, config.message_expiry_check_interval_s).start()
         self.inactive_topics = InactiveTopics(self.service, config).start()
         self.quota_checks = backlog_quota.start_checks(self.service, config.backlog_quota_check_interval_s)
@@ -194,6 +210,7 @@ class Broker:
         if orphan_mark is not None:
             self._orphan_sweep = asyncio.get_running_loop().create_task(orphans.sweep_later(
                 self.store, self.factory.backend, orphan_mark, config.orphaned_ledger_sweep_delay_s))
+        self.dynamic.start_watch()
         log.info("Magnetar broker ready: pulsar://%s:%d, admin on port %s, data in %s",
                  config.bind_address, self.port, self.admin_port, data.resolve())
 
@@ -252,6 +269,8 @@ class Broker:
         return f"https://{self.config.advertised_address}:{self.admin_tls_port}" if self.admin_tls_port >= 0 else ""
 
     async def stop(self) -> None:
+        if self.dynamic is not None:
+            self.dynamic.close()
         if self._server is not None:
             self._server.close()
         if self._tls_server is not None:
@@ -341,6 +360,7 @@ async def serve(config: BrokerConfig, ready_line: bool = True, extensions: Seque
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGUSR1, log_task_stacks)
+    broker.request_stop = stop.set
     if ready_line:
         # Machine-readable: tests and scripts wait for this line.
         tls_part = f" tls={broker.tls_port}" if broker.tls_port >= 0 else ""

@@ -278,6 +278,10 @@ class BrokerService:
         base = str(name.partitioned_base)
         await self._refresh_policies([t for t in self.topics.values() if str(t.name.partitioned_base) == base])
 
+    async def refresh_all_policies(self) -> None:
+        """Apply the policies in force to every loaded topic (a broker default changed)."""
+        await self._refresh_policies()
+
     async def _refresh_policies(self, topics: list[Topic] | None = None) -> None:
         for topic in list(self.topics.values()) if topics is None else topics:
             topic.dedup.enabled = await self.deduplication_enabled(topic.name)
@@ -375,6 +379,11 @@ class BrokerService:
             task = asyncio.get_running_loop().create_task(self._hand_over(topics, assigned))
             self._handovers.add(task)
             task.add_done_callback(self._handovers.discard)
+
+    async def handed_over(self) -> None:
+        """Return once the hand-overs under way have told their clients."""
+        while self._handovers:
+            await asyncio.gather(*list(self._handovers), return_exceptions=True)
 
     @staticmethod
     async def _hand_over(topics: list[Topic], assigned: tuple[str, str] | None) -> None:

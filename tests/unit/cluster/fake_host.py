@@ -38,5 +38,8 @@ class FakeHost:
         self.released.discard(bundle)
         self.calls.append(("hand_over", bundle, assigned))
 
+    async def handed_over(self) -> None:
+        pass
+
     def bundle_counters(self) -> dict[Bundle, BundleCounters]:
         return {}
