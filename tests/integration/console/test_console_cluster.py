@@ -146,3 +146,58 @@ def test_ten_thousand_topics_are_paged_and_searched_on_the_server(cluster, brows
     print("console at 10,000 topics, seconds:", json.dumps(timings))
     assert all(v < 8 for v in timings.values()), timings
     b.shot("topics-10000", full=False)
+
+
+def test_a_partitioned_topic_over_several_brokers_consumer_lag_and_a_produce_relayed_to_the_owner(cluster, browser_on):
+    """The partitions' figures come from the brokers that own them; the lag
+    view gathers every broker's subscriptions; a message produced on the page
+    of a topic another broker owns is stored by that owner."""
+    entry = cluster.members[0]
+    # A name whose six partitions fall in more than one bundle.
+    local = next(f"spread{j}" for j in range(100)
+                 if len({bundle_of(f"persistent://{NS}/spread{j}-partition-{i}", NS).range for i in range(6)}) > 1)
+    base = f"persistent://{NS}/{local}"
+    cluster.admin(entry, f"/admin/v2/persistent/{NS}/{local}/partitions", "PUT", 6)
+    client = pulsar.Client(entry.service_url, operation_timeout_seconds=30, logger=quiet_logger())
+    consumer = client.subscribe(base, "tally", initial_position=pulsar.InitialPosition.Earliest)
+    producer = client.create_producer(base, batching_enabled=False)
+    first = bundle_of(f"{base}-partition-0", NS).range
+    if len({owner_of(cluster, f"{base}-partition-{i}") for i in range(6)}) == 1:
+        # Their bundles are on one broker: move partition 0's elsewhere.
+        source = owner_of(cluster, f"{base}-partition-0")
+        other = next(m.broker_id for m in cluster.members if m.broker_id != source)
+        cluster.admin(entry, f"/admin/v2/namespaces/{NS}/{first}/unload?destinationBroker={other}", "PUT")
+        wait_for(lambda: cluster.owners(NS).get(first) == other, 60, what="the bundle on another broker")
+    for i in range(60):
+        producer.send(f"s{i}".encode(), partition_key=f"k{i}")
+    owners = {f"{base}-partition-{i}": owner_of(cluster, f"{base}-partition-{i}") for i in range(6)}
+    assert len(set(owners.values())) > 1, owners
+    b = browser_on(entry.admin_url)
+    b.open(f"#/topic/persistent/{NS}/{local}")
+    b.wait(lambda d: b.cells("table.partitions", "total")[3:4] == ["60"], timeout=30, what="the total backlog of 60")
+    for name, owner in owners.items():
+        b.wait(lambda d: b.cells("table.partitions", name)[7:8] == [owner], what=f"{name} on {owner}")
+    assert b.cells("table.subscriptions", "tally")[2] == "60"
+    b.shot("topic-partitioned-cluster")
+    # Consumer lag: the six partitions' subscriptions, from whichever broker has them.
+    b.go("#/lag")
+    b.fill("#lag-search", local + "-")
+    b.wait(lambda d: len(b.rows("table.lag")) == 6, timeout=30, what="six partitions' subscriptions")
+    for name, owner in owners.items():
+        assert b.cells("table.lag", f"{name} tally")[7] == owner
+    # Produce on a topic owned by another broker: relayed, stored by the owner.
+    topic = next(f"persistent://{NS}/relay-{i}" for i in range(50)
+                 if owner_of(cluster, f"persistent://{NS}/relay-{i}") != entry.broker_id)
+    owner = next(m for m in cluster.members if m.broker_id == owner_of(cluster, topic))
+    cluster.admin(owner, "/admin/v2/persistent/" + topic.removeprefix("persistent://"), "PUT")
+    b.go("#/topic/" + topic.replace("://", "/"))
+    b.wait_text("#topic-owner", owner_of(cluster, topic))
+    b.click("#produce")
+    b.confirm(key="k", value="relayed")
+    assert "Produced to" in b.toast(timeout=30)
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    assert reader.read_next(timeout_millis=20000).data() == b"relayed"
+    reader.close()
+    consumer.close()
+    producer.close()
+    client.close()

@@ -136,6 +136,7 @@ export function render({ rest, navigate }) {
       { key: "consumers", label: "Consumers", num: true, render: (x) => fmtNum(x.consumers.length) },
       { key: "unacked", label: "Unacked", num: true, render: (x) => fmtNum(x.consumers.reduce((a, c) => a + (c.unackedMessages || 0), 0)) },
       { key: "msgOutCounter", label: "Delivered", num: true, render: (x) => fmtNum(x.msgOutCounter) },
+      { key: "msgRateOut", label: "Rate out", num: true, render: (x) => x.msgRateOut === undefined ? "–" : fmtRate(x.msgRateOut) },
       { key: "actions", label: "", render: (x) => h("span", { class: "row-actions" },
         h("button", { class: "small", "data-action": "skip", onclick: () => subAction(x.name, "skip") }, "Skip"),
         h("button", { class: "small", "data-action": "skip-all", onclick: () => subAction(x.name, "skip_all") }, "Skip all"),
