@@ -31,6 +31,7 @@ first start retries once with new ports.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -185,13 +186,36 @@ class SeaweedServer:
             raise
 
     def _bucket_ready(self) -> bool:
-        """True once a LIST of the bucket answers 200; creates the bucket when
-        the gateway says it does not exist."""
+        """True once a LIST of the bucket answers 200 and the master knows every
+        volume on disk; creates the bucket when the gateway says it does not exist.
+
+        The LIST alone is answered by the filer from its own metadata: after a
+        restart it can pass while the volume server has not yet registered its
+        volumes with the master, and a GET of an object stored before the
+        restart then answers 500 (seen on a loaded machine)."""
         status = self._request("GET", f"/{self.bucket}?list-type=2&max-keys=1")
         if status == 404:
             self._request("PUT", f"/{self.bucket}")
             status = self._request("GET", f"/{self.bucket}?list-type=2&max-keys=1")
-        return status == 200
+        return status == 200 and self._volumes_registered()
+
+    def _volumes_registered(self) -> bool:
+        """True when the master's topology lists at least as many volumes as
+        the data directory holds (``*.dat``: one per volume)."""
+        on_disk = sum(1 for _ in self.data_dir.glob("*.dat"))
+        if on_disk == 0:
+            return True
+        url = f"http://{self.host}:{self.ports['master.port']}/dir/status"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                topology = json.loads(response.read()).get("Topology", {})
+        except (OSError, ValueError):
+            return False
+        known = sum(node.get("Volumes", 0)
+                    for centre in topology.get("DataCenters") or ()
+                    for rack in centre.get("Racks") or ()
+                    for node in rack.get("DataNodes") or ())
+        return known >= on_disk
 
     def _request(self, method: str, path: str) -> int | None:
         request = urllib.request.Request(f"{self.endpoint}{path}", method=method)
