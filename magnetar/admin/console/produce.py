@@ -20,10 +20,13 @@ Producing needs the ``produce`` permission on the topic.
 Failure modes: 400 a body that is not that shape, a value that is not JSON
 for a JSON topic, an unsupported schema; 403 no produce permission; 404 an
 unknown topic; 412 refused by the topic (terminated, an exclusive producer
-holds it, quota); 502 the owner did not answer.
+holds it, quota); 502 the owner did not answer; 503 not stored within 30 s
+(the topic was moving: the message may or may not land, as for a client
+whose send timed out).
 """
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import random
@@ -31,6 +34,7 @@ import time
 
 from aiohttp import web
 
+from magnetar.broker.errors import AuthorizationError
 from magnetar.broker.server import permissions
 from magnetar.broker.topics.producer import Producer
 from magnetar.broker.topics.schemas import encode_version, to_proto
@@ -47,6 +51,7 @@ from .forward import forward, owner_of
 
 table = RouteTable("console")
 MAX_VALUE = 1 << 20
+SEND_TIMEOUT_S = 30.0
 _ids = itertools.count(1)
 #: Producer ids far from a connection's (those count up from 0 per connection).
 _ID_BASE = 1 << 62
@@ -90,7 +95,10 @@ async def produce(request: web.Request) -> web.Response:
     service = service_of(request)
     name = topic_of(request)
     key, props, value = parse_message(await _body(request))
-    await permissions.check(service.authorizer, service.store, request.get(ROLE), "produce", name)
+    try:
+        await permissions.check(service.authorizer, service.store, request.get(ROLE), "produce", name)
+    except AuthorizationError as exc:
+        raise AdminError(403, str(exc)) from None
     count = await resources.get_partitions(service.store, name)
     if count:
         index = java_string_hash(key) % count if key is not None else random.randrange(count)
@@ -122,14 +130,18 @@ async def produce(request: web.Request) -> web.Response:
     if versions:
         meta.schema_version = encode_version(len(versions) - 1)
     producer = Producer(producer_id=_ID_BASE + next(_ids), name=meta.producer_name, topic=topic,
-                        address=request.remote or "")
+                        address=request.remote or "", connected_since=time.time())
     waiter = await topic.add_producer(producer, None)
     if waiter is not None:  # only exclusive modes wait; a Shared producer is admitted or refused
         await waiter
     try:
         block = PayloadBlock(memoryview(checksummed_block(meta.SerializeToString(), value.encode())))
         send = pb.CommandSend(producer_id=producer.producer_id, sequence_id=0, num_messages=1)
-        result = await topic.publish(producer, send, block)
+        # A send held while the topic moves to another broker is never settled here.
+        result = await asyncio.wait_for(topic.publish(producer, send, block), SEND_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        raise AdminError(503, f"{name} did not store the message within {SEND_TIMEOUT_S:.0f} s "
+                              "(moving to another broker?); nothing was acknowledged: try again") from None
     finally:
         topic.remove_producer(producer)
     return json_answer({"topic": str(name), "messageId": f"{result.ledger_id}:{result.entry_id}",

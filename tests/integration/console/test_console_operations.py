@@ -132,7 +132,8 @@ def test_namespace_policies_show_as_fields_and_are_edited_with_a_confirmation(br
         listed = b.text("#policy-changes")
         for what in ("retention: broker default → 120 min, 512 MB", "deduplication: broker default → on",
                      "backlog quota: broker default → 10 MiB · producer_exception",
-                     "publish rate: broker default → 1,000 msg/s", "dispatch rate: broker default → 500 msg per 1 s"):
+                     "publish rate: broker default → 1,000 msg/s",
+                     "dispatch rate: broker default → 500 msg per 1 s"):
             assert what in listed, listed
         assert ok(broker, "GET", "namespaces/public/default/messageTTL") is None
         b.shot("policy-changes", full=False)
@@ -200,6 +201,18 @@ def test_topic_actions_produce_subscribe_unload_terminate_delete(broker, client,
     b.confirm(subscription="audit", start="earliest")
     assert "Subscription audit created" in b.toast()
     b.wait(lambda d: b.cells("table.subscriptions", "audit")[2:3] == ["1"], what="audit with a backlog of 1")
+    # Subscription actions name bad input too.
+    b.click("table.subscriptions tr[data-row='audit'] button[data-action='skip']")
+    b.fill("#field-n", "-2")
+    b.click("#dialog-confirm")
+    b.wait_text("#dialog-error", "whole number of 1 or more")
+    b.click("#dialog-cancel")
+    b.click("table.subscriptions tr[data-row='audit'] button[data-action='reset']")
+    b.select("#field-to", "id")
+    b.fill("#field-value", "twelve")
+    b.click("#dialog-confirm")
+    b.wait_text("#dialog-error", "ledger:entry")
+    b.click("#dialog-cancel")
     shot(b, "topic-actions")
     # Unload: the topic is loaded again on demand, nothing lost.
     b.click("#unload")

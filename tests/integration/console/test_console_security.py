@@ -64,6 +64,17 @@ def test_logins_roles_and_refusals_are_shown_in_the_page(secured, browser_on):
                       {"adminRoles": ["acme-admin"], "allowedClusters": ["standalone"]}) == 204
     assert admin_call(broker, "PUT", "/admin/v2/namespaces/acme/app", admin) == 204
     assert admin_call(broker, "PUT", "/admin/v2/persistent/public/default/secret-topic", admin) == 204
+    # Producing from the console needs the produce permission: refused for a role
+    # without it, done for one granted it on the namespace.
+    message = {"value": "hello"}
+    assert admin_call(broker, "POST", "/console/api/produce/public/default/secret-topic", token("reader"),
+                      message) == 403
+    assert admin_call(broker, "POST", "/admin/v2/namespaces/public/default/permissions/writer", admin,
+                      ["produce"]) == 204
+    assert admin_call(broker, "POST", "/console/api/produce/public/default/secret-topic", token("writer"),
+                      message) == 200
+    # The consumer-lag view covers only what the role may read.
+    assert admin_call(broker, "GET", "/console/api/subscriptions?namespace=public/default", token("reader")) == 403
     # The data itself is not open: the console's API wants a login too.
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(broker.admin_url + "/console/api/overview", timeout=10)

@@ -81,7 +81,8 @@ export function render({ rest, navigate }) {
     const base = `/console/api/owner/${topicPath}/subscription/${enc(sub)}`;
     if (kind === "skip") {
       return act({ title: `Skip messages on ${sub}`, text: "The subscription's cursor moves past the next N messages; they are not delivered to it.",
-        fields: [{ name: "n", label: "How many", value: "1", type: "number" }], confirm: "Skip", danger: true },
+        fields: [{ name: "n", label: "How many", value: "1", type: "number" }], confirm: "Skip", danger: true,
+        validate: (v) => /^[1-9]\d*$/.test(v.n) ? null : `How many must be a whole number of 1 or more, not “${v.n}”.` },
       (v) => ({ method: "POST", path: `${base}/skip/${enc(v.n)}`, success: `Skipped ${v.n} on ${sub}` }), refresh);
     }
     if (kind === "skip_all") {
@@ -91,7 +92,9 @@ export function render({ rest, navigate }) {
     return act({ title: `Reset the cursor of ${sub}`, text: "Consumers are sent the messages again from that point.",
       fields: [{ name: "to", label: "To", options: [{ value: "earliest", label: "the earliest message" }, { value: "latest", label: "the end (skip everything)" },
         { value: "id", label: "a message id (below)" }, { value: "time", label: "a publish time (below, ms since epoch)" }] },
-      { name: "value", label: "Message id (L:E) or time (ms)", placeholder: "12:0" }], confirm: "Reset cursor", danger: true },
+      { name: "value", label: "Message id (L:E) or time (ms)", placeholder: "12:0" }], confirm: "Reset cursor", danger: true,
+      validate: (v) => v.to === "id" && !/^\d+:\d+$/.test(v.value) ? `A message id is ledger:entry (e.g. 12:0), not “${v.value}”.`
+        : v.to === "time" && !/^\d+$/.test(v.value) ? `A publish time is ms since the epoch (e.g. ${Date.now()}), not “${v.value}”.` : null },
     (v) => {
       if (v.to === "time") return { method: "POST", path: `${base}/resetcursor/${enc(v.value)}`, success: `Cursor of ${sub} reset` };
       let body = v.to;
