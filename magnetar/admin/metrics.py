@@ -12,6 +12,7 @@ from prometheus_client.core import CollectorRegistry, CounterMetricFamily, Gauge
 
 from prometheus_client import GCCollector, ProcessCollector, generate_latest
 
+from .file_metrics import FileStorageCollector
 from .object_metrics import ObjectStorageCollector
 from .operator_metrics import OperatorCollector
 from .pulsar_metrics import PulsarCollector
@@ -55,6 +56,7 @@ class BrokerMetrics:
         self.registry.register(pulsar)
         self.registry.register(OperatorCollector(broker))
         self.registry.register(ObjectStorageCollector(broker))
+        self.registry.register(FileStorageCollector(broker))
         ProcessCollector(registry=self.registry)  # process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds
         GCCollector(registry=self.registry)  # python_gc_collections_total, python_gc_objects_collected_total
         self.topics = TopicExposition(broker, pulsar)

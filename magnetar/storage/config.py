@@ -21,15 +21,28 @@ class StorageConfig:
 
     sync_policy:
         ``"always"``: an append completes only after its bytes are written and
-        fdatasync'ed. Group commit: every append that arrives while an fsync
-        runs is written and synced together in the next round, so one fsync
-        covers many appends.
+        fdatasync'ed (with ``journal``: in the journal; the segment file later).
+        Group commit: every append that arrives while an fsync runs is
+        written and synced together in the next round, so one fsync covers
+        many appends.
         ``"interval"``: an append completes after write(); the writer fsyncs
-        every ``sync_interval_ms``. Survives a process crash, not a power loss
-        of the last interval.
+        (the journal, or each segment file written) every
+        ``sync_interval_ms``. Survives a process crash, not a power loss of
+        the last interval.
         ``"never"``: an append completes after write(); flushing is left to
         the OS. Ledgers are still fsynced when sealed.
     sync_interval_ms: fsync period for ``"interval"``.
+    journal: segment files (``backend = "file"``) write every entry to one
+        journal per broker first and sync that, once per group commit
+        whatever the number of topics written; the segment files are synced
+        by a background checkpoint and restored from the journal after a
+        crash (``storage/file/journal*.py``). False: each segment file
+        written is fdatasync'ed per group commit (the cost grows with the
+        topics written). Policy ``"never"`` writes no journal.
+    journal_checkpoint_interval_ms: how often the checkpoint syncs the
+        segment files written since the last one and trims the journal
+        (what a restart after a crash replays at most).
+    journal_file_bytes: a new journal file past this size (trimmed whole).
     max_entries_per_ledger, max_ledger_bytes, max_ledger_age_s: roll over to a
         new ledger when the current one reaches any of these (bytes count the
         8-byte frame header of each entry; age is checked by a timer).
@@ -81,6 +94,9 @@ class StorageConfig:
     object_commit_interval_ms: int = 20
     object_commit_max_bytes: int = 8 * 1024 * 1024
     max_open_ledger_files: int = 512
+    journal: bool = True
+    journal_checkpoint_interval_ms: int = 2000
+    journal_file_bytes: int = 64 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if self.sync_policy not in SYNC_POLICIES:
@@ -111,6 +127,15 @@ class StorageConfig:
             except ObjectStoreConfigError as exc:
                 raise ValueError(str(exc)) from None
         _positive(self, "max_open_ledger_files")
+        if not isinstance(self.journal, bool):
+            raise ValueError(f"journal must be true or false; got {self.journal!r}")
+        _positive(self, "journal_checkpoint_interval_ms")
+        _positive(self, "journal_file_bytes")
+
+    @property
+    def journaled(self) -> bool:
+        """Whether segment files go through the journal (``journal``, not policy ``never``)."""
+        return self.journal and self.sync_policy != "never"
 
 
 @dataclass(frozen=True)

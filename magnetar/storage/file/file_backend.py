@@ -2,10 +2,15 @@
 
 Each ledger is ``<data dir>/ledgers/<id:020d>.log`` (+ ``.idx`` once
 sealed, ``.fenced`` once a new owner took it; formats in :mod:`.ledger`).
-Writes go through one :class:`~.group_commit.GroupCommitWriter` thread
-(fdatasync per group commit under sync policy ``always``). The fence is a
-marker file: a previous owner still running checks for it after every
-fsync and before it acknowledges anything (``ManagedLedgerFencedError``).
+Writes go through one :class:`~.group_commit.GroupCommitWriter` thread;
+with ``journal`` (the default) each round is also appended to this
+process's journal, which is fdatasync'ed once per group commit under sync
+policy ``always`` (:mod:`.journal_sync`), the segment files synced by the
+checkpoint (:mod:`.journal_checkpoint`); the journals of processes that
+are gone are replayed before the first ledger is opened
+(:mod:`.journal_replay`). The fence is a marker file: a previous owner
+still running checks for it after every group commit's sync and before it
+acknowledges anything (``ManagedLedgerFencedError``).
 """
 from __future__ import annotations
 
@@ -19,6 +24,10 @@ from ..backend import READ_CHUNK_BYTES, BackendStats, WriteCallback
 from ..config import StorageConfig
 from ..errors import ManagedLedgerFencedError, StorageError
 from .group_commit import GroupCommitWriter
+from .journal import Journal
+from .journal_checkpoint import Checkpointer
+from .journal_replay import ReplayReport, open_journal
+from .journal_sync import JournalSync
 from .handles import FileHandles, capacity_within_limit
 from ..framing import HEADER_SIZE
 from .ledger import Ledger, delete_ledger_files, is_fenced, ledger_dir, write_fence
@@ -37,12 +46,26 @@ class FileBackend:
         self.ledger_dir = ledger_dir(Path(data_dir))
         self.ledger_dir.mkdir(parents=True, exist_ok=True)
         self._dir = str(self.ledger_dir)  # is_fenced runs once per group commit: no Path there
-        self.writer = GroupCommitWriter(config.sync_policy, config.sync_interval_ms)
         capacity, warning = capacity_within_limit(config.max_open_ledger_files)
         if warning:
             log.warning("%s", warning)
         #: Open segment files, bounded: idle ones close and reopen on use.
-        self.handles = FileHandles(capacity, close_dirty=config.sync_policy == "never")
+        #: With the journal a dirty one may close unsynced: the checkpoint
+        #: opens it again to sync it, and the journal holds its entries.
+        self.handles = FileHandles(capacity, close_dirty=config.sync_policy == "never" or config.journaled)
+        #: This process's journal and its checkpoint (None without one).
+        self.journal: Journal | None = None
+        self.checkpointer: Checkpointer | None = None
+        #: What replaying the journals of processes that were gone did.
+        self.replay_report = ReplayReport()
+        durability = None
+        if config.journaled:
+            # Before any ledger is opened: replays dead journals into the segment files.
+            self.journal, self.replay_report = open_journal(Path(data_dir), self.ledger_dir, self.handles,
+                                                            config.journal_file_bytes)
+            self.checkpointer = Checkpointer(self.journal, config.journal_checkpoint_interval_ms / 1000)
+            durability = JournalSync(self.journal, self.checkpointer, config.sync_policy, config.sync_interval_ms)
+        self.writer = GroupCommitWriter(config.sync_policy, config.sync_interval_ms, durability=durability)
 
     async def create(self, ledger_id: int) -> Ledger:
         return await self.writer.call(Ledger.create, self.ledger_dir, ledger_id, self.handles)
@@ -116,11 +139,29 @@ class FileBackend:
         return ids
 
     def stats(self) -> BackendStats:
-        """``fsyncs``: group commits synced; ``open_files``: segment files open now."""
-        return BackendStats("file", {"fsyncs": self.writer.fsync_count, "open_files": self.handles.open_count})
+        """``fsyncs``: fsyncs of the write path (the journal's and the
+        checkpoint's, or each segment file's); ``journal_fsyncs``,
+        ``segment_fsyncs``: the two apart; ``group_commits``: the writer's
+        rounds; ``journal_bytes``, ``checkpoints``; ``open_files``: segment
+        files open now."""
+        counters = {"fsyncs": self.writer.fsync_count, "group_commits": self.writer.round_count,
+                    "open_files": self.handles.open_count}
+        if self.journal is not None:
+            counters.update(journal_fsyncs=self.journal.fsync_count, segment_fsyncs=self.checkpointer.segment_fsyncs,
+                            journal_bytes=self.journal.bytes_written, checkpoints=self.checkpointer.checkpoints)
+        else:
+            counters.update(journal_fsyncs=0, segment_fsyncs=self.writer.fsync_count)
+        return BackendStats("file", counters)
 
     async def close(self) -> None:
-        await self.writer.close()
+        """Finish the queued writes; with the journal, a last checkpoint,
+        and the journal deleted if it covered everything."""
+        await self.writer.close()  # the last checkpoint is the durability's close
+        if self.journal is not None:
+            clean = await asyncio.to_thread(self.checkpointer.checkpoint)  # True if nothing is left to sync
+            await asyncio.to_thread(self.journal.close, remove=clean)
 
     def abandon(self) -> None:
         self.writer.abandon()
+        if self.journal is not None:
+            self.journal.close(remove=False)

@@ -1,32 +1,29 @@
-"""Group commit: one writer thread per factory writes and syncs every ledger.
+"""Group commit: one writer thread per factory writes every ledger.
 
 The event loop never touches a segment file for writing. It hands batches of
 entries to :meth:`GroupCommitWriter.submit_write` and gets a callback on the
 loop when they are durable under the sync policy. The writer works in rounds:
 it takes everything queued, writes each ledger's batches with one write(),
-then (policy ``"always"``) fdatasyncs each ledger it touched once, then posts
-the round's completions to the loop with a single ``call_soon_threadsafe``.
-Whatever arrives while a round's fsync runs is written and synced together
-in the next round: that is the group commit, and why one fsync covers many
-appends under concurrency.
+then makes the round durable (policy ``"always"``: one journal fdatasync),
+then posts the round's completions to the loop with a single
+``call_soon_threadsafe``. Whatever arrives while a round's fsync runs is
+written and synced together in the next round: that is the group commit,
+and why one fsync covers many appends under concurrency.
 
 Ordering: items run in submission order; a ledger's batches complete in
 submission order. :meth:`call` runs a function (create, seal...) on the
 writer thread after everything submitted before it, so e.g. a seal sees all
 earlier writes.
 
-Failures: a batch whose write or fsync fails completes with a
+How a round becomes durable is a collaborator's (:mod:`.durability`): one
+journal append and one fdatasync (:mod:`.journal_sync`, the default), or an
+fdatasync of each segment file (:class:`~.durability.SegmentSync`, what a
+writer built without one uses).
+
+Failures: a batch whose write or sync fails completes with a
 ``StorageError``; the ledger is rolled back to what is known durable and
 fenced, so every later batch for it fails with ``LedgerFencedError`` and no
-entry is ever reported durable after a failed one in the same ledger. With
-policy ``"interval"`` a failed periodic fsync fences the ledger (entries
-already completed cannot be retracted: that is the policy's trade-off).
-
-Policy ``"interval"`` syncs on a second thread (the syncer): an fdatasync
-can take milliseconds, and on the writer thread it would hold up every
-append queued behind it, which is what the policy exists to avoid. The
-syncer pins a ledger's file (the ledger's reader count) while it syncs, so a
-concurrent seal or close never pulls the descriptor from under it.
+entry is ever reported durable after a failed one in the same ledger.
 """
 from __future__ import annotations
 
@@ -36,6 +33,7 @@ import threading
 from typing import Any, Callable
 
 from ..errors import StorageError
+from .durability import Durability, SegmentSync, Written
 from .ledger import Ledger
 
 log = logging.getLogger(__name__)
@@ -67,28 +65,24 @@ class GroupCommitWriter:
     """The writer thread. Counters (``fsync_count``, ``write_count``,
     ``round_count``, ``entries_written``) are for tests and stats."""
 
-    def __init__(self, sync_policy: str = "always", sync_interval_ms: float = 100, *, name: str = "magnetar-writer"):
-        if sync_policy not in ("always", "interval", "never"):
-            raise ValueError(f"unknown sync policy {sync_policy!r}")
-        self.sync_policy = sync_policy
-        self._interval = sync_interval_ms / 1000
+    def __init__(self, sync_policy: str = "always", sync_interval_ms: float = 100, *, name: str = "magnetar-writer",
+                 durability: Durability | None = None):
+        #: Makes each round's writes durable (the sync policy's meaning).
+        self.durability = durability or SegmentSync(sync_policy, sync_interval_ms, name=name)
+        self.sync_policy = self.durability.sync_policy
         self._cond = threading.Condition(threading.Lock())
         self._queue: list[_Write | _Call] = []
         self._stopping = False
         self._abandoned = False
-        self._unsynced: set[Ledger] = set()  # interval policy: written since the last fsync
-        self._unsynced_lock = threading.Lock()
-        self._syncer_stop = threading.Event()
-        self.fsync_count = 0
         self.write_count = 0
         self.round_count = 0
         self.entries_written = 0
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
-        self._syncer: threading.Thread | None = None
-        if sync_policy == "interval":
-            self._syncer = threading.Thread(target=self._sync_periodically, name=f"{name}-syncer", daemon=True)
-            self._syncer.start()
+
+    @property
+    def fsync_count(self) -> int:
+        return self.durability.fsync_count
 
     # ------------------------------------------------------------ loop side
 
@@ -121,8 +115,7 @@ class GroupCommitWriter:
             self._stopping = True
             self._cond.notify()
         await asyncio.to_thread(self._thread.join)
-        await asyncio.to_thread(self._stop_syncer)
-        self._sync_unsynced()  # the last writes, now that both threads are gone
+        await asyncio.to_thread(self.durability.close)
 
     def abandon(self) -> None:
         """Stop at once, dropping queued work without completing it: what a
@@ -133,7 +126,7 @@ class GroupCommitWriter:
             self._queue.clear()
             self._cond.notify()
         self._thread.join()
-        self._stop_syncer()
+        self.durability.abandon()
 
     # ---------------------------------------------------------- writer side
 
@@ -189,66 +182,33 @@ class GroupCommitWriter:
             else:
                 group.append(w)
         errors: dict[Ledger, BaseException] = {}
-        before: dict[Ledger, int] = {}
+        written: list[Written] = []
         for ledger, group in groups.items():
-            before[ledger] = ledger.entry_count
+            before = ledger.entry_count
             datas = group[0].datas
             if len(group) > 1:
                 datas = [d for w in group for d in w.datas]
             try:
-                ledger.write_entries(datas)
+                data = ledger.write_entries(datas)
             except BaseException as exc:
                 errors[ledger] = exc
                 continue
+            written.append((ledger, before, data))
             self.write_count += 1
             self.entries_written += len(datas)
-        if self.sync_policy == "always":
-            for ledger in groups:
-                if ledger in errors:
-                    continue
-                try:
-                    ledger.sync()
-                    self.fsync_count += 1
-                except BaseException as exc:
-                    ledger.rollback_to(before[ledger])
-                    errors[ledger] = exc
-        elif self.sync_policy == "interval":
-            with self._unsynced_lock:
-                self._unsynced.update(ledger for ledger in groups if ledger not in errors)
+        try:
+            failed = self.durability.made_durable(written)
+        except BaseException as exc:  # a bug there must not receipt the round
+            log.exception("storage durability step failed")
+            failed = {w[0]: exc for w in written}
+        for ledger, before, _ in written:
+            if ledger in failed:
+                ledger.rollback_to(before)
+                errors[ledger] = failed[ledger]
         for ledger, group in groups.items():
             error = errors.get(ledger)
             for w in group:
                 done.append((w.loop, w.callback, (error,)))
-
-    # ---------------------------------------------------------- syncer side
-
-    def _sync_periodically(self) -> None:
-        while not self._syncer_stop.wait(self._interval):
-            self._sync_unsynced()
-
-    def _stop_syncer(self) -> None:
-        if self._syncer is not None:
-            self._syncer_stop.set()
-            self._syncer.join()
-
-    def _sync_unsynced(self) -> None:
-        with self._unsynced_lock:
-            pending, self._unsynced = self._unsynced, set()
-        for ledger in pending:
-            try:
-                synced = ledger.sync_if_open()
-            except StorageError as exc:
-                # The disk refused (EIO): expected of a failing disk, so one
-                # line, not a traceback per ledger per period.
-                log.error("periodic fsync of ledger %d failed; fencing it: %s", ledger.ledger_id, exc)
-                ledger.fence()
-                continue
-            except BaseException:
-                log.exception("periodic fsync of ledger %d failed; fencing it", ledger.ledger_id)
-                ledger.fence()
-                continue
-            if synced:
-                self.fsync_count += 1
 
     def _post(self, done: list) -> None:
         if not done:

@@ -204,8 +204,9 @@ class Ledger:
 
     # ---------------------------------------------------------------- writes
 
-    def write_entries(self, datas: list[bytes]) -> None:
-        """Append ``datas`` as consecutive entries with a single write().
+    def write_entries(self, datas: list[bytes]) -> bytes:
+        """Append ``datas`` as consecutive entries with a single write();
+        returns the bytes written (what the journal records of the batch).
 
         Not durable until :meth:`sync`. On failure the file is cut back to
         where it was, the ledger is FENCED and ``StorageError`` is raised.
@@ -237,6 +238,7 @@ class Ledger:
             self._handle.release()
         self._ends.extend(new_ends)
         self._size = pos
+        return buf
 
     def sync(self) -> None:
         """fdatasync the segment file; raises StorageError if it fails.

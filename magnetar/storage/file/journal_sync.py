@@ -1,0 +1,120 @@
+"""Durability by the journal: one fdatasync per group commit, whatever the number of ledgers.
+
+A :class:`~.durability.Durability` for the group-commit writer. After a
+round's segment writes (not synced), :meth:`JournalSync.made_durable`
+appends one journal record per ledger written (the very bytes that went to
+its segment file, with the ledger id and first entry id), then:
+
+- policy ``"always"``: fdatasyncs the journal once; the round completes
+  after it. If that fsync fails (EIO), every batch of the round fails (none
+  is receipted) and the journal goes on in a new file;
+- policy ``"interval"``: the round completes after the write; a syncer
+  thread fdatasyncs the journal every ``sync_interval_ms``. A failed
+  periodic fsync fences every ledger written since the last good one
+  (entries already completed cannot be retracted: the policy's trade-off,
+  as without a journal).
+
+The checkpoint (:mod:`.journal_checkpoint`) syncs the segment files later
+and trims the journal; replay (:mod:`.journal_replay`) restores what a crash
+kept from the segment files.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+
+from ..errors import StorageError
+from .journal import Journal, record_head
+from .journal_checkpoint import Checkpointer
+from .ledger import Ledger
+
+log = logging.getLogger(__name__)
+
+
+class JournalSync:
+    """See the module docstring. ``fsync_count`` counts the journal's
+    fdatasyncs and the checkpoint's segment fsyncs."""
+
+    def __init__(self, journal: Journal, checkpointer: Checkpointer, sync_policy: str = "always",
+                 sync_interval_ms: float = 100) -> None:
+        if sync_policy not in ("always", "interval"):
+            raise ValueError(f"the journal serves sync policies always and interval, not {sync_policy!r}")
+        self.journal = journal
+        self.checkpointer = checkpointer
+        self.sync_policy = sync_policy
+        self._interval = sync_interval_ms / 1000
+        self._unsynced: set[Ledger] = set()
+        self._unsynced_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._syncer: threading.Thread | None = None
+        if sync_policy == "interval":
+            self._syncer = threading.Thread(target=self._sync_periodically, name="magnetar-journal-syncer",
+                                            daemon=True)
+            self._syncer.start()
+
+    @property
+    def fsync_count(self) -> int:
+        return self.journal.fsync_count + self.checkpointer.segment_fsyncs
+
+    def made_durable(self, written: list[tuple[Ledger, int, bytes]]) -> dict[Ledger, BaseException]:
+        """Writer thread: ``written`` holds ``(ledger, entries before the
+        round, bytes written)`` per ledger. Returns the ledgers whose
+        batches failed (here all or none)."""
+        if not written:
+            return {}
+        parts = []
+        for ledger, before, data in written:
+            parts.append(record_head(ledger.ledger_id, before, ledger.entry_count - before, data))
+            parts.append(data)
+        try:
+            position = self.journal.append(parts)
+        except StorageError as exc:
+            return {w[0]: exc for w in written}
+        ledgers = [w[0] for w in written]
+        self.checkpointer.written(ledgers, position)
+        if self.sync_policy == "always":
+            try:
+                self.journal.sync()
+            except StorageError as exc:
+                self.journal.after_failed_sync()
+                # Per ledger, naming it: the managed ledger logs and reports this.
+                return {ledger: StorageError(f"fsync of ledger {ledger.ledger_id} failed (in the journal): "
+                                             f"{exc.__cause__ or exc}") for ledger in ledgers}
+        else:
+            with self._unsynced_lock:
+                self._unsynced.update(ledgers)
+        return {}
+
+    def _sync_periodically(self) -> None:
+        while not self._stop.wait(self._interval):
+            self._sync_unsynced()
+
+    def _sync_unsynced(self) -> None:
+        with self._unsynced_lock:
+            pending, self._unsynced = self._unsynced, set()
+        if not pending:
+            return
+        try:
+            self.journal.sync()
+        except StorageError as exc:
+            self.journal.after_failed_sync()
+            for ledger in sorted(pending, key=lambda ledger: ledger.ledger_id):
+                # One line per ledger it fences, no traceback: expected of a failing disk.
+                log.error("periodic fsync of ledger %d failed; fencing it (its writes were in the journal's "
+                          "fsync): %s", ledger.ledger_id, exc)
+                ledger.fence()
+
+    def close(self) -> bool:
+        """After the writer stopped: the last journal sync, then the last
+        checkpoint; whether it covered everything (the journal may go)."""
+        self._stop.set()
+        if self._syncer is not None:
+            self._syncer.join()
+            self._sync_unsynced()
+        return self.checkpointer.close()
+
+    def abandon(self) -> None:
+        self._stop.set()
+        if self._syncer is not None:
+            self._syncer.join()
+        self.checkpointer.abandon()
