@@ -153,7 +153,9 @@ async def topics(request: web.Request) -> web.Response:
     if parents:
         names = [n for n in names if parent_of(n) not in parents] + list(parents)
     if query:
-        names = [n for n in names if query in n.lower()]
+        # A partitioned topic's row matches when its name or one of its partitions' does.
+        names = [n for n in names if query in n.lower()
+                 or (n in parents and any(query in f"{n}-partition-{i}".lower() for i in range(parents[n])))]
     replicated_only = request.query.get("replicated") in ("1", "true")
     wanted = set(namespaces)
 

@@ -81,6 +81,9 @@ def test_a_partitioned_topic_is_one_row_with_totals_and_its_page_has_a_row_per_p
     assert "3 partitions" in cells[0]
     assert cells[5] == "3" and cells[6] == "1", cells  # a producer per partition; one subscription, not three
     shot(b, "topics-partitioned")
+    b.fill("#topic-search", "payments-partition-1")  # a partition's name finds its partitioned topic's row
+    b.wait(lambda d: b.rows("table.topics") == [name], what="the parent row found by a partition's name")
+    b.fill("#topic-search", "")
     # Partitions as rows, as Pulsar lists them, on request.
     b.click("#show-partitions")
     b.wait(lambda d: f"{name}-partition-2" in b.rows("table.topics"), what="the partitions as rows")
@@ -412,6 +415,11 @@ def test_the_chart_shows_clock_times_a_legend_and_the_last_minutes_on_opening(br
         legend = b.text(".u-legend")
         assert re.search(r"Time\s*\d\d:\d\d:\d\d", legend) and re.search(r"in\s*\d+(\.\d)? /s", legend), legend
         assert "--" not in legend, legend
+        # The legend toggles a series: "out" hidden, then shown again.
+        b.click(".u-legend .u-series:nth-child(3)")
+        b.wait(lambda d: b.css(".u-legend .u-series.u-off"), what="the out series hidden")
+        b.click(".u-legend .u-series:nth-child(3)")
+        b.wait(lambda d: not b.css(".u-legend .u-series.u-off"), what="the out series shown again")
         shot(b, "topic-chart")
     finally:
         stop.set()
