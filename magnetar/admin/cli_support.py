@@ -108,6 +108,11 @@ def cell(value: Any) -> str:
     return escape(value if isinstance(value, str) else json.dumps(value, sort_keys=True))
 
 
+def rate(value: Any) -> str:
+    """A per-second rate as a cell: two decimals (``-`` when absent)."""
+    return f"{value:.2f}" if isinstance(value, (int, float)) else "-"
+
+
 def flatten(doc: Any, prefix: str = "") -> list[tuple[str, Any]]:
     """A nested document as ``(dotted.path, scalar)`` rows, in its order.
 
@@ -147,22 +152,36 @@ def show_fields(doc: Any) -> None:
 
 
 def show_stats(doc: dict) -> None:
-    """Topic stats: scalar fields, then one row per subscription, publisher
-    and (partitioned stats) partition."""
-    show_fields({k: v for k, v in doc.items() if k not in ("subscriptions", "publishers", "partitions")})
+    """Topic stats: scalar fields, then one row per subscription, consumer,
+    publisher and (partitioned stats) partition. A field with no value
+    (``producersBlockedByBacklogQuota`` when nothing blocks) shows as ``-``."""
+    show_fields({k: ("-" if v is None else v) for k, v in doc.items()
+                 if k not in ("subscriptions", "publishers", "partitions")})
     subs = doc.get("subscriptions") or {}
     if subs:
-        table = Table("Subscription", "Type", "Backlog", "Consumers", "msg/s out", "Redelivered/s")
+        table = Table("Subscription", "Type", "Backlog", "Backlog bytes", "Unacked", "Consumers", "msg/s out",
+                      "Acks/s", "Redelivered/s")
         for name, sub in subs.items():
             table.add_row(escape(name), cell(sub.get("type")), cell(sub.get("msgBacklog")),
-                          str(len(sub.get("consumers", []))), cell(sub.get("msgRateOut")),
-                          cell(sub.get("msgRateRedeliver")))
+                          cell(sub.get("backlogSize")), cell(sub.get("unackedMessages")),
+                          str(len(sub.get("consumers", []))), rate(sub.get("msgRateOut")),
+                          rate(sub.get("messageAckRate")), rate(sub.get("msgRateRedeliver")))
         out().print(table)
+        consumers = [(name, c) for name, sub in subs.items() for c in sub.get("consumers", [])]
+        if consumers:
+            table = Table("Subscription", "Consumer", "Address", "Permits", "Unacked", "msg/s out", "Acks/s",
+                          "Connected since")
+            for name, c in consumers:
+                table.add_row(escape(name), cell(c.get("consumerName")), cell(c.get("address")),
+                              cell(c.get("availablePermits")), cell(c.get("unackedMessages")),
+                              rate(c.get("msgRateOut")), rate(c.get("messageAckRate")), cell(c.get("connectedSince")))
+            out().print(table)
     pubs = doc.get("publishers") or []
     if pubs:
-        table = Table("Producer", "Access mode", "Messages in")
+        table = Table("Producer", "Access mode", "Address", "Messages in", "msg/s in", "Bytes/s in")
         for pub in pubs:
-            table.add_row(cell(pub.get("producerName")), cell(pub.get("accessMode")), cell(pub.get("msgInCounter")))
+            table.add_row(cell(pub.get("producerName")), cell(pub.get("accessMode")), cell(pub.get("address")),
+                          cell(pub.get("msgInCounter")), rate(pub.get("msgRateIn")), rate(pub.get("msgThroughputIn")))
         out().print(table)
     parts = doc.get("partitions") or {}
     if parts:

@@ -3,7 +3,8 @@ names where Pulsar has the metric (so its dashboards and alerts work):
 
 - per namespace (labels ``cluster``, ``namespace``): the storage write
   latency buckets ``pulsar_storage_write_latency_le_0_5`` ... ``_le_1000``,
-  ``_le_overflow`` (entries per second in each latency range, ms), with
+  ``pulsar_storage_write_latency_overflow`` (Pulsar's names; entries per
+  second in each latency range, ms), with
   ``pulsar_storage_write_latency_count`` / ``_sum``; the entry size buckets
   ``pulsar_entry_size_le_128`` ... ``_le_1_mb``, ``_le_overflow``, with
   ``_count`` / ``_sum``; ``pulsar_storage_write_rate`` (entries/s); the
@@ -20,7 +21,8 @@ names where Pulsar has the metric (so its dashboards and alerts work):
 - per topic and remote cluster (label ``remote_cluster``):
   ``pulsar_replication_backlog``, ``pulsar_replication_rate_out``,
   ``pulsar_replication_throughput_out``, ``pulsar_replication_connected_count``,
-  ``pulsar_replication_delay_in_seconds``;
+  ``pulsar_replication_delay_in_seconds``, and what the remote's replicator
+  brings in: ``pulsar_replication_rate_in``, ``pulsar_replication_throughput_in``;
 - per broker: ``pulsar_broker_producers_count``,
   ``pulsar_broker_consumers_count``; lookup latency as Pulsar 4's histogram
   ``pulsar_broker_request_topic_lookup_duration_seconds``; bundles moved
@@ -59,9 +61,12 @@ def _suffix(bound: float) -> str:
     return str(bound).replace(".", "_")
 
 
+# Pulsar's last write bucket has no "le_" (pulsar_storage_write_latency_overflow), its
+# entry-size one has; Magnetar's read buckets (Pulsar has none) say "le_" throughout.
 LATENCY_NAMES = [f"pulsar_storage_write_latency_le_{_suffix(b)}" for b in LATENCY_BOUNDS_MS] + \
-    ["pulsar_storage_write_latency_le_overflow"]
-READ_LATENCY_NAMES = [n.replace("_write_", "_read_") for n in LATENCY_NAMES]
+    ["pulsar_storage_write_latency_overflow"]
+READ_LATENCY_NAMES = [f"pulsar_storage_read_latency_le_{_suffix(b)}" for b in LATENCY_BOUNDS_MS] + \
+    ["pulsar_storage_read_latency_le_overflow"]
 SIZE_NAMES = [f"pulsar_entry_size_le_{n}" for n in ("128", "512", "1_kb", "2_kb", "4_kb", "16_kb", "100_kb", "1_mb")] \
     + ["pulsar_entry_size_le_overflow"]
 assert len(SIZE_NAMES) == len(SIZE_BOUNDS) + 1
@@ -196,7 +201,21 @@ class OperatorCollector:
                                       "connected", labels=REMOTE)
         delay = GaugeMetricFamily("pulsar_replication_delay_in_seconds", "Age of the oldest entry not yet stored "
                                   "by the remote cluster (0: none waits)", labels=REMOTE)
+        rate_in = GaugeMetricFamily("pulsar_replication_rate_in", "Messages received from the remote cluster per "
+                                    "second", labels=REMOTE)
+        thr_in = GaugeMetricFamily("pulsar_replication_throughput_in", "Bytes received from the remote cluster per "
+                                   "second", labels=REMOTE)
         for topic in topics:
+            for producer in list(topic.producers.values()):
+                if not getattr(producer, "replicator", False):
+                    continue
+                remote = producer.name.removeprefix("pulsar.repl.")  # the remote's replicator, named after it
+                key = ("repl-in", str(topic.name), remote)
+                keys.add(key)
+                r_in, r_bytes = self._rates.rates(key, now, [producer.msg_in, producer.bytes_in])
+                labels = [cluster, topic.name.namespace_name, str(topic.name), remote]
+                rate_in.add_metric(labels, r_in)
+                thr_in.add_metric(labels, r_bytes)
             for remote, replicator in list(getattr(topic, "replicators", {}).items()):
                 key = ("repl", str(topic.name), remote)
                 keys.add(key)
@@ -207,7 +226,7 @@ class OperatorCollector:
                 thr_out.add_metric(labels, r_bytes)
                 connected.add_metric(labels, 1 if replicator.is_connected() else 0)
                 delay.add_metric(labels, replicator.delay_seconds())
-        return [backlog, rate_out, thr_out, connected, delay]
+        return [backlog, rate_out, thr_out, connected, delay, rate_in, thr_in]
 
     def _broker(self, cluster: str, topics: list, service):
         producers = GaugeMetricFamily("pulsar_broker_producers_count", "Producers attached to this broker",

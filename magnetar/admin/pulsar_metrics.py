@@ -2,15 +2,23 @@
 
 Per topic, labelled ``cluster``, ``namespace``, ``topic`` as Pulsar's brokers
 label them (or per namespace, labelled ``cluster`` and ``namespace``, with
-``expose_topic_level_metrics_in_prometheus = false``): ``pulsar_rate_in`` / ``pulsar_rate_out`` (msg/s),
-``pulsar_throughput_in`` / ``pulsar_throughput_out`` (bytes/s),
-``pulsar_msg_backlog``, ``pulsar_storage_size``, ``pulsar_producers_count``,
-``pulsar_consumers_count``, ``pulsar_subscriptions_count``, and per
-subscription ``pulsar_subscription_back_log`` (plus a ``subscription``
-label); per broker ``pulsar_active_connections`` and ``pulsar_topics_count``.
-Rates are measured between two scrapes (the first scrape reports 0), as a
-Prometheus ``rate()`` over the counters would. Read at scrape time, no
-background work. The per-topic series are written by
+``expose_topic_level_metrics_in_prometheus = false``): the gauges of
+:data:`GAUGES` (``pulsar_rate_in`` / ``pulsar_rate_out`` msg/s,
+``pulsar_throughput_in`` / ``pulsar_throughput_out`` bytes/s,
+``pulsar_average_msg_size``, ``pulsar_msg_backlog``, ``pulsar_storage_size``,
+``pulsar_storage_backlog_size``, ``pulsar_producers_count``,
+``pulsar_consumers_count``, ``pulsar_subscriptions_count``) and the counters
+of :data:`COUNTERS` (``pulsar_in_messages_total``, ``pulsar_in_bytes_total``,
+``pulsar_out_messages_total``, ``pulsar_out_bytes_total``); per subscription
+(plus a ``subscription`` label, topic-level only) the gauges of
+:data:`SUB_GAUGES` (``pulsar_subscription_back_log``,
+``pulsar_subscription_unacked_messages``, ``pulsar_subscription_delayed``,
+...) and the out counters again; per broker ``pulsar_active_connections`` and
+``pulsar_topics_count``. Rates in and out are measured between two scrapes
+(the first scrape reports 0), as a Prometheus ``rate()`` over the counters
+would; the subscriptions' ack and expiry rates are those of the last stats
+interval (``stats_update_frequency_s``), as admin stats report them. Read at
+scrape time, no background work. The per-topic series are written by
 :mod:`.topic_exposition` (straight to text); this collector serves the rest.
 """
 from __future__ import annotations
@@ -18,7 +26,9 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from magnetar.broker.policies.backlog_quota import backlog_size
 
 if TYPE_CHECKING:
     from magnetar.broker.server.server import Broker
@@ -26,7 +36,7 @@ if TYPE_CHECKING:
 TOPIC_LABELS = ["cluster", "namespace", "topic"]
 NAMESPACE_LABELS = ["cluster", "namespace"]
 
-#: The per-topic gauges: (name, help). Their values come from :func:`topic_row`.
+#: The per-topic gauges: (name, help). Their values come from :meth:`PulsarCollector.row`.
 GAUGES = (
     ("pulsar_rate_in", "Messages published per second"),
     ("pulsar_rate_out", "Messages dispatched per second"),
@@ -37,7 +47,41 @@ GAUGES = (
     ("pulsar_producers_count", "Attached producers"),
     ("pulsar_consumers_count", "Attached consumers"),
     ("pulsar_subscriptions_count", "Subscriptions"),
+    ("pulsar_storage_backlog_size", "Stored bytes the slowest subscription has not acknowledged"),
+    ("pulsar_average_msg_size", "Bytes per message published since the last scrape"),
 )
+
+#: The per-topic counters (name with Pulsar's ``_total``, help): messages and
+#: bytes published and dispatched. The out counters also have one series per
+#: subscription (:data:`SUB_COUNTERS`), in the same family, as Pulsar's.
+COUNTERS = (
+    ("pulsar_in_messages_total", "Messages published"),
+    ("pulsar_in_bytes_total", "Bytes published"),
+    ("pulsar_out_messages_total", "Messages dispatched"),
+    ("pulsar_out_bytes_total", "Bytes dispatched"),
+)
+
+#: The per-subscription gauges (topic-level only), values from :func:`subscription_row`.
+SUB_GAUGES = (
+    ("pulsar_subscription_back_log", "Entries the subscription has not acknowledged"),
+    ("pulsar_subscription_back_log_no_delayed", "Entries not acknowledged, those held for later delivery left out"),
+    ("pulsar_subscription_delayed", "Entries held for delayed delivery"),
+    ("pulsar_subscription_unacked_messages", "Messages delivered to consumers and not yet acknowledged"),
+    ("pulsar_subscription_msg_ack_rate", "Messages acknowledged per second over the last stats interval"),
+    ("pulsar_subscription_last_acked_timestamp", "Unix ms of the last acknowledgement (0: none since the topic loaded)"),
+)
+
+#: The counters a subscription row's (messages out, bytes out) go to, with a ``subscription`` label.
+SUB_COUNTERS = ("pulsar_out_messages_total", "pulsar_out_bytes_total")
+
+
+def subscription_row(sub) -> tuple[str, tuple, tuple]:
+    """(name, gauge values in SUB_GAUGES' order, (messages out, bytes out)) of one subscription."""
+    backlog = sub.backlog()
+    delayed = len(getattr(sub.dispatcher, "delayed", ()) or ())
+    unacked = sum(c.unacked_messages() for c in sub.consumers)
+    return sub.name, (backlog, max(0, backlog - delayed), delayed, unacked, sub.interval_rates.rates[3],
+                      sub.last_acked_ms), (sub.msg_out, sub.bytes_out)
 
 
 class PulsarCollector:
@@ -61,23 +105,24 @@ class PulsarCollector:
         else:
             rows = self.rows(topics)
             yield from namespace_series(cluster, rows)
-            namespaces = [ns for _, ns, _, _ in rows]
+            namespaces = [row[1] for row in rows]
         connections = GaugeMetricFamily("pulsar_active_connections", "Client connections", labels=["cluster"])
         connections.add_metric([cluster], len(service.connections) if service else 0)
         yield connections
         yield topics_count(cluster, namespaces)
 
-    def rows(self, topics: list) -> list[tuple[str, str, tuple, list[tuple[str, int]]]]:
-        """(topic, namespace, gauge values in GAUGES' order, [(subscription,
-        backlog)]) per topic; rates between this scrape and the last one."""
+    def rows(self, topics: list) -> list[tuple]:
+        """:meth:`row` of each topic; rates between this scrape and the last one."""
         now = time.monotonic()
         rows = [self.row(topic, now) for topic in topics]
         self.keep_only({row[0] for row in rows})
         return rows
 
-    def row(self, topic, now: float, name: str = "") -> tuple[str, str, tuple, list[tuple[str, int]]]:
-        """One topic's row (see :meth:`rows`); ``now``: the scrape's monotonic
-        time; ``name``: the topic's name when the caller has it."""
+    def row(self, topic, now: float, name: str = "") -> tuple[str, str, tuple, list[tuple], tuple]:
+        """One topic's (name, namespace, gauge values in GAUGES' order,
+        [:func:`subscription_row` of each subscription], counter values in
+        COUNTERS' order); ``now``: the scrape's monotonic time; ``name``: the
+        topic's name when the caller has it."""
         name = name or str(topic.name)
         subs = list(topic.subscriptions.values())
         # The topic's own counters: they keep what consumers that left had received.
@@ -89,11 +134,13 @@ class PulsarCollector:
             return max(0, now_v - then_v) / elapsed if elapsed > 0 else 0.0
 
         self._last[name] = (now, topic.msg_in, topic.bytes_in, msg_out, bytes_out)
-        backlogs = [(s.name, s.backlog()) for s in subs]
-        values = (per_s(topic.msg_in, m_in), per_s(msg_out, m_out), per_s(topic.bytes_in, b_in),
-                  per_s(bytes_out, b_out), sum(b for _, b in backlogs), topic.ledger.total_size,
-                  len(topic.producers), sum(len(s.consumers) for s in subs), len(subs))
-        return name, topic.name.namespace_name, values, backlogs
+        sub_rows = [subscription_row(s) for s in subs]
+        rate_in, throughput_in = per_s(topic.msg_in, m_in), per_s(topic.bytes_in, b_in)
+        values = (rate_in, per_s(msg_out, m_out), throughput_in, per_s(bytes_out, b_out),
+                  sum(r[1][0] for r in sub_rows), topic.ledger.total_size, len(topic.producers),
+                  sum(len(s.consumers) for s in subs), len(subs), backlog_size(topic) if subs else 0,
+                  throughput_in / rate_in if rate_in else 0.0)
+        return name, topic.name.namespace_name, values, sub_rows, (topic.msg_in, topic.bytes_in, msg_out, bytes_out)
 
     def keep_only(self, names: set[str]) -> None:
         """Forget the last scrape's counters of topics not in ``names`` (unloaded)."""
@@ -101,18 +148,23 @@ class PulsarCollector:
             del self._last[gone]
 
 
-def namespace_series(cluster: str, rows: list) -> list[GaugeMetricFamily]:
-    """The same gauges summed per namespace, without topic or subscription series."""
-    families = [GaugeMetricFamily(name, doc, labels=NAMESPACE_LABELS) for name, doc in GAUGES]
+def namespace_series(cluster: str, rows: list) -> list:
+    """The gauges and counters summed per namespace, without topic or subscription series."""
+    gauges = [GaugeMetricFamily(name, doc, labels=NAMESPACE_LABELS) for name, doc in GAUGES]
+    counters = [CounterMetricFamily(name.removesuffix("_total"), doc, labels=NAMESPACE_LABELS)
+                for name, doc in COUNTERS]
     sums: dict[str, list[float]] = {}
-    for _, ns, values, _ in rows:
-        total = sums.setdefault(ns, [0] * len(GAUGES))
-        for i, value in enumerate(values):
+    for _, ns, values, _, totals in rows:
+        total = sums.setdefault(ns, [0] * (len(GAUGES) + len(COUNTERS)))
+        for i, value in enumerate((*values, *totals)):
             total[i] += value
+    average = [name for name, _ in GAUGES].index("pulsar_average_msg_size")
     for ns, total in sorted(sums.items()):
-        for family, value in zip(families, total):
+        rate_in, throughput_in = total[0], total[2]
+        total[average] = throughput_in / rate_in if rate_in else 0.0  # of the namespace, not a sum of averages
+        for family, value in zip(gauges + counters, total):
             family.add_metric([cluster, ns], value)
-    return families
+    return gauges + counters
 
 
 def topics_count(cluster: str, namespaces: list[str]) -> GaugeMetricFamily:

@@ -10,10 +10,11 @@ between two chunks, so a scrape of many topics delays traffic by one chunk
 at a time, not by the whole scrape.
 
 Which series, with their names, labels and help: Pulsar's per-topic gauges
-(:data:`.pulsar_metrics.GAUGES`, labels ``cluster``, ``namespace``,
-``topic``) and ``pulsar_subscription_back_log``, and Magnetar's
-``magnetar_topic_*`` (label ``topic``) and
-``magnetar_subscription_backlog_entries``. Only with
+and counters (:data:`.pulsar_metrics.GAUGES`, :data:`.pulsar_metrics.COUNTERS`,
+labels ``cluster``, ``namespace``, ``topic``), its per-subscription ones
+(:data:`.pulsar_metrics.SUB_GAUGES`, the out counters, plus a
+``subscription`` label), and Magnetar's ``magnetar_topic_*`` (label
+``topic``) and ``magnetar_subscription_backlog_entries``. Only with
 ``expose_topic_level_metrics_in_prometheus`` on (the caller's check).
 """
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, AsyncIterator
 
 from prometheus_client.utils import floatToGoString
 
-from .pulsar_metrics import GAUGES, PulsarCollector
+from .pulsar_metrics import COUNTERS, GAUGES, SUB_COUNTERS, SUB_GAUGES, PulsarCollector
 
 if TYPE_CHECKING:
     from magnetar.broker.server.server import Broker
@@ -80,16 +81,20 @@ class TopicExposition:
         service = self.broker.service
         loaded = list(service.topics.items()) if service else []
         now = asyncio.get_running_loop().time()
-        rows = []  # (Pulsar labels, Magnetar labels, values, backlogs, msg in, bytes in, size, producers)
+        rows = []  # (Pulsar labels, Magnetar labels, gauge texts, [(sub label, sub gauge texts, sub counter texts)],
+        #            Magnetar's values' texts, counter texts)
         for start in range(0, len(loaded), CHUNK_TOPICS):
             for name, topic in loaded[start:start + CHUNK_TOPICS]:
                 labels = self._labels.get(name)
                 if labels is None:
                     labels = self._labels_of(name, topic.name.namespace_name)
-                _, _, values, backlogs = self.pulsar.row(topic, now, name)
-                rows.append((labels[0], labels[1], [value_text(v) for v in values], backlogs,
-                             value_text(topic.msg_in), value_text(topic.bytes_in),
-                             value_text(topic.ledger.total_size), value_text(len(topic.producers))))
+                _, _, values, sub_rows, counters = self.pulsar.row(topic, now, name)
+                subs = [(f'{labels[0]},subscription="{label_text(sub)}"', [value_text(v) for v in gauges],
+                         [value_text(v) for v in sub_counters]) for sub, gauges, sub_counters in sub_rows]
+                rows.append((labels[0], labels[1], [value_text(v) for v in values], subs,
+                             (value_text(topic.msg_in), value_text(topic.bytes_in),
+                              value_text(topic.ledger.total_size), value_text(len(topic.producers))),
+                             [value_text(v) for v in counters]))
             await asyncio.sleep(0)
         names = {name for name, _ in loaded}
         self.pulsar.keep_only(names)
@@ -102,21 +107,26 @@ class TopicExposition:
             async for chunk in _family(f"# HELP {metric} {doc}\n# TYPE {metric} gauge\n", rows,
                                        lambda part: [f"{metric}{{{r[0]}}} {r[2][i]}\n" for r in part]):
                 yield chunk
-        async for chunk in _family(
-                "# HELP pulsar_subscription_back_log Entries the subscription has not acknowledged\n"
-                "# TYPE pulsar_subscription_back_log gauge\n", with_subs,
-                lambda part: [f'pulsar_subscription_back_log{{{r[0]},subscription="{label_text(s)}"}} '
-                              f'{value_text(b)}\n' for r in part for s, b in r[3]]):
-            yield chunk
+        for i, (metric, doc) in enumerate(COUNTERS):
+            j = SUB_COUNTERS.index(metric) if metric in SUB_COUNTERS else -1
+            async for chunk in _family(
+                    f"# HELP {metric} {doc}\n# TYPE {metric} counter\n", rows,
+                    lambda part: [f"{metric}{{{r[0]}}} {r[5][i]}\n" for r in part]
+                    + ([f"{metric}{{{s[0]}}} {s[2][j]}\n" for r in part for s in r[3]] if j >= 0 else [])):
+                yield chunk
+        for i, (metric, doc) in enumerate(SUB_GAUGES):
+            async for chunk in _family(f"# HELP {metric} {doc}\n# TYPE {metric} gauge\n", with_subs,
+                                       lambda part: [f"{metric}{{{s[0]}}} {s[1][i]}\n" for r in part for s in r[3]]):
+                yield chunk
         for j, (metric, kind, doc) in enumerate(MAGNETAR_SERIES):
             async for chunk in _family(f"# HELP {metric} {doc}\n# TYPE {metric} {kind}\n", rows,
-                                       lambda part: [f"{metric}{{{r[1]}}} {r[4 + j]}\n" for r in part]):
+                                       lambda part: [f"{metric}{{{r[1]}}} {r[4][j]}\n" for r in part]):
                 yield chunk
         async for chunk in _family(
                 "# HELP magnetar_subscription_backlog_entries Entries not yet acknowledged\n"
                 "# TYPE magnetar_subscription_backlog_entries gauge\n", with_subs,
-                lambda part: [f'magnetar_subscription_backlog_entries{{{r[1]},subscription="{label_text(s)}"}} '
-                              f'{value_text(b)}\n' for r in part for s, b in r[3]]):
+                lambda part: [f'magnetar_subscription_backlog_entries{{{r[1]}{s[0][len(r[0]):]}}} {s[1][0]}\n'
+                              for r in part for s in r[3]]):
             yield chunk
 
 

@@ -22,11 +22,14 @@ from magnetar.broker.server import lifecycle
 
 from magnetar.broker.namespaces import policies, resources
 from magnetar.broker.topic_name import TopicName
+from magnetar.broker.topics.stats import fill_backlog_times
 from magnetar.protocol.commands import signed64
 
 from .errors import AdminError, bad_request, not_found
 from .params import flag, json_body, namespace_of, service_of, topic_of
-from .routes import FORCE, INTEGER, MESSAGE_ID, OBJECT, STRING_LIST, RouteTable, json_answer, no_content
+from .partitioned_stats import merge_partitions
+from .routes import (BOOLEAN, FORCE, INTEGER, MESSAGE_ID, OBJECT, STRING_LIST, QueryParam, RouteTable, json_answer,
+                     no_content)
 
 table = RouteTable("topics")
 
@@ -137,9 +140,21 @@ async def delete_partitioned(request: web.Request) -> web.Response:
 
 
 # -- state -----------------------------------------------------------------------------
-@table.route("GET", TOPIC + "/stats", "Get a topic's stats", answer=OBJECT, errors=(404, 412))
+EARLIEST = QueryParam("getEarliestTimeInBacklog", BOOLEAN, "Also read the publish time of each subscription's "
+                      "first unacknowledged entry (earliestMsgPublishTimeInBacklog; 0 otherwise)")
+PER_PARTITION = QueryParam("perPartition", BOOLEAN, "List each partition's stats under partitions (default true)")
+
+
+async def _topic_stats(request: web.Request, topic) -> dict:
+    doc = topic.stats()
+    if flag(request, "getEarliestTimeInBacklog"):
+        await fill_backlog_times(topic, doc)
+    return doc
+
+
+@table.route("GET", TOPIC + "/stats", "Get a topic's stats", query=(EARLIEST,), answer=OBJECT, errors=(404, 412))
 async def stats(request: web.Request) -> web.Response:
-    return json_answer((await loaded_topic(request)).stats())
+    return json_answer(await _topic_stats(request, await loaded_topic(request)))
 
 
 @table.route("GET", TOPIC + "/internalStats", "Get a topic's storage-level stats", answer=OBJECT, errors=(404, 412))
@@ -147,11 +162,8 @@ async def internal_stats(request: web.Request) -> web.Response:
     return json_answer((await loaded_topic(request)).internal_stats())
 
 
-_SUMMED = ("msgInCounter", "bytesInCounter", "storageSize", "backlogSize")
-
-
 @table.route("GET", TOPIC + "/partitioned-stats", "Get a partitioned topic's stats, summed over its partitions",
-             answer=OBJECT, errors=(404, 412))
+             query=(PER_PARTITION, EARLIEST), answer=OBJECT, errors=(404, 412))
 async def partitioned_stats(request: web.Request) -> web.Response:
     service = service_of(request)
     name = topic_of(request)
@@ -162,18 +174,8 @@ async def partitioned_stats(request: web.Request) -> web.Response:
     # after the other: an idle partitioned topic's partitions are unloaded.
     partitions = _partitions(name, count)
     loaded = await asyncio.gather(*(service.get_topic(p, create=True) for p in partitions))
-    per_partition = {str(p): topic.stats() for p, topic in zip(partitions, loaded)}
-    total: dict = {key: sum(s.get(key, 0) for s in per_partition.values()) for key in _SUMMED}
-    total["metadata"] = {"partitions": count}
-    total["publishers"] = [p for s in per_partition.values() for p in s.get("publishers", [])]
-    subscriptions: dict = {}
-    for s in per_partition.values():
-        for sub, sub_stats in s.get("subscriptions", {}).items():
-            merged = subscriptions.setdefault(sub, {"msgBacklog": 0, "consumers": []})
-            merged["msgBacklog"] += sub_stats.get("msgBacklog", 0)
-            merged["consumers"] += sub_stats.get("consumers", [])
-            merged.setdefault("type", sub_stats.get("type"))
-    total["subscriptions"] = subscriptions
+    per_partition = {str(p): await _topic_stats(request, topic) for p, topic in zip(partitions, loaded)}
+    total = merge_partitions(per_partition, count)
     if flag(request, "perPartition", default=True):
         total["partitions"] = per_partition
     return json_answer(total)

@@ -142,6 +142,10 @@ class BrokerConfig(SecuritySettings):
     #: Partitions of a topic created automatically (PARTITIONED_METADATA of an
     #: unknown topic); 0 creates non-partitioned topics.
     default_num_partitions: int = 0
+    #: Seconds between two samples of every loaded topic's counters: admin
+    #: stats report the rates of the last such interval (Pulsar's
+    #: statsUpdateFrequencyInSecs, whose default is 60).
+    stats_update_frequency_s: float = 10.0
     #: Seconds between two rounds of message TTL expiry (namespace messageTTL).
     message_expiry_check_interval_s: float = 60.0
     #: Seconds between two checks of every loaded topic against its namespace's
@@ -247,6 +251,8 @@ class BrokerConfig(SecuritySettings):
             raise ConfigError("dedup_producer_inactivity_s must be positive")
         if not (0 <= self.default_num_partitions <= 1024):
             raise ConfigError(f"default_num_partitions must be 0..1024, got {self.default_num_partitions}")
+        if self.stats_update_frequency_s <= 0:
+            raise ConfigError("stats_update_frequency_s must be positive")
         if self.message_expiry_check_interval_s <= 0:
             raise ConfigError("message_expiry_check_interval_s must be positive")
         if self.backlog_quota_check_interval_s <= 0:

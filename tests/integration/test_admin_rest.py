@@ -15,7 +15,7 @@ from .admin_support import call, ok, refused
 T = "persistent/public/default"
 
 
-broker = shared_broker()
+broker = shared_broker("stats_update_frequency_s = 0.5\n")  # rates of half-second intervals
 client = shared_client()
 
 

@@ -126,3 +126,91 @@ def test_operators_metrics_storage_redeliveries_lookups_and_the_process(broker, 
     assert "python_gc_collections_total{" in text
     consumer.close()
     producer.close()
+
+
+#: Every metric Pulsar's own Grafana dashboards query (apache/pulsar grafana/dashboards/topic.json and
+#: namespace.json), by the labels they filter on. Both also query pulsar_entry_size_overflow, which no
+#: Pulsar broker exports (its bucket is pulsar_entry_size_le_overflow, served here): left out.
+PULSAR_TOPIC_DASHBOARD = {
+    "pulsar_rate_in", "pulsar_throughput_in", "pulsar_producers_count", "pulsar_subscriptions_count",
+    "pulsar_consumers_count", "pulsar_storage_size", "pulsar_subscription_msg_rate_out",
+    "pulsar_subscription_msg_throughput_out", "pulsar_subscription_back_log",
+}
+PULSAR_NAMESPACE_DASHBOARD = {
+    "pulsar_rate_out", "pulsar_throughput_out", "pulsar_topics_count", "pulsar_msg_backlog",
+    "pulsar_storage_write_rate", "pulsar_storage_read_rate", "pulsar_entry_size_le_overflow",
+    *(f"pulsar_storage_write_latency_le_{b}" for b in ("0_5", "1", "5", "10", "20", "50", "100", "200", "1000")),
+    "pulsar_storage_write_latency_overflow",
+    *(f"pulsar_entry_size_le_{b}" for b in ("128", "512", "1_kb", "2_kb", "4_kb", "16_kb", "100_kb", "1_mb")),
+}
+#: Queried with a remote_cluster label: declared by every broker, with series once topics replicate.
+PULSAR_REPLICATION_DASHBOARD = {"pulsar_replication_rate_in", "pulsar_replication_rate_out",
+                                "pulsar_replication_backlog"}
+#: The counters and gauges the issue named, with Pulsar 4's labels.
+PULSAR_TOPIC_SERIES = {"pulsar_in_messages_total", "pulsar_in_bytes_total", "pulsar_out_messages_total",
+                       "pulsar_out_bytes_total", "pulsar_storage_backlog_size", "pulsar_consumers_count",
+                       "pulsar_producers_count"}
+PULSAR_SUBSCRIPTION_SERIES = {"pulsar_subscription_unacked_messages", "pulsar_subscription_delayed",
+                              "pulsar_subscription_msg_rate_redeliver", "pulsar_subscription_back_log",
+                              "pulsar_subscription_msg_rate_out", "pulsar_out_messages_total"}
+
+
+def _samples(text: str, name: str) -> list[dict[str, str]]:
+    """The label sets of ``name``'s samples."""
+    return [dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', line[len(name):].split("}")[0]))
+            for line in text.splitlines() if line.startswith(name + "{")]
+
+
+def _sample(text: str, name: str, **labels: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()) \
+                and ("subscription" in labels or 'subscription="' not in line):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} {labels} not in /metrics")
+
+
+def test_pulsars_counters_and_its_dashboards_queries_with_their_labels(broker, pulsar_client):
+    from datetime import timedelta
+
+    topic = "persistent://public/default/metered-counters"
+    consumer = pulsar_client.subscribe(topic, "counted", consumer_type=pulsar.ConsumerType.Shared)
+    producer = pulsar_client.create_producer(topic, batching_enabled=False)
+    for _ in range(10):
+        producer.send(b"y" * 100)
+    producer.send(b"later", deliver_after=timedelta(minutes=10))  # held by the subscription: delayed
+    received = [consumer.receive(timeout_millis=10_000) for _ in range(10)]  # none acknowledged yet
+    sub = {"topic": topic, "subscription": "counted"}
+
+    def settled():
+        text = _scrape(broker)
+        return text if _sample(text, "pulsar_subscription_delayed", **sub) == 1 and \
+            _sample(text, "pulsar_subscription_unacked_messages", **sub) == 10 else None
+
+    text = wait_for(settled, timeout=20, what="10 unacked and 1 delayed message in /metrics")
+    labels = {"cluster": "standalone", "namespace": "public/default", "topic": topic}
+    assert _sample(text, "pulsar_in_messages_total", **labels) == 11
+    assert _sample(text, "pulsar_in_bytes_total", **labels) > 1000
+    assert _sample(text, "pulsar_out_messages_total", **labels) == 10
+    assert _sample(text, "pulsar_out_messages_total", **labels, subscription="counted") == 10
+    assert _sample(text, "pulsar_out_bytes_total", **labels, subscription="counted") > 1000
+    assert _sample(text, "pulsar_storage_backlog_size", **labels) > 1000  # nothing acknowledged
+    assert _sample(text, "pulsar_subscription_back_log", **sub) == 11
+    assert "# TYPE pulsar_in_messages_total counter" in text
+    for name in PULSAR_TOPIC_SERIES | PULSAR_TOPIC_DASHBOARD:
+        mine = [s for s in _samples(text, name) if s.get("topic") == topic]
+        assert mine, f"{name} has no series of {topic}"
+        assert all({"cluster", "namespace", "topic"} <= set(s) for s in _samples(text, name)), name
+    for name in PULSAR_SUBSCRIPTION_SERIES:
+        assert any(s.get("subscription") == "counted" and s["topic"] == topic and s["namespace"] == "public/default"
+                   for s in _samples(text, name)), f"{name} has no series of subscription counted"
+    for name in PULSAR_NAMESPACE_DASHBOARD:
+        found = _samples(text, name)
+        assert found and all(s.get("cluster") == "standalone" and s.get("namespace") for s in found), name
+    served = served_names(text)
+    assert PULSAR_REPLICATION_DASHBOARD <= served, sorted(PULSAR_REPLICATION_DASHBOARD - served)
+    for msg in received:
+        consumer.acknowledge(msg)
+    wait_for(lambda: _sample(_scrape(broker), "pulsar_subscription_unacked_messages", **sub) == 0, timeout=20,
+             what="the acknowledgements in pulsar_subscription_unacked_messages")
+    consumer.close()
+    producer.close()

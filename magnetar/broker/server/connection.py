@@ -59,6 +59,7 @@ class ServerConnection(asyncio.Protocol):
         self._keepalive: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
         self.role: str | None = None
+        self.client_version = ""
         self.auth = None  # security.connection_auth.ConnectionAuth while authentication is on
         self._handlers: dict[int, Callable[[Frame], None]] = self._routes()
 

@@ -34,6 +34,8 @@ from magnetar.broker.namespaces import resources
 from . import dynamic_apply
 from .connection import ServerConnection
 from magnetar.broker.policies.expiry import MessageExpiry
+from magnetar.broker.policies.sweep import stop_sweep
+from magnetar.broker.topics.stats_sampling import start_sampling
 from magnetar.broker.policies.inactive import InactiveTopics
 from .service import BrokerService
 from .task_dump import log_task_stacks
@@ -78,6 +80,7 @@ class Broker:
         self._server: asyncio.base_events.Server | None = None
         self._admin = None
         self.expiry: MessageExpiry | None = None
+        self.stats_sampling: asyncio.Task | None = None
         self.inactive_topics: InactiveTopics | None = None
         self.quota_checks: asyncio.Task | None = None
         self._orphan_sweep: asyncio.Task | None = None
@@ -165,6 +168,7 @@ class Broker:
             if config.drain_on_stop:
                 self.service.cluster.drain_on_stop = (config.drain_timeout_s, min(10.0, config.drain_timeout_s))
         self.expiry = MessageExpiry(self.service, config.message_expiry_check_interval_s).start()
+        self.stats_sampling = start_sampling(self.service.topics, config.stats_update_frequency_s)
         self.inactive_topics = InactiveTopics(self.service, config).start()
         self.quota_checks = backlog_quota.start_checks(self.service, config.backlog_quota_check_interval_s)
         try:
@@ -281,6 +285,7 @@ class Broker:
             except Exception:  # one extension's failure must not keep the rest from stopping
                 log.exception("stopping %s failed", type(extension).__name__)
         self.extensions.clear()
+        await stop_sweep(self.stats_sampling)
         if self.expiry is not None:
             await self.expiry.stop()
         if self.inactive_topics is not None:

@@ -13,6 +13,8 @@ from typing import Any, Protocol
 
 from magnetar.storage import Entry, Position
 
+from magnetar.broker.interval_rates import IntervalRates
+
 from .views import SubscriptionView
 
 
@@ -80,6 +82,19 @@ class Consumer:
     connected_since: float = field(default_factory=time.time)
     msg_out: int = 0
     bytes_out: int = 0
+    #: Messages handed back for redelivery (negative acks, ack timeouts) and
+    #: messages acknowledged, over the consumer's life (the stats' rates).
+    redelivered: int = 0
+    acked: int = 0
+    #: Wall-clock ms of the last acknowledgement, delivery, FLOW (0: none yet).
+    last_acked_ms: int = 0
+    last_consumed_ms: int = 0
+    last_flow_ms: int = 0
+    #: The client library's version (CONNECT) and the consumer's metadata (SUBSCRIBE).
+    client_version: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
+    #: Rates of (msg_out, bytes_out, redelivered, acked) over the last stats interval.
+    interval_rates: IntervalRates = field(default_factory=lambda: IntervalRates(4))
     closed: bool = False
 
     def can_receive(self) -> bool:

@@ -119,7 +119,11 @@ async def expire(sub: Subscription, age_s: float, now_ms: int | None = None) -> 
     upto = last if young is None else _before(young)
     before = sub.backlog()
     await sub.acknowledge_cumulative(upto)
-    return before - sub.backlog()
+    expired = before - sub.backlog()
+    if expired > 0:
+        sub.expired += expired
+        sub.last_expire_ms = int(time.time() * 1000)
+    return expired
 
 
 def _before(pos: Position) -> Position:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import logging
+import time
 
 from magnetar.metadata import MetadataError
 from magnetar.storage import Entry, Position, StorageError
@@ -166,22 +167,36 @@ class Dispatcher(abc.ABC):
         subscription = self.subscription
         subscription.msg_out += msgs
         subscription.bytes_out += nbytes
+        consumer.last_consumed_ms = subscription.last_consumed_ms = int(time.time() * 1000)
         subscription.topic.msg_out += msgs
         subscription.topic.bytes_out += nbytes
         self._throttle().charge(msgs, nbytes)
         consumer.sink.deliver(consumer, entries, counts)
 
     def acked(self, positions: list[Position]) -> None:
+        total = 0
         for consumer in self.consumers:
+            pending = consumer.pending
+            n = 0
             for pos in positions:
-                consumer.pending.pop(pos, None)
+                n += pending.pop(pos, 0)
+            if n:
+                _count_acks(consumer, n)
+                total += n
+        self.subscription.acked += total
         for pos in positions:
             self.redelivery_counts.pop(pos, None)
 
     def acked_cumulative(self, upto: Position) -> None:
+        total = 0
         for consumer in self.consumers:
+            n = 0
             for pos in [p for p in consumer.pending if p <= upto]:
-                del consumer.pending[pos]
+                n += consumer.pending.pop(pos)
+            if n:
+                _count_acks(consumer, n)
+                total += n
+        self.subscription.acked += total
         for pos in [p for p in self.redelivery_counts if p <= upto]:
             del self.redelivery_counts[pos]
 
@@ -416,3 +431,9 @@ class SharedDispatcher(Dispatcher):
 
     def _next_consumer_available(self) -> bool:
         return any(c.can_receive() for c in self.consumers)
+
+
+def _count_acks(consumer: Consumer, n: int) -> None:
+    """``n`` messages the consumer had received are acknowledged (its stats)."""
+    consumer.acked += n
+    consumer.last_acked_ms = int(time.time() * 1000)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 
+from magnetar.broker.interval_rates import IntervalRates
 from magnetar.protocol import pb
 from magnetar.protocol.frames import PayloadBlock
 from magnetar.storage import ManagedCursor, Position
@@ -43,12 +45,23 @@ class Subscription:
         self.type: int | None = None
         self.dispatcher: Dispatcher | None = None
         self.consumers: list[Consumer] = []
-        self.msg_rate_redeliver = 0
         #: Messages consumers asked to have again (negative acks, ack timeouts), over time.
         self.redelivered = 0
         #: Dispatched to this subscription's consumers, all of them over time.
         self.msg_out = 0
         self.bytes_out = 0
+        #: Messages its consumers acknowledged, and entries message TTL expired, over time.
+        self.acked = 0
+        self.expired = 0
+        #: Wall-clock ms of the last acknowledgement, delivery, FLOW, expiry,
+        #: and move of the mark-delete position (0: none since the topic loaded).
+        self.last_acked_ms = 0
+        self.last_consumed_ms = 0
+        self.last_flow_ms = 0
+        self.last_expire_ms = 0
+        self.last_mark_delete_advanced_ms = 0
+        #: Rates of (msg_out, bytes_out, redelivered, acked, expired) over the last stats interval.
+        self.interval_rates = IntervalRates(5)
         #: Replicated subscription (PIP-33): snapshots read from the topic,
         #: (local position, ReplicatedSubscriptionsSnapshot), oldest first.
         self.snapshots: deque[tuple[Position, pb.ReplicatedSubscriptionsSnapshot]] = deque(
@@ -141,12 +154,13 @@ class Subscription:
             self.dispatcher.schedule()
 
     async def acknowledge(self, positions: list[Position]) -> None:
+        mark = self.cursor.mark_delete_position
         if self.dispatcher is not None:
             self.dispatcher.acked(positions)
         await self.cursor.delete(positions)
         if self.dispatcher is not None:
             self.dispatcher.acks_applied()
-        self._follow_snapshots()
+        self._acks_landed(mark)
 
     async def acknowledge_batch_index(self, position: Position, remaining: int) -> None:
         """Some messages of a batch entry acknowledged (``remaining``: the
@@ -161,23 +175,35 @@ class Subscription:
         acknowledged) leaves out. The rest of the batch is delivered again,
         with its ack set, as in Pulsar."""
         before = Position(position.ledger_id, position.entry_id - 1)
+        mark = self.cursor.mark_delete_position
         if self.dispatcher is not None:
             self.dispatcher.acked_cumulative(before)
         await self.cursor.mark_delete_within_batch(position, remaining)
         if self.dispatcher is not None:
             self.dispatcher.acks_applied()
-        self._follow_snapshots()
+        self._acks_landed(mark)
 
     async def acknowledge_cumulative(self, position: Position) -> None:
+        mark = self.cursor.mark_delete_position
         if self.dispatcher is not None:
             self.dispatcher.acked_cumulative(position)
         await self.cursor.mark_delete(position)
         if self.dispatcher is not None:
             self.dispatcher.acks_applied()
+        self._acks_landed(mark)
+
+    def _acks_landed(self, mark_before: Position) -> None:
+        """After acknowledgements reached the cursor: the stats' timestamps, then snapshots."""
+        now_ms = int(time.time() * 1000)
+        self.last_acked_ms = now_ms
+        if self.cursor.mark_delete_position != mark_before:
+            self.last_mark_delete_advanced_ms = now_ms
         self._follow_snapshots()
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
-        self.redelivered += len(positions) if positions is not None else consumer.unacked_messages()
+        n = len(positions) if positions is not None else consumer.unacked_messages()
+        self.redelivered += n
+        consumer.redelivered += n
         if self.dispatcher is not None:
             self.dispatcher.redeliver(consumer, positions)
 

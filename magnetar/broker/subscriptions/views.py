@@ -59,6 +59,9 @@ class SubscriptionView(Protocol):
     durable: bool
     msg_out: int
     bytes_out: int
+    #: Messages acknowledged, and the wall-clock ms of the last delivery (the stats).
+    acked: int
+    last_consumed_ms: int
 
     def on_marker(self, position: Position, metadata: Any, data: bytes) -> None:
         """A dispatcher read a marker entry (it will not be dispatched)."""

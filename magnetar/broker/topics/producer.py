@@ -12,6 +12,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
+from magnetar.broker.interval_rates import IntervalRates
 from magnetar.protocol import pb
 from magnetar.protocol.receipts import receipt_encoder
 
@@ -185,6 +186,11 @@ class Producer:
     connected_since: float = 0.0
     msg_in: int = 0
     bytes_in: int = 0
+    #: The client library's version (CONNECT) and the producer's metadata (PRODUCER).
+    client_version: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
+    #: Rates of (msg_in, bytes_in) over the last stats interval.
+    interval_rates: IntervalRates = field(default_factory=lambda: IntervalRates(2))
     _pending: deque = field(default_factory=deque)
     #: ``receipt(seq, highest_seq, ledger_id, entry_id, offset)``: this
     #: producer's SEND_RECEIPT frame (``protocol.receipts.receipt_encoder``).

@@ -35,6 +35,7 @@ from magnetar.storage import Entry, ManagedLedger, ManagedLedgerFencedError, Pos
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.entries.entry_format import build_entry, entry_info
+from magnetar.broker.interval_rates import IntervalRates
 from magnetar.broker.errors import (
     BrokerError,
     ConsumerBusy,
@@ -176,6 +177,9 @@ class Topic(ProducerAdmission):
         self.msg_out = 0
         self.bytes_out = 0
         self.rates = RateMeter()
+        #: Rates of (msg_in, bytes_in, msg_out, bytes_out) over the last stats
+        #: interval (sampled by stats_sampling.py; admin stats report these).
+        self.interval_rates = IntervalRates(4)
         #: Geo-replication: one replicator per remote cluster (set from above).
         self.replicators: dict[str, ReplicatorView] = {}
         #: Replicated subscriptions' markers (PIP-33), set from above.
@@ -601,6 +605,11 @@ class Topic(ProducerAdmission):
     # -- stats -----------------------------------------------------------------
     def stats(self) -> dict:
         return topic_stats(self)
+
+    @property
+    def pending_appends(self) -> int:
+        """Entries handed to storage and not yet stored."""
+        return len(self._appending)
 
     def internal_stats(self) -> dict:
         return topic_internal_stats(self)

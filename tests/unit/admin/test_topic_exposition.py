@@ -10,13 +10,25 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from magnetar.admin.pulsar_metrics import PulsarCollector
 from magnetar.admin.topic_exposition import CHUNK_TOPICS, TopicExposition
+from magnetar.broker.interval_rates import IntervalRates
 from magnetar.broker.topic_name import parse
+from magnetar.storage import Position
+from magnetar.storage.entry import LedgerInfo
+
+
+def _subscription(j: int):
+    consumer = SimpleNamespace(unacked_messages=lambda: 4)
+    return SimpleNamespace(name=f"s{j}", backlog=lambda: j + 1, consumers=[consumer], durable=True,
+                           cursor=SimpleNamespace(mark_delete_position=Position(1, j)), dispatcher=None,
+                           interval_rates=IntervalRates(5), expired=0, last_acked_ms=0, last_consumed_ms=0,
+                           msg_out=10 * j, bytes_out=1000 * j)
 
 
 def _topic(i: int, subscriptions: int = 0):
-    subs = {f"s{j}": SimpleNamespace(name=f"s{j}", backlog=lambda j=j: j + 1, consumers=[1]) for j in range(subscriptions)}
+    subs = {f"s{j}": _subscription(j) for j in range(subscriptions)}
+    ledger = SimpleNamespace(total_size=2_000_000 + i, ledgers=[LedgerInfo(1, 10, 1000, 0.0, "Open")])
     return SimpleNamespace(name=parse(f"persistent://t/ns{i % 3}/topic-{i}"), subscriptions=subs, msg_in=i,
-                           bytes_in=100 * i, msg_out=0, bytes_out=0, ledger=SimpleNamespace(total_size=2_000_000 + i),
+                           bytes_in=100 * i, msg_out=0, bytes_out=0, ledger=ledger,
                            producers={"p": 1} if i % 2 else {})
 
 
@@ -47,6 +59,21 @@ async def test_the_text_parses_to_every_topic_and_subscription_series():
     assert len(backlogs) == sum(i % 3 for i in range(50))
     assert ("persistent://t/ns2/topic-5", "s1", 2) in backlogs
     assert len(families["pulsar_rate_in"].samples) == len(families["magnetar_topic_producers"].samples) == 50
+    # Pulsar's counters: per topic, and the out ones per subscription too (one family each).
+    assert {s.labels["topic"]: s.value for s in families["pulsar_in_messages"].samples}[
+        "persistent://t/ns1/topic-7"] == 7
+    assert families["pulsar_in_bytes"].type == "counter"
+    out = [(s.labels["topic"], s.labels.get("subscription"), s.value) for s in families["pulsar_out_bytes"].samples]
+    assert ("persistent://t/ns2/topic-5", None, 0) in out and ("persistent://t/ns2/topic-5", "s1", 1000) in out
+    unacked = {(s.labels["topic"], s.labels["subscription"]): s.value
+               for s in families["pulsar_subscription_unacked_messages"].samples}
+    assert unacked[("persistent://t/ns2/topic-5", "s1")] == 4
+    # The slowest subscription's mark-delete at 1:0 leaves 9 of the ledger's 10 entries: 900 of its 1000 bytes.
+    assert {s.labels["topic"]: s.value for s in families["pulsar_storage_backlog_size"].samples}[
+        "persistent://t/ns2/topic-5"] == 900
+    entries = {(s.labels["topic"], s.labels["subscription"]): s.value
+               for s in families["magnetar_subscription_backlog_entries"].samples}
+    assert entries[("persistent://t/ns2/topic-5", "s1")] == 2
 
 
 async def test_other_work_runs_while_many_topics_are_written():

@@ -78,6 +78,8 @@ def on_subscribe(session: ClientSession, frame: Frame) -> None:
         read_compacted=req.read_compacted,
         partition=name.partition_index,
         sink=ConsumerReports(session),
+        client_version=session.client_version,
+        metadata={kv.key: kv.value for kv in req.metadata},
     )
     session.consumers[req.consumer_id] = consumer
     session.spawn(_subscribe(session, req, name, consumer))
@@ -205,7 +207,9 @@ def on_flow(session: ClientSession, frame: Frame) -> None:
     consumer = session.consumers.get(req.consumer_id)
     if consumer is not None:
         consumer.permits += req.messagePermits
+        consumer.last_flow_ms = session.received_ms
         if consumer.subscription is not None:  # else: its subscribe is pending; permits count once it lands
+            consumer.subscription.last_flow_ms = session.received_ms
             consumer.subscription.on_new_entries()
 
 

@@ -38,6 +38,7 @@ PROTOCOL_VERSION = 20
 def on_connect(session: ClientSession, frame: Frame) -> None:
     if not auth.on_connect(session, frame):
         return  # refused: answered and closed
+    session.client_version = frame.command.connect.client_version
     version = min(PROTOCOL_VERSION, frame.command.connect.protocol_version or PROTOCOL_VERSION)
     session.write(
            command(

@@ -101,6 +101,8 @@ async def _create_producer(session: ClientSession, req: pb.CommandProducer) -> N
             deduplicate=_metadata_flag(req, "magnetar.deduplicate"),
             address=session.peer,
             sink=ProducerReports(session),
+            client_version=session.client_version,
+            metadata={kv.key: kv.value for kv in req.metadata},
         )
         # Checked before joining the topic: an exclusive producer closed
         # while it waited must not fence the topic's current one.

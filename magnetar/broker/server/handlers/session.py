@@ -49,6 +49,8 @@ class ClientSession(Protocol):
 
     #: The client's role once authenticated (None: anonymous, or authentication off).
     role: str | None
+    #: The client library's version from CONNECT ("" before it).
+    client_version: str
 
     def close(self) -> None:
         """Flush what is queued and close the connection."""
