@@ -13,8 +13,9 @@ setup(
         # The Spark connector's column work (reads, writes, key routing); the same
         # rule: optional, with a pure-Python twin (pyspark_magnetar/entry_columns.py).
         Extension("pyspark_magnetar._columns", ["pyspark_magnetar/_columns.c", "pyspark_magnetar/_columns_decode.c",
+                                                "pyspark_magnetar/_columns_fetch.c",
                                                 "pyspark_magnetar/_columns_encode.c", "pyspark_magnetar/_columns_keys.c"],
-                  depends=["pyspark_magnetar/_columns.h"], optional=True,
+                  depends=["pyspark_magnetar/_columns.h", "pyspark_magnetar/_columns_rows.h"], optional=True,
                   extra_compile_args=["-O2", "-std=c11", "-Wall"]),
     ],
 )

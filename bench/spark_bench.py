@@ -1,7 +1,7 @@
 """Spark connector throughput with local[2]: batch write, batch read, streaming.
 
     .venv/bin/python -m bench.spark_bench [--rows 1000000] [--size 100] [--tasks 2] [--repeat 3] [--url pulsar://...]
-                                          [--conf spark.key=value ...]
+                                          [--conf spark.key=value ...] [--only official|own]
 
 Without --url it starts a standalone broker (deduplication on, as the
 exactly-once sink expects; default sync policy "always") on free ports in a
@@ -9,6 +9,22 @@ temporary directory. Workloads, each timed around one Spark action (the
 SparkSession is started and every shape of job, streaming queries
 included, is run once on a smaller topic first, so start-up and the JVM's
 warm-up are excluded):
+
+Topics the official client wrote (first; ``--only official``): three
+topics of 2 partitions, ``rows`` messages of ``size`` bytes each, written
+by ``pulsar-client`` as users' producers write them (untimed):
+
+- official batched:   batches of up to 1,000 messages, 1 ms (the Java client's defaults)
+- official unbatched: one message per entry (the Python client's default)
+- official lz4:       LZ4 batches of keyed messages with 2 properties each
+
+each read into Spark's ``noop`` sink (one task per partition) beside the
+source ceiling, and the unbatched one copied by a stream (AvailableNow,
+exactly-once sink, 5 micro-batches) beside the stream copy ceiling. The
+broker's CPU seconds per run are printed beside each (when the bench
+started it): it shares the machine's cores with Spark.
+
+The connector's own topic (``--only own``):
 
 - batch write:  ``spark.range(rows)`` -> ``value`` of ``size`` bytes -> topic A
 - sink ceiling: the same rows into a Python data source that drops them
@@ -78,21 +94,42 @@ def session(master: str, conf: dict[str, str] | None = None):
     return spark
 
 
+#: The broker's pid when the bench started it: its CPU is printed per workload.
+BROKER_PID: int | None = None
+
+
+def broker_cpu() -> float:
+    """CPU seconds the bench's broker has used (0 without one)."""
+    if BROKER_PID is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{BROKER_PID}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def timed(label: str, rows: int, fn, repeat: int, cpu: bool = False) -> dict:
     """Run ``fn(i)`` for i in range(repeat); the median run's rows/s (a
     one-shot figure on 2 CPUs shared with a JVM varies by tens of percent).
-    With ``cpu``, also this process's median CPU seconds (its threads included)."""
-    seconds, cpu_seconds = [], []
+    With ``cpu``, also this process's median CPU seconds (its threads included).
+    The broker's median CPU seconds, when the bench started the broker."""
+    seconds, cpu_seconds, broker_seconds = [], [], []
     for i in range(repeat):
-        start, start_cpu = time.perf_counter(), time.process_time()
+        start, start_cpu, start_broker = time.perf_counter(), time.process_time(), broker_cpu()
         fn(i)
         seconds.append(time.perf_counter() - start)
         cpu_seconds.append(time.process_time() - start_cpu)
+        broker_seconds.append(broker_cpu() - start_broker)
     median = statistics.median(seconds)
     result = {"workload": label, "rows": rows, "seconds": round(median, 2), "rows_per_s": round(rows / median),
               "runs_s": [round(x, 2) for x in seconds]}
     runs = ", ".join(f"{x:.2f}" for x in seconds)
-    print(f"{label:20s} {rows:>9,} rows in {median:5.2f} s: {result['rows_per_s']:>9,} rows/s  (runs: {runs} s)",
+    broker = ""
+    if BROKER_PID is not None:
+        result["broker_cpu_s"] = round(statistics.median(broker_seconds), 2)
+        broker = f", broker CPU {result['broker_cpu_s']:.2f} s"
+    print(f"{label:20s} {rows:>9,} rows in {median:5.2f} s: {result['rows_per_s']:>9,} rows/s  (runs: {runs} s{broker})",
           flush=True)
     if cpu:
         result["cpu_s"] = round(statistics.median(cpu_seconds), 2)
@@ -147,8 +184,56 @@ def connector_alone(url: str, topic: str, rows: int, size: int, repeat: int,
     return results
 
 
+#: The official client's producer settings per topic shape (see the module).
+OFFICIAL_SHAPES = {
+    "batched": dict(batching_enabled=True, batching_max_messages=1000, batching_max_publish_delay_ms=1),
+    "unbatched": dict(batching_enabled=False),
+    "lz4": dict(batching_enabled=True, batching_max_messages=1000, batching_max_publish_delay_ms=1,
+                compression_type="LZ4"),
+}
+
+
+def write_official(url: str, admin_url: str | None, topic: str, rows: int, size: int, shape: str) -> None:
+    """``rows`` messages of ``size`` bytes into ``topic`` (2 partitions when
+    ``admin_url`` is given) by the official client, in ``shape``: the lz4
+    shape's messages have keys and two properties each."""
+    import pulsar
+
+    if admin_url is not None:
+        from magnetar.admin.client import AdminClient
+
+        AdminClient(admin_url).create_partitioned_topic(topic, 2)
+    settings = dict(OFFICIAL_SHAPES[shape])
+    if "compression_type" in settings:
+        settings["compression_type"] = getattr(pulsar.CompressionType, settings["compression_type"])
+    client = pulsar.Client(url, logger=_quiet())
+    try:
+        producer = client.create_producer(topic, block_if_queue_full=True, max_pending_messages=10_000, **settings)
+        pad = b"x" * size
+        keyed = shape == "lz4"
+        for i in range(rows):
+            value = (b"%d" % i + pad)[:size]
+            if keyed:
+                producer.send_async(value, None, partition_key=f"k{i % 100}",
+                                    properties={"n": str(i), "shape": shape})
+            else:
+                producer.send_async(value, None)
+        producer.flush()
+        producer.close()
+    finally:
+        client.close()
+
+
+def _quiet():
+    import logging
+
+    log = logging.getLogger("bench.pulsar-client")
+    log.setLevel(logging.WARNING)
+    return log
+
+
 def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path, repeat: int,
-        admin_url: str | None = None) -> list[dict]:
+        admin_url: str | None = None, only: str | None = None) -> list[dict]:
     stamp = int(time.time())
     src, dst = f"bench-spark-{stamp}", f"bench-spark-copy-{stamp}"
     def read(topic: str = src):
@@ -210,8 +295,13 @@ def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path, repeat: in
     stream(None, warm, "noop", "ck-warm-ceiling")
     stream(None, warm, "magnetar-bench-sink", "ck-warm-copy-ceiling")
 
+    results: list[dict] = []
+    if only in (None, "official"):
+        results += official(spark, url, admin_url, rows, size, stamp, repeat, read, ceiling_read, stream)
+    if only == "official":
+        return results
     data = rows_of(rows)
-    results = [timed("batch write", rows, lambda i: write_to(data, "magnetar", service_url=url,
+    results += [timed("batch write", rows, lambda i: write_to(data, "magnetar", service_url=url,
                                                                topic=src if i == 0 else f"{src}-{i}"), repeat)]
     results.append(timed("sink ceiling", rows, lambda i: write_to(data, "magnetar-bench-sink"), repeat))
     print(f"batch write / sink ceiling: {results[-2]['rows_per_s'] / results[-1]['rows_per_s']:.0%}", flush=True)
@@ -244,7 +334,42 @@ def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path, repeat: in
     return results
 
 
+def official(spark, url: str, admin_url: str | None, rows: int, size: int, stamp: int, repeat: int, read,
+             ceiling_read, stream) -> list[dict]:
+    """The topics the official client wrote, read and copied beside Spark's
+    own ceilings in the same run (see the module)."""
+    topics = {}
+    for shape in OFFICIAL_SHAPES:
+        topics[shape] = f"persistent://public/default/bench-official-{shape}-{stamp}"
+        began = time.perf_counter()
+        write_official(url, admin_url, topics[shape], rows, size, shape)
+        print(f"wrote {rows:,} rows with the official client, {shape}, in {time.perf_counter() - began:.1f} s",
+              flush=True)
+    results = []
+    for shape, topic in topics.items():
+        df = read(topic)
+        assert df.count() == rows
+        results.append(timed(f"official {shape} read", rows,
+                             lambda i, df=df: df.write.format("noop").mode("overwrite").save(), repeat))
+    ceiling = timed("source ceiling", rows, lambda i: ceiling_read(rows), repeat)
+    results.append(ceiling)
+    for r in results[:-1]:
+        print(f"{r['workload']} / source ceiling: {r['rows_per_s'] / ceiling['rows_per_s']:.0%}", flush=True)
+    copy = timed("official unbatched stream copy", rows,
+                 lambda i: stream(topics["unbatched"], rows, "magnetar", f"ck-official-copy-{i}", service_url=url,
+                                  topic=f"{topics['unbatched']}-copy-{i}"), repeat)
+    copy_ceiling = timed("stream copy ceiling", rows,
+                         lambda i: stream(None, rows, "magnetar-bench-sink", f"ck-official-copy-ceiling-{i}"), repeat)
+    print(f"official unbatched stream copy / stream copy ceiling: "
+          f"{copy['rows_per_s'] / copy_ceiling['rows_per_s']:.0%}", flush=True)
+    for i in range(repeat):
+        copied = read(f"{topics['unbatched']}-copy-{i}").count()
+        assert copied == rows, f"copy {i}: copied {copied} of {rows}"
+    return results + [copy, copy_ceiling]
+
+
 def main() -> None:
+    global BROKER_PID
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--tasks", type=int, default=2, help="read tasks (minPartitions)")
@@ -254,6 +379,8 @@ def main() -> None:
     parser.add_argument("--admin-url", default=None, help="that broker's admin URL (for the partitioned write)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each workload; the median is reported")
     parser.add_argument("--json", action="store_true", help="also print the results as JSON")
+    parser.add_argument("--only", choices=["official", "own"], default=None,
+                        help="only the official client's topics, or only the connector's own topic")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a Spark setting for the session (repeatable), e.g. spark.buffer.size=1m")
     args = parser.parse_args()
@@ -271,13 +398,14 @@ def main() -> None:
         config.write_text("deduplication_enabled = true\n")
         broker = standalone_broker(tmp / "data", ["--config", str(config), "--log-level", "WARNING"]).start()
         url, admin_url = broker.service_url, broker.admin_url
+        BROKER_PID = broker.proc.pid
     spark = None
     try:
         spark = session(args.master, conf)
         print(f"{args.rows:,} rows of {args.size} B, {args.master}, {args.tasks} read tasks, broker {url}, "
               f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
               + "".join(f", {k}={v}" for k, v in conf.items()), flush=True)
-        results = run(spark, url, args.rows, args.size, args.tasks, tmp, max(1, args.repeat), admin_url)
+        results = run(spark, url, args.rows, args.size, args.tasks, tmp, max(1, args.repeat), admin_url, args.only)
     finally:
         if spark is not None:
             spark.stop()

@@ -79,12 +79,15 @@ col_init_owned(PyObject *module)
 {
     if (PyType_Ready(&OwnedType) < 0)
         return -1;
+    fetch_init();
     return 0;
 }
 
 static PyMethodDef methods[] = {
     {"decode_entries", (PyCFunction)(void (*)(void))decode_entries, METH_FASTCALL,
      "See pyspark_magnetar.entry_columns.decode_entries_python."},
+    {"decode_fetch", (PyCFunction)(void (*)(void))decode_fetch, METH_FASTCALL,
+     "See pyspark_magnetar.fetch_columns.decode_fetch_python."},
     {"encode_batches", (PyCFunction)(void (*)(void))encode_batches, METH_FASTCALL,
      "See pyspark_magnetar.row_batches.encode_batches_python."},
     {"key_partitions", (PyCFunction)(void (*)(void))key_partitions, METH_FASTCALL,

@@ -195,6 +195,8 @@ PyObject *col_owned(Buf *b);
 int col_init_owned(PyObject *module);
 
 PyObject *decode_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *decode_fetch(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+void fetch_init(void);
 PyObject *encode_batches(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *key_partitions(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 

@@ -24,20 +24,7 @@
  */
 #include "_columns.h"
 
-typedef struct {
-    Span key, value;
-} KV;
-
-typedef struct {
-    KV *kv;
-    Py_ssize_t n, cap;
-} KVs;
-
-/* Why decoding stopped with COL_BAD: what, and the entry's first offset. */
-typedef struct {
-    const char *what;
-    long long first;
-} Fail;
+#include "_columns_rows.h"
 
 static int
 kv_parse(Span s, KV *out)
@@ -86,22 +73,45 @@ kv_add(KVs *kvs, Span s)
     return COL_OK;
 }
 
-/* What a message contributes beyond its payload. */
-typedef struct {
-    int has_key, key_b64;
-    Span key;
-    uint64_t event_time;
-    KVs props;
-} Fields;
+/* Arrow offsets start with 0; the buffers sized for `rows` rows. A COL_* code. */
+int
+out_start(Out *o, Py_ssize_t rows, Py_ssize_t value_bytes)
+{
+    int rc;
+    if ((rc = out_reserve(o, rows, value_bytes)) < 0 || (rc = buf_i32(&o->key_off, 0)) < 0 ||
+        (rc = buf_i32(&o->val_off, 0)) < 0 || (rc = buf_i32(&o->map_off, 0)) < 0 ||
+        (rc = buf_i32(&o->pk_off, 0)) < 0 || (rc = buf_i32(&o->pv_off, 0)) < 0 ||
+        (rc = buf_i32(&o->prod_off, 0)) < 0)
+        return rc;
+    return COL_OK;
+}
 
-typedef struct {
-    Buf key_valid, key_off, key_data, val_off, val_data, offsets, publish, event_valid, event, map_off,
-        pk_off, pk_data, pv_off, pv_data, prod_off, prod_data;
-    Py_ssize_t rows, key_nulls, event_nulls, props;
-} Out;
+/* A bitmap covers every row even when the last rows' bits are clear. A COL_* code. */
+int
+out_finish(Out *o)
+{
+    int rc;
+    if (o->rows && ((rc = bit_put(&o->key_valid, o->rows - 1, 0)) < 0 ||
+                    (rc = bit_put(&o->event_valid, o->rows - 1, 0)) < 0))
+        return rc;
+    return COL_OK;
+}
+
+/* The buffers tuple (GIL held; NULL with an exception). N: the tuple takes
+ * each buffer; one that failed (NULL) fails the call, which drops the rest. */
+PyObject *
+out_result(Out *o)
+{
+    return Py_BuildValue("(nNNNNNNNNNNNNNNNNnn)", o->rows, col_owned(&o->key_valid), col_owned(&o->key_off),
+                         col_owned(&o->key_data), col_owned(&o->val_off), col_owned(&o->val_data),
+                         col_owned(&o->offsets), col_owned(&o->publish), col_owned(&o->event_valid),
+                         col_owned(&o->event), col_owned(&o->map_off), col_owned(&o->pk_off),
+                         col_owned(&o->pk_data), col_owned(&o->pv_off), col_owned(&o->pv_data),
+                         col_owned(&o->prod_off), col_owned(&o->prod_data), o->key_nulls, o->event_nulls);
+}
 
 /* Free what col_owned has not taken. */
-static void
+void
 out_free(Out *o)
 {
     Buf *bufs[] = {&o->key_valid, &o->key_off, &o->key_data, &o->val_off, &o->val_data, &o->offsets, &o->publish,
@@ -112,7 +122,7 @@ out_free(Out *o)
 }
 
 /* Size the per-row buffers for `rows` rows and the values for `value_bytes`. */
-static int
+int
 out_reserve(Out *o, Py_ssize_t rows, Py_ssize_t value_bytes)
 {
     Py_ssize_t bits = rows / 8 + 1;
@@ -240,7 +250,7 @@ failed(Fail *fail, int rc, long long first_offset)
 }
 
 /* One entry. A COL_* code; on failure `fail` says why. */
-static int
+int
 decode_entry(Out *o, KVs *scratch, Fail *fail, const uint8_t *meta, Py_ssize_t meta_len, const uint8_t *payload,
              Py_ssize_t payload_len, int64_t first, int64_t lo, int64_t hi)
 {
@@ -393,11 +403,7 @@ decode_all(Out *o, Fail *fail, Held *held, Py_ssize_t n, long long lo, long long
 {
     int rc;
     KVs scratch = {0};
-    /* Arrow offsets start with 0. */
-    if ((rc = out_reserve(o, rows, payload_bytes)) < 0 || (rc = buf_i32(&o->key_off, 0)) < 0 ||
-        (rc = buf_i32(&o->val_off, 0)) < 0 || (rc = buf_i32(&o->map_off, 0)) < 0 ||
-        (rc = buf_i32(&o->pk_off, 0)) < 0 || (rc = buf_i32(&o->pv_off, 0)) < 0 ||
-        (rc = buf_i32(&o->prod_off, 0)) < 0)
+    if ((rc = out_start(o, rows, payload_bytes)) < 0)
         return rc;
     for (Py_ssize_t i = 0; i < n; i++) {
         rc = decode_entry(o, &scratch, fail, held[i].meta.buf, held[i].meta.len, held[i].payload.buf,
@@ -408,11 +414,7 @@ decode_all(Out *o, Fail *fail, Held *held, Py_ssize_t n, long long lo, long long
     PyMem_RawFree(scratch.kv);
     if (rc < 0)
         return rc;
-    /* A bitmap covers every row even when the last rows' bits are clear. */
-    if (o->rows && ((rc = bit_put(&o->key_valid, o->rows - 1, 0)) < 0 ||
-                    (rc = bit_put(&o->event_valid, o->rows - 1, 0)) < 0))
-        return rc;
-    return COL_OK;
+    return out_finish(o);
 }
 
 PyObject *
@@ -459,13 +461,8 @@ decode_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Format(PyExc_ValueError, "entry at offset %lld: %s", fail.first, fail.what);
     else if (rc < 0)
         col_raise(rc);
-    else /* N: the tuple takes each buffer; one that failed (NULL) fails the call, which drops the rest */
-        result = Py_BuildValue("(nNNNNNNNNNNNNNNNNnn)", o.rows, col_owned(&o.key_valid), col_owned(&o.key_off),
-                               col_owned(&o.key_data), col_owned(&o.val_off), col_owned(&o.val_data),
-                               col_owned(&o.offsets), col_owned(&o.publish), col_owned(&o.event_valid),
-                               col_owned(&o.event), col_owned(&o.map_off), col_owned(&o.pk_off),
-                               col_owned(&o.pk_data), col_owned(&o.pv_off), col_owned(&o.pv_data),
-                               col_owned(&o.prod_off), col_owned(&o.prod_data), o.key_nulls, o.event_nulls);
+    else
+        result = out_result(&o);
     out_free(&o);
     return result;
 }

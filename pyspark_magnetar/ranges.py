@@ -20,7 +20,7 @@ from pyspark.sql.datasource import InputPartition
 
 from .offsets import TopicPartition
 from .options import ReadOptions
-from .scan import RangeScanner
+from .fetch_scan import FetchScanner
 from .session import BrokerSession
 from .topic_schemas import fetch_schema
 from .value_columns import ValueReader
@@ -79,13 +79,13 @@ def split_ranges(starts: Mapping[TopicPartition, int], ends: Mapping[TopicPartit
 def read_range(rng: OffsetRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
     """The rows of ``rng`` as record batches of about CHUNK_ROWS rows.
 
-    Raises DataLossError and the client's errors (see RangeScanner). If
+    Raises DataLossError and the client's errors (see FetchScanner). If
     Spark stops early (a limit), closing the generator closes the reader.
     """
     if rng.end <= rng.start:
         return
     with BrokerSession(opts.service_url, opts.operation_timeout_s) as session:
-        scanner = session.run(RangeScanner.open(
+        scanner = session.run(FetchScanner.open(
             session.client, rng.tp, rng.start, rng.end,
             poll_timeout_ms=opts.poll_timeout_ms, fail_on_data_loss=opts.fail_on_data_loss))
         values = ValueReader(opts.value) if opts.value is not None else None

@@ -250,6 +250,8 @@ class BrokerConnection(asyncio.Protocol):
                 producer.on_send_receipt(cmd.send_receipt)
         elif t in _RESPONSES:
             self._resolve(cmd)
+        elif t == Type.FETCH_ENTRIES_RESPONSE:
+            self._resolve(cmd, frame)  # the entries follow the command: the caller takes the frame
         elif t == Type.SEND_ERROR:
             producer = self._producers.get(cmd.send_error.producer_id)
             if producer is not None:
@@ -296,7 +298,7 @@ class BrokerConnection(asyncio.Protocol):
         else:
             log.debug("ignoring %s from %s", type_name(cmd), self.url)
 
-    def _resolve(self, cmd: pb.BaseCommand) -> None:
+    def _resolve(self, cmd: pb.BaseCommand, frame: Frame | None = None) -> None:
         reply = body(cmd)
         request_id = reply.request_id
         if cmd.type == Type.ERROR and not self._connected.done():
@@ -321,7 +323,7 @@ class BrokerConnection(asyncio.Protocol):
         if error is not None:
             fut.set_exception(error)
         else:
-            fut.set_result(cmd)
+            fut.set_result(cmd if frame is None else frame)
 
     # -- keepalive ---------------------------------------------------------------
     def _schedule_keepalive(self) -> None:
@@ -356,6 +358,8 @@ def _reply_error(cmd: pb.BaseCommand) -> PulsarError | None:
         return from_server_error(cmd.ackResponse.error, cmd.ackResponse.message)
     if t == Type.GET_NEXT_OFFSET_RESPONSE and cmd.getNextOffsetResponse.HasField("error"):
         return from_server_error(cmd.getNextOffsetResponse.error, cmd.getNextOffsetResponse.message)
+    if t == Type.FETCH_ENTRIES_RESPONSE and cmd.fetchEntriesResponse.HasField("error"):
+        return from_server_error(cmd.fetchEntriesResponse.error, cmd.fetchEntriesResponse.message)
     return None
 
 

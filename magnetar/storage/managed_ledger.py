@@ -278,6 +278,14 @@ class ManagedLedger:
             raise self._refusal()
         return await self._reader.read_entries(start, max_entries, max_bytes)
 
+    async def read_runs(self, start: Position, max_entries: int,
+                        max_bytes: int | None = None) -> list[tuple[int, int, list[bytes]]]:
+        """:meth:`read_entries` as runs ``(ledger id, first entry id, the
+        entries' bytes)``, no object per entry (bulk reads: FETCH_ENTRIES)."""
+        if self._appends.state is CLOSED:
+            raise self._refusal()
+        return await self._reader.read_runs(start, max_entries, max_bytes)
+
     async def find_first(self, predicate: Callable[[Entry], bool]) -> Position | None:
         """Binary search for the first confirmed entry where ``predicate`` is
         True, assuming it is False...False True...True over the log (e.g.

@@ -28,7 +28,7 @@ from magnetar.protocol.fast_send import SendCommandView
 from magnetar.protocol.frames import FRAME_OVERHEAD, Frame
 from magnetar.security.tls import peer_certificate
 
-from .handlers import auth, consume, lookup, malformed, produce, schema
+from .handlers import auth, consume, fetch, lookup, malformed, produce, schema
 from .service import BrokerService
 
 log = logging.getLogger(__name__)
@@ -79,6 +79,7 @@ class ServerConnection(asyncio.Protocol):
             Type.SEND: partial(produce.on_send, self),
             Type.CLOSE_PRODUCER: partial(produce.on_close_producer, self),
             Type.GET_NEXT_OFFSET: lambda f: spawn(produce.on_get_next_offset(self, f.command.getNextOffset)),
+            Type.FETCH_ENTRIES: lambda f: spawn(fetch.on_fetch_entries(self, f.command.fetchEntries)),
             Type.LEASE_PID: lambda f: spawn(produce.on_lease_pid(self, f.command.leasePid.request_id,
                                                                  [f.command.leasePid])),
             Type.LEASE_PID_BATCH: lambda f: spawn(produce.on_lease_pid(self, f.command.leasePidBatch.request_id,

@@ -1,4 +1,4 @@
-"""GET_NEXT_OFFSET and the schema requests answer even when loading fails
+"""GET_NEXT_OFFSET, FETCH_ENTRIES and the schema requests answer even when loading fails
 underneath: a storage or metadata failure (the object store or etcd out of
 reach, the ledger fenced by a new owner mid-load) is a ServiceNotReady
 answer, which the client retries, not a handler task dying with the error
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 
+from magnetar.broker.server.handlers.fetch import on_fetch_entries
 from magnetar.broker.server.handlers.produce import on_get_next_offset
 from magnetar.broker.server.handlers.schema import on_get_or_create_schema, on_get_schema
 from magnetar.metadata.store import BadVersion
@@ -31,9 +32,14 @@ FAILURES = [
 class _FailingLoads:
     """The broker service and schema registry of a broker whose storage fails."""
 
+    authorizer = store = None
+
     def __init__(self, failure: Exception) -> None:
         self.failure = failure
         self.schemas = self
+
+    async def check_served_here(self, name) -> None:
+        pass
 
     async def get_topic(self, name, create=None):
         raise self.failure
@@ -47,6 +53,8 @@ class _FailingLoads:
 
 class _Session:
     """What the handlers use of a connection: the service, and write()."""
+
+    role = None
 
     def __init__(self, failure: Exception) -> None:
         self.service = _FailingLoads(failure)
@@ -76,3 +84,13 @@ async def test_schema_requests_answer_service_not_ready_when_the_store_fails(fai
     assert (got.getSchemaResponse.request_id, got.getSchemaResponse.error_code) == (8, ServerError.ServiceNotReady)
     assert (created.getOrCreateSchemaResponse.request_id,
             created.getOrCreateSchemaResponse.error_code) == (9, ServerError.ServiceNotReady)
+
+
+@pytest.mark.parametrize("failure", FAILURES, ids=lambda e: type(e).__name__)
+async def test_fetch_answers_service_not_ready_when_the_topic_cannot_load(failure):
+    session = _Session(failure)
+    await on_fetch_entries(session, pb.CommandFetchEntries(request_id=10, topic=TOPIC, start_offset=0))
+    [answer] = session.written
+    reply = answer.fetchEntriesResponse
+    assert (reply.request_id, reply.error) == (10, ServerError.ServiceNotReady)
+    assert str(failure) in reply.message

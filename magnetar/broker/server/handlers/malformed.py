@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 NAMED = frozenset({
     Type.LOOKUP, Type.PARTITIONED_METADATA, Type.PRODUCER, Type.SUBSCRIBE,
     Type.GET_TOPICS_OF_NAMESPACE, Type.GET_SCHEMA, Type.GET_OR_CREATE_SCHEMA, Type.GET_NEXT_OFFSET,
+    Type.FETCH_ENTRIES,
     Type.LEASE_PID, Type.LEASE_PID_BATCH, Type.UNSUBSCRIBE, Type.SEEK,
 })
 
