@@ -12,7 +12,8 @@ from rich.markup import escape
 
 app = typer.Typer(help="Magnetar: a streaming broker that speaks the Apache Pulsar protocol.",
                   no_args_is_help=True, add_completion=False)
-err = Console(stderr=True)
+# soft_wrap: an error piped to a file or a pipe (rich's width is 80 there) stays one line.
+err = Console(stderr=True, soft_wrap=True)
 
 
 def _version(value: bool) -> None:

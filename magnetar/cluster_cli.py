@@ -37,7 +37,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-err = Console(stderr=True)
+# soft_wrap: an error piped to a file or a pipe (rich's width is 80 there) stays one line.
+err = Console(stderr=True, soft_wrap=True)
 cluster_app = typer.Typer(help="A local cluster of brokers on etcd, for development and tests.",
                           no_args_is_help=True)
 

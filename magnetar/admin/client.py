@@ -52,8 +52,12 @@ def topic_path(topic: str) -> str:
     parts = rest.split("/")
     if len(parts) == 1:
         parts = ["public", "default", parts[0]]
-    if domain != "persistent" or len(parts) != 3 or not all(parts):
+    if domain != "persistent" or len(parts) != 3:
         raise ValueError(f"invalid topic {topic!r}: expected persistent://tenant/namespace/topic or a short name")
+    for what, part in zip(("tenant", "namespace", "topic"), parts):
+        if not part:
+            raise ValueError(f"invalid topic {topic!r}: the {what} part is empty "
+                             "(expected persistent://tenant/namespace/topic)")
     return "persistent/" + "/".join(_seg(p) for p in parts)
 
 

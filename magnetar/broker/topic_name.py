@@ -70,7 +70,10 @@ def parse(name: str) -> TopicName:
             f"invalid topic name {name!r}: expected persistent://tenant/namespace/topic or a short name"
         )
     tenant, namespace, local = parts
-    for part in (tenant, namespace, local):
+    for what, part in (("tenant", tenant), ("namespace", namespace), ("topic", local)):
+        if not part:
+            raise InvalidTopicName(f"invalid topic name {name!r}: the {what} part is empty "
+                                   "(expected persistent://tenant/namespace/topic)")
         if not _NAME_PART.match(part):
             raise InvalidTopicName(f"invalid topic name {name!r}: bad characters in {part!r}")
     return TopicName(domain, tenant, namespace, local)

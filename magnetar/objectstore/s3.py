@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import re
 import uuid
 from datetime import timedelta
 from typing import Mapping
@@ -249,15 +250,55 @@ def _reason(exc: Exception) -> str:
         return "connection refused"
     if "dns error" in lowered or "failed to lookup address" in lowered:
         return "cannot resolve the endpoint's host name"
+    endpoint_hint = _endpoint_hint(text, lowered)
+    if endpoint_hint:
+        return endpoint_hint
     # obstore prints its settings too ("retry_timeout: 10s"): not a time-out.
     if "timed out" in lowered or "timeout" in lowered.replace("retry_timeout", ""):
         return "timed out"
     return _one_line(exc)
 
 
+_STATUS = re.compile(r"Server returned non-2xx status code: (\d{3})(?: ([^:\n]*))?")
+_CERTIFICATE = re.compile(r"invalid peer certificate: (\w+)", re.IGNORECASE)
+
+
+def _endpoint_hint(text: str, lowered: str) -> str:
+    """The reason, and what to check, when the endpoint is not an S3 API
+    speaking the scheme the URL gave (a console's port, https at an http
+    port, an untrusted certificate); "" for other failures."""
+    status = _STATUS.search(text)
+    if status:
+        code, phrase = status.group(1), (status.group(2) or "").strip()
+        answered = f"the endpoint answered HTTP {code}{' ' + phrase if phrase else ''}"
+        if code.startswith("5") or code == "429":
+            return answered  # the store's own trouble (after the client's retries), not a wrong address
+        return (f"{answered} to an S3 request: check that endpoint= is the S3 API's address and port (not a web "
+                "console or another service)")
+    if "etag header missing" in lowered:
+        return ("the endpoint answered without an ETag, as no S3 API does: check that endpoint= is the S3 API's "
+                "address and port (not a web console or another service)")
+    if "invalidcontenttype" in lowered or "wrong version number" in lowered:
+        return ("TLS handshake failed: the endpoint does not speak TLS on that port; use http:// in endpoint= "
+                "or the port of its TLS listener")
+    certificate = _CERTIFICATE.search(text)
+    if certificate:
+        return (f"TLS handshake failed: the endpoint's certificate is not accepted ({certificate.group(1)}): "
+                "check its host name and that its CA is trusted")
+    if "connection closed before message completed" in lowered or "incompletemessage" in lowered:
+        return ("the endpoint closed the connection without an HTTP answer: if it serves TLS, use https:// in "
+                "endpoint=")
+    return ""
+
+
 def _one_line(exc: Exception, limit: int = 200) -> str:
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    text = " / ".join(lines[:2]) if lines else type(exc).__name__
+    """obstore's first line, its cause only: it reads "<what was done> in
+    <time>, after N retries, <settings> - <cause>"; the request's URL and
+    settings say nothing the broker's line does not."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip() and line.strip() != "Debug source:"]
+    text = lines[0] if lines else type(exc).__name__
+    if " - " in text:
+        text = text.rsplit(" - ", 1)[1].strip()
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -72,3 +72,46 @@ def test_aws_without_any_credentials_says_so(tmp_path):
     assert done.returncode == 1
     line = one_line(done.stderr)
     assert "at AWS S3 is not usable: no AWS credentials" in line and "AWS_PROFILE" in line
+
+
+@pytest.fixture(scope="module")
+def not_s3():
+    """A plain HTTP server that is no S3 API (a web console's port, say): 404 to everything."""
+    import http.server
+    import threading
+
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            body = b"404 page not found"
+            self.send_response(404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_PUT = do_HEAD = do_DELETE = _answer
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    thread.join(timeout=10)
+
+
+def test_an_endpoint_that_is_not_s3_names_the_status_and_what_to_check(tmp_path, not_s3):
+    done = broker("--object-store", f"s3://bucket/p?endpoint=http://{not_s3}", data_dir=tmp_path)
+    assert done.returncode == 1
+    line = one_line(done.stderr)
+    assert "the endpoint answered HTTP 404 Not Found to an S3 request" in line, line
+    assert "check that endpoint= is the S3 API's address and port" in line and "..." not in line
+
+
+def test_https_at_an_http_port_names_the_tls_failure_and_the_scheme(tmp_path, not_s3):
+    done = broker("--object-store", f"s3://bucket/p?endpoint=https://{not_s3}", data_dir=tmp_path)
+    assert done.returncode == 1
+    line = one_line(done.stderr)
+    assert "TLS handshake failed: the endpoint does not speak TLS on that port; use http://" in line, line
+    assert "..." not in line and "retries" not in line
