@@ -37,7 +37,7 @@ $(CLUSTER_STAMP): pyproject.toml $(HOT) | $(VENV)/bin/pip
 	touch $(CLUSTER_STAMP)
 
 # The test set-up adds the developer tools beside the product (tools/pyproject.toml:
-# magnetar_chaos, `magnetar chaos` / `magnetar-chaos`, and the process harness).
+# magnetar_chaos and its command `magnetar-chaos`, and the process harness).
 $(STAMP): pyproject.toml tools/pyproject.toml $(HOT) | $(VENV)/bin/pip
 	$(BIN)/pip install --quiet $(EDITABLE) -e '.[test]' -e ./tools
 	touch $(STAMP)
@@ -115,16 +115,16 @@ chaos: $(STAMP)
 	@reason=$$($(BIN)/python -c 'from magnetar_chaos.fsync import unavailable_reason as r; print(r() or "")'); \
 	if [ -z "$$reason" ]; then fsync=,fsync-error; else fsync=; echo "make chaos: leaving fsync-error out: $$reason"; fi; \
 	for seed in $(CHAOS_SEEDS); do \
-	  $(BIN)/magnetar chaos run --duration $(CHAOS_SECONDS) --faults kill,pause,restart,cut$$fsync --seed $$seed --out ./chaos-out || exit 1; \
-	  $(BIN)/magnetar chaos run --topology cluster --duration $(CHAOS_SECONDS) \
+	  $(BIN)/magnetar-chaos run --duration $(CHAOS_SECONDS) --faults kill,pause,restart,cut$$fsync --seed $$seed --out ./chaos-out || exit 1; \
+	  $(BIN)/magnetar-chaos run --topology cluster --duration $(CHAOS_SECONDS) \
 	    --faults kill,pause,restart,kill-etcd,pause-etcd,move,move-kill,move-kill-source,move-pause-source,split,split-kill$$fsync --seed $$seed --out ./chaos-out/cluster || exit 1; \
-	  $(BIN)/magnetar chaos run --topology cluster --storage object --duration $(CHAOS_SECONDS) \
+	  $(BIN)/magnetar-chaos run --topology cluster --storage object --duration $(CHAOS_SECONDS) \
 	    --faults kill,pause,restart,kill-etcd,pause-etcd,kill-objectstore,pause-objectstore,kill-wipe,move,move-kill-source,move-pause-source --seed $$seed --out ./chaos-out/object || exit 1; \
-	  $(BIN)/magnetar chaos run --topology regions --duration $(CHAOS_SECONDS) \
+	  $(BIN)/magnetar-chaos run --topology regions --duration $(CHAOS_SECONDS) \
 	    --faults kill,pause,restart,cut,kill-etcd,pause-etcd,failover --seed $$seed --out ./chaos-out/regions || exit 1; \
-	  $(BIN)/magnetar chaos fuzz --rounds $(FUZZ_ROUNDS) --seed $$seed --out ./chaos-out/fuzz || exit 1; \
+	  $(BIN)/magnetar-chaos fuzz --rounds $(FUZZ_ROUNDS) --seed $$seed --out ./chaos-out/fuzz || exit 1; \
 	done
-	$(BIN)/magnetar chaos fuzz --topology cluster --rounds $(CLUSTER_FUZZ_ROUNDS) --seed 1 --out ./chaos-out/fuzz-cluster
+	$(BIN)/magnetar-chaos fuzz --topology cluster --rounds $(CLUSTER_FUZZ_ROUNDS) --seed 1 --out ./chaos-out/fuzz-cluster
 	@$(MAKE) --no-print-directory chaos-interval
 	@$(MAKE) --no-print-directory chaos-partition
 
@@ -136,11 +136,11 @@ CHAOS_INTERVAL_SECONDS ?= 30
 chaos-interval: $(STAMP)
 	@reason=$$($(BIN)/python -c 'from magnetar_chaos.fsync import unavailable_reason as r; print(r() or "")'); \
 	if [ -z "$$reason" ]; then fsync=,fsync-error; else fsync=; fi; \
-	$(BIN)/magnetar chaos run --sync-policy interval --duration $(CHAOS_INTERVAL_SECONDS) --interval 1,2 \
+	$(BIN)/magnetar-chaos run --sync-policy interval --duration $(CHAOS_INTERVAL_SECONDS) --interval 1,2 \
 	  --faults kill,pause,restart,cut$$fsync --seed 3 --out ./chaos-out/interval || exit 1; \
-	$(BIN)/magnetar chaos run --topology cluster --sync-policy interval --duration $(CHAOS_INTERVAL_SECONDS) --interval 1,2 \
+	$(BIN)/magnetar-chaos run --topology cluster --sync-policy interval --duration $(CHAOS_INTERVAL_SECONDS) --interval 1,2 \
 	  --faults kill,pause,restart,move,move-kill-source,split-kill$$fsync --seed 3 --out ./chaos-out/interval-cluster || exit 1; \
-	$(BIN)/magnetar chaos run --topology regions --sync-policy interval --duration $(CHAOS_INTERVAL_SECONDS) --interval 1,2 \
+	$(BIN)/magnetar-chaos run --topology regions --sync-policy interval --duration $(CHAOS_INTERVAL_SECONDS) --interval 1,2 \
 	  --faults kill,pause,cut,failover --seed 3 --out ./chaos-out/interval-regions || exit 1
 
 # Brokers in network namespaces, partitioned by the nemesis: root only; a
@@ -151,9 +151,9 @@ chaos-partition: $(STAMP)
 	elif ! command -v ip >/dev/null; then \
 	  echo "make chaos: skipping the partition run: it needs the ip command (iproute2)"; \
 	else \
-	  $(BIN)/magnetar chaos run --topology cluster --duration $(CHAOS_PARTITION_SECONDS) \
+	  $(BIN)/magnetar-chaos run --topology cluster --duration $(CHAOS_PARTITION_SECONDS) \
 	    --faults partition,kill,pause,move-partition-source,move-partition-destination --seed 1 --out ./chaos-out/partition || exit 1; \
-	  $(BIN)/magnetar chaos run --topology cluster --storage object --duration $(CHAOS_PARTITION_SECONDS) \
+	  $(BIN)/magnetar-chaos run --topology cluster --storage object --duration $(CHAOS_PARTITION_SECONDS) \
 	    --faults cut-objectstore,partition,kill-wipe,pause --seed 1 --out ./chaos-out/partition-object || exit 1; \
 	fi
 
@@ -172,7 +172,7 @@ CHAOS_SOAK_OBJECT_SEED ?= 401
 chaos-soak-object: $(STAMP)
 	@reason=$$($(BIN)/python -c 'from magnetar_chaos.netns import unavailable_reason as r; print(r() or "")'); \
 	if [ -z "$$reason" ]; then cut=,cut-objectstore; else cut=; echo "make chaos-soak-object: leaving cut-objectstore out: $$reason"; fi; \
-	$(BIN)/magnetar chaos run --topology cluster --storage object --duration $(CHAOS_SOAK_OBJECT_SECONDS) --interval 0.1,0.3 \
+	$(BIN)/magnetar-chaos run --topology cluster --storage object --duration $(CHAOS_SOAK_OBJECT_SECONDS) --interval 0.1,0.3 \
 	  --faults kill,pause,restart,kill-etcd,pause-etcd,move,move-kill,move-kill-source,move-pause-source,split,split-kill,kill-objectstore,pause-objectstore,kill-wipe$$cut \
 	  --seed $(CHAOS_SOAK_OBJECT_SEED) --out ./chaos-out/soak-object
 

@@ -8,7 +8,6 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 app = typer.Typer(help="Magnetar: a streaming broker that speaks the Apache Pulsar protocol.",
                   no_args_is_help=True, add_completion=False)
@@ -50,26 +49,6 @@ from magnetar.cluster_cli import broker as broker_command, cluster_app, geo_app 
 app.command("broker")(broker_command)
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(geo_app, name="geo")
-
-# `magnetar chaos ...`: the fault-injection tool. It lives beside the product
-# (magnetar_chaos/, installed with the test set-up, not with the broker), so it
-# is imported only when the command runs: a broker's start never loads it.
-CHAOS_MISSING = ("magnetar chaos: the fault-injection tool is not installed; in a source checkout run "
-                 "`make install` (or `pip install -e tools/`)")
-
-
-@app.command("chaos", add_help_option=False,
-             context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-             help="Fault injection on real brokers: run, check, fuzz (docs/reliability.md; a developer tool).")
-def _chaos(ctx: typer.Context) -> None:
-    try:
-        from magnetar_chaos.cli import main as chaos_main
-    except ModuleNotFoundError as exc:
-        if exc.name != "magnetar_chaos":  # the tool is there but broken: show that
-            raise
-        err.print(CHAOS_MISSING, highlight=False, markup=False, soft_wrap=True)
-        raise typer.Exit(2)
-    chaos_main(ctx.args, prog_name="magnetar chaos")
 
 DEFAULT_URL = "pulsar://localhost:6650"
 
@@ -136,8 +115,7 @@ def standalone(
     log_level: Optional[str] = typer.Option(None, "--log-level", help="DEBUG, INFO, WARNING, ERROR [INFO]"),
 ) -> None:
     """Run a single-process broker (Pulsar protocol + admin HTTP) until Ctrl-C or SIGTERM."""
-    from magnetar.broker.config import ConfigError, load_config
-    from magnetar.broker.server.server import StartupError, run
+    from magnetar.broker_command import load_or_exit, run_or_exit
 
     overrides = {
         "data_dir": data_dir, "port": port, "admin_port": admin_port, "bind_address": bind_address,
@@ -145,16 +123,7 @@ def standalone(
     }
     if sync_policy is not None:
         overrides["storage"] = {"sync_policy": sync_policy}
-    try:
-        cfg = load_config(config, overrides)
-    except ConfigError as exc:
-        err.print(f"[red]configuration error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2)
-    try:
-        run(cfg)
-    except StartupError as exc:
-        err.print(f"[red]cannot start:[/red] {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(1)
+    run_or_exit(load_or_exit(config, overrides))
 
 
 def _check_url(service_url: str) -> None:

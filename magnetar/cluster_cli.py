@@ -87,8 +87,7 @@ def broker(
              "(docs/object-storage.md) [ledger files under --storage-dir]"),
 ) -> None:
     """Run one broker of a cluster (metadata on etcd) until Ctrl-C or SIGTERM."""
-    from magnetar.broker.config import ConfigError, load_config
-    from magnetar.broker.server.server import StartupError, run
+    from magnetar.broker_command import load_or_exit, run_or_exit
 
     overrides = {"cluster_name": cluster_name, "metadata_store_url": metadata_store,
                  "configuration_store_url": configuration_store, "storage_dir": storage_dir,
@@ -97,11 +96,7 @@ def broker(
                  "cluster_session_ttl_s": session_ttl}
     if object_store is not None:
         overrides["storage"] = {"backend": "object", "object_store_url": object_store}
-    try:
-        cfg = load_config(config, overrides)
-    except ConfigError as exc:
-        err.print(f"[red]configuration error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2)
+    cfg = load_or_exit(config, overrides)
     if not cfg.clustered:
         err.print("[red]magnetar broker needs a shared metadata store:[/red] give --metadata-store "
                   "etcd://HOST:PORT/PREFIX (or metadata_store_url in the config); for one process, "
@@ -114,11 +109,7 @@ def broker(
         from magnetar.replication.manager import GeoReplication
 
         extensions.append(GeoReplication)
-    try:
-        run(cfg, extensions)
-    except StartupError as exc:
-        err.print(f"[red]cannot start:[/red] {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(1)
+    run_or_exit(cfg, extensions)
 
 
 def _check_object_store(url: str) -> None:

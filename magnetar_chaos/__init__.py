@@ -12,9 +12,9 @@ a history, and a checker judges the history.
 - :mod:`.moves`     bundle moves and splits through the admin API, as faults;
 - :mod:`.workloads` the clients (official and Magnetar's) and what they record;
 - :mod:`.runner`    a run: broker, workloads, nemesis schedule from a seed, final reads;
-- :mod:`.cli`       ``magnetar chaos run`` / ``check`` / ``fuzz`` (also ``magnetar-chaos``).
+- :mod:`.cli`       ``magnetar-chaos run`` / ``check`` / ``fuzz`` (also ``magnetar-chaos``).
 
 A developer tool beside the product, not part of it: the ``magnetar``
 distribution does not ship it; ``tools/pyproject.toml`` installs it with the
-test set-up, and ``magnetar chaos`` imports it only when invoked.
+test set-up, and ``magnetar-chaos`` imports it only when invoked.
 """

@@ -1,5 +1,5 @@
-"""``magnetar chaos run``, ``check`` and ``fuzz`` (also ``magnetar-chaos ...``
-and ``python -m magnetar_chaos ...``).
+"""``magnetar-chaos run``, ``check`` and ``fuzz`` (also ``python -m
+magnetar_chaos ...``).
 
 ``run`` prints a live line per second (operations, acknowledged, faults) and
 ends with the checker's table and the seed; exit code 1 when an anomaly was
@@ -202,6 +202,5 @@ def fuzz_command(
 
 
 def main(args: list[str] | None = None, prog_name: str = "magnetar-chaos") -> None:
-    """The tool's entry point: ``magnetar-chaos``, ``python -m magnetar_chaos``,
-    and ``magnetar chaos`` (which hands its arguments over); exits the process."""
+    """The tool's entry point: ``magnetar-chaos`` and ``python -m magnetar_chaos``; exits the process."""
     chaos_app(args=args, prog_name=prog_name)

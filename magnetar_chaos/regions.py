@@ -1,4 +1,4 @@
-"""The ``regions`` topology of ``magnetar chaos run``: two regions that
+"""The ``regions`` topology of ``magnetar-chaos run``: two regions that
 geo-replicate (docs/regions.md), the workloads writing into one of them.
 
 What runs (what ``magnetar geo up --regions 2`` runs, made of the harness's

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(
 def test_a_short_run_jumps_the_brokers_clock_and_finds_no_anomaly(tmp_path):
     out = tmp_path / "chaos"
     result = subprocess.run(
-        [sys.executable, "-m", "magnetar.cli", "chaos", "run", "--duration", "15", "--interval", "1,2",
+        [sys.executable, "-m", "magnetar_chaos", "run", "--duration", "15", "--interval", "1,2",
          "--faults", "clock-jump", "--seed", "4", "--out", str(out)],
         capture_output=True, text=True, timeout=240)
     run_dir = out / "seed-4"

@@ -65,7 +65,7 @@ def test_a_short_run_injects_fsync_errors_and_finds_no_anomaly(tmp_path):
     """~20 s of the standalone workloads with fsync errors every 1-2 s."""
     out = tmp_path / "chaos"
     result = subprocess.run(
-        [sys.executable, "-m", "magnetar.cli", "chaos", "run", "--duration", "15", "--interval", "1,2",
+        [sys.executable, "-m", "magnetar_chaos", "run", "--duration", "15", "--interval", "1,2",
          "--faults", "fsync-error", "--seed", "5", "--out", str(out)],
         capture_output=True, text=True, timeout=240)
     run_dir = out / "seed-5"

@@ -1,5 +1,5 @@
 """A short chaos run with the brokers on the ``interval`` sync policy
-(``magnetar chaos run --sync-policy interval``): receipts follow write(),
+(``magnetar-chaos run --sync-policy interval``): receipts follow write(),
 the fdatasync comes within 100 ms. Kills and pauses do not drop the page
 cache, so nothing acknowledged may be lost, as under ``always``. Where
 ptrace is allowed the run also fails the broker's fsyncs (``fsync-error``):

@@ -1,4 +1,4 @@
-"""A short chaos run of a cluster on object storage (``magnetar chaos run
+"""A short chaos run of a cluster on object storage (``magnetar-chaos run
 --topology cluster --storage object``): its own SeaweedFS is killed and
 paused, and a broker is killed and its data directory deleted; nothing
 acknowledged may be lost, duplicated or read stale."""

@@ -36,7 +36,7 @@ def _processes_under(path: Path) -> list[int]:
 def test_a_killed_cluster_run_leaves_no_broker_or_etcd_running(tmp_path):
     out = tmp_path / "chaos"
     run = subprocess.Popen(
-        [sys.executable, "-m", "magnetar.cli", "chaos", "run", "--topology", "cluster", "--duration", "120",
+        [sys.executable, "-m", "magnetar_chaos", "run", "--topology", "cluster", "--duration", "120",
          "--faults", "pause", "--interval", "1,2", "--seed", "5", "--out", str(out)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -59,11 +59,11 @@ def test_the_link_down_holds_replication_back_and_the_heal_delivers_it_once(tmp_
 
 
 def _clean_run(tmp_path, duration: int, faults: str, seed: int) -> tuple[dict, list[dict]]:
-    """``magnetar chaos run --topology regions`` with a fault every 1-2 s;
+    """``magnetar-chaos run --topology regions`` with a fault every 1-2 s;
     its report and history, once it exited 0 with a clean verdict."""
     out = tmp_path / "chaos"
     result = subprocess.run(
-        [sys.executable, "-m", "magnetar.cli", "chaos", "run", "--topology", "regions", "--duration", str(duration),
+        [sys.executable, "-m", "magnetar_chaos", "run", "--topology", "regions", "--duration", str(duration),
          "--interval", "1,2", "--faults", faults, "--seed", str(seed), "--out", str(out)],
         capture_output=True, text=True, timeout=240 + 4 * duration)
     run_dir = out / f"seed-{seed}"

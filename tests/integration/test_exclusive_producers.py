@@ -115,7 +115,7 @@ def test_epoch_survives_a_broker_restart(broker):
 
 
 def test_a_send_reported_fenced_was_never_stored(broker):
-    """Found by ``magnetar chaos``: when a rival took over with fencing, the
+    """Found by ``magnetar-chaos``: when a rival took over with fencing, the
     fenced producer's entry that was being stored got its receipt *after*
     CLOSE_PRODUCER, which the client had answered by failing the send as
     ProducerFenced: stored, yet reported failed. The close now waits for the

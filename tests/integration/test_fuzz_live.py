@@ -1,4 +1,4 @@
-"""The live-socket fuzzer (magnetar chaos fuzz) against a real broker and a
+"""The live-socket fuzzer (magnetar-chaos fuzz) against a real broker and a
 real cluster: damaged frames from many connections while canary clients work."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import re
 
 from typer.testing import CliRunner
 
+from magnetar_chaos.cli import chaos_app as app
 from magnetar_chaos.fuzz import conversation, mutate
-from magnetar.cli import app
 from magnetar.protocol.frames import decode_frame
 
 
@@ -22,7 +22,7 @@ def test_the_conversation_is_well_formed_and_mutations_damage_it():
 
 
 def test_a_broker_survives_damaged_frames_and_keeps_serving(tmp_path):
-    result = CliRunner().invoke(app, ["chaos", "fuzz", "--rounds", "200", "--seed", "5", "--out", str(tmp_path)])
+    result = CliRunner().invoke(app, ["fuzz", "--rounds", "200", "--seed", "5", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert "the broker survived" in result.output
     log = (tmp_path / "seed-5" / "broker.log").read_text()
@@ -34,7 +34,7 @@ def test_a_cluster_broker_survives_damaged_frames_and_both_canaries_keep_working
     owns and topics the others own (redirected lookups, refused producers);
     a canary on it and one on broker 2 must get all they send, every broker
     must live and answer."""
-    result = CliRunner().invoke(app, ["chaos", "fuzz", "--topology", "cluster", "--rounds", "120", "--seed", "4",
+    result = CliRunner().invoke(app, ["fuzz", "--topology", "cluster", "--rounds", "120", "--seed", "4",
                                       "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert "fuzzing broker-1 of 3" in result.output and "the cluster survived" in result.output

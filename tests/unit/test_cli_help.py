@@ -15,15 +15,15 @@ def _commands(command, path: tuple[str, ...] = ()):
 
 
 def test_no_help_page_labels_a_flag_with_a_type():
-    root = typer.main.get_command(app)
     runner = CliRunner()
-    # `magnetar chaos` hands its arguments to the tool beside the product: walk the tool's commands too.
-    paths = list(_commands(root)) + [("chaos", *path) for path in _commands(typer.main.get_command(chaos_app))]
+    # `magnetar`, and the tool beside the product with a command of its own (`magnetar-chaos`).
+    paths = [(app, "magnetar", path) for path in _commands(typer.main.get_command(app))]
+    paths += [(chaos_app, "magnetar-chaos", path) for path in _commands(typer.main.get_command(chaos_app))]
     assert len(paths) > 50  # the walk reached the admin areas' commands
     labelled = []
-    for path in paths:
-        result = runner.invoke(app, [*path, "--help"], terminal_width=200)
-        assert result.exit_code == 0, (path, result.output)
+    for command, prog, path in paths:
+        result = runner.invoke(command, [*path, "--help"], terminal_width=200)
+        assert result.exit_code == 0, (prog, path, result.output)
         if "<bool>" in result.output:
-            labelled.append(" ".join(path))
+            labelled.append(" ".join((prog, *path)))
     assert not labelled, f"flags shown as <bool> in: {labelled[:5]}"

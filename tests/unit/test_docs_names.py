@@ -1,6 +1,7 @@
-"""The docs name only what exists: every ``magnetar ...`` command line in a
-code block or code span of README.md and docs/*.md is a command of the CLI
-with options it takes, and every repository path they name is there.
+"""The docs name only what exists: every ``magnetar ...`` (and
+``magnetar-chaos ...``) command line in a code block or code span of
+README.md and docs/*.md is a command of that CLI with options it takes, and
+every repository path they name is there.
 
 A doc that cites a missing file (``CLUSTER.md``) or a command that was
 renamed misleads the reader more than silence; this test fails instead.
@@ -46,41 +47,41 @@ def _parts(path: Path) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
     return commands, spans
 
 
-def _command_lines(text: str) -> list[list[str]]:
-    """The argument lists after each ``magnetar`` word of a command line."""
+PROGRAMS = ("magnetar", "magnetar-chaos")
+
+
+def _command_lines(text: str) -> list[tuple[str, list[str]]]:
+    """``(program, arguments)`` after each ``magnetar`` or ``magnetar-chaos`` word of a command line."""
     try:
         words = shlex.split(text, comments=True)
     except ValueError:
         words = text.split()
     found = []
     for k, word in enumerate(words):
-        if word == "magnetar" or word.endswith("bin/magnetar"):
+        program = word.rpartition("/")[2] if word.endswith(tuple(f"bin/{p}" for p in PROGRAMS)) else word
+        if program in PROGRAMS:
             args = []
             for w in words[k + 1:]:
                 if w in _STOP or w.startswith(("$(", "`")):
                     break
                 args.append(w)
-            found.append(args)
+            found.append((program, args))
     return found
 
 
-@functools.lru_cache(maxsize=1)
-def _root():
+@functools.lru_cache(maxsize=2)
+def _root(program: str):
+    if program == "magnetar-chaos":  # the chaos tool beside the product, its own command
+        from magnetar_chaos.cli import chaos_app
+
+        return typer.main.get_command(chaos_app)
     return typer.main.get_command(app)
 
 
-@functools.lru_cache(maxsize=1)
-def _chaos_root():
-    """``magnetar chaos`` hands its arguments to the chaos tool's own app."""
-    from magnetar_chaos.cli import chaos_app
-
-    return typer.main.get_command(chaos_app)
-
-
-def check_command(args: list[str]) -> str | None:
-    """None if ``magnetar <args>`` names a command and options that exist, else why not."""
-    command = _root()
-    path, options, takes_value = ["magnetar"], set(), set()
+def check_command(args: list[str], program: str = "magnetar") -> str | None:
+    """None if ``<program> <args>`` names a command and options that exist, else why not."""
+    command = _root(program)
+    path, options, takes_value = [program], set(), set()
     skip = False
     for raw in args:
         if skip:  # the value of the option before
@@ -109,8 +110,6 @@ def check_command(args: list[str]) -> str | None:
                 break
             command = command.commands[word]
             path.append(word)
-            if path == ["magnetar", "chaos"]:
-                command, options, takes_value = _chaos_root(), set(), set()
     return None
 
 
@@ -139,8 +138,8 @@ def _problems(doc: Path) -> list[str]:
     commands, spans = _parts(doc)
     problems = []
     for line, text in commands + spans:
-        for args in _command_lines(text):
-            why = check_command(args)
+        for program, args in _command_lines(text):
+            why = check_command(args, program)
             if why:
                 problems.append(f"{doc.name}:{line}: {why}")
     for line, text in spans:
@@ -169,7 +168,9 @@ def test_the_checker_catches_what_it_should():
     assert check_command(["admin", "brokers", "lst"]) == "magnetar admin brokers: no command 'lst'"
     assert check_command(["cluster", "up", "--brokerz", "3"]) == "magnetar cluster up: no option --brokerz"
     assert check_command(["admin", "schemas", "get|upload|delete"]) is None
-    assert check_command(["chaos", "run", "--seed", "7"]) is None
-    assert check_command(["chaos", "run", "--sed", "7"]) == "magnetar chaos run: no option --sed"
+    assert check_command(["run", "--seed", "7"], "magnetar-chaos") is None
+    assert check_command(["run", "--sed", "7"], "magnetar-chaos") == "magnetar-chaos run: no option --sed"
+    assert check_command(["chaos", "run"]) == "magnetar: no command 'chaos'"
+    assert _command_lines("sudo .venv/bin/magnetar-chaos run --seed 1") == [("magnetar-chaos", ["run", "--seed", "1"])]
     assert _repo_path("CLUSTER.md") == "CLUSTER.md" and not _exists(ROOT / "docs" / "cluster.md", "CLUSTER.md")
     assert _repo_path("magnetar/broker/cluster/") and _repo_path("magnetar.client") is None

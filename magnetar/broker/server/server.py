@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import gc
-import importlib
 import logging
 import os
 import signal
@@ -69,8 +68,26 @@ class Extension(Protocol):
 ExtensionFactory = Callable[[BrokerService, BrokerConfig], Extension]
 
 
+class AdminApi(Protocol):
+    """The admin HTTP API (``magnetar.admin.listener.AdminListener``), handed
+    in by the command that runs the broker, as extensions are. It starts
+    between the Pulsar listener and the cluster join (a member's id and the
+    cluster's records name its port). Raises OSError for a busy port,
+    ``TlsSetupError`` for unusable certificate files."""
+
+    async def start(self, broker: "Broker", host: str, port: int) -> int: ...
+
+    async def start_tls(self, config: BrokerConfig, host: str) -> int: ...
+
+    async def stop(self) -> None: ...
+
+
 class Broker:
-    def __init__(self, config: BrokerConfig, extensions: Sequence[ExtensionFactory] = ()) -> None:
+    """One broker. ``admin``: its admin HTTP API (None: none, whatever
+    ``admin_port`` says); ``extensions``: capabilities above it."""
+
+    def __init__(self, config: BrokerConfig, extensions: Sequence[ExtensionFactory] = (),
+                 admin: AdminApi | None = None) -> None:
         self.config = config
         self._extension_factories = tuple(extensions)
         self.extensions: list[Extension] = []
@@ -78,7 +95,7 @@ class Broker:
         self.factory: ManagedLedgerFactory | None = None
         self.service: BrokerService | None = None
         self._server: asyncio.base_events.Server | None = None
-        self._admin = None
+        self._admin = admin
         self.expiry: MessageExpiry | None = None
         self.stats_sampling: asyncio.Task | None = None
         self.inactive_topics: InactiveTopics | None = None
@@ -88,7 +105,7 @@ class Broker:
         self._tls_server: asyncio.base_events.Server | None = None
         self.tls_port = -1
         self.admin_tls_port = -1
-        self.admin_port = config.admin_port
+        self.admin_port = config.admin_port if admin is not None else -1
         #: The settings changed without a restart (admin brokers update-dynamic-config).
         self.dynamic: DynamicConfig | None = None
         #: Set by :func:`serve`: stops the process as SIGTERM does (admin's shutdown).
@@ -182,19 +199,16 @@ class Broker:
             await self._listen_tls()
         if config.port == 0:
             config.port = self.port  # lookups must name the real port
-        if config.admin_port >= 0:
-            # The admin app pulls in aiohttp (about half of the start-up imports):
-            # import it on a thread so the Pulsar listener already serves clients.
-            admin = await asyncio.to_thread(importlib.import_module, "magnetar.admin.app")
+        if self._admin is not None and config.admin_port >= 0:
             try:
-                self._admin, self.admin_port = await admin.start_admin(self, config.bind_address, config.admin_port)
+                self.admin_port = await self._admin.start(self, config.bind_address, config.admin_port)
             except OSError as exc:
                 raise _busy("admin HTTP", config.bind_address, config.admin_port, "--admin-port", exc) from None
             if config.admin_port == 0:
                 config.admin_port = self.admin_port  # the cluster's records must name the real port
             if config.tls_enabled and config.admin_tls_port >= 0:
                 try:
-                    self.admin_tls_port = await admin.start_admin_tls(self._admin, config, config.bind_address)
+                    self.admin_tls_port = await self._admin.start_tls(config, config.bind_address)
                 except tls.TlsSetupError as exc:
                     raise StartupError(str(exc)) from None
                 except OSError as exc:
@@ -317,7 +331,7 @@ class Broker:
             else:
                 await self.service.close()
         if self._admin is not None:
-            await self._admin.cleanup()
+            await self._admin.stop()
         if self.factory is not None:
             if crash_stop:
                 self.factory.abandon()
@@ -340,9 +354,10 @@ def install_event_loop_policy() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-async def serve(config: BrokerConfig, ready_line: bool = True, extensions: Sequence[ExtensionFactory] = ()) -> None:
+async def serve(config: BrokerConfig, ready_line: bool = True, extensions: Sequence[ExtensionFactory] = (),
+                admin: AdminApi | None = None) -> None:
     """Run a broker until SIGINT or SIGTERM."""
-    broker = Broker(config, extensions)
+    broker = Broker(config, extensions, admin)
     await broker.start()
     # What start-up built (modules, config, admin app, loaded topics) lives as
     # long as the process: move it out of the collector's sight, so that a
@@ -378,10 +393,10 @@ async def serve(config: BrokerConfig, ready_line: bool = True, extensions: Seque
         await broker.stop()
 
 
-def run(config: BrokerConfig, extensions: Sequence[ExtensionFactory] = ()) -> None:
+def run(config: BrokerConfig, extensions: Sequence[ExtensionFactory] = (), admin: AdminApi | None = None) -> None:
     logging.basicConfig(
         level=getattr(logging, config.log_level.upper()),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     install_event_loop_policy()
-    asyncio.run(serve(config, extensions=extensions))
+    asyncio.run(serve(config, extensions=extensions, admin=admin))

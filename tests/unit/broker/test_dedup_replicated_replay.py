@@ -2,7 +2,7 @@
 replicated entry by the replicator that sent it, even when the entry was
 written by an idempotent producer in its own region and still carries that
 producer's pid: otherwise the replicator's resends after a restart are
-stored twice (found by ``magnetar chaos run --topology regions``)."""
+stored twice (found by ``magnetar-chaos run --topology regions``)."""
 from __future__ import annotations
 
 from magnetar.broker.entries.entry_format import build_entry_python

@@ -1,7 +1,7 @@
 """GET_LAST_MESSAGE_ID passes over trailing markers across ledgers: after
 a rollover or a restart the newest ledger may hold snapshot markers only,
 and answering ``<that ledger>:-1`` made clients take the topic for empty
-(found by ``magnetar chaos run --topology regions``: the final read of a
+(found by ``magnetar-chaos run --topology regions``: the final read of a
 topic with 18,226 messages, a replicated subscription on it and a restart
 just before, read none).
 

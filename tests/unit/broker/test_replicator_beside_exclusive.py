@@ -1,5 +1,5 @@
 """Geo-replication's producer and the access modes, and a queued holder's
-epoch. Found by ``magnetar chaos run --topology regions``: region B's
+epoch. Found by ``magnetar-chaos run --topology regions``: region B's
 replicator producer (Shared, ``pulsar.repl.region-b``) attached to region
 A's leader-election topic between two WaitForExclusive sessions and kept
 both candidates waiting for as long as it stayed connected (seconds, until

@@ -125,7 +125,7 @@ def test_a_history_file_round_trips_and_bad_lines_are_named(tmp_path):
 def test_chaos_check_exits_1_on_an_anomaly_and_0_on_a_clean_history(tmp_path):
     from typer.testing import CliRunner
 
-    from magnetar.cli import app
+    from magnetar_chaos.cli import chaos_app as app
 
     clean, lossy = tmp_path / "clean.jsonl", tmp_path / "lossy.jsonl"
     for path, stored in ((clean, ["p:0", "p:1"]), (lossy, ["p:0"])):
@@ -135,19 +135,19 @@ def test_chaos_check_exits_1_on_an_anomaly_and_0_on_a_clean_history(tmp_path):
         _read(h, stored)
         h.close()
     runner = CliRunner()
-    ok = runner.invoke(app, ["chaos", "check", str(clean)])
+    ok = runner.invoke(app, ["check", str(clean)])
     assert ok.exit_code == 0 and "no anomaly" in ok.output
-    bad = runner.invoke(app, ["chaos", "check", str(lossy)])
+    bad = runner.invoke(app, ["check", str(lossy)])
     assert bad.exit_code == 1 and "lost" in bad.output and "p:1" in bad.output
     garbage = tmp_path / "garbage.jsonl"
     garbage.write_text("nope\n")
-    assert runner.invoke(app, ["chaos", "check", str(garbage)]).exit_code == 2
-    assert runner.invoke(app, ["chaos", "run", "--faults", "meteor", "--duration", "1",
+    assert runner.invoke(app, ["check", str(garbage)]).exit_code == 2
+    assert runner.invoke(app, ["run", "--faults", "meteor", "--duration", "1",
                                "--out", str(tmp_path / "o")]).exit_code == 2
     # etcd faults need a cluster; an unknown topology is refused too.
-    assert runner.invoke(app, ["chaos", "run", "--faults", "kill-etcd", "--duration", "1",
+    assert runner.invoke(app, ["run", "--faults", "kill-etcd", "--duration", "1",
                                "--out", str(tmp_path / "o")]).exit_code == 2
-    assert runner.invoke(app, ["chaos", "run", "--topology", "moon", "--duration", "1",
+    assert runner.invoke(app, ["run", "--topology", "moon", "--duration", "1",
                                "--out", str(tmp_path / "o")]).exit_code == 2
 
 

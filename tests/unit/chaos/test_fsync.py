@@ -40,7 +40,7 @@ def test_ptrace_refused_by_yama_without_the_capability_is_a_reason(monkeypatch):
 
 def test_without_strace_the_run_is_refused_in_one_line_with_exit_code_2(tmp_path):
     out = tmp_path / "out"
-    result = subprocess.run([sys.executable, "-m", "magnetar.cli", "chaos", "run", "--duration", "5",
+    result = subprocess.run([sys.executable, "-m", "magnetar_chaos", "run", "--duration", "5",
                              "--faults", "kill,fsync-error", "--out", str(out)],
                             capture_output=True, text=True, timeout=60,
                             env=dict(os.environ, PATH=str(tmp_path)))  # no strace on this PATH

@@ -1,4 +1,4 @@
-"""``magnetar chaos run --storage object``: the brokers' TOML file points
+"""``magnetar-chaos run --storage object``: the brokers' TOML file points
 them at the object store, and object store faults without it (or on a
 topology that keeps files) are refused before anything starts."""
 import pytest

@@ -1,4 +1,4 @@
-"""``magnetar chaos run --sync-policy``: the brokers' TOML file carries the
+"""``magnetar-chaos run --sync-policy``: the brokers' TOML file carries the
 policy under the key the broker reads, and anything but ``always`` or
 ``interval`` is refused before anything starts."""
 import pytest

@@ -1,7 +1,7 @@
 """Two brokers sealing the same ledger at once: an owner closing a topic it
 just lost (its session lapsed) and the new owner recovering that ledger.
 
-Found by ``magnetar chaos run --topology cluster --faults move,kill,pause
+Found by ``magnetar-chaos run --topology cluster --faults move,kill,pause
 --interval 0.5,1.5 --seed 3``: both wrote the index through one shared
 temporary name, so one's rename found the file gone ("sealing ledger 32
 failed: No such file or directory: ...idx.tmp"), and meanwhile the other
