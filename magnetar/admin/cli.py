@@ -21,6 +21,7 @@ from rich.table import Table
 from .cli_support import Settings, call, cell, out, parse_duration, parse_size, show_fields, show_list, usage
 from .cli_topics import schemas_app, topics_app
 from . import cli_brokers_ops, cli_dispatch_rates
+from . import cli_storage_profile
 from . import cli_topic_policies  # noqa: F401  (registers topics set-/get-/remove-<policy>)
 from .client import AdminClient, namespace_path, topic_path
 
@@ -43,6 +44,7 @@ app.add_typer(schemas_app, name="schemas")
 cli_dispatch_rates.register(namespaces_app, topics_app)
 cli_brokers_ops.register(brokers_app)
 cli_brokers_ops.register_dynamic_config(brokers_app)
+cli_storage_profile.register(namespaces_app)
 
 
 @app.callback()

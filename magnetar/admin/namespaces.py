@@ -125,6 +125,9 @@ _policy_routes("maxProducersPerTopic", "max_producers_per_topic", INTEGER,
                lambda v: policies.validate_limit("maxProducersPerTopic", v), "producer limit of each topic (0: none)")
 _policy_routes("maxConsumersPerTopic", "max_consumers_per_topic", INTEGER,
                lambda v: policies.validate_limit("maxConsumersPerTopic", v), "consumer limit of each topic (0: none)")
+_policy_routes("storageProfile", "storage_profile", {"type": "string", "enum": list(policies.STORAGE_PROFILES)},
+               policies.validate_storage_profile,
+               "storage profile on object storage (latency: commit at once; cost: gather up to an interval)")
 
 
 @table.route("GET", f"{NS}/schemaCompatibilityStrategy", "Get the schema compatibility strategy",

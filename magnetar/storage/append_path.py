@@ -99,6 +99,8 @@ class AppendPath:
         # batches handed over and not completed (_inflight), and appends
         # waiting for a rollover to finish (_waiting).
         self.current: LedgerHandle | None = None
+        #: The storage profile of its namespace (None: the backend's default), given to each ledger installed.
+        self.storage_profile: str | None = None
         self.current_meta: LedgerMeta | None = None
         self._next_entry = 0
         self._current_bytes = 0
@@ -360,6 +362,7 @@ class AppendPath:
         self._ledgers.add(meta)
         self.current = ledger
         self.current_meta = meta
+        self._backend.set_profile(ledger, self.storage_profile)
         self._next_entry = 0
         self._current_bytes = 0
         if self._age_timer is not None:

@@ -149,6 +149,13 @@ class LedgerBackend(Protocol):
         """Ids of the ledgers this backend stores (for orphans)."""
         ...
 
+    def set_profile(self, ledger: LedgerHandle, profile: str | None) -> None:
+        """The storage profile of the ledger's later batches: ``"latency"``
+        (durable as soon as the backend can), ``"cost"`` (the backend may
+        hold them to gather more), None (the backend's default). A backend
+        that writes every batch at once ignores it. No I/O."""
+        ...
+
     def stats(self) -> BackendStats:
         """What the backend counted so far (no I/O; cheap enough per scrape)."""
         ...

@@ -11,6 +11,7 @@ SYNC_POLICIES = ("always", "interval", "never")
 #: Where ledgers live: segment files on a (shared) disk, or objects in an
 #: S3-compatible store with their index in the metadata store.
 BACKENDS = ("file", "object")
+STORAGE_PROFILES = ("latency", "cost")  # storage/object/profiles.py
 #: S3's largest single PUT (5 GiB): one commit is one PUT.
 MAX_OBJECT_BYTES = 5 * 1024**3
 
@@ -66,13 +67,20 @@ class StorageConfig:
         cluster's metadata store: docs/object-storage.md).
     object_store_url: ``s3://BUCKET/PREFIX?endpoint=...&region=...``
         (:mod:`magnetar.objectstore.url`); required by ``"object"``.
-    object_commit_interval_ms, object_commit_max_bytes: a broker gathers the
-        entries of all its topics for at most this long, or this many bytes,
-        into one object (one PUT and one metadata transaction); receipts go
-        out after the commit, so the interval is the latency floor of a
-        publish. 20 ms keeps publish p99 in tens of milliseconds on a nearby
-        store; each broker then writes at most 50 PUTs a second while it has
-        traffic (the monthly cost is in docs/object-storage.md).
+    object_storage_profile: how a broker commits the entries of a topic
+        whose namespace sets no ``storage_profile`` policy: ``"latency"``
+        (a commit begins as soon as there is room in the pipeline and a
+        PUT in the budget) or ``"cost"`` (entries wait up to
+        ``object_commit_interval_ms`` to be gathered with others).
+    object_commit_interval_ms, object_commit_max_bytes: how long an entry
+        of the ``cost`` profile waits at most (250 ms: at most 4 PUTs a
+        second per broker while only such topics are written), and how many
+        bytes one commit object gathers at most (one PUT and one metadata
+        transaction; receipts go out after the commit).
+    object_put_budget_per_s: commit objects a broker writes per second at
+        most, whatever the load (a token bucket; 0: no budget): it bounds
+        the PUT bill of ``latency`` topics; under load commits grow instead
+        (docs/object-storage.md has the monthly cost).
     max_open_ledger_files: segment files open at once (``handles.py``): the
         least recently used idle ones are closed and opened again on use, so
         open files stay bounded whatever the number of topics. Lowered at
@@ -91,8 +99,10 @@ class StorageConfig:
     cache_budget_bytes: int = 256 * 1024 * 1024
     backend: str = "file"
     object_store_url: str = ""
-    object_commit_interval_ms: int = 20
+    object_storage_profile: str = "latency"
+    object_commit_interval_ms: int = 250
     object_commit_max_bytes: int = 8 * 1024 * 1024
+    object_put_budget_per_s: float = 250.0
     max_open_ledger_files: int = 512
     journal: bool = True
     journal_checkpoint_interval_ms: int = 2000
@@ -116,6 +126,10 @@ class StorageConfig:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {self.backend!r}")
         _positive(self, "object_commit_interval_ms")
         _positive(self, "object_commit_max_bytes")
+        _non_negative(self, "object_put_budget_per_s")
+        if self.object_storage_profile not in STORAGE_PROFILES:
+            raise ValueError(f"object_storage_profile must be one of {', '.join(STORAGE_PROFILES)}; "
+                             f"got {self.object_storage_profile!r}")
         if self.object_commit_max_bytes > MAX_OBJECT_BYTES:
             raise ValueError(f"object_commit_max_bytes must be at most {MAX_OBJECT_BYTES} (S3's largest PUT); "
                              f"got {self.object_commit_max_bytes!r}")

@@ -285,5 +285,7 @@ async def open_factory(data_dir: Path, store: MetadataStore, config: StorageConf
     budget = CacheBudget(config.cache_budget_bytes)
     backend = ObjectBackend(store, objects, commit_interval_ms=config.object_commit_interval_ms,
                             commit_max_bytes=config.object_commit_max_bytes,
-                            read_cache_bytes=config.read_cache_bytes, cache_budget=budget)
+                            read_cache_bytes=config.read_cache_bytes, cache_budget=budget,
+                            profile=config.object_storage_profile,
+                            put_budget_per_s=config.object_put_budget_per_s)
     return ManagedLedgerFactory(data_dir, store, config, backend=backend, cache_budget=budget)

@@ -380,6 +380,15 @@ class ManagedLedger:
         self._trimmer.retention = policy
         self._schedule_trim()
 
+    def set_storage_profile(self, profile: str | None) -> None:
+        """How the backend commits this managed ledger's next appends
+        (``"latency"``, ``"cost"``; None: the backend's default). Applies at
+        once to the open ledger and to every ledger it rolls to; not
+        persisted (the broker sets it from the namespace policy)."""
+        self._appends.storage_profile = profile
+        if self._appends.current is not None:
+            self._backend.set_profile(self._appends.current, profile)
+
     def _schedule_trim(self) -> None:
         self._trimmer.schedule()
 

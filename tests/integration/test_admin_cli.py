@@ -75,6 +75,10 @@ def test_tenants_and_namespaces(broker):
     bad(broker, "namespaces", "set-backlog-quota", "acme/app", "-l", "1M", "-p", "drop_everything", says="policy")
     good(broker, "namespaces", "remove-backlog-quota", "acme/app")
     assert good(broker, "namespaces", "get-backlog-quotas", "acme/app", json_output=True) == {}
+    good(broker, "namespaces", "set-storage-profile", "acme/app", "cost")  # kept on files too, used on objects
+    assert good(broker, "namespaces", "get-storage-profile", "acme/app", json_output=True) == "cost"
+    bad(broker, "namespaces", "set-storage-profile", "acme/app", "fast", code=2, says="latency, cost")
+    good(broker, "namespaces", "remove-storage-profile", "acme/app")
     policies = good(broker, "namespaces", "policies", "acme/app", json_output=True)
     assert policies["retention_policies"] == {"retentionTimeInMinutes": 120, "retentionSizeInMB": -1}
     assert policies["message_ttl_in_seconds"] == 600 and policies["deduplicationEnabled"] is True

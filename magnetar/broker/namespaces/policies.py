@@ -18,6 +18,7 @@ from typing import Any
 
 from magnetar.security import authorization
 from magnetar.storage import RetentionPolicy
+from magnetar.storage.config import STORAGE_PROFILES
 
 from .resources import POLICY_FIELDS, Forbidden, InvalidInput, PreconditionFailed
 
@@ -168,6 +169,14 @@ def validate_schema_strategy(body: Any) -> str:
     return body.upper()
 
 
+def validate_storage_profile(body: Any) -> str:
+    """How an object-storage broker commits the namespace's entries:
+    ``"latency"`` (at once) or ``"cost"`` (gathered up to an interval)."""
+    if body not in STORAGE_PROFILES:
+        raise InvalidInput(f"storage profile must be one of {', '.join(STORAGE_PROFILES)}, got {body!r}")
+    return body
+
+
 def validate_policies(body: Any, known: list[str], allowed: list[str], tenant: str = "") -> dict:
     """The optional Policies body of namespace creation: the fields Magnetar
     keeps are checked; others (Pulsar has many) are ignored."""
@@ -192,6 +201,8 @@ def validate_policies(body: Any, known: list[str], allowed: list[str], tenant: s
                                     for k, v in quotas.items()}
     if body.get("schema_compatibility_strategy") is not None:
         out["schema_compatibility_strategy"] = validate_schema_strategy(body["schema_compatibility_strategy"])
+    if body.get("storage_profile") is not None:
+        out["storage_profile"] = validate_storage_profile(body["storage_profile"])
     if body.get("auth_policies") is not None:
         try:
             out["auth_policies"] = authorization.validate_auth_policies(body["auth_policies"])

@@ -68,6 +68,8 @@ POLICY_FIELDS: dict[str, Any] = {
     "subscription_dispatch_rate": None,
     # Pulsar's SchemaCompatibilityStrategy name; None / UNDEFINED: the broker's.
     "schema_compatibility_strategy": None,
+    # Object storage: "latency" or "cost" (storage/object/profiles.py); None: the broker's.
+    "storage_profile": None,
     # Set while the namespace is being deleted: no topic may be created in it.
     "deleted": False,
 }

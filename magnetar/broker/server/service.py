@@ -261,6 +261,7 @@ class BrokerService:
         topic.max_producers = policies.get("max_producers")
         topic.max_consumers = policies.get("max_consumers")
         topic.publish_limiter = limiter_for(policies.get("publish_rate"), topic.publish_limiter)
+        topic.ledger.set_storage_profile(policies.get("storage_profile"))  # object storage: latency or cost
         rates = dispatch_rates_for(policies, topic.config, topic.dispatch_rates)
         if rates is not topic.dispatch_rates:
             topic.dispatch_rates = rates

@@ -138,6 +138,9 @@ class FileBackend:
                 ids.add(int(stem))
         return ids
 
+    def set_profile(self, ledger: Ledger, profile: str | None) -> None:
+        pass  # every batch goes to the next group commit: nothing to choose
+
     def stats(self) -> BackendStats:
         """``fsyncs``: fsyncs of the write path (the journal's and the
         checkpoint's, or each segment file's); ``journal_fsyncs``,

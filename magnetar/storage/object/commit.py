@@ -2,8 +2,8 @@
 metadata transaction, then (and only then) complete the batches.
 
 Per backend (per broker), batches of every ledger it writes are gathered
-for ``interval_s`` after the first one arrives, or until ``max_bytes`` are
-waiting, and written as ONE object (``put(if_absent=True)`` under a key
+until the earliest of them is due, or until ``max_bytes`` are waiting, and
+written as ONE object (``put(if_absent=True)`` under a key
 unique to this backend's session). Then ONE metadata transaction commits
 it: for each ledger it compares the ledger record's version (the epoch the
 writer created it with; a new owner's fence bumps it) and puts the ledger's
@@ -19,7 +19,17 @@ commit begins where the ledger's earlier (possibly uncommitted) section
 ends; before its transaction, a ledger whose earlier commit failed or was
 fenced is dropped from it (its batches fail with that error), so a ledger's
 recorded sections never have a gap and its batches complete in submission
-order. Commits still begin at least an interval apart.
+order.
+
+When a commit begins (:mod:`.profiles`): a batch's ledger says how long it
+may wait for others (``gather_s``: 0 for the ``latency`` profile, the
+interval for ``cost``); the next commit is due at the earliest arrival +
+wait of the queued batches, then waits for room in the pipeline, then for
+a token of the broker's PUT budget (:mod:`.put_budget`). Every queued
+batch goes with it, so ``cost`` batches ride along with a commit a
+``latency`` batch started, and batches queued during the waits make the
+commit bigger rather than the commits more. With only ``cost`` batches,
+commits begin at least an interval apart.
 
 Failures:
 - a ledger whose compare fails was fenced by a new owner: its batches
@@ -52,6 +62,8 @@ from ...objectstore.store import ObjectStore, ObjectStoreError
 from ..errors import LedgerFencedError, ManagedLedgerFencedError, StorageError
 from ..framing import HEADER_SIZE, frames
 from .commit_timings import CommitTimings
+from .profiles import Gathering
+from .put_budget import PutBudget
 from .index import Section, commit_object, ledger_key, section_key
 
 log = logging.getLogger(__name__)
@@ -89,6 +101,7 @@ class ObjectLedger:
         self.error: StorageError | None = None  # set: refuses further batches
         self.idle: asyncio.Event | None = None  # set when nothing of it is pending
         self.compacted = False  # sections are per-ledger chunks
+        self.gather_s = 0.0  # how long its batches may wait for others (its storage profile)
 
     def use(self, sections: list[Section], *, compacted: bool) -> None:
         """Read from ``sections`` from now on (a sealed ledger's new chunks)."""
@@ -126,11 +139,13 @@ class Committer:
     """Gathers batches and commits them (see the module docstring)."""
 
     def __init__(self, store: MetadataStore, objects: ObjectStore, *, interval_s: float, max_bytes: int,
-                 put_timeout_s: float = 10.0, session: str | None = None) -> None:
+                 put_timeout_s: float = 10.0, session: str | None = None,
+                 budget: PutBudget | None = None) -> None:
         self.store = store
         self.objects = objects
-        self.interval_s = interval_s
+        self.interval_s = interval_s  # the ``cost`` profile's gather
         self.max_bytes = max_bytes
+        self.budget = budget or PutBudget(0)
         self.put_timeout_s = put_timeout_s
         #: Unique to this backend's life: object keys never collide between
         #: brokers, nor between two lives of one broker.
@@ -138,7 +153,7 @@ class Committer:
         self._seq = 0
         self._queue: list[_CommitBatch] = []
         self._queued_bytes = 0
-        self._first_at = 0.0  # when the oldest queued batch arrived
+        self._gathering = Gathering()  # when the queued batches are due
         self._wake: asyncio.Event | None = None
         self._slot: asyncio.Event | None = None  # set when a commit ends
         self._task: asyncio.Task | None = None
@@ -160,12 +175,12 @@ class Committer:
             self._wake = asyncio.Event()
             self._slot = asyncio.Event()
             self._task = loop.create_task(self._run())
-        if not self._queue:
-            self._first_at = time.monotonic()  # the interval counts from here, even while a commit runs
+        # A batch's wait counts from its arrival, even while a commit runs.
+        sooner = self._gathering.arrived(ledger.gather_s, time.monotonic())
         self._queue.append(_CommitBatch(ledger, datas, callback, loop))
         self._pending[ledger.ledger_id] = self._pending.get(ledger.ledger_id, 0) + 1
         self._queued_bytes += sum(map(len, datas)) + HEADER_SIZE * len(datas)
-        if len(self._queue) == 1 or self._queued_bytes >= self.max_bytes:
+        if sooner or self._queued_bytes >= self.max_bytes:
             self._wake.set()  # only what the gathering waits for: not once per batch
 
     async def drained(self, ledger: ObjectLedger) -> None:
@@ -203,13 +218,14 @@ class Committer:
                     self._wake.clear()
                     await self._wake.wait()
                     continue
-                # Gather: the interval after the first batch arrived (it may
-                # have arrived while earlier commits ran: that time counts), or
-                # the size bound. Commits still begin at least an interval
-                # apart, since a batch queued after the previous one began.
-                started = self._first_at
+                # Gather until the earliest queued batch is due (at once for
+                # ``latency``, its arrival + the interval for ``cost``: it may
+                # have arrived while earlier commits ran, that time counts), or
+                # the size bound. With only ``cost`` batches, commits begin at
+                # least an interval apart: each was queued after the previous
+                # commit took the queue.
                 while self._queued_bytes < self.max_bytes and not self._stopping:
-                    remaining = started + self.interval_s - time.monotonic()
+                    remaining = self._gathering.due() - time.monotonic()
                     if remaining <= 0:
                         break
                     self._wake.clear()
@@ -217,10 +233,16 @@ class Committer:
                         await asyncio.wait_for(self._wake.wait(), remaining)
                     except asyncio.TimeoutError:
                         break
-                while len(self._running) >= PIPELINE_DEPTH:  # batches arriving meanwhile join this commit
+                # Room in the pipeline, then a token of the PUT budget; batches
+                # arriving meanwhile join this commit (commits grow under load).
+                while len(self._running) >= PIPELINE_DEPTH:
                     self._slot.clear()
                     await self._slot.wait()
+                if self.budget.limited and not self._stopping:
+                    await self.budget.acquire()
+                started = self._gathering.oldest()
                 batches, self._queue, self._queued_bytes = self._queue, [], 0
+                self._gathering.clear()
                 self.timings.observe("gather", time.monotonic() - started)
                 ended = loop.create_future()
                 task = loop.create_task(self._commit(batches, started, previous, ended))

@@ -13,7 +13,11 @@ deletes). A compaction works
 only from the index as it is when it starts, and never once the marker
 exists: an owner paused past its session compacts nothing from the index it
 read before. A compacted
-ledger costs the index ``ceil(size / CHUNK_BYTES) + 2`` keys.
+ledger costs the index ``ceil(size / CHUNK_BYTES) + 2`` keys. Ledgers
+sealed together (a rollover of many topics written together, a takeover)
+are compacted in lockstep (:class:`~.range_gets.Lockstep`): chunk by
+chunk, their sections are fetched together, one ranged GET per commit
+object for all of them.
 
 **Collection** (:func:`collect_orphans`): a commit object is garbage when
 no ``s/`` record names it (its ledgers were compacted or deleted, or its
@@ -37,6 +41,7 @@ import time
 from ...metadata.store import Compare, Delete, MetadataError, MetadataStore, Put, TransactionFailed
 from ...objectstore.store import ObjectNotFound, ObjectStore, ObjectStoreError
 from ..errors import StorageError
+from .range_gets import Lockstep
 from .index import (
     ROOT, Section, chunk_key, chunk_object, chunk_object_ledger, commit_object_time_ms, compacted_key, contiguous,
     ledger_key, read_sections, section_key, write_in_chunks,
@@ -49,11 +54,16 @@ COLLECT_AFTER_S = 600.0
 
 
 async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: int,
-                         sections: list[Section]) -> list[Section]:
+                         sections: list[Section], lockstep: Lockstep | None = None) -> list[Section]:
     """Rewrite the sealed ledger's ``sections`` (contiguous, as committed)
     into chunks; return the chunks' sections (``[]``, changing nothing in
     the index, if the ledger was deleted or fenced meanwhile: every write
-    compares the ledger record). See the module docstring."""
+    compares the ledger record). See the module docstring.
+
+    With ``lockstep`` (the caller joined it, and leaves it after), its
+    reads go with those of the other compactions running beside it (each
+    commit object they share read by one GET); else each section is its
+    own ranged GET."""
     try:
         record = await store.get(ledger_key(ledger_id))
         if record is None:
@@ -73,8 +83,10 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
         uncompacted = still + [Compare(compacted_key(ledger_id), -1)]
         chunks: list[Section] = []
         for group in _groups(sections):
-            parts = await asyncio.gather(*(
-                objects.get(s.key, s.offset, s.offset + s.length) for s in group))
+            if lockstep is not None:
+                parts = await lockstep.fetch([(s.key, s.offset, s.offset + s.length) for s in group])
+            else:
+                parts = await asyncio.gather(*(objects.get(s.key, s.offset, s.offset + s.length) for s in group))
             blob = b"".join(parts)
             first = group[0].first
             key = chunk_object(ledger_id, first)

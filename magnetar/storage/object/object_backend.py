@@ -35,6 +35,9 @@ from ..backend import READ_CHUNK_BYTES, BackendStats, WriteCallback
 from ..cache import CacheBudget
 from ..errors import CorruptLedgerError, StorageError
 from ..framing import HEADER_SIZE, parse_frames
+from .profiles import check_profile, gather_s
+from .put_budget import PutBudget
+from .range_gets import Lockstep, RangeGets
 from .section_cache import SectionCache
 from .commit import Committer, ObjectLedger
 from .compactor import collect_orphans, compact_ledger, delete_chunks
@@ -44,6 +47,16 @@ from .index import (
 
 log = logging.getLogger(__name__)
 
+#: A sealed ledger's compaction begins this long after its seal: ledgers
+#: sealed together (many topics rolled over by the same commits, a
+#: takeover) compact in one lockstep and share their GETs.
+COMPACT_AFTER_S = 0.05
+#: A read that misses the section cache also fetches the ledger's next
+#: sections, up to this many bytes and sections (one turn: coalesced with
+#: the other ledgers' reads of the same objects, and in parallel).
+READ_AHEAD_BYTES = 4 * 1024 * 1024
+READ_AHEAD_SECTIONS = 32
+
 
 class _ObjectGone(CorruptLedgerError):
     """A section's object is not in the store (read again from a fresh index, once)."""
@@ -52,20 +65,31 @@ class _ObjectGone(CorruptLedgerError):
 class ObjectBackend:
     """Ledgers in ``objects`` with their index in ``store``.
 
-    ``commit_interval_ms``/``commit_max_bytes``: how long and how much one
-    commit gathers (see :mod:`.commit`). ``read_cache_bytes``: the
-    section cache's size, inside ``cache_budget`` when given.
+    ``commit_interval_ms``/``commit_max_bytes``: how long a batch of the
+    ``cost`` profile waits for others at most, and how much one commit
+    gathers (see :mod:`.commit`). ``profile``: the storage profile of a
+    ledger nobody chose one for (:mod:`.profiles`; ``cost`` here, so a
+    backend built with an interval gathers for it; the broker passes its
+    ``object_storage_profile``). ``put_budget_per_s``: commits begun per
+    second at most (:mod:`.put_budget`; 0: no budget). ``read_cache_bytes``:
+    the section cache's size, inside ``cache_budget`` when given.
     """
 
     def __init__(self, store: MetadataStore, objects: ObjectStore, *, commit_interval_ms: float = 20,
                  commit_max_bytes: int = 8 * 1024 * 1024, read_cache_bytes: int = 32 * 1024 * 1024,
                  cache_budget: CacheBudget | None = None, put_timeout_s: float = 10.0,
-                 session: str | None = None, collect_interval_s: float | None = 300.0) -> None:
+                 session: str | None = None, collect_interval_s: float | None = 300.0,
+                 profile: str = "cost", put_budget_per_s: float = 0) -> None:
         self.store = store
         self.objects = objects
+        self.profile = check_profile(profile)
         self.committer = Committer(store, objects, interval_s=commit_interval_ms / 1000,
-                                   max_bytes=commit_max_bytes, put_timeout_s=put_timeout_s, session=session)
+                                   max_bytes=commit_max_bytes, put_timeout_s=put_timeout_s, session=session,
+                                   budget=PutBudget(put_budget_per_s))
         self.cache = SectionCache(read_cache_bytes, cache_budget)
+        #: Reads of commit objects, coalesced per object (cold reads, compactions).
+        self.gets = RangeGets(objects)
+        self._lockstep = Lockstep(self.gets)
         self._epochs: dict[int, int] = {}  # ledgers this backend writes -> their epoch
         self._compacting: dict[int, asyncio.Task] = {}
         self._collect_interval_s = collect_interval_s
@@ -83,7 +107,14 @@ class ObjectBackend:
         except MetadataError as exc:
             raise StorageError(f"creating ledger {ledger_id} failed: {exc}") from exc
         self._epochs[ledger_id] = epoch
-        return ObjectLedger(ledger_id, epoch)
+        ledger = ObjectLedger(ledger_id, epoch)
+        self.set_profile(ledger, None)
+        return ledger
+
+    def set_profile(self, ledger: ObjectLedger, profile: str | None) -> None:
+        """Batches of ``ledger`` submitted from now on commit as ``profile``
+        says (None: this backend's default); see :mod:`.profiles`."""
+        ledger.gather_s = gather_s(profile or self.profile, self.committer.interval_s)
 
     def submit(self, ledger: ObjectLedger, datas: list[bytes], callback: WriteCallback, loop) -> None:
         self.committer.submit(ledger, datas, callback, loop)
@@ -100,13 +131,20 @@ class ObjectBackend:
     def _compact_later(self, ledger: ObjectLedger) -> None:
         if ledger.compacted or not ledger.sections or ledger.ledger_id in self._compacting:
             return
+        self._lockstep.join()  # now: ledgers sealed together are all members before any of them fetches
         task = asyncio.get_running_loop().create_task(self._compact(ledger))
         self._compacting[ledger.ledger_id] = task
-        task.add_done_callback(lambda _: self._compacting.pop(ledger.ledger_id, None))
+        task.add_done_callback(lambda _: self._compaction_ended(ledger.ledger_id))
+
+    def _compaction_ended(self, ledger_id: int) -> None:
+        self._compacting.pop(ledger_id, None)
+        self._lockstep.leave()  # here, not in the task: one cancelled before it began ran no ``finally``
 
     async def _compact(self, ledger: ObjectLedger) -> None:
         try:
-            chunks = await compact_ledger(self.store, self.objects, ledger.ledger_id, list(ledger.sections))
+            await asyncio.sleep(COMPACT_AFTER_S)  # seals that come together join the same lockstep
+            chunks = await compact_ledger(self.store, self.objects, ledger.ledger_id, list(ledger.sections),
+                                          self._lockstep)
         except StorageError as exc:
             log.warning("%s (it is compacted when next sealed or opened)", exc)
             return
@@ -211,6 +249,8 @@ class ObjectBackend:
         if i < 0 or first >= ledger.entry_count:
             raise StorageError(f"ledger {ledger.ledger_id} has no entry {first}")
         section = ledger.sections[i]
+        if not self.cache.holds((section.key, section.offset)):
+            self._read_ahead(ledger, i + 1)
         entries = await self.cache.get((section.key, section.offset), lambda: self._fetch(ledger, section))
         out = entries[first - section.first:min(last, section.end() - 1) - section.first + 1]
         limit = READ_CHUNK_BYTES if max_bytes is None else min(READ_CHUNK_BYTES, max_bytes + HEADER_SIZE)
@@ -221,9 +261,23 @@ class ObjectBackend:
                 return out[:n]
         return out
 
+    def _read_ahead(self, ledger: ObjectLedger, i: int) -> None:
+        """Fetch sections ``i..`` of ``ledger`` into the cache in the background
+        (a cold reader goes on to them next; see READ_AHEAD_*)."""
+        budget = min(READ_AHEAD_BYTES, self.cache.max_bytes // 4)
+        loop = asyncio.get_running_loop()
+        for section in ledger.sections[i:i + READ_AHEAD_SECTIONS]:
+            budget -= section.length
+            if budget < 0:
+                break
+            key = (section.key, section.offset)
+            if not self.cache.holds(key):
+                task = loop.create_task(self.cache.get(key, lambda s=section: self._fetch(ledger, s)))
+                task.add_done_callback(_quiet)
+
     async def _fetch(self, ledger: ObjectLedger, section: Section) -> list[bytes]:
         try:
-            buf = await self.objects.get(section.key, section.offset, section.offset + section.length)
+            buf = await self.gets.get(section.key, section.offset, section.offset + section.length)
         except ObjectNotFound as exc:
             raise _ObjectGone(
                 f"ledger {ledger.ledger_id}: object {section.key} of entries {section.first}.. is gone") from exc
@@ -300,8 +354,15 @@ class ObjectBackend:
             await self.committer.close()
         finally:
             self.cache.clear()
+            self.gets.forget()
             await self.objects.close()
 
     def abandon(self) -> None:
         self._stop_background()
         self.committer.abandon()
+
+
+def _quiet(task: asyncio.Task) -> None:
+    """A read-ahead that failed: the reader's own read reports it, if it comes."""
+    if not task.cancelled():
+        task.exception()

@@ -27,6 +27,10 @@ class SectionCache:
         self.hits = 0
         self.misses = 0
 
+    def holds(self, key: Key) -> bool:
+        """Whether ``key`` is cached or being fetched (no I/O, no LRU update)."""
+        return key in self._items or key in self._fetching
+
     async def get(self, key: Key, fetch: Callable[[], Awaitable[list[bytes]]]) -> list[bytes]:
         """The section's entries, from memory or ``fetch()`` (its errors propagate)."""
         item = self._items.get(key)

@@ -24,7 +24,7 @@ def counter(member, name: str) -> int:
 
 
 def test_puts_are_counted_and_many_topics_share_one_put_per_interval(tmp_path):
-    config = "[storage]\nobject_commit_interval_ms = 500\n"
+    config = "[storage]\nobject_storage_profile = \"cost\"\nobject_commit_interval_ms = 500\n"
     cluster = LocalCluster(tmp_path / "c", brokers=1, storage="object", broker_config=config).start()
     try:
         broker = cluster.members[0]

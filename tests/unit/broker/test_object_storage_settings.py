@@ -14,7 +14,15 @@ URL = "s3://bucket/prefix?endpoint=http://127.0.0.1:8333"
 def test_file_is_the_default_and_needs_nothing():
     config = StorageConfig()
     assert (config.backend, config.object_store_url) == ("file", "")
-    assert config.object_commit_interval_ms == 20 and config.object_commit_max_bytes == 8 * 1024 * 1024
+    assert config.object_commit_interval_ms == 250 and config.object_commit_max_bytes == 8 * 1024 * 1024
+    assert config.object_storage_profile == "latency" and config.object_put_budget_per_s == 250
+
+
+def test_a_storage_profile_not_known_is_one_clear_error():
+    with pytest.raises(ValueError, match="object_storage_profile must be one of latency, cost; got 'fast'"):
+        StorageConfig(object_storage_profile="fast")
+    with pytest.raises(ValueError, match="object_put_budget_per_s must be >= 0"):
+        StorageConfig(object_put_budget_per_s=-1)
 
 
 def test_an_object_backend_on_a_cluster(tmp_path):

@@ -1,0 +1,174 @@
+"""Object storage's publish latency and PUT bill by storage profile, beside
+today's 20 ms interval, in one run (issue 41).
+
+    .venv/bin/python -m bench.object_latency [--seconds 10] [--many-topics 10000] [--json PATH]
+
+Runs on one broker (``LocalCluster(brokers=1, storage="object")``: its own
+etcd and SeaweedFS on loopback), the official client, one producer per
+topic, batching off, 100-byte messages, twice:
+
+- ``interval``: today's scheduling, every entry gathered for 20 ms
+  (``object_storage_profile = "cost"``, ``object_commit_interval_ms = 20``,
+  no PUT budget);
+- ``profiles``: the defaults (``latency``, a PUT budget of 250/s, ``cost``
+  at 250 ms for namespaces that choose it).
+
+Workloads, each on topics of their own: one topic at 1,000 msg/s; ``--many-topics``
+(10,000) at 20,000 msg/s; then (``profiles`` only) ``--cost-topics`` (1,000) at
+5,000 msg/s in a namespace whose policy is ``cost``. Beside each figure:
+PUTs/s and metadata transactions/s of the broker (its ``/metrics``), etcd's
+WAL fsyncs/s (etcd's own ``/metrics``) and the broker's fsyncs (none on
+object storage), and the 1-minute load average at the start and end: the
+machine is shared, compare ratios within a run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import tempfile
+import threading
+import time
+import urllib.request
+from dataclasses import replace
+from pathlib import Path
+
+from magnetar.perf.runner import run
+from magnetar.perf.spec import WorkloadSpec
+from magnetar_harness.cluster import LocalCluster
+
+CONFIGS = {
+    "interval": '[storage]\nobject_storage_profile = "cost"\nobject_commit_interval_ms = 20\n'
+                "object_put_budget_per_s = 0\n",
+    "profiles": "[storage]\n",  # latency by default, budget 250/s, cost at 250 ms
+}
+
+
+def _scrape(url: str) -> str:
+    return urllib.request.urlopen(url + "/metrics", timeout=30).read().decode()
+
+
+def _value(text: str, name: str) -> float:
+    found = re.search(rf"^{re.escape(name)}(?:\{{[^}}]*\}})? (\S+)$", text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def counters(cluster: LocalCluster) -> dict:
+    broker = _scrape(cluster.members[0].admin_url)
+    etcd = _scrape(cluster.etcd_url)
+    return {"t": time.monotonic(), "puts": _value(broker, "magnetar_object_puts_total"),
+            "txns": _value(broker, "magnetar_object_commit_transactions_total"),
+            "broker_fsyncs": _value(broker, "magnetar_storage_fsyncs_total"),
+            "etcd_fsyncs": _value(etcd, "etcd_disk_wal_fsync_duration_seconds_count")}
+
+
+def rates(before: dict, after: dict, seconds: float) -> dict:
+    return {f"{k}_per_s": round((after[k] - before[k]) / seconds, 1) for k in before if k != "t"}
+
+
+def create_namespace(cluster: LocalCluster, namespace: str, profile: str) -> None:
+    base = cluster.members[0].admin_url + f"/admin/v2/namespaces/{namespace}"
+    urllib.request.urlopen(urllib.request.Request(base, method="PUT", data=b""), timeout=60).read()
+    urllib.request.urlopen(urllib.request.Request(base + "/storageProfile", method="POST",
+                                                  data=json.dumps(profile).encode(),
+                                                  headers={"Content-Type": "application/json"}), timeout=60).read()
+
+
+class Sampler:
+    """The counters every half second while a run goes (its set-up creates
+    topics: etcd writes that are not the steady state's)."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster = cluster
+        self.samples: list[dict] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> "Sampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.samples.append(counters(self.cluster))
+            except OSError:
+                pass
+            self._stop.wait(0.5)
+
+    def steady(self, begin: float, end: float) -> dict:
+        """Rates between the first and last samples inside ``[begin, end]``."""
+        inside = [s for s in self.samples if begin <= s["t"] <= end]
+        if len(inside) < 2:
+            return {}
+        return rates(inside[0], inside[-1], inside[-1]["t"] - inside[0]["t"])
+
+
+def measure(spec: WorkloadSpec, cluster: LocalCluster, label: str, log) -> dict:
+    with Sampler(cluster) as sampler:
+        result = run(spec, produce=True, consume=False, command=label, setup_timeout=1200)
+        ended = time.monotonic()
+    p = result["produce"] or {}
+    seconds = p.get("seconds") or spec.duration
+    # The sending is the last ``seconds`` of the run (give or take the drain):
+    # the rates are those of its middle, past the first second.
+    steady = sampler.steady(ended - seconds + 1.0, ended - 0.5)
+    out = {"label": label, "topics": spec.topics, "rate": spec.rate, "sent_per_s": p.get("msg_per_s"),
+           "messages": p.get("messages"), "errors": p.get("errors"), "latency_ms": p.get("latency_ms"),
+           **{k: None for k in ("puts_per_s", "txns_per_s", "etcd_fsyncs_per_s", "broker_fsyncs_per_s")},
+           **steady, "load_avg": os.getloadavg()[0], "run_errors": result["errors"]}
+    lat = out["latency_ms"] or {}
+    log(f"  {label}: {out['topics']} topics at {spec.rate:,.0f} msg/s: sent {out['sent_per_s'] or 0:,.0f}/s, "
+        f"errors {out['errors']}, p50 {lat.get('p50')} p99 {lat.get('p99')} max {lat.get('max')} ms | "
+        f"PUTs/s {out['puts_per_s']}, txns/s {out['txns_per_s']}, etcd fsyncs/s {out['etcd_fsyncs_per_s']}, "
+        f"broker fsyncs/s {out['broker_fsyncs_per_s']} | load {out['load_avg']:.1f}")
+    return out
+
+
+def run_config(name: str, args, log) -> dict:
+    out: dict = {"config": name, "load_at_start": os.getloadavg()[0]}
+    with tempfile.TemporaryDirectory(prefix=f"magnetar-object-latency-{name}-") as tmp:
+        cluster = LocalCluster(Path(tmp) / "c", brokers=1, storage="object", session_ttl=10.0,
+                               broker_config=CONFIGS[name]).start(timeout=180)
+        try:
+            log(f"[{name}] {cluster.members[0].service_url}")
+            base = WorkloadSpec(service_url=cluster.members[0].service_url, size=100, batching=False,
+                                duration=args.seconds, max_pending=1000)
+            out["one_topic"] = measure(replace(base, topic=f"one-{name}", topics=1, rate=1000), cluster,
+                                       "one topic", log)
+            if args.many_topics:
+                out["many_topics"] = measure(replace(base, topic=f"many-{name}", topics=args.many_topics,
+                                                     rate=args.many_rate), cluster, "many topics", log)
+            if name == "profiles" and args.cost_topics:
+                create_namespace(cluster, "public/cost", "cost")
+                out["cost"] = measure(replace(base, topic="persistent://public/cost/c", topics=args.cost_topics,
+                                              rate=args.cost_rate), cluster, "cost profile", log)
+        finally:
+            cluster.stop()
+    out["load_at_end"] = os.getloadavg()[0]
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--many-topics", type=int, default=10_000)
+    parser.add_argument("--many-rate", type=float, default=20_000)
+    parser.add_argument("--cost-topics", type=int, default=1_000)
+    parser.add_argument("--cost-rate", type=float, default=5_000)
+    parser.add_argument("--configs", default="interval,profiles")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    log = lambda line: print(line, flush=True)  # noqa: E731
+    results = {name: run_config(name, args, log) for name in args.configs.split(",")}
+    if args.json:
+        Path(args.json).write_text(json.dumps({"args": vars(args), "results": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

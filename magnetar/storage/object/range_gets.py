@@ -1,0 +1,188 @@
+"""Ranged GETs of commit objects, coalesced: byte ranges of one object
+asked for within ``window_s`` of each other are fetched by one GET.
+
+A commit object holds one section per ledger it carried. Reading several
+of those ledgers (compacting the ledgers a broker sealed together, a
+backfill over a topic's partitions) asks for several sections of each
+object; one GET per section would multiply requests (and their bill) by
+the number of ledgers. Here every ``get`` queues its range and the first
+one queued schedules a flush ``window_s`` later (1 ms: callbacks already
+scheduled run first, so readers woken together all queue): per object,
+ranges whose gaps are at most ``max_gap`` bytes become one span, one ranged
+GET each, and every caller gets its own slice. A lone read costs what it
+did plus the window; the bytes between merged ranges are read and dropped
+(at most ``max_gap`` per gap). :class:`Lockstep` lines up the fetches of
+compactions that run together, so that they come within one window.
+
+Readers of different ledgers rarely come within one window (each loads
+its ledger's index first), so a GET that starts within ``whole_bytes``
+(256 KiB) of an object's start reads from its start to at least that far
+(S3 answers up to the object's end): a small commit object is read whole
+for the price of one GET (its first-byte latency dominates), and the
+bytes are kept, least recently used first out, up to ``keep_bytes``: the
+other ledgers' sections in it are then served from memory. A GET never
+reads more than ``whole_bytes`` beyond what was asked for, and never makes
+more requests than one per range would.
+
+Failures: a GET's error (``ObjectStoreError`` and subclasses) goes to every
+caller whose range it covered; other spans are not affected. Counters
+``gets`` and ``bytes`` say what went to the store.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+
+from ...objectstore.store import ObjectStore
+
+#: Gaps up to this many bytes between two wanted ranges of one object are read through.
+MAX_GAP = 1024 * 1024
+#: GETs starting this close to an object's start read it from the start to at least this far.
+WHOLE_BYTES = 256 * 1024
+#: Bytes of objects read kept for the other ledgers' sections in them.
+KEEP_BYTES = 16 * 1024 * 1024
+
+
+class RangeGets:
+    def __init__(self, objects: ObjectStore, *, max_gap: int = MAX_GAP, window_s: float = 0.001,
+                 whole_bytes: int = WHOLE_BYTES, keep_bytes: int = KEEP_BYTES) -> None:
+        self.objects = objects
+        self.max_gap = max_gap
+        self.window_s = window_s
+        self.whole_bytes = whole_bytes
+        self.keep_bytes = keep_bytes
+        self._kept: OrderedDict[str, tuple[int, bytes]] = OrderedDict()  # key -> (offset, bytes read there)
+        self._kept_bytes = 0
+        self.hits = 0
+        self._wanted: dict[str, list[tuple[int, int, asyncio.Future]]] = {}
+        self._scheduled = False
+        self.gets = 0
+        self.bytes = 0
+
+    def get(self, key: str, start: int, end: int) -> "asyncio.Future[bytes]":
+        """Bytes ``[start, end)`` of object ``key`` (awaitable; queued at once,
+        so ranges asked for before the caller's first await are coalesced)."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        kept = self._kept.get(key)
+        if kept is not None and kept[0] <= start and end <= kept[0] + len(kept[1]):
+            self._kept.move_to_end(key)
+            self.hits += 1
+            fut.set_result(kept[1][start - kept[0]:end - kept[0]])
+            return fut
+        self._wanted.setdefault(key, []).append((start, end, fut))
+        if not self._scheduled:
+            self._scheduled = True
+            loop.call_later(self.window_s, self._flush)
+        return fut
+
+    def _flush(self) -> None:
+        self._scheduled = False
+        wanted, self._wanted = self._wanted, {}
+        loop = asyncio.get_running_loop()
+        for key, ranges in wanted.items():
+            for span in self._spans(ranges):
+                loop.create_task(self._fetch(key, span))
+
+    def _spans(self, ranges: list[tuple[int, int, asyncio.Future]]) -> list[list[tuple[int, int, asyncio.Future]]]:
+        ranges.sort(key=lambda r: r[0])
+        spans: list[list] = []
+        reach = -1
+        for r in ranges:
+            if spans and r[0] - reach <= self.max_gap:
+                spans[-1].append(r)
+                reach = max(reach, r[1])
+            else:
+                spans.append([r])
+                reach = r[1]
+        return spans
+
+    async def _fetch(self, key: str, span: list[tuple[int, int, asyncio.Future]]) -> None:
+        begin = span[0][0]
+        end = max(r[1] for r in span)
+        if begin < self.whole_bytes:  # a small object read whole (or its head): see the module docstring
+            begin, end = 0, max(end, self.whole_bytes)
+        try:
+            self.gets += 1
+            buf = await self.objects.get(key, begin, end)
+        except BaseException as exc:  # every caller of the span hears it
+            for _, _, fut in span:
+                if not fut.done():
+                    fut.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        self.bytes += len(buf)
+        view = memoryview(buf)
+        for start, stop, fut in span:
+            if not fut.done():
+                fut.set_result(buf if (start, stop) == (begin, begin + len(buf)) else bytes(view[start - begin:stop - begin]))
+        self._keep(key, begin, buf)
+
+    def _keep(self, key: str, offset: int, buf: bytes) -> None:
+        if len(buf) > self.keep_bytes // 4:
+            return
+        old = self._kept.pop(key, None)
+        if old is not None:
+            self._kept_bytes -= len(old[1])
+        self._kept[key] = (offset, buf)
+        self._kept_bytes += len(buf)
+        while self._kept_bytes > self.keep_bytes:
+            _, (_, dropped) = self._kept.popitem(last=False)
+            self._kept_bytes -= len(dropped)
+
+    def forget(self) -> None:
+        """Drop every kept byte (the backend closes)."""
+        self._kept.clear()
+        self._kept_bytes = 0
+
+
+class Lockstep:
+    """Fetches of several members (compactions started together) released
+    together: a member's :meth:`fetch` waits until every member still
+    running has asked for its next ranges (or left), then all of them are
+    queued in one turn, so each object they share is read once.
+
+    Members ``join`` before their first fetch and ``leave`` (always: in a
+    ``finally``) when done, failed or cancelled; leaving releases the
+    others if they were waiting for it. Errors of a range go to the member
+    that asked for it only."""
+
+    def __init__(self, gets: RangeGets) -> None:
+        self.gets = gets
+        self.members = 0
+        self._arrived: list[tuple[list[tuple[str, int, int]], asyncio.Future]] = []
+
+    def join(self) -> None:
+        self.members += 1
+
+    def leave(self) -> None:
+        self.members -= 1
+        self._release_if_all()
+
+    async def fetch(self, ranges: list[tuple[str, int, int]]) -> list[bytes]:
+        """The bytes of each ``(key, start, end)``, in order."""
+        fut = asyncio.get_running_loop().create_future()
+        self._arrived.append((ranges, fut))
+        self._release_if_all()
+        return await fut
+
+    def _release_if_all(self) -> None:
+        if not self._arrived or len(self._arrived) < self.members:
+            return
+        batch, self._arrived = self._arrived, []
+        loop = asyncio.get_running_loop()
+        for ranges, fut in batch:
+            parts = [self.gets.get(key, start, end) for key, start, end in ranges]
+            loop.create_task(_settle(fut, parts))
+
+
+async def _settle(fut: asyncio.Future, parts: list[asyncio.Future]) -> None:
+    results = await asyncio.gather(*parts, return_exceptions=True)
+    if fut.done():  # its member was cancelled meanwhile
+        return
+    failed = next((r for r in results if isinstance(r, BaseException)), None)
+    if failed is not None:
+        fut.set_exception(failed)
+    else:
+        fut.set_result(results)
