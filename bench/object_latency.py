@@ -34,6 +34,7 @@ import urllib.request
 from dataclasses import replace
 from pathlib import Path
 
+from bench.object_storage import commit_phases, etcd_per_topic, phase_figures
 from magnetar.perf.runner import run
 from magnetar.perf.spec import WorkloadSpec
 from magnetar_harness.cluster import LocalCluster
@@ -110,6 +111,7 @@ class Sampler:
 
 
 def measure(spec: WorkloadSpec, cluster: LocalCluster, label: str, log) -> dict:
+    phases_before = commit_phases(cluster)
     with Sampler(cluster) as sampler:
         result = run(spec, produce=True, consume=False, command=label, setup_timeout=1200)
         ended = time.monotonic()
@@ -122,11 +124,14 @@ def measure(spec: WorkloadSpec, cluster: LocalCluster, label: str, log) -> dict:
            "messages": p.get("messages"), "errors": p.get("errors"), "latency_ms": p.get("latency_ms"),
            **{k: None for k in ("puts_per_s", "txns_per_s", "etcd_fsyncs_per_s", "broker_fsyncs_per_s")},
            **steady, "load_avg": os.getloadavg()[0], "run_errors": result["errors"]}
+    out["commit_phases"] = phase_figures(phases_before, commit_phases(cluster))
     lat = out["latency_ms"] or {}
     log(f"  {label}: {out['topics']} topics at {spec.rate:,.0f} msg/s: sent {out['sent_per_s'] or 0:,.0f}/s, "
         f"errors {out['errors']}, p50 {lat.get('p50')} p99 {lat.get('p99')} max {lat.get('max')} ms | "
         f"PUTs/s {out['puts_per_s']}, txns/s {out['txns_per_s']}, etcd fsyncs/s {out['etcd_fsyncs_per_s']}, "
         f"broker fsyncs/s {out['broker_fsyncs_per_s']} | load {out['load_avg']:.1f}")
+    log("    commit phases, mean ms (p99 bucket): " + ", ".join(
+        f"{phase} {f['mean_ms']} ({f['p99_le_ms']})" for phase, f in out["commit_phases"].items()))
     return out
 
 
@@ -139,12 +144,27 @@ def run_config(name: str, args, log) -> dict:
             log(f"[{name}] {cluster.members[0].service_url}")
             base = WorkloadSpec(service_url=cluster.members[0].service_url, size=100, batching=False,
                                 duration=args.seconds, max_pending=1000)
-            out["one_topic"] = measure(replace(base, topic=f"one-{name}", topics=1, rate=1000), cluster,
-                                       "one topic", log)
-            if args.many_topics:
+            if not args.skip_latency:
+                out["one_topic"] = measure(replace(base, topic=f"one-{name}", topics=1, rate=1000), cluster,
+                                           "one topic", log)
+            if args.many_topics and not args.skip_latency:
                 out["many_topics"] = measure(replace(base, topic=f"many-{name}", topics=args.many_topics,
                                                      rate=args.many_rate), cluster, "many topics", log)
-            if name == "profiles" and args.cost_topics:
+            if name == "profiles" and args.etcd_minutes:
+                spec = replace(base, topic="kept", topics=args.etcd_topics, rate=args.etcd_rate,
+                               duration=args.etcd_minutes * 60, subscriptions=["kept"],
+                               initial_position="earliest")
+                result = run(spec, produce=True, consume=True, command="etcd traffic", setup_timeout=1200)
+                found = etcd_per_topic(cluster.etcd_url, "kept", args.etcd_topics)
+                found.update(minutes=args.etcd_minutes, produced=(result["produce"] or {}).get("messages"),
+                             consumed=(result["consume"] or {}).get("messages"), load_avg=os.getloadavg()[0])
+                out["etcd"] = found
+                log(f"  etcd after {args.etcd_minutes} min of {args.etcd_rate:,.0f} msg/s over {args.etcd_topics} "
+                    f"topics (a subscription each): keys/topic max {found['keys_max']} mean {found['keys_mean']}, "
+                    f"bytes/topic max {found['bytes_max']:,} mean {found['bytes_mean']:,}; etcd holds "
+                    f"{found['etcd_keys_total']:,} keys, {found['etcd_bytes_total']:,} B; produced "
+                    f"{found['produced']}, consumed {found['consumed']}")
+            if name == "profiles" and args.cost_topics and not args.skip_latency:
                 create_namespace(cluster, "public/cost", "cost")
                 out["cost"] = measure(replace(base, topic="persistent://public/cost/c", topics=args.cost_topics,
                                               rate=args.cost_rate), cluster, "cost profile", log)
@@ -161,6 +181,11 @@ def main() -> None:
     parser.add_argument("--many-rate", type=float, default=20_000)
     parser.add_argument("--cost-topics", type=int, default=1_000)
     parser.add_argument("--cost-rate", type=float, default=5_000)
+    parser.add_argument("--etcd-minutes", type=float, default=0,
+                        help="then (profiles) this long at --etcd-rate over --etcd-topics, and etcd's keys per topic")
+    parser.add_argument("--etcd-topics", type=int, default=1_000)
+    parser.add_argument("--etcd-rate", type=float, default=5_000)
+    parser.add_argument("--skip-latency", action="store_true", help="only the etcd run")
     parser.add_argument("--configs", default="interval,profiles")
     parser.add_argument("--json")
     args = parser.parse_args()

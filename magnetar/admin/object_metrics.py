@@ -2,11 +2,14 @@
 transactions and commits this broker made (``--storage object`` only; a
 broker on segment files shows none of these series).
 
-One commit is one PUT of one object holding every topic's entries of the
-interval, then one metadata transaction per 120 ledgers in it, so
-``magnetar_object_puts_total`` over time is the PUT bill and stays at most
-1000 / ``object_commit_interval_ms`` per second whatever the topic count
-(docs/object-storage.md). ``magnetar_object_commit_phase_seconds{phase}``
+One commit is one PUT of one object holding every topic's entries gathered
+for it, then one metadata transaction per 128 ledgers in it, so
+``magnetar_object_puts_total`` over time is the PUT bill and stays within
+``object_put_budget_per_s`` whatever the topic count (1000 /
+``object_commit_interval_ms`` with only ``cost`` topics; docs/object-storage.md);
+``magnetar_object_gets_total`` counts the ranged GETs of reads and compactions.
+The broker makes no fsync on object storage: etcd's own ``/metrics`` count
+the WAL fsyncs the transactions cost (``etcd_disk_wal_fsync_duration_seconds``). ``magnetar_object_commit_phase_seconds{phase}``
 says where a commit's time goes (gather, put, wait, transaction, receipts,
 total: ``storage/object/commit_timings.py``). Read at scrape time from the
 backend's ``stats()`` (``storage/backend.py``).
@@ -40,6 +43,11 @@ class ObjectStorageCollector:
                                   value=counters["transactions"])
         yield CounterMetricFamily("magnetar_object_commits", "Commits done (one object each)",
                                   value=counters["commits"])
+        yield CounterMetricFamily("magnetar_object_gets", "Ranged GETs of reads and compactions (coalesced per object)",
+                                  value=counters["gets"])
+        yield CounterMetricFamily("magnetar_object_put_budget_wait_seconds",
+                                  "Time commits waited for a token of the PUT budget (object_put_budget_per_s)",
+                                  value=counters["budget_wait_s"])
         phases = HistogramMetricFamily("magnetar_object_commit_phase_seconds",
                                        "Time of each phase of a commit (total: first batch to last receipt)",
                                        labels=["phase"])

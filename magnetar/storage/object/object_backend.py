@@ -340,10 +340,13 @@ class ObjectBackend:
 
     def stats(self) -> BackendStats:
         """Counters ``puts`` (objects written), ``transactions`` (metadata
-        transactions that committed them, retries included), ``commits``;
+        transactions that committed them, retries included), ``commits``,
+        ``gets`` (ranged GETs of reads and compactions), ``budget_wait_s``
+        (time commits waited for the PUT budget);
         a histogram per phase of a commit (:mod:`.commit_timings`)."""
         c = self.committer
-        return BackendStats("object", {"puts": c.puts, "transactions": c.transactions, "commits": c.commits},
+        return BackendStats("object", {"puts": c.puts, "transactions": c.transactions, "commits": c.commits,
+                                       "gets": self.gets.gets, "budget_wait_s": c.budget.waited_s},
                             c.timings.phases)
 
     async def close(self) -> None:

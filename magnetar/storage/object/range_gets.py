@@ -53,7 +53,8 @@ class RangeGets:
         self.keep_bytes = keep_bytes
         self._kept: OrderedDict[str, tuple[int, bytes]] = OrderedDict()  # key -> (offset, bytes read there)
         self._kept_bytes = 0
-        self.hits = 0
+        self._flying: dict[str, list[_Flight]] = {}  # GETs under way, by object
+        self.hits = 0  # ranges served from kept bytes or a GET under way
         self._wanted: dict[str, list[tuple[int, int, asyncio.Future]]] = {}
         self._scheduled = False
         self.gets = 0
@@ -61,7 +62,9 @@ class RangeGets:
 
     def get(self, key: str, start: int, end: int) -> "asyncio.Future[bytes]":
         """Bytes ``[start, end)`` of object ``key`` (awaitable; queued at once,
-        so ranges asked for before the caller's first await are coalesced)."""
+        so ranges asked for before the caller's first await are coalesced).
+        Served from kept bytes, or by a GET under way that covers the range,
+        when there is one."""
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         kept = self._kept.get(key)
@@ -70,6 +73,11 @@ class RangeGets:
             self.hits += 1
             fut.set_result(kept[1][start - kept[0]:end - kept[0]])
             return fut
+        for flight in self._flying.get(key, ()):
+            if flight.begin <= start and end <= flight.end:
+                flight.waiters.append((start, end, fut))
+                self.hits += 1
+                return fut
         self._wanted.setdefault(key, []).append((start, end, fut))
         if not self._scheduled:
             self._scheduled = True
@@ -82,7 +90,12 @@ class RangeGets:
         loop = asyncio.get_running_loop()
         for key, ranges in wanted.items():
             for span in self._spans(ranges):
-                loop.create_task(self._fetch(key, span))
+                begin, end = span[0][0], max(r[1] for r in span)
+                if begin < self.whole_bytes:  # a small object read whole (or its head): see the module docstring
+                    begin, end = 0, max(end, self.whole_bytes)
+                flight = _Flight(begin, end, span)
+                self._flying.setdefault(key, []).append(flight)
+                loop.create_task(self._fetch(key, flight))
 
     def _spans(self, ranges: list[tuple[int, int, asyncio.Future]]) -> list[list[tuple[int, int, asyncio.Future]]]:
         ranges.sort(key=lambda r: r[0])
@@ -97,27 +110,33 @@ class RangeGets:
                 reach = r[1]
         return spans
 
-    async def _fetch(self, key: str, span: list[tuple[int, int, asyncio.Future]]) -> None:
-        begin = span[0][0]
-        end = max(r[1] for r in span)
-        if begin < self.whole_bytes:  # a small object read whole (or its head): see the module docstring
-            begin, end = 0, max(end, self.whole_bytes)
+    async def _fetch(self, key: str, flight: "_Flight") -> None:
+        begin = flight.begin
         try:
             self.gets += 1
-            buf = await self.objects.get(key, begin, end)
+            buf = await self.objects.get(key, begin, flight.end)
         except BaseException as exc:  # every caller of the span hears it
-            for _, _, fut in span:
+            self._landed(key, flight)
+            for _, _, fut in flight.waiters:
                 if not fut.done():
                     fut.set_exception(exc)
             if not isinstance(exc, Exception):
                 raise
             return
+        self._landed(key, flight)
         self.bytes += len(buf)
         view = memoryview(buf)
-        for start, stop, fut in span:
+        for start, stop, fut in flight.waiters:
             if not fut.done():
-                fut.set_result(buf if (start, stop) == (begin, begin + len(buf)) else bytes(view[start - begin:stop - begin]))
+                whole = (start, stop) == (begin, begin + len(buf))
+                fut.set_result(buf if whole else bytes(view[start - begin:stop - begin]))
         self._keep(key, begin, buf)
+
+    def _landed(self, key: str, flight: "_Flight") -> None:
+        flights = self._flying[key]
+        flights.remove(flight)
+        if not flights:
+            del self._flying[key]
 
     def _keep(self, key: str, offset: int, buf: bytes) -> None:
         if len(buf) > self.keep_bytes // 4:
@@ -135,6 +154,15 @@ class RangeGets:
         """Drop every kept byte (the backend closes)."""
         self._kept.clear()
         self._kept_bytes = 0
+
+
+class _Flight:
+    """A GET under way: bytes ``[begin, end)`` (asked for), and who waits for which part."""
+
+    __slots__ = ("begin", "end", "waiters")
+
+    def __init__(self, begin: int, end: int, waiters: list[tuple[int, int, asyncio.Future]]) -> None:
+        self.begin, self.end, self.waiters = begin, end, waiters
 
 
 class Lockstep:
