@@ -5,6 +5,9 @@ import { clock, fmtRate } from "./ui.js";
 
 const POINTS = 150;
 
+// A tick's rate: as the cards show it from 1,000 up, exact below (0.25, not 0.3).
+const axisRate = (v) => v >= 1000 ? fmtRate(v) : `${Math.round(v * 100) / 100} /s`;
+
 export function rateChart(container) {
   const data = [[], [], []];
   let plot = null;
@@ -28,7 +31,7 @@ export function rateChart(container) {
             container.dataset.xlabels = labels.join(" ");  // what the axis shows (drawn on a canvas): for the tests
             return labels;
           } },
-          { stroke: "#8a94a6", size: 70, values: (u, ticks) => ticks.map(fmtRate) }],
+          { stroke: "#8a94a6", size: 70, values: (u, ticks) => ticks.map(axisRate) }],
         scales: { x: { time: true } },
       }, data, container);
     } else if (plot) {
