@@ -9,6 +9,26 @@ that data, and only it (or a later one) may touch it.
 """
 from __future__ import annotations
 
+import json
+
+from magnetar.metadata.store import BadVersion, MetadataStore
+
+#: The data set's record in the metadata store: the format of each kind of
+#: data it holds. Written by the first broker that starts on a store without
+#: one (a data set from before the record existed is format 1 throughout).
+PATH = "/admin/data-format"
+
+#: The formats this code reads and writes, by kind of data.
+KINDS = {
+    "segment_files": 1,          # <ledger>.log records and the MGLX .idx (its own version field too)
+    "object_layout": 1,          # commit objects, chunks and their index records (/object-ledgers)
+    "managed_ledgers": 1,        # /managed-ledgers/<name> records ("format")
+    "cursors": 1,                # cursor records ("format")
+    "dedup_snapshots": 1,        # producer sequence snapshots ("format")
+    "schemas": 1,                # schema records ("format")
+    "namespace_policies": 1,     # clusters, tenants, policies (no field while format 1)
+    "dynamic_configuration": 1,  # /admin/configuration ("format")
+}
 
 class NewerFormatError(Exception):
     """Data in a format newer than this code knows; the message is one line."""
@@ -25,3 +45,34 @@ def check_format(what: str, where: str, found: object, known: int) -> int:
                                f"(up to {known}): a newer Magnetar wrote it; upgrade this broker. "
                                f"Nothing was changed")
     return found
+
+
+async def check_data_set(store: MetadataStore) -> dict[str, int]:
+    """Check (and, on a store without one, write) the data set's format record;
+    the formats it names. NewerFormatError, before anything is written, if any
+    kind is newer than this code reads or is a kind it does not know."""
+    for _ in range(5):
+        record = await store.get(PATH)
+        if record is None:
+            doc = {"format": 1, "kinds": KINDS}
+            try:
+                await store.put(PATH, json.dumps(doc, sort_keys=True).encode(), -1)
+            except BadVersion:
+                continue  # another broker wrote it first: check that one
+            return dict(KINDS)
+        try:
+            doc = json.loads(record.value)
+            kinds = doc["kinds"]
+            if not isinstance(kinds, dict):
+                raise TypeError
+        except (ValueError, KeyError, TypeError):
+            raise NewerFormatError(f"the data set's format record at {PATH} is unreadable: it was not written by "
+                                   f"this Magnetar; nothing was changed") from None
+        check_format("the data set's format record", PATH, doc.get("format", 1), 1)
+        for kind, found in sorted(kinds.items()):
+            if kind not in KINDS:
+                raise NewerFormatError(f"the data set holds {kind} (format {found}), which this Magnetar does not "
+                                       f"know: a newer Magnetar wrote it; upgrade this broker. Nothing was changed")
+            check_format(kind.replace("_", " "), PATH, found, KINDS[kind])
+        return {k: int(v) for k, v in kinds.items()}
+    raise NewerFormatError(f"the data set's format record at {PATH} keeps changing: try again")

@@ -33,6 +33,9 @@ from typing import Any, Iterable, Protocol
 from ..metadata.store import BadVersion, MetadataError, KeyNotFound
 from .errors import CursorFencedError, ManagedLedgerClosedError, ManagedLedgerFencedError, StorageError
 from .position import Position
+
+#: A cursor record's format (its ``format`` field; a record without one is format 1).
+CURSOR_FORMAT = 1
 from .entry import Entry
 from .ranges import PositionRangeSet
 
@@ -334,6 +337,7 @@ class ManagedCursor:
             runs.append(list(run))
         md = self.mark_delete_position
         doc = {
+            "format": CURSOR_FORMAT,
             "name": self.name,
             "mark_delete": [md.ledger_id, md.entry_id],
             "individually_deleted": runs,

@@ -18,8 +18,10 @@ import json
 import logging
 from typing import Protocol
 
+from ..formats import check_format
+
 from ..metadata.store import MetadataError, MetadataStore
-from .cursor import CursorLedger, ManagedCursor
+from .cursor import CURSOR_FORMAT, CursorLedger, ManagedCursor
 from .errors import ManagedLedgerClosedError, StorageError
 from .ledger_meta import OPEN, cursor_key
 from .position import Position
@@ -109,6 +111,13 @@ class CursorSet:
                 continue  # a path below, not a cursor
             try:
                 doc = json.loads(record.value)
+            except ValueError as exc:
+                log.error("%s: ignoring unreadable cursor record %s: %s", self._ml.name, child, exc)
+                continue
+            # Not ignored when newer (a cursor left out would be made again, over its data): refused.
+            check_format("cursor record", f"{base}/{child}", doc.get("format", 1) if isinstance(doc, dict) else 1,
+                         CURSOR_FORMAT)
+            try:
                 cursor = ManagedCursor.from_snapshot(self._ml, doc, key=f"{base}/{child}", version=record.version)
             except (ValueError, KeyError, TypeError) as exc:
                 log.error("%s: ignoring unreadable cursor record %s: %s", self._ml.name, child, exc)

@@ -2,8 +2,10 @@
 
 Layout (JSON):
 
-- ``/managed-ledgers/<name>``: ``{"ledgers": [{"id", "entries", "size",
-  "created", "closed", "state"}...], "properties": {...}}``. ``entries`` and
+- ``/managed-ledgers/<name>``: ``{"format": 1, "ledgers": [{"id", "entries",
+  "size", "created", "closed", "state"}...], "properties": {...}}`` (no
+  ``format``: 1; a newer one is refused with NewerFormatError before
+  anything is written). ``entries`` and
   ``size`` are final for closed ledgers; the open ledger's are recovered
   from its file.
 - ``/managed-ledgers/<name>/cursors/<quoted name>``: one cursor (see
@@ -37,7 +39,11 @@ from typing import Callable
 from ..metadata.store import (BadVersion, Compare, Delete, KeyNotFound, MetadataError, MetadataStore, Put,
                               TransactionFailed)
 from .errors import ManagedLedgerFencedError, StorageError
+from ..formats import check_format
 from .ledger_meta import ROOT, LedgerMeta
+
+#: The record's format (its ``format`` field; a record without one is format 1).
+FORMAT = 1
 
 
 class ManagedLedgerRecord:
@@ -64,12 +70,14 @@ class ManagedLedgerRecord:
         if record is None:
             return [], {}
         doc = json.loads(record.value)
+        check_format("managed ledger record", self.key, doc.get("format", 1), FORMAT)
         self.version = record.version
         return [LedgerMeta.from_doc(d) for d in doc.get("ledgers", [])], dict(doc.get("properties", {}))
 
     async def save(self, ledger_docs: list[dict], properties: dict[str, str]) -> None:
         """Compare-and-set the record. Caller holds :attr:`lock`."""
-        value = json.dumps({"ledgers": ledger_docs, "properties": properties}, separators=(",", ":")).encode()
+        value = json.dumps({"format": FORMAT, "ledgers": ledger_docs, "properties": properties},
+                           separators=(",", ":")).encode()
         try:
             self.version = await self.store.put(self.key, value, self.version)
         except (BadVersion, KeyNotFound) as exc:

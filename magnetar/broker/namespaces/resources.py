@@ -30,6 +30,7 @@ import re
 from urllib.parse import quote
 from typing import Any, Callable
 
+from magnetar.formats import check_format
 from magnetar.metadata import BadVersion, MetadataStore
 from magnetar.metadata import KeyNotFound
 
@@ -42,6 +43,8 @@ PARTITIONED = "/admin/partitioned-topics"
 TOPIC_POLICIES = "/admin/topic-policies"
 #: What lives in the configuration store when regions share one (everything
 #: else, ledgers, cursors, owners, is each cluster's own).
+#: The format of clusters, tenants and namespace policies (no ``format`` field: 1).
+RESOURCE_FORMAT = 1
 SHARED_BY_REGIONS = (CLUSTERS, POLICIES, PARTITIONED, TOPIC_POLICIES)
 
 _NAME = re.compile(r"^[-=:.\w]+$")
@@ -129,7 +132,11 @@ async def _read(store: MetadataStore, key: str) -> tuple[dict, int] | None:
         doc = json.loads(record.value)
     except ValueError:
         doc = {}
-    return (doc if isinstance(doc, dict) else {}), record.version
+    doc = doc if isinstance(doc, dict) else {}
+    # Clusters, tenants and namespace policies are format 1 and carry no
+    # ``format`` field; one a later Magnetar writes is refused, not rewritten.
+    check_format("metadata record", key, doc.pop("format", 1), RESOURCE_FORMAT)
+    return doc, record.version
 
 
 def _encode(doc: dict) -> bytes:

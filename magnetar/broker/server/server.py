@@ -27,7 +27,7 @@ from magnetar.storage.factory import open_factory
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.dynamic_config import DynamicConfig, DynamicConfigError
-from magnetar.formats import NewerFormatError
+from magnetar.formats import NewerFormatError, check_data_set
 from magnetar.broker.policies import backlog_quota
 from magnetar.broker.namespaces import resources
 from . import dynamic_apply
@@ -129,6 +129,8 @@ class Broker:
         # Dynamic settings (set through the admin API) win over the file's.
         self.dynamic = DynamicConfig(self.store, config, lambda names: dynamic_apply.apply(self, names))
         try:
+            # First: data a newer Magnetar wrote is not touched (one line, exit 1).
+            await check_data_set(self.store)
             await self.dynamic.load()
         except (NewerFormatError, DynamicConfigError) as exc:
             await self.store.close()

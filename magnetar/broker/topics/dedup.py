@@ -47,6 +47,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from magnetar.formats import check_format
 from magnetar.metadata import MetadataError, MetadataStore, KeyNotFound
 from magnetar.protocol import pb
 from magnetar.protocol.frames import PayloadBlock
@@ -56,6 +57,9 @@ from magnetar.broker.entries.entry_format import entry_info, producer_block
 from magnetar.broker.errors import BrokerError, NotAllowed, OutOfOrderSequence, ProducerFenced
 
 from .replicators import replicated_sequence
+
+#: A snapshot record's format (its ``format`` field; a record without one is format 1).
+SNAPSHOT_FORMAT = 1
 
 if TYPE_CHECKING:
     from .producer import PendingSend, Producer
@@ -347,6 +351,7 @@ class Deduplicator:
     def _snapshot_doc(self) -> dict:
         pos = self.durable_position
         return {
+            "format": SNAPSHOT_FORMAT,
             "position": [pos.ledger_id, pos.entry_id] if pos is not None else None,
             "names": {name: s.doc() for name, s in self.names.items()},
             "pids": {str(pid): s.doc() for pid, s in sorted(self.pids.items())},
@@ -418,6 +423,7 @@ class Deduplicator:
         start: Position | None = None
         if record is not None:
             doc = json.loads(record.value)
+            check_format("deduplication snapshot", self.key, doc.get("format", 1), SNAPSHOT_FORMAT)
             self.names = {name: SequenceState.from_doc(v) for name, v in doc.get("names", {}).items()}
             self.pids = {int(pid): SequenceState.from_doc(v) for pid, v in doc.get("pids", {}).items()}
             if doc.get("position"):

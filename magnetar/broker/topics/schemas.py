@@ -40,6 +40,7 @@ import struct
 import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from magnetar.formats import check_format
 from magnetar.metadata.store import BadVersion, MetadataStore
 from magnetar.protocol import ServerError, pb
 
@@ -59,6 +60,17 @@ _WIDENINGS = {("int", "long"), ("int", "float"), ("int", "double"), ("long", "fl
 
 class IncompatibleSchema(BrokerError):
     code = ServerError.IncompatibleSchema
+
+
+#: A topic's schema record: ``{"format": 1, "versions": [...]}`` (no ``format``: 1).
+FORMAT = 1
+
+
+def _versions(key: str, raw: bytes) -> list[dict]:
+    """The versions of a stored schema record; NewerFormatError for a newer format."""
+    doc = json.loads(raw)
+    check_format("schema record", key, doc.get("format", 1), FORMAT)
+    return doc["versions"]
 
 
 def encode_version(version: int) -> bytes:
@@ -209,7 +221,7 @@ class SchemaRegistry:
         record = await self.store.get(schema_key(topic))
         if record is None:
             return []
-        return json.loads(record.value)["versions"]
+        return _versions(schema_key(topic), record.value)
 
     async def get(self, topic: TopicName, version: int | None = None) -> tuple[int, pb.Schema] | None:
         """The given version (latest if None), or None if there is no such version."""
@@ -227,13 +239,13 @@ class SchemaRegistry:
         key = schema_key(topic)
         while True:
             record = await self.store.get(key)
-            versions = json.loads(record.value)["versions"] if record is not None else []
+            versions = _versions(key, record.value) if record is not None else []
             for i, doc in enumerate(versions):
                 if _same(doc, schema):
                     return i
             if versions:
                 check_against(schema, versions, await self.strategy_of(topic))
-            value = json.dumps({"versions": versions + [_doc(schema)]}).encode()
+            value = json.dumps({"format": FORMAT, "versions": versions + [_doc(schema)]}).encode()
             try:
                 await self.store.put(key, value, record.version if record is not None else -1)
             except BadVersion:

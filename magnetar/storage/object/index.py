@@ -30,6 +30,8 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ...formats import check_format
+
 if TYPE_CHECKING:
     from ...metadata.store import MetadataStore
 
@@ -73,8 +75,21 @@ def commit_object_time_ms(key: str) -> int | None:
     return int(stamp) if dash and stamp.isdigit() else None
 
 
+#: The object layout's format: named by each ledger's record (``format``; none: 1).
+LAYOUT_FORMAT = 1
+
+
 def ledger_record(state: str, writer: str) -> bytes:
-    return json.dumps({"state": state, "writer": writer}, separators=(",", ":")).encode()
+    return json.dumps({"format": LAYOUT_FORMAT, "state": state, "writer": writer}, separators=(",", ":")).encode()
+
+
+def check_ledger_record(key: str, value: bytes) -> None:
+    """NewerFormatError if the ledger at ``key`` was laid out by a newer Magnetar."""
+    try:
+        doc = json.loads(value)
+    except ValueError:
+        return  # unreadable: the layout's own checks say so
+    check_format("object-store ledger", key, doc.get("format", 1) if isinstance(doc, dict) else 1, LAYOUT_FORMAT)
 
 
 @dataclass(frozen=True, slots=True)

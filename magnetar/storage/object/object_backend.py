@@ -42,7 +42,8 @@ from .section_cache import SectionCache
 from .commit import Committer, ObjectLedger
 from .compactor import collect_orphans, compact_ledger, delete_chunks
 from .index import (
-    ROOT, Section, compacted_key, contiguous, ledger_key, ledger_record, read_sections, write_in_chunks,
+    ROOT, Section, check_ledger_record, compacted_key, contiguous, ledger_key, ledger_record, read_sections,
+    write_in_chunks,
 )
 
 log = logging.getLogger(__name__)
@@ -160,6 +161,7 @@ class ObjectBackend:
                 record = await self.store.get(key)
                 if record is None:
                     return  # never created: recover finds nothing
+                check_ledger_record(key, record.value)  # a newer layout is not ours to fence
                 try:
                     await self.store.put(key, ledger_record("fenced", self.committer.session), record.version)
                     return
@@ -170,8 +172,10 @@ class ObjectBackend:
 
     async def recover(self, ledger_id: int) -> ObjectLedger | None:
         try:
-            if await self.store.get(ledger_key(ledger_id)) is None:
+            record = await self.store.get(ledger_key(ledger_id))
+            if record is None:
                 return None
+            check_ledger_record(ledger_key(ledger_id), record.value)
         except MetadataError as exc:
             raise StorageError(f"recovering ledger {ledger_id} failed: {exc}") from exc
         sections, compacted = await self._load_sections(ledger_id)
