@@ -2,7 +2,8 @@
 
 - ``GET /console/api/topic/{tenant}/{namespace}/{topic}``: the admin API's
   stats and internal stats, each producer's fenced flag, the schema, the
-  bundle, the owner; for a partitioned topic's base name, each partition's
+  bundle, the owner, the rate history (:mod:`.history`; ``history=0``:
+  without it); for a partitioned topic's base name, each partition's
   figures and owner, their totals and each subscription's totals (gathered
   from every broker: answered by the broker asked);
 - ``{any method} /console/api/owner/{tenant}/{namespace}/{topic}/{rest}``:
@@ -28,7 +29,7 @@ from ..errors import AdminError, bad_request, not_found
 from ..params import service_of, topic_of
 from ..routes import OBJECT, RouteTable, json_answer
 from .forward import forward, from_every_broker, own_id, own_url, owner_of
-from .history import history_of
+from .history import HISTORY, history_of, summed
 from .lag import gathered
 from .listing import local_summaries, parent_row
 
@@ -52,9 +53,10 @@ async def topic_detail(request: web.Request) -> web.Response:
     path = f"/admin/v2/persistent/{name.tenant}/{name.namespace}/{name.local}/stats"
     if not await may(request, "GET", path):
         raise AdminError(403, f"role {request.get('magnetar.role')!r} may not read {name}")
+    with_history = request.query.get("history") != "0"
     count = await resources.get_partitions(service.store, name)
     if count:
-        return json_answer(await partitioned_detail(request, name, count))
+        return json_answer(await partitioned_detail(request, name, count, with_history))
     owner = await owner_of(request, name)
     if owner is not None:
         return await forward(request, owner)
@@ -70,10 +72,10 @@ async def topic_detail(request: web.Request) -> web.Response:
     return json_answer({"name": str(name), "partitioned": False, "owner": own_id(request), "bundle": bundle,
                         "stats": stats, "internalStats": topic_internal_stats(topic),
                         "schema": schema_of(await service.schemas.versions(name)),
-                        "history": history_of(request, str(name))})
+                        "history": history_of(request, str(name)) if with_history else []})
 
 
-async def partitioned_detail(request: web.Request, name, count: int) -> dict:
+async def partitioned_detail(request: web.Request, name, count: int, with_history: bool) -> dict:
     """A partitioned topic: each partition's figures and owner (gathered from
     every broker, as the topic listing is), their totals, and each
     subscription's totals over the partitions."""
@@ -82,10 +84,14 @@ async def partitioned_detail(request: web.Request, name, count: int) -> dict:
     names = [str(name.partition(i)) for i in range(count)]
     wanted = set(names)
 
-    async def here_figures() -> dict:
-        return local_summaries(service, {namespace})
+    # The rate history only when asked (a page's first load): it is the bulk of the answer.
+    history_topic = str(name) if with_history else ""
 
-    figures = await from_every_broker(request, "/console/api/local/topics", {"namespaces": namespace}, here_figures)
+    async def here_figures() -> dict:
+        return local_summaries(service, {namespace}, request.app.get(HISTORY), history_topic)
+
+    figures = await from_every_broker(request, "/console/api/local/topics",
+                                      {"namespaces": namespace, "historyOf": history_topic}, here_figures)
     rows: dict[str, dict] = {}
     unreachable = {}
     for broker_id, answer in figures.items():
@@ -95,6 +101,7 @@ async def partitioned_detail(request: web.Request, name, count: int) -> dict:
         for topic, row in answer.items():
             if topic in wanted:
                 rows[topic] = {**row, "owner": broker_id}
+    history = summed([rows[n].pop("history", None) or [] for n in names if n in rows])
     partitions = [{"name": n, "index": i, **rows.get(n, {"owner": None})} for i, n in enumerate(names)]
     subscriptions: dict[str, dict] = {}
     sub_rows, _ = await gathered(request, [namespace])
@@ -108,7 +115,7 @@ async def partitioned_detail(request: web.Request, name, count: int) -> dict:
         total["partitions"] += 1
     return {"name": str(name), "partitioned": True, "partitions": partitions,
             "totals": parent_row(str(name), count, {p["name"]: p for p in partitions if p.get("owner")}),
-            "subscriptions": subscriptions, "unreachable": unreachable}
+            "subscriptions": subscriptions, "unreachable": unreachable, "history": history}
 
 
 async def at_owner(request: web.Request) -> web.Response:

@@ -7,7 +7,8 @@ stats already compute, read from memory) into a ring of ``POINTS`` points per
 topic: 5 minutes at 2 s. Bounded: at most ``MAX_TOPICS`` topics are kept
 (those loaded first; a topic unloaded is forgotten at the next sample), so
 the history costs at most ``MAX_TOPICS * POINTS`` points (about 4 MB).
-The topic's console detail answers its ring as ``history``.
+The topic's console detail answers its ring as ``history``; a partitioned
+topic's, its partitions' rings (from whichever broker has each) summed.
 """
 from __future__ import annotations
 
@@ -78,3 +79,16 @@ async def keep_history(app: web.Application):
 def history_of(request: web.Request, name: str) -> list:
     history = request.app.get(HISTORY)
     return history.of(name) if history is not None else []
+
+
+def summed(rings: list[list]) -> list[list]:
+    """Several topics' rings (from brokers that sample at their own moments)
+    as one: points grouped by sampling interval, rates added, oldest first."""
+    buckets: dict[float, list] = {}
+    for ring in rings:
+        for t, rate_in, rate_out in ring:
+            key = round(t / INTERVAL_S) * INTERVAL_S
+            point = buckets.setdefault(key, [key, 0.0, 0.0])
+            point[1] += rate_in
+            point[2] += rate_out
+    return [buckets[k] for k in sorted(buckets)]

@@ -31,6 +31,7 @@ from ..errors import AdminError, bad_request
 from ..params import service_of
 from ..routes import OBJECT, RouteTable, json_answer
 from .forward import from_every_broker, own_id
+from .history import HISTORY
 from .overview import readable_namespaces
 
 table = RouteTable("console")
@@ -60,13 +61,18 @@ def _replication(topic) -> dict:
             "replicatedSubscriptions": sorted(n for n, s in topic.subscriptions.items() if s.replicated)}
 
 
-def local_summaries(service, namespaces: set[str]) -> dict[str, dict]:
+def local_summaries(service, namespaces: set[str], history=None, history_of: str = "") -> dict[str, dict]:
+    """This broker's loaded topics of ``namespaces``: ``name -> figures``
+    (with ``history``, a RateHistory: the rate ring of each partition of the
+    partitioned topic ``history_of`` as well)."""
     out = {}
     for name, topic in list(service.topics.items()):
         if not name.startswith("persistent://") or not hasattr(topic, "rates"):
             continue
         if name[len("persistent://"):].rsplit("/", 1)[0] in namespaces:
             out[name] = summary(topic)
+            if history is not None and history_of and parent_of(name) == history_of:
+                out[name]["history"] = history.of(name)
     return out
 
 
@@ -103,11 +109,13 @@ async def check_readable(request: web.Request, namespaces: list[str]) -> None:
 
 
 @table.route("GET", "/console/api/local/topics", "Figures of the topics this broker has loaded in the given "
-             "namespaces (?namespaces=t/ns,...)", answer=OBJECT, errors=(401, 403))
+             "namespaces (?namespaces=t/ns,...; historyOf=a partitioned topic: its partitions' rate history too)", answer=OBJECT,
+             errors=(401, 403))
 async def local_topics(request: web.Request) -> web.Response:
     namespaces = namespaces_param(request)
     await check_readable(request, namespaces)
-    return json_answer(local_summaries(service_of(request), set(namespaces)))
+    history_of = request.query.get("historyOf") or ""
+    return json_answer(local_summaries(service_of(request), set(namespaces), request.app.get(HISTORY), history_of))
 
 
 def int_query(request: web.Request, name: str, default: int, low: int, high: int) -> int:

@@ -183,8 +183,13 @@ def test_a_partitioned_topic_over_several_brokers_consumer_lag_and_a_produce_rel
         producer.send(f"s{i}".encode(), partition_key=f"k{i}")
     owners = {p: live_bundle(cluster, p)[1] for p in partitions}
     assert len(set(owners.values())) > 1, owners
+    # The brokers' rate histories of the partitions, gathered and summed for the page's chart.
+    wait_for(lambda: len(cluster.admin(entry, f"/console/api/topic/{NS}/{local}")["history"]) >= 2, 30,
+             what="two points of the partitions' history")
     b = browser_on(entry.admin_url)
     b.open(f"#/topic/persistent/{NS}/{local}")
+    b.wait(lambda d: int(d.execute_script("return document.getElementById('rate-chart').dataset.seeded || 0")) >= 2,
+           what="the chart opened with the history")
     b.wait(lambda d: b.cells("table.partitions", "total")[3:4] == ["60"], timeout=30, what="the total backlog of 60")
     for name, owner in owners.items():
         b.wait(lambda d: b.cells("table.partitions", name)[7:8] == [owner], what=f"{name} on {owner}")

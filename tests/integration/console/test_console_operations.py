@@ -99,6 +99,8 @@ def test_a_partitioned_topic_is_one_row_with_totals_and_its_page_has_a_row_per_p
     sub = b.cells("table.subscriptions", "settle")
     assert sub[2] == "30" and sub[3] == "3" and sub[6] == "3", sub  # backlog, a consumer on each of 3 partitions
     assert "30" in b.text(".cards")
+    b.wait(lambda d: d.execute_script("return Number(document.getElementById('rate-chart').dataset.length)") >= 2,
+           what="the chart of the partitions' total rates")
     shot(b, "topic-partitioned")
     producer.close()
     consumer.close()

@@ -88,3 +88,12 @@ def test_a_partitioned_topics_row_sums_its_partitions():
     assert row["msgRateIn"] == 4.5 and row["backlog"] == 3 and row["producers"] == 3
     assert row["subscriptions"] == 2  # the same two subscriptions on each partition
     assert row["owner"] == "2 brokers" and row["owners"] == ["b0", "b1"]
+
+
+def test_partitions_rate_histories_sum_by_sampling_interval():
+    from magnetar.admin.console.history import summed
+
+    a = [[1000.1, 1.0, 0.5], [1002.1, 2.0, 0.0]]
+    b = [[1000.4, 3.0, 1.0], [1001.9, 1.0, 1.0], [1004.0, 5.0, 0.0]]  # another broker, other moments
+    assert summed([a, b]) == [[1000.0, 4.0, 1.5], [1002.0, 3.0, 1.0], [1004.0, 5.0, 0.0]]
+    assert summed([]) == []

@@ -68,7 +68,9 @@ export function render({ rest, navigate }) {
   function build(detail) {
     const actions = topicActions(shortTopic(name), topicPath, detail.partitioned, refresh, navigate);
     if (detail.partitioned) {
-      el.append(actionBar(actions, true), cards, section("Partitions", partitions), section("Subscriptions (all partitions)", subs));
+      chart.seed(detail.history);
+      el.append(actionBar(actions, true), cards, section("Rates, all partitions (live)", chartBox), section("Partitions", partitions),
+        section("Subscriptions (all partitions)", subs));
     } else {
       chart.seed(detail.history);
       el.append(actionBar(actions, false), cards, section("Rates (live)", chartBox), section("Producers", producers),
@@ -112,6 +114,7 @@ export function render({ rest, navigate }) {
         d.internalStats.state === "Terminated" ? h("span", { class: "badge warn" }, "terminated") : ""]));
     if (d.partitioned) {
       partitionedView(d, { cards, partitions, subs });
+      chart.push(Date.now() / 1000, d.totals.msgRateIn, d.totals.msgRateOut);
       return;
     }
     const s = d.stats;
@@ -160,7 +163,8 @@ export function render({ rest, navigate }) {
   }
 
   async function refresh() {
-    const detail = await get(`/console/api/topic/${topicPath}`);
+    // The broker's rate history once, on the first load (it seeds the chart).
+    const detail = await get(`/console/api/topic/${topicPath}` + (built ? "?history=0" : ""));
     if (!built) build(detail);
     draw(detail);
   }
