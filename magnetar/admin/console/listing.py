@@ -109,8 +109,8 @@ async def check_readable(request: web.Request, namespaces: list[str]) -> None:
 
 
 @table.route("GET", "/console/api/local/topics", "Figures of the topics this broker has loaded in the given "
-             "namespaces (?namespaces=t/ns,...; historyOf=a partitioned topic: its partitions' rate history too)", answer=OBJECT,
-             errors=(401, 403))
+             "namespaces (?namespaces=t/ns,...; historyOf=a partitioned topic: its partitions' rate history too)",
+             answer=OBJECT, errors=(401, 403))
 async def local_topics(request: web.Request) -> web.Response:
     namespaces = namespaces_param(request)
     await check_readable(request, namespaces)
