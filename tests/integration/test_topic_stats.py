@@ -209,7 +209,7 @@ def test_internal_stats_have_pulsars_ledgers_and_cursors(broker, client):
     producer.close()
 
 
-def test_the_cli_prints_a_subscriptions_rates_not_null(broker, client):
+def test_the_cli_prints_stats_and_internal_stats_without_nulls(broker, client):
     topic = "persistent://public/default/stats-cli"
     consumer = client.subscribe(topic, "cli-sub")
     producer = client.create_producer(topic)
@@ -219,5 +219,9 @@ def test_the_cli_prints_a_subscriptions_rates_not_null(broker, client):
                           topic], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "cli-sub" in out.stdout and "null" not in out.stdout and "None" not in out.stdout, out.stdout
+    internal = subprocess.run([sys.executable, "-m", "magnetar.cli", "admin", "--admin-url", broker.admin_url, "topics",
+                               "stats-internal", topic], capture_output=True, text=True, timeout=60)
+    assert internal.returncode == 0, internal.stderr
+    assert "markDeletePosition" in internal.stdout and "null" not in internal.stdout, internal.stdout
     consumer.close()
     producer.close()

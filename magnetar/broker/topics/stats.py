@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from magnetar.broker.entries.entry_format import entry_info
+from magnetar.storage import StorageError
 from magnetar.broker.policies import backlog_quota
 
 from .producer import AccessMode
@@ -181,7 +182,8 @@ async def fill_backlog_times(topic: Any, stats: dict) -> None:
     unacknowledged entry, one read each, usually from the tail cache; 0
     without backlog), the topic's ``earliestMsgPublishTimeInBacklogs`` (the
     oldest of them), and ``oldestBacklogMessageAgeSeconds`` /
-    ``oldestBacklogMessageSubscriptionName``."""
+    ``oldestBacklogMessageSubscriptionName``. An entry that cannot be read
+    (trimmed meanwhile, a storage error) leaves its time at 0."""
     ml = topic.ledger
     oldest: tuple[int, str] | None = None
     for name, sub in list(topic.subscriptions.items()):
@@ -191,7 +193,10 @@ async def fill_backlog_times(topic: Any, stats: dict) -> None:
         last = ml.last_confirmed
         if last is None or first > last:
             continue
-        head = await ml.read_entries(first, 1)
+        try:
+            head = await ml.read_entries(first, 1)
+        except StorageError:  # trimmed or unreadable meanwhile: that time stays 0, the stats still answer
+            continue
         if not head:
             continue
         published = entry_info(head[0].data).publish_time
@@ -208,7 +213,7 @@ def topic_internal_stats(topic: Any) -> dict:
     """Pulsar's PersistentTopicInternalStats shape (admin ``/internalStats``):
     the managed ledger, its ledgers (Pulsar's ``ledgerId``, ``entries``,
     ``size``, ``offloaded``, ``timestamp``; plus Magnetar's ``state``,
-    ``created``, ``closed``) and every cursor. Times as Pulsar writes them
+    ``created`` and, once closed, ``closed``) and every cursor. Times as Pulsar writes them
     (ISO 8601 for the managed ledger's, ms for a ledger's ``timestamp``)."""
     ml = topic.ledger
     ledgers = list(ml.ledgers)
@@ -227,7 +232,8 @@ def topic_internal_stats(topic: Any) -> dict:
         "state": "Terminated" if topic.terminated_at is not None else "LedgerOpened",
         "ledgers": [{"ledgerId": info.ledger_id, "entries": info.entries, "size": info.size,
                      "offloaded": False, "underReplicated": False, "timestamp": int(info.created * 1000),
-                     "state": info.state, "created": info.created, "closed": info.closed}
+                     "state": info.state, "created": info.created,
+                     **({"closed": info.closed} if info.closed is not None else {})}
                     for info in ledgers],
         # Subscriptions' cursors and the durable ones that are not
         # subscriptions (replicators' ``pulsar.repl.<cluster>``).
