@@ -178,7 +178,7 @@ async def _start(request: web.Request, topic) -> Position | None:
     since = _time(request, "from")
     if since is not None:
         return await topic.find_position_by_time(since)
-    return topic.ledger.first_position
+    return topic.ledger.first_position()
 
 
 @table.route("GET", "/console/api/messages/{tenant}/{namespace}/{topic}", "Stored messages from an offset or "
