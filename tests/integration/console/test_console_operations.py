@@ -330,6 +330,14 @@ def test_messages_are_filtered_by_key_property_text_and_time(broker, client, b):
     # At least count (20): a batch is shown whole.
     b.wait(lambda d: len(shown()) >= 20 and not any("late" in r for r in shown()),
            what="the first 20 or more published before the mark, none after")
+    # From the first stored message (no offset): the filters apply as well.
+    b.fill("#filter-to", "")
+    b.select("#browse-mode", "first")
+    b.fill("#filter-text", "late")
+    b.click("#browse-read")
+    b.wait(lambda d: len(shown()) == 5, what="the 5 late ones from the first stored message")
+    b.fill("#filter-text", "")
+    b.select("#browse-mode", "offset")
     # Bad input: said in one sentence, nothing read.
     b.fill("#filter-to", "yesterday-ish")
     b.click("#browse-read")
