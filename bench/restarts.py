@@ -42,12 +42,14 @@ def one_stop(storage: str, drain: bool) -> dict:
             load = SteadyLoad(url, TOPICS).start()
             try:
                 wait_for(lambda: load.messages_received() >= 300, 60, what="traffic flowing")
+                time.sleep(3.0)  # the baseline window: steady traffic, nothing stopping
                 owners = cluster.owners()
                 victim = max(cluster.members, key=lambda m: sum(1 for o in owners.values() if o == m.broker_id))
                 survivors = [m for m in cluster.members if m is not victim]
                 watch = LookupWatch(victim.admin_url)
                 before = sum(lookups_of(m.admin_url) or 0 for m in survivors) + watch.last
                 t0 = time.monotonic()
+                baseline = load.worst_send_ms(t0 - 3.0, t0 - 0.5)
                 os.kill(victim.pid, signal.SIGTERM)
                 wait_for(lambda: any(f"(pid {victim.pid}) exited" in line for line in cluster.output), 90,
                          what="the broker's exit")
@@ -60,7 +62,7 @@ def one_stop(storage: str, drain: bool) -> dict:
         finally:
             cluster.stop()
     return {"errors": len(result.errors), "lookups": after - before, "worst_ms": worst, "lost": result.lost,
-            "sent": result.sent, "stop_s": stopped}
+            "sent": result.sent, "stop_s": stopped, "baseline_ms": baseline}
 
 
 def main() -> None:
@@ -76,7 +78,8 @@ def main() -> None:
                 r = one_stop(storage, drain)
                 mode = "drain" if drain else "no drain"
                 print(f"{storage:6} {mode:8} #{repeat}: errors {r['errors']}, lookups {r['lookups']}, "
-                      f"worst send {r['worst_ms']:.0f} ms, lost {r['lost']}, stop took {r['stop_s']:.2f} s, "
+                      f"worst send {r['worst_ms']:.0f} ms (quiet 2.5 s before: {r['baseline_ms']:.0f} ms), "
+                      f"lost {r['lost']}, stop took {r['stop_s']:.2f} s, "
                       f"{r['sent']} sent", flush=True)
                 rows.append((storage, mode, r))
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
@@ -87,7 +90,8 @@ def main() -> None:
             print(f"{storage:6} {mode:8}: errors {statistics.median(r['errors'] for r in rs):g}, "
                   f"lookups {statistics.median(r['lookups'] for r in rs):g}, "
                   f"worst send {statistics.median(r['worst_ms'] for r in rs):.0f} ms "
-                  f"(max {max(r['worst_ms'] for r in rs):.0f}), lost {sum(r['lost'] for r in rs)} in all, "
+                  f"(max {max(r['worst_ms'] for r in rs):.0f}; quiet window "
+                  f"{statistics.median(r['baseline_ms'] for r in rs):.0f} ms), lost {sum(r['lost'] for r in rs)} in all, "
                   f"stop {statistics.median(r['stop_s'] for r in rs):.2f} s")
 
 
