@@ -90,7 +90,9 @@ console-test: $(STAMP)
 	fi
 	$(BIN)/python -m pytest -q -p no:cacheprovider --override-ini addopts= tests/integration/console
 
-# Fault injection (docs/reliability.md): a bounded run for CI, fixed seeds,
+# Fault injection (docs/reliability.md): first the chaos tests (every
+# test_chaos_*.py: short runs with one fault each, -m chaos; make test leaves
+# them out), then a bounded run for CI, fixed seeds,
 # the standalone broker then a 3-broker cluster on etcd (its faults include
 # bundle moves, moves whose destination or source is killed meanwhile or whose source is paused
 # past its session, and splits, some whose owner is killed meanwhile, in the same 45 s),
@@ -112,6 +114,7 @@ FUZZ_ROUNDS ?= 1000
 CLUSTER_FUZZ_ROUNDS ?= 500
 CHAOS_PARTITION_SECONDS ?= 30
 chaos: $(STAMP)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m chaos tests/integration
 	@reason=$$($(BIN)/python -c 'from magnetar_chaos.fsync import unavailable_reason as r; print(r() or "")'); \
 	if [ -z "$$reason" ]; then fsync=,fsync-error; else fsync=; echo "make chaos: leaving fsync-error out: $$reason"; fi; \
 	for seed in $(CHAOS_SEEDS); do \

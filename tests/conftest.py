@@ -21,6 +21,16 @@ from magnetar_harness.objectstore import running_seaweed
 from tests.helpers import wait_until as _wait_until
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects
+def pytest_collection_modifyitems(items):
+    """Every test of a ``test_chaos_*.py`` file is a chaos test (a short
+    fault-injection run): ``make chaos`` selects them (``-m chaos``), the
+    default run (``make test``: pyproject's ``-m 'not chaos'``) leaves them out."""
+    for item in items:
+        if item.path.name.startswith("test_chaos_"):
+            item.add_marker(pytest.mark.chaos)
+
+
 @pytest.fixture
 def wait_until():
     """:func:`tests.helpers.wait_until`, for tests that take it as a fixture."""
