@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import urllib.error
 import urllib.request
@@ -73,8 +72,13 @@ def find_etcd_binary() -> str:
     )
 
 
-class EtcdServer:
-    """One etcd member on loopback; see the module docstring."""
+class EtcdServer(child.ChildServer):
+    """One etcd member on loopback; see the module docstring.
+
+    ``stop()``: on SIGTERM etcd stops serving, closes its data files and then
+    dies by the same signal (exit status -15 here): that is its clean shutdown."""
+
+    what = "etcd"
 
     def __init__(
         self,
@@ -90,16 +94,13 @@ class EtcdServer:
         watch_progress_interval_s: float | None = None,
     ) -> None:
         self.base_dir = Path(base_dir)
+        super().__init__(self.base_dir / "etcd.log", launcher)
         self.data_dir = self.base_dir / "data"
-        self.log_path = self.base_dir / "etcd.log"
         self.host = host
         self.client_port = client_port
         self.peer_port = peer_port
         self.name = name
         self._binary = binary
-        #: Put before etcd's command line (the chaos harness's ``setpriv
-        #: --pdeathsig KILL``: etcd dies with the run that started it).
-        self.launcher = list(launcher or [])
         #: Ports it must not pick for itself: those its caller is about to
         #: give to brokers (a port free now is not reserved).
         self.avoid_ports = frozenset(avoid_ports)
@@ -107,7 +108,6 @@ class EtcdServer:
         #: default, 10 minutes, when None).
         self.watch_progress_interval_s = watch_progress_interval_s
         self._ports_fixed = client_port is not None
-        self.process: subprocess.Popen | None = None
 
     # --- addresses --------------------------------------------------------
 
@@ -123,10 +123,6 @@ class EtcdServer:
         if self.client_port is None:
             raise RuntimeError("etcd server not started yet: no client port")
         return f"etcd://{self.host}:{self.client_port}/{prefix.strip('/')}"
-
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
 
     # --- lifecycle --------------------------------------------------------
 
@@ -186,12 +182,7 @@ class EtcdServer:
         ]
         if self.watch_progress_interval_s is not None:
             args += ["--experimental-watch-progress-notify-interval", f"{self.watch_progress_interval_s}s"]
-        self.process = child.launch(args, self.log_path, launcher=self.launcher)
-        try:
-            child.wait_serving(self.process, self.healthy, start_timeout, self.log_path, "etcd", EtcdStartError)
-        except EtcdStartError:
-            self.process = None
-            raise
+        self._spawn(args, self.healthy, start_timeout, EtcdStartError)
 
     def healthy(self, timeout: float = 1.0) -> bool:
         """True if the member answers ``/health`` with ``"health": "true"``."""
@@ -201,31 +192,3 @@ class EtcdServer:
         except (OSError, ValueError, urllib.error.URLError):
             return False
         return body.get("health") == "true"
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """SIGTERM, SIGKILL after ``timeout`` s. Idempotent.
-
-        On SIGTERM etcd stops serving, closes its data files and then dies by
-        the same signal (exit status -15 here): that is its clean shutdown.
-        """
-        child.stop(self.process, timeout)
-        self.process = None
-
-    def kill(self) -> None:
-        """SIGKILL the member (a crash); the data dir stays for a restart."""
-        child.kill(self.process)
-        self.process = None
-
-    def pause(self) -> None:
-        """SIGSTOP: the member keeps its sockets but answers nothing (a hung server)."""
-        child.pause(self.process, "etcd")
-
-    def resume(self) -> None:
-        """SIGCONT after :meth:`pause`."""
-        child.resume(self.process, "etcd")
-
-    def __enter__(self) -> "EtcdServer":
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()

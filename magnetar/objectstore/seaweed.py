@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import urllib.error
 import urllib.request
@@ -75,8 +74,10 @@ def find_weed_binary() -> str:
     )
 
 
-class SeaweedServer:
+class SeaweedServer(child.ChildServer):
     """One ``weed mini`` on loopback; see the module docstring."""
+
+    what = "SeaweedFS"
 
     def __init__(
         self,
@@ -90,19 +91,15 @@ class SeaweedServer:
         avoid_ports: set[int] | frozenset[int] = frozenset(),
     ) -> None:
         self.base_dir = Path(base_dir)
+        super().__init__(self.base_dir / "weed.log", launcher)
         self.data_dir = self.base_dir / "data"
-        self.log_path = self.base_dir / "weed.log"
         self.bucket = bucket
         self.host = host
         self._binary = binary
-        #: Put before weed's command line (``setpriv --pdeathsig KILL``: it
-        #: dies with the process that started it).
-        self.launcher = list(launcher or [])
         #: Ports it must not pick (those its caller gives to brokers, etcd).
         self.avoid_ports = frozenset(avoid_ports)
         self.ports: dict[str, int] = {"s3.port": s3_port} if s3_port else {}
         self._ports_fixed = s3_port is not None
-        self.process: subprocess.Popen | None = None
 
     # --- addresses --------------------------------------------------------
 
@@ -121,10 +118,6 @@ class SeaweedServer:
         """The object store URL for keys under ``prefix`` in our bucket."""
         path = f"/{prefix.strip('/')}" if prefix.strip("/") else ""
         return f"s3://{self.bucket}{path}?endpoint={self.endpoint}"
-
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
 
     # --- lifecycle --------------------------------------------------------
 
@@ -177,13 +170,7 @@ class SeaweedServer:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3_"))}
         # AWS_* keys in our environment would make weed create an identity
         # and refuse unsigned requests; it gets none.
-        self.process = child.launch(args, self.log_path, launcher=self.launcher, cwd=self.base_dir, env=env)
-        try:
-            child.wait_serving(self.process, self._bucket_ready, start_timeout, self.log_path,
-                               f"SeaweedFS (bucket {self.bucket!r})", SeaweedStartError)
-        except SeaweedStartError:
-            self.process = None
-            raise
+        self._spawn(args, self._bucket_ready, start_timeout, SeaweedStartError, cwd=self.base_dir, env=env)
 
     def _bucket_ready(self) -> bool:
         """True once a LIST of the bucket answers 200 and the master knows every
@@ -230,27 +217,3 @@ class SeaweedServer:
     def healthy(self) -> bool:
         """True if the gateway answers a LIST of the bucket."""
         return self.running and self._request("GET", f"/{self.bucket}?list-type=2&max-keys=1") == 200
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """SIGTERM, SIGKILL after ``timeout`` s. Idempotent."""
-        child.stop(self.process, timeout)
-        self.process = None
-
-    def kill(self) -> None:
-        """SIGKILL (a crash); the data stays for a restart."""
-        child.kill(self.process)
-        self.process = None
-
-    def pause(self) -> None:
-        """SIGSTOP: it keeps its sockets but answers nothing (a hung server)."""
-        child.pause(self.process, "SeaweedFS")
-
-    def resume(self) -> None:
-        """SIGCONT after :meth:`pause`."""
-        child.resume(self.process, "SeaweedFS")
-
-    def __enter__(self) -> "SeaweedServer":
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
