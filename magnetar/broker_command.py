@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from magnetar.broker.config import BrokerConfig
     from magnetar.broker.server.server import ExtensionFactory
 
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # one line also when piped (rich wraps at 80 there)
 
 
 def load_or_exit(path: str | None, overrides: dict) -> "BrokerConfig":

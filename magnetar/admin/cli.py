@@ -18,7 +18,8 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from .cli_support import Settings, call, cell, out, parse_duration, parse_size, show_fields, show_list, usage
+from .cli_support import (Settings, add_permission_commands, call, cell, out, parse_duration, parse_size, show_fields,
+                          show_list, usage)
 from .cli_topics import schemas_app, topics_app
 from . import cli_brokers_ops, cli_dispatch_rates
 from . import cli_storage_profile
@@ -93,30 +94,22 @@ URL_HELP = "Admin (web service) URL, http://host:8080"
 BROKER_URL_HELP = "Broker service URL, pulsar://host:6650"
 
 
-@clusters_app.command("create")
-def clusters_create(
-    ctx: typer.Context, cluster: str,
-    url: Optional[str] = typer.Option(None, "--url", help=URL_HELP),
-    url_secure: Optional[str] = typer.Option(None, "--url-secure", help="https:// admin URL"),
-    broker_url: Optional[str] = typer.Option(None, "--broker-url", help=BROKER_URL_HELP),
-    broker_url_secure: Optional[str] = typer.Option(None, "--broker-url-secure", help="pulsar+ssl:// URL"),
-) -> None:
-    """Record a cluster (a remote region) with its URLs."""
-    data = _cluster_data(url, url_secure, broker_url, broker_url_secure)
-    call(ctx, lambda c: c.request("PUT", f"clusters/{cluster}", data), done=f"Created cluster {cluster}")
+def _cluster_command(method: str, done: str):
+    """``clusters create`` (PUT) and ``clusters update`` (POST): the same options."""
+    def command(
+        ctx: typer.Context, cluster: str,
+        url: Optional[str] = typer.Option(None, "--url", help=URL_HELP),
+        url_secure: Optional[str] = typer.Option(None, "--url-secure", help="https:// admin URL"),
+        broker_url: Optional[str] = typer.Option(None, "--broker-url", help=BROKER_URL_HELP),
+        broker_url_secure: Optional[str] = typer.Option(None, "--broker-url-secure", help="pulsar+ssl:// URL"),
+    ) -> None:
+        data = _cluster_data(url, url_secure, broker_url, broker_url_secure)
+        call(ctx, lambda c: c.request(method, f"clusters/{cluster}", data), done=f"{done} cluster {cluster}")
+    return command
 
 
-@clusters_app.command("update")
-def clusters_update(
-    ctx: typer.Context, cluster: str,
-    url: Optional[str] = typer.Option(None, "--url", help=URL_HELP),
-    url_secure: Optional[str] = typer.Option(None, "--url-secure", help="https:// admin URL"),
-    broker_url: Optional[str] = typer.Option(None, "--broker-url", help=BROKER_URL_HELP),
-    broker_url_secure: Optional[str] = typer.Option(None, "--broker-url-secure", help="pulsar+ssl:// URL"),
-) -> None:
-    """Replace a cluster's URLs."""
-    data = _cluster_data(url, url_secure, broker_url, broker_url_secure)
-    call(ctx, lambda c: c.request("POST", f"clusters/{cluster}", data), done=f"Updated cluster {cluster}")
+clusters_app.command("create", help="Record a cluster (a remote region) with its URLs.")(_cluster_command("PUT", "Created"))
+clusters_app.command("update", help="Replace a cluster's URLs.")(_cluster_command("POST", "Updated"))
 
 
 @clusters_app.command("delete")
@@ -309,22 +302,12 @@ def namespaces_permissions(ctx: typer.Context, namespace: str) -> None:
     call(ctx, lambda c: c.permissions(namespace), show_fields)
 
 
-@namespaces_app.command("grant-permission")
-def namespaces_grant_permission(
-        ctx: typer.Context, namespace: str,
-        role: str = typer.Option(..., "--role", help="The role (a token's subject, a certificate's CN, a user)"),
-        actions: str = typer.Option(..., "--actions", help="Comma-separated: produce, consume, functions...")) -> None:
-    """Grant a role actions on every topic of a namespace."""
-    names = [a for a in actions.split(",") if a]
-    call(ctx, lambda c: c.grant_permission(namespace, role, names),
-          done=f"Granted {','.join(names)} on {namespace} to {role}")
-
-
-@namespaces_app.command("revoke-permission")
-def namespaces_revoke_permission(ctx: typer.Context, namespace: str,
-                                 role: str = typer.Option(..., "--role", help="The role")) -> None:
-    """Take back every action a role was granted on a namespace."""
-    call(ctx, lambda c: c.revoke_permission(namespace, role), done=f"Revoked {role}'s permissions on {namespace}")
+add_permission_commands(
+    namespaces_app, "namespace", lambda c, namespace, role, actions: c.grant_permission(namespace, role, actions),
+    lambda c, namespace, role: c.revoke_permission(namespace, role),
+    grant_help="Grant a role actions on every topic of a namespace.",
+    revoke_help="Take back every action a role was granted on a namespace.",
+    revoked="Revoked {role}'s permissions on {name}")
 
 
 @namespaces_app.command("get-clusters")

@@ -191,3 +191,30 @@ def show_stats(doc: dict) -> None:
                           cell(part.get("storageSize")), cell(part.get("backlogSize")),
                           str(len(part.get("publishers") or [])), scalar(sorted(part.get("subscriptions") or {})))
         out().print(table)
+
+
+ROLE_HELP = "The role (a token's subject, a certificate's CN, a user)"
+
+
+def add_permission_commands(app: typer.Typer, noun: str, grant: Callable[[AdminClient, str, str, list[str]], Any],
+                            revoke: Callable[[AdminClient, str, str], Any], *, grant_help: str, revoke_help: str,
+                            revoked: str) -> None:
+    """``grant-permission NAME --role R --actions A,B`` and
+    ``revoke-permission NAME --role R`` on ``app``, for a ``noun``
+    (namespace, topic): ``grant(client, name, role, actions)``,
+    ``revoke(client, name, role)``; ``revoked`` is the done line, with
+    ``{role}`` and ``{name}``."""
+    def grant_permission(
+            ctx: typer.Context, name: str = typer.Argument(..., metavar=noun),
+            role: str = typer.Option(..., "--role", help=ROLE_HELP),
+            actions: str = typer.Option(..., "--actions", help="Comma-separated: produce, consume, functions...")
+    ) -> None:
+        names = [a for a in actions.split(",") if a]
+        call(ctx, lambda c: grant(c, name, role, names), done=f"Granted {','.join(names)} on {name} to {role}")
+
+    def revoke_permission(ctx: typer.Context, name: str = typer.Argument(..., metavar=noun),
+                          role: str = typer.Option(..., "--role", help=ROLE_HELP)) -> None:
+        call(ctx, lambda c: revoke(c, name, role), done=revoked.format(role=role, name=name))
+
+    app.command("grant-permission", help=grant_help)(grant_permission)
+    app.command("revoke-permission", help=revoke_help)(revoke_permission)

@@ -13,7 +13,8 @@ from rich.markup import escape
 from magnetar.protocol import ProtocolError
 
 from .client import AdminApiError, AdminClient
-from .cli_support import (Settings, call, out, parse_duration, show_fields, show_list, show_stats, usage)
+from .cli_support import (Settings, add_permission_commands, call, out, parse_duration, show_fields, show_list,
+                          show_stats, usage)
 from .messages import messages_of
 
 topics_app = typer.Typer(help="Topics, partitioned topics and subscriptions.", no_args_is_help=True)
@@ -199,21 +200,12 @@ def topics_permissions(ctx: typer.Context, topic: str) -> None:
     call(ctx, lambda c: c.topic_permissions(topic), show_fields)
 
 
-@topics_app.command("grant-permission")
-def topics_grant_permission(
-        ctx: typer.Context, topic: str, role: str = typer.Option(..., "--role", help="The role"),
-        actions: str = typer.Option(..., "--actions", help="Comma-separated: produce, consume...")) -> None:
-    """Grant a role actions on one topic."""
-    names = [a for a in actions.split(",") if a]
-    call(ctx, lambda c: c.grant_topic_permission(topic, role, names),
-          done=f"Granted {','.join(names)} on {topic} to {role}")
-
-
-@topics_app.command("revoke-permission")
-def topics_revoke_permission(ctx: typer.Context, topic: str,
-                             role: str = typer.Option(..., "--role", help="The role")) -> None:
-    """Take back a role's grant on one topic (its namespace's grants stay)."""
-    call(ctx, lambda c: c.revoke_topic_permission(topic, role), done=f"Revoked {role}'s grant on {topic}")
+add_permission_commands(
+    topics_app, "topic", lambda c, topic, role, actions: c.grant_topic_permission(topic, role, actions),
+    lambda c, topic, role: c.revoke_topic_permission(topic, role),
+    grant_help="Grant a role actions on one topic.",
+    revoke_help="Take back a role's grant on one topic (its namespace's grants stay).",
+    revoked="Revoked {role}'s grant on {name}")
 
 
 @topics_app.command("get-replication-clusters")
