@@ -20,7 +20,8 @@ by ``pulsar-client`` as users' producers write them (untimed):
 
 each read into Spark's ``noop`` sink (one task per partition) beside the
 source ceiling, and the unbatched one copied by a stream (AvailableNow,
-exactly-once sink, 5 micro-batches) beside the stream copy ceiling. The
+exactly-once sink, 5 micro-batches) beside the stream copy ceiling; then
+a batch write beside the sink ceiling. The
 broker's CPU seconds per run are printed beside each (when the bench
 started it): it shares the machine's cores with Spark.
 
@@ -297,7 +298,8 @@ def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path, repeat: in
 
     results: list[dict] = []
     if only in (None, "official"):
-        results += official(spark, url, admin_url, rows, size, stamp, repeat, read, ceiling_read, stream)
+        results += official(spark, url, admin_url, rows, size, stamp, repeat, read, ceiling_read, stream, write_to,
+                            rows_of)
     if only == "official":
         return results
     data = rows_of(rows)
@@ -335,9 +337,10 @@ def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path, repeat: in
 
 
 def official(spark, url: str, admin_url: str | None, rows: int, size: int, stamp: int, repeat: int, read,
-             ceiling_read, stream) -> list[dict]:
+             ceiling_read, stream, write_to, rows_of) -> list[dict]:
     """The topics the official client wrote, read and copied beside Spark's
-    own ceilings in the same run (see the module)."""
+    own ceilings in the same run (see the module), and a batch write beside
+    the sink ceiling."""
     topics = {}
     for shape in OFFICIAL_SHAPES:
         topics[shape] = f"persistent://public/default/bench-official-{shape}-{stamp}"
@@ -365,7 +368,12 @@ def official(spark, url: str, admin_url: str | None, rows: int, size: int, stamp
     for i in range(repeat):
         copied = read(f"{topics['unbatched']}-copy-{i}").count()
         assert copied == rows, f"copy {i}: copied {copied} of {rows}"
-    return results + [copy, copy_ceiling]
+    data = rows_of(rows)
+    write = timed("batch write", rows, lambda i: write_to(data, "magnetar", service_url=url,
+                                                          topic=f"bench-official-write-{stamp}-{i}"), repeat)
+    sink = timed("sink ceiling", rows, lambda i: write_to(data, "magnetar-bench-sink"), repeat)
+    print(f"batch write / sink ceiling: {write['rows_per_s'] / sink['rows_per_s']:.0%}", flush=True)
+    return results + [copy, copy_ceiling, write, sink]
 
 
 def main() -> None:

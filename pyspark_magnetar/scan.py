@@ -1,5 +1,10 @@
 """Reading the messages with offsets in ``[start, end)`` of one partition,
-as Arrow record batches.
+as Arrow record batches, entry by entry through a subscription.
+
+Tasks read with bulk fetches (:mod:`.fetch_scan`), which compose this
+class for the entries that need its rules one at a time (chunks and their
+read-back, gaps, entries without offsets); this path reads back for a
+chunked message's first chunks.
 
 A scan starts an entry reader (:mod:`magnetar.client.entry_reader`) at an
 entry known to lie at or before ``start`` (:mod:`.positioning`: the entry
