@@ -8,6 +8,7 @@ const PAGE = 50;
 export function render({ params }) {
   const state = { q: params.get("q") || "", namespace: params.get("namespace") || "", sort: params.get("sort") || "backlog",
     order: params.get("order") || "desc", offset: 0 };
+  let requests = 0;
   const el = h("div", { class: "page", id: "page-lag" });
   const results = h("div", { id: "lag-results" });
   const pager = h("div", { class: "pager", id: "lag-pager" });
@@ -32,7 +33,9 @@ export function render({ params }) {
     const q = new URLSearchParams({ sort: state.sort, order: state.order, offset: state.offset, limit: PAGE });
     if (state.q) q.set("q", state.q);
     if (state.namespace) q.set("namespace", state.namespace);
+    const asked = ++requests;
     const data = await get("/console/api/subscriptions?" + q);
+    if (asked !== requests) return;  // a newer request (a click, a search) was sent meanwhile: its answer is drawn
     const unreachable = Object.entries(data.unreachable || {});
     document.getElementById("lag-total")?.replaceChildren("Total backlog: ", h("strong", {}, fmtNum(data.totalBacklog)));
     results.replaceChildren(

@@ -9,6 +9,7 @@ const PAGE = 50;
 export function render({ params, navigate }) {
   const state = { q: params.get("q") || "", namespace: params.get("namespace") || "", sort: params.get("sort") || "name",
     order: params.get("order") || "asc", offset: Number(params.get("offset") || 0), flat: params.get("partitions") === "1" };
+  let requests = 0;
   const el = h("div", { class: "page", id: "page-topics" });
   const results = h("div", { id: "topic-results" });
   const pager = h("div", { class: "pager", id: "pager" });
@@ -67,7 +68,9 @@ export function render({ params, navigate }) {
     if (state.q) q.set("q", state.q);
     if (state.namespace) q.set("namespace", state.namespace);
     if (state.flat) q.set("partitions", "1");
+    const asked = ++requests;
     const data = await get("/console/api/topics?" + q);
+    if (asked !== requests) return;  // a newer request (a click, a search) was sent meanwhile: its answer is drawn
     const unreachable = Object.entries(data.unreachable || {});
     results.replaceChildren(
       unreachable.length ? h("p", { class: "notice" }, "No figures from: " + unreachable.map(([b, r]) => `${b} (${r})`).join("; ")) : "",
