@@ -14,7 +14,9 @@ Failure modes: a move that fails or does not finish in ``move_timeout_s``
 is left to the stop's release (Owned -> Releasing -> Free: its clients are
 disconnected and look the topic up, as before drains existed); with no other
 broker to move to, every bundle is. The whole drain ends by ``timeout_s``.
-A drain never raises for a bundle's sake; it returns what it did.
+A drain never raises for a bundle's sake; it returns what it did. It
+raises (TimeoutError, MetadataError) only when the draining mark cannot be
+written, before anything moved.
 """
 from __future__ import annotations
 
@@ -30,6 +32,8 @@ log = logging.getLogger(__name__)
 
 #: Moves under way at once during a drain.
 CONCURRENCY = 8
+#: How long the draining mark may take to write (the metadata store may be out of reach).
+MARK_TIMEOUT_S = 5.0
 
 
 @dataclass
@@ -75,7 +79,8 @@ async def drain(member, timeout_s: float = 20.0, move_timeout_s: float = 10.0) -
     deadline = started + timeout_s
     result = DrainResult()
     me = member.broker_id
-    await member.mark_draining(True)
+    # Bounded: with the metadata store out of reach the stop goes on without a drain.
+    await asyncio.wait_for(member.mark_draining(True), min(MARK_TIMEOUT_S, timeout_s))
     given_up: set[Bundle] = set()
     gate = asyncio.Semaphore(CONCURRENCY)
 
