@@ -7,7 +7,9 @@ A row is one durable subscription of one topic (a partition of a
 partitioned topic is its own row; ``parent`` names the partitioned topic):
 its type, backlog (messages not yet acknowledged), consumers, messages
 delivered and not yet acknowledged (``unacked``), messages delivered in all
-(``delivered``) and the broker that has the topic loaded. Figures are read
+(``delivered``), the rates out and of acknowledgements over the last stats
+interval (``msgRateOut``, ``ackRate``), when it last acknowledged
+(``lastAcked``, ms; 0: never) and the broker that has the topic loaded. Figures are read
 from memory; a topic loaded nowhere has no rows (its subscriptions' cursors
 are in storage, not in any broker's memory).
 
@@ -30,7 +32,7 @@ from .overview import readable_namespaces
 
 table = RouteTable("console")
 
-SORTS = ("backlog", "topic", "subscription", "consumers", "unacked", "delivered")
+SORTS = ("backlog", "topic", "subscription", "consumers", "unacked", "delivered", "msgRateOut", "ackRate", "lastAcked")
 
 
 def subscription_rows(topic) -> dict[str, dict]:
@@ -39,9 +41,11 @@ def subscription_rows(topic) -> dict[str, dict]:
     for name, sub in topic.subscriptions.items():
         if not sub.durable:
             continue
+        rate_out, _, _, ack_rate, _ = sub.interval_rates.rates
         out[name] = {"type": SubType.Name(sub.type) if sub.type is not None else "Exclusive",
                      "backlog": sub.backlog(), "consumers": len(sub.consumers),
-                     "unacked": sum(c.unacked_messages() for c in sub.consumers), "delivered": sub.msg_out}
+                     "unacked": sum(c.unacked_messages() for c in sub.consumers), "delivered": sub.msg_out,
+                     "msgRateOut": rate_out, "ackRate": ack_rate, "lastAcked": sub.last_acked_ms}
     return out
 
 
@@ -108,7 +112,7 @@ async def subscriptions(request: web.Request) -> web.Response:
     query = (request.query.get("q") or "").strip().lower()
     if query:
         rows = [r for r in rows if query in r["topic"].lower() or query in r["subscription"].lower()]
-    rows.sort(key=lambda r: (r[sort], r["topic"], r["subscription"]), reverse=order == "desc")
+    rows.sort(key=lambda r: (r[sort] or 0, r["topic"], r["subscription"]), reverse=order == "desc")
     return json_answer({"total": len(rows), "offset": offset, "limit": limit, "sort": sort, "order": order,
                         "totalBacklog": sum(r["backlog"] for r in rows), "subscriptions": rows[offset:offset + limit],
                         "unreachable": unreachable, "broker": own_id(request)})

@@ -200,7 +200,7 @@ def test_a_partitioned_topic_over_several_brokers_consumer_lag_and_a_produce_rel
     b.fill("#lag-search", local + "-")
     b.wait(lambda d: len(b.rows("table.lag")) == 6, timeout=30, what="six partitions' subscriptions")
     for name, owner in owners.items():
-        assert b.cells("table.lag", f"{name} tally")[7] == owner
+        assert b.cells("table.lag", f"{name} tally")[-1] == owner
     # Produce on a topic owned by another broker: relayed, stored by the owner.
     topic = next(f"persistent://{NS}/relay-{i}" for i in range(50)
                  if live_bundle(cluster, f"persistent://{NS}/relay-{i}")[1] not in (entry.broker_id, None))

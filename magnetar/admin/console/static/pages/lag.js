@@ -1,7 +1,7 @@
 // Consumer lag: every durable subscription of every readable topic with its backlog,
 // consumers and unacknowledged messages; sorted, searched and paged on the broker.
 import { get } from "../api.js";
-import { fmtNum, h, shortTopic, table, topicHref } from "../ui.js";
+import { fmtNum, fmtRate, fmtTime, h, shortTopic, table, topicHref } from "../ui.js";
 
 const PAGE = 50;
 
@@ -48,6 +48,9 @@ export function render({ params }) {
         { key: "backlog", label: "Backlog", num: true, render: (r) => fmtNum(r.backlog) },
         { key: "consumers", label: "Consumers", num: true, render: (r) => fmtNum(r.consumers) },
         { key: "unacked", label: "Unacked", num: true, render: (r) => fmtNum(r.unacked) },
+        { key: "msgRateOut", label: "Rate out", num: true, render: (r) => fmtRate(r.msgRateOut) },
+        { key: "ackRate", label: "Acks", num: true, render: (r) => fmtRate(r.ackRate) },
+        { key: "lastAcked", label: "Last ack", render: (r) => r.lastAcked ? fmtTime(r.lastAcked) : h("span", { class: "muted" }, "never") },
         { key: "delivered", label: "Delivered", num: true, render: (r) => fmtNum(r.delivered) },
         { key: "owner", label: "Broker", sortable: false },
       ], data.subscriptions, { sort: { key: state.sort, order: state.order }, onSort: sortBy, rowId: (r) => `${r.topic} ${r.subscription}`,

@@ -5,7 +5,7 @@ import { act, enc } from "../actions.js";
 import { messageBrowser } from "../browser.js";
 import { rateChart } from "../chart.js";
 import { topicActions } from "../topic-actions.js";
-import { card, fmtBytes, fmtNum, fmtRate, h, section, shortTopic, table, topicHref } from "../ui.js";
+import { card, fmtBytes, fmtNum, fmtRate, fmtTime, h, section, shortTopic, table, topicHref } from "../ui.js";
 
 function actionBar(actions, partitioned) {
   const b = (id, label, fn, cls = "secondary") => h("button", { class: cls, id, onclick: fn }, label);
@@ -156,7 +156,9 @@ export function render({ rest, navigate }) {
       { key: "availablePermits", label: "Permits", num: true, render: (c) => fmtNum(c.availablePermits) },
       { key: "unackedMessages", label: "Unacked", num: true, render: (c) => fmtNum(c.unackedMessages) },
       { key: "msgRateOut", label: "Rate out", num: true, render: (c) => c.msgRateOut === undefined ? "–" : fmtRate(c.msgRateOut) },
+      { key: "messageAckRate", label: "Acks", num: true, render: (c) => c.messageAckRate === undefined ? "–" : fmtRate(c.messageAckRate) },
       { key: "msgOutCounter", label: "Delivered", num: true, render: (c) => fmtNum(c.msgOutCounter) },
+      { key: "lastAckedTimestamp", label: "Last ack", render: (c) => c.lastAckedTimestamp ? fmtTime(c.lastAckedTimestamp) : h("span", { class: "muted" }, "never") },
       { key: "blocked", label: "Blocked", render: (c) => c.blockedConsumerOnUnackedMsgs ? h("span", { class: "badge bad" }, "blocked") : "no" },
       { key: "connectedSince", label: "Since" },
     ], all, { rowId: (c) => `${c.subscription}/${c.consumerName}`, class: "consumers", empty: "No consumer connected." }));
