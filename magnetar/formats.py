@@ -21,6 +21,7 @@ PATH = "/admin/data-format"
 #: The formats this code reads and writes, by kind of data.
 KINDS = {
     "segment_files": 1,          # <ledger>.log records and the MGLX .idx (its own version field too)
+    "journal": 1,                # journal/<process>/<seq>.jnl files (MGJL head with the format)
     "object_layout": 1,          # commit objects, chunks and their index records (/object-ledgers)
     "managed_ledgers": 1,        # /managed-ledgers/<name> records ("format")
     "cursors": 1,                # cursor records ("format")

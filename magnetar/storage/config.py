@@ -41,8 +41,9 @@ class StorageConfig:
         written is fdatasync'ed per group commit (the cost grows with the
         topics written). Policy ``"never"`` writes no journal.
     journal_checkpoint_interval_ms: how often the checkpoint syncs the
-        segment files written since the last one and trims the journal
-        (what a restart after a crash replays at most).
+        segment files written since the last one (each once, off the append
+        path: with 10,000 written topics about 1,000 fsyncs/s at 10 s) and
+        trims the journal; what a restart after a crash replays at most.
     journal_file_bytes: a new journal file past this size (trimmed whole).
     max_entries_per_ledger, max_ledger_bytes, max_ledger_age_s: roll over to a
         new ledger when the current one reaches any of these (bytes count the
@@ -105,7 +106,7 @@ class StorageConfig:
     object_put_budget_per_s: float = 250.0
     max_open_ledger_files: int = 512
     journal: bool = True
-    journal_checkpoint_interval_ms: int = 2000
+    journal_checkpoint_interval_ms: int = 10_000
     journal_file_bytes: int = 64 * 1024 * 1024
 
     def __post_init__(self) -> None:

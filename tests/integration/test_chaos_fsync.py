@@ -128,8 +128,9 @@ def test_no_receipt_for_an_entry_lost_after_failed_fsyncs_and_kill_minus_nine(br
     assert failed > 0
     assert broker.alive, f"the broker died of EIO:\n{broker.notable_log()}"
     # The whole log (broker.log() is its tail, which the retries that follow can push this out of).
-    wait_for(lambda: "fsync of ledger" in broker.log_path.read_text(errors="replace"),
-             what="the broker's report of its failed fsync")
+    # The failed fsync is the journal's (one per group commit, the default), reported per ledger it covered.
+    wait_for(lambda: "failed (in the journal)" in broker.log_path.read_text(errors="replace"),
+             what="the broker's report of its failed journal fsync")
     after = len(receipts)
     wait_for(lambda: len(receipts) >= after + 300, timeout=60,
              what=f"300 more receipts after the fault; log:\n{broker.notable_log()}")

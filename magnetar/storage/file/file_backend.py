@@ -63,7 +63,8 @@ class FileBackend:
             # Before any ledger is opened: replays dead journals into the segment files.
             self.journal, self.replay_report = open_journal(Path(data_dir), self.ledger_dir, self.handles,
                                                             config.journal_file_bytes)
-            self.checkpointer = Checkpointer(self.journal, config.journal_checkpoint_interval_ms / 1000)
+            self.checkpointer = Checkpointer(self.journal, config.journal_checkpoint_interval_ms / 1000,
+                                             segments=self.ledger_dir)
             durability = JournalSync(self.journal, self.checkpointer, config.sync_policy, config.sync_interval_ms)
         self.writer = GroupCommitWriter(config.sync_policy, config.sync_interval_ms, durability=durability)
 

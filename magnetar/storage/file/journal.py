@@ -19,7 +19,9 @@ a cluster may share a data directory: each has its own), holding
 - ``checkpoint``: the journal position ``(seq, offset)`` below which every
   record's segment writes are synced (absent: replay from the start).
 
-A record is ``[u32 payload length][u32 crc32c][u64 ledger id][u64 first
+A journal file starts with ``b"MGJL" u32 format`` (:data:`FORMAT`; a file
+in a newer format stops replay with ``NewerFormatError``: nothing of it is
+applied). A record is ``[u32 payload length][u32 crc32c][u64 ledger id][u64 first
 entry id][u32 entry count]`` then the payload: the batch's entries framed
 exactly as in the segment file (:mod:`.ledger`). The CRC covers the three
 id fields and the payload, so a torn or zero-filled tail never reads as a
@@ -40,6 +42,8 @@ import threading
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
+from magnetar.formats import KINDS, check_format
+
 from ..errors import StorageError
 from ..framing import crc as _crc
 from . import ledger as _ledger
@@ -55,6 +59,11 @@ DEFAULT_FILE_BYTES = 64 * 1024 * 1024
 _LEN_CRC = struct.Struct(">II")
 _FIELDS = struct.Struct(">QQI")
 RECORD_HEAD_SIZE = _LEN_CRC.size + _FIELDS.size
+#: The journal files' format (``magnetar.formats.KINDS["journal"]``).
+FORMAT = KINDS["journal"]
+_FILE_HEAD = struct.Struct(">4sI")
+_FILE_MAGIC = b"MGJL"
+FILE_HEAD_SIZE = _FILE_HEAD.size
 _CHECKPOINT = struct.Struct(">4sQQ")
 _CHECKPOINT_MAGIC = b"MGJC"
 
@@ -135,8 +144,13 @@ def records_from(directory: Path, start: JournalPosition) -> Iterator[tuple[int,
     for seq in journal_files(directory):
         if seq < start.seq:
             continue
-        data = file_path(directory, seq).read_bytes()
-        records, end = read_records(data, start.offset if seq == start.seq else 0)
+        path = file_path(directory, seq)
+        data = path.read_bytes()
+        if len(data) < FILE_HEAD_SIZE or data[:4] != _FILE_MAGIC:
+            yield seq, [], 0  # created, its head never written whole: nothing in it
+            continue
+        check_format("the journal file", str(path), _FILE_HEAD.unpack_from(data)[1], FORMAT)
+        records, end = read_records(data, max(FILE_HEAD_SIZE, start.offset if seq == start.seq else 0))
         yield seq, records, end
 
 
@@ -193,9 +207,14 @@ class Journal:
     def _open_next(self) -> None:
         seq = self._seq + 1
         fd = os.open(file_path(self.directory, seq), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
-        fsync_dir(self.directory)
+        try:
+            os.write(fd, _FILE_HEAD.pack(_FILE_MAGIC, FORMAT))  # synced with the first records
+            fsync_dir(self.directory)
+        except BaseException:
+            os.close(fd)
+            raise
         with self._lock:
-            old, self._fd, self._seq, self._offset = self._fd, fd, seq, 0
+            old, self._fd, self._seq, self._offset = self._fd, fd, seq, FILE_HEAD_SIZE
         if old >= 0:
             os.close(old)
 

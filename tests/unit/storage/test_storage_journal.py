@@ -16,7 +16,10 @@ import pytest
 from magnetar.metadata import MemoryMetadataStore
 from magnetar.storage import ManagedLedgerFactory, StorageConfig
 from magnetar.storage.errors import ManagedLedgerFencedError
-from magnetar.storage.file.journal import Journal, JournalPosition, file_path, journal_files, read_records, record_head, records_from
+from magnetar.formats import NewerFormatError
+from magnetar.storage.file.journal import FORMAT, Journal, JournalPosition, file_path, journal_files, read_records, record_head, records_from
+from magnetar.storage.file import syncfs
+from magnetar.storage.file.journal_checkpoint import SYNCFS_FROM
 from magnetar.storage.file.journal_replay import journal_root
 from magnetar.storage.framing import frames
 
@@ -187,3 +190,29 @@ async def test_without_the_journal_each_ledger_is_synced(factories):
     await asyncio.gather(*(ml.append(b"x") for ml in mls))
     assert factory.backend.writer.fsync_count - before >= 30
     assert factory.backend.journal is None
+
+
+@pytest.mark.skipif(not syncfs.available(), reason="syncfs reports writeback errors from Linux 5.8 on")
+async def test_a_checkpoint_of_many_ledgers_is_one_syncfs(factories, wait_until):
+    factory = factories(journal_checkpoint_interval_ms=NEVER_S)
+    mls = [await factory.open(f"t{i}") for i in range(SYNCFS_FROM + 8)]
+    await asyncio.gather(*(ml.append(b"x") for ml in mls))
+    checkpointer = factory.backend.checkpointer
+    before = checkpointer.segment_fsyncs
+    assert await asyncio.to_thread(checkpointer.checkpoint)
+    assert checkpointer.segment_fsyncs - before == 1  # not one per ledger
+    assert factory.backend.journal.file_count() == 1
+
+
+async def test_a_journal_in_a_newer_format_stops_the_start_and_is_left_alone(factories, data_dir):
+    factory = factories(journal_checkpoint_interval_ms=NEVER_S)
+    await (await factory.open("t")).append(b"a")
+    journal_dir = factory.backend.journal.directory
+    factory.abandon()
+    path = file_path(journal_dir, journal_files(journal_dir)[0])
+    data = bytearray(path.read_bytes())
+    data[4:8] = (FORMAT + 1).to_bytes(4, "big")
+    path.write_bytes(bytes(data))
+    with pytest.raises(NewerFormatError, match="newer than this Magnetar reads"):
+        factories()
+    assert path.read_bytes() == bytes(data)
