@@ -20,7 +20,9 @@
    not written: nothing to seal).
 
 Prints one JSON document; ``--json`` saves it. Stops its broker and
-deletes its data directory (``--keep`` keeps it). ``--data DIR`` measures
+deletes its data directory (``--keep`` keeps it). The publish latency
+and fsyncs/s of many *written* topics (issue 41) are
+:mod:`bench.written_topics`'s. ``--data DIR`` measures
 on a copy of a kept directory instead (:func:`stored_topics`): restart,
 first receipts, every topic loaded again, a scrape with topic-level
 series, a clean stop.

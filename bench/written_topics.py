@@ -33,6 +33,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -57,6 +58,42 @@ def file_counters(admin_port: int) -> dict[str, float]:
     return out
 
 
+class CounterSampler:
+    """Samples :func:`file_counters` every half second on a thread, so the
+    rates cover the produce phase only (not the producers' setup, whose
+    ledger creations are group-commit rounds too)."""
+
+    def __init__(self, admin_port: int) -> None:
+        self.admin_port = admin_port
+        self.samples: list[tuple[float, dict[str, float]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.samples.append((time.monotonic(), file_counters(self.admin_port)))
+            except OSError:
+                pass
+            self._stop.wait(0.5)
+
+    def __enter__(self) -> "CounterSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def rates(self, start: float, end: float) -> dict[str, float]:
+        """Per-second rates between the first and the last sample inside [start, end]."""
+        inside = [(t, c) for t, c in self.samples if start <= t <= end]
+        if len(inside) < 2:
+            return {}
+        (t0, a), (t1, b) = inside[0], inside[-1]
+        return {k: round((b[k] - a.get(k, 0)) / (t1 - t0), 1) for k in b}
+
+
 def one_run(path: str, topics: int, args, log) -> dict:
     work = Path(tempfile.mkdtemp(prefix=f"written-topics-{path}-"))
     config = f'topic_idle_unload_s = 0.0\n[storage]\nsync_policy = "always"\n{PATHS[path]}\n'
@@ -67,14 +104,14 @@ def one_run(path: str, topics: int, args, log) -> dict:
                             rate=args.rate, batching=False, duration=args.seconds,
                             producer_workers=args.workers, max_pending=1000)
         load_before = os.getloadavg()[0]
-        before = file_counters(broker.admin)
-        result = run(spec, produce=True, consume=False, command=f"produce {spec.topic}",
-                     setup_timeout=max(60.0, topics * 0.05))
-        after = file_counters(broker.admin)
+        with CounterSampler(broker.admin) as sampler:
+            result = run(spec, produce=True, consume=False, command=f"produce {spec.topic}",
+                         broker_pid=broker.proc.pid, setup_timeout=max(60.0, topics * 0.05))
+            ended = time.monotonic()
         p = result["produce"] or {}
-        seconds = p.get("seconds") or args.seconds
         lat = p.get("latency_ms") or {}
-        rates = {k: round((after.get(k, 0) - before.get(k, 0)) / seconds, 1) for k in after}
+        # The runner's clock starts once every producer is connected; its wall time ends at its return.
+        rates = sampler.rates(ended - result["wall_seconds"], ended)
         figures = {"path": path, "topics": topics, "msg_per_s": round(p.get("msg_per_s", 0)),
                    "errors": p.get("errors"), "p50_ms": lat.get("p50"), "p99_ms": lat.get("p99"),
                    "max_ms": lat.get("max"), "fsyncs_per_s": round(sum(v for k, v in rates.items()
@@ -82,11 +119,13 @@ def one_run(path: str, topics: int, args, log) -> dict:
                    "journal_fsyncs_per_s": rates.get("journal_fsyncs", 0.0),
                    "segment_fsyncs_per_s": rates.get("segment_fsyncs", 0.0),
                    "group_commits_per_s": rates.get("group_commits", 0.0),
+                   "broker_cpu_percent": (result.get("broker") or {}).get("cpu_percent"),
                    "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
         log(f"  {path:8} {topics:>6} topics: {figures['msg_per_s']:>6,} msg/s  p50 {figures['p50_ms']} "
             f"p99 {figures['p99_ms']} max {figures['max_ms']} ms  fsyncs/s {figures['fsyncs_per_s']} "
             f"(journal {figures['journal_fsyncs_per_s']}, segment {figures['segment_fsyncs_per_s']})  "
-            f"group commits/s {figures['group_commits_per_s']}  errors {figures['errors']}  "
+            f"group commits/s {figures['group_commits_per_s']}  broker CPU {figures['broker_cpu_percent']} %  "
+            f"errors {figures['errors']}  "
             f"load {figures['load_average']}")
         return figures
     finally:
@@ -127,6 +166,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--paths", default="journal,segments", help="which write paths (journal, segments)")
     ap.add_argument("--workers", type=int, default=0, help="producer processes (0: one per core)")
+    ap.add_argument("--segments-max-topics", type=int, default=1000,
+                    help="run the segments path only up to this many topics (past it its queue grows for minutes)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
 
@@ -140,6 +181,8 @@ def main() -> None:
         for topics in (int(t) for t in args.topics.split(",")):
             order = paths if (repeat + topics) % 2 == 0 else list(reversed(paths))
             for path in order:
+                if path == "segments" and topics > args.segments_max_topics:
+                    continue
                 results.append(one_run(path, topics, args, log))
     doc = {"command": " ".join(sys.argv), "cpus": os.cpu_count(), "started": started, "runs": results,
            "table": table(results)}
