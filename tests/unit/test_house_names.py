@@ -46,8 +46,8 @@ def _class_factories(tree: ast.Module) -> set[str]:
     return found
 
 
-def public_classes(path: pathlib.Path) -> list[str]:
-    """Names of the public classes ``path`` defines at module level."""
+def module_classes(path: pathlib.Path) -> list[str]:
+    """Names of the classes ``path`` defines at module level."""
     tree = ast.parse(path.read_text(), str(path))
     factories = _class_factories(tree) | {"type"}
     names = []
@@ -57,7 +57,12 @@ def public_classes(path: pathlib.Path) -> list[str]:
         elif (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
               and isinstance(node.value.func, ast.Name) and node.value.func.id in factories):
             names.extend(t.id for t in node.targets if isinstance(t, ast.Name))
-    return [n for n in names if not n.startswith("_")]
+    return names
+
+
+def public_classes(path: pathlib.Path) -> list[str]:
+    """Names of the public classes ``path`` defines at module level."""
+    return [n for n in module_classes(path) if not n.startswith("_")]
 
 
 def definitions(*roots: pathlib.Path) -> dict[str, list[pathlib.Path]]:
@@ -89,6 +94,19 @@ def test_every_public_class_name_has_one_meaning():
     present = [root for root in OURS if root.is_dir()]
     assert ROOT / "magnetar" in present
     assert clashes(definitions(*present)) == {}
+
+
+def test_no_private_class_name_is_defined_twice():
+    """A private class is read where it is defined, but a reader who met
+    ``_Batch`` (a group-commit write) in one module took it for the same
+    idea in another (a commit's batch): one name, one idea here too."""
+    found: dict[str, list[str]] = collections.defaultdict(list)
+    for root in (r for r in OURS if r.is_dir()):
+        for path in sorted(root.rglob("*.py")):
+            for name in module_classes(path):
+                if name.startswith("_"):
+                    found[name].append(str(path.relative_to(ROOT)))
+    assert {name: paths for name, paths in found.items() if len(paths) > 1} == {}
 
 
 def test_the_check_sees_classes_and_factory_made_classes(tmp_path):

@@ -19,6 +19,8 @@ from magnetar.broker.subscriptions import cursor_ops
 from magnetar.broker.namespaces.policies import message_ttl_s
 from magnetar.broker.namespaces.applied import applied_policies
 
+from magnetar.metadata import MetadataStore
+
 from .sweep import start_sweep, stop_sweep
 from .views import ServedTopics
 
@@ -26,8 +28,12 @@ log = logging.getLogger(__name__)
 
 
 class MessageExpiry:
-    def __init__(self, service: ServedTopics, interval_s: float) -> None:
+    """Expires the backlog of ``service``'s loaded topics by the TTL their
+    policies in ``store`` give."""
+
+    def __init__(self, service: ServedTopics, store: MetadataStore, interval_s: float) -> None:
         self.service = service
+        self.store = store
         self.interval_s = interval_s
         self._task: asyncio.Task | None = None
 
@@ -47,7 +53,7 @@ class MessageExpiry:
             if topic.closed:
                 continue
             # The topic's own TTL, else its namespace's (one small read each round).
-            ttl = message_ttl_s(await applied_policies(self.service.store, topic.name))
+            ttl = message_ttl_s(await applied_policies(self.store, topic.name))
             if ttl is None:
                 continue
             for sub in list(topic.subscriptions.values()):

@@ -12,7 +12,6 @@ from typing import Any, Protocol
 from magnetar.broker.namespaces.policies import BacklogQuota
 from magnetar.broker.subscriptions.subscription import Subscription
 from magnetar.broker.topic_name import TopicName
-from magnetar.metadata import MetadataStore
 from magnetar.storage import ManagedLedger
 
 
@@ -36,7 +35,6 @@ class PolicedTopic(Protocol):
 
 
 class ServedTopics(Protocol):
-    """The broker's loaded topics and its metadata store."""
+    """The broker's loaded topics."""
 
     topics: dict[str, PolicedTopic]
-    store: MetadataStore

@@ -186,7 +186,7 @@ class Broker:
                 session_ttl_s=config.cluster_session_ttl_s, lookup_timeout_s=config.lookup_timeout_s)
             if config.drain_on_stop:
                 self.service.cluster.drain_on_stop = (config.drain_timeout_s, min(10.0, config.drain_timeout_s))
-        self.expiry = MessageExpiry(self.service, config.message_expiry_check_interval_s).start()
+        self.expiry = MessageExpiry(self.service, self.store, config.message_expiry_check_interval_s).start()
         self.stats_sampling = start_sampling(self.service.topics, config.stats_update_frequency_s)
         self.inactive_topics = InactiveTopics(self.service, config).start()
         self.quota_checks = backlog_quota.start_checks(self.service, config.backlog_quota_check_interval_s)

@@ -41,7 +41,7 @@ class ConsumerSink(Protocol):
         """Tell a failover consumer whether it is the active one."""
 
 
-class _NoClient:
+class _DroppingConsumerSink:
     """The sink of a consumer with no client (tests): nothing is written."""
 
     __slots__ = ()
@@ -59,7 +59,7 @@ class _NoClient:
         pass
 
 
-NO_CLIENT: ConsumerSink = _NoClient()
+NO_CLIENT: ConsumerSink = _DroppingConsumerSink()
 
 
 @dataclass(eq=False)

@@ -49,7 +49,7 @@ class ProducerSink(Protocol):
         to reconnect there without a lookup (the topic moved there)."""
 
 
-class _NoClient:
+class _DroppingProducerSink:
     """The sink of a producer with no client (tests): outcomes are dropped."""
 
     __slots__ = ()
@@ -61,7 +61,7 @@ class _NoClient:
         pass
 
 
-NO_CLIENT: ProducerSink = _NoClient()
+NO_CLIENT: ProducerSink = _DroppingProducerSink()
 
 
 @dataclass(frozen=True, slots=True)
