@@ -16,6 +16,8 @@ from tests.helpers import wait_for
 
 pytestmark = pytest.mark.timeout(600)
 TOPICS = [f"persistent://public/default/steady-{k}" for k in range(6)]
+#: A restarted broker counts as serving once it sent a load report: sooner than every 5 s, for the test's time.
+FAST_REPORTS = "load_balancer_report_interval_s = 1.0\n"
 
 
 def multi_host(cluster: LocalCluster) -> str:
@@ -118,7 +120,8 @@ def test_a_standalone_broker_cannot_be_drained(tmp_path):
 
 
 def test_restart_rolling_restarts_every_broker_under_traffic_without_errors(tmp_path):
-    cluster = LocalCluster(tmp_path / "rolling", brokers=3, session_ttl=5.0, restart_exited=True).start()
+    cluster = LocalCluster(tmp_path / "rolling", brokers=3, session_ttl=5.0, restart_exited=True,
+                           broker_config=FAST_REPORTS).start()
     try:
         b0 = cluster.members[0]
         cluster.admin(b0, "/admin/v2/namespaces/public/default/deduplication", "POST", True)
@@ -155,3 +158,25 @@ def test_a_dynamic_setting_changed_through_one_broker_applies_on_every_broker(cl
     for m in cluster.members:
         wait_for(lambda m=m: cluster.admin(m, "/admin/v2/brokers/configuration/runtime")[
             "load_balancer_load_threshold"] == 0.5, 10, what=f"{m.broker_id} back to its file's value")
+
+
+def test_restart_rolling_with_a_restart_command_drains_then_runs_it_for_each_broker(tmp_path):
+    """The --exec form (an operator's ``ssh {host} systemctl restart ...``):
+    here a script that SIGTERMs the broker listening on ``{port}``, which
+    ``cluster up --restart-exited`` starts again."""
+    cluster = LocalCluster(tmp_path / "rolling-exec", brokers=2, session_ttl=5.0, restart_exited=True,
+                           broker_config=FAST_REPORTS).start()
+    try:
+        pids = {m.index: m.pid for m in cluster.members}
+        script = tmp_path / "restart.sh"
+        script.write_text("case $1 in\n" + "".join(
+            f"  {m.admin_url.rsplit(':', 1)[1]}) kill -TERM {m.pid} ;;\n" for m in cluster.members) + "esac\n")
+        b0 = cluster.members[0]
+        done = cli("admin", "--url", b0.admin_url, "brokers", "restart-rolling", "--settle", "1",
+                   "--exec", f"sh {script} {{port}}")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "2 brokers restarted" in done.stdout
+        assert done.stderr.count(": draining") == 2, done.stderr
+        assert all(m.pid != pids[m.index] for m in cluster.members), "a broker was not restarted"
+    finally:
+        cluster.stop()
