@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from magnetar.processes import child
+
 from .lifetime import dying_with_parent
 
 #: ``command(port, admin_port)``: the broker's command line on those ports.
@@ -187,7 +189,11 @@ class BrokerProcess:
         self.paused = False
 
     def pause(self) -> None:
+        """SIGSTOP, returning once every thread of the broker is stopped (the
+        signal alone is asynchronous: its writer thread could still run)."""
         self._signal(signal.SIGSTOP)
+        if self.proc is not None and self.proc.poll() is None:
+            child.wait_stopped(self.proc.pid, "the broker")
         self.paused = True
 
     def resume(self) -> None:

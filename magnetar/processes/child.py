@@ -99,8 +99,14 @@ def pause(process: subprocess.Popen | None, what: str, timeout: float = 5.0) -> 
     if process is None or process.poll() is not None:
         raise RuntimeError(f"{what} is not running")
     os.killpg(process.pid, signal.SIGSTOP)
+    wait_stopped(process.pid, what, timeout)
+
+
+def wait_stopped(pid: int, what: str, timeout: float = 5.0) -> None:
+    """Return once every thread of ``pid`` is stopped (after a SIGSTOP sent
+    to it); RuntimeError after ``timeout`` s."""
     deadline = time.monotonic() + timeout
-    while not _all_threads_stopped(process.pid):
+    while not _all_threads_stopped(pid):
         if time.monotonic() > deadline:
             raise RuntimeError(f"{what} did not stop within {timeout} s of SIGSTOP")
         time.sleep(0.001)
