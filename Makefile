@@ -12,7 +12,7 @@ PORT ?= 6650
 ADMIN_PORT ?= 8080
 DATA ?= ./data
 
-.PHONY: console-test install standalone cluster test unit integration chaos chaos-interval chaos-partition chaos-soak chaos-soak-object proto proto-check spark-compat bench bench-quick profile clean
+.PHONY: hosts-up hosts-down console-test install standalone cluster test unit integration chaos chaos-interval chaos-partition chaos-soak chaos-soak-object proto proto-check spark-compat bench bench-quick profile clean
 
 install: $(STAMP)
 
@@ -216,3 +216,15 @@ profile: $(BENCH_STAMP)
 
 clean:
 	rm -rf $(VENV) build tools/build *.egg-info
+
+# The deployment of docs/deploy.md on a test bed of hosts (network namespaces on a
+# bridge, root only): 3 brokers on object storage, a 3-member etcd, SeaweedFS split
+# over 6 hosts, a client host, a Spark standalone master and 2 workers. hosts-up
+# prints every part's host, address, ports and log and leaves them running;
+# hosts-down stops them and deletes the namespaces. HOSTS_TAG names them (mg-TAG-*).
+HOSTS_TAG ?= hosts
+hosts-up: $(STAMP)
+	$(BIN)/magnetar-chaos hosts up --tag $(HOSTS_TAG)
+
+hosts-down: $(STAMP)
+	$(BIN)/magnetar-chaos hosts down --tag $(HOSTS_TAG)

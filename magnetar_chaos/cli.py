@@ -18,10 +18,12 @@ from rich.table import Table
 from .checker import ANOMALIES, Report, check
 from .faults import faults_help
 from .history import read_history
+from .hosts_cli import hosts_app
 from .plot import write_svg
 
 chaos_app = typer.Typer(help="Fault injection: real clients, a nemesis, and a checker of the history.",
                         no_args_is_help=True, add_completion=False)
+chaos_app.add_typer(hosts_app, name="hosts")
 console = Console()
 
 

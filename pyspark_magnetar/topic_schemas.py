@@ -76,10 +76,9 @@ def to_proto(kind: str, data: bytes) -> pb.Schema:
 async def fetch_schema(client: AsyncClient, topic: str, version: int | None = None) -> TopicSchema | None:
     """``topic``'s schema ``version`` (latest if None); None if the topic has
     no schema (or no such version)."""
-    conn = await client.connection_to(client.service_url)
     fields = {"schema_version": encode_version(version)} if version is not None else {}
-    reply = await conn.request(command(Type.GET_SCHEMA, request_id=client.new_request_id(), topic=topic, **fields),
-                               client.operation_timeout)
+    reply = await client.ask_any_host(
+        lambda: command(Type.GET_SCHEMA, request_id=client.new_request_id(), topic=topic, **fields))
     resp = reply.getSchemaResponse
     if resp.HasField("error_code") or not resp.HasField("schema"):
         return None

@@ -56,11 +56,9 @@ async def earliest_offset(client: AsyncClient, tp: TopicPartition, next_off: int
 
 async def namespace_topics(client: AsyncClient, namespace: str) -> list[str]:
     """Fully qualified names of the persistent topics (and partitions) of ``tenant/namespace``."""
-    conn = await client.connection_to(client.service_url)
-    reply = await conn.request(
-        command(Type.GET_TOPICS_OF_NAMESPACE, request_id=client.new_request_id(), namespace=namespace,
-                mode=pb.CommandGetTopicsOfNamespace.PERSISTENT),
-        client.operation_timeout)
+    reply = await client.ask_any_host(
+        lambda: command(Type.GET_TOPICS_OF_NAMESPACE, request_id=client.new_request_id(), namespace=namespace,
+                        mode=pb.CommandGetTopicsOfNamespace.PERSISTENT))
     return list(reply.getTopicsOfNamespaceResponse.topics)
 
 

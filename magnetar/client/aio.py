@@ -177,6 +177,15 @@ class AsyncClient:
 
         conn.closed.add_done_callback(forget)
 
+    async def ask_any_host(self, cmd_for: Callable[[], pb.BaseCommand], timeout: float | None = None) -> pb.BaseCommand:
+        """The reply to a request any broker answers alike (a namespace's
+        topics, a topic's schema), from a host of the service URL, tried
+        as :meth:`_ask_service_host` tries them (a service URL may name
+        several brokers). ``cmd_for`` makes the command (a fresh request id
+        per try)."""
+        reply, _ = await self._ask_service_host(cmd_for, self.operation_timeout if timeout is None else timeout)
+        return reply
+
     async def _ask_service_host(self, cmd_for: Callable[[], pb.BaseCommand],
                                 timeout: float) -> tuple[pb.BaseCommand, str]:
         """Send a request to a host of the service URL: ``(reply, host URL)``.

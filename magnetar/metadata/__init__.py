@@ -6,7 +6,7 @@ Pick a backend by URL with :func:`open_store`:
 - ``memory:`` — in-process, nothing survives (tests);
 - ``sqlite:///abs/path/meta.db`` or ``sqlite:relative/meta.db`` — durable,
   one process (the standalone broker);
-- ``etcd://HOST:PORT/PREFIX`` — an etcd v3 server shared by the brokers of a
+- ``etcd://HOST:PORT[,HOST:PORT...]/PREFIX`` — an etcd v3 cluster (its members) shared by the brokers of a
   cluster, keys under PREFIX (:mod:`magnetar.metadata.etcd`).
 """
 from __future__ import annotations

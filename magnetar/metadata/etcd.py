@@ -62,6 +62,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import socket
 import time
 from typing import Any, Callable
 from urllib.parse import urlsplit
@@ -107,21 +108,58 @@ _CHANNEL_OPTIONS = [
 _UNREACHABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
-def parse_etcd_url(url: str) -> tuple[str, int, str]:
-    """``etcd://HOST:PORT/PREFIX`` -> (host, port, "/PREFIX" or ""). ValueError if malformed."""
+def parse_etcd_endpoints(url: str) -> tuple[list[tuple[str, int]], str]:
+    """``etcd://HOST:PORT[,HOST:PORT...]/PREFIX`` -> ([(host, port), ...],
+    "/PREFIX" or ""): the members of one etcd cluster, in the order given.
+    ValueError if malformed."""
     parts = urlsplit(url)
     if parts.scheme.lower() != "etcd":
         raise ValueError(f"bad metadata store URL {url!r}: not an etcd:// URL")
-    try:
-        host, port = parts.hostname, parts.port
-    except ValueError:
-        host, port = None, None
-    if not host or port is None or parts.query or parts.fragment or parts.username:
-        raise ValueError(f"bad metadata store URL {url!r}: expected etcd://HOST:PORT[/PREFIX]")
+    endpoints = []
+    for member in parts.netloc.split(","):
+        try:
+            one = urlsplit(f"etcd://{member}")
+            host, port = one.hostname, one.port
+        except ValueError:
+            host, port, one = None, None, None
+        if not host or port is None or one.username or one.password:
+            raise ValueError(f"bad metadata store URL {url!r}: expected etcd://HOST:PORT[,HOST:PORT...][/PREFIX]")
+        endpoints.append((host, port))
+    if parts.query or parts.fragment:
+        raise ValueError(f"bad metadata store URL {url!r}: expected etcd://HOST:PORT[,HOST:PORT...][/PREFIX]")
     prefix = parts.path.strip("/")
     if prefix and ("//" in prefix or "\x00" in prefix):
         raise ValueError(f"bad metadata store URL {url!r}: the prefix has an empty segment")
-    return host, port, ("/" + prefix if prefix else "")
+    return endpoints, ("/" + prefix if prefix else "")
+
+
+def parse_etcd_url(url: str) -> tuple[str, int, str]:
+    """``etcd://HOST:PORT/PREFIX`` -> (host, port, "/PREFIX" or ""): the
+    first member of :func:`parse_etcd_endpoints`. ValueError if malformed."""
+    endpoints, prefix = parse_etcd_endpoints(url)
+    return endpoints[0][0], endpoints[0][1], prefix
+
+
+def grpc_target(endpoints: list[tuple[str, int]]) -> tuple[str, list[tuple[str, Any]]]:
+    """The gRPC target and extra channel options for ``endpoints``. One
+    member: ``host:port`` (gRPC resolves the name, again at each
+    reconnect). Several: their addresses, resolved now (gRPC has no
+    resolver for a list of names), with round-robin balancing, so a call
+    retried after a member went away or lost its quorum goes to another
+    member. OSError if a name does not resolve."""
+    if len(endpoints) == 1:
+        host, port = endpoints[0]
+        return f"{host}:{port}", []
+    addresses = []
+    for host, port in endpoints:
+        info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        ip = info[4][0]
+        addresses.append((info[0], f"[{ip}]:{port}" if info[0] == socket.AF_INET6 else f"{ip}:{port}"))
+    families = {family for family, _ in addresses}
+    scheme = "ipv6" if families == {socket.AF_INET6} else "ipv4"
+    if len(families) > 1:
+        raise OSError("the etcd members resolve to both IPv4 and IPv6 addresses: give one family")
+    return f"{scheme}:" + ",".join(a for _, a in addresses), [("grpc.lb_policy_name", "round_robin")]
 
 
 def _range_end(prefix: bytes) -> bytes:
@@ -267,14 +305,21 @@ class EtcdMetadataStore(MetadataStore):
     @classmethod
     async def open(cls, url: str, *, connect_timeout: float = 10.0, op_timeout: float = 10.0,
                    unwatched: tuple[str, ...] = ()) -> "EtcdMetadataStore":
-        """Connect to ``etcd://HOST:PORT[/PREFIX]`` and start the store's watch.
+        """Connect to ``etcd://HOST:PORT[,HOST:PORT...][/PREFIX]`` (the
+        members of one etcd cluster) and start the store's watch.
 
         Raises ValueError for a malformed URL or unwatched root, MetadataError
         if etcd does not answer within ``connect_timeout`` seconds.
         """
-        host, port, prefix = parse_etcd_url(url)
-        store = cls(host, port, prefix, op_timeout=op_timeout, unwatched=unwatched)
-        store._channel = rpc.insecure_channel(store.target, options=_CHANNEL_OPTIONS)
+        endpoints, prefix = parse_etcd_endpoints(url)
+        try:
+            target, options = grpc_target(endpoints)
+        except OSError as exc:
+            raise MetadataError(f"etcd members of {url} do not resolve: {exc}") from None
+        store = cls(endpoints[0][0], endpoints[0][1], prefix, op_timeout=op_timeout, unwatched=unwatched)
+        if len(endpoints) > 1:
+            store.target = ",".join(f"{host}:{port}" for host, port in endpoints)
+        store._channel = rpc.insecure_channel(target, options=_CHANNEL_OPTIONS + options)
         store._kv = rpc.KVStub(store._channel)
         store._lease_stub = rpc.LeaseStub(store._channel)
         store._watch_stub = rpc.WatchStub(store._channel)
