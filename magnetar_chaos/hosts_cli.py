@@ -30,7 +30,7 @@ def _check_root() -> None:
 
 @hosts_app.command("up")
 def up(tag: str = typer.Option(DEFAULT_TAG, help="Names: namespaces mg-TAG-*, bridge mgTAGbr (1-8 of a-z0-9)"),
-       directory: Optional[Path] = typer.Option(None, "--dir", help="Files and logs [/tmp/mg-TAG]"),
+       directory: Optional[Path] = typer.Option(None, "--dir", help="Files and logs (default: /tmp/mg-TAG)"),
        spark: bool = typer.Option(True, "--spark/--no-spark", help="A Spark standalone master and 2 workers")) -> None:
     """Make the hosts, start every part (leftovers of this tag removed first), print where each is."""
     from magnetar_harness.host_topology import TopologyError, default_base, host_topology
@@ -60,7 +60,7 @@ def up(tag: str = typer.Option(DEFAULT_TAG, help="Names: namespaces mg-TAG-*, br
 
 @hosts_app.command("down")
 def down(tag: str = typer.Option(DEFAULT_TAG, help="The tag given to up"),
-         directory: Optional[Path] = typer.Option(None, "--dir", help="Files and logs, deleted [/tmp/mg-TAG]"),
+         directory: Optional[Path] = typer.Option(None, "--dir", help="Files and logs, deleted (default: /tmp/mg-TAG)"),
          keep_files: bool = typer.Option(False, "--keep-files", help="Keep the files and logs")) -> None:
     """Stop every part of ``tag``, delete its namespaces and bridge (and its files)."""
     from magnetar_harness.host_topology import HOSTS, default_base
