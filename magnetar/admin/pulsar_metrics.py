@@ -6,7 +6,8 @@ label them (or per namespace, labelled ``cluster`` and ``namespace``, with
 :data:`GAUGES` (``pulsar_rate_in`` / ``pulsar_rate_out`` msg/s,
 ``pulsar_throughput_in`` / ``pulsar_throughput_out`` bytes/s,
 ``pulsar_average_msg_size``, ``pulsar_msg_backlog``, ``pulsar_storage_size``,
-``pulsar_storage_backlog_size``, ``pulsar_producers_count``,
+``pulsar_storage_backlog_size``, ``pulsar_storage_backlog_quota_limit``,
+``pulsar_storage_offloaded_size``, ``pulsar_producers_count``,
 ``pulsar_consumers_count``, ``pulsar_subscriptions_count``) and the counters
 of :data:`COUNTERS` (``pulsar_in_messages_total``, ``pulsar_in_bytes_total``,
 ``pulsar_out_messages_total``, ``pulsar_out_bytes_total``); per subscription
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from magnetar.broker.policies.backlog_quota import backlog_size
+from magnetar.broker.policies.backlog_quota import SIZE, backlog_size
 
 if TYPE_CHECKING:
     from magnetar.broker.server.server import Broker
@@ -49,6 +50,8 @@ GAUGES = (
     ("pulsar_subscriptions_count", "Subscriptions"),
     ("pulsar_storage_backlog_size", "Stored bytes the slowest subscription has not acknowledged"),
     ("pulsar_average_msg_size", "Bytes per message published since the last scrape"),
+    ("pulsar_storage_backlog_quota_limit", "The backlog quota's size limit in bytes (-1: none)"),
+    ("pulsar_storage_offloaded_size", "Bytes offloaded to tiered storage (Magnetar offloads nothing: 0)"),
 )
 
 #: The per-topic counters (name with Pulsar's ``_total``, help): messages and
@@ -73,6 +76,11 @@ SUB_GAUGES = (
 
 #: The counters a subscription row's (messages out, bytes out) go to, with a ``subscription`` label.
 SUB_COUNTERS = ("pulsar_out_messages_total", "pulsar_out_bytes_total")
+
+
+def _size_limit(topic) -> int:
+    """The topic's backlog quota size limit in bytes, -1 without one (as its stats say)."""
+    return next((quota.limit for quota in topic.backlog_quotas if quota.kind == SIZE), -1)
 
 
 def subscription_row(sub) -> tuple[str, tuple, tuple]:
@@ -139,7 +147,7 @@ class PulsarCollector:
         values = (rate_in, per_s(msg_out, m_out), throughput_in, per_s(bytes_out, b_out),
                   sum(r[1][0] for r in sub_rows), topic.ledger.total_size, len(topic.producers),
                   sum(len(s.consumers) for s in subs), len(subs), backlog_size(topic) if subs else 0,
-                  throughput_in / rate_in if rate_in else 0.0)
+                  throughput_in / rate_in if rate_in else 0.0, _size_limit(topic), 0)
         return name, topic.name.namespace_name, values, sub_rows, (topic.msg_in, topic.bytes_in, msg_out, bytes_out)
 
     def keep_only(self, names: set[str]) -> None:
@@ -153,15 +161,19 @@ def namespace_series(cluster: str, rows: list) -> list:
     gauges = [GaugeMetricFamily(name, doc, labels=NAMESPACE_LABELS) for name, doc in GAUGES]
     counters = [CounterMetricFamily(name.removesuffix("_total"), doc, labels=NAMESPACE_LABELS)
                 for name, doc in COUNTERS]
+    names = [name for name, _ in GAUGES]
+    average, limit = names.index("pulsar_average_msg_size"), names.index("pulsar_storage_backlog_quota_limit")
     sums: dict[str, list[float]] = {}
+    limits: dict[str, float] = {}
     for _, ns, values, _, totals in rows:
         total = sums.setdefault(ns, [0] * (len(GAUGES) + len(COUNTERS)))
         for i, value in enumerate((*values, *totals)):
             total[i] += value
-    average = [name for name, _ in GAUGES].index("pulsar_average_msg_size")
+        limits[ns] = max(limits.get(ns, -1), values[limit])
     for ns, total in sorted(sums.items()):
         rate_in, throughput_in = total[0], total[2]
         total[average] = throughput_in / rate_in if rate_in else 0.0  # of the namespace, not a sum of averages
+        total[limit] = limits[ns]  # a limit, not a sum: the largest of the namespace's topics
         for family, value in zip(gauges + counters, total):
             family.add_metric([cluster, ns], value)
     return gauges + counters

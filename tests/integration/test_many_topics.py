@@ -135,6 +135,9 @@ def test_metrics_per_namespace_without_topic_level_series(tmp_path):
         assert 'topic="' not in text
         assert f'pulsar_storage_size{{cluster="standalone",namespace="{NS}"}}' in text
         assert f'pulsar_topics_count{{cluster="standalone",namespace="{NS}"}} 3.0' in text
+        # Pulsar's counters summed over the namespace; a quota limit is not summed.
+        assert f'pulsar_in_messages_total{{cluster="standalone",namespace="{NS}"}} 3.0' in text
+        assert f'pulsar_storage_backlog_quota_limit{{cluster="standalone",namespace="{NS}"}} -1.0' in text
     finally:
         broker.stop()
 

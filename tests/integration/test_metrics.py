@@ -143,6 +143,11 @@ PULSAR_NAMESPACE_DASHBOARD = {
     "pulsar_storage_write_latency_overflow",
     *(f"pulsar_entry_size_le_{b}" for b in ("128", "512", "1_kb", "2_kb", "4_kb", "16_kb", "100_kb", "1_mb")),
 }
+#: What StreamNative's dashboards (apache-pulsar-grafana-dashboard, dashboards/ and
+#: dashboards.kubernetes/: topic.json, messaging.json) query beyond Pulsar's own.
+STREAMNATIVE_TOPIC_DASHBOARD = {"pulsar_storage_backlog_quota_limit", "pulsar_storage_backlog_size",
+                                "pulsar_storage_offloaded_size", "pulsar_subscription_delayed"}
+STREAMNATIVE_NAMESPACE_DASHBOARD = {"pulsar_storage_read_latency_count", "pulsar_storage_write_latency_count"}
 #: Queried with a remote_cluster label: declared by every broker, with series once topics replicate.
 PULSAR_REPLICATION_DASHBOARD = {"pulsar_replication_rate_in", "pulsar_replication_rate_out",
                                 "pulsar_replication_backlog"}
@@ -194,16 +199,17 @@ def test_pulsars_counters_and_its_dashboards_queries_with_their_labels(broker, p
     assert _sample(text, "pulsar_out_messages_total", **labels, subscription="counted") == 10
     assert _sample(text, "pulsar_out_bytes_total", **labels, subscription="counted") > 1000
     assert _sample(text, "pulsar_storage_backlog_size", **labels) > 1000  # nothing acknowledged
+    assert _sample(text, "pulsar_storage_backlog_quota_limit", **labels) == -1  # no quota set
     assert _sample(text, "pulsar_subscription_back_log", **sub) == 11
     assert "# TYPE pulsar_in_messages_total counter" in text
-    for name in PULSAR_TOPIC_SERIES | PULSAR_TOPIC_DASHBOARD:
+    for name in PULSAR_TOPIC_SERIES | PULSAR_TOPIC_DASHBOARD | STREAMNATIVE_TOPIC_DASHBOARD:
         mine = [s for s in _samples(text, name) if s.get("topic") == topic]
         assert mine, f"{name} has no series of {topic}"
         assert all({"cluster", "namespace", "topic"} <= set(s) for s in _samples(text, name)), name
     for name in PULSAR_SUBSCRIPTION_SERIES:
         assert any(s.get("subscription") == "counted" and s["topic"] == topic and s["namespace"] == "public/default"
                    for s in _samples(text, name)), f"{name} has no series of subscription counted"
-    for name in PULSAR_NAMESPACE_DASHBOARD:
+    for name in PULSAR_NAMESPACE_DASHBOARD | STREAMNATIVE_NAMESPACE_DASHBOARD:
         found = _samples(text, name)
         assert found and all(s.get("cluster") == "standalone" and s.get("namespace") for s in found), name
     served = served_names(text)

@@ -29,7 +29,7 @@ def _topic(i: int, subscriptions: int = 0):
     ledger = SimpleNamespace(total_size=2_000_000 + i, ledgers=[LedgerInfo(1, 10, 1000, 0.0, "Open")])
     return SimpleNamespace(name=parse(f"persistent://t/ns{i % 3}/topic-{i}"), subscriptions=subs, msg_in=i,
                            bytes_in=100 * i, msg_out=0, bytes_out=0, ledger=ledger,
-                           producers={"p": 1} if i % 2 else {})
+                           producers={"p": 1} if i % 2 else {}, backlog_quotas=[])
 
 
 def _broker(topics):
