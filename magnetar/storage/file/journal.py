@@ -206,12 +206,20 @@ class Journal:
 
     def _open_next(self) -> None:
         seq = self._seq + 1
-        fd = os.open(file_path(self.directory, seq), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        path = file_path(self.directory, seq)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
         try:
             os.write(fd, _FILE_HEAD.pack(_FILE_MAGIC, FORMAT))  # synced with the first records
             fsync_dir(self.directory)
         except BaseException:
             os.close(fd)
+            # It holds no record: gone, the next try creates it again (left
+            # there, O_EXCL refused every later try: EEXIST for good after
+            # one failed directory fsync, found by make chaos's fsync-error).
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
             raise
         with self._lock:
             old, self._fd, self._seq, self._offset = self._fd, fd, seq, FILE_HEAD_SIZE

@@ -15,7 +15,7 @@ import pytest
 
 from magnetar.metadata import MemoryMetadataStore
 from magnetar.storage import ManagedLedgerFactory, StorageConfig
-from magnetar.storage.errors import ManagedLedgerFencedError
+from magnetar.storage.errors import ManagedLedgerFencedError, StorageError
 from magnetar.formats import NewerFormatError
 from magnetar.storage.file.journal import FORMAT, Journal, JournalPosition, file_path, journal_files, read_records, record_head, records_from
 from magnetar.storage.file import syncfs
@@ -216,3 +216,27 @@ async def test_a_journal_in_a_newer_format_stops_the_start_and_is_left_alone(fac
     with pytest.raises(NewerFormatError, match="newer than this Magnetar reads"):
         factories()
     assert path.read_bytes() == bytes(data)
+
+
+def test_a_failed_directory_fsync_while_starting_a_journal_file_fails_that_round_only(tmp_path, monkeypatch):
+    """EIO from the fsync of the journal's directory as a new file starts (a
+    disk error, or make chaos's fsync-error): that append fails, the next
+    one starts the file again and goes on."""
+    import magnetar.storage.file.journal as journal_module
+
+    journal = Journal(tmp_path / "journal")
+    real = journal_module.fsync_dir
+    failures = iter([OSError(5, "Input/output error")])
+
+    def failing_once(directory):
+        error = next(failures, None)
+        if error is not None:
+            raise error
+        real(directory)
+
+    monkeypatch.setattr(journal_module, "fsync_dir", failing_once)
+    journal.after_failed_sync()  # the next append starts a new file
+    with pytest.raises(StorageError, match="cannot start a new journal file"):
+        journal.append([b"lost"])
+    position = journal.append([b"kept"])
+    assert position.seq == 2 and journal.sync() == position
