@@ -160,6 +160,34 @@ def test_an_asymmetric_cut_from_a_broker_to_the_object_store_gives_no_receipt_an
     assert_exactly_once(consume_all(topo, topic, "s", ["o"], 2500), 2500)
 
 
+def test_the_object_store_cut_off_from_everyone_no_receipt_meanwhile_nothing_lost(topo):
+    topic = unique("store-gone")
+    producer = start_producer(topo, topic, "g", 2500, rate=200)
+    producer.wait_acked(200, 60, "receipts before the cut")
+    topo.bed.isolate(WEED_S3)
+    cut_at = time.time()
+    time.sleep(6)
+    healed_at = time.time()
+    topo.bed.heal()
+    producer.finish(timeout=120)
+    during = [i for i, t in producer.acked().items() if cut_at + 3 < t < healed_at]
+    assert not during, f"{len(during)} receipts while nobody could reach the store"
+    assert_exactly_once(consume_all(topo, topic, "s", ["g"], 2500), 2500)
+
+
+def test_a_whole_broker_host_lost_with_its_disk_its_topics_go_on_elsewhere(topo):
+    victim = "broker-3"
+    topic = _topic_owned_by(topo, victim, "hostlost")
+    producer = start_producer(topo, topic, "h", 3000, rate=200)
+    producer.wait_acked(200, 60, "receipts before the loss")
+    topo.bed.lose(victim)
+    shutil.rmtree(topo.root(victim) / "var" / "lib" / "magnetar")
+    wait_for(lambda: owner(topo, topic, ask="broker-1") != victim, SESSION_TTL_S + 40, 0.5,
+             "another broker to own the topic")
+    producer.finish(timeout=120)
+    assert_exactly_once(consume_all(topo, topic, "s", ["h"], 3000), 3000)
+
+
 def test_one_etcd_member_partitioned_then_the_leaders_host_lost_the_cluster_goes_on_with_two(topo):
     topic = unique("etcd")
     producer = start_producer(topo, topic, "e", 5000, rate=200)
