@@ -60,7 +60,9 @@ def counters(cluster: LocalCluster) -> dict:
     etcd = _scrape(cluster.etcd_url)
     return {"t": time.monotonic(), "puts": _value(broker, "magnetar_object_puts_total"),
             "txns": _value(broker, "magnetar_object_commit_transactions_total"),
-            "broker_fsyncs": _value(broker, "magnetar_storage_fsyncs_total"),
+            "broker_fsyncs": sum(float(v) for v in re.findall(r"^magnetar_file_fsyncs_total\{[^}]*\} (\S+)$",
+                                                               broker, re.M)),
+            "gets": _value(broker, "magnetar_object_gets_total"),
             "etcd_fsyncs": _value(etcd, "etcd_disk_wal_fsync_duration_seconds_count")}
 
 
@@ -174,6 +176,42 @@ def run_config(name: str, args, log) -> dict:
     return out
 
 
+def cold_read(storage: str, args, log) -> dict:
+    """``--cold-topics`` topics written together (``--cold-messages`` in all,
+    100 bytes, batching off, at the client's max rate), unloaded (their next
+    owner's caches are empty), then read from the earliest by one consumer
+    each: entries/s and MB/s, and (object) the GETs it took."""
+    config = "[storage]\n" if storage == "object" else None
+    with tempfile.TemporaryDirectory(prefix=f"magnetar-cold-{storage}-") as tmp:
+        cluster = LocalCluster(Path(tmp) / "c", brokers=1, storage=storage, session_ttl=10.0,
+                               broker_config=config).start(timeout=180)
+        try:
+            spec = WorkloadSpec(service_url=cluster.members[0].service_url, size=100, batching=False,
+                                topic="cold", topics=args.cold_topics, messages=args.cold_messages,
+                                duration=600, max_pending=1000)
+            written = run(spec, produce=True, consume=False, command="cold write", setup_timeout=600)
+            produced = (written["produce"] or {}).get("messages", 0)
+            time.sleep(2)  # the last ledgers' compactions (object) are part of the write, not of the read
+            for name in spec.topic_names():
+                url = cluster.members[0].admin_url + f"/admin/v2/persistent/public/default/{name}/unload"
+                urllib.request.urlopen(urllib.request.Request(url, method="PUT", data=b""), timeout=60).read()
+            before = counters(cluster)
+            reader = replace(spec, subscriptions=["cold"], initial_position="earliest", messages=produced,
+                             receive_mode="batch", receiver_queue=5000)
+            result = run(reader, produce=False, consume=True, command="cold read", setup_timeout=600)
+            after = counters(cluster)
+        finally:
+            cluster.stop()
+    c = result["consume"] or {}
+    out = {"storage": storage, "topics": args.cold_topics, "messages": produced, "read": c.get("messages"),
+           "msg_per_s": c.get("msg_per_s"), "mb_per_s": c.get("mb_per_s"), "gets": after["gets"] - before["gets"],
+           "load_avg": os.getloadavg()[0], "errors": result["errors"]}
+    log(f"  cold read [{storage}]: {out['read']:,} of {produced:,} entries over {args.cold_topics} topics: "
+        f"{out['msg_per_s'] or 0:,.0f} entries/s, {out['mb_per_s']} MB/s, GETs {out['gets']:.0f} | "
+        f"load {out['load_avg']:.1f}")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=10.0)
@@ -186,11 +224,20 @@ def main() -> None:
     parser.add_argument("--etcd-topics", type=int, default=1_000)
     parser.add_argument("--etcd-rate", type=float, default=5_000)
     parser.add_argument("--skip-latency", action="store_true", help="only the etcd run")
+    parser.add_argument("--cold-read", action="store_true", help="only the cold read, files then objects")
+    parser.add_argument("--cold-topics", type=int, default=8)
+    parser.add_argument("--cold-messages", type=int, default=100_000)
+    parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--configs", default="interval,profiles")
     parser.add_argument("--json")
     args = parser.parse_args()
     log = lambda line: print(line, flush=True)  # noqa: E731
-    results = {name: run_config(name, args, log) for name in args.configs.split(",")}
+    if args.cold_read:
+        results = {"cold_read": [cold_read(storage, args, log) for _ in range(args.repeats)
+                                 for storage in ("file", "object")]}
+    else:
+        results = {f"{name}#{i}": run_config(name, args, log) for i in range(args.repeats)
+                   for name in args.configs.split(",")}
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "results": results}, indent=1))
 

@@ -41,6 +41,9 @@ MAX_GAP = 1024 * 1024
 WHOLE_BYTES = 256 * 1024
 #: Bytes of objects read kept for the other ledgers' sections in them.
 KEEP_BYTES = 16 * 1024 * 1024
+#: GETs under way at once, at most: a compaction of a ledger of 1,000 small
+#: sections must not put 1,000 requests on the loop and the store at once.
+MAX_IN_FLIGHT = 32
 
 
 class RangeGets:
@@ -54,6 +57,7 @@ class RangeGets:
         self._kept: OrderedDict[str, tuple[int, bytes]] = OrderedDict()  # key -> (offset, bytes read there)
         self._kept_bytes = 0
         self._flying: dict[str, list[_Flight]] = {}  # GETs under way, by object
+        self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
         self.hits = 0  # ranges served from kept bytes or a GET under way
         self._wanted: dict[str, list[tuple[int, int, asyncio.Future]]] = {}
         self._scheduled = False
@@ -113,8 +117,9 @@ class RangeGets:
     async def _fetch(self, key: str, flight: "_Flight") -> None:
         begin = flight.begin
         try:
-            self.gets += 1
-            buf = await self.objects.get(key, begin, flight.end)
+            async with self._slots:
+                self.gets += 1
+                buf = await self.objects.get(key, begin, flight.end)
         except BaseException as exc:  # every caller of the span hears it
             self._landed(key, flight)
             for _, _, fut in flight.waiters:
