@@ -140,7 +140,7 @@ def measure(spec: WorkloadSpec, cluster: LocalCluster, label: str, log) -> dict:
 def run_config(name: str, args, log) -> dict:
     out: dict = {"config": name, "load_at_start": os.getloadavg()[0]}
     with tempfile.TemporaryDirectory(prefix=f"magnetar-object-latency-{name}-") as tmp:
-        cluster = LocalCluster(Path(tmp) / "c", brokers=1, storage="object", session_ttl=10.0,
+        cluster = LocalCluster(Path(tmp) / "c", brokers=1, storage="object", session_ttl=60.0,
                                broker_config=CONFIGS[name]).start(timeout=180)
         try:
             log(f"[{name}] {cluster.members[0].service_url}")
@@ -155,7 +155,7 @@ def run_config(name: str, args, log) -> dict:
             if name == "profiles" and args.etcd_minutes:
                 spec = replace(base, topic="kept", topics=args.etcd_topics, rate=args.etcd_rate,
                                duration=args.etcd_minutes * 60, subscriptions=["kept"],
-                               initial_position="earliest")
+                               initial_position="earliest", producer_workers=2, consumer_workers=2)
                 result = run(spec, produce=True, consume=True, command="etcd traffic", setup_timeout=1200)
                 found = etcd_per_topic(cluster.etcd_url, "kept", args.etcd_topics)
                 found.update(minutes=args.etcd_minutes, produced=(result["produce"] or {}).get("messages"),
@@ -183,7 +183,7 @@ def cold_read(storage: str, args, log) -> dict:
     each: entries/s and MB/s, and (object) the GETs it took."""
     config = "[storage]\n" if storage == "object" else None
     with tempfile.TemporaryDirectory(prefix=f"magnetar-cold-{storage}-") as tmp:
-        cluster = LocalCluster(Path(tmp) / "c", brokers=1, storage=storage, session_ttl=10.0,
+        cluster = LocalCluster(Path(tmp) / "c", brokers=1, storage=storage, session_ttl=60.0,
                                broker_config=config).start(timeout=180)
         try:
             spec = WorkloadSpec(service_url=cluster.members[0].service_url, size=100, batching=False,
