@@ -34,12 +34,18 @@ def up(tag: str = typer.Option(DEFAULT_TAG, help="Names: namespaces mg-TAG-*, br
        spark: bool = typer.Option(True, "--spark/--no-spark", help="A Spark standalone master and 2 workers")) -> None:
     """Make the hosts, start every part (leftovers of this tag removed first), print where each is."""
     from magnetar_harness.host_topology import TopologyError, default_base, host_topology
+    from magnetar_harness.hosts import HostsError
 
     _check_root()
-    topology = host_topology(tag, directory or default_base(tag), detached=True)
+    # `up` again replaces what `up` left running under the same tag.
+    try:
+        topology = host_topology(tag, directory or default_base(tag), detached=True, replace=True)
+    except HostsError as exc:
+        console.print(f"[red]hosts up failed:[/red] {exc}", highlight=False)
+        raise typer.Exit(1)
     try:
         topology.start(spark=spark)
-    except (TopologyError, OSError, ValueError) as exc:
+    except (TopologyError, HostsError, OSError, ValueError) as exc:
         topology.stop()
         console.print(f"[red]hosts up failed:[/red] {exc}", highlight=False)
         raise typer.Exit(1)

@@ -337,9 +337,10 @@ def _http_ok(url: str, contains: bytes = b"") -> bool:
         return False
 
 
-def host_topology(tag: str, base: Path, *, detached: bool = False) -> Topology:
-    """A bed of :data:`HOSTS` made (not started) for ``tag`` under ``base``."""
-    bed = HostBed(tag, list(HOSTS), detached=detached).setup()
+def host_topology(tag: str, base: Path, *, detached: bool = False, replace: bool = False) -> Topology:
+    """A bed of :data:`HOSTS` made (not started) for ``tag`` under ``base``;
+    ``replace``: a running bed of the tag is stopped first, not refused."""
+    bed = HostBed(tag, list(HOSTS), detached=detached).setup(replace=replace)
     return Topology(bed, Path(base))
 
 

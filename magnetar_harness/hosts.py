@@ -31,8 +31,9 @@ none):
 
 Only our own objects are touched: namespaces ``mg-<tag>-*``, links
 ``mg<tag>br`` and ``mg<tag>v<i>``. :meth:`HostBed.setup` first removes such
-leftovers of an earlier run of the same tag (killing what still runs in
-them: the tag is the owner's); :meth:`HostBed.teardown` kills every process
+leftovers of an earlier run of the same tag; it refuses while processes
+still run in them (another bed of the tag at work) unless told to replace
+it; :meth:`HostBed.teardown` kills every process
 in our namespaces and deletes them; it is idempotent.
 
 A developer tool (tools/pyproject.toml): nothing in ``magnetar/`` imports it.
@@ -189,13 +190,21 @@ class HostBed:
         return re.fullmatch(rf"mg{re.escape(self.tag)}(br|v\d+)", name) is not None
 
     # -- life ---------------------------------------------------------------------------------
-    def setup(self) -> "HostBed":
+    def setup(self, replace: bool = False) -> "HostBed":
         """Make the bridge and one namespace per host (after removing this
-        tag's leftovers). Raises HostsUnavailable or HostsError (after
-        undoing what it made)."""
+        tag's leftovers). A process still running in one of them is another
+        bed of this tag at work: HostsError, unless ``replace`` (then it is
+        killed). Raises HostsUnavailable or HostsError (after undoing what
+        it made)."""
         reason = unavailable_reason()
         if reason:
             raise HostsUnavailable(reason)
+        if not replace:
+            busy = [ns for ns in self.our_namespaces() if _ip("netns", "pids", ns, check=False).split()]
+            if busy:
+                raise HostsError(f"processes run in {', '.join(busy[:3])}: another test bed with tag "
+                                 f"{self.tag!r} is at work; stop it (magnetar-chaos hosts down --tag {self.tag}) "
+                                 f"or use another tag")
         self.remove_leftovers()
         self.subnet = free_subnet(self.tag)
         prefix = self.subnet.prefixlen
