@@ -42,7 +42,8 @@ class LocalCluster:
                  configuration_store: str | None = None, storage: str | None = None,
                  object_store: str | None = None, restart_exited: bool = False) -> None:
         #: ``cluster up --restart-exited``: a broker that exits is started again at once.
-        self.restart_exited = restart_exited
+        #: (Not named ``restart_exited``: that is the method that sends SIGHUP.)
+        self.restarts_exited_at_once = restart_exited
         #: ``cluster up --storage`` (file, object) and ``--object-store URL``.
         self.storage = storage
         self.object_store = object_store
@@ -76,7 +77,7 @@ class LocalCluster:
             args += ["--storage", self.storage]
         if self.object_store:
             args += ["--object-store", self.object_store]
-        if self.restart_exited:
+        if self.restarts_exited_at_once:
             args += ["--restart-exited"]
         if self.broker_config:
             config = self.base.parent / "broker.toml"
