@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily
 
+from magnetar.admin.backend_stats import backend_stats
+
 if TYPE_CHECKING:
     from magnetar.broker.server.server import Broker
 
@@ -26,11 +28,8 @@ class FileStorageCollector:
         self.broker = broker
 
     def collect(self):
-        factory = self.broker.factory
-        if factory is None:
-            return  # not started yet
-        stats = factory.backend.stats()
-        if stats.kind != "file":
+        stats = backend_stats(self.broker, "file")
+        if stats is None:
             return
         counters = stats.counters
         fsyncs = CounterMetricFamily("magnetar_file_fsyncs", "fsyncs of the write path, by file kind",

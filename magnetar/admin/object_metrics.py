@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 
+from magnetar.admin.backend_stats import backend_stats
+
 if TYPE_CHECKING:
     from magnetar.broker.server.server import Broker
 
@@ -29,11 +31,8 @@ class ObjectStorageCollector:
         self.broker = broker
 
     def collect(self):
-        factory = self.broker.factory
-        if factory is None:
-            return  # not started yet
-        stats = factory.backend.stats()
-        if stats.kind != "object":
+        stats = backend_stats(self.broker, "object")
+        if stats is None:
             return
         counters = stats.counters
         yield CounterMetricFamily("magnetar_object_puts", "Objects written (PUTs that succeeded)",

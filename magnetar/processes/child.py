@@ -15,6 +15,7 @@ the others are idempotent on a process that ended.
 """
 from __future__ import annotations
 
+import abc
 import os
 import signal
 import socket
@@ -145,7 +146,7 @@ def log_tail(log_path: Path, lines: int = 20) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-class ChildServer:
+class ChildServer(abc.ABC):
     """A server we run as a child process (``EtcdServer``, ``SeaweedServer``):
     its lifecycle after start. A subclass picks its ports and command line
     in ``start()`` (which returns self) and launches with :meth:`_spawn`.
@@ -161,8 +162,9 @@ class ChildServer:
         self.launcher = list(launcher or [])
         self.process: subprocess.Popen | None = None
 
+    @abc.abstractmethod
     def start(self, start_timeout: float = 30.0) -> "ChildServer":
-        raise NotImplementedError
+        """Pick ports, launch with :meth:`_spawn`, return self once serving."""
 
     def _spawn(self, args: list[str], serving: Callable[[], bool], timeout: float, error: type[Exception], *,
                cwd: Path | None = None, env: dict[str, str] | None = None) -> None:
