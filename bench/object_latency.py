@@ -28,12 +28,12 @@ import json
 import os
 import re
 import tempfile
-import threading
 import time
 import urllib.request
 from dataclasses import replace
 from pathlib import Path
 
+from bench.sampling import PeriodicSampler
 from bench.object_storage import commit_phases, etcd_per_topic, phase_figures
 from magnetar.perf.runner import run
 from magnetar.perf.spec import WorkloadSpec
@@ -78,50 +78,22 @@ def create_namespace(cluster: LocalCluster, namespace: str, profile: str) -> Non
                                                   headers={"Content-Type": "application/json"}), timeout=60).read()
 
 
-class Sampler:
-    """The counters every half second while a run goes (its set-up creates
-    topics: etcd writes that are not the steady state's)."""
-
-    def __init__(self, cluster: LocalCluster) -> None:
-        self.cluster = cluster
-        self.samples: list[dict] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def __enter__(self) -> "Sampler":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(30)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.samples.append(counters(self.cluster))
-            except OSError:
-                pass
-            self._stop.wait(0.5)
-
-    def steady(self, begin: float, end: float) -> dict:
-        """Rates between the first and last samples inside ``[begin, end]``."""
-        inside = [s for s in self.samples if begin <= s["t"] <= end]
-        if len(inside) < 2:
-            return {}
-        return rates(inside[0], inside[-1], inside[-1]["t"] - inside[0]["t"])
+def steady_rates(sampler: PeriodicSampler[dict], begin: float, end: float) -> dict:
+    """Rates between the first and last samples inside ``[begin, end]``."""
+    span = sampler.span(begin, end)
+    return rates(span[1], span[2], span[0]) if span else {}
 
 
 def measure(spec: WorkloadSpec, cluster: LocalCluster, label: str, log) -> dict:
     phases_before = commit_phases(cluster)
-    with Sampler(cluster) as sampler:
+    with PeriodicSampler(lambda: counters(cluster)) as sampler:
         result = run(spec, produce=True, consume=False, command=label, setup_timeout=1200)
         ended = time.monotonic()
     p = result["produce"] or {}
     seconds = p.get("seconds") or spec.duration
     # The sending is the last ``seconds`` of the run (give or take the drain):
     # the rates are those of its middle, past the first second.
-    steady = sampler.steady(ended - seconds + 1.0, ended - 0.5)
+    steady = steady_rates(sampler, ended - seconds + 1.0, ended - 0.5)
     out = {"label": label, "topics": spec.topics, "rate": spec.rate, "sent_per_s": p.get("msg_per_s"),
            "messages": p.get("messages"), "errors": p.get("errors"), "latency_ms": p.get("latency_ms"),
            **{k: None for k in ("puts_per_s", "txns_per_s", "etcd_fsyncs_per_s", "broker_fsyncs_per_s")},

@@ -35,13 +35,13 @@ import base64
 import json
 import re
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
 from dataclasses import replace
 from pathlib import Path
 
+from bench.sampling import PeriodicSampler
 from magnetar.perf.runner import run
 from magnetar.perf.spec import WorkloadSpec
 from magnetar_harness.cluster import LocalCluster
@@ -113,38 +113,13 @@ def phase_figures(before: dict, after: dict) -> dict:
     return figures
 
 
-class PutSampler:
-    """Samples every broker's PUT counter twice a second while a load runs."""
-
-    def __init__(self, cluster: LocalCluster) -> None:
-        self.cluster = cluster
-        self.samples: list[tuple[float, list[int]]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def __enter__(self) -> "PutSampler":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(30)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.samples.append((time.monotonic(), object_puts(self.cluster)))
-            except OSError:
-                pass
-            self._stop.wait(0.5)
-
-    def per_broker_rate(self, begin: float, end: float) -> list[float]:
-        """PUTs per second of each broker between the samples nearest inside [begin, end]."""
-        inside = [s for s in self.samples if begin <= s[0] <= end]
-        if len(inside) < 2:
-            return []
-        (t0, a), (t1, b) = inside[0], inside[-1]
-        return [round((y - x) / (t1 - t0), 1) for x, y in zip(a, b)]
+def per_broker_rate(sampler: PeriodicSampler[list[int]], begin: float, end: float) -> list[float]:
+    """PUTs per second of each broker between the samples nearest inside [begin, end]."""
+    span = sampler.span(begin, end)
+    if span is None:
+        return []
+    seconds, a, b = span
+    return [round((y - x) / seconds, 1) for x, y in zip(a, b)]
 
 
 def produce(spec: WorkloadSpec, log, cluster: LocalCluster | None = None) -> dict:
@@ -167,7 +142,7 @@ def produce(spec: WorkloadSpec, log, cluster: LocalCluster | None = None) -> dic
 def puts_under_load(cluster: LocalCluster, spec: WorkloadSpec, log) -> dict:
     """Run ``spec`` while sampling the PUT counters; rates over its steady part."""
     before = object_puts(cluster)
-    with PutSampler(cluster) as sampler:
+    with PeriodicSampler(lambda: object_puts(cluster)) as sampler:
         result = run(spec, produce=True, consume=False, command=f"produce {spec.topic}", setup_timeout=600)
         ended = time.monotonic()
     after = object_puts(cluster)
@@ -178,7 +153,7 @@ def puts_under_load(cluster: LocalCluster, spec: WorkloadSpec, log) -> dict:
     # The busiest stretch, from the samples: the runner's clock starts once
     # every producer is connected and its wall time ends at its return.
     t0 = ended - result["wall_seconds"]
-    sampled = sampler.per_broker_rate(t0 + 1.0, t0 + spec.duration)
+    sampled = per_broker_rate(sampler, t0 + 1.0, t0 + spec.duration)
     log(f"  {spec.topics} topic(s) at {spec.rate:,.0f} msg/s: PUTs/s per broker {rates} "
         f"(sampled while sending: {sampled})")
     return {"topics": spec.topics, "rate": spec.rate, "puts_per_s_per_broker": rates,

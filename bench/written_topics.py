@@ -33,12 +33,12 @@ import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from pathlib import Path
 
 from bench.many_topics import MeasuredBroker
+from bench.sampling import PeriodicSampler
 from magnetar.perf.runner import run
 from magnetar.perf.spec import WorkloadSpec
 
@@ -58,40 +58,15 @@ def file_counters(admin_port: int) -> dict[str, float]:
     return out
 
 
-class CounterSampler:
-    """Samples :func:`file_counters` every half second on a thread, so the
-    rates cover the produce phase only (not the producers' setup, whose
-    ledger creations are group-commit rounds too)."""
-
-    def __init__(self, admin_port: int) -> None:
-        self.admin_port = admin_port
-        self.samples: list[tuple[float, dict[str, float]]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.samples.append((time.monotonic(), file_counters(self.admin_port)))
-            except OSError:
-                pass
-            self._stop.wait(0.5)
-
-    def __enter__(self) -> "CounterSampler":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def rates(self, start: float, end: float) -> dict[str, float]:
-        """Per-second rates between the first and the last sample inside [start, end]."""
-        inside = [(t, c) for t, c in self.samples if start <= t <= end]
-        if len(inside) < 2:
-            return {}
-        (t0, a), (t1, b) = inside[0], inside[-1]
-        return {k: round((b[k] - a.get(k, 0)) / (t1 - t0), 1) for k in b}
+def counter_rates(sampler: PeriodicSampler[dict[str, float]], start: float, end: float) -> dict[str, float]:
+    """Per-second rates of :func:`file_counters` between the first and the
+    last sample inside [start, end] (the produce phase, not the producers'
+    set-up, whose ledger creations are group-commit rounds too)."""
+    span = sampler.span(start, end)
+    if span is None:
+        return {}
+    seconds, a, b = span
+    return {k: round((b[k] - a.get(k, 0)) / seconds, 1) for k in b}
 
 
 def one_run(path: str, topics: int, args, log) -> dict:
@@ -104,14 +79,14 @@ def one_run(path: str, topics: int, args, log) -> dict:
                             rate=args.rate, batching=False, duration=args.seconds,
                             producer_workers=args.workers, max_pending=1000)
         load_before = os.getloadavg()[0]
-        with CounterSampler(broker.admin) as sampler:
+        with PeriodicSampler(lambda: file_counters(broker.admin)) as sampler:
             result = run(spec, produce=True, consume=False, command=f"produce {spec.topic}",
                          broker_pid=broker.proc.pid, setup_timeout=max(60.0, topics * 0.05))
             ended = time.monotonic()
         p = result["produce"] or {}
         lat = p.get("latency_ms") or {}
         # The runner's clock starts once every producer is connected; its wall time ends at its return.
-        rates = sampler.rates(ended - result["wall_seconds"], ended)
+        rates = counter_rates(sampler, ended - result["wall_seconds"], ended)
         figures = {"path": path, "topics": topics, "msg_per_s": round(p.get("msg_per_s", 0)),
                    "errors": p.get("errors"), "p50_ms": lat.get("p50"), "p99_ms": lat.get("p99"),
                    "max_ms": lat.get("max"), "fsyncs_per_s": round(sum(v for k, v in rates.items()
