@@ -31,6 +31,21 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.chaos)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """With ``MAGNETAR_FORBID_SKIPS=1`` (``.ci/run`` sets it) a skipped test
+    fails instead, naming what it would have skipped for: on CI, root and
+    every tool the project installs are there, so a skip can only mean a
+    broken install, which a quiet skip would hide."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and os.environ.get("MAGNETAR_FORBID_SKIPS") == "1" \
+            and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped where skips are forbidden (MAGNETAR_FORBID_SKIPS=1): {reason}"
+
+
 @pytest.fixture
 def wait_until():
     """:func:`tests.helpers.wait_until`, for tests that take it as a fixture."""
