@@ -48,7 +48,7 @@ entry = st.fixed_dictionaries({
     "event": st.sampled_from([0, 1_600_000_000_000]),
     "key": st.none() | text,
     "props": st.lists(st.tuples(st.sampled_from(["x", "y"]), text), max_size=3),
-    "compression": st.sampled_from([pb.NONE, pb.LZ4, pb.ZLIB, pb.ZSTD]),
+    "compression": st.sampled_from([pb.NONE, pb.LZ4, pb.ZLIB, pb.ZSTD, pb.SNAPPY]),
     "producer": st.sampled_from(["p", "producer-é"]),
 })
 
