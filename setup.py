@@ -8,14 +8,18 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=[
-        Extension("magnetar.protocol._hot", ["magnetar/protocol/_hot.c"], optional=True,
+        Extension("magnetar.protocol._hot", ["magnetar/protocol/_hot.c"], depends=["magnetar/protocol/_crc32c.h"],
+                  optional=True,
                   extra_compile_args=["-O2", "-std=c11", "-Wall"]),
         # The Spark connector's column work (reads, writes, key routing); the same
         # rule: optional, with a pure-Python twin (pyspark_magnetar/entry_columns.py).
         Extension("pyspark_magnetar._columns", ["pyspark_magnetar/_columns.c", "pyspark_magnetar/_columns_decode.c",
                                                 "pyspark_magnetar/_columns_fetch.c",
                                                 "pyspark_magnetar/_columns_encode.c", "pyspark_magnetar/_columns_keys.c"],
-                  depends=["pyspark_magnetar/_columns.h", "pyspark_magnetar/_columns_rows.h"], optional=True,
+                  # CRC32C is the broker's (one header for both modules).
+                  include_dirs=["magnetar/protocol"],
+                  depends=["pyspark_magnetar/_columns.h", "pyspark_magnetar/_columns_rows.h",
+                           "magnetar/protocol/_crc32c.h"], optional=True,
                   extra_compile_args=["-O2", "-std=c11", "-Wall"]),
     ],
 )

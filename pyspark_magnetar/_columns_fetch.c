@@ -33,60 +33,10 @@
 #include "_columns.h"
 
 #include "_columns_rows.h"
+/* The stored block's checksum; setup.py puts magnetar/protocol on the include path. */
+#include "_crc32c.h"
 
 enum { STOP_END = 0, STOP_ENTRY = 1, STOP_DONE = 2, STOP_VERSION = 3 };
-
-/* ---- CRC32C (Castagnoli): the stored block's checksum ---- */
-static uint32_t crc_table[256];
-static int crc_hw = 0;
-
-static void
-crc_init(void)
-{
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++)
-            c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-        crc_table[i] = c;
-    }
-#if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    crc_hw = __builtin_cpu_supports("sse4.2");
-#endif
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <nmmintrin.h>
-__attribute__((target("sse4.2"))) static uint32_t
-crc_sse42(uint32_t crc, const uint8_t *p, Py_ssize_t n)
-{
-    uint64_t c = crc;
-    while (n >= 8) {
-        uint64_t v;
-        memcpy(&v, p, 8);
-        c = _mm_crc32_u64(c, v);
-        p += 8;
-        n -= 8;
-    }
-    uint32_t c32 = (uint32_t)c;
-    while (n-- > 0)
-        c32 = _mm_crc32_u8(c32, *p++);
-    return c32;
-}
-#endif
-
-static uint32_t
-crc32c(const uint8_t *p, Py_ssize_t n)
-{
-    uint32_t crc = 0xFFFFFFFFu;
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (crc_hw)
-        return ~crc_sse42(crc, p, n);
-#endif
-    while (n-- > 0)
-        crc = crc_table[(crc ^ *p++) & 0xFF] ^ (crc >> 8);
-    return ~crc;
-}
 
 static inline uint32_t
 be32(const uint8_t *p)
@@ -142,7 +92,7 @@ split_stored(const uint8_t *p, Py_ssize_t n, Stored *s, const char **what)
             return COL_BAD;
         }
         uint32_t crc = be32(p + 2);
-        if (crc32c(p + 6, end - (p + 6)) != crc) {
+        if (crc32c(0, p + 6, end - (p + 6)) != crc) {
             *what = "checksum mismatch";
             return COL_BAD;
         }
@@ -379,5 +329,5 @@ decode_fetch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 void
 fetch_init(void)
 {
-    crc_init();
+    crc32c_init();
 }

@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_crc32c.h"
+
 /* SendCommandView (a tuple subclass from fast_send.py), set by register_send_view;
    Frame and PayloadBlock (tuple subclasses from frames.py), set by register_frame_types. */
 static PyTypeObject *send_view_type = NULL;
@@ -229,59 +231,7 @@ parse_send(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
-/* ---- CRC32C (Castagnoli), as the crc32c package computes it ---- */
-
-static uint32_t crc_table[256];
-static int crc_hw = 0;
-
-static void
-crc_init(void)
-{
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++)
-            c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-        crc_table[i] = c;
-    }
-#if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    crc_hw = __builtin_cpu_supports("sse4.2");
-#endif
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <nmmintrin.h>
-__attribute__((target("sse4.2"))) static uint32_t
-crc_sse42(uint32_t crc, const uint8_t *p, Py_ssize_t n)
-{
-    uint64_t c = crc;
-    while (n >= 8) {
-        uint64_t v;
-        memcpy(&v, p, 8);
-        c = _mm_crc32_u64(c, v);
-        p += 8;
-        n -= 8;
-    }
-    uint32_t c32 = (uint32_t)c;
-    while (n-- > 0)
-        c32 = _mm_crc32_u8(c32, *p++);
-    return c32;
-}
-#endif
-
-/* CRC32C of p[0:n] continuing from `initial` (0 starts a new sum). */
-static uint32_t
-crc32c(uint32_t initial, const uint8_t *p, Py_ssize_t n)
-{
-    uint32_t crc = ~initial;
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (crc_hw)
-        return ~crc_sse42(crc, p, n);
-#endif
-    while (n-- > 0)
-        crc = crc_table[(crc ^ *p++) & 0xFF] ^ (crc >> 8);
-    return ~crc;
-}
+/* ---- CRC32C: _crc32c.h (shared with the Spark reader's _columns_fetch.c) ---- */
 
 /* crc32c(data, initial=0) -> int: for the tests (the broker calls it from C). */
 static PyObject *
@@ -756,6 +706,6 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__hot(void)
 {
-    crc_init();
+    crc32c_init();
     return PyModule_Create(&module);
 }
