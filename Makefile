@@ -12,7 +12,7 @@ PORT ?= 6650
 ADMIN_PORT ?= 8080
 DATA ?= ./data
 
-.PHONY: hosts-up hosts-down console-test install standalone cluster test unit integration chaos chaos-interval chaos-partition chaos-soak chaos-soak-object proto proto-check spark-compat bench bench-quick profile clean
+.PHONY: hosts-up hosts-down chaos-hosts chaos-soak-hosts console-test install standalone cluster test unit integration chaos chaos-interval chaos-partition chaos-soak chaos-soak-object proto proto-check spark-compat bench bench-quick profile clean
 
 install: $(STAMP)
 
@@ -130,6 +130,7 @@ chaos: $(STAMP)
 	$(BIN)/magnetar-chaos fuzz --topology cluster --rounds $(CLUSTER_FUZZ_ROUNDS) --seed 1 --out ./chaos-out/fuzz-cluster
 	@$(MAKE) --no-print-directory chaos-interval
 	@$(MAKE) --no-print-directory chaos-partition
+	@$(MAKE) --no-print-directory chaos-hosts
 
 # The faults with the brokers on the interval sync policy (receipts after write(),
 # fdatasync every 100 ms): one seed, a fault every 1-2 s, 30 s on the standalone broker
@@ -159,6 +160,33 @@ chaos-partition: $(STAMP)
 	  $(BIN)/magnetar-chaos run --topology cluster --storage object --duration $(CHAOS_PARTITION_SECONDS) \
 	    --faults cut-objectstore,partition,kill-wipe,pause --seed 1 --out ./chaos-out/partition-object || exit 1; \
 	fi
+
+# The deployment of docs/deploy.md on a test bed of hosts (network namespaces:
+# 3 brokers on object storage, a 3-member etcd, SeaweedFS split over 6 hosts,
+# the workloads on a client host), the nemesis cutting and losing hosts
+# (magnetar_chaos/host_faults.py): a fault 0.5-1 s after each heal, 120 s,
+# about 3 minutes with the start and the final reads. Root only: a line says so
+# otherwise, and CI (MAGNETAR_FORBID_SKIPS=1) fails instead.
+CHAOS_HOSTS_SECONDS ?= 120
+CHAOS_HOSTS_FAULTS = etcd-cut-broker,objectstore-cut-broker,objectstore-isolated,volume-lost,etcd-member-partitioned,etcd-leader-lost,etcd-peers-cut,client-cut,asymmetric,broker-host-lost
+chaos-hosts: $(STAMP)
+	@reason=$$($(BIN)/python -c 'from magnetar_harness.hosts import unavailable_reason as r; print(r() or "")'); \
+	if [ -n "$$reason" ]; then \
+	  if [ "$$MAGNETAR_FORBID_SKIPS" = 1 ]; then echo "make chaos-hosts: $$reason"; exit 1; fi; \
+	  echo "make chaos: skipping the hosts run: $$reason"; \
+	else \
+	  $(BIN)/magnetar-chaos run --topology hosts --duration $(CHAOS_HOSTS_SECONDS) --interval 0.5,1 \
+	    --faults $(CHAOS_HOSTS_FAULTS) --seed 1 --out ./chaos-out/hosts || exit 1; \
+	fi
+
+# One long run on the hosts (root): every host fault, a fault 0.1-0.3 s after each
+# heal; CHAOS_SOAK_HOSTS_SECONDS sizes it (docs/reliability.md records a run and its
+# faults per minute).
+CHAOS_SOAK_HOSTS_SECONDS ?= 9600
+CHAOS_SOAK_HOSTS_SEED ?= 501
+chaos-soak-hosts: $(STAMP)
+	$(BIN)/magnetar-chaos run --topology hosts --duration $(CHAOS_SOAK_HOSTS_SECONDS) --interval 0.1,0.3 \
+	  --faults $(CHAOS_HOSTS_FAULTS) --seed $(CHAOS_SOAK_HOSTS_SEED) --out ./chaos-out/soak-hosts
 
 chaos-soak: $(STAMP)
 	$(MAKE) chaos CHAOS_SEEDS="1 2 3 4 5 6 7 8 9 10" CHAOS_SECONDS=600 FUZZ_ROUNDS=20000 CLUSTER_FUZZ_ROUNDS=5000 CHAOS_PARTITION_SECONDS=600 \

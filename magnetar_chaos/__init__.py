@@ -9,6 +9,8 @@ a history, and a checker judges the history.
 - :mod:`.broker`    a broker process under test and the signals done to it;
 - :mod:`.systems`   standalone or cluster (with etcd), and the faults each takes;
 - :mod:`.netns`     the cluster's brokers in network namespaces, and the partitions between them;
+- :mod:`.hosts_system` the ``hosts`` topology: docs/deploy.md's deployment on a test bed of hosts,
+  the workloads on its client host (:mod:`.thread_netns`), the faults between hosts (:mod:`.host_faults`);
 - :mod:`.moves`     bundle moves and splits through the admin API, as faults;
 - :mod:`.workloads` the clients (official and Magnetar's) and what they record;
 - :mod:`.runner`    a run: broker, workloads, nemesis schedule from a seed, final reads;

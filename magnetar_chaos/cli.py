@@ -7,6 +7,7 @@ found, 2 for bad arguments. ``check`` re-judges a recorded history.
 """
 from __future__ import annotations
 
+import json
 import signal
 from pathlib import Path
 from typing import Optional
@@ -68,7 +69,7 @@ def _verdict(report: Report) -> None:
 
 @chaos_app.command("run")
 def run_command(
-    topology: str = typer.Option("standalone", "--topology", help="standalone, cluster (3 brokers on etcd) or regions (two one-broker regions replicating; workloads write to the first, the second's copy is checked)"),
+    topology: str = typer.Option("standalone", "--topology", help="standalone, cluster (3 brokers on etcd), regions (two one-broker regions replicating; workloads write to the first, the second's copy is checked) or hosts (docs/deploy.md's deployment on network namespaces: 3 brokers on object storage, a 3-member etcd, SeaweedFS split; the workloads on the client host; root)"),
     duration: float = typer.Option(60.0, "--duration", min=1, help="Seconds of faults and traffic"),
     faults: str = typer.Option("kill,pause", "--faults", help=faults_help()),
     seed: int = typer.Option(1, "--seed", help="Seeds the fault schedule and the workloads"),
@@ -113,6 +114,8 @@ def run_command(
     except (BrokerDidNotStart, RuntimeError) as exc:
         console.print(f"[red]the run failed:[/red] {exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(1)
+    written = out / f"seed-{seed}" / "report.json"  # the topology's own storage (hosts: object, always)
+    storage = json.loads(written.read_text()).get("storage", storage) if written.exists() else storage
     console.print(_table(report, seed, sync_policy, storage))
     console.print(f"history: {out / f'seed-{seed}' / 'history.jsonl'}; latency plot: "
                   f"{out / f'seed-{seed}' / 'latency.svg'}")

@@ -26,7 +26,7 @@ from typing import Any, Callable
 #: ``inject(system, rng) -> what happened``, returning once healed.
 Injector = Callable[[Any, random.Random], str]
 
-STANDALONE, CLUSTER, REGIONS = "standalone", "cluster", "regions"
+STANDALONE, CLUSTER, REGIONS, HOSTS = "standalone", "cluster", "regions", "hosts"
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def faults_help() -> str:
     (said once, where a fault first appears)."""
     parts = []
     told = set()
-    for topology in (STANDALONE, CLUSTER, REGIONS):
+    for topology in (STANDALONE, CLUSTER, REGIONS, HOSTS):
         names = [f"{f.name} ({f.help})" if f.help and f.name not in told else f.name
                  for f in FAULTS.values() if topology in f.topologies]
         told.update(f.name for f in FAULTS.values() if topology in f.topologies)
@@ -119,3 +119,6 @@ for _name, _topologies, _help in BUILT_IN:
 
 
 # -- faults added since: one function each ------------------------------------------------
+
+# The hosts topology's faults (a network between machines) register themselves there.
+from . import host_faults  # noqa: E402,F401

@@ -24,6 +24,7 @@ from .faults import inject as inject_fault
 from .checker import Report, check
 from .history import History
 from .plot import write_svg
+from .hosts_system import HostsSystem
 from .regions import RegionsSystem
 from .systems import SYSTEMS as _SYSTEMS
 from .consumers import SubscriptionConsumer, TopicReader, Receiver
@@ -31,10 +32,10 @@ from .workloads import (ConditionalWriter, DedupProducer, ExclusiveWriter, Idemp
                         read_log)
 
 NAMESPACE = "public/default"
-#: Every topology: those of :mod:`.systems`, and ``regions``, registered
-#: here because :mod:`.regions` builds on :mod:`.systems` (an import back
-#: from there would be a circle).
-SYSTEMS = {**_SYSTEMS, "regions": RegionsSystem}
+#: Every topology: those of :mod:`.systems`, and ``regions`` and ``hosts``,
+#: registered here because :mod:`.regions` and :mod:`.hosts_system` build on
+#: :mod:`.systems` (an import back from there would be a circle).
+SYSTEMS = {**_SYSTEMS, "regions": RegionsSystem, "hosts": HostsSystem}
 
 
 @dataclass
@@ -110,6 +111,7 @@ def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: 
                              f"--topology cluster")
         policy["storage"] = storage
     system = SYSTEMS[topology](out_dir, faults=faults, seed=seed, **policy)
+    storage = getattr(system, "storage", storage)  # a topology on object storage only says so
     out_dir.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
     history = History(out_dir / "history.jsonl")

@@ -109,3 +109,28 @@ def write_env_file(template: str, destination: str, root: Path, variables: dict[
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def override_toml(path: Path, settings: dict[str, str]) -> None:
+    """Set ``settings`` (``key`` or ``table.key`` -> a TOML value, as text)
+    in the rendered file at ``path``: a key's line replaced where it is,
+    else added at the top of its table. What the test bed changes of an
+    operator's file (a chaos run's shorter session) is said where it is
+    asked for; DeploymentError for a table the file does not have."""
+    lines = path.read_text().splitlines()
+    for dotted, value in settings.items():
+        table, _, key = dotted.rpartition(".")
+        start = 0
+        if table:
+            try:
+                start = lines.index(f"[{table}]") + 1
+            except ValueError:
+                raise DeploymentError(f"{path} has no [{table}] table for {dotted}") from None
+        end = next((i for i in range(start, len(lines)) if lines[i].startswith("[")), len(lines))
+        for i in range(start, end):
+            if re.match(rf"{re.escape(key)}\s*=", lines[i]):
+                lines[i] = f"{key} = {value}"
+                break
+        else:
+            lines.insert(start, f"{key} = {value}")
+    path.write_text("\n".join(lines) + "\n")

@@ -75,6 +75,9 @@ class Topology:
     bed: HostBed
     base: Path
     parts: list[Part] = field(default_factory=list)
+    #: Settings changed in every broker's rendered broker.toml
+    #: (:func:`.deployment.override_toml`; a chaos run's shorter session).
+    broker_settings: dict[str, str] = field(default_factory=dict)
 
     # -- addresses --------------------------------------------------------------------------
     def address(self, host: str) -> str:
@@ -240,6 +243,8 @@ class Topology:
         deployment.install_template("broker.toml", "/etc/magnetar/broker.toml", root, {
             "HOST_ADDRESS": self.address(host), "ETCD_ENDPOINTS": self.etcd_endpoints,
             "CLUSTER_NAME": CLUSTER_NAME, "OBJECT_STORE": self.object_store_url})
+        if self.broker_settings:
+            deployment.override_toml(etc / "broker.toml", self.broker_settings)
         (root / "var" / "lib" / "magnetar").mkdir(parents=True, exist_ok=True)
         argv = deployment.unit_command("magnetar-broker.service", root)
         return self._started(host, host, {"pulsar": BROKER_PORT, "pulsar+ssl": BROKER_TLS_PORT,

@@ -281,11 +281,11 @@ class HostBed:
         return proc
 
     def run(self, host: str, argv: list[str], *, timeout: float = 120.0, env: dict[str, str] | None = None,
-            check: bool = True) -> subprocess.CompletedProcess:
-        """Run ``argv`` on ``host`` to its end; its output captured.
-        AssertionError with the output if it fails and ``check``."""
+            check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
+        """Run ``argv`` on ``host`` to its end (``input`` on its stdin); its
+        output captured. AssertionError with the output if it fails and ``check``."""
         args = dying_with_parent(["ip", "netns", "exec", self.namespace(host), *argv])
-        result = subprocess.run(args, capture_output=True, text=True, timeout=timeout,
+        result = subprocess.run(args, capture_output=True, text=True, timeout=timeout, input=input,
                                 env=dict(os.environ, **(env or {})))
         if check and result.returncode != 0:
             raise AssertionError(f"on {host}: {' '.join(argv)} exited {result.returncode}:\n"

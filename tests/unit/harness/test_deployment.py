@@ -45,3 +45,18 @@ def test_every_unit_of_deploy_has_a_command():
     for unit in sorted(deployment.DEPLOY_DIR.glob("*.service")):
         command, _ = deployment.exec_start(unit.name)
         assert command.split()[0].startswith(deployment.BINARY_ROOTS), unit.name
+
+
+def test_override_toml_replaces_a_key_in_place_or_adds_it_to_its_table(tmp_path):
+    from magnetar_harness.deployment import DeploymentError, override_toml
+
+    path = tmp_path / "broker.toml"
+    path.write_text('cluster_session_ttl_s = 10.0\nport = 6650\n\n[storage]\nbackend = "object"\n')
+    override_toml(path, {"cluster_session_ttl_s": "4.0", "storage.max_entries_per_ledger": "2000"})
+    import tomllib
+
+    config = tomllib.loads(path.read_text())
+    assert config["cluster_session_ttl_s"] == 4.0 and config["port"] == 6650
+    assert config["storage"] == {"backend": "object", "max_entries_per_ledger": 2000}
+    with pytest.raises(DeploymentError, match=r"\[metadata\]"):
+        override_toml(path, {"metadata.x": "1"})

@@ -1,0 +1,65 @@
+"""The hosts topology of a chaos run: its faults come from the registry and
+run off the client host, its names carry the seed, and a machine that
+cannot make namespaces is refused before anything starts."""
+from __future__ import annotations
+
+import os
+import random
+import threading
+
+import pytest
+
+from magnetar_chaos import faults, host_faults, thread_netns
+from magnetar_chaos.hosts_system import HostsSystem, HostsTopologyUnavailable, hosts_tag
+from magnetar_chaos.runner import SYSTEMS, run
+
+HOST_FAULTS = ("etcd-cut-broker", "objectstore-cut-broker", "objectstore-isolated", "volume-lost",
+               "etcd-member-partitioned", "etcd-leader-lost", "etcd-peers-cut", "client-cut", "asymmetric",
+               "broker-host-lost")
+
+
+def test_the_hosts_topology_takes_the_network_faults_and_only_those():
+    assert SYSTEMS["hosts"] is HostsSystem
+    assert set(HOST_FAULTS) <= set(faults.faults_of("hosts"))
+    assert "kill" not in faults.faults_of("hosts")
+    assert not set(HOST_FAULTS) & set(faults.faults_of("cluster"))
+    assert "hosts: etcd-cut-broker (" in faults.faults_help()
+
+
+def test_a_host_fault_runs_on_the_systems_home_thread():
+    home = thread_netns.HomeThread("test-home")
+    seen = []
+
+    class System:
+        def off_the_client_host(self, fn, *args):
+            return home.call(fn, *args)
+
+    try:
+        @host_faults.host_fault("test-where", "a test's own")
+        def where(system, rng):
+            seen.append(threading.current_thread().name)
+            return "here"
+
+        assert faults.inject(System(), "test-where", random.Random(0)) == "here"
+        assert seen == ["test-home"]
+        with pytest.raises(ZeroDivisionError):  # an exception comes back to the caller
+            home.call(lambda: 1 / 0)
+    finally:
+        del faults.FAULTS["test-where"]
+        home.close()
+
+
+def test_tags_fit_the_beds_names_and_differ_by_seed():
+    assert hosts_tag(1) == "hc1"
+    assert hosts_tag(999_999) == "hc999999"
+    big = hosts_tag(10 ** 12)
+    assert len(big) == 8 and big.startswith("hc") and big != hosts_tag(10 ** 12 + 1)
+
+
+def test_file_storage_is_refused_and_so_is_a_machine_without_root(tmp_path):
+    with pytest.raises(ValueError, match="object store"):
+        HostsSystem(tmp_path, storage="file")
+    if os.geteuid() != 0:
+        with pytest.raises(HostsTopologyUnavailable, match="root"):
+            run(tmp_path / "out", 1, ["client-cut"], 1, topology="hosts")
+        assert not (tmp_path / "out").exists()
