@@ -11,27 +11,40 @@ import socket
 from urllib.parse import urlsplit
 
 
-def require_pulsar_url(url: str, flag: str = "--service-url/-u") -> tuple[str, int]:
-    """``(host, port)`` of a pulsar:// or pulsar+ssl:// URL; ValueError otherwise."""
+def require_pulsar_url(url: str, flag: str = "--service-url/-u") -> list[tuple[str, int]]:
+    """``(host, port)`` of each host of a pulsar:// or pulsar+ssl:// URL
+    (``pulsar://a:6650,b:6650`` names two, as Pulsar's clients accept);
+    ValueError otherwise."""
+    from magnetar.client.errors import InvalidUrl
+    from magnetar.client.service_hosts import split_service_url
+
     parts = urlsplit(url)
     if parts.scheme in ("http", "https"):
+        first = url.partition("://")[2].split(",")[0].split("/")[0].rsplit(":", 1)[0]
         raise ValueError(f"{url} is an admin (HTTP) URL; {flag} wants the broker's Pulsar URL, "
-                         f"e.g. pulsar://{parts.hostname or 'localhost'}:6650")
-    if parts.scheme not in ("pulsar", "pulsar+ssl") or not parts.hostname:
-        raise ValueError(f"{url} is not a Pulsar URL; {flag} wants pulsar://HOST:PORT")
+                         f"e.g. pulsar://{first or 'localhost'}:6650")
     try:
-        port = parts.port or (6651 if parts.scheme == "pulsar+ssl" else 6650)
-    except ValueError:
-        raise ValueError(f"{url} has a bad port") from None
-    return parts.hostname, port
+        singles = split_service_url(url)
+    except InvalidUrl as exc:
+        if parts.scheme not in ("pulsar", "pulsar+ssl"):
+            raise ValueError(f"{url} is not a Pulsar URL; {flag} wants pulsar://HOST:PORT[,HOST:PORT...]") from None
+        raise ValueError(f"{exc}; {flag} wants pulsar://HOST:PORT[,HOST:PORT...]") from None
+    hosts = []
+    for single in singles:
+        one = urlsplit(single)
+        hosts.append((one.hostname, one.port or (6651 if one.scheme == "pulsar+ssl" else 6650)))
+    return hosts
 
 
 def require_broker(url: str, timeout: float = 3.0) -> None:
-    """ValueError unless something accepts connections at ``url``'s address."""
-    host, port = require_pulsar_url(url)
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            pass
-    except OSError as exc:
-        raise ValueError(f"no broker at {url} ({exc.strerror or exc}): start one (make standalone) "
-                         f"or give its URL with --service-url/-u") from None
+    """ValueError unless something accepts connections at one of ``url``'s
+    hosts (any broker of a cluster answers lookups)."""
+    errors = []
+    for host, port in require_pulsar_url(url):
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                return
+        except OSError as exc:
+            errors.append(str(exc.strerror or exc))
+    raise ValueError(f"no broker at {url} ({'; '.join(dict.fromkeys(errors))}): start one (make standalone) "
+                     f"or give its URL with --service-url/-u")

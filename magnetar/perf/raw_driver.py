@@ -261,6 +261,9 @@ class _Producer:
 
 async def _produce(spec: WorkloadSpec, plan: WorkerPlan, reporter: Reporter, start, stop) -> None:
     loop = asyncio.get_running_loop()
+    if "," in spec.service_url:
+        raise ValueError(f"--driver raw speaks to one broker (no lookups): give the URL of the broker owning "
+                         f"the topics alone, not {spec.service_url}")
     host, port = parse_service_url(spec.service_url)
     transport, link = await asyncio.wait_for(loop.create_connection(_Link, host, port), SETUP_TIMEOUT)
     try:

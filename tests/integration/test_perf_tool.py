@@ -4,6 +4,7 @@ generator's ceiling and the broker's CPU/RSS."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 
@@ -47,3 +48,18 @@ def test_perf_refuses_partitions(broker):
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
     assert run.returncode == 2
     assert "perf does not create partitioned topics" in run.stderr
+
+
+def test_perf_takes_a_service_url_naming_several_brokers(broker, tmp_path):
+    # Pulsar's clients accept pulsar://a:6650,b:6650; the second host here has no broker.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    url = f"{broker.service_url},127.0.0.1:{dead}"
+    out = tmp_path / "perf.json"
+    cmd = [sys.executable, "-m", "magnetar.cli", "perf", "produce", "-u", url, "--topic", "perf-hosts",
+           "--rate", "1000", "--duration", "1", "--ceiling", "0", "--json", str(out)]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    produced = json.loads(out.read_text())["produce"]
+    assert produced["messages"] > 0 and produced["errors"] == 0
