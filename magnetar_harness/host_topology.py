@@ -252,10 +252,14 @@ class Topology:
                              env={"PYTHONUNBUFFERED": "1"})
 
     def broker_ready(self, host: str) -> bool:
+        """Its READY line printed (the log is this process's own: a restart
+        renames the last one) and its health check answers. The whole log is
+        searched: a broker that has run a while has its READY far behind."""
         part = self.part(host)
         try:
-            return any(line.startswith("READY ") for line in part.log_path.read_text(errors="replace").splitlines()
-                       [-200:]) and _http_ok(f"{self.admin_url(host)}/admin/v2/brokers/health")
+            with open(part.log_path, "rb") as log:
+                ready = any(line.startswith(b"READY ") for line in log)
+            return ready and _http_ok(f"{self.admin_url(host)}/admin/v2/brokers/health")
         except OSError:
             return False
 
