@@ -681,6 +681,56 @@ receipt_runs(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return Py_BuildValue("(Nn)", runs, pos);
 }
 
+/* parse_frames(buf, count) -> list[bytes]: the first `count` stored records
+   [u32 length][u32 crc32c(data)][data] of buf, each checked against its CRC;
+   ValueError("short section at offset N") / ("bad record at offset N") as
+   storage/framing.py's twin says. Readers of segment files and object
+   sections call it once per read instead of a Python step per entry. */
+static PyObject *
+parse_frames(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "parse_frames(buf, count)");
+        return NULL;
+    }
+    Py_ssize_t count = PyLong_AsSsize_t(args[1]);
+    if (count == -1 && PyErr_Occurred())
+        return NULL;
+    if (count < 0) {
+        PyErr_SetString(PyExc_ValueError, "count must not be negative");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const uint8_t *b = view.buf;
+    Py_ssize_t len = view.len, off = 0;
+    PyObject *out = PyList_New(count);
+    for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
+        if (len - off < 8) {
+            PyErr_Format(PyExc_ValueError, "short section at offset %zd", off);
+            Py_CLEAR(out);
+            break;
+        }
+        Py_ssize_t n = get_u32(b + off);
+        uint32_t sum = get_u32(b + off + 4);
+        if (len - off - 8 < n || crc32c(0, b + off + 8, n) != sum) {
+            PyErr_Format(PyExc_ValueError, "bad record at offset %zd", off);
+            Py_CLEAR(out);
+            break;
+        }
+        PyObject *data = PyBytes_FromStringAndSize((const char *)b + off + 8, n);
+        if (data == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, data);
+        off += 8 + n;
+    }
+    PyBuffer_Release(&view);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"register_send_view", (PyCFunction)register_send_view, METH_O, "Set the class parse_send returns."},
     {"parse_send", (PyCFunction)(void (*)(void))parse_send, METH_FASTCALL, "See fast_send.parse_send."},
@@ -689,6 +739,8 @@ static PyMethodDef methods[] = {
     {"send_frames", (PyCFunction)(void (*)(void))send_frames, METH_FASTCALL,
      "The whole plain SEND frames at the head of a buffer, and where they end (see _hot.c)."},
     {"crc32c", (PyCFunction)(void (*)(void))py_crc32c, METH_FASTCALL, "CRC32C of a buffer (for the tests)."},
+    {"parse_frames", (PyCFunction)(void (*)(void))parse_frames, METH_FASTCALL,
+     "The first count stored records of a buffer, checked (see storage/framing.py)."},
     {"register_frame_types", (PyCFunction)(void (*)(void))register_frame_types, METH_FASTCALL,
      "Set the Frame and PayloadBlock classes send_frame builds."},
     {"receipt_frame", (PyCFunction)(void (*)(void))receipt_frame, METH_FASTCALL,

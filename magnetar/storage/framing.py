@@ -13,6 +13,8 @@ from typing import Any
 
 import crc32c as _crc32c_module
 
+from magnetar.protocol.compiled import hot as _hot
+
 HEADER = struct.Struct(">II")
 HEADER_SIZE = HEADER.size
 MAX_ENTRY_SIZE = 0xFFFF_FFFF
@@ -36,7 +38,16 @@ def frames(datas: list[bytes]) -> bytes:
 
 def parse_frames(buf: bytes, count: int) -> list[bytes]:
     """The first ``count`` entries of ``buf`` (records as :func:`frames`
-    writes them); raises ValueError on a short or bad record."""
+    writes them), as bytes; raises ValueError on a short or bad record.
+    Compiled (``magnetar/protocol/_hot.c``) when built: one call, no Python
+    step per entry; :func:`parse_frames_python` is its twin."""
+    if _hot is not None:
+        return _hot.parse_frames(buf, count)
+    return parse_frames_python(buf, count)
+
+
+def parse_frames_python(buf: bytes, count: int) -> list[bytes]:
+    """The pure-Python twin of the compiled ``parse_frames``."""
     out = []
     off = 0
     unpack = HEADER.unpack_from
@@ -45,7 +56,7 @@ def parse_frames(buf: bytes, count: int) -> list[bytes]:
             raise ValueError(f"short section at offset {off}")
         n, checksum = unpack(buf, off)
         off += HEADER_SIZE
-        data = buf[off:off + n]
+        data = bytes(buf[off:off + n])
         if len(data) != n or crc(data) != checksum:
             raise ValueError(f"bad record at offset {off - HEADER_SIZE}")
         out.append(data)

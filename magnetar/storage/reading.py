@@ -75,6 +75,13 @@ class EntryReader:
             meta, first = found
             lid = meta.ledger_id
             last = min(meta.entries - 1, first + max_entries - count - 1)
+            if max_bytes is not None:
+                # A fetch takes a few MiB of a cache that may hold 100,000s of
+                # entries: slice about what fits (sized by the first entry),
+                # not everything up to `last` (the loop takes more if short).
+                head = self._cache.get(lid, first, first)
+                if head:
+                    last = min(last, first + (max_bytes - nbytes) // max(len(head[0]), 1) * 9 // 8 + 8)
             datas = self._cache.get(lid, first, last)
             if not datas:
                 cached = self._cache.first_cached(lid)
