@@ -168,7 +168,7 @@ chaos-partition: $(STAMP)
 # about 3 minutes with the start and the final reads. Root only: a line says so
 # otherwise, and CI (MAGNETAR_FORBID_SKIPS=1) fails instead.
 CHAOS_HOSTS_SECONDS ?= 120
-CHAOS_HOSTS_FAULTS = etcd-cut-broker,objectstore-cut-broker,objectstore-isolated,volume-lost,etcd-member-partitioned,etcd-leader-lost,etcd-peers-cut,client-cut,asymmetric,broker-host-lost
+CHAOS_HOSTS_FAULTS = etcd-cut-broker,objectstore-cut-broker,objectstore-isolated,volume-lost,etcd-member-partitioned,etcd-leader-lost,etcd-peers-cut,client-cut,asymmetric,broker-host-lost,slow-link
 chaos-hosts: $(STAMP)
 	@reason=$$($(BIN)/python -c 'from magnetar_harness.hosts import unavailable_reason as r; print(r() or "")'); \
 	if [ -n "$$reason" ]; then \

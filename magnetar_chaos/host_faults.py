@@ -29,7 +29,14 @@ until the deployment is whole again before it returns its history line:
   broker/broker, 2 s to 4 s past the session;
 - ``broker-host-lost``: a broker's host lost (every process killed, its
   link down), its disk deleted; past its session the host comes back and
-  the broker starts on an empty disk.
+  the broker starts on an empty disk;
+- ``slow-link``: a host's connections to others through a degrading proxy
+  (:mod:`.host_links`, :mod:`.link_proxy`: the kernel here has no netem)
+  3-10 s: the client to the brokers, or a broker to the S3 gateway or to
+  etcd; 0.5-50 ms each way, jitter, up to 5 % of chunks
+  lost (a 0.2 s stall each), resets a third of the time
+  (:func:`draw_link_settings`). Its connections reset when it comes up
+  and when it goes down (the programs reconnect through it, then straight).
 
 Failure modes: RuntimeError (a failed run, in one line) when the deployment
 does not come back whole within a fault's deadline.
@@ -42,14 +49,18 @@ import sys
 import time
 from pathlib import Path
 
-from magnetar_harness.host_topology import (BROKERS, CLIENT, ETCDS, WEED_FILER, WEED_MASTER, WEED_S3, WEED_VOLUMES)
+from magnetar_harness.host_topology import (BROKER_ADMIN_PORT, BROKER_PORT, BROKERS, CLIENT, ETCD_CLIENT_PORT, ETCDS,
+                                            S3_PORT, WEED_FILER, WEED_MASTER, WEED_S3, WEED_VOLUMES)
 
 from .faults import HOSTS, register
+from .host_links import HostLink
+from .link_proxy import LinkSettings
 
 #: The SeaweedFS hosts, the S3 gateway first.
 STORE_HOSTS = (WEED_S3, WEED_FILER, WEED_MASTER, *WEED_VOLUMES)
-#: How long the deployment may take to be whole again after a heal.
-BACK_WITHIN_S = 120.0
+#: How long the deployment may take to be whole again after a heal (a
+#: loaded machine, every process of the run niced, is slow, not broken).
+BACK_WITHIN_S = 240.0
 
 
 def host_fault(name: str, help: str):
@@ -258,3 +269,43 @@ def broker_host_lost(system, rng: random.Random) -> str:
         topo.bed.heal()
     topo.restart_broker(victim, wipe=True)
     return f"broker-host-lost {victim} {held:.1f} s, back on an empty disk"
+
+
+def _slow_link_routes() -> list[tuple[str, list[tuple[str, int]]]]:
+    """(source host, the destinations' hosts and ports it reaches through the
+    proxy): the client to every broker; a broker to the S3 gateway or to the
+    etcd members (brokers open no connection to each other under these
+    workloads: a link between two would carry nothing)."""
+    routes = [(CLIENT, [(b, p) for b in BROKERS for p in (BROKER_PORT, BROKER_ADMIN_PORT)])]
+    for broker in BROKERS:
+        routes += [(broker, [(WEED_S3, S3_PORT)]), (broker, [(e, ETCD_CLIENT_PORT) for e in ETCDS])]
+    return routes
+
+
+def draw_link_settings(rng: random.Random) -> LinkSettings:
+    """A degraded link: 0.5-50 ms each way, jitter up to half that, up to 5 %
+    of chunks lost (each a 0.2 s stall, TCP's retransmission), and a third
+    of the time resets (up to 1 chunk in 200 ends its connection)."""
+    delay = rng.uniform(0.0005, 0.05)
+    return LinkSettings(delay_s=delay, jitter_s=rng.uniform(0.0, delay / 2), loss=rng.uniform(0.0, 0.05),
+                        reset=rng.uniform(0.0005, 0.005) if rng.random() < 1 / 3 else 0.0)
+
+
+@host_fault("slow-link", "a host's link to others through a degrading proxy (delay, jitter, loss, resets) 3-10 s")
+def slow_link(system, rng: random.Random) -> str:
+    source, destinations = rng.choice(_slow_link_routes())
+    settings = draw_link_settings(rng)
+    topo = system.topo
+    link = HostLink(topo.bed, source, [(topo.address(h), p) for h, p in destinations], settings,
+                    seed=rng.randrange(2 ** 32)).up()
+    try:
+        held = _hold(rng.uniform(3.0, 10.0))
+        stats = link.proxy.stats()
+    finally:
+        link.down()  # its connections reset: the programs reconnect straight
+    _brokers_back(system)
+    to = sorted({h for h, _ in destinations})
+    return (f"slow-link {source} -> {'etcd' if to == list(ETCDS) else ','.join(to)} {held:.1f} s: "
+            f"delay {settings.delay_s * 1e3:.1f} ms, jitter {settings.jitter_s * 1e3:.1f} ms, "
+            f"loss {settings.loss:.3f}, reset {settings.reset:.4f}; {stats.connections} connections, "
+            f"{stats.losses} losses, {stats.resets} resets")

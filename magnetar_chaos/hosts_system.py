@@ -48,6 +48,8 @@ from .systems import LEDGER_ENTRIES
 
 #: The brokers' etcd session in a run (deploy/broker.toml says 10 s).
 SESSION_TTL_S = 4.0
+#: How long a part started or restarted may take to serve.
+START_TIMEOUT_S = 240.0
 
 
 class HostsTopologyUnavailable(ValueError):
@@ -104,6 +106,9 @@ class HostsSystem:
         self.topo = host_topology(self.tag, self.base)
         self.topo.broker_settings = {"cluster_session_ttl_s": f"{SESSION_TTL_S}",
                                      "storage.max_entries_per_ledger": str(LEDGER_ENTRIES)}
+        # A part restarted under a nemesis on a loaded machine (every
+        # process of a run niced) may take minutes to serve: slow, not broken.
+        self.topo.start_timeout_s = START_TIMEOUT_S
         self.topo.start(spark=False)
         thread_netns.enter(thread_netns.named(self.topo.bed.namespace(CLIENT)))
 

@@ -78,6 +78,9 @@ class Topology:
     #: Settings changed in every broker's rendered broker.toml
     #: (:func:`.deployment.override_toml`; a chaos run's shorter session).
     broker_settings: dict[str, str] = field(default_factory=dict)
+    #: How long a part may take to serve once started (a chaos run on a
+    #: loaded machine gives a restarted broker longer: it is niced).
+    start_timeout_s: float = START_TIMEOUT_S
 
     # -- addresses --------------------------------------------------------------------------
     def address(self, host: str) -> str:
@@ -143,7 +146,8 @@ class Topology:
         self.parts = [p for p in self.parts if p.role != role] + [part]
         return part
 
-    def _wait(self, role: str, ready, timeout: float = START_TIMEOUT_S) -> None:
+    def _wait(self, role: str, ready, timeout: float | None = None) -> None:
+        timeout = self.start_timeout_s if timeout is None else max(timeout, self.start_timeout_s)
         part = self.part(role)
         deadline = time.monotonic() + timeout
         while not ready():

@@ -15,7 +15,7 @@ from magnetar_chaos.runner import SYSTEMS, run
 
 HOST_FAULTS = ("etcd-cut-broker", "objectstore-cut-broker", "objectstore-isolated", "volume-lost",
                "etcd-member-partitioned", "etcd-leader-lost", "etcd-peers-cut", "client-cut", "asymmetric",
-               "broker-host-lost")
+               "broker-host-lost", "slow-link")
 
 
 def test_the_hosts_topology_takes_the_network_faults_and_only_those():
@@ -63,3 +63,14 @@ def test_file_storage_is_refused_and_so_is_a_machine_without_root(tmp_path):
         with pytest.raises(HostsTopologyUnavailable, match="root"):
             run(tmp_path / "out", 1, ["client-cut"], 1, topology="hosts")
         assert not (tmp_path / "out").exists()
+
+
+def test_a_slow_link_is_drawn_within_its_bounds_and_every_route_carries_something():
+    rng = random.Random(7)
+    for _ in range(200):
+        settings = host_faults.draw_link_settings(rng)
+        assert 0.0005 <= settings.delay_s <= 0.05 and settings.jitter_s <= settings.delay_s / 2
+        assert settings.loss <= 0.05 and settings.reset <= 0.005
+    routes = host_faults._slow_link_routes()
+    assert ("client", [(b, p) for b in ("broker-1", "broker-2", "broker-3") for p in (6650, 8080)]) in routes
+    assert all(ports for _, ports in routes)
