@@ -30,7 +30,7 @@ from typing import NamedTuple, Union
 import pyarrow as pa
 
 from magnetar.client import AsyncClient
-from magnetar.client.entry_fetch import EntryFetcher
+from magnetar.client.entry_fetch import DEFAULT_MAX_BYTES, EntryFetcher
 from magnetar.client.entry_reader import RawEntry
 from magnetar.protocol import ProtocolError, pb
 
@@ -63,22 +63,24 @@ class FetchScanner:
     returns ``[]``, then :meth:`close`."""
 
     def __init__(self, client: AsyncClient, tp: TopicPartition, start: int, end: int, *, poll_timeout_ms: int,
-                 fail_on_data_loss: bool) -> None:
+                 fail_on_data_loss: bool, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         # The entry-by-entry rules (chunks, read-back, losses) and the range's progress.
         self._rules = RangeScanner(None, tp, start, end, poll_timeout_ms=poll_timeout_ms,  # type: ignore[arg-type]
                                    fail_on_data_loss=fail_on_data_loss, client=client)
         self.tp = tp
         self.start = start
         self._poll_ms = poll_timeout_ms
-        self._fetcher = EntryFetcher(client, tp.name, start, max_wait_ms=min(poll_timeout_ms, 1000))
+        # max_bytes: each response's budget (smaller only in tests, to make many fetches).
+        self._fetcher = EntryFetcher(client, tp.name, start, max_bytes=max_bytes, max_wait_ms=min(poll_timeout_ms, 1000))
         self._data: memoryview = memoryview(b"")
         self._pos = 0  # the next entry of _data to take
         self._count = 0  # entries in _data
 
     @classmethod
     async def open(cls, client: AsyncClient, tp: TopicPartition, start: int, end: int, *,
-                   poll_timeout_ms: int, fail_on_data_loss: bool) -> "FetchScanner":
-        return cls(client, tp, start, end, poll_timeout_ms=poll_timeout_ms, fail_on_data_loss=fail_on_data_loss)
+                   poll_timeout_ms: int, fail_on_data_loss: bool, max_bytes: int = DEFAULT_MAX_BYTES) -> "FetchScanner":
+        return cls(client, tp, start, end, poll_timeout_ms=poll_timeout_ms, fail_on_data_loss=fail_on_data_loss,
+                   max_bytes=max_bytes)
 
     @property
     def expected(self) -> int:
@@ -91,6 +93,10 @@ class FetchScanner:
     @property
     def fetches(self) -> int:
         return self._fetcher.fetches
+
+    @property
+    def retries(self) -> int:
+        return self._fetcher.retries
 
     async def next_entries(self, max_rows: int) -> list[Piece]:
         """The next pieces of the range, about ``max_rows`` rows or more

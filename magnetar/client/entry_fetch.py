@@ -61,6 +61,7 @@ class EntryFetcher:
         self._closed = False
         self._url: str | None = None  # the owner's, looked up again after a failure
         self.fetches = 0  # responses received, for tests and benches
+        self.retries = 0  # fetches asked again after a retryable failure (a move, a lost connection)
         self._ahead: asyncio.Task = asyncio.get_running_loop().create_task(self._fetch({"start_offset": start_offset}))
 
     async def next(self) -> Fetched:
@@ -96,6 +97,7 @@ class EntryFetcher:
                 raise
             except PulsarError:
                 self._url = None
+                self.retries += 1
                 if self._closed or time.monotonic() + delay > deadline:
                     raise
             await asyncio.sleep(delay)
