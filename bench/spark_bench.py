@@ -3,6 +3,14 @@
     .venv/bin/python -m bench.spark_bench [--rows 1000000] [--size 100] [--tasks 2] [--repeat 3] [--url pulsar://...]
                                           [--conf spark.key=value ...] [--only official|own]
 
+On a shared machine, write the official client's topics once, outside the
+timed part (writing 1,000,000 messages one per entry takes minutes), and
+time the reads later against the same broker:
+
+    magnetar standalone ... (deduplication_enabled = true)
+    .venv/bin/python -m bench.spark_bench --url URL --admin-url ADMIN --write-official NAME
+    .venv/bin/python -m bench.spark_bench --url URL --admin-url ADMIN --broker-pid PID --official-topics NAME --only official
+
 Without --url it starts a standalone broker (deduplication on, as the
 exactly-once sink expects; default sync policy "always") on free ports in a
 temporary directory. Workloads, each timed around one Spark action (the
@@ -234,7 +242,7 @@ def _quiet():
 
 
 def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path, repeat: int,
-        admin_url: str | None = None, only: str | None = None) -> list[dict]:
+        admin_url: str | None = None, only: str | None = None, official_topics: str | None = None) -> list[dict]:
     stamp = int(time.time())
     src, dst = f"bench-spark-{stamp}", f"bench-spark-copy-{stamp}"
     def read(topic: str = src):
@@ -299,7 +307,7 @@ def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path, repeat: in
     results: list[dict] = []
     if only in (None, "official"):
         results += official(spark, url, admin_url, rows, size, stamp, repeat, read, ceiling_read, stream, write_to,
-                            rows_of)
+                            rows_of, official_topics)
     if only == "official":
         return results
     data = rows_of(rows)
@@ -336,18 +344,31 @@ def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path, repeat: in
     return results
 
 
-def official(spark, url: str, admin_url: str | None, rows: int, size: int, stamp: int, repeat: int, read,
-             ceiling_read, stream, write_to, rows_of) -> list[dict]:
-    """The topics the official client wrote, read and copied beside Spark's
-    own ceilings in the same run (see the module), and a batch write beside
-    the sink ceiling."""
-    topics = {}
-    for shape in OFFICIAL_SHAPES:
-        topics[shape] = f"persistent://public/default/bench-official-{shape}-{stamp}"
+def official_topic_names(name: str | int) -> dict[str, str]:
+    return {shape: f"persistent://public/default/bench-official-{shape}-{name}" for shape in OFFICIAL_SHAPES}
+
+
+def write_official_topics(url: str, admin_url: str | None, rows: int, size: int, name: str | int) -> dict[str, str]:
+    """The official client's topics of the bench, written (untimed)."""
+    topics = official_topic_names(name)
+    for shape, topic in topics.items():
         began = time.perf_counter()
-        write_official(url, admin_url, topics[shape], rows, size, shape)
+        write_official(url, admin_url, topic, rows, size, shape)
         print(f"wrote {rows:,} rows with the official client, {shape}, in {time.perf_counter() - began:.1f} s",
               flush=True)
+    return topics
+
+
+def official(spark, url: str, admin_url: str | None, rows: int, size: int, stamp: int, repeat: int, read,
+             ceiling_read, stream, write_to, rows_of, written: str | None = None) -> list[dict]:
+    """The topics the official client wrote, read and copied beside Spark's
+    own ceilings in the same run (see the module), and a batch write beside
+    the sink ceiling. ``written``: the name of topics an earlier
+    ``--write-official`` run wrote to this broker (else they are written now)."""
+    if written is not None:
+        topics = official_topic_names(written)
+    else:
+        topics = write_official_topics(url, admin_url, rows, size, stamp)
     results = []
     for shape, topic in topics.items():
         df = read(topic)
@@ -389,6 +410,12 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="also print the results as JSON")
     parser.add_argument("--only", choices=["official", "own"], default=None,
                         help="only the official client's topics, or only the connector's own topic")
+    parser.add_argument("--write-official", metavar="NAME", default=None,
+                        help="only write the official client's topics (named by NAME) to --url, then exit")
+    parser.add_argument("--official-topics", metavar="NAME", default=None,
+                        help="read the official topics an earlier --write-official NAME wrote to --url")
+    parser.add_argument("--broker-pid", type=int, default=None,
+                        help="the --url broker's pid, for its CPU per workload")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a Spark setting for the session (repeatable), e.g. spark.buffer.size=1m")
     args = parser.parse_args()
@@ -398,6 +425,12 @@ def main() -> None:
         if not sep or not key:
             parser.error(f"--conf takes KEY=VALUE, got {item!r}")
         conf[key] = value
+    if (args.write_official or args.official_topics) and args.url is None:
+        parser.error("--write-official and --official-topics need --url (a broker that keeps the topics)")
+    if args.write_official:
+        write_official_topics(args.url, args.admin_url, args.rows, args.size, args.write_official)
+        return
+    BROKER_PID = args.broker_pid
     tmp = Path(tempfile.mkdtemp(prefix="magnetar-spark-bench-"))
     broker = None
     url, admin_url = args.url, args.admin_url
@@ -413,7 +446,8 @@ def main() -> None:
         print(f"{args.rows:,} rows of {args.size} B, {args.master}, {args.tasks} read tasks, broker {url}, "
               f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
               + "".join(f", {k}={v}" for k, v in conf.items()), flush=True)
-        results = run(spark, url, args.rows, args.size, args.tasks, tmp, max(1, args.repeat), admin_url, args.only)
+        results = run(spark, url, args.rows, args.size, args.tasks, tmp, max(1, args.repeat), admin_url, args.only,
+                      args.official_topics)
     finally:
         if spark is not None:
             spark.stop()
