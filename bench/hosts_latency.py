@@ -133,6 +133,17 @@ def medians(results: dict) -> dict:
                     for rate, runs in by_rate.items()} for place, by_rate in results.items()}
 
 
+def require_compiled() -> None:
+    """The brokers this bench starts run this checkout: refuse when its
+    compiled hot path is stale or missing (the figures would be the Python
+    twins')."""
+    from magnetar.protocol.compiled import implementation
+
+    if implementation() != "compiled":
+        raise SystemExit("the compiled hot path is not what runs here (built from older sources, or "
+                         "MAGNETAR_PURE_PYTHON set): run make install first")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0)
@@ -144,6 +155,7 @@ def main() -> None:
     parser.add_argument("--places", nargs="+", choices=PLACES, default=list(PLACES))
     parser.add_argument("--json")
     args = parser.parse_args()
+    require_compiled()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; {args.seconds:g} s per run, "
           f"{args.repeat} repeats, proxy delay {args.delay_ms} ms each way", flush=True)
     results: dict = {}

@@ -98,10 +98,8 @@ def _finished_executors(address: str) -> int:
 
 def on_loopback(args) -> dict:
     with tempfile.TemporaryDirectory(prefix="spark-hosts-bench-") as tmp:
-        config = Path(tmp) / "broker.toml"
-        config.write_text("deduplication_enabled = true\n")
         cluster = LocalCluster(Path(tmp) / "cluster", brokers=3, storage="object", session_ttl=10.0,
-                               broker_config=str(config)).start()
+                               broker_config="deduplication_enabled = true\n").start()
         try:
             url = ",".join(m.service_url for m in cluster.members).replace(",pulsar://", ",")
             began = time.monotonic()
@@ -118,6 +116,17 @@ def on_loopback(args) -> dict:
             cluster.stop()
 
 
+def require_compiled() -> None:
+    """The brokers this bench starts run this checkout: refuse when its
+    compiled hot path is stale or missing (the figures would be the Python
+    twins')."""
+    from magnetar.protocol.compiled import implementation
+
+    if implementation() != "compiled":
+        raise SystemExit("the compiled hot path is not what runs here (built from older sources, or "
+                         "MAGNETAR_PURE_PYTHON set): run make install first")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--place", choices=["hosts", "loopback"], required=True)
@@ -127,6 +136,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds the bench may take")
     parser.add_argument("--json", help="write the place's results here")
     args = parser.parse_args()
+    require_compiled()
     load = os.getloadavg()[0]
     print(f"{args.place}: {args.rows:,} rows, {args.repeat} repeats, load average {load:.1f} on {os.cpu_count()} CPUs",
           flush=True)
