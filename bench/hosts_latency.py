@@ -17,7 +17,9 @@ service URL) at each rate, in two places taken in turn in each repeat:
   6650 and 6651 (the proxy's own CPU is recorded);
 
 then ``magnetar cluster up --brokers 3 --storage object`` on loopback (one
-etcd, one ``weed mini``) and the same command (``loopback``). Prints each
+etcd, one ``weed mini``) and the same command (``loopback``). Before each
+place's runs, 200 PING/PONG round trips to one broker from where the
+client runs (bench/pulsar_ping.py): the link's own cost, storage aside. Prints each
 run (msg/s, p50, p99, max, the load average before and after, the proxy's
 CPU) and the median of the repeats per place and rate. Root only
 (namespaces). A benchmark, not a test: record results with the command line
@@ -49,6 +51,12 @@ def perf_command(url: str, rate: int, seconds: float, topics: int, out: Path, to
             "--rate", str(rate), "--duration", str(seconds), "--size", "100", "--json", str(out)]
 
 
+def ping_command(url: str) -> list[str]:
+    """PING/PONG round trips to one broker (bench/pulsar_ping.py): the link's
+    own cost, without the storage."""
+    return [sys.executable, "-m", "bench.pulsar_ping", url, "--count", "200"]
+
+
 def figures(path: Path, load_before: float, load_after: float, proxy_cpu_s: float | None = None,
             seconds: float = 0.0, proxy_mb: float | None = None) -> dict:
     result = json.loads(path.read_text())
@@ -75,6 +83,8 @@ def on_hosts(args, work: Path) -> dict:
                 if place == "hosts+proxy":
                     link = HostLink(topo.bed, CLIENT, targets, LinkSettings(delay_s=args.delay_ms / 1000)).up()
                 try:
+                    ping = json.loads(topo.bed.run(CLIENT, ping_command(f"pulsar://{topo.address(BROKERS[0])}:6650"),
+                                                   timeout=120).stdout)
                     for rate in args.rates:
                         path = work / f"{place}-{rate}-{r}.json"
                         load = os.getloadavg()[0]
@@ -90,6 +100,7 @@ def on_hosts(args, work: Path) -> dict:
                             mb = (after.bytes_forward + after.bytes_back - before.bytes_forward
                                   - before.bytes_back) / 1e6
                         f = figures(path, load, os.getloadavg()[0], cpu, time.monotonic() - began, mb)
+                        f.update(ping)
                         out[place].setdefault(rate, []).append(f)
                         report(place, rate, f)
                 finally:
@@ -107,12 +118,15 @@ def on_loopback(args, work: Path) -> dict:
     try:
         url = ",".join(m.service_url for m in cluster.members).replace(",pulsar://", ",")
         for r in range(args.repeat):
+            ping = json.loads(subprocess.run(ping_command(cluster.members[0].service_url), check=True,
+                                             capture_output=True, text=True, timeout=120).stdout)
             for rate in args.rates:
                 path = work / f"loopback-{rate}-{r}.json"
                 load = os.getloadavg()[0]
                 subprocess.run(perf_command(url, rate, args.seconds, args.topics, path, f"loop-{rate}-{r}"),
                                check=True, capture_output=True, timeout=args.seconds * 10 + 120)
                 f = figures(path, load, os.getloadavg()[0])
+                f.update(ping)
                 out.setdefault(rate, []).append(f)
                 report("loopback", rate, f)
     finally:
@@ -124,7 +138,8 @@ def report(place: str, rate: int, f: dict) -> None:
     proxy = (f" proxy {f['proxy_cpu_pct']:.1f}% of a core, {f['proxy_mb']:.1f} MB through it"
              if "proxy_cpu_pct" in f else "")
     print(f"{place:<12} {rate:>7} {f['msg_per_s']:>8.0f} msg/s  p50 {f['p50']:>7.1f}  p99 {f['p99']:>7.1f}  "
-          f"max {f['max']:>7.1f} ms  load {f['load']:.1f} -> {f['load_after']:.1f}{proxy}", flush=True)
+          f"max {f['max']:>7.1f} ms  ping min/p50 {f['min_us']}/{f['p50_us']} us  "
+          f"load {f['load']:.1f} -> {f['load_after']:.1f}{proxy}", flush=True)
 
 
 def medians(results: dict) -> dict:
@@ -168,11 +183,11 @@ def main() -> None:
     results = {place: by_rate for place, by_rate in results.items() if place in args.places}
     summary = medians(results)
     print(f"medians of {args.repeat}:")
-    print(f"{'place':<12} {'rate':>7} {'msg/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'load':>5}")
+    print(f"{'place':<12} {'rate':>7} {'msg/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'ping us':>8} {'load':>5}")
     for place, by_rate in summary.items():
         for rate, f in by_rate.items():
             print(f"{place:<12} {rate:>7} {f['msg_per_s']:>8.0f} {f['p50']:>8.1f} {f['p99']:>8.1f} {f['max']:>8.1f} "
-                  f"{f['load']:>5.1f}" + (f"  proxy {f['proxy_cpu_pct']:.1f}% CPU" if "proxy_cpu_pct" in f else ""))
+                  f"{f['p50_us']:>8.0f} {f['load']:>5.1f}" + (f"  proxy {f['proxy_cpu_pct']:.1f}% CPU" if "proxy_cpu_pct" in f else ""))
     if args.json:
         Path(args.json).write_text(json.dumps({"runs": results, "medians": summary}, indent=2))
 
