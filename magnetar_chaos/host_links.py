@@ -13,8 +13,8 @@ How: each destination address is made local in the source host's namespace
 port, with a socket made inside the source's namespace; it connects on from
 the starting process's own namespace, through the bridge. The source's
 programs dial the addresses they always dial (a broker's advertised address
-from a lookup included); TLS passes too (bytes unchanged, the certificate
-names the same address).
+from a lookup included). TLS should pass as it is (bytes unchanged, the
+certificate names the same address): not yet exercised on the bed.
 
 What to know:
 
