@@ -69,3 +69,42 @@ async def test_a_failed_read_is_tried_again_without_another_wake_up(tmp_path):
         assert refused, "the read was never refused: the test did not test the retry"
     finally:
         await close_service(service)
+
+
+async def test_a_cursor_changed_elsewhere_unloads_its_topic_instead_of_stalling_the_subscription(tmp_path):
+    """A cursor write whose answer etcd lost can land after all: the cursor's
+    stored version is then ahead of the one the broker holds, every later
+    write fails its compare, and a dispatcher that only tried again left a
+    Failover subscription silent for minutes (the hosts topology, seed 728).
+    The topic is unloaded instead: its next load reads the cursor as stored."""
+    service = await make_service(tmp_path)
+    topic = await topic_of(service, "cursor-fenced")
+    p = producer(topic, 1)
+    await topic.add_producer(p, None)
+    sink = _Delivered()
+    consumer = Consumer(consumer_id=1, name="c", subscription=None, sink=sink)  # type: ignore[arg-type]
+    try:
+        await topic.subscribe("s", pb.CommandSubscribe.Failover, consumer,
+                              initial_position=pb.CommandSubscribe.Earliest)
+        consumer.permits = 100
+        send, block = send_of(p.name, 0)
+        await topic.publish(p, send, block)
+        deadline = time.monotonic() + 10
+        while not sink.entries:
+            assert time.monotonic() < deadline, "the first entry never arrived"
+            await asyncio.sleep(0.05)
+        cursor = topic.subscriptions["s"].cursor
+        cursor._version += 1  # our last write landed, its answer was lost: the version held is stale
+        try:
+            await consumer.subscription.acknowledge([sink.entries[0].position])
+        except StorageError:
+            pass  # the ack is not applied; the next owner of the cursor delivers the entry again
+        send, block = send_of(p.name, 1)
+        await topic.publish(p, send, block)
+        deadline = time.monotonic() + 10
+        while service.topics.get(str(topic.name)) is topic:
+            assert time.monotonic() < deadline, "the topic kept its fenced cursor: the subscription is stalled"
+            await asyncio.sleep(0.05)
+        assert topic.closed
+    finally:
+        await close_service(service)
