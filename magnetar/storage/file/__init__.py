@@ -7,6 +7,8 @@
   ``SegmentSync`` (an fdatasync per segment file, ``journal = false``);
 - :mod:`.journal`, :mod:`.journal_sync`: the broker's journal, one
   fdatasync per group commit for every ledger written (the default);
+- :mod:`.journal_room`: the journal's files zero-filled ahead of their
+  records, so that fdatasync waits for no filesystem transaction;
 - :mod:`.journal_checkpoint` (with :mod:`.syncfs`): segment files synced in
   the background, the journal trimmed behind them;
 - :mod:`.journal_replay`: dead processes' journals replayed into the

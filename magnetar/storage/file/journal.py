@@ -27,6 +27,12 @@ exactly as in the segment file (:mod:`.ledger`). The CRC covers the three
 id fields and the payload, so a torn or zero-filled tail never reads as a
 record; replay stops a file at its first bad record.
 
+Room (:mod:`.journal_room`): a file is zero-filled and synced ahead of its
+records, which overwrite the zeros (``pwrite`` at the journal's own offset,
+no ``O_APPEND``), so the journal's fdatasync waits for no filesystem
+transaction; the next file is made ready before it is needed. Zeros after
+the last record read as the end, so the format is unchanged.
+
 Threading: :meth:`Journal.append` and :meth:`Journal.rotate` run on one
 thread (the writer); :meth:`Journal.sync` may run on another (the interval
 syncer) and syncs a duplicate of the descriptor, so an append never waits
@@ -35,6 +41,7 @@ for an fsync; :meth:`Journal.trim` and the checkpoint run on a third.
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import secrets
 import struct
@@ -47,6 +54,7 @@ from magnetar.formats import KINDS, check_format
 from ..errors import StorageError
 from ..framing import crc as _crc
 from . import ledger as _ledger
+from .journal_room import Preallocator
 
 #: Folder under the data directory holding one journal per broker process.
 JOURNALS = "journal"
@@ -55,6 +63,8 @@ CHECKPOINT = "checkpoint"
 SUFFIX = ".jnl"
 #: A new journal file past this size (the checkpoint trims whole files).
 DEFAULT_FILE_BYTES = 64 * 1024 * 1024
+#: Zeros written ahead of the records at a time (:mod:`.journal_room`).
+PREALLOCATE_BYTES = 4 * 1024 * 1024
 
 _LEN_CRC = struct.Struct(">II")
 _FIELDS = struct.Struct(">QQI")
@@ -162,6 +172,43 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def create_file(directory: Path, seq: int) -> int:
+    """Create journal file ``seq`` with its head (synced with the first
+    records) and sync the directory; its descriptor. On failure nothing is
+    left (left there, O_EXCL refused every later try: EEXIST for good after
+    one failed directory fsync, found by make chaos's fsync-error)."""
+    path = file_path(directory, seq)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        os.pwrite(fd, _FILE_HEAD.pack(_FILE_MAGIC, FORMAT), 0)
+        fsync_dir(directory)
+    except BaseException:
+        os.close(fd)
+        discard_file(directory, seq)
+        raise
+    return fd
+
+
+def discard_file(directory: Path, seq: int) -> None:
+    """Remove journal file ``seq`` if it is there (one that holds no record)."""
+    try:
+        os.unlink(file_path(directory, seq))
+    except OSError:
+        pass
+
+
+def zeros_after(path: Path, end: int) -> bool:
+    """Whether a journal file's bytes from ``end`` (past its last intact
+    record) are zeros only (room made ahead, :mod:`.journal_room`), not part
+    of a record (a torn tail). Reads them."""
+    with open(path, "rb") as f:
+        f.seek(end)
+        while chunk := f.read(1 << 20):
+            if chunk.count(0) != len(chunk):
+                return False
+    return True
+
+
 def lock_directory(directory: Path, *, blocking: bool = False) -> int | None:
     """An exclusive flock on ``directory/lock`` (the descriptor; closing it
     releases the lock), or None if another process holds it."""
@@ -179,9 +226,13 @@ def lock_directory(directory: Path, *, blocking: bool = False) -> int | None:
 
 class Journal:
     """This process's journal (see the module docstring). Raises ``OSError``
-    from the constructor if the directory cannot be made."""
+    from the constructor if the directory cannot be made.
 
-    def __init__(self, root: Path, file_bytes: int = DEFAULT_FILE_BYTES) -> None:
+    ``preallocate_bytes`` (0: none) is how far ahead of the records a file
+    is zero-filled, capped by ``file_bytes``."""
+
+    def __init__(self, root: Path, file_bytes: int = DEFAULT_FILE_BYTES,
+                 preallocate_bytes: int = PREALLOCATE_BYTES) -> None:
         root = Path(root)
         root.mkdir(parents=True, exist_ok=True)
         self.directory = root / f"{os.getpid()}-{secrets.token_hex(6)}"
@@ -196,6 +247,11 @@ class Journal:
         #: fdatasyncs of journal files (stats, /metrics).
         self.fsync_count = 0
         self.bytes_written = 0
+        self._room: Preallocator | None = None
+        if preallocate_bytes > 0:
+            self._room = Preallocator(functools.partial(create_file, self.directory),
+                                      functools.partial(discard_file, self.directory), FILE_HEAD_SIZE,
+                                      min(preallocate_bytes, file_bytes), file_bytes)
         self._open_next()
         fsync_dir(root)
 
@@ -206,31 +262,21 @@ class Journal:
 
     def _open_next(self) -> None:
         seq = self._seq + 1
-        path = file_path(self.directory, seq)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
-        try:
-            os.write(fd, _FILE_HEAD.pack(_FILE_MAGIC, FORMAT))  # synced with the first records
-            fsync_dir(self.directory)
-        except BaseException:
-            os.close(fd)
-            # It holds no record: gone, the next try creates it again (left
-            # there, O_EXCL refused every later try: EEXIST for good after
-            # one failed directory fsync, found by make chaos's fsync-error).
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
-            raise
+        spare = self._room.take_spare(seq) if self._room is not None else None
+        fd, zeroed = spare if spare is not None else (create_file(self.directory, seq), 0)
         with self._lock:
             old, self._fd, self._seq, self._offset = self._fd, fd, seq, FILE_HEAD_SIZE
         if old >= 0:
             os.close(old)
+        if self._room is not None:
+            self._room.opened(seq, fd, zeroed)
 
     def append(self, parts: list[bytes]) -> JournalPosition:
-        """Write ``parts`` (record heads and payloads) with one write(); the
-        position past them. Not durable until :meth:`sync`. On a failed
-        write, raises ``StorageError`` and continues in a new file (the
-        failed one may hold part of it, which replay cuts as a torn tail)."""
+        """Write ``parts`` (record heads and payloads) with one write at the
+        journal's offset; the position past them. Not durable until
+        :meth:`sync`. On a failed write, raises ``StorageError`` and
+        continues in a new file (the failed one may hold part of it, which
+        replay cuts as a torn tail)."""
         try:
             if self._rotate_pending:
                 self._open_next()
@@ -240,17 +286,23 @@ class Journal:
         except OSError as exc:  # this round fails; the next one tries again
             raise StorageError(f"cannot start a new journal file: {exc}") from exc
         buf = b"".join(parts)
+        offset = self._offset
+        end = offset + len(buf)
+        if self._room is not None:
+            self._room.reserve(self._seq, end)
         try:
             view = memoryview(buf)
             while view:
-                view = view[os.write(self._fd, view):]
+                written = os.pwrite(self._fd, view, offset)
+                view = view[written:]
+                offset += written
         except OSError as exc:
             self._rotate_pending = True
             raise StorageError(f"write to the journal failed: {exc}") from exc
         with self._lock:
-            self._offset += len(buf)
+            self._offset = end
             self.bytes_written += len(buf)
-        return JournalPosition(self._seq, self._offset)
+        return JournalPosition(self._seq, end)
 
     def sync(self) -> JournalPosition:
         """fdatasync what was appended; returns the position it covers.
@@ -308,12 +360,15 @@ class Journal:
         return removed
 
     def file_count(self) -> int:
-        return len(journal_files(self.directory))
+        """Journal files up to the current one (not a next one made ready)."""
+        return len([seq for seq in journal_files(self.directory) if seq <= self._seq])
 
     def close(self, *, remove: bool) -> None:
         """Close the current file; with ``remove`` (a clean stop whose last
         checkpoint covered everything) delete the whole journal. The lock
         goes last: until then no other process replays it."""
+        if self._room is not None:
+            self._room.close()
         with self._lock:
             fd, self._fd = self._fd, -1
         if fd >= 0:

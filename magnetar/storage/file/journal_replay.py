@@ -41,7 +41,8 @@ from pathlib import Path
 
 from ..errors import StorageError
 from .handles import FileHandles
-from .journal import JOURNALS, LOCK, Journal, JournalRecord, fsync_dir, lock_directory, read_checkpoint, records_from
+from .journal import (JOURNALS, LOCK, Journal, JournalRecord, file_path, fsync_dir, lock_directory, read_checkpoint,
+                      records_from, zeros_after)
 from ..framing import parse_frames
 from .ledger import Ledger, LedgerState
 
@@ -96,7 +97,7 @@ def replay(directory: Path, ledger_dir: Path, handles: FileHandles, report: Repl
     ledgers: dict[int, Ledger | None] = {}
     try:
         for seq, records, end in records_from(directory, read_checkpoint(directory)):
-            if end != os.path.getsize(directory / f"{seq:016d}.jnl"):
+            if not zeros_after(file_path(directory, seq), end):
                 report.torn_tails += 1
             for record in records:
                 report.records += 1

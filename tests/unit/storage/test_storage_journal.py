@@ -81,8 +81,9 @@ async def test_a_torn_journal_tail_is_cut(tmp_path):
     for i, payload in enumerate(payloads):
         journal.append([record_head(7, i, 1, payload), payload])
     journal.sync()
+    journal.close(remove=False)
     path = file_path(journal.directory, journal_files(journal.directory)[0])
-    whole = path.read_bytes()
+    whole = path.read_bytes()[:journal.position.offset]  # the records, without the zeros made ahead of them
     for torn in (whole[:-3], whole + b"\0" * 64, whole[:-len(payloads[-1]) - 5] + b"\xff" * 9):
         path.write_bytes(torn)
         (seq, records, end), = records_from(journal.directory, JournalPosition(0, 0))
@@ -90,7 +91,6 @@ async def test_a_torn_journal_tail_is_cut(tmp_path):
         assert len(records) == (3 if torn.startswith(whole) else 2)
         assert end == (len(whole) if torn.startswith(whole) else len(whole) - len(payloads[-1]) - 28)
     assert read_records(b"\0" * 100) == ([], 0)
-    journal.close(remove=False)
 
 
 async def test_a_torn_tail_is_cut_on_replay_and_the_records_before_it_restored(factories, data_dir):
@@ -99,10 +99,11 @@ async def test_a_torn_tail_is_cut_on_replay_and_the_records_before_it_restored(f
     for i in range(4):
         await ml.append(b"e%d" % i)
     journal_dir = factory.backend.journal.directory
+    seq, end = factory.backend.journal.position
     factory.abandon()
-    last = file_path(journal_dir, journal_files(journal_dir)[-1])
-    with open(last, "r+b") as f:  # the last record half written, as a crash mid-journal leaves it
-        f.truncate(last.stat().st_size - 2)
+    with open(file_path(journal_dir, seq), "r+b") as f:  # the last record half written, as a crash mid-journal leaves it
+        f.seek(end - 2)
+        f.write(b"\0\0")
     lose_unsynced_segment_data(data_dir)
 
     again = factories()
@@ -240,3 +241,48 @@ def test_a_failed_directory_fsync_while_starting_a_journal_file_fails_that_round
         journal.append([b"lost"])
     position = journal.append([b"kept"])
     assert position.seq == 2 and journal.sync() == position
+
+
+async def test_records_overwrite_zeros_made_ahead_so_their_syncs_change_no_file_size(tmp_path, wait_until):
+    """The journal's file is zero-filled and synced ahead of its records
+    (journal_room.py): a record written there changes neither the file's
+    size nor its blocks, so its fdatasync waits for no filesystem
+    transaction. Without the room every append grows the file."""
+    journal = Journal(tmp_path / "journal", preallocate_bytes=1 << 20)
+    room = journal._room
+    await wait_until(lambda: room.fills >= 1, what="the first chunk of zeros")
+    path = file_path(journal.directory, journal.position.seq)
+    size = path.stat().st_size
+    assert size >= 1 << 20
+    for i in range(50):
+        payload = frames([b"e%d" % i])
+        journal.append([record_head(7, i, 1, payload), payload])
+        journal.sync()
+        assert path.stat().st_size == size
+    journal.close(remove=False)
+    (_, records, end), = records_from(journal.directory, JournalPosition(0, 0))
+    assert [r.first_entry_id for r in records] == list(range(50)) and end == journal.position.offset
+
+
+async def test_zeros_made_ahead_never_cover_a_record_and_the_next_file_is_made_ready(tmp_path):
+    """A small room and small files, many records: the fills run beside the
+    appends and files roll over often. Every record reads back intact, in
+    order, from files made ready ahead; the zeros after the last record are
+    not a torn tail."""
+    from magnetar.storage.file.journal import zeros_after
+
+    journal = Journal(tmp_path / "journal", file_bytes=64 * 1024, preallocate_bytes=8 * 1024)
+    payloads = [frames([b"%06d" % i * 20]) for i in range(2000)]
+    for i, payload in enumerate(payloads):
+        journal.append([record_head(1, i, 1, payload), payload])
+        if i % 7 == 0:
+            journal.sync()
+    journal.sync()
+    room = journal._room
+    journal.close(remove=False)
+    assert room.fills > 0 and room.spares > 0
+    seen = []
+    for seq, records, end in records_from(journal.directory, JournalPosition(0, 0)):
+        seen += [r.payload for r in records]
+        assert zeros_after(file_path(journal.directory, seq), end)
+    assert seen == payloads
