@@ -117,11 +117,18 @@ class FileHandles:
         excess = len(self._open) + room - self.capacity
         if excess <= 0:
             return
-        for handle in list(self._open):
-            if excess <= 0:
+        # The least recently used first, stopping as soon as enough are
+        # found: with every file in use (more ledgers written than the pool
+        # holds) this runs at each reopen, and a copy of the whole pool
+        # each time was the writer thread's largest Python cost after its
+        # writes (1,000 topics over 512 descriptors, py-spy).
+        victims = []
+        for handle in self._open:
+            if len(victims) >= excess:
                 break
-            if handle._pins:
-                continue
+            if not handle._pins:
+                victims.append(handle)
+        for handle in victims:
             if handle._dirty and not self.close_dirty:
                 # A group commit can write more ledgers than the pool holds
                 # before it syncs them: sync this one now rather than keep
@@ -135,7 +142,6 @@ class FileHandles:
             del self._open[handle]
             fd, handle._fd = handle._fd, -1
             os.close(fd)
-            excess -= 1
 
 
 class Handle:
