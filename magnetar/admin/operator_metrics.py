@@ -27,7 +27,9 @@ names where Pulsar has the metric (so its dashboards and alerts work):
   ``pulsar_broker_consumers_count``; lookup latency as Pulsar 4's histogram
   ``pulsar_broker_request_topic_lookup_duration_seconds``; bundles moved
   ``pulsar_lb_unload_bundle_total``, split ``pulsar_lb_bundles_split_total``
-  and Magnetar's ``magnetar_bundle_transfer_duration_seconds`` histogram;
+  and Magnetar's ``magnetar_bundle_transfer_duration_seconds`` histogram
+  and ``magnetar_bundle_topics_prepared_total`` (topics loaded for a bundle
+  moving here before it was taken);
 - the process (the Prometheus client's standard names, as a JVM broker
   exports them): ``process_cpu_seconds_total``,
   ``process_resident_memory_bytes``, ``process_open_fds``,
@@ -247,6 +249,11 @@ class OperatorCollector:
         unloads.add_metric([cluster], member.transfers.count if member else 0)
         splits.add_metric([cluster], member.splits if member else 0)
         yield from (unloads, splits)
+        prepared = CounterMetricFamily("magnetar_bundle_topics_prepared",
+                                       "Topics of bundles moving here loaded before this broker took them",
+                                       labels=["cluster"])
+        prepared.add_metric([cluster], service.topics_prepared)
+        yield prepared
         yield _histogram("magnetar_bundle_transfer_duration_seconds",
                          "How long each bundle this broker moved took to reach its new owner",
                          member.transfers if member else DurationCounts())

@@ -39,10 +39,14 @@ from magnetar.metadata import MetadataStore
 from magnetar.metadata.store import BadVersion, Notification, KeyNotFound
 
 from .bundles import Bundle, parse_range
+from ..topics.moving import MovingTopic
 
 log = logging.getLogger(__name__)
 
 ROOT = "/loadbalance/bundles"
+
+#: Topic names an Assigning record carries at most (a few kB of the record).
+MAX_NAMED_TOPICS = 128
 
 INIT, FREE, ASSIGNING, OWNED, RELEASING, SPLITTING, DELETED = (
     "Init", "Free", "Assigning", "Owned", "Releasing", "Splitting", "Deleted")
@@ -77,11 +81,17 @@ class BundleState:
     version: int = -1
     #: Splitting: the hash where the owner cuts the bundle in two.
     split_at: int | None = None
+    #: Assigning after a release: the topics the source had loaded, which the
+    #: destination loads before it takes the bundle (at most
+    #: ``MAX_NAMED_TOPICS``; the others load on first use).
+    topics: tuple[MovingTopic, ...] = ()
 
     def doc(self) -> bytes:
         doc = {"state": self.state, "broker": self.broker, "source": self.source}
         if self.split_at is not None:
             doc["split_at"] = self.split_at
+        if self.topics:
+            doc["topics"] = [t.doc() for t in self.topics]
         return json.dumps(doc).encode()
 
 
@@ -103,8 +113,10 @@ def parse_state(value: bytes, version: int) -> BundleState:
     try:
         doc = json.loads(value)
         split_at = doc.get("split_at")
+        topics = doc.get("topics")
+        topics = tuple(t for t in map(MovingTopic.parse, topics) if t is not None) if isinstance(topics, list) else ()
         return BundleState(doc["state"], doc.get("broker"), doc.get("source"), version,
-                           split_at if isinstance(split_at, int) else None)
+                           split_at if isinstance(split_at, int) else None, topics)
     except (ValueError, KeyError, TypeError):
         log.warning("unreadable bundle state %r: read as Init", value[:100])
         return BundleState(version=version)
@@ -218,8 +230,10 @@ class Channel:
 
     # -- writing ----------------------------------------------------------------------
     async def transition(self, bundle: Bundle, to: str, broker: str | None, source: str | None = None,
-                         *, expected: BundleState | None = None, split_at: int | None = None) -> BundleState:
-        """Move ``bundle`` from ``expected`` (default: the table's state) to ``to``.
+                         *, expected: BundleState | None = None, split_at: int | None = None,
+                         topics: tuple[MovingTopic, ...] = ()) -> BundleState:
+        """Move ``bundle`` from ``expected`` (default: the table's state) to ``to``
+        (``topics``: see :attr:`BundleState.topics`).
 
         Raises IllegalTransition if ``to`` does not follow the expected state,
         LostRace if the record changed since (the table is refreshed then).
@@ -227,7 +241,8 @@ class Channel:
         current = self.get(bundle) if expected is None else expected
         if to not in LEGAL[current.state]:
             raise IllegalTransition(f"bundle {bundle}: {current.state} -> {to} is not a legal transition")
-        return await self._write(bundle, BundleState(to, broker, source, split_at=split_at), current.version)
+        return await self._write(bundle, BundleState(to, broker, source, split_at=split_at,
+                                                     topics=tuple(topics[:MAX_NAMED_TOPICS])), current.version)
 
     async def override(self, bundle: Bundle, to: str, broker: str | None, source: str | None,
                        expected: BundleState) -> BundleState:
@@ -241,7 +256,7 @@ class Channel:
         except (BadVersion, KeyNotFound):
             await self.refresh(key)
             raise LostRace(f"bundle {bundle} changed under us") from None
-        written = BundleState(state.state, state.broker, state.source, new_version, state.split_at)
+        written = BundleState(state.state, state.broker, state.source, new_version, state.split_at, state.topics)
         self._apply(bundle, written)
         return written
 

@@ -6,12 +6,16 @@ which imports this room, so it is named here and not imported) acts on the
 topics. The member holds one host and calls only what :class:`BundleHost`
 says, so a unit test can drive a member against a small fake host.
 
-A move without client lookups (PIP-307) takes three calls, in this order:
-``release_bundle`` (the source's topics stop appending and hold their
-clients), then, once the channel shows the bundle owned again,
-``hand_over_bundle`` (the clients go to the new owner). Between the two, the
-host alone knows which bundles it holds released (``holds_released``): the
-released-bundle state has that one owner.
+A move without client lookups (PIP-307) takes these calls, in this order:
+``release_bundle`` on the source (its topics stop appending, persist their
+cursors and hold their clients; it names them), ``prepare_bundle`` on the
+destination (it loads those topics while the bundle is still Assigning to
+it, so their ledgers are open before any client arrives), then, once the
+channel shows the bundle owned again, ``bundle_arrived`` on the destination
+and ``hand_over_bundle`` on the source (the clients go to the new owner).
+Between release and hand-over, the source's host alone knows which bundles
+it holds released (``holds_released``): the released-bundle state has that
+one owner.
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from typing import Protocol
 
 from .bundles import Bundle
 from .load_report import BundleCounters
+from ..topics.moving import MovingTopic
 
 
 class BundleHost(Protocol):
@@ -36,10 +41,24 @@ class BundleHost(Protocol):
     async def unload_all(self) -> None:
         """Close every loaded topic: the member lost its metadata session."""
 
-    async def release_bundle(self, bundle: Bundle) -> None:
-        """First phase of a move: ``bundle``'s topics stop appending and close
-        their ledgers; their clients stay connected, held, and from now until
-        :meth:`hand_over_bundle` the bundle is held released."""
+    async def release_bundle(self, bundle: Bundle) -> list[MovingTopic]:
+        """First phase of a move: ``bundle``'s topics stop appending, close
+        their ledgers and persist their cursors; their clients stay
+        connected, held, and from now until :meth:`hand_over_bundle` the
+        bundle is held released. Returns the released topics, busiest first,
+        with their tails (the destination prepares them)."""
+
+    async def prepare_bundle(self, bundle: Bundle, topics: list[MovingTopic]) -> None:
+        """Destination side, while ``bundle`` is Assigning to this broker: load
+        ``topics`` (open their managed ledgers: fence, recover, new ledger),
+        so the clients handed over find them ready. Returns within a bound
+        (loads still under way then go on in the background); a topic that
+        fails to load is logged and loads again on first use."""
+
+    def bundle_arrived(self, bundle: Bundle) -> None:
+        """The moved ``bundle`` is now owned here: its topics loaded before
+        (:meth:`prepare_bundle`) hold their dispatch as a freshly loaded
+        moved topic does."""
 
     def holds_released(self, bundle: Bundle) -> bool:
         """Whether ``bundle`` was released here and waits to be handed over."""

@@ -17,10 +17,12 @@ channel and the leader election), and then:
   After a lost session it joins again with a new one;
 - moves a bundle it owns to another broker without client lookups (PIP-307,
   :meth:`unload`): Releasing(src -> dst) makes the source release the
-  bundle's topics (appends stop, ledgers close, clients stay connected and
-  held); Assigning(dst) -> Owned(dst) makes the destination the owner; then
-  the source hands its clients over with the destination's URL (the host's
-  ``release_bundle`` / ``hand_over_bundle``). With
+  bundle's topics (appends stop, ledgers close, cursors persist, clients
+  stay connected and held); Assigning(dst, the released topics' names)
+  makes the destination load those topics, then take the bundle:
+  Owned(dst); then the source hands its clients over with the destination's
+  URL, and they find their topics ready (the host's ``release_bundle`` /
+  ``prepare_bundle`` / ``hand_over_bundle``). With
   ``multi_phase`` off, the source disconnects its clients at once instead and
   they look the topics up (the old unload);
 - splits a bundle in two (:meth:`split`, :mod:`.splitting`), keeping both
@@ -57,6 +59,7 @@ from .channel import ASSIGNING, DELETED, FREE, INIT, OWNED, RELEASING, SPLITTING
     IllegalTransition, LostRace
 from .host import BundleHost
 from .layout import Layouts
+from ..topics.moving import MovingTopic
 from .load_report import LoadSampler
 from .leader import Leader, SheddingSettings, SplitSettings
 from .placement import least_loaded
@@ -312,16 +315,21 @@ class ClusterMember:
 
     async def _release(self, bundle: Bundle, state: BundleState) -> None:
         """Source side of a move: release (or, the old way, unload) the bundle's
-        topics, then pass the bundle on: Releasing -> Assigning(dst)."""
+        topics, then pass the bundle on: Releasing -> Assigning(dst), naming
+        the released topics."""
+        topics: list[MovingTopic] = []
         try:
             if self.multi_phase:
-                await self.host.release_bundle(bundle)  # held released from its first step
+                topics = await self.host.release_bundle(bundle)  # held released from its first step
             else:
                 await self.host.unload_bundle(bundle)
         except Exception:
             log.exception("releasing bundle %s failed", bundle)
         try:
-            await self.channel.transition(bundle, ASSIGNING, state.broker, self.broker_id, expected=state)
+            # The names let the destination open the topics before it takes
+            # the bundle: the clients handed over find them loaded.
+            await self.channel.transition(bundle, ASSIGNING, state.broker, self.broker_id, expected=state,
+                                          topics=tuple(topics))
         except (LostRace, IllegalTransition):
             pass  # changed under us (the leader cleaned up): the Owned handler still hands over
         except Exception as exc:
@@ -373,15 +381,32 @@ class ClusterMember:
     async def _take(self, bundle: Bundle, state: BundleState) -> None:
         if self.session is None or not self.session.alive:
             return
+        moved = state.source not in (None, self.broker_id)
+        prepared = moved and bool(state.topics) and self.multi_phase
+        if prepared:
+            # Before Owned: the source hands its clients over at Owned, and
+            # they should find the ledgers open rather than wait for them.
+            # (A client that arrives meanwhile waits for Owned: check_owner.)
+            try:
+                await self.host.prepare_bundle(bundle, list(state.topics))
+            except Exception:
+                log.exception("preparing bundle %s failed; its topics load on first use", bundle)
         try:
             await self.channel.transition(bundle, OWNED, self.broker_id, state.source, expected=state)
             log.info("broker %s owns bundle %s", self.broker_id, bundle)
-            if state.source not in (None, self.broker_id):
+            if moved:
                 self._arrivals[bundle] = asyncio.get_running_loop().time()
+                self.host.bundle_arrived(bundle)
+            return
         except (LostRace, IllegalTransition):
             pass
         except Exception as exc:
             log.warning("cannot take bundle %s: %s", bundle, exc)
+        now = self.channel.get(bundle)
+        if prepared and not (now.state == OWNED and now.broker == self.broker_id):
+            # Not ours after all (the leader gave it elsewhere meanwhile): the
+            # topics loaded for it go; their ledgers' next owner fences them.
+            self._spawn(self.host.unload_bundle(bundle))
 
     async def split(self, bundle: Bundle, at: int, timeout: float = 30.0) -> list[Bundle]:
         """Cut ``bundle`` in two at hash ``at`` (its owner does it; see

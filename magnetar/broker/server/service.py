@@ -27,6 +27,7 @@ from magnetar.storage import ManagedLedgerFactory, ManagedLedgerFencedError, cat
 
 from magnetar.broker.cluster.bundles import Bundle
 from magnetar.broker.cluster.load_report import BundleCounters
+from magnetar.broker.topics.moving import MovingTopic
 
 if TYPE_CHECKING:  # a cluster member's code loads only when the broker is clustered (server.py)
     from magnetar.broker.cluster.member import ClusterMember
@@ -50,6 +51,7 @@ from magnetar.broker.topics.schemas import SchemaRegistry
 from magnetar.broker.topics.non_persistent import NonPersistentTopic
 from magnetar.broker.topics.topic import Topic
 from magnetar.broker.topic_name import TopicName
+from magnetar.broker.server import arrivals
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +98,8 @@ class BrokerService:
         self._released: dict[Bundle, list[Topic]] = {}
         #: Hand-overs under way (kept so they are not garbage-collected mid-flight).
         self._handovers: set[asyncio.Task] = set()
+        #: Topics loaded for bundles moving here before they were taken (arrivals.py).
+        self.topics_prepared = 0
         #: Checks CONNECT's credential (security.authentication); None: off.
         self.authenticator = None
         #: Decides what a role may do (security.authorization); None: off.
@@ -125,25 +129,33 @@ class BrokerService:
                 # have reached this one yet. New producers and consumers go
                 # elsewhere; the client looks up again.
                 raise ServiceNotReady(f"topic {name}: this broker lost its metadata session; look up again")
+            if self.cluster is not None and not self.cluster.owns(name):
+                # Loaded for a bundle still Assigning here (arrivals.py): wait for Owned.
+                await self.cluster.check_owner(name)
             return topic
+        if self.cluster is not None:
+            await self.cluster.check_owner(name)  # ServiceNotReady unless the bundle is ours
+        return await self._load_once(name, create)
+
+    async def _load_once(self, name: TopicName, create: bool | None, moving: MovingTopic | None = None) -> Topic:
+        """The topic ``name``, loaded by one load however many ask at once
+        (the owner is checked by the caller; ``moving``: what the source of a
+        move said of it, see ``topics/moving.py``)."""
+        key = str(name)
         pending = self._loading.get(key)
         if pending is not None:
             return await asyncio.shield(pending)
-        if self.cluster is not None:
-            await self.cluster.check_owner(name)  # ServiceNotReady unless the bundle is ours
-            pending = self._loading.get(key)
-            if pending is not None:
-                return await asyncio.shield(pending)
-            topic = await self._loaded(key)
-            if topic is not None:
-                return topic
-        if key in self._deleting:  # began while this waited on the owner check
+        topic = await self._loaded(key)
+        if topic is not None:
+            return topic
+        if key in self._deleting:  # began while the caller waited on the owner check
             return await self.get_topic(name, create)
         fut = asyncio.get_running_loop().create_future()
         self._loading[key] = fut
         try:
             async with self._load_slots:  # bounded: a burst of first uses after a start
-                topic = await self._load(name, self.config.allow_auto_topic_creation if create is None else create)
+                topic = await self._load(name, self.config.allow_auto_topic_creation if create is None else create,
+                                         moving)
         except BaseException as exc:
             fut.set_exception(exc)
             fut.exception()  # retrieved: waiters re-raise it themselves
@@ -192,13 +204,13 @@ class BrokerService:
             log.info("serving non-persistent topic %s", name)
         return topic
 
-    async def _load(self, name: TopicName, create: bool) -> Topic:
+    async def _load(self, name: TopicName, create: bool, moving: MovingTopic | None = None) -> Topic:
         ml_name = name.managed_ledger_name
         if not await self.factory.exists(ml_name):
             await check_creatable(self.store, name, create)  # namespace exists, partition rules
         policies = await self.topic_policies(name)
         ledger = await self.factory.open(ml_name, retention=retention_policy(policies))
-        topic = await Topic.load(self, name, ledger)
+        topic = await Topic.load(self, name, ledger, moving)
         if ledger.state != "open":
             # The load outlived its managed ledger instance: another broker
             # opened it meanwhile (a load slowed by a flapping store, the
@@ -351,20 +363,54 @@ class BrokerService:
                 topic.msg_in, topic.bytes_in, getattr(topic, "msg_out", 0), getattr(topic, "bytes_out", 0))
         return counters
 
-    async def release_bundle(self, bundle: Bundle) -> None:
+    async def release_bundle(self, bundle: Bundle) -> list[str]:
         """First phase of moving ``bundle`` without lookups (PIP-307): its topics
-        stop appending and close their ledgers; clients stay connected, held.
+        stop appending, close their ledgers and persist their cursors (all at
+        once, bounded); clients stay connected, held.
         The bundle is held released from the first step (before any wait),
-        even with no topic loaded, until :meth:`hand_over_bundle`."""
+        even with no topic loaded, until :meth:`hand_over_bundle`. Returns
+        the released topics' names, busiest first (the destination loads
+        them before it takes the bundle: ``arrivals.py``)."""
         held = self._released.setdefault(bundle, [])
-        for topic in self._topics_of(bundle):
+        topics = self._topics_of(bundle)
+        for topic in topics:
             log.info("releasing %s: bundle %s is moving", topic.name, bundle)
             held.append(topic)
             del self.topics[str(topic.name)]
-            try:
-                await topic.release()
-            except Exception:
-                log.exception("releasing %s failed; its clients will look it up", topic.name)
+
+        async def release(topic: Topic) -> None:
+            await topic.release()
+            # Now, not at the hand-over: the destination reads the cursors
+            # when it opens the topic, before it takes the bundle.
+            await topic.ledger.close_cursors()
+
+        await each_bounded(topics, release, CLOSE_CONCURRENCY, log, "releasing (its clients will look it up)")
+        busiest = sorted(topics, key=lambda t: (not t.producers, -t.msg_in))
+        return [t.moving() for t in busiest]
+
+    async def prepare_bundle(self, bundle: Bundle, topics: list[MovingTopic]) -> None:
+        """Load ``topics`` of ``bundle``, which is moving here, before this
+        broker takes it (``arrivals.py``)."""
+        cluster = self.cluster
+        if cluster is None or self.closing:
+            return
+
+        def belongs(name: TopicName) -> bool:
+            return name.namespace_name == bundle.namespace and cluster.bundle_of(name) == bundle
+
+        loaded = await arrivals.prepare(topics, belongs, lambda name, m: self._load_once(name, False, m))
+        self.topics_prepared += loaded
+        log.info("bundle %s: %d of %d moving topics loaded before taking it", bundle, loaded, len(topics))
+
+    def bundle_arrived(self, bundle: Bundle) -> None:
+        """``bundle`` moved here and is ours: its topics loaded before that
+        (:meth:`prepare_bundle`) hold their dispatch from now, as a topic
+        loaded after the move does from its load."""
+        hold = self.config.load_balancer_transfer_dispatch_hold_ms / 1000
+        if hold > 0:
+            until = asyncio.get_running_loop().time() + hold
+            for topic in self._topics_of(bundle):
+                topic.dispatch_hold_until = max(topic.dispatch_hold_until, until)
 
     def holds_released(self, bundle: Bundle) -> bool:
         """Whether ``bundle`` was released here and waits to be handed over."""

@@ -52,6 +52,7 @@ from magnetar.broker.subscriptions.consumer import Consumer
 from magnetar.broker.subscriptions.subscription import SubType, Subscription
 from magnetar.broker.subscriptions.throttle import UNLIMITED, DispatchRates
 from magnetar.broker.topic_name import TopicName
+from magnetar.broker.topics.moving import MovingTopic
 from magnetar.metadata import MetadataStore
 
 from .admission import EXCLUSIVE_IN_TRANSIT, TOPIC_EPOCH, TRANSIT_RESERVATION_S, ProducerAdmission
@@ -132,6 +133,9 @@ class Topic(ProducerAdmission):
         self.producers: dict[str, Producer] = {}
         self.subscriptions: dict[str, Subscription] = {}
         self.next_offset = 0
+        #: The last stored entry's position and the offset after it (what a
+        #: move tells the destination: :meth:`moving`); None: none known.
+        self.stored_tail: tuple[Position, int] | None = None
         self.topic_epoch = 0
         self.exclusive_producer: Producer | None = None
         #: WaitForExclusive producers in arrival order, with the future that promotes them.
@@ -191,7 +195,12 @@ class Topic(ProducerAdmission):
 
     # -- loading -------------------------------------------------------------
     @classmethod
-    async def load(cls, service: TopicHost, name: TopicName, ledger: ManagedLedger) -> "Topic":
+    async def load(cls, service: TopicHost, name: TopicName, ledger: ManagedLedger,
+                   moving: MovingTopic | None = None) -> "Topic":
+        """The topic on ``ledger`` (open). ``moving``: what the source of a
+        bundle move said of it (``topics/moving.py``): its next offset is
+        taken from there when ``ledger``'s last entry is the one it names,
+        instead of reading that entry (on object storage, a GET)."""
         topic = cls(service, name, ledger)
         topic.topic_epoch = int(ledger.properties.get(TOPIC_EPOCH, "0"))
         if TERMINATED_AT in ledger.properties:
@@ -208,10 +217,14 @@ class Topic(ProducerAdmission):
             topic._reservation_timer = asyncio.get_running_loop().call_later(
                 TRANSIT_RESERVATION_S, topic._end_reservation)
         last = ledger.last_confirmed
-        if last is not None:
+        if last is not None and moving is not None and moving.last == (last.ledger_id, last.entry_id):
+            topic.next_offset = moving.next_offset
+            topic.stored_tail = (last, topic.next_offset)
+        elif last is not None:
             entries = await ledger.read_entries(last, 1)
             if entries:
                 topic.next_offset = entry_info(entries[0].data).last_offset + 1
+                topic.stored_tail = (last, topic.next_offset)
         for cursor_name, cursor in ledger.cursors.items():
             if not is_replicator_cursor(cursor_name):
                 topic.subscriptions[cursor_name] = Subscription(topic, cursor_name, cursor, durable=True)
@@ -321,6 +334,17 @@ class Topic(ProducerAdmission):
             if marker is not None:
                 marker(ledger_id, entry_id)
             entry_id += 1
+        if done:
+            _, _, first, n, _ = done[-1]
+            self.stored_tail = (Position(ledger_id, entry_id - 1), first + n)
+
+    def moving(self) -> MovingTopic:
+        """This topic as a move's source names it to the destination (after
+        :meth:`release`: nothing is stored after its tail)."""
+        tail = self.stored_tail
+        if tail is None:
+            return MovingTopic(str(self.name))
+        return MovingTopic(str(self.name), (tail[0].ledger_id, tail[0].entry_id), tail[1])
 
     def _on_ledger_fenced(self) -> None:
         """Another broker opened the managed ledger (this one was paused or cut
@@ -536,10 +560,11 @@ class Topic(ProducerAdmission):
         """First phase of a move without lookups (PIP-307): stop appending and
         dispatching, and close the managed ledger (appends in flight complete),
         while clients stay connected: sends arriving now get neither receipt
-        nor error. Acknowledgements still count: the cursors stay open until
-        :meth:`hand_over` (consumers keep acking what they were sent, and an
-        ack dropped here would be a redelivery there). Storage errors while
-        closing propagate."""
+        nor error. Acknowledgements still count until the cursors close (the
+        service closes them right after this, so that the destination, which
+        opens the topic before the hand-over, reads them with every ack taken
+        so far; one that comes later is a redelivery there). Storage errors
+        while closing propagate."""
         if self.closed:
             return
         self.closed = True
@@ -561,12 +586,14 @@ class Topic(ProducerAdmission):
                 await self.ledger.set_properties({EXCLUSIVE_IN_TRANSIT: holder})
             except Exception as exc:  # the move goes on; the holder may then meet a waiter first
                 log.warning("%s: cannot record the exclusive producer in transit: %s", self.name, exc)
-        await self.dedup.close()
         await self.ledger.close(keep_cursors=True)
+        # After the close: the appends it finished are in the snapshot, so
+        # the destination has nothing to replay (no read of the log).
+        await self.dedup.close()
 
     async def hand_over(self, assigned: tuple[str, str] | None) -> None:
-        """Last phase: persist the acknowledgements taken since :meth:`release`
-        and close the cursors, then tell every client of the released topic to
+        """Last phase: close the cursors (if :meth:`release`'s caller has not
+        already), then tell every client of the released topic to
         reconnect, at once to ``assigned`` (the new owner's plain and TLS
         service URLs; the client picks the one it speaks), or after a lookup. A cursor that cannot persist costs redeliveries, not the
         hand-over: it is logged."""

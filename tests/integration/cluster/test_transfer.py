@@ -1,9 +1,11 @@
 """Moving a bundle between brokers without lookups (PIP-307), with traffic."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import threading
+import urllib.request
 
 import pulsar
 import pytest
@@ -244,3 +246,41 @@ def test_twenty_moves_with_two_producers_and_every_subscription_type(cluster):
             t.join(10)
         official.close()
         ours.close()
+
+
+def _prepared(member) -> int:
+    """Topics ``member`` loaded for bundles moving to it before it took them."""
+    text = urllib.request.urlopen(member.admin_url + "/metrics", timeout=10).read().decode()
+    found = re.search(r"^magnetar_bundle_topics_prepared_total\{[^}]*\} (\S+)$", text, re.M)
+    return int(float(found.group(1))) if found else 0
+
+
+@pytest.mark.parametrize("cluster", ["object"], indirect=True)
+def test_the_new_owner_opens_the_moving_topic_before_the_clients_arrive(cluster):
+    """The destination loads the topic while the bundle is still Assigning to
+    it (the source named it in the record), so the producer handed over finds
+    its ledger open; the offset it continues from is the source's, taken
+    from the source's word where the entry it names is the last one."""
+    b0 = cluster.members[0]
+    client = pulsar.Client(b0.service_url, operation_timeout_seconds=30)
+    try:
+        producer = client.create_producer(TOPIC, producer_name="p-prepared", batching_enabled=False)
+        for i in range(5):
+            producer.send(str(i).encode())
+        first = owner(cluster)
+        source = next(m for m in cluster.members if m.broker_id == first)
+        target = next(m for m in cluster.members if m.broker_id != first)
+        offset = cluster.admin(source, "/admin/v2/persistent/public/default/moving/internalStats")["nextOffset"]
+        assert offset == 5
+        before = (_prepared(target), cluster.lookups())
+
+        cluster.admin(b0, f"/admin/v2/namespaces/public/default/{BUNDLE}/unload?destinationBroker={target.broker_id}",
+                      "PUT")
+        assert owner(cluster) == target.broker_id
+        producer.send(b"after the move")
+
+        assert _prepared(target) == before[0] + 1
+        assert cluster.admin(target, "/admin/v2/persistent/public/default/moving/internalStats")["nextOffset"] == offset + 1
+        assert cluster.lookups() == before[1]
+    finally:
+        client.close()

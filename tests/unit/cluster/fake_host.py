@@ -8,13 +8,19 @@ from __future__ import annotations
 
 from magnetar.broker.cluster.bundles import Bundle
 from magnetar.broker.cluster.load_report import BundleCounters
+from magnetar.broker.topics.moving import MovingTopic
 
 
 class FakeHost:
     def __init__(self) -> None:
-        #: ("unload", bundle), ("unload_all",), ("release", bundle), ("hand_over", bundle, assigned)
+        #: ("unload", bundle), ("unload_all",), ("release", bundle), ("hand_over", bundle, assigned),
+        #: ("prepare", bundle, topics, owner at that moment), ("arrived", bundle)
         self.calls: list[tuple] = []
         self.released: set[Bundle] = set()
+        #: bundle -> the topics this host "serves" (what release_bundle names).
+        self.loaded: dict[Bundle, list[MovingTopic]] = {}
+        #: Set by a test: the bundle's owner as the channel says, recorded at prepare.
+        self.owner_of = lambda bundle: None
 
     @property
     def unloaded(self) -> list:
@@ -27,9 +33,16 @@ class FakeHost:
     async def unload_all(self) -> None:
         self.calls.append(("unload_all",))
 
-    async def release_bundle(self, bundle: Bundle) -> None:
+    async def release_bundle(self, bundle: Bundle) -> list[MovingTopic]:
         self.released.add(bundle)
         self.calls.append(("release", bundle))
+        return list(self.loaded.get(bundle, []))
+
+    async def prepare_bundle(self, bundle: Bundle, topics: list[MovingTopic]) -> None:
+        self.calls.append(("prepare", bundle, topics, self.owner_of(bundle)))
+
+    def bundle_arrived(self, bundle: Bundle) -> None:
+        self.calls.append(("arrived", bundle))
 
     def holds_released(self, bundle: Bundle) -> bool:
         return bundle in self.released

@@ -8,6 +8,8 @@ import pytest
 from magnetar.broker.cluster import bundles
 from magnetar.broker.cluster.channel import (ASSIGNING, FREE, OWNED, RELEASING, Channel, IllegalTransition,
                                              LostRace)
+from magnetar.broker.cluster.channel import BundleState, parse_state
+from magnetar.broker.topics.moving import MovingTopic
 from magnetar.metadata import MemoryMetadataStore
 
 
@@ -89,3 +91,15 @@ async def test_of_racing_assignments_exactly_one_wins(store):
             await c.refresh(f"/loadbalance/bundles/public/default/{b.range}")
     for c in channels:
         c.close()
+
+
+def test_an_assigning_record_carries_the_moving_topics_and_their_tails():
+    """What the source names survives the record; an item this version cannot
+    read is left out (its topic loads on first use), a bad tail is dropped."""
+    state = BundleState(ASSIGNING, "b", "a", topics=(MovingTopic("persistent://t/n/x", (3, 7), 12),
+                                                      MovingTopic("persistent://t/n/y")))
+    assert parse_state(state.doc(), 4).topics == state.topics
+    junk = b'{"state": "Assigning", "broker": "b", "source": "a", "topics": ["persistent://t/n/z", 5, {"x": 1},' \
+           b' {"name": "persistent://t/n/w", "last": [1, "2"], "next_offset": 3}]}'
+    assert parse_state(junk, 1).topics == (MovingTopic("persistent://t/n/z"), MovingTopic("persistent://t/n/w"))
+    assert b"topics" not in BundleState(OWNED, "b").doc()

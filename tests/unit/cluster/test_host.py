@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import inspect
 
-from magnetar.broker.cluster.channel import OWNED
+from magnetar.broker.cluster.channel import ASSIGNING, OWNED
 from magnetar.broker.cluster.host import BundleHost
 from magnetar.broker.cluster.member import ClusterMember
 from magnetar.broker.cluster.registry import BrokerInfo
 from magnetar.broker.server.service import BrokerService
 from magnetar.broker.topic_name import parse
+from magnetar.broker.topics.moving import MovingTopic
 from magnetar.metadata import MemoryMetadataStore
 
 from .fake_host import FakeHost
@@ -47,8 +48,42 @@ async def test_a_move_releases_on_the_source_then_hands_its_clients_to_the_desti
             ("hand_over", bundle, (dest.info.service_url, dest.info.service_url_tls)),
         ]
         assert not source.host.holds_released(bundle)
-        assert dest.host.calls == []  # the destination's host loads on demand; nothing to release
+        # No topic was loaded on the source: nothing to prepare, only the arrival.
+        assert dest.host.calls == [("arrived", bundle)]
         assert dest.channel.get(bundle).state == OWNED and dest.owns(name)
+    finally:
+        for m in members:
+            await m.close()
+        await store.close()
+
+
+async def test_the_destination_loads_the_released_topics_before_it_takes_the_bundle():
+    """The source names the topics it released in the Assigning record; the
+    destination prepares them while the bundle is still Assigning to it, and
+    only then takes it (so the clients handed over find them loaded)."""
+    store = await MemoryMetadataStore.open()
+    members = [_member(store, n) for n in range(2)]
+    for m in members:
+        await m.start()
+    try:
+        name = parse("persistent://public/default/moving-loaded")
+        owner_id = (await members[0].lookup(name)).broker_id
+        source = next(m for m in members if m.broker_id == owner_id)
+        dest = next(m for m in members if m is not source)
+        await wait_until(lambda: source.owns(name) and len(dest.registry.live) == 2, what="owned, both live")
+        bundle = source.bundle_of(name)
+        moving = [MovingTopic(str(name), (3, 41), 97), MovingTopic("persistent://public/default/other")]
+        source.host.loaded[bundle] = moving
+        dest.host.owner_of = lambda b: (dest.channel.get(b).state, dest.channel.get(b).broker)
+
+        assert await source.unload(bundle, dest.broker_id) == dest.broker_id
+
+        await wait_until(lambda: len(source.host.calls) >= 2, what="the handover")
+        assert dest.host.calls == [
+            ("prepare", bundle, moving, (ASSIGNING, dest.broker_id)),
+            ("arrived", bundle),
+        ]
+        assert source.host.calls[-1][0] == "hand_over"
     finally:
         for m in members:
             await m.close()
