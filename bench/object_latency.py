@@ -28,6 +28,7 @@ import json
 import os
 import re
 import tempfile
+import threading
 import time
 import urllib.request
 from dataclasses import replace
@@ -109,6 +110,41 @@ def measure(spec: WorkloadSpec, cluster: LocalCluster, label: str, log) -> dict:
     return out
 
 
+class EtcdSnapshots:
+    """Counts etcd's keys and bytes per topic every ``every`` seconds on a
+    thread while the etcd run goes on (a run stopped early still says what
+    it had reached); a count that fails (a topic not created yet) is logged
+    and skipped."""
+
+    def __init__(self, etcd_url: str, prefix: str, topics: int, every: float, log) -> None:
+        self.args = (etcd_url, prefix, topics)
+        self.every, self.log, self.taken = every, log, []
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> "EtcdSnapshots":
+        self.began = time.monotonic()
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stopped.set()
+        self.thread.join(timeout=120)
+
+    def _loop(self) -> None:
+        while not self.stopped.wait(self.every):
+            try:
+                found = etcd_per_topic(*self.args)
+            except (OSError, KeyError, StopIteration, ValueError) as error:
+                self.log(f"    etcd count failed: {error!r}")
+                continue
+            found.update(minutes=round((time.monotonic() - self.began) / 60, 1), load_avg=os.getloadavg()[0])
+            self.taken.append(found)
+            self.log(f"    etcd at {found['minutes']} min: keys/topic max {found['keys_max']} mean "
+                     f"{found['keys_mean']}, bytes/topic max {found['bytes_max']:,} mean {found['bytes_mean']:,}; "
+                     f"etcd holds {found['etcd_keys_total']:,} keys | load {found['load_avg']:.1f}")
+
+
 def run_config(name: str, args, log) -> dict:
     out: dict = {"config": name, "load_at_start": os.getloadavg()[0]}
     with tempfile.TemporaryDirectory(prefix=f"magnetar-object-latency-{name}-") as tmp:
@@ -128,16 +164,21 @@ def run_config(name: str, args, log) -> dict:
                 spec = replace(base, topic="kept", topics=args.etcd_topics, rate=args.etcd_rate,
                                duration=args.etcd_minutes * 60, subscriptions=["kept"],
                                initial_position="earliest", producer_workers=2, consumer_workers=2)
-                result = run(spec, produce=True, consume=True, command="etcd traffic", setup_timeout=1200)
+                with EtcdSnapshots(cluster.etcd_url, "kept", args.etcd_topics, args.etcd_every_minutes * 60,
+                                   log) as snapshots:
+                    result = run(spec, produce=True, consume=True, command="etcd traffic", setup_timeout=1200)
                 found = etcd_per_topic(cluster.etcd_url, "kept", args.etcd_topics)
-                found.update(minutes=args.etcd_minutes, produced=(result["produce"] or {}).get("messages"),
-                             consumed=(result["consume"] or {}).get("messages"), load_avg=os.getloadavg()[0])
+                produced = (result["produce"] or {}).get("messages")
+                found.update(minutes=args.etcd_minutes, produced=produced,
+                             consumed=(result["consume"] or {}).get("messages"), load_avg=os.getloadavg()[0],
+                             carried_msg_per_s=round((produced or 0) / (args.etcd_minutes * 60)),
+                             snapshots=snapshots.taken)
                 out["etcd"] = found
                 log(f"  etcd after {args.etcd_minutes} min of {args.etcd_rate:,.0f} msg/s over {args.etcd_topics} "
                     f"topics (a subscription each): keys/topic max {found['keys_max']} mean {found['keys_mean']}, "
                     f"bytes/topic max {found['bytes_max']:,} mean {found['bytes_mean']:,}; etcd holds "
-                    f"{found['etcd_keys_total']:,} keys, {found['etcd_bytes_total']:,} B; produced "
-                    f"{found['produced']}, consumed {found['consumed']}")
+                    f"{found['etcd_keys_total']:,} keys, database {found['etcd_db_in_use_bytes']:,} B in use; produced "
+                    f"{found['produced']}, consumed {found['consumed']}, carried {found['carried_msg_per_s']:,} msg/s")
             if name == "profiles" and args.cost_topics and not args.skip_latency:
                 create_namespace(cluster, "public/cost", "cost")
                 out["cost"] = measure(replace(base, topic="persistent://public/cost/c", topics=args.cost_topics,
@@ -195,6 +236,8 @@ def main() -> None:
                         help="then (profiles) this long at --etcd-rate over --etcd-topics, and etcd's keys per topic")
     parser.add_argument("--etcd-topics", type=int, default=1_000)
     parser.add_argument("--etcd-rate", type=float, default=5_000)
+    parser.add_argument("--etcd-every-minutes", type=float, default=10,
+                        help="during the etcd run, count keys per topic this often too")
     parser.add_argument("--skip-latency", action="store_true", help="only the etcd run")
     parser.add_argument("--cold-read", action="store_true", help="only the cold read, files then objects")
     parser.add_argument("--cold-topics", type=int, default=8)

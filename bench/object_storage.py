@@ -174,33 +174,85 @@ def catch_up(cluster: LocalCluster, spec: WorkloadSpec, messages: int, log) -> d
 
 
 def etcd_kvs(etcd_url: str) -> dict[str, int]:
-    """Every key in etcd and its value's size (the JSON gateway's range)."""
-    everything = base64.b64encode(b"\0").decode()
-    body = json.dumps({"key": everything, "range_end": everything}).encode()
-    answer = json.loads(urllib.request.urlopen(urllib.request.Request(etcd_url + "/v3/kv/range", data=body),
-                                               timeout=60).read())
-    return {base64.b64decode(kv["key"]).decode(): len(base64.b64decode(kv.get("value", "")))
-            for kv in answer.get("kvs", [])}
+    """Every key in etcd and its value's size (the JSON gateway's range),
+    read page by page (one range of every key stalls a busy etcd: a broker
+    lost its session to one, 2026-11-28)."""
+    return dict(_pages(etcd_url, b"\0", b"\0"))
 
 
-def etcd_per_topic(etcd_url: str, topic_prefix: str, topics: int) -> dict:
+def _range(etcd_url: str, key: bytes, end: bytes, **extra) -> dict:
+    body = json.dumps({"key": base64.b64encode(key).decode(), "range_end": base64.b64encode(end).decode(),
+                       **extra}).encode()
+    return json.loads(urllib.request.urlopen(urllib.request.Request(etcd_url + "/v3/kv/range", data=body),
+                                             timeout=60).read())
+
+
+def _pages(etcd_url: str, key: bytes, end: bytes, *, keys_only: bool = False, page: int = 2000):
+    """``(key, value size)`` of every key in ``[key, end)``, ``page`` at a time."""
+    while True:
+        answer = _range(etcd_url, key, end, limit=page, keys_only=keys_only)
+        kvs = answer.get("kvs", [])
+        for kv in kvs:
+            yield base64.b64decode(kv["key"]).decode(), len(base64.b64decode(kv.get("value", "")))
+        if not answer.get("more") or not kvs:
+            return
+        key = base64.b64decode(kvs[-1]["key"]) + b"\0"
+
+
+def _prefix_end(prefix: bytes) -> bytes:
+    return prefix[:-1] + bytes([prefix[-1] + 1])
+
+
+def _count(etcd_url: str, key: bytes, end: bytes) -> int:
+    return int(_range(etcd_url, key, end, count_only=True).get("count", 0))
+
+
+def _db_in_use(etcd_url: str) -> int:
+    text = urllib.request.urlopen(etcd_url + "/metrics", timeout=30).read().decode()
+    found = re.search(r"^etcd_mvcc_db_total_size_in_use_in_bytes (\S+)$", text, re.M)
+    return int(float(found.group(1))) if found else 0
+
+
+def etcd_per_topic(etcd_url: str, topic_prefix: str, topics: int, bytes_sample: int = 100) -> dict:
     """Keys and bytes (key + value) each topic costs in etcd: its managed
-    ledger record, its cursors, and (object) its ledgers' index records."""
-    kvs = etcd_kvs(etcd_url)
-    per_topic = []
+    ledger record, its cursors, and (object) its ledgers' index records.
+
+    Cheap on a big index: keys are counted per ledger (``count_only``), the
+    bytes read for ``bytes_sample`` topics (spread over all) only; the
+    totals are etcd's key count and its database's size in use."""
+    root = next(k[:k.index("/managed-ledgers/")] for k, _ in _pages(etcd_url, b"\0", b"\0", keys_only=True)
+                if "/managed-ledgers/" in k)
+    ml_prefix = f"{root}/managed-ledgers/{NAMESPACE}/persistent/".encode()
+    own: dict[str, list[int]] = {}  # topic name: its record's and its cursors' sizes
+    mls: dict[str, str] = {}
+    for key, size in _pages(etcd_url, ml_prefix, _prefix_end(ml_prefix)):
+        head, _, tail = key[len(ml_prefix):].partition("/")
+        own.setdefault(head, []).append(len(key) + size)
+        if not tail:
+            mls[head] = key
+    step = max(1, topics // max(1, bytes_sample))
+    keys, sizes = [], []
     for i in range(topics):
-        ml = next(k for k in kvs if k.endswith(f"/managed-ledgers/{NAMESPACE}/persistent/{topic_prefix}-{i}"))
-        mine = [k for k in kvs if k == ml or k.startswith(ml + "/")]
+        name = f"{topic_prefix}-{i}"
+        ml = mls[name]
+        count = len(own[name])
+        size = sum(own[name])
         doc = json.loads(_get(etcd_url, ml))
         for ledger in doc.get("ledgers", []):
-            lid = f"/object-ledgers/{int(ledger['id']):020d}"
-            mine += [k for k in kvs if k.endswith(lid) or lid + "/" in k]
-        per_topic.append((len(mine), sum(len(k) + kvs[k] for k in mine)))
-    keys = [k for k, _ in per_topic]
-    size = [b for _, b in per_topic]
+            lid = f"{root}/object-ledgers/{int(ledger['id']):020d}".encode()
+            end = lid + b"0"  # the record itself and its children (``/``), no other ledger (ids are fixed-width)
+            if i % step == 0:
+                found = list(_pages(etcd_url, lid, end))
+                count += len(found)
+                size += sum(len(k) + v for k, v in found)
+            else:
+                count += _count(etcd_url, lid, end)
+        keys.append(count)
+        if i % step == 0:
+            sizes.append(size)
     return {"topics": topics, "keys_max": max(keys), "keys_mean": round(sum(keys) / topics, 1),
-            "bytes_max": max(size), "bytes_mean": round(sum(size) / topics), "etcd_keys_total": len(kvs),
-            "etcd_bytes_total": sum(len(k) + v for k, v in kvs.items())}
+            "bytes_max": max(sizes), "bytes_mean": round(sum(sizes) / len(sizes)), "bytes_sampled_topics": len(sizes),
+            "etcd_keys_total": _count(etcd_url, b"\0", b"\0"), "etcd_db_in_use_bytes": _db_in_use(etcd_url)}
 
 
 def _get(etcd_url: str, key: str) -> bytes:
@@ -219,7 +271,7 @@ def traffic(cluster: LocalCluster, spec: WorkloadSpec, minutes: float, log) -> d
                  consumed=(result["consume"] or {}).get("messages"))
     log(f"  etcd after {minutes} min on {spec.topics} topics: keys/topic max {found['keys_max']} "
         f"mean {found['keys_mean']}, bytes/topic max {found['bytes_max']:,} mean {found['bytes_mean']:,}; "
-        f"etcd holds {found['etcd_keys_total']:,} keys, {found['etcd_bytes_total']:,} B")
+        f"etcd holds {found['etcd_keys_total']:,} keys, its database {found['etcd_db_in_use_bytes']:,} B in use")
     return found
 
 

@@ -6,8 +6,12 @@ the broker's per-entry path), are handed to the backend once per loop
 iteration (one batch, :meth:`_flush`), and are told, in order, once their
 batch is durable (:mod:`.waiters`). When the current ledger is full, old or
 failed a write, the path rolls to a new one (the I/O is the
-:class:`~.rollover.Roller`'s); appends issued meanwhile wait and are
-re-issued in order once the new ledger is installed. It holds the managed
+:class:`~.rollover.Roller`'s). If the next ledger was created ahead (the
+backend said the rollover was near), appends switch to it at once: they
+are written, and their receipts wait until the rollover has recorded the
+ledger (then go out in order; if the rollover fails, they fail). Otherwise
+appends issued meanwhile wait and are re-issued in order once the new
+ledger is installed. It holds the managed
 ledger's state (``open``, ``closing``, ``closed``, ``fenced``, ``failed``)
 and its last confirmed position, which the managed ledger reads.
 
@@ -109,7 +113,13 @@ class AppendPath:
         self._flush_scheduled = False
         self._inflight: collections.deque[AppendBatch] = collections.deque()
         self._waiting: list[tuple[bytes, Waiter]] = []
-        self._rolling = False
+        self._rolling = False  # a rollover is under way
+        self._parked = False  # ... and appends wait for it (no ledger was prepared ahead)
+        #: The ledger appends were switched to before the record names it
+        #: (a rollover onto a ledger prepared ahead): its receipts wait.
+        self._unrecorded: LedgerMeta | None = None
+        self._held: list[tuple[AppendBatch, BaseException | None]] = []  # its batches written meanwhile
+        self._switched_from: tuple[LedgerMeta, int] | None = None  # the ledger being sealed, its appends
         self._rollover_task: asyncio.Task | None = None
         self._age_timer: asyncio.TimerHandle | None = None
         self._max_entries = config.max_entries_per_ledger
@@ -188,7 +198,7 @@ class AppendPath:
         size = len(data)
         if not 0 < size <= MAX_ENTRY_SIZE:
             raise ValueError(f"entry size {size} out of range 1..{MAX_ENTRY_SIZE}")
-        if self._rolling:
+        if self._parked:
             self._waiting.append((data, on_stored))
             return
         # _enqueue inlined: this runs once per entry
@@ -243,6 +253,10 @@ class AppendPath:
     def _on_written(self, batch: AppendBatch, error: BaseException | None) -> None:
         if batch.failed:
             return
+        unrecorded = self._unrecorded
+        if unrecorded is not None and batch.ledger_id == unrecorded.ledger_id:
+            self._held.append((batch, error))  # told once the record names its ledger
+            return
         if error is not None:
             if isinstance(error, ManagedLedgerFencedError):  # a new owner fenced the ledger
                 self._fenced_on_disk(batch.ledger_id)
@@ -268,8 +282,11 @@ class AppendPath:
         self._listeners.wake()
         if not self._inflight:
             self.wake_idle()
-        if self.current.full and not self._rolling and self.state is OPEN:
-            self._start_rollover()
+        if not self._rolling and self.state is OPEN:
+            if self.current.full:
+                self._start_rollover()
+            elif self.current.nearly_full:
+                self._roller.prepare_ahead()
 
     def _fenced_on_disk(self, ledger_id: int) -> None:
         """A new owner fenced our ledger (``LedgerBackend.fence``): nothing
@@ -308,7 +325,12 @@ class AppendPath:
             self._cache.truncate(self.current_meta.ledger_id, self.current_meta.entries)
         if self.current is not None:
             self.current.fence()
-        if self.state is OPEN:
+        if self._unrecorded is not None:
+            # Switched to a ledger the rollover under way records: it is
+            # fenced now, so appends wait (parked) and the rollover's end
+            # rolls again, to a ledger made after the failure.
+            self._parked = True
+        elif self.state is OPEN:
             self._start_rollover()  # while closing, close() seals the fenced ledger instead
         self.wake_idle()
 
@@ -321,16 +343,59 @@ class AppendPath:
             return
         self._flush()  # the old ledger's last entries must reach the writer before its seal
         self._rolling = True
-        self._rollover_task = self._loop.create_task(self._rollover())
+        old_meta, old = self.current_meta, self.current
+        # Appends parked by a failure wait for a ledger made after it (below).
+        prepared = self._roller.take_prepared() if self.state is OPEN and not self._waiting else None
+        if prepared is not None:
+            self._switch(old_meta, prepared.meta, prepared.handle)
+        else:
+            self._parked = True
+        self._rollover_task = self._loop.create_task(self._rollover(old_meta, old, prepared))
 
-    async def _rollover(self) -> None:
-        old_meta = self.current_meta
-        old = self.current
+    def _switch(self, old_meta: LedgerMeta, meta: LedgerMeta, ledger: LedgerHandle) -> None:
+        """Appends go to ``ledger`` (created ahead) from now on, before the
+        record names it: their batches are written at once, their receipts
+        wait until the rollover has recorded it (:meth:`_recorded`)."""
+        self._switched_from = (old_meta, self._next_entry)
+        self._unrecorded = meta
+        meta.ledger = ledger
+        self._set_current(meta, ledger)
+
+    def _recorded(self) -> None:
+        """The record names the ledger appends were switched to: tell its
+        batches written meanwhile, in order."""
+        meta, self._unrecorded = self._unrecorded, None
+        self._switched_from = None
+        self._ledgers.add(meta)
+        held, self._held = self._held, []
+        for batch, error in held:
+            self._on_written(batch, error)
+
+    def _fail_unrecorded(self, error: BaseException) -> None:
+        """The rollover onto a switched-to ledger failed: its appends, written
+        or not, fail (no receipt: no record names the ledger)."""
+        meta, self._unrecorded = self._unrecorded, None
+        self._switched_from = None
+        self._held = []
+        if not isinstance(error, StorageError):
+            error = StorageError(f"rolling over failed: {error!r}")
+        doomed = [b for b in self._inflight if b.ledger_id == meta.ledger_id]
+        self._inflight = collections.deque(b for b in self._inflight if b.ledger_id != meta.ledger_id)
+        for batch in doomed:
+            batch.failed = True
+            waiters.fail(batch.futures, error)
+        buffered, self._buf, self._buf_futures = self._buf_futures, [], []
+        waiters.fail(buffered, error)
+        self._cache.drop(meta.ledger_id)
+
+    async def _rollover(self, old_meta: LedgerMeta, old: LedgerHandle, prepared) -> None:
         try:
-            rolled = await self._roller.roll(old_meta, old)
+            rolled = await self._roller.roll(old_meta, old, prepared)
         except BaseException as exc:
-            self._rolling = False
+            self._rolling = self._parked = False
             self._rollover_task = None
+            if self._unrecorded is not None:
+                self._fail_unrecorded(exc)
             self.fail(exc)
             if not isinstance(exc, Exception):
                 raise
@@ -342,8 +407,22 @@ class AppendPath:
             self._loop.create_task(self._backend.delete(old_meta.ledger_id, old))
         else:
             old_meta.ledger = old
+        if self._unrecorded is not None:
+            self._rolling = False
+            self._rollover_task = None
+            self._recorded()
+            failed_meanwhile, self._parked = self._parked, False
+            if failed_meanwhile and self.state is not OPEN:  # closing: nothing more goes in
+                waiting, self._waiting = self._waiting, []
+                waiters.fail([w for _, w in waiting], self.refusal())
+            if self.state is OPEN and (failed_meanwhile or self._next_entry >= self._max_entries
+                                       or self._current_bytes >= self._max_bytes or self.current.full):
+                self._start_rollover()  # a write failed, or it filled up, while it was being recorded
+            self._after_rollover()
+            self.wake_idle()
+            return
         self.install(rolled.new_meta, rolled.new_handle)
-        self._rolling = False
+        self._rolling = self._parked = False
         self._rollover_task = None
         waiting = self._waiting
         self._waiting = []
@@ -357,9 +436,12 @@ class AppendPath:
         self.wake_idle()
 
     def install(self, meta: LedgerMeta, ledger: LedgerHandle) -> None:
-        """Make ``ledger`` the one appends go to."""
+        """Make ``ledger`` (recorded) the one appends go to."""
         meta.ledger = ledger
         self._ledgers.add(meta)
+        self._set_current(meta, ledger)
+
+    def _set_current(self, meta: LedgerMeta, ledger: LedgerHandle) -> None:
         self.current = ledger
         self.current_meta = meta
         self._backend.set_profile(ledger, self.storage_profile)
@@ -399,8 +481,14 @@ class AppendPath:
         self.wake_idle()
 
     def assigned(self, meta: LedgerMeta) -> int:
-        """Entries in the ledger, counting appends not yet durable for the current one."""
-        return self._next_entry if meta is self.current_meta else meta.entries
+        """Entries in the ledger, counting appends not yet durable for the
+        current one (and for the one being sealed after a switch)."""
+        if meta is self.current_meta:
+            return self._next_entry
+        switched = self._switched_from
+        if switched is not None and meta is switched[0]:
+            return switched[1]
+        return meta.entries
 
     def next_append_position(self) -> Position:
         """Where the next append goes. While a rollover runs and the new
@@ -408,7 +496,7 @@ class AppendPath:
         ledger that will never hold an entry, which orders correctly all the
         same: reads from it go on to the next ledger."""
         spare_id = self._roller.spare_id
-        if self._rolling and spare_id is not None:
+        if self._parked and spare_id is not None:
             return Position(spare_id, len(self._waiting))
         meta = self.current_meta
         return Position(meta.ledger_id, self._next_entry)

@@ -86,6 +86,13 @@ class LedgerHandle(Protocol):
         """The backend asks for a rollover (checked after each completed batch)."""
         ...
 
+    @property
+    def nearly_full(self) -> bool:
+        """A rollover is near (``full`` soon): the managed ledger prepares
+        the next ledger ahead, so the rollover can switch appends to it at
+        once (checked after each completed batch)."""
+        ...
+
     def fence(self) -> None:
         """Refuse further writes from this process (idempotent, no I/O)."""
         ...

@@ -460,6 +460,7 @@ class ManagedLedger:
         except Exception:
             clean = False
         appends.stop_timer()
+        await self._roller.discard_prepared()
         self._roller.stop()
         await self._trimmer.stop()
         if not keep_cursors:

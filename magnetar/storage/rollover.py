@@ -6,8 +6,15 @@ the managed ledger knows where appends go while one runs), creates the new
 ledger, seals the old one through the backend and writes the record (old
 ledger closed, or dropped if empty; the new one open) through its managed
 ledger (:class:`RolledLedger`), whose compare-and-set fences it on a
-conflict. What appends do meanwhile (they wait and are re-issued in order)
-and the state the result goes into are the managed ledger's.
+conflict. When the backend says a rollover is near
+(``LedgerHandle.nearly_full``), :meth:`Roller.prepare_ahead` creates the
+next ledger ahead; the rollover then takes it (:meth:`Roller.take_prepared`)
+and the managed ledger switches appends to it at once, holding their
+receipts until the record names it. What appends do meanwhile (switched,
+or waiting to be re-issued in order) and the state the result goes into
+are the managed ledger's (``append_path``). A ledger prepared and never
+used is deleted at close (:meth:`Roller.discard_prepared`); one left by a
+crash is named by nothing.
 
 Failure modes: a ledger whose index cannot be written is recorded closed
 without one (reading it scans the file). If the new ledger cannot be
@@ -57,6 +64,14 @@ class Sealed:
 
 
 @dataclass
+class Prepared:
+    """The next ledger, created ahead and not recorded yet."""
+
+    meta: LedgerMeta
+    handle: LedgerHandle
+
+
+@dataclass
 class Rolled(Sealed):
     """:class:`Sealed`, and the new ledger recorded open after it."""
 
@@ -78,6 +93,9 @@ class Roller:
         #: The next ledger's id, fetched ahead of time; None until fetched.
         self.spare_id: int | None = None
         self._spare_task: asyncio.Task | None = None
+        #: The next ledger, created ahead (:meth:`prepare_ahead`); None until then.
+        self.prepared: Prepared | None = None
+        self._prepare_task: asyncio.Task | None = None
 
     def fetch_ahead(self) -> None:
         """Fetch the next ledger's id in the background (if not under way)."""
@@ -93,21 +111,75 @@ class Roller:
         finally:
             self._spare_task = None
 
-    def stop(self) -> None:
-        """Cancel the fetch ahead (close, abandon)."""
-        if self._spare_task is not None:
-            self._spare_task.cancel()
+    def prepare_ahead(self) -> None:
+        """Create the next ledger in the background (if not done or under
+        way), so that the rollover can switch appends to it at once
+        (:meth:`take_prepared`). A failure is logged: the rollover then
+        creates it as usual."""
+        if self.prepared is None and self._prepare_task is None:
+            self._prepare_task = self._loop.create_task(self._prepare())
 
-    async def roll(self, old_meta: LedgerMeta, old: LedgerHandle) -> Rolled:
-        """Create the next ledger, seal ``old`` after every batch submitted
-        to it, and record both. Raises (see the module docstring)."""
-        if self.spare_id is None:
-            if self._spare_task is not None:
+    async def _prepare(self) -> None:
+        try:
+            if self.spare_id is None and self._spare_task is not None:
                 await asyncio.shield(self._spare_task)
             if self.spare_id is None:
                 self.spare_id = await self._new_ledger_id()
-        new_id = self.spare_id
-        new_ledger = await self._backend.create(new_id)
+            ledger_id = self.spare_id
+            handle = await self._backend.create(ledger_id)
+            self.spare_id = None
+            self.prepared = Prepared(LedgerMeta(ledger_id, created=time.time()), handle)
+        except StorageError as exc:
+            log.warning("%s: could not create the next ledger ahead: %s", self._ml.name, exc)
+        finally:
+            self._prepare_task = None
+
+    def take_prepared(self) -> "Prepared | None":
+        """The ledger created ahead, now the caller's (None: none ready)."""
+        prepared, self.prepared = self.prepared, None
+        return prepared
+
+    def stop(self) -> None:
+        """Cancel the fetch and the creation ahead (close, abandon)."""
+        if self._spare_task is not None:
+            self._spare_task.cancel()
+        if self._prepare_task is not None:
+            self._prepare_task.cancel()
+
+    async def discard_prepared(self) -> None:
+        """Delete the ledger created ahead and never used (close): no
+        managed ledger names it. Failures are logged (it stays as an
+        orphan record)."""
+        if self._prepare_task is not None:
+            await asyncio.gather(asyncio.shield(self._prepare_task), return_exceptions=True)
+        prepared = self.take_prepared()
+        if prepared is not None:
+            try:
+                await self._backend.delete(prepared.meta.ledger_id, prepared.handle)
+            except StorageError as exc:
+                log.warning("%s: could not delete ledger %d, created ahead and not used: %s",
+                            self._ml.name, prepared.meta.ledger_id, exc)
+
+    async def roll(self, old_meta: LedgerMeta, old: LedgerHandle, prepared: "Prepared | None" = None) -> Rolled:
+        """Seal ``old`` after every batch submitted to it and record it
+        closed with the next ledger open: ``prepared`` (created ahead, its
+        appends already switched to it by the caller) or one created now.
+        Raises (see the module docstring); the next ledger is then deleted."""
+        if prepared is None and self._prepare_task is not None:
+            await asyncio.shield(self._prepare_task)  # never create the same id twice
+        if prepared is None:
+            prepared = self.take_prepared()
+        if prepared is not None:
+            new_id, new_ledger = prepared.meta.ledger_id, prepared.handle
+            self.spare_id = new_id  # where parked appends go (``AppendPath.next_append_position``)
+        else:
+            if self.spare_id is None:
+                if self._spare_task is not None:
+                    await asyncio.shield(self._spare_task)
+                if self.spare_id is None:
+                    self.spare_id = await self._new_ledger_id()
+            new_id = self.spare_id
+            new_ledger = await self._backend.create(new_id)
         try:
             try:
                 entries, size = await self._backend.seal(old)
@@ -118,7 +190,7 @@ class Roller:
                 old.fence()
                 entries, size = old.entry_count, old.size
             now = time.time()
-            new_meta = LedgerMeta(new_id, created=now)
+            new_meta = prepared.meta if prepared is not None else LedgerMeta(new_id, created=now)
             async with self._lock:
                 self._ml._check_not_fenced()
                 docs = self._closed_docs(old_meta, entries, size, now)

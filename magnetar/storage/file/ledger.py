@@ -93,6 +93,8 @@ class Ledger:
     #: Never asks for a rollover (``LedgerHandle.full``): the managed
     #: ledger's entry and byte limits bound a segment file.
     full = False
+    #: Nor says one is near (``LedgerHandle.nearly_full``): no ledger is prepared ahead.
+    nearly_full = False
 
     def __init__(self, ledger_id: int, directory: Path, handle: Handle, ends: array, state: LedgerState):
         self.ledger_id = ledger_id

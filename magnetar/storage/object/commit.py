@@ -75,6 +75,10 @@ PIPELINE_DEPTH = 3
 #: A ledger holding this many sections asks to be rolled over (``full``):
 #: it bounds the open ledger's index records (sealed ones are compacted).
 MAX_SECTIONS_PER_LEDGER = 1000
+#: This many sections before ``full`` (at most half of it), the managed
+#: ledger creates its next ledger ahead (``nearly_full``), so that the
+#: rollover switches appends to it instead of holding them.
+PREPARE_AHEAD_SECTIONS = 100
 #: A commit whose PUT began longer ago than this gives up before its
 #: transaction (no receipt): the orphan collector may delete objects older
 #: than ``COLLECT_AFTER_S``, and a transaction must never name one it deleted.
@@ -113,6 +117,12 @@ class ObjectLedger:
     def full(self) -> bool:
         """Enough sections: the managed ledger should roll to a new ledger."""
         return len(self.sections) >= MAX_SECTIONS_PER_LEDGER
+
+    @property
+    def nearly_full(self) -> bool:
+        """``full`` is near: the managed ledger creates the next ledger ahead."""
+        return len(self.sections) >= MAX_SECTIONS_PER_LEDGER - min(PREPARE_AHEAD_SECTIONS,
+                                                                   MAX_SECTIONS_PER_LEDGER // 2)
 
     def fence(self) -> None:
         if self.error is None:

@@ -201,8 +201,12 @@ async def test_section_records_a_compaction_left_after_its_marker_are_collected(
     ml = await factory.open("t/left")
     acked = [await ml.append(f"l{i}".encode()) for i in range(8)]
     sealed = acked[0].ledger_id
-    await wait_for_async(lambda: _compacted(etcd_store, sealed), what="the sealed ledger compacted")
     base = f"{ROOT}/{sealed:020d}/s"
+
+    async def compaction_ended() -> bool:  # the marker, then the deletes of the ``s/`` records
+        return await _compacted(etcd_store, sealed) and not await etcd_store.children(base)
+
+    await wait_for_async(compaction_ended, what="the sealed ledger compacted, its section records deleted")
     # What a crash right after the marker leaves: the section records, as committed.
     leftover = Section(0, 1, "data/gone/0000000000000-00000001", 0, 10)
     await etcd_store.transaction([], [Put(section_key(sealed, 0), leftover.encode())])
