@@ -12,7 +12,8 @@ the marker leaves section records that readers ignore, and the collector
 deletes). A compaction works
 only from the index as it is when it starts, and never once the marker
 exists: an owner paused past its session compacts nothing from the index it
-read before. A compacted
+read before. Each chunk PUT takes a token of the broker's PUT
+budget (:mod:`.put_budget`), like a commit. A compacted
 ledger costs the index ``ceil(size / CHUNK_BYTES) + 2`` keys. Ledgers
 sealed together (a rollover of many topics written together, a takeover)
 are compacted in lockstep (:class:`~.range_gets.Lockstep`): chunk by
@@ -41,6 +42,7 @@ import time
 from ...metadata.store import Compare, Delete, MetadataError, MetadataStore, Put, TransactionFailed
 from ...objectstore.store import ObjectNotFound, ObjectStore, ObjectStoreError
 from ..errors import StorageError
+from .put_budget import PutBudget
 from .range_gets import Lockstep
 from .index import (
     ROOT, Section, chunk_key, chunk_object, chunk_object_ledger, commit_object_time_ms, compacted_key, contiguous,
@@ -54,7 +56,8 @@ COLLECT_AFTER_S = 600.0
 
 
 async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: int,
-                         sections: list[Section], lockstep: Lockstep | None = None) -> list[Section]:
+                         sections: list[Section], lockstep: Lockstep | None = None,
+                         budget: PutBudget | None = None) -> list[Section]:
     """Rewrite the sealed ledger's ``sections`` (contiguous, as committed)
     into chunks; return the chunks' sections (``[]``, changing nothing in
     the index, if the ledger was deleted or fenced meanwhile: every write
@@ -63,7 +66,9 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
     With ``lockstep`` (the caller joined it, and leaves it after), its
     reads go with those of the other compactions running beside it (each
     commit object they share read by one GET); else each section is its
-    own ranged GET."""
+    own ranged GET. With ``budget`` (the broker's PUT budget), each chunk
+    PUT takes a token first, as a commit does: compactions share the bill's
+    bound (commits waiting meanwhile grow instead)."""
     try:
         record = await store.get(ledger_key(ledger_id))
         if record is None:
@@ -90,6 +95,8 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
             blob = b"".join(parts)
             first = group[0].first
             key = chunk_object(ledger_id, first)
+            if budget is not None and budget.limited:
+                await budget.acquire()
             await objects.put(key, blob, if_absent=False)  # same bytes if a run before us got here
             chunks.append(Section(first, sum(s.count for s in group), key, 0, len(blob)))
         puts = [Put(chunk_key(ledger_id, c.first), c.encode()) for c in chunks]

@@ -145,7 +145,7 @@ class ObjectBackend:
         try:
             await asyncio.sleep(COMPACT_AFTER_S)  # seals that come together join the same lockstep
             chunks = await compact_ledger(self.store, self.objects, ledger.ledger_id, list(ledger.sections),
-                                          self._lockstep)
+                                          self._lockstep, self.committer.budget)
         except StorageError as exc:
             log.warning("%s (it is compacted when next sealed or opened)", exc)
             return
