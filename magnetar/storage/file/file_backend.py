@@ -10,12 +10,12 @@ checkpoint (:mod:`.journal_checkpoint`); the journals of processes that
 are gone are replayed before the first ledger is opened
 (:mod:`.journal_replay`). The fence is a marker file: a previous owner
 still running checks for it after every group commit's sync and before it
-acknowledges anything (``ManagedLedgerFencedError``).
+acknowledges anything (``ManagedLedgerFencedError``), on the writer
+thread, once per ledger the round wrote.
 """
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
 from pathlib import Path
@@ -66,20 +66,22 @@ class FileBackend:
             self.checkpointer = Checkpointer(self.journal, config.journal_checkpoint_interval_ms / 1000,
                                              segments=self.ledger_dir)
             durability = JournalSync(self.journal, self.checkpointer, config.sync_policy, config.sync_interval_ms)
-        self.writer = GroupCommitWriter(config.sync_policy, config.sync_interval_ms, durability=durability)
+        self.writer = GroupCommitWriter(config.sync_policy, config.sync_interval_ms, durability=durability,
+                                        taken_over=self._taken_over)
 
     async def create(self, ledger_id: int) -> Ledger:
         return await self.writer.call(Ledger.create, self.ledger_dir, ledger_id, self.handles)
 
     def submit(self, ledger: Ledger, datas: list[bytes], callback: WriteCallback, loop) -> None:
-        self.writer.submit_write(ledger, datas, functools.partial(self._written, ledger.ledger_id, callback), loop)
+        self.writer.submit_write(ledger, datas, callback, loop)
 
-    def _written(self, ledger_id: int, callback: WriteCallback, error: BaseException | None) -> None:
-        # After the fsync, before any receipt: a new owner's marker means
-        # this batch may not be acknowledged (its recovery may have cut it).
-        if error is None and is_fenced(self._dir, ledger_id):
-            error = ManagedLedgerFencedError(f"ledger {ledger_id} was fenced by a new owner")
-        callback(error)
+    def _taken_over(self, ledger: Ledger) -> BaseException | None:
+        # The writer thread, after the round's fsync, before any receipt: a
+        # new owner's marker means this round's batches of the ledger may not
+        # be acknowledged (its recovery may have cut them).
+        if is_fenced(self._dir, ledger.ledger_id):
+            return ManagedLedgerFencedError(f"ledger {ledger.ledger_id} was fenced by a new owner")
+        return None
 
     async def seal(self, ledger: Ledger) -> tuple[int, int]:
         return await self.writer.call(ledger.seal)

@@ -20,6 +20,11 @@ journal append and one fdatasync (:mod:`.journal_sync`, the default), or an
 fdatasync of each segment file (:class:`~.durability.SegmentSync`, what a
 writer built without one uses).
 
+Fencing: after the round is durable and before its completions, the
+writer asks ``taken_over`` about each ledger it wrote (the file backend:
+is there a new owner's fence marker?); a ledger taken over gets that error
+for its batches instead of a completion, so no receipt follows.
+
 Failures: a batch whose write or sync fails completes with a
 ``StorageError``; the ledger is rolled back to what is known durable and
 fenced, so every later batch for it fails with ``LedgerFencedError`` and no
@@ -66,9 +71,15 @@ class GroupCommitWriter:
     ``round_count``, ``entries_written``) are for tests and stats."""
 
     def __init__(self, sync_policy: str = "always", sync_interval_ms: float = 100, *, name: str = "magnetar-writer",
-                 durability: Durability | None = None):
+                 durability: Durability | None = None,
+                 taken_over: Callable[[Ledger], BaseException | None] | None = None):
         #: Makes each round's writes durable (the sync policy's meaning).
         self.durability = durability or SegmentSync(sync_policy, sync_interval_ms, name=name)
+        #: After the round is durable and before any completion: the error
+        #: that refuses a ledger's batches if a new owner took it (the fence
+        #: marker), else None. Here, once per ledger a round wrote, so the
+        #: event loop makes no check (a stat) per batch.
+        self._taken_over = taken_over
         self.sync_policy = self.durability.sync_policy
         self._cond = threading.Condition(threading.Lock())
         self._queue: list[_Write | _Call] = []
@@ -205,6 +216,11 @@ class GroupCommitWriter:
             if ledger in failed:
                 ledger.rollback_to(before)
                 errors[ledger] = failed[ledger]
+            elif self._taken_over is not None:
+                # Not rolled back: the file is the new owner's now.
+                refused = self._taken_over(ledger)
+                if refused is not None:
+                    errors[ledger] = refused
         for ledger, group in groups.items():
             error = errors.get(ledger)
             for w in group:

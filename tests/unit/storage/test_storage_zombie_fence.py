@@ -41,6 +41,38 @@ async def test_a_zombie_owner_gets_no_receipt_after_the_new_owner_fenced_its_led
     await store.close()
 
 
+async def test_the_fence_is_checked_off_the_event_loop_once_per_ledger_a_round_wrote(tmp_path, monkeypatch):
+    """The marker check (a stat) runs on the group-commit writer after the
+    round's fsync, once per ledger written, not per batch on the event
+    loop; a zombie still gets no receipt for a round that found it."""
+    import threading
+
+    from magnetar.storage.file import file_backend
+
+    checks: list[tuple[str, int]] = []
+    real = file_backend.is_fenced
+
+    def recording(directory, ledger_id):
+        checks.append((threading.current_thread().name, ledger_id))
+        return real(directory, ledger_id)
+
+    monkeypatch.setattr(file_backend, "is_fenced", recording)
+    store = await MemoryMetadataStore.open()
+    old = ManagedLedgerFactory(tmp_path, store, StorageConfig(sync_policy="always"))
+    new = ManagedLedgerFactory(tmp_path, store, StorageConfig(sync_policy="always"))
+    zombie = await old.open("t/ns/persistent/x")
+    await asyncio.gather(*(zombie.append(b"a%d" % i) for i in range(50)))  # one or a few rounds, 50 batches at most
+    assert checks and {name for name, _ in checks} == {"magnetar-writer"}
+    assert len(checks) <= old.backend.writer.round_count
+    zombie._record.stop_watching()
+    await new.open("t/ns/persistent/x")
+    with pytest.raises(ManagedLedgerFencedError):
+        await zombie.append(b"late")
+    await new.close()
+    old.abandon()
+    await store.close()
+
+
 async def test_a_zombie_owner_cannot_overwrite_a_cursor_the_new_owner_loaded(tmp_path):
     """The zombie's consumers acked before it froze; when it wakes it persists
     those acks. Had that write landed after the new owner loaded the cursor,
