@@ -384,6 +384,8 @@ async def test_a_cursor_reading_at_the_tail_skips_nothing_across_rollovers(facto
     total = 300
     got: list[bytes] = []
 
+    produced = asyncio.Event()
+
     async def produce() -> None:
         pending = []
         for i in range(total):
@@ -391,14 +393,22 @@ async def test_a_cursor_reading_at_the_tail_skips_nothing_across_rollovers(facto
             if i % 7 == 0:
                 await asyncio.sleep(0)  # let the reader and the rollover run between appends
         await asyncio.gather(*pending)
+        produced.set()
 
     async def consume() -> None:
-        deadline = asyncio.get_running_loop().time() + 10
-        while len(got) < total and asyncio.get_running_loop().time() < deadline:
+        # Reads until every append is acknowledged and a read at the tail
+        # finds nothing more: a skipped entry then shows at once, whatever the
+        # machine's speed (a deadline on the count failed a loaded run that
+        # skipped nothing). The deadline only guards against a hang.
+        deadline = asyncio.get_running_loop().time() + 120
+        while asyncio.get_running_loop().time() < deadline:
+            done = produced.is_set()
             entries = await cursor.read_entries(3)
             got.extend(e.data for e in entries)
             await cursor.delete([e.position for e in entries])
             if not entries:
+                if done:
+                    return
                 await asyncio.sleep(0.001)
 
     await asyncio.gather(produce(), consume())
