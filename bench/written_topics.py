@@ -3,6 +3,7 @@ the journal beside per-segment syncs, in one run (issue 41).
 
     .venv/bin/python -m bench.written_topics [--topics 1,1000,10000] [--rate 5000]
                                              [--seconds 15] [--repeats 1] [--json PATH]
+                                             [--storage "max_open_ledger_files = 16384"]
 
 For each topic count, and for each write path of the file backend, in turn
 (A/B in the same session, alternating which goes first):
@@ -72,6 +73,8 @@ def counter_rates(sampler: PeriodicSampler[dict[str, float]], start: float, end:
 def one_run(path: str, topics: int, args, log) -> dict:
     work = Path(tempfile.mkdtemp(prefix=f"written-topics-{path}-"))
     config = f'topic_idle_unload_s = 0.0\n[storage]\nsync_policy = "always"\n{PATHS[path]}\n'
+    for line in args.storage:
+        config += line + "\n"
     broker = MeasuredBroker(work / "data", config)
     try:
         broker.start()
@@ -143,6 +146,8 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=0, help="producer processes (0: one per core)")
     ap.add_argument("--segments-max-topics", type=int, default=1000,
                     help="run the segments path only up to this many topics (past it its queue grows for minutes)")
+    ap.add_argument("--storage", action="append", default=[], metavar="LINE",
+                    help='a [storage] setting for every run, e.g. "max_open_ledger_files = 16384" (repeatable)')
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
 
