@@ -381,13 +381,13 @@ def official(spark, url: str, admin_url: str | None, rows: int, size: int, stamp
         print(f"{r['workload']} / source ceiling: {r['rows_per_s'] / ceiling['rows_per_s']:.0%}", flush=True)
     copy = timed("official unbatched stream copy", rows,
                  lambda i: stream(topics["unbatched"], rows, "magnetar", f"ck-official-copy-{i}", service_url=url,
-                                  topic=f"{topics['unbatched']}-copy-{i}"), repeat)
+                                  topic=f"{topics['unbatched']}-copy-{stamp}-{i}"), repeat)
     copy_ceiling = timed("stream copy ceiling", rows,
                          lambda i: stream(None, rows, "magnetar-bench-sink", f"ck-official-copy-ceiling-{i}"), repeat)
     print(f"official unbatched stream copy / stream copy ceiling: "
           f"{copy['rows_per_s'] / copy_ceiling['rows_per_s']:.0%}", flush=True)
     for i in range(repeat):
-        copied = read(f"{topics['unbatched']}-copy-{i}").count()
+        copied = read(f"{topics['unbatched']}-copy-{stamp}-{i}").count()
         assert copied == rows, f"copy {i}: copied {copied} of {rows}"
     data = rows_of(rows)
     write = timed("batch write", rows, lambda i: write_to(data, "magnetar", service_url=url,
