@@ -184,10 +184,14 @@ def fuzz_command(
             report = fuzz_cluster(brokers, target, rounds, seed)
         else:
             try:
-                host, port = require_pulsar_url(service_url)
+                hosts = require_pulsar_url(service_url)
+                if len(hosts) != 1:
+                    raise ValueError(f"{service_url} names {len(hosts)} brokers; fuzz damages the frames "
+                                     f"of one: give --service-url one host")
             except ValueError as exc:
                 console.print(f"[red]{exc}[/red]")
                 raise typer.Exit(2)
+            [(host, port)] = hosts
             pid = system.broker.proc.pid if system is not None and system.broker.proc is not None else None
             report = fuzz(host, port, rounds, seed, broker_pid=pid)
     finally:

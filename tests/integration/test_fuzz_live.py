@@ -44,3 +44,10 @@ def test_a_cluster_broker_survives_damaged_frames_and_both_canaries_keep_working
     for k in range(3):
         log = (tmp_path / "seed-4" / "cluster" / f"broker-{k}.log").read_text()
         assert "Traceback" not in log, log[-3000:]
+
+
+def test_fuzz_against_several_brokers_says_it_wants_one(tmp_path):
+    result = CliRunner().invoke(app, ["fuzz", "--service-url", "pulsar://a:6650,b:6650", "--rounds", "1",
+                                      "--out", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert "names 2 brokers" in result.output and "one host" in result.output
