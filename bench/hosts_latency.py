@@ -41,6 +41,7 @@ from magnetar_chaos.host_links import HostLink
 from magnetar_chaos.link_proxy import LinkSettings
 from magnetar_harness.cluster import LocalCluster
 from magnetar_harness.host_topology import BROKER_PORT, BROKER_TLS_PORT, BROKERS, CLIENT, default_base, host_topology
+from bench.servers import require_compiled
 
 TAG = "hbench"
 PLACES = ("hosts", "hosts+proxy", "loopback")
@@ -146,17 +147,6 @@ def medians(results: dict) -> dict:
     """Per place and rate: the median of each figure over the repeats."""
     return {place: {rate: {key: statistics.median(run[key] for run in runs) for key in runs[0]}
                     for rate, runs in by_rate.items()} for place, by_rate in results.items()}
-
-
-def require_compiled() -> None:
-    """The brokers this bench starts run this checkout: refuse when its
-    compiled hot path is stale or missing (the figures would be the Python
-    twins')."""
-    from magnetar.protocol.compiled import implementation
-
-    if implementation() != "compiled":
-        raise SystemExit("the compiled hot path is not what runs here (built from older sources, or "
-                         "MAGNETAR_PURE_PYTHON set): run make install first")
 
 
 def main() -> None:

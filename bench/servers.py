@@ -189,3 +189,14 @@ async def create_streams(url: str, topics: list[str], max_msgs: int = -1) -> Non
             pass
         await js.add_stream(StreamConfig(name=name, subjects=[topic], storage=StorageType.FILE, max_msgs=max_msgs))
     await nc.close()
+
+
+def require_compiled() -> None:
+    """The brokers this bench starts run this checkout: refuse when its
+    compiled hot path is stale or missing (the figures would be the Python
+    twins')."""
+    from magnetar.protocol.compiled import implementation
+
+    if implementation() != "compiled":
+        raise SystemExit("the compiled hot path is not what runs here (built from older sources, or "
+                         "MAGNETAR_PURE_PYTHON set): run make install first")

@@ -46,6 +46,7 @@ from pathlib import Path
 
 from magnetar_harness.cluster import LocalCluster
 from magnetar_harness.host_topology import CLIENT, SPARK_WORKERS, default_base, host_topology
+from bench.servers import require_compiled
 
 REPO = Path(__file__).resolve().parents[1]
 TAG = "hspark"
@@ -114,17 +115,6 @@ def on_loopback(args) -> dict:
                     "results": results_of(done.stdout)}
         finally:
             cluster.stop()
-
-
-def require_compiled() -> None:
-    """The brokers this bench starts run this checkout: refuse when its
-    compiled hot path is stale or missing (the figures would be the Python
-    twins')."""
-    from magnetar.protocol.compiled import implementation
-
-    if implementation() != "compiled":
-        raise SystemExit("the compiled hot path is not what runs here (built from older sources, or "
-                         "MAGNETAR_PURE_PYTHON set): run make install first")
 
 
 def main() -> None:
