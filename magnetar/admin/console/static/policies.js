@@ -1,7 +1,7 @@
 // A namespace's policies as fields: shown compactly, edited in a form, the changes
 // listed for confirmation, then applied one by one through the admin API's
-// /admin/v2/namespaces/{ns}/{retention,messageTTL,deduplication,backlogQuota,publishRate,dispatchRate}.
-import { call } from "./api.js";
+// /admin/v2/namespaces/{ns}/{retention,messageTTL,deduplication,backlogQuota,publishRate,dispatchRate,storageProfile}.
+import { call, get } from "./api.js";
 import { confirmDialog, fmtNum, h, toast } from "./ui.js";
 
 const QUOTA_POLICIES = ["producer_request_hold", "producer_exception", "consumer_backlog_eviction"];
@@ -30,6 +30,7 @@ export function describe(p) {
     + (dr.ratePeriodInSecond && (dr.dispatchThrottlingRateInMsg > 0 || dr.dispatchThrottlingRateInByte > 0) ? ` per ${dr.ratePeriodInSecond} s` : "no limit");
   if (Array.isArray(p.replication_clusters) && p.replication_clusters.length) out.replication = p.replication_clusters.join(", ");
   if (p.bundles && p.bundles.numBundles) out.bundles = String(p.bundles.numBundles);
+  if (p.storage_profile) out["storage profile"] = p.storage_profile;
   return out;
 }
 
@@ -43,7 +44,15 @@ export function policyFields(p) {
 // The form's text for a value (empty: the broker default).
 const text = (v) => v === undefined || v === null ? "" : String(v);
 
-function formFields(p) {
+// The storage profile's choices; `storage`: the broker's [storage] settings when readable
+// (the empty choice then names the broker's own profile).
+function profileOptions(storage) {
+  const own = storage && storage.object_storage_profile ? ` (${storage.object_storage_profile})` : "";
+  return [{ value: "", label: "broker default" + own }, { value: "latency", label: "latency: commit at once" },
+    { value: "cost", label: "cost: gather up to the commit interval" }];
+}
+
+function formFields(p, storage) {
   const r = p.retention_policies || {};
   const q = p.backlog_quota_map || {};
   const size = q.destination_storage ? (q.destination_storage.limitSize < 0 ? -1 : q.destination_storage.limitSize / MiB) : null;
@@ -64,6 +73,9 @@ function formFields(p) {
     { name: "dispatchMsg", label: "Dispatch rate: messages per period per topic", value: text(dr.dispatchThrottlingRateInMsg), help: hint },
     { name: "dispatchBytes", label: "Dispatch rate: bytes per period per topic", value: text(dr.dispatchThrottlingRateInByte) },
     { name: "dispatchPeriod", label: "Dispatch rate: period (seconds)", value: text(dr.ratePeriodInSecond ?? 1) },
+    { name: "storageProfile", label: "Storage profile (object storage)", value: text(p.storage_profile), options: profileOptions(storage),
+      help: (storage && storage.backend && storage.backend !== "object" ? "This broker stores on files: the profile applies on object storage only. " : "")
+        + "Applies at once to the namespace's loaded topics." },
   ];
 }
 
@@ -115,16 +127,18 @@ export function changes(ns, p, v) {
     dispatchThrottlingRateInByte: p.dispatch_rate.dispatchThrottlingRateInByte, ratePeriodInSecond: p.dispatch_rate.ratePeriodInSecond } : null;
   put("dispatch rate", "dispatchRate", "dispatch_rate", currentDispatch, dm === null && db === null ? null
     : { dispatchThrottlingRateInMsg: dm ?? -1, dispatchThrottlingRateInByte: db ?? -1, ratePeriodInSecond: period });
+  put("storage profile", "storageProfile", "storage_profile", p.storage_profile || null, v.storageProfile || null);
   return out;
 }
 
 // Edit, confirm the list of changes, apply them; resolves true when all were applied.
 export async function editPolicies(ns, p, done) {
-  let planned = null;
+  let planned = null, storage = null;
+  try { storage = (await get("/admin/v2/brokers/configuration/runtime")).storage; } catch { /* not readable: no default named */ }
   const values = await confirmDialog({
     title: `Policies of ${ns}`,
     text: "Change the fields, then review the changes before they are applied.",
-    fields: formFields(p), confirm: "Review changes…",
+    fields: formFields(p, storage), confirm: "Review changes…",
     validate: (v) => {
       try { planned = changes(ns, p, v); } catch (e) { return e.message; }
       return planned.length ? null : "Nothing changed.";
