@@ -53,3 +53,7 @@ class ObjectStorageCollector:
         for name, histogram in stats.histograms.items():
             phases.add_metric([name], histogram.cumulative(), histogram.sum)
         yield phases
+        yield CounterMetricFamily("magnetar_object_prepared_ledgers_swept",
+                                  "Ledgers a previous owner created ahead of a rollover and never recorded "
+                                  "(a crash, a takeover), deleted when this broker recovered their topic",
+                                  value=self.broker.factory.prepared_ledgers_swept)

@@ -52,6 +52,8 @@ class ManagedLedgerFactory:
         self._open: dict[str, ManagedLedger] = {}
         self._opening: dict[str, asyncio.Task] = {}
         self._closed = False
+        #: Ledgers created ahead by a previous owner and deleted by a recovery here (``/metrics``).
+        self.prepared_ledgers_swept = 0
 
     async def open(self, name: str, *, retention: RetentionPolicy | None = None) -> ManagedLedger:
         """Open (recovering if needed) or create the managed ledger ``name``.
@@ -109,6 +111,7 @@ class ManagedLedgerFactory:
             await ml._recover()
         except (MetadataError, OSError) as exc:
             raise StorageError(f"opening managed ledger {name!r} failed: {exc}") from exc
+        self.prepared_ledgers_swept += len(ml.swept_at_open)
         self._open[name] = ml
         return ml
 

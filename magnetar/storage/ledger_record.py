@@ -7,7 +7,9 @@ Layout (JSON):
   ``format``: 1; a newer one is refused with NewerFormatError before
   anything is written). ``entries`` and
   ``size`` are final for closed ledgers; the open ledger's are recovered
-  from its file.
+  from its file. ``prepared`` (optional): ids of ledgers this managed
+  ledger created ahead and no ``ledgers`` entry names yet; a recovery
+  deletes them (:mod:`.recovery`: the prepared-ledger sweep).
 - ``/managed-ledgers/<name>/cursors/<quoted name>``: one cursor (see
   :mod:`.cursor`); the name is percent-encoded with no safe characters, so
   any name maps to one key segment.
@@ -60,6 +62,11 @@ class ManagedLedgerRecord:
         self.key = f"{ROOT}/{name}"
         #: The version last read or written; -1: the record does not exist yet.
         self.version = -1
+        #: Ledgers created ahead and not named by ``ledgers`` yet: every
+        #: :meth:`save` writes them as ``prepared`` (the roller adds and removes them).
+        self.prepared: list[int] = []
+        #: The ``prepared`` ids :meth:`load` found (a previous owner's).
+        self.found_prepared: list[int] = []
         self.lock = asyncio.Lock()
         self._watch = None
 
@@ -72,12 +79,15 @@ class ManagedLedgerRecord:
         doc = json.loads(record.value)
         check_format("managed ledger record", self.key, doc.get("format", 1), FORMAT)
         self.version = record.version
+        self.found_prepared = [int(i) for i in doc.get("prepared", [])]
         return [LedgerMeta.from_doc(d) for d in doc.get("ledgers", [])], dict(doc.get("properties", {}))
 
     async def save(self, ledger_docs: list[dict], properties: dict[str, str]) -> None:
         """Compare-and-set the record. Caller holds :attr:`lock`."""
-        value = json.dumps({"format": FORMAT, "ledgers": ledger_docs, "properties": properties},
-                           separators=(",", ":")).encode()
+        doc = {"format": FORMAT, "ledgers": ledger_docs, "properties": properties}
+        if self.prepared:
+            doc["prepared"] = list(self.prepared)
+        value = json.dumps(doc, separators=(",", ":")).encode()
         try:
             self.version = await self.store.put(self.key, value, self.version)
         except (BadVersion, KeyNotFound) as exc:

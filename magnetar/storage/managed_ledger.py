@@ -100,13 +100,16 @@ class ManagedLedger:
         self._record = ManagedLedgerRecord(store, name)
         self._key = self._record.key
         self._properties: dict[str, str] = {}
+        #: Ledgers a previous owner prepared and never recorded, deleted by this open's recovery.
+        self.swept_at_open: list[int] = []
         self._owner_check: asyncio.Task | None = None
         #: Its ledgers, oldest first, and the positions in them.
         self._ledgers = LedgerList()
         self._cache = TailCache(config.read_cache_bytes, cache_budget)
         self._reader = EntryReader(name, self._ledgers, self._cache, backend, self.read_stats)
         self._listeners = EntryListeners(name, loop)
-        self._roller = Roller(self, self._ledgers, backend, self._record.lock, new_ledger_id, loop)
+        self._roller = Roller(self, self._ledgers, backend, self._record.lock, new_ledger_id, loop,
+                              self._record.prepared)
         #: Deletes consumed ledgers that retention lets go.
         self._trimmer = Trimmer(self, self._ledgers, config, backend, self._record.lock, loop)
         self._appends = AppendPath(name, config, backend, self._ledgers, self._cache, self._roller,
@@ -299,6 +302,7 @@ class ManagedLedger:
         (:func:`.recovery.recover`), start a new ledger, load the cursors,
         watch the record."""
         found = await recover(self._record, self._backend, self._new_ledger_id)
+        self.swept_at_open = found.swept
         self._properties = found.properties
         for meta in found.ledgers:
             self._ledgers.add(meta)

@@ -12,7 +12,10 @@ become readable. Ledger files that no managed ledger names (a crash between
 creating a file and recording it, or between un-recording a trimmed ledger
 and unlinking it) are deleted by
 ``ManagedLedgerFactory.remove_orphaned_ledgers``, which the broker runs at
-start-up before any topic loads.
+start-up before any topic loads. Ledgers the previous owner created ahead
+of a rollover (the record names them under ``prepared``, not among its
+ledgers) are deleted once this recovery's record write has fenced that
+owner's metadata writes (:func:`sweep_prepared`).
 
 Failure modes: what the backend and the record raise (``StorageError``,
 ``ManagedLedgerFencedError``, ``MetadataError``); the new ledger is deleted
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 from .backend import LedgerBackend, LedgerHandle
+from .errors import StorageError
 from .ledger_meta import LedgerMeta
 from .ledger_record import ManagedLedgerRecord
 
@@ -44,6 +48,8 @@ class Recovered:
     #: The new ledger for writes, recorded, and its handle.
     current: LedgerMeta
     current_handle: LedgerHandle
+    #: Ledgers a previous owner prepared and never recorded, deleted now.
+    swept: list[int]
 
 
 async def recover(record: ManagedLedgerRecord, backend: LedgerBackend,
@@ -81,6 +87,9 @@ async def recover(record: ManagedLedgerRecord, backend: LedgerBackend,
         if meta.state == "closed" and not meta.entries and meta not in empties:
             empties.append(meta)
     metas = [m for m in metas if m not in empties]
+    named = {m.ledger_id for m in metas} | {m.ledger_id for m in empties}
+    # Still named as prepared by the record written below, until deleted.
+    record.prepared.extend(i for i in record.found_prepared if i not in named and i not in record.prepared)
     new_id = await new_ledger_id()
     new_ledger = await backend.create(new_id)
     new_meta = LedgerMeta(new_id, created=time.time())
@@ -95,4 +104,32 @@ async def recover(record: ManagedLedgerRecord, backend: LedgerBackend,
         raise
     for meta in empties:
         await backend.delete(meta.ledger_id, fenced=meta.ledger_id in fenced)
-    return Recovered(metas, properties, new_meta, new_ledger)
+    swept = await sweep_prepared(name, record, backend)
+    return Recovered(metas, properties, new_meta, new_ledger, swept)
+
+
+async def sweep_prepared(name: str, record: ManagedLedgerRecord, backend: LedgerBackend) -> list[int]:
+    """Delete the ledgers ``record.prepared`` names (created ahead by a
+    previous owner, never among the record's ledgers); return their ids.
+
+    Called only after this owner wrote the record: a previous owner, even
+    one still running (a zombie), can then never name them (its next record
+    write fails the compare-and-set), and no other managed ledger ever did
+    (ids are unique, the ledger was created for this one). Each is fenced
+    before it is deleted, so a zombie's commits into it fail from then on
+    (no section record lands after the delete read them). A ledger that
+    cannot be deleted stays named as prepared (the record's next write
+    keeps it) and is logged: a later recovery tries again."""
+    swept = []
+    for ledger_id in list(record.prepared):
+        try:
+            await backend.fence(ledger_id)
+            await backend.delete(ledger_id, fenced=True)
+        except StorageError as exc:
+            log.warning("%s: could not delete ledger %d, prepared by a previous owner and never recorded "
+                        "(a later recovery tries again): %s", name, ledger_id, exc)
+            continue
+        record.prepared.remove(ledger_id)
+        swept.append(ledger_id)
+        log.info("%s: deleted ledger %d, prepared by a previous owner and never recorded", name, ledger_id)
+    return swept

@@ -13,8 +13,10 @@ and the managed ledger switches appends to it at once, holding their
 receipts until the record names it. What appends do meanwhile (switched,
 or waiting to be re-issued in order) and the state the result goes into
 are the managed ledger's (``append_path``). A ledger prepared and never
-used is deleted at close (:meth:`Roller.discard_prepared`); one left by a
-crash is named by nothing.
+used is deleted at close (:meth:`Roller.discard_prepared`). Before it is
+created, the record names it under ``prepared`` (one compare-and-set, in
+the background): one left by a crash or by an owner taken over is deleted
+by the next owner's recovery (:mod:`.recovery`).
 
 Failure modes: a ledger whose index cannot be written is recorded closed
 without one (reading it scans the file). If the new ledger cannot be
@@ -83,8 +85,11 @@ class Roller:
     """Rollovers and the close-time seal of one managed ledger."""
 
     def __init__(self, ml: RolledLedger, ledgers: LedgerList, backend: LedgerBackend, lock: asyncio.Lock,
-                 new_ledger_id: Callable[[], Awaitable[int]], loop: asyncio.AbstractEventLoop) -> None:
+                 new_ledger_id: Callable[[], Awaitable[int]], loop: asyncio.AbstractEventLoop,
+                 prepared_ids: list[int]) -> None:
         self._ml = ml
+        #: The record's ``prepared`` ids (``ManagedLedgerRecord.prepared``): written with every save.
+        self._prepared_ids = prepared_ids
         self._ledgers = ledgers
         self._backend = backend
         self._lock = lock  # the record's
@@ -126,6 +131,7 @@ class Roller:
             if self.spare_id is None:
                 self.spare_id = await self._new_ledger_id()
             ledger_id = self.spare_id
+            await self._name_prepared(ledger_id)
             handle = await self._backend.create(ledger_id)
             self.spare_id = None
             self.prepared = Prepared(LedgerMeta(ledger_id, created=time.time()), handle)
@@ -133,6 +139,20 @@ class Roller:
             log.warning("%s: could not create the next ledger ahead: %s", self._ml.name, exc)
         finally:
             self._prepare_task = None
+
+    async def _name_prepared(self, ledger_id: int) -> None:
+        """Write the record naming ``ledger_id`` as prepared, before the
+        ledger exists: from then until a rollover names it among the
+        ledgers, a crash leaves it to the next owner's recovery. Raises
+        what the record's save raises (the ledger is then not created)."""
+        async with self._lock:
+            self._ml._check_not_fenced()
+            self._prepared_ids.append(ledger_id)
+            try:
+                await self._ml._save(self._ledgers.docs(), self._ml._properties)
+            except BaseException:
+                self._prepared_ids.remove(ledger_id)
+                raise
 
     def take_prepared(self) -> "Prepared | None":
         """The ledger created ahead, now the caller's (None: none ready)."""
@@ -157,8 +177,11 @@ class Roller:
             try:
                 await self._backend.delete(prepared.meta.ledger_id, prepared.handle)
             except StorageError as exc:
-                log.warning("%s: could not delete ledger %d, created ahead and not used: %s",
-                            self._ml.name, prepared.meta.ledger_id, exc)
+                log.warning("%s: could not delete ledger %d, created ahead and not used (the next "
+                            "owner's recovery does): %s", self._ml.name, prepared.meta.ledger_id, exc)
+                return
+            if prepared.meta.ledger_id in self._prepared_ids:
+                self._prepared_ids.remove(prepared.meta.ledger_id)  # the next save forgets it
 
     async def roll(self, old_meta: LedgerMeta, old: LedgerHandle, prepared: "Prepared | None" = None) -> Rolled:
         """Seal ``old`` after every batch submitted to it and record it
@@ -195,6 +218,8 @@ class Roller:
                 self._ml._check_not_fenced()
                 docs = self._closed_docs(old_meta, entries, size, now)
                 docs.append(new_meta.doc())
+                if new_id in self._prepared_ids:
+                    self._prepared_ids.remove(new_id)  # named among the ledgers from this save on
                 await self._ml._save(docs, self._ml._properties)
         except BaseException:
             await self._backend.delete(new_id, new_ledger)

@@ -36,8 +36,9 @@ async def _at_a_blocked_rollover(ml) -> tuple[asyncio.Event, list, list, object]
     blocked = asyncio.Event()
 
     async def held_save(docs, properties):
-        blocked.set()
-        await release.wait()
+        if ml._appends._rolling:  # the rollover's, not the one naming the ledger prepared ahead
+            blocked.set()
+            await release.wait()
         await real_save(docs, properties)
 
     ml._save = held_save
