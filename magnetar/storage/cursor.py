@@ -15,7 +15,11 @@ later calls wait and are all covered by the next write of the latest state.
 If a write fails the call raises ``StorageError``; the in-memory state keeps
 the change and the next successful write persists it. A compare-and-set
 conflict (someone else wrote or deleted the cursor) raises
-``CursorFencedError`` and the cursor refuses further changes.
+``CursorFencedError``, the cursor refuses further changes, and its managed
+ledger tells whoever serves from it to let go (``_cursor_fenced``: the
+broker unloads the topic at once; its next load reads the cursor as
+stored). That conflict is also what a write of ours looks like whose
+answer the store lost after it landed: the version held is then stale.
 
 Non-durable cursors (readers) keep their state in memory only and do not
 hold data back from trimming.
@@ -61,6 +65,9 @@ class CursorLedger(Protocol):
     def _is_confirmed_entry(self, pos: Position) -> bool: ...
 
     def _cursor_moved(self, mark_delete: Position) -> None: ...
+
+    def _cursor_fenced(self, error: CursorFencedError) -> None:
+        """A cursor's record changed elsewhere: this instance can persist it no more."""
 
     async def _put_cursor(self, key: str, value: bytes, version: int) -> int:
         """Compare-and-set the cursor's record while the managed ledger is
@@ -392,6 +399,7 @@ class ManagedCursor:
                 self._version = await self._ml._put_cursor(self._key, value, self._version)
             except (BadVersion, KeyNotFound, ManagedLedgerFencedError) as exc:
                 self._closed = CursorFencedError(f"cursor {self.name!r} of {self._ml.name!r} changed elsewhere: {exc}")
+                self._ml._cursor_fenced(self._closed)
                 raise self._closed from exc
             except MetadataError as exc:
                 raise StorageError(f"persisting cursor {self.name!r} failed: {exc}") from exc

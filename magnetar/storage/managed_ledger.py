@@ -100,6 +100,8 @@ class ManagedLedger:
         self._record = ManagedLedgerRecord(store, name)
         self._key = self._record.key
         self._properties: dict[str, str] = {}
+        #: Why the fence listeners were told to let go (None: they were not).
+        self.let_go_reason: StorageError | None = None
         #: Ledgers a previous owner prepared and never recorded, deleted by this open's recovery.
         self.swept_at_open: list[int] = []
         self._owner_check: asyncio.Task | None = None
@@ -198,13 +200,22 @@ class ManagedLedger:
     def add_fence_listener(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Call ``callback()`` on the loop once this instance learns that
         another owner opened the managed ledger (by its record, a cursor's
-        write or the data path's fence); from then on it stores nothing and
-        its cursors take no acknowledgements: whoever serves from it should
-        let go (the broker unloads the topic). Returns an unsubscribe function."""
+        write or the data path's fence), or that a cursor's record changed
+        elsewhere (``CursorFencedError``: that cursor persists nothing
+        more); :attr:`let_go_reason` says which. Whoever serves from it
+        should let go (the broker unloads the topic; a new instance reads
+        the records as stored). Returns an unsubscribe function."""
         return self._fence_listeners.add(callback)
 
     def _on_fenced(self, error: StorageError) -> None:
         log.info("%s: fenced: %s", self.name, error)
+        self.let_go_reason = self.let_go_reason or error
+        self._fence_listeners.wake()
+
+    def _cursor_fenced(self, error: StorageError) -> None:
+        """A cursor's write met its record changed elsewhere (:mod:`.cursor`)."""
+        log.warning("%s: %s", self.name, error)
+        self.let_go_reason = self.let_go_reason or error
         self._fence_listeners.wake()
 
     async def _put_cursor(self, key: str, value: bytes, version: int) -> int:

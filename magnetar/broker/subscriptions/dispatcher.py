@@ -20,8 +20,9 @@ redeliveries, a write buffer that drained. A round that fails (a read the
 object store refused, a cursor write etcd refused) is tried again after
 :data:`RETRY_AFTER_S`: nothing else may wake it (the consumers wait for
 messages, the topic may be idle). A cursor whose record changed elsewhere
-(CursorFencedError) is not tried again: the topic is unloaded, and its
-next load reads the cursor as stored. Each read is cut to what the
+(CursorFencedError) is not tried again: the cursor's managed ledger tells
+the topic, which unloads at once (whichever write met it: an ack, a
+round's), and its next load reads the cursor as stored. Each read is cut to what the
 subscription's dispatch throttle allows (:mod:`.throttle`); when it allows
 nothing, the dispatcher wakes itself once it will.
 """
@@ -96,16 +97,11 @@ class Dispatcher(abc.ABC):
                 if not progressed and not self._again:
                     return
         except CursorFencedError as exc:
-            # The cursor's record changed under it: another broker wrote it,
-            # or a write of ours whose answer etcd lost landed after all. This
-            # copy can persist nothing more, so trying again would stall the
-            # subscription for good (seen on the hosts topology: a Failover
-            # subscription silent for minutes after an etcd leader was lost).
-            # The topic goes; its next load reads the cursor as stored.
-            topic = self.subscription.topic
-            log.warning("dispatcher of %s: %s; unloading %s", self.subscription.name, exc, topic.name)
-            if not topic.closed:
-                topic.service.fail_topic(topic, exc)
+            # The cursor's record changed under it (another broker, or a write
+            # of ours whose answer etcd lost landed after all): trying again
+            # would fail for good. The cursor's managed ledger has already
+            # told the topic to let go (ManagedLedger.add_fence_listener).
+            log.info("dispatcher of %s stops: %s", self.subscription.name, exc)
         except (StorageError, MetadataError, OSError) as exc:  # the store out of reach: expected under faults
             log.warning("dispatcher of %s: %s; trying again in %.0f s", self.subscription.name, exc, RETRY_AFTER_S)
             self._retry_later()

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from magnetar.protocol import pb
 from magnetar.protocol.frames import PayloadBlock, checksummed_block
-from magnetar.storage import Entry, ManagedLedger, ManagedLedgerFencedError, Position, StorageError
+from magnetar.storage import CursorFencedError, Entry, ManagedLedger, ManagedLedgerFencedError, Position, StorageError
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.entries.entry_format import build_entry, entry_info
@@ -348,11 +348,15 @@ class Topic(ProducerAdmission):
 
     def _on_ledger_fenced(self) -> None:
         """Another broker opened the managed ledger (this one was paused or cut
-        off past its session): nothing here can be stored or acknowledged any
-        more, and a subscriber with nothing to send would never notice. Let
-        the topic go; its clients look it up again and find the owner."""
+        off past its session), or a cursor's record changed elsewhere (a write
+        of ours whose answer etcd lost had landed): nothing, or that
+        subscription's acknowledgements, can be stored here any more, and a
+        subscriber with nothing to send would never notice. Let the topic
+        go; its clients look it up again, and its next load reads what is stored."""
         if not self.closed:
-            self.service.fail_topic(self, ManagedLedgerFencedError(f"{self.name} was opened by another broker"))
+            reason = self.ledger.let_go_reason
+            self.service.fail_topic(self, reason if isinstance(reason, CursorFencedError)
+                                    else ManagedLedgerFencedError(f"{self.name} was opened by another broker"))
 
     def _on_store_failed(self, pending: PendingSend, error: BaseException) -> None:
         pending.failed(PersistenceError(f"cannot store entry: {error}"))

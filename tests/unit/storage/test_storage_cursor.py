@@ -179,8 +179,16 @@ async def test_cursor_fenced_by_concurrent_writer(factories, store):
     await fill(ml, 3)
     c = await ml.open_cursor("sub", "earliest")
     await store.put("/managed-ledgers/t/cursors/sub", b'{"name":"sub","mark_delete":[0,-1]}')
+    told = []
+    ml.add_fence_listener(lambda: told.append(ml.let_go_reason))
     with pytest.raises(CursorFencedError):
         await c.mark_delete(ml.last_confirmed)
+    await asyncio.sleep(0)
+    # Whoever serves from it hears at once (the broker unloads the topic),
+    # with the cursor's error; the managed ledger itself is not fenced.
+    assert len(told) == 1 and isinstance(told[0], CursorFencedError)
+    assert ml.state == "open"
+    await ml.append(b"still ours")
 
 
 def ledger_files(factory) -> set[int]:
