@@ -179,6 +179,9 @@ class ManagedLedgerFactory:
             raise StorageError(f"deleting managed ledger {name!r} failed: {exc}") from exc
         for ledger_doc in doc.get("ledgers", []):
             await self.backend.delete(int(ledger_doc["id"]))
+        for ledger_id in doc.get("prepared", []):  # created ahead and never recorded (a crash, a takeover)
+            await self.backend.fence(int(ledger_id))  # a zombie's commits into it fail from here
+            await self.backend.delete(int(ledger_id), fenced=True)
 
     async def exists(self, name: str) -> bool:
         """Whether the managed ledger ``name`` is stored (one metadata read,

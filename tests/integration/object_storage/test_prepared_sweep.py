@@ -6,7 +6,8 @@ holding appends"). Real etcd, real SeaweedFS, the storage layer alone.
   record not written yet): the next owner's recovery deletes the prepared
   ledger's record and its section records; everything acknowledged reads
   back; another managed ledger's prepared ledger (live, the same broker) is
-  left alone; the sweep is counted.
+  left alone; the sweep is counted. Deleting the managed ledger instead
+  of opening it deletes the prepared ledger too.
 - A slow zombie owner while switched: the new owner deletes the prepared
   ledger while the zombie still commits into it; the zombie hands out no
   receipt, the new owner reads exactly what was acknowledged.
@@ -74,6 +75,25 @@ async def test_a_crash_while_switched_leaves_no_prepared_ledger_after_recovery(
     assert again.swept_at_open == [] and owner_factory.prepared_ledgers_swept == 1
     assert [e.data for e in await again.read_entries(again.first_position(), 1000)][-1] == b"mine"
     await owner_factory.close()
+    await store.close()
+
+
+async def test_deleting_a_managed_ledger_a_crash_left_switched_deletes_its_prepared_ledger(
+        tmp_path, etcd_server, prefix, objects_url, monkeypatch):
+    monkeypatch.setattr(object_commit, "MAX_SECTIONS_PER_LEDGER", 6)
+    crashed_store = await EtcdMetadataStore.open(etcd_server.store_url(prefix))
+    store = await EtcdMetadataStore.open(etcd_server.store_url(prefix))
+    crashed = latency_factory(tmp_path, crashed_store, objects_url)
+    ml = await crashed.open("t/deleted")
+    _, acked, _, old = await _at_a_blocked_rollover(ml)
+    switched_to = ml._appends.current
+    crashed.abandon()
+    await crashed_store.close()
+    factory = latency_factory(tmp_path / "new", store, objects_url)
+    await factory.delete("t/deleted")  # never opened again: no recovery swept it
+    assert await _keys_of(store, switched_to.ledger_id) == []
+    assert await _keys_of(store, old.ledger_id) == []
+    await factory.close()
     await store.close()
 
 
