@@ -191,6 +191,25 @@ async def test_cursor_fenced_by_concurrent_writer(factories, store):
     await ml.append(b"still ours")
 
 
+async def test_a_cursor_created_though_its_answer_was_lost_tells_the_managed_ledgers_users(factories, store):
+    """Its record landed after the managed ledger loaded its cursors (the
+    store lost the answer): opening it again meets the record; the topic
+    is told to let go, and a new instance loads the cursor as stored."""
+    factory = factories()
+    ml = await factory.open("t")
+    await fill(ml, 3)
+    await store.put("/managed-ledgers/t/cursors/sub", b'{"name":"sub","mark_delete":[0,1]}')
+    told = []
+    ml.add_fence_listener(lambda: told.append(ml.let_go_reason))
+    with pytest.raises(CursorFencedError):
+        await ml.open_cursor("sub", "earliest")
+    await asyncio.sleep(0)
+    assert len(told) == 1 and isinstance(told[0], CursorFencedError)
+    await ml.close()
+    again = await factory.open("t")
+    assert again.cursors["sub"].mark_delete_position == Position(0, 1)
+
+
 def ledger_files(factory) -> set[int]:
     return {int(name[:20]) for name in os.listdir(factory.backend.ledger_dir) if name.endswith(".log")}
 
