@@ -63,6 +63,7 @@ from ..errors import LedgerFencedError, ManagedLedgerFencedError, StorageError
 from ..framing import HEADER_SIZE, frames
 from .commit_timings import CommitTimings
 from .profiles import Gathering
+from .kept_sections import KeptSections
 from .put_budget import PutBudget
 from .index import Section, commit_object, ledger_key, section_key
 
@@ -150,12 +151,14 @@ class Committer:
 
     def __init__(self, store: MetadataStore, objects: ObjectStore, *, interval_s: float, max_bytes: int,
                  put_timeout_s: float = 10.0, session: str | None = None,
-                 budget: PutBudget | None = None) -> None:
+                 budget: PutBudget | None = None, kept: KeptSections | None = None) -> None:
         self.store = store
         self.objects = objects
         self.interval_s = interval_s  # the ``cost`` profile's gather
         self.max_bytes = max_bytes
         self.budget = budget or PutBudget(0)
+        #: Where each committed section's bytes go for the ledger's compaction (None: nowhere).
+        self.kept = kept
         self.put_timeout_s = put_timeout_s
         #: Unique to this backend's life: object keys never collide between
         #: brokers, nor between two lives of one broker.
@@ -175,6 +178,9 @@ class Committer:
         self.transactions = 0
         self.commits = 0
         self.timings = CommitTimings()
+        #: A list to keep each commit's timeline in (bench/object_tail.py),
+        #: or None (the default: nothing kept).
+        self.trace: list[dict] | None = None
 
     # ------------------------------------------------------------ loop side
 
@@ -245,17 +251,25 @@ class Committer:
                         break
                 # Room in the pipeline, then a token of the PUT budget; batches
                 # arriving meanwhile join this commit (commits grow under load).
+                due_at = time.monotonic()
                 while len(self._running) >= PIPELINE_DEPTH:
                     self._slot.clear()
                     await self._slot.wait()
+                room_at = time.monotonic()
                 if self.budget.limited and not self._stopping:
                     await self.budget.acquire()
                 started = self._gathering.oldest()
                 batches, self._queue, self._queued_bytes = self._queue, [], 0
                 self._gathering.clear()
-                self.timings.observe("gather", time.monotonic() - started)
+                taken_at = time.monotonic()
+                self.timings.observe("gather", taken_at - started)
+                stamps = None
+                if self.trace is not None:
+                    stamps = {"first": started, "due": due_at, "room": room_at, "taken": taken_at,
+                              "batches": len(batches)}
+                    self.trace.append(stamps)
                 ended = loop.create_future()
-                task = loop.create_task(self._commit(batches, started, previous, ended))
+                task = loop.create_task(self._commit(batches, started, previous, ended, stamps))
                 self._running.add(task)
                 task.add_done_callback(self._commit_ended)
                 previous = ended
@@ -268,12 +282,12 @@ class Committer:
         self._slot.set()
 
     async def _commit(self, batches: list[_CommitBatch], first_at: float, previous: asyncio.Future | None,
-                      ended: asyncio.Future) -> None:
+                      ended: asyncio.Future, stamps: dict | None = None) -> None:
         """One commit, from PUT to receipts; ``ended`` resolves when it is
         over (its transaction done or given up), never earlier than
         ``previous``: the next commit's transaction waits for it."""
         try:
-            await self._put_and_record(batches, first_at, previous)
+            await self._put_and_record(batches, first_at, previous, stamps)
         except Exception as exc:  # a bug here must not strand the batches, nor let a later commit leave a gap
             log.exception("object commit failed")
             error = StorageError(f"object commit failed: {exc!r}")
@@ -296,7 +310,7 @@ class Committer:
                         b.ledger.idle.set()
 
     async def _put_and_record(self, batches: list[_CommitBatch], first_at: float,
-                              previous: asyncio.Future | None) -> None:
+                              previous: asyncio.Future | None, stamps: dict | None = None) -> None:
         # Group by ledger, in submission order; refused ledgers fail at once.
         groups: dict[int, list[_CommitBatch]] = {}
         for b in batches:
@@ -307,6 +321,7 @@ class Committer:
         if not groups:
             return
         parts: list[bytes] = []
+        framed_of: dict[int, bytes] = {}
         sections: dict[int, Section] = {}
         offset = 0
         key = self._next_key()
@@ -319,6 +334,7 @@ class Committer:
             sections[lid] = Section(ledger.placed, len(datas), key, offset, len(framed))
             ledger.placed += len(datas)
             parts.append(framed)
+            framed_of[lid] = framed
             offset += len(framed)
         blob = b"".join(parts)
         began = time.monotonic()
@@ -355,9 +371,13 @@ class Committer:
         self.timings.observe("transaction", txn_done - txn_began)
         for lid in committed:
             groups[lid][0].ledger._committed(sections[lid])
+            if self.kept is not None:
+                self.kept.add(lid, framed_of[lid])
             _complete(groups[lid], None)
         self.commits += 1
         ended = time.monotonic()
+        if stamps is not None:
+            stamps.update(began=began, put_done=put_done, txn_began=txn_began, txn_done=txn_done, ended=ended)
         self.timings.observe("receipts", ended - txn_done)
         self.timings.observe("total", ended - first_at)
 

@@ -57,7 +57,8 @@ COLLECT_AFTER_S = 600.0
 
 async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: int,
                          sections: list[Section], lockstep: Lockstep | None = None,
-                         budget: PutBudget | None = None) -> list[Section]:
+                         budget: PutBudget | None = None, *, kept: list[bytes] | None = None,
+                         epoch: int | None = None) -> list[Section]:
     """Rewrite the sealed ledger's ``sections`` (contiguous, as committed)
     into chunks; return the chunks' sections (``[]``, changing nothing in
     the index, if the ledger was deleted or fenced meanwhile: every write
@@ -68,7 +69,14 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
     commit object they share read by one GET); else each section is its
     own ranged GET. With ``budget`` (the broker's PUT budget), each chunk
     PUT takes a token first, as a commit does: compactions share the bill's
-    bound (commits waiting meanwhile grow instead)."""
+    bound (commits waiting meanwhile grow instead).
+
+    ``kept`` (with ``epoch``): the bytes of each of ``sections``, kept by
+    the writer that committed them all under ``epoch`` (:mod:`.kept_sections`).
+    While the ledger record is still at ``epoch`` nobody else ever wrote
+    its index, so the index is ``sections``: no GET, and no read of the
+    index to check it. Otherwise (the record moved on: fenced) it goes as
+    without them."""
     try:
         record = await store.get(ledger_key(ledger_id))
         if record is None:
@@ -81,17 +89,23 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
         # while nobody has compacted it: every write compares the marker absent.
         if await store.get(compacted_key(ledger_id)) is not None:
             return []
-        if contiguous(await read_sections(store, ledger_id)) != list(sections):
+        if kept is not None and (epoch is None or record.version != epoch or len(kept) != len(sections)):
+            kept = None  # fenced since, or not all of it: the index as it is now decides
+        if kept is None and contiguous(await read_sections(store, ledger_id)) != list(sections):
             log.info("ledger %d: the index changed since it was read: not compacted from the old one", ledger_id)
             return []
         still = [Compare(ledger_key(ledger_id), record.version)]
         uncompacted = still + [Compare(compacted_key(ledger_id), -1)]
         chunks: list[Section] = []
+        at = 0  # index in ``sections`` of the group's first
         for group in _groups(sections):
-            if lockstep is not None:
+            if kept is not None:
+                parts = kept[at:at + len(group)]
+            elif lockstep is not None:
                 parts = await lockstep.fetch([(s.key, s.offset, s.offset + s.length) for s in group])
             else:
                 parts = await asyncio.gather(*(objects.get(s.key, s.offset, s.offset + s.length) for s in group))
+            at += len(group)
             blob = b"".join(parts)
             first = group[0].first
             key = chunk_object(ledger_id, first)

@@ -40,6 +40,7 @@ from .put_budget import PutBudget
 from .range_gets import Lockstep, RangeGets
 from .section_cache import SectionCache
 from .commit import Committer, ObjectLedger
+from .kept_sections import KeptSections
 from .compactor import collect_orphans, compact_ledger, delete_chunks
 from .index import (
     ROOT, Section, check_ledger_record, compacted_key, contiguous, ledger_key, ledger_record, read_sections,
@@ -84,9 +85,11 @@ class ObjectBackend:
         self.store = store
         self.objects = objects
         self.profile = check_profile(profile)
+        #: Committed sections' bytes of the ledgers this backend writes, for their compaction.
+        self.kept = KeptSections()
         self.committer = Committer(store, objects, interval_s=commit_interval_ms / 1000,
                                    max_bytes=commit_max_bytes, put_timeout_s=put_timeout_s, session=session,
-                                   budget=PutBudget(put_budget_per_s))
+                                   budget=PutBudget(put_budget_per_s), kept=self.kept)
         self.cache = SectionCache(read_cache_bytes, cache_budget)
         #: Reads of commit objects, coalesced per object (cold reads, compactions).
         self.gets = RangeGets(objects)
@@ -108,6 +111,7 @@ class ObjectBackend:
         except MetadataError as exc:
             raise StorageError(f"creating ledger {ledger_id} failed: {exc}") from exc
         self._epochs[ledger_id] = epoch
+        self.kept.start(ledger_id)
         ledger = ObjectLedger(ledger_id, epoch)
         self.set_profile(ledger, None)
         return ledger
@@ -124,28 +128,41 @@ class ObjectBackend:
         # Nothing to write: the sections committed are final once nothing
         # more is pending; the managed ledger records the count.
         await self.committer.drained(ledger)  # everything submitted before is committed (or failed)
+        # A commit of it failed (maybe one whose outcome is unknown): its
+        # index may hold more than its sections here, so its compaction reads
+        # the index and the store, not the bytes kept.
+        if ledger.error is not None:
+            self.kept.drop(ledger.ledger_id)
         ledger.fence()
         self._epochs.pop(ledger.ledger_id, None)
         self._compact_later(ledger)
         return ledger.entry_count, ledger.size
 
     def _compact_later(self, ledger: ObjectLedger) -> None:
+        """Compact the sealed ``ledger`` in the background: from the bytes
+        this writer kept of all its sections if it did (no GET), else from
+        the store, in lockstep with the others sealed with it."""
+        kept = self.kept.take(ledger.ledger_id, len(ledger.sections))
         if ledger.compacted or not ledger.sections or ledger.ledger_id in self._compacting:
             return
-        self._lockstep.join()  # now: ledgers sealed together are all members before any of them fetches
-        task = asyncio.get_running_loop().create_task(self._compact(ledger))
+        lockstep = None if kept is not None else self._lockstep
+        if lockstep is not None:
+            lockstep.join()  # now: ledgers sealed together are all members before any of them fetches
+        task = asyncio.get_running_loop().create_task(self._compact(ledger, lockstep, kept))
         self._compacting[ledger.ledger_id] = task
-        task.add_done_callback(lambda _: self._compaction_ended(ledger.ledger_id))
+        task.add_done_callback(lambda _: self._compaction_ended(ledger.ledger_id, lockstep))
 
-    def _compaction_ended(self, ledger_id: int) -> None:
+    def _compaction_ended(self, ledger_id: int, lockstep: Lockstep | None) -> None:
         self._compacting.pop(ledger_id, None)
-        self._lockstep.leave()  # here, not in the task: one cancelled before it began ran no ``finally``
+        if lockstep is not None:
+            lockstep.leave()  # here, not in the task: one cancelled before it began ran no ``finally``
 
-    async def _compact(self, ledger: ObjectLedger) -> None:
+    async def _compact(self, ledger: ObjectLedger, lockstep: Lockstep | None, kept: list[bytes] | None) -> None:
         try:
             await asyncio.sleep(COMPACT_AFTER_S)  # seals that come together join the same lockstep
             chunks = await compact_ledger(self.store, self.objects, ledger.ledger_id, list(ledger.sections),
-                                          self._lockstep, self.committer.budget)
+                                          lockstep, self.committer.budget,
+                                          kept=kept, epoch=ledger.epoch if kept is not None else None)
         except StorageError as exc:
             log.warning("%s (it is compacted when next sealed or opened)", exc)
             return
@@ -303,6 +320,7 @@ class ObjectBackend:
             await self.committer.drained(ledger)
             ledger.fence()
         self._epochs.pop(ledger_id, None)
+        self.kept.drop(ledger_id)
         task = self._compacting.get(ledger_id)
         if task is not None:
             task.cancel()
@@ -361,6 +379,7 @@ class ObjectBackend:
             await self.committer.close()
         finally:
             self.cache.clear()
+            self.kept.clear()
             self.gets.forget()
             await self.objects.close()
 

@@ -1,0 +1,69 @@
+"""The framed bytes of the sections a writer committed, kept in memory for
+its ledger's compaction once it is sealed.
+
+A sealed ledger is rewritten into chunk objects (:mod:`.compactor`). Read
+back from the store, a ledger of a lone busy topic costs one ranged GET
+per section (each commit object is its own), up to a thousand GETs and
+their event-loop work in a burst right after every rollover: that burst
+was a ``latency`` topic's publish tail (issue 41). The writer has had those
+bytes in hand when it wrote them, so it keeps them here, per ledger, and
+its compaction takes them instead of reading the store.
+
+Bounds: ``ledger_max_bytes`` per ledger and ``max_bytes`` in all; a ledger
+that would pass either gives up its bytes (its compaction reads the store,
+as a recovered ledger's does), so memory stays bounded whatever the number
+of topics. Only a ledger this writer created (``start``) is kept, from
+entry 0; :meth:`take` hands the bytes over once, if they are complete.
+No I/O.
+"""
+from __future__ import annotations
+
+#: Bytes kept in all, per backend (broker).
+KEEP_BYTES = 16 * 1024 * 1024
+#: Bytes kept per ledger: a chunk's worth (larger ledgers are compacted from GETs of large sections).
+LEDGER_KEEP_BYTES = 4 * 1024 * 1024
+
+
+class KeptSections:
+    def __init__(self, max_bytes: int = KEEP_BYTES, ledger_max_bytes: int = LEDGER_KEEP_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.ledger_max_bytes = ledger_max_bytes
+        self.bytes = 0  # kept in all
+        self._parts: dict[int, list[bytes]] = {}  # ledger id -> framed bytes of each committed section, in order
+        self._sizes: dict[int, int] = {}
+
+    def start(self, ledger_id: int) -> None:
+        """Keep the sections of a ledger just created (none committed yet)."""
+        self.drop(ledger_id)
+        self._parts[ledger_id] = []
+        self._sizes[ledger_id] = 0
+
+    def add(self, ledger_id: int, framed: bytes) -> None:
+        """The ledger's next section was committed with these bytes."""
+        parts = self._parts.get(ledger_id)
+        if parts is None:
+            return
+        size = self._sizes[ledger_id] + len(framed)
+        if size > self.ledger_max_bytes or self.bytes + len(framed) > self.max_bytes:
+            self.drop(ledger_id)  # its compaction reads the store
+            return
+        parts.append(framed)
+        self._sizes[ledger_id] = size
+        self.bytes += len(framed)
+
+    def take(self, ledger_id: int, sections: int) -> list[bytes] | None:
+        """The ledger's kept bytes, one item per section, if all ``sections``
+        are there (else None); either way nothing is kept for it afterwards."""
+        parts = self._parts.get(ledger_id)
+        self.drop(ledger_id)
+        return parts if parts is not None and len(parts) == sections else None
+
+    def drop(self, ledger_id: int) -> None:
+        """Keep nothing more of the ledger (deleted, failed, or past a bound)."""
+        if self._parts.pop(ledger_id, None) is not None:
+            self.bytes -= self._sizes.pop(ledger_id)
+
+    def clear(self) -> None:
+        self._parts.clear()
+        self._sizes.clear()
+        self.bytes = 0
