@@ -1,8 +1,10 @@
 """Only for the compiled hot paths; everything else is in pyproject.toml.
 
-``magnetar.protocol._hot`` (one C file, no library) is optional: if it
+``magnetar.protocol._hot`` and ``magnetar.storage.file._round`` (one C
+file each, no library) are optional: if it
 cannot be built (no compiler, no Python headers) the install goes on and
-the pure-Python twins run (see ``magnetar/protocol/compiled.py``).
+the pure-Python twins run (see ``magnetar/protocol/compiled.py``,
+``magnetar/storage/file/round_io.py``).
 """
 from setuptools import Extension, setup
 
@@ -10,6 +12,10 @@ setup(
     ext_modules=[
         Extension("magnetar.protocol._hot", ["magnetar/protocol/_hot.c"], depends=["magnetar/protocol/_crc32c.h"],
                   optional=True,
+                  extra_compile_args=["-O2", "-std=c11", "-Wall"]),
+        # A group commit's per-ledger system calls in one call per round (storage/file/round_io.py
+        # is its pure-Python twin).
+        Extension("magnetar.storage.file._round", ["magnetar/storage/file/_round.c"], optional=True,
                   extra_compile_args=["-O2", "-std=c11", "-Wall"]),
         # The Spark connector's column work (reads, writes, key routing); the same
         # rule: optional, with a pure-Python twin (pyspark_magnetar/entry_columns.py).

@@ -3,7 +3,8 @@ from ``submit`` to its completion (durable under ``sync_policy = "always"``),
 with variants of the journal beside each other in one run (issue 41).
 
     .venv/bin/python -m bench.journal_rounds [--ledgers 1000] [--rate 5000] [--seconds 20]
-                                             [--variants room,no-room] [--repeats 1] [--json PATH]
+                                             [--variants room,no-room] [--repeats 1] [--loop-busy 0.6]
+                                             [--json PATH]
     .venv/bin/python -m bench.journal_rounds --fsyncs [--seconds 4] [--repeats 3]
 
 ``--fsyncs``: one fdatasync after each 700-byte record in a loop, records
@@ -15,6 +16,9 @@ No broker, no client, no socket: a :class:`FileBackend` on a fresh
 directory, one event loop submitting 100-byte entries round-robin over
 ``--ledgers`` ledgers at ``--rate`` entries/s for ``--seconds``, each
 entry its own batch (what unbatched producers on as many topics make).
+With ``--loop-busy SHARE`` the loop spends that share of each millisecond
+in Python (holding the GIL), as a broker's loop busy with the traffic
+does, so the writer thread's syscalls wait to get the GIL back.
 Variants (alternating which goes first per repeat):
 
 - ``room``: this tree's journal (its files zero-filled ahead of the records);
@@ -75,7 +79,15 @@ async def one_run(variant: str, args) -> dict:
                 backend.submit(ledgers[turn], [data], completion(loop.time()), loop)
                 turn = turn + 1 if turn + 1 < len(ledgers) else 0
                 sent += 1
-            await asyncio.sleep(0.0005)
+            if args.loop_busy:
+                # The broker's event loop is busy with the same traffic: it
+                # holds the GIL in Python for this share of each millisecond.
+                spin_until = time.perf_counter() + args.loop_busy / 1000
+                while time.perf_counter() < spin_until:
+                    pass
+                await asyncio.sleep((1 - args.loop_busy) / 1000)
+            else:
+                await asyncio.sleep(0.0005)
         elapsed = loop.time() - start
         while len(samples) < sent:
             await asyncio.sleep(0.01)
@@ -144,6 +156,9 @@ def main() -> None:
     ap.add_argument("--checkpoint-ms", type=int, default=10_000)
     ap.add_argument("--variants", default="room,no-room")
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--loop-busy", type=float, default=0.0, metavar="SHARE",
+                    help="share of each millisecond the event loop spends in Python (0..1), as a broker's "
+                         "loop busy with the traffic does: the writer thread waits for the GIL behind it")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--fsyncs", action="store_true", help="compare single fdatasyncs: append against room")
     args = ap.parse_args()

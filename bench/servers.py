@@ -196,7 +196,8 @@ def require_compiled() -> None:
     compiled hot path is stale or missing (the figures would be the Python
     twins')."""
     from magnetar.protocol.compiled import implementation
+    from magnetar.storage.file import round_io
 
-    if implementation() != "compiled":
+    if implementation() != "compiled" or round_io.implementation() != "compiled":
         raise SystemExit("the compiled hot path is not what runs here (built from older sources, or "
                          "MAGNETAR_PURE_PYTHON set): run make install first")

@@ -30,7 +30,7 @@ from .journal_replay import ReplayReport, open_journal
 from .journal_sync import JournalSync
 from .handles import FileHandles, capacity_within_limit
 from ..framing import HEADER_SIZE
-from .ledger import Ledger, delete_ledger_files, is_fenced, ledger_dir, write_fence
+from .ledger import Ledger, delete_ledger_files, fenced_among, is_fenced, ledger_dir, write_fence
 
 log = logging.getLogger(__name__)
 
@@ -75,13 +75,14 @@ class FileBackend:
     def submit(self, ledger: Ledger, datas: list[bytes], callback: WriteCallback, loop) -> None:
         self.writer.submit_write(ledger, datas, callback, loop)
 
-    def _taken_over(self, ledger: Ledger) -> BaseException | None:
+    def _taken_over(self, ledgers: list[Ledger]) -> dict[Ledger, BaseException]:
         # The writer thread, after the round's fsync, before any receipt: a
         # new owner's marker means this round's batches of the ledger may not
-        # be acknowledged (its recovery may have cut them).
-        if is_fenced(self._dir, ledger.ledger_id):
-            return ManagedLedgerFencedError(f"ledger {ledger.ledger_id} was fenced by a new owner")
-        return None
+        # be acknowledged (its recovery may have cut them). One call for the
+        # round's ledgers (round_io.exist: one release of the GIL).
+        fenced = fenced_among(self._dir, [ledger.ledger_id for ledger in ledgers])
+        return {ledger: ManagedLedgerFencedError(f"ledger {ledger.ledger_id} was fenced by a new owner")
+                for ledger, yes in zip(ledgers, fenced) if yes}
 
     async def seal(self, ledger: Ledger) -> tuple[int, int]:
         return await self.writer.call(ledger.seal)

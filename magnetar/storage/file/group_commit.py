@@ -3,7 +3,8 @@
 The event loop never touches a segment file for writing. It hands batches of
 entries to :meth:`GroupCommitWriter.submit_write` and gets a callback on the
 loop when they are durable under the sync policy. The writer works in rounds:
-it takes everything queued, writes each ledger's batches with one write(),
+it takes everything queued, writes each ledger's batches with one write()
+(all the round's ledgers in one call: :mod:`.segment_writes`),
 then makes the round durable (policy ``"always"``: one journal fdatasync),
 then posts the round's completions to the loop with a single
 ``call_soon_threadsafe``. Whatever arrives while a round's fsync runs is
@@ -21,9 +22,10 @@ fdatasync of each segment file (:class:`~.durability.SegmentSync`, what a
 writer built without one uses).
 
 Fencing: after the round is durable and before its completions, the
-writer asks ``taken_over`` about each ledger it wrote (the file backend:
-is there a new owner's fence marker?); a ledger taken over gets that error
-for its batches instead of a completion, so no receipt follows.
+writer asks ``taken_over`` about the ledgers it wrote, in one call (the
+file backend: is there a new owner's fence marker?); a ledger taken over
+gets that error for its batches instead of a completion, so no receipt
+follows.
 
 Failures: a batch whose write or sync fails completes with a
 ``StorageError``; the ledger is rolled back to what is known durable and
@@ -39,7 +41,8 @@ from typing import Any, Callable
 
 from ..errors import StorageError
 from .durability import Durability, SegmentSync, Written
-from .ledger import Ledger
+from .ledger import Ledger, PreparedWrite
+from .segment_writes import write_segments
 
 log = logging.getLogger(__name__)
 
@@ -72,13 +75,14 @@ class GroupCommitWriter:
 
     def __init__(self, sync_policy: str = "always", sync_interval_ms: float = 100, *, name: str = "magnetar-writer",
                  durability: Durability | None = None,
-                 taken_over: Callable[[Ledger], BaseException | None] | None = None):
+                 taken_over: Callable[[list[Ledger]], dict[Ledger, BaseException]] | None = None):
         #: Makes each round's writes durable (the sync policy's meaning).
         self.durability = durability or SegmentSync(sync_policy, sync_interval_ms, name=name)
-        #: After the round is durable and before any completion: the error
-        #: that refuses a ledger's batches if a new owner took it (the fence
-        #: marker), else None. Here, once per ledger a round wrote, so the
-        #: event loop makes no check (a stat) per batch.
+        #: After the round is durable and before any completion, given the
+        #: ledgers it wrote: the error that refuses each one a new owner took
+        #: (the fence marker). Here, once per round for the ledgers it wrote
+        #: (one call, :func:`.round_io.exist`), so the event loop makes no
+        #: check (a stat) per batch.
         self._taken_over = taken_over
         self.sync_policy = self.durability.sync_policy
         self._cond = threading.Condition(threading.Lock())
@@ -194,19 +198,22 @@ class GroupCommitWriter:
                 group.append(w)
         errors: dict[Ledger, BaseException] = {}
         written: list[Written] = []
+        prepared: list[tuple[Ledger, int, PreparedWrite, int]] = []
         for ledger, group in groups.items():
-            before = ledger.entry_count
             datas = group[0].datas
             if len(group) > 1:
                 datas = [d for w in group for d in w.datas]
             try:
-                data = ledger.write_entries(datas)
+                prepared.append((ledger, ledger.entry_count, ledger.prepare_write(datas), len(datas)))
             except BaseException as exc:
                 errors[ledger] = exc
+        for (ledger, before, write, count), error in zip(prepared, write_segments(prepared)):
+            if error is not None:
+                errors[ledger] = error
                 continue
-            written.append((ledger, before, data))
+            written.append((ledger, before, write.buf))
             self.write_count += 1
-            self.entries_written += len(datas)
+            self.entries_written += count
         try:
             failed = self.durability.made_durable(written)
         except BaseException as exc:  # a bug there must not receipt the round
@@ -216,11 +223,9 @@ class GroupCommitWriter:
             if ledger in failed:
                 ledger.rollback_to(before)
                 errors[ledger] = failed[ledger]
-            elif self._taken_over is not None:
-                # Not rolled back: the file is the new owner's now.
-                refused = self._taken_over(ledger)
-                if refused is not None:
-                    errors[ledger] = refused
+        if self._taken_over is not None:
+            # Not rolled back: the file is the new owner's now.
+            errors.update(self._taken_over([w[0] for w in written if w[0] not in failed]))
         for ledger, group in groups.items():
             error = errors.get(ledger)
             for w in group:

@@ -32,6 +32,8 @@ import resource
 import threading
 from collections import OrderedDict
 
+from . import round_io
+
 #: Descriptors of segment files open at once, by default (StorageConfig.max_open_ledger_files).
 DEFAULT_CAPACITY = 512
 
@@ -111,18 +113,94 @@ class FileHandles:
             self._trim(room=len(self._open))
         return os.open(path, flags, mode)
 
+    def acquire_all(self, handles: list["Handle"]) -> list[int | BaseException]:
+        """:meth:`Handle.acquire` for many handles of this pool at once (a
+        group commit's ledgers): per handle its descriptor, pinned, or the
+        exception ``acquire`` would raise (then not pinned). The files the
+        pool had closed are opened again, and the least recently used
+        closed to make room, in one :func:`.round_io.reopen` call (one
+        release of the GIL, not one per file). A file the system refuses
+        for want of descriptors (EMFILE) goes through ``acquire``'s own
+        retry."""
+        out: list[int | BaseException] = [0] * len(handles)
+        missing: list[int] = []
+        with self._lock:
+            for i, handle in enumerate(handles):
+                if handle._closed:
+                    out[i] = ValueError(f"{handle.path} is closed")
+                    continue
+                handle._pins += 1
+                if handle._fd >= 0:
+                    self._open.move_to_end(handle)
+                    out[i] = handle._fd
+                else:
+                    missing.append(i)
+            if not missing:
+                return out
+            closing = self._evict(len(missing))
+        fds = round_io.reopen(closing, [handles[i].path for i in missing], [handles[i].flags for i in missing])
+        retry: list[int] = []
+        surplus: list[int] = []
+        with self._lock:
+            for i, fd in zip(missing, fds):
+                handle = handles[i]
+                if fd < 0:
+                    handle._pins -= 1
+                    if -fd in _NO_DESCRIPTORS:
+                        retry.append(i)
+                    else:
+                        out[i] = OSError(-fd, os.strerror(-fd), handle.path)
+                elif handle._fd >= 0:  # another thread opened it meanwhile
+                    surplus.append(fd)
+                    out[i] = handle._fd
+                else:
+                    handle._fd = fd
+                    self._open[handle] = None
+                    self.reopens += 1
+                    out[i] = fd
+        for fd in surplus:
+            os.close(fd)
+        for i in retry:
+            try:
+                out[i] = handles[i].acquire()
+            except (OSError, ValueError) as exc:
+                out[i] = exc
+        return out
+
+    def release_all(self, handles: list["Handle"]) -> None:
+        """:meth:`Handle.release` for each of ``handles``, under one lock."""
+        closing = []
+        with self._lock:
+            for handle in handles:
+                handle._pins -= 1
+                if handle._pins == 0 and handle._closed and handle._fd >= 0:
+                    self._open.pop(handle, None)
+                    closing.append(handle._fd)
+                    handle._fd = -1
+        for fd in closing:
+            os.close(fd)
+
     def _trim(self, room: int = 0) -> None:
         """Close least recently used clean, unpinned descriptors until
         ``room`` more fit under the capacity. Caller holds the lock."""
+        for fd in self._evict(room):
+            os.close(fd)
+
+    def _evict(self, room: int) -> list[int]:
+        """Take least recently used unpinned descriptors out of the pool
+        until ``room`` more fit under the capacity (a dirty one fsynced
+        first unless ``close_dirty``); the descriptors, for the caller to
+        close. Caller holds the lock."""
         excess = len(self._open) + room - self.capacity
         if excess <= 0:
-            return
+            return []
         # The least recently used first, stopping as soon as enough are
         # found: with every file in use (more ledgers written than the pool
         # holds) this runs at each reopen, and a copy of the whole pool
         # each time was the writer thread's largest Python cost after its
         # writes (1,000 topics over 512 descriptors, py-spy).
         victims = []
+        closing: list[int] = []
         for handle in self._open:
             if len(victims) >= excess:
                 break
@@ -141,7 +219,8 @@ class FileHandles:
                     handle._error = exc
             del self._open[handle]
             fd, handle._fd = handle._fd, -1
-            os.close(fd)
+            closing.append(fd)
+        return closing
 
 
 class Handle:
@@ -162,6 +241,10 @@ class Handle:
         self._closed = False
         #: An fsync that failed when the pool closed the descriptor (see _trim).
         self._error: OSError | None = None
+
+    @property
+    def pool(self) -> FileHandles:
+        return self._pool
 
     def acquire(self) -> int:
         """An open descriptor, pinned until :meth:`release`. Raises

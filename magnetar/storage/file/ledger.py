@@ -36,9 +36,11 @@ from array import array
 from bisect import bisect_right
 from itertools import accumulate
 from pathlib import Path
+from typing import NamedTuple
 
 from ..errors import CorruptLedgerError, LedgerFencedError, StorageError
 from ..framing import HEADER, HEADER_SIZE, MAX_ENTRY_SIZE, crc as _crc, parse_frames
+from . import round_io
 from .handles import FileHandles, Handle
 
 #: The pool of ledgers opened without one (tests, tools): never closes an idle file.
@@ -48,6 +50,13 @@ _INDEX_HEAD = struct.Struct(">4sIQQ")
 _INDEX_MAGIC = b"MGLX"
 _INDEX_VERSION = 1
 _SCAN_CHUNK = 8 * 1024 * 1024
+
+
+class PreparedWrite(NamedTuple):
+    """Records ready for a segment file (``Ledger.prepare_write``): the
+    bytes, and the file offset past each entry once written."""
+    buf: bytes
+    ends: list[int]
 
 
 class LedgerState(str, enum.Enum):
@@ -214,6 +223,27 @@ class Ledger:
         where it was, the ledger is FENCED and ``StorageError`` is raised.
         Raises ``LedgerFencedError`` if the ledger is not OPEN.
         """
+        write = self.prepare_write(datas)
+        fd = self._use()  # before any byte: a file that cannot be opened changes nothing
+        try:
+            self._handle.written()
+            view = memoryview(write.buf)
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError as exc:
+            raise self.write_failed(exc) from exc
+        finally:
+            self._handle.release()
+        self.write_done(write)
+        return write.buf
+
+    def prepare_write(self, datas: list[bytes]) -> "PreparedWrite":
+        """The records of ``datas`` as the next entries, nothing written
+        yet: the first half of :meth:`write_entries`, for a writer that
+        writes many ledgers' records in one call (:mod:`.round_io`), then
+        calls :meth:`write_done` or raises :meth:`write_failed`. Raises
+        ``LedgerFencedError`` if the ledger is not OPEN, ``ValueError`` for
+        an empty or oversized entry."""
         if self.state is not LedgerState.OPEN:
             raise LedgerFencedError(f"ledger {self.ledger_id} is {self.state.value}")
         # map/slice assignment keep the per-entry work in C (this is the hot path)
@@ -225,22 +255,25 @@ class Ledger:
         parts[1::2] = datas
         new_ends = list(accumulate([n + HEADER_SIZE for n in lens], initial=self._size))
         del new_ends[0]
-        pos = new_ends[-1] if new_ends else self._size
-        buf = b"".join(parts)
-        fd = self._use()  # before any byte: a file that cannot be opened changes nothing
-        try:
-            self._handle.written()
-            view = memoryview(buf)
-            while view:
-                view = view[os.write(fd, view):]
-        except OSError as exc:
-            self._fail(self.entry_count)
-            raise StorageError(f"write to ledger {self.ledger_id} failed: {exc}") from exc
-        finally:
-            self._handle.release()
-        self._ends.extend(new_ends)
-        self._size = pos
-        return buf
+        return PreparedWrite(b"".join(parts), new_ends)
+
+    def write_done(self, write: "PreparedWrite") -> None:
+        """The prepared records are in the file (not synced): they are entries now."""
+        if write.ends:
+            self._ends.extend(write.ends)
+            self._size = write.ends[-1]
+
+    def write_failed(self, exc: OSError) -> StorageError:
+        """The prepared records' write failed: cut the file back, fence the
+        ledger; the error to raise."""
+        self._fail(self.entry_count)
+        return StorageError(f"write to ledger {self.ledger_id} failed: {exc}")
+
+    @property
+    def handle(self) -> Handle:
+        """The segment file's handle in its pool (a writer that acquires
+        many ledgers' descriptors at once: ``FileHandles.acquire_all``)."""
+        return self._handle
 
     def sync(self) -> None:
         """fdatasync the segment file; raises StorageError if it fails.
@@ -417,8 +450,13 @@ def write_fence(directory: Path, ledger_id: int) -> None:
 
 
 def is_fenced(directory: Path, ledger_id: int) -> bool:
-    # Once per group commit on the event loop: a plain string, no Path object.
     return os.path.exists(os.path.join(directory, f"{ledger_id:020d}.fenced"))
+
+
+def fenced_among(directory: str, ledger_ids: list[int]) -> list[bool]:
+    """:func:`is_fenced` for each of ``ledger_ids``, in one call
+    (:func:`.round_io.exist`): a group commit's check of the ledgers it wrote."""
+    return round_io.exist([os.path.join(directory, f"{ledger_id:020d}.fenced") for ledger_id in ledger_ids])
 
 
 def delete_ledger_files(directory: Path, ledger_id: int, *, keep_fence: bool = False) -> None:

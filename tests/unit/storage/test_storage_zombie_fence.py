@@ -50,13 +50,13 @@ async def test_the_fence_is_checked_off_the_event_loop_once_per_ledger_a_round_w
     from magnetar.storage.file import file_backend
 
     checks: list[tuple[str, int]] = []
-    real = file_backend.is_fenced
+    real = file_backend.fenced_among
 
-    def recording(directory, ledger_id):
-        checks.append((threading.current_thread().name, ledger_id))
-        return real(directory, ledger_id)
+    def recording(directory, ledger_ids):
+        checks.extend((threading.current_thread().name, ledger_id) for ledger_id in ledger_ids)
+        return real(directory, ledger_ids)
 
-    monkeypatch.setattr(file_backend, "is_fenced", recording)
+    monkeypatch.setattr(file_backend, "fenced_among", recording)
     store = await MemoryMetadataStore.open()
     old = ManagedLedgerFactory(tmp_path, store, StorageConfig(sync_policy="always"))
     new = ManagedLedgerFactory(tmp_path, store, StorageConfig(sync_policy="always"))
