@@ -29,6 +29,7 @@ import multiprocessing
 import queue as queue_mod
 import signal
 import time
+from typing import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
@@ -124,10 +125,13 @@ def run(
     broker_pid: int | None = None,
     command: str = "",
     setup_timeout: float = 60.0,
+    on_start: Callable[[], None] | None = None,
 ) -> dict:
     """Run ``spec`` and return the result dict. See the module docstring.
     ``setup_timeout`` grows by :data:`SETUP_S_PER_CLIENT` per producer and
-    consumer a worker creates (100,000 topics take minutes to create)."""
+    consumer a worker creates (100,000 topics take minutes to create).
+    ``on_start`` runs once every worker is ready, just before the clock
+    starts (a bench reads the broker's counters there)."""
     spec = replace(spec, subscriptions=list(spec.subscriptions), extra=dict(spec.extra))
     if produce and consume:
         spec.stamp = True
@@ -172,6 +176,15 @@ def run(
         _reap(procs)
         raise
 
+    if on_start is not None:
+        try:
+            on_start()
+        except BaseException:
+            stop_prod.set()
+            stop_cons.set()
+            start.set()
+            _reap(procs)
+            raise
     broker_cpu = procstat.CpuMeter(broker_pid) if broker_pid else None
     machine0 = procstat.machine_jiffies()
     if broker_cpu:
