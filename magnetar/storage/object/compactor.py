@@ -18,7 +18,10 @@ ledger costs the index ``ceil(size / CHUNK_BYTES) + 2`` keys. Ledgers
 sealed together (a rollover of many topics written together, a takeover)
 are compacted in lockstep (:class:`~.range_gets.Lockstep`): chunk by
 chunk, their sections are fetched together, one ranged GET per commit
-object for all of them.
+object for all of them. A writer's own ledger, sealed with every commit
+of it successful, is compacted from the bytes it kept
+(:mod:`.kept_sections`): no GET, and no read of the index while the ledger
+record is still at the writer's epoch.
 
 **Collection** (:func:`collect_orphans`): a commit object is garbage when
 no ``s/`` record names it (its ledgers were compacted or deleted, or its
