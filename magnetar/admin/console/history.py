@@ -35,19 +35,22 @@ class RateHistory:
         self.rings: dict[str, deque] = {}
 
     def sample(self, topics: dict, now: float | None = None) -> None:
-        """Add one point for each loaded persistent topic (``name -> topic``);
-        forget the topics no longer loaded."""
+        """Add one point for each kept topic (``name -> topic``, the loaded
+        ones); forget the topics no longer loaded. Every loaded topic is
+        looked at only while there is room for more: once full, a sample
+        visits the kept topics alone (with 10,000 loaded topics a scan of
+        them all every 2 s was a stall of the event loop, py-spy)."""
         now = time.time() if now is None else now
         for name in [n for n in self.rings if n not in topics]:
             del self.rings[name]
-        for name, topic in list(topics.items()):
-            if not name.startswith("persistent://") or not hasattr(topic, "rates"):
-                continue
-            ring = self.rings.get(name)
-            if ring is None:
+        if len(self.rings) < self.max_topics:
+            for name, topic in list(topics.items()):
                 if len(self.rings) >= self.max_topics:
-                    continue
-                ring = self.rings[name] = deque(maxlen=self.points)
+                    break
+                if name not in self.rings and name.startswith("persistent://") and hasattr(topic, "rates"):
+                    self.rings[name] = deque(maxlen=self.points)
+        for name, ring in self.rings.items():
+            topic = topics[name]
             rate_in, _, rate_out, _ = topic.rates.rates((topic.msg_in, topic.bytes_in, topic.msg_out, topic.bytes_out))
             ring.append((round(now, 3), rate_in, rate_out))
 

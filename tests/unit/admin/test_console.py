@@ -76,6 +76,25 @@ def test_the_rate_history_is_bounded_in_points_and_topics_and_forgets_unloaded_o
     assert history.of("persistent://t/ns/missing") == []
 
 
+def test_a_full_rate_history_samples_its_kept_topics_without_visiting_every_loaded_one():
+    from magnetar.admin.console.history import RateHistory
+
+    class _Counted(dict):
+        visits = 0
+
+        def items(self):
+            _Counted.visits += 1
+            return super().items()
+
+    history = RateHistory(points=3, max_topics=2)
+    topics = _Counted({f"persistent://t/ns/x{i}": _Topic(i) for i in range(10_000)})
+    history.sample(topics, now=1000.0)
+    visits = _Counted.visits
+    history.sample(topics, now=1001.0)
+    assert _Counted.visits == visits  # full: only its two topics were read
+    assert history.of("persistent://t/ns/x1") == [[1000.0, 1.0, 0.0], [1001.0, 1.0, 0.0]]
+
+
 def test_a_partitioned_topics_row_sums_its_partitions():
     from magnetar.admin.console.listing import parent_of, parent_row
 
