@@ -107,6 +107,7 @@ class ObjectLedger:
         self.idle: asyncio.Event | None = None  # set when nothing of it is pending
         self.compacted = False  # sections are per-ledger chunks
         self.gather_s = 0.0  # how long its batches may wait for others (its storage profile)
+        self.on_close: Callable[[], None] | None = None  # releases what its backend keeps for it
 
     def use(self, sections: list[Section], *, compacted: bool) -> None:
         """Read from ``sections`` from now on (a sealed ledger's new chunks)."""
@@ -130,7 +131,11 @@ class ObjectLedger:
             self.error = LedgerFencedError(f"ledger {self.ledger_id} takes no more writes")
 
     def close(self) -> None:
-        pass  # nothing held: sections are metadata, the bytes are in objects
+        # Sections are metadata and the bytes are in objects; what the backend
+        # kept for its compaction goes (a ledger taken over is never sealed here).
+        on_close, self.on_close = self.on_close, None
+        if on_close is not None:
+            on_close()
 
     def _committed(self, section: Section) -> None:
         self.sections.append(section)

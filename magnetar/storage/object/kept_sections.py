@@ -14,6 +14,8 @@ that would pass either gives up its bytes (its compaction reads the store,
 as a recovered ledger's does), so memory stays bounded whatever the number
 of topics. Only a ledger this writer created (``start``) is kept, from
 entry 0; :meth:`take` hands the bytes over once, if they are complete.
+The backend drops a ledger's bytes when it is deleted, when a commit of it
+failed, and when its handle closes unsealed (taken over by a new owner).
 No I/O.
 """
 from __future__ import annotations

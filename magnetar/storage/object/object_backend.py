@@ -113,6 +113,7 @@ class ObjectBackend:
         self._epochs[ledger_id] = epoch
         self.kept.start(ledger_id)
         ledger = ObjectLedger(ledger_id, epoch)
+        ledger.on_close = lambda: self.kept.drop(ledger_id)
         self.set_profile(ledger, None)
         return ledger
 

@@ -65,3 +65,15 @@ async def test_a_ledger_fenced_before_its_compaction_is_compacted_from_the_store
     assert counted.gets > 0
     await other.close()
     await factory.close()
+
+
+async def test_a_ledger_taken_over_gives_up_the_bytes_its_writer_kept(tmp_path, etcd_store, objects_url):
+    factory, backend = _factory(tmp_path, etcd_store, open_object_store(objects_url))
+    ml, lid = await _written(factory, "t/taken")
+    assert backend.kept.bytes > 0
+    other, _ = _factory(tmp_path, etcd_store, open_object_store(objects_url))
+    await other.backend.fence(lid)  # a new owner: the writer never seals it
+    await ml.close()
+    assert backend.kept.bytes == 0  # not held until the broker stops
+    await other.close()
+    await factory.close()
