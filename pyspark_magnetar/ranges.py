@@ -13,6 +13,7 @@ scans, and yields Arrow record batches.
 """
 from __future__ import annotations
 
+import heapq
 from typing import Iterator, Mapping
 
 import pyarrow as pa
@@ -56,22 +57,32 @@ def split_ranges(starts: Mapping[TopicPartition, int], ends: Mapping[TopicPartit
     """Ranges covering ``[starts[tp], ends[tp])`` for every ``tp`` in both
     maps, each of at most ``max_records`` offsets, in partition then offset
     order; with ``min_partitions``, at least that many ranges when there are
-    that many offsets (``minPartitions``: one partition's range split across
-    tasks). Empty or inverted ranges produce nothing."""
-    total = sum(max(0, ends[tp] - starts[tp]) for tp in set(starts) & set(ends))
+    that many offsets (``minPartitions``). Partitions are split further only
+    when they make fewer ranges than that, the longest pieces first, so a
+    read of as many partitions as ``min_partitions`` is one task per
+    partition (as Kafka's source plans), not a partition cut in two because
+    it is a little longer than the others. Empty or inverted ranges produce
+    nothing."""
+    spans = {tp: (starts[tp], ends[tp]) for tp in sorted(set(starts) & set(ends)) if ends[tp] > starts[tp]}
+    pieces = {tp: -(-(end - start) // max_records) for tp, (start, end) in spans.items()}  # ceil
+    if min_partitions:
+        # One more piece at a time to the partition whose pieces are longest: tasks of similar length.
+        heap = [(-(end - start) / pieces[tp], i, tp) for i, (tp, (start, end)) in enumerate(spans.items())]
+        heapq.heapify(heap)
+        wanted = min(min_partitions, sum(end - start for start, end in spans.values()))
+        while heap and sum(pieces.values()) < wanted:
+            _, i, tp = heapq.heappop(heap)
+            start, end = spans[tp]
+            if pieces[tp] < end - start:
+                pieces[tp] += 1
+                heapq.heappush(heap, (-(end - start) / pieces[tp], i, tp))
     out: list[OffsetRange] = []
-    for tp in sorted(set(starts) & set(ends)):
-        start, end = starts[tp], ends[tp]
-        if end <= start:
-            continue
-        pieces = -(-(end - start) // max_records)  # ceil
-        if min_partitions:
-            # Each partition takes its share of min_partitions (rounded up), so they add up to at least it.
-            pieces = min(end - start, max(pieces, -(-min_partitions * (end - start) // total)))
-        for i in range(pieces):
+    for tp, (start, end) in spans.items():
+        n = pieces[tp]
+        for i in range(n):
             # Even pieces (not max_records then a stub) so the tasks take similar time.
-            lo = start + (end - start) * i // pieces
-            hi = start + (end - start) * (i + 1) // pieces
+            lo = start + (end - start) * i // n
+            hi = start + (end - start) * (i + 1) // n
             out.append(OffsetRange(tp, lo, hi))
     return out
 

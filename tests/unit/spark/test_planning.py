@@ -53,3 +53,16 @@ def test_split_even_pieces_and_skips_empty():
 def test_ranges_pickle():
     rng = OffsetRange(B, 3, 9)
     assert pickle.loads(pickle.dumps(rng)) == rng and len(rng) == 6
+
+
+def test_min_partitions_splits_only_when_partitions_are_fewer():
+    # Two partitions, two tasks wanted: one task each, even when one is a little longer (it was cut in two).
+    ranges = split_ranges({A: 0, B: 0}, {A: 504_246, B: 495_754}, 1_000_000, min_partitions=2)
+    assert [(r.tp, r.start, r.end) for r in ranges] == [(A, 0, 504_246), (B, 0, 495_754)]
+    # Fewer partitions than wanted: the longest pieces are cut first, at least min_partitions in all.
+    ranges = split_ranges({A: 0, B: 0}, {A: 300, B: 100}, 1_000, min_partitions=4)
+    assert [(r.tp, r.start, r.end) for r in ranges] == [(A, 0, 100), (A, 100, 200), (A, 200, 300), (B, 0, 100)]
+    assert len(split_ranges({A: 0}, {A: 1200}, 1_000_000, min_partitions=5)) == 5
+    assert len(split_ranges({A: 0}, {A: 3}, 1_000_000, min_partitions=5)) == 3  # no more ranges than offsets
+    # max_records still bounds every range.
+    assert all(len(r) <= 30 for r in split_ranges({A: 0, B: 0}, {A: 100, B: 10}, 30, min_partitions=2))
