@@ -160,7 +160,7 @@ same_version(const Progress *pr, const Stored *s)
  * decompress call). A COL_* code, or -4 with a Python exception set. */
 static int
 walk(Out *o, Fail *fail, Progress *pr, const uint8_t *data, Py_ssize_t len, long long hi, PyObject *decompress,
-     PyThreadState **save)
+     Py_ssize_t max_rows, PyThreadState **save)
 {
     KVs scratch = {0};
     int rc = COL_OK, decoded = 0;
@@ -179,7 +179,8 @@ walk(Out *o, Fail *fail, Progress *pr, const uint8_t *data, Py_ssize_t len, long
             pr->stop = STOP_DONE;
             break;
         }
-        if (pr->pos >= count) {
+        if (pr->pos >= count || (max_rows > 0 && o->rows >= max_rows)) {
+            /* the response's end, or enough rows for one batch: the caller goes on from pr->pos */
             pr->stop = STOP_END;
             break;
         }
@@ -272,10 +273,11 @@ walk(Out *o, Fail *fail, Progress *pr, const uint8_t *data, Py_ssize_t len, long
 PyObject *
 decode_fetch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "decode_fetch(data, pos, lo, hi, expected, decompress)");
+    if (nargs != 6 && nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "decode_fetch(data, pos, lo, hi, expected, decompress[, max_rows])");
         return NULL;
     }
+    Py_ssize_t max_rows = nargs == 7 ? PyLong_AsSsize_t(args[6]) : 0;
     Progress pr = {0};
     pr.pos = PyLong_AsSsize_t(args[1]);
     (void)PyLong_AsLongLong(args[2]); /* lo: rows below `expected` are never emitted, and expected >= lo */
@@ -298,7 +300,7 @@ decode_fetch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     int rc = out_start(&o, 0, data.len);
     if (rc == COL_OK) {
         PyThreadState *save = PyEval_SaveThread();
-        rc = walk(&o, &fail, &pr, data.buf, data.len, hi, args[5], &save);
+        rc = walk(&o, &fail, &pr, data.buf, data.len, hi, args[5], max_rows, &save);
         PyEval_RestoreThread(save);
     }
     PyObject *result = NULL;

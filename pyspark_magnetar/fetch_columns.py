@@ -114,20 +114,21 @@ def entry_count(data: bytes | memoryview) -> int:
 
 
 def decode_fetch_python(data: bytes | memoryview, pos: int, lo: int, hi: int, expected: int,
-                        decompress: Callable = _decompress) -> Decoded:
+                        decompress: Callable = _decompress, max_rows: int = 0) -> Decoded:
     """The pure-Python twin of ``_columns.decode_fetch`` (see the module)."""
     inputs: list[EntryInput] = []
     progress = [expected]
     try:
-        result = _decode_fetch(data, pos, hi, expected, decompress, inputs, progress)
+        result = _decode_fetch(data, pos, hi, expected, decompress, inputs, progress, max_rows)
     except ValueError as exc:
         raise ValueError(f"entry at offset {progress[0]}: {exc}") from None
     return result._replace(buffers=decode_entries_python(inputs, expected, hi))
 
 
 def _decode_fetch(data, pos: int, hi: int, expected: int, decompress: Callable, inputs: list,
-                  progress: list) -> Decoded:
+                  progress: list, max_rows: int = 0) -> Decoded:
     skipped = 0
+    rows = 0
     first_seen = -1
     version: bytes | None = None
     stop = STOP_END
@@ -136,6 +137,9 @@ def _decode_fetch(data, pos: int, hi: int, expected: int, decompress: Callable, 
         if expected >= hi:
             stop = STOP_DONE
             pos = at
+            break
+        if max_rows > 0 and rows >= max_rows:  # enough rows for one batch: the caller goes on from pos
+            stop, pos = STOP_END, at
             break
         progress[0] = expected
         stored = split_stored(raw)
@@ -171,6 +175,7 @@ def _decode_fetch(data, pos: int, hi: int, expected: int, decompress: Callable, 
             payload = decompress(meta.compression, payload, meta.uncompressed_size)
         inputs.append(EntryInput(stored.metadata_bytes, payload, first))
         skipped += expected - first
+        rows += min(last + 1, hi) - expected
         expected = min(last + 1, hi)
         pos = end
     else:
@@ -181,9 +186,13 @@ def _decode_fetch(data, pos: int, hi: int, expected: int, decompress: Callable, 
 
 
 def decode_fetch(data: bytes | memoryview, pos: int, lo: int, hi: int, expected: int,
-                 decompress: Callable = _decompress) -> Decoded:
+                 decompress: Callable = _decompress, max_rows: int = 0) -> Decoded:
     """The rows of ``[lo, hi)`` from offset ``expected`` in a fetch response
-    from byte ``pos`` (see the module), compiled when built."""
+    from entry ``pos`` (see the module), compiled when built. With
+    ``max_rows``, it stops (STOP_END, ``pos`` the next entry) at the first
+    entry boundary at or past that many rows, so one call's buffers stay
+    about one record batch however many rows the response holds (a 4 MiB
+    response of compressed batches holds hundreds of thousands)."""
     if _hot is not None:
-        return Decoded(*_hot.decode_fetch(data, pos, lo, hi, expected, decompress))
-    return decode_fetch_python(data, pos, lo, hi, expected, decompress)
+        return Decoded(*_hot.decode_fetch(data, pos, lo, hi, expected, decompress, max_rows))
+    return decode_fetch_python(data, pos, lo, hi, expected, decompress, max_rows)

@@ -33,6 +33,7 @@ from magnetar.client import AsyncClient
 from magnetar.client.entry_fetch import DEFAULT_MAX_BYTES, EntryFetcher
 from magnetar.client.entry_reader import RawEntry
 from magnetar.protocol import ProtocolError, pb
+from magnetar.protocol.compression import decompress as _decompress
 
 from .entry_columns import Buffers, EntryInput, buffers_to_batch
 from .errors import MagnetarSparkError
@@ -111,8 +112,10 @@ class FetchScanner:
                     break
                 continue
             try:
+                # At most about the rows this call still wants: a response of compressed batches
+                # decodes into record batches of about max_rows each, not one of its whole length.
                 got = await loop.run_in_executor(None, decode_fetch, self._data, self._pos, self.start, rules.end,
-                                                 rules.expected)
+                                                 rules.expected, _decompress, max_rows - rows)
             except (ValueError, ProtocolError) as exc:
                 raise MagnetarSparkError(f"{self.tp}: {exc}") from None
             if rules._scan_first is None and got.first_offset >= 0:

@@ -53,14 +53,17 @@ def log_of(specs: list[dict], kinds: list[str]) -> tuple[list[bytes], list[tuple
     return stored, info
 
 
-def walk(decode, data: bytes, lo: int, hi: int) -> list:
-    """Every call's result over a response, stepping over the entries left to the caller."""
+def walk(decode, data: bytes, lo: int, hi: int, max_rows: int = 0) -> list:
+    """Every call's result over a response, stepping over the entries left to the caller
+    (with ``max_rows``, calls that stop at that many rows go on from where they stopped)."""
     out, pos, expected = [], 0, lo
     for _ in range(100):
-        got = decode(data, pos, lo, hi, expected, decompress)
+        got = decode(data, pos, lo, hi, expected, decompress, max_rows)
         buffers = as_bytes(got[0])
         out.append((buffers, *got[1:]))
         pos, expected, stop = got[1], got[2], got[4]
+        if stop == STOP_END and max_rows and pos < len(entries_of_count(data)):
+            continue
         if stop in (STOP_END, STOP_DONE):
             return out
         if stop == STOP_ENTRY:
@@ -74,6 +77,33 @@ def test_compiled_matches_the_twin(pairs, lo, width):
     stored, _ = log_of([p[0] for p in pairs], [p[1] for p in pairs])
     data = response(stored)
     assert walk(compiled().decode_fetch, data, lo, lo + width) == walk(decode_fetch_python, data, lo, lo + width)
+
+
+def entries_of_count(data: bytes) -> range:
+    return range(struct.unpack_from(">I", data, 0)[0])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(entry, kind), min_size=0, max_size=6), st.integers(0, 8), st.integers(0, 40),
+       st.integers(1, 5))
+def test_a_row_cap_cuts_calls_at_entries_and_loses_nothing(pairs, lo, width, cap):
+    """With max_rows each call stops at the first entry boundary at or past
+    that many rows (compiled and twin alike), and the calls' rows put
+    together are the uncapped calls' rows, in order."""
+    stored, _ = log_of([p[0] for p in pairs], [p[1] for p in pairs])
+    data = response(stored)
+    capped = walk(compiled().decode_fetch, data, lo, lo + width, cap)
+    assert capped == walk(decode_fetch_python, data, lo, lo + width, cap)
+    whole = walk(compiled().decode_fetch, data, lo, lo + width)
+
+    def offsets(calls):
+        return [o for c in calls for o in struct.unpack(f"<{c[0][0]}q", c[0][6])]
+
+    assert offsets(capped) == offsets(whole)
+    # a call stops early only once it has its rows: every call but the last of a run has at least cap rows
+    for call, after in zip(capped, capped[1:]):
+        if call[4] == STOP_END:
+            assert call[0][0] >= cap
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -135,3 +165,21 @@ def test_entries_of_walks_the_sizes():
     data = response([b"abc", b"", b"defg"])
     assert [(i, bytes(v)) for i, v in entries_of(data)] == [(0, b"abc"), (1, b""), (2, b"defg")]
     assert [i for i, _ in entries_of(data, 2)] == [2]
+
+
+@pytest.mark.parametrize("decode", [decode_fetch_python, "compiled"])
+def test_a_row_cap_stops_at_the_next_entry_boundary(decode):
+    if decode == "compiled":
+        decode = compiled().decode_fetch
+    plain = {"batch": True, "event": 0, "key": None, "props": [], "compression": pb.NONE, "producer": "p",
+             "members": [{"key": "k", "event": 0, "props": [], "value": b"v"}] * 2}
+    stored, _ = log_of([plain] * 6, ["plain"] * 6)
+    data = response(stored)
+    # 3 rows wanted: two whole entries (4 rows), then the caller goes on from entry 2
+    got = decode(data, 0, 0, 100, 0, _decompress, 3)
+    assert (got[0][0], got[1], got[2], got[4]) == (4, 2, 4, STOP_END)
+    got = decode(data, 2, 0, 100, 4, _decompress, 3)
+    assert (got[0][0], got[1], got[2], got[4]) == (4, 4, 8, STOP_END)
+    # no cap: the rest of the response in one call
+    got = decode(data, 4, 0, 100, 8, _decompress)
+    assert (got[0][0], got[1], got[2], got[4]) == (4, 6, 12, STOP_END)
