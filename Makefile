@@ -182,13 +182,18 @@ chaos-hosts: $(STAMP)
 	    --faults $(CHAOS_HOSTS_FAULTS) --seed $(CHAOS_HOSTS_SEED) --out ./chaos-out/hosts || exit 1; \
 	fi
 
-# One long run on the hosts (root): every host fault, a fault 0.1-0.3 s after each
-# heal; CHAOS_SOAK_HOSTS_SECONDS sizes it (docs/reliability.md records a run and its
-# faults per minute).
-CHAOS_SOAK_HOSTS_SECONDS ?= 9600
-CHAOS_SOAK_HOSTS_SEED ?= 501
+# One long run on the hosts (root): every host fault, 4 nemeses at once on disjoint
+# hosts, a fault 0.1-0.3 s after each one's heal, a 2.5 s session (every hold scaled
+# with it); CHAOS_SOAK_HOSTS_SECONDS sizes it (docs/reliability.md records a run and
+# its faults per minute). Its seed names its bed (hc<seed>: namespaces, bridge,
+# subnet, /tmp/mg-hc<seed>), apart from make chaos-hosts's hc728.
+CHAOS_SOAK_HOSTS_SECONDS ?= 3600
+CHAOS_SOAK_HOSTS_SEED ?= 502
+CHAOS_SOAK_HOSTS_NEMESES ?= 4
+CHAOS_SOAK_HOSTS_SESSION_TTL ?= 2.5
 chaos-soak-hosts: $(STAMP)
 	$(BIN)/magnetar-chaos run --topology hosts --duration $(CHAOS_SOAK_HOSTS_SECONDS) --interval 0.1,0.3 \
+	  --nemeses $(CHAOS_SOAK_HOSTS_NEMESES) --session-ttl $(CHAOS_SOAK_HOSTS_SESSION_TTL) \
 	  --faults $(CHAOS_HOSTS_FAULTS) --seed $(CHAOS_SOAK_HOSTS_SEED) --out ./chaos-out/soak-hosts
 
 chaos-soak: $(STAMP)

@@ -19,7 +19,8 @@ without counting as lost; a ``fail`` that is stored anyway counts as a
 send (a client that lost its connection reports its pending sends as failed
 without knowing their fate). A heal may give an ``aftermath`` in seconds
 (a cluster's session TTL and bundle moves go on after the heal); the
-fault's window extends that far.
+fault's window extends that far. A heal ends the fault of its own process
+(several nemeses may fault at once).
 
 Reads of a topic's next offset (``next-offset`` ops: the probe asks
 ``get_next_offset``): each answer must count every send acknowledged, in
@@ -152,6 +153,7 @@ def check(ops: list[dict[str, Any]]) -> Report:
     first_receipts: dict[tuple[str, str], list[str]] = defaultdict(list)
     promised_order: dict[tuple[str, str], str | None] = {}
     faults: list[list[float]] = []  # [start, end] of each fault, open until healed
+    open_fault: dict[str | None, list[float]] = {}  # nemesis -> its fault not healed yet
     # topic -> values acknowledged in the probe's region, in the order of their receipts
     acked_here: dict[str, list[str]] = defaultdict(list)
     asked: dict[tuple[str, str], int] = {}  # (probe, topic) -> how many acked_here[topic] when invoked
@@ -160,10 +162,12 @@ def check(ops: list[dict[str, Any]]) -> Report:
         f, kind = op.get("f"), op.get("type")
         if f == "fault" and kind == "info":
             faults.append([op.get("time", 0.0), float("inf")])
-        elif f == "heal" and faults and faults[-1][1] == float("inf"):
+            open_fault[op.get("process")] = faults[-1]
+        elif f == "heal" and open_fault.get(op.get("process")) is not None:
             # A cluster's reaction to a fault (sessions lapsing, bundles moving,
             # ledgers fenced) goes on for a while after the heal: its aftermath.
-            faults[-1][1] = op.get("time", 0.0) + float(op.get("aftermath", 0.0))
+            # (Each nemesis heals its own fault: several may overlap.)
+            open_fault.pop(op.get("process"))[1] = op.get("time", 0.0) + float(op.get("aftermath", 0.0))
         if f == "receive" and kind == "ok":
             key = (op.get("topic"), op.get("subscription", ""))
             got = receipts[key]

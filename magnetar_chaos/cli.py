@@ -79,6 +79,10 @@ def run_command(
                                     help="Every broker's storage sync policy: always (receipt after fdatasync) or interval (receipt after write, fdatasync every 100 ms)"),
     storage: str = typer.Option("file", "--storage",
                                 help="Where the cluster's ledgers live: file (a shared directory) or object (a SeaweedFS of the run's own; --topology cluster)"),
+    nemeses: int = typer.Option(1, "--nemeses", min=1, max=8,
+                                help="Faults at once, each on hosts no other holds (--topology hosts; a soak's pace)"),
+    session_ttl: float = typer.Option(None, "--session-ttl",
+                                      help="The brokers' session in seconds, every fault's hold scaled with it (--topology hosts; default 4)"),
 ) -> None:
     """Run workloads against a broker while injecting faults; judge the history."""
     try:
@@ -107,7 +111,8 @@ def run_command(
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         report = run(out / f"seed-{seed}", duration, kinds, seed, topology, on_progress=progress,
-                     interval=(low, high), sync_policy=sync_policy, storage=storage)
+                     interval=(low, high), sync_policy=sync_policy, storage=storage, nemeses=nemeses,
+                     session_ttl_s=session_ttl)
     except ValueError as exc:  # bad arguments, or a fault this machine cannot do (partition without root, fsync-error without ptrace, clock-jump without libfaketime)
         console.print(f"[red]{exc}[/red]", soft_wrap=True, highlight=False)
         raise typer.Exit(2)

@@ -15,8 +15,20 @@ and the hosts' links are.
 
 Two settings of deploy/broker.toml are changed for a run (and only these):
 the session TTL, :data:`SESSION_TTL_S` instead of 10 s (faults that lapse a
-session come every few seconds, not every 15), and 2,000 entries per
-ledger (rollovers happen under faults, as in every topology of the tool).
+session come every few seconds, not every 15; a soak may ask for shorter,
+``session_ttl_s``, and every fault's hold shrinks with it), and 2,000
+entries per ledger (rollovers happen under faults, as in every topology of
+the tool).
+
+Several nemeses (``nemeses``, the runner's lanes) may fault at once, each
+on targets of its own: a fault claims the hosts it touches (and
+``session`` when it lapses a broker's session) with :meth:`HostsSystem.claim`,
+waiting until no other fault holds any of them, so two faults never cut
+the same link, never take two etcd members (every etcd fault claims the
+three), two volume servers (each volume loss claims the master, which
+repairs it) or two brokers' sessions at once: together they stay within
+what the deployment promises to survive. Each nemesis has a home thread of
+its own.
 
 Names: the bed's tag is ``hc<seed>`` (namespaces ``mg-hc<seed>-*``, bridge
 ``mghc<seed>br``), its files under ``/tmp/mg-hc<seed>``; the parts' logs are
@@ -33,8 +45,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import queue
 import shutil
+import threading
 import time
+from contextlib import contextmanager
 import urllib.request
 from pathlib import Path
 
@@ -52,6 +67,14 @@ SESSION_TTL_S = 4.0
 START_TIMEOUT_S = 240.0
 
 
+class ClaimBusy(RuntimeError):
+    """A fault's claim refused: another fault holds one of its hosts."""
+
+
+class ClaimsCancelled(RuntimeError):
+    """A fault's claim refused: the run is ending (:meth:`HostsSystem.cancel_claims`)."""
+
+
 class HostsTopologyUnavailable(ValueError):
     """The hosts topology cannot run here (not root, no ``ip``)."""
 
@@ -63,15 +86,29 @@ def hosts_tag(seed: int) -> str:
 
 class HostsSystem:
     faults = faults_of(HOSTS)
-    session_ttl_s = SESSION_TTL_S
-    #: A lapsed session is noticed up to a TTL after the heal, then bundles move.
-    aftermath_s = SESSION_TTL_S + 2.0
 
     def __init__(self, out_dir: Path, faults: tuple[str, ...] | list[str] = (), seed: int = 0,
-                 storage: str = "object") -> None:
+                 storage: str = "object", nemeses: int = 1, session_ttl_s: float = SESSION_TTL_S) -> None:
         if storage != "object":
             raise ValueError("the hosts topology keeps its ledgers in its object store (SeaweedFS on hosts of "
                              "its own): leave --storage out")
+        if not 1 <= nemeses <= 8:
+            raise ValueError(f"--nemeses {nemeses}: 1 to 8 (each fault claims the hosts it touches; more than "
+                             f"the deployment has parts would only wait)")
+        if not 1.0 <= session_ttl_s <= 60.0:
+            raise ValueError(f"--session-ttl {session_ttl_s:g}: 1 to 60 s")
+        self.nemeses = nemeses
+        self.session_ttl_s = session_ttl_s
+        #: Every hold is drawn for a 4 s session and scaled by this.
+        self.hold_scale = session_ttl_s / SESSION_TTL_S
+        #: A lapsed session is noticed up to a TTL after the heal, then bundles move.
+        self.aftermath_s = session_ttl_s + 2.0
+        self._claimed: set[str] = set()
+        self._cancelled = False
+        self._claims_changed = threading.Condition()
+        self._lane = threading.local()  # on a nemesis's thread: its fault's "began" callback
+        self._on_home = threading.local()  # on a home thread: the same, for the fault it runs
+        self._homes: queue.Queue = queue.Queue()
         self.storage = storage
         reason = unavailable_reason()
         if reason is not None:
@@ -102,9 +139,12 @@ class HostsSystem:
     def start(self) -> None:
         """The deployment, every part waited for; then this thread on the client host."""
         self.home = thread_netns.HomeThread(f"home-{self.tag}")
+        self._homes.put(self.home)
+        for lane in range(1, self.nemeses):
+            self._homes.put(thread_netns.HomeThread(f"home-{self.tag}-{lane}"))
         self._own_namespace = thread_netns.current()
         self.topo = host_topology(self.tag, self.base)
-        self.topo.broker_settings = {"cluster_session_ttl_s": f"{SESSION_TTL_S}",
+        self.topo.broker_settings = {"cluster_session_ttl_s": f"{self.session_ttl_s:g}",
                                      "storage.max_entries_per_ledger": str(LEDGER_ENTRIES)}
         # A part restarted under a nemesis on a loaded machine (every
         # process of a run niced) may take minutes to serve: slow, not broken.
@@ -125,7 +165,8 @@ class HostsSystem:
             shutil.rmtree(self.base, ignore_errors=True)
             self.topo = None
         if self.home is not None:
-            self.home.close()
+            while not self._homes.empty():
+                self._homes.get().close()
             self.home = None
 
     def _keep_logs(self) -> None:
@@ -140,10 +181,65 @@ class HostsSystem:
             shutil.copy(self.base / "hosts.json", logs / "hosts.json")
 
     def off_the_client_host(self, fn, *args):
-        """``fn(*args)`` on the home thread (the nemesis's commands and checks
-        must not go through the client host, which faults cut too)."""
+        """``fn(*args)`` on a home thread (the nemesis's commands and checks
+        must not go through the client host, which faults cut too); one
+        free of the other nemeses' faults."""
         assert self.home is not None
-        return self.home.call(fn, *args)
+        began = getattr(self._lane, "began", None)
+        home = self._homes.get()
+        try:
+            return home.call(self._for_lane, began, fn, args)
+        finally:
+            self._homes.put(home)
+
+    def _for_lane(self, began, fn, args):
+        self._on_home.began = began
+        try:
+            return fn(*args)
+        finally:
+            self._on_home.began = None
+
+    def on_fault_begin(self, began) -> None:
+        """On a nemesis's thread: ``began()`` is called when its next fault
+        has claimed its targets (the runner writes the fault's history line
+        then, not while it waits for another nemesis's fault to heal)."""
+        self._lane.began = began
+
+    @contextmanager
+    def claim(self, names):
+        """Hold ``names`` (hosts, or ``session``) for a fault, all at once,
+        and call the fault's ``began`` callback if its nemesis gave one.
+        ClaimBusy, before the fault does anything, if another fault holds
+        any of them (its nemesis draws again: an idle nemesis waiting for a
+        volume server's minute-long repair would be no nemesis)."""
+        wanted = set(names)
+        with self._claims_changed:
+            if self._cancelled:
+                raise ClaimsCancelled("the run is ending: no fault begins")
+            if wanted & self._claimed:
+                raise ClaimBusy(f"{', '.join(sorted(wanted & self._claimed))} held by another fault")
+            self._claimed |= wanted
+        try:
+            began, self._on_home.began = getattr(self._on_home, "began", None), None
+            if began is not None:  # once per fault, at its first claim
+                began()
+            yield
+        finally:
+            with self._claims_changed:
+                self._claimed -= wanted
+                self._claims_changed.notify_all()
+
+    def cancel_claims(self) -> None:
+        """Every later claim raises ClaimsCancelled (the run ends: its
+        faults under way heal, no other begins)."""
+        with self._claims_changed:
+            self._cancelled = True
+            self._claims_changed.notify_all()
+
+    def claimed(self, name: str) -> bool:
+        """Whether a fault holds ``name`` just now."""
+        with self._claims_changed:
+            return name in self._claimed
 
     # -- what faults ask of the deployment ---------------------------------------------------
     def etcd_leader(self, among=ETCDS) -> str | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 import json
 import random
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from .faults import inject as inject_fault
 from .checker import Report, check
 from .history import History
 from .plot import write_svg
-from .hosts_system import HostsSystem
+from .hosts_system import ClaimBusy, ClaimsCancelled, HostsSystem
 from .regions import RegionsSystem
 from .systems import SYSTEMS as _SYSTEMS
 from .consumers import SubscriptionConsumer, TopicReader, Receiver
@@ -81,13 +82,80 @@ def _inject(system, kind: str, rng: random.Random, history: History) -> None:
     history.add("nemesis", "info", "heal", value=done, aftermath=getattr(system, "aftermath_s", 0.0))
 
 
+class _Nemeses:
+    """Several nemeses at once (a system with ``on_fault_begin`` and claims:
+    the hosts topology), each a thread drawing from its own generator
+    (``seed`` and its number) a fault every ``interval`` after its last
+    heal (or after a draw whose hosts another fault held: ClaimBusy, no
+    fault); its history lines are its own process's (``nemesis-<n>``), the
+    fault's written once the fault has claimed its hosts. The first fault
+    that fails stops them all (those under way heal, no other begins);
+    :meth:`join` raises it."""
+
+    def __init__(self, system, count: int, faults: list[str], seed: int, interval: tuple[float, float],
+                 history: History) -> None:
+        self.system, self.faults, self.interval, self.history = system, faults, interval, history
+        self.injected = 0
+        self.busy = 0  # draws whose hosts another fault held
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._run, args=(n, random.Random(f"{seed}-nemesis-{n}")),
+                                          name=f"nemesis-{n}", daemon=True) for n in range(count)]
+
+    def start(self) -> None:
+        for t in self._threads:
+            t.start()
+
+    def _run(self, n: int, rng: random.Random) -> None:
+        process = f"nemesis-{n}"
+        try:
+            while not self._stop.wait(rng.uniform(*self.interval)):
+                kind = rng.choice(self.faults)
+                self.system.on_fault_begin(lambda: self.history.add(process, "info", "fault", value=kind))
+                try:
+                    done = inject_fault(self.system, kind, rng)
+                except ClaimBusy:  # its hosts are another fault's: draw again
+                    with self._lock:
+                        self.busy += 1
+                    continue
+                self.history.add(process, "info", "heal", value=done,
+                                 aftermath=getattr(self.system, "aftermath_s", 0.0))
+                with self._lock:
+                    self.injected += 1
+        except BaseException as exc:  # handed to join(): the run fails in one line
+            if self._stop.is_set() and isinstance(exc, ClaimsCancelled):
+                return  # the run ends: this nemesis's next fault never began
+            with self._lock:
+                self.error = self.error or exc
+            self._stop.set()
+            self.system.cancel_claims()  # the others' next faults do not begin either
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+    def join(self) -> None:
+        """Stop drawing; wait for every fault under way to heal; raise the first failure."""
+        self._stop.set()
+        self.system.cancel_claims()
+        for t in self._threads:
+            t.join()
+        if self.error is not None:
+            raise self.error
+
+
 def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: str = "standalone",
         on_progress: Callable[[Progress], None] | None = None,
-        interval: tuple[float, float] = (2.0, 5.0), sync_policy: str = "always", storage: str = "file") -> Report:
+        interval: tuple[float, float] = (2.0, 5.0), sync_policy: str = "always", storage: str = "file",
+        nemeses: int = 1, session_ttl_s: float | None = None) -> Report:
     """Run, judge, and write the outputs. Every broker of the run stores
     with ``sync_policy`` (``always`` or ``interval``: see
     :data:`.systems.SYNC_POLICIES`) on ``storage`` (``file``, or ``object``:
-    the cluster topology only), both recorded in ``report.json``. Raises
+    the cluster topology only), both recorded in ``report.json``.
+    ``nemeses`` > 1 (the hosts topology): that many faults at once on
+    disjoint targets (:class:`_Nemeses`); ``session_ttl_s`` (the hosts
+    topology): the brokers' session, every hold scaled with it. Raises
     ValueError for an unknown fault, topology or sync policy, or for a fault
     this machine cannot do (PartitionUnavailable); BrokerDidNotStart if the
     broker will not start."""
@@ -110,6 +178,11 @@ def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: 
             raise ValueError(f"the {topology} topology keeps its ledgers in files only; --storage object needs "
                              f"--topology cluster")
         policy["storage"] = storage
+    for name, value, default in (("nemeses", nemeses, 1), ("session_ttl_s", session_ttl_s, None)):
+        if value != default:
+            if name not in inspect.signature(SYSTEMS[topology]).parameters:
+                raise ValueError(f"--{name.replace('_s', '').replace('_', '-')} needs --topology hosts")
+            policy[name] = value
     system = SYSTEMS[topology](out_dir, faults=faults, seed=seed, **policy)
     storage = getattr(system, "storage", storage)  # a topology on object storage only says so
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -128,8 +201,17 @@ def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: 
             w.start()
         start = time.monotonic()
         injected = 0
+        if nemeses > 1 and faults:
+            lanes = _Nemeses(system, nemeses, faults, seed, interval, history)
+            lanes.start()
+            while time.monotonic() - start < duration and not lanes.failed:
+                if on_progress is not None:
+                    on_progress(Progress(time.monotonic() - start, sum(w.seq for w in workloads),
+                                         sum(w.acks for w in workloads), lanes.injected))
+                time.sleep(min(10.0, max(0.05, duration - (time.monotonic() - start))))
+            lanes.join()
         next_fault = start + rng.uniform(*interval)
-        while time.monotonic() - start < duration:
+        while nemeses == 1 and time.monotonic() - start < duration:
             if faults and time.monotonic() >= next_fault:
                 _inject(system, rng.choice(faults), rng, history)
                 injected += 1
@@ -178,7 +260,7 @@ def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: 
     report = check(history.ops)
     failed = {w.process: repr(w.error) for w in workloads if w.error is not None}
     doc = {"seed": seed, "topology": topology, "sync_policy": sync_policy, "storage": storage, "duration": duration,
-           "faults_asked": faults,
+           "faults_asked": faults, "nemeses": nemeses, **({"session_ttl_s": session_ttl_s} if session_ttl_s else {}),
            "workload_errors": failed, **report.as_dict()}
     (out_dir / "report.json").write_text(json.dumps(doc, indent=2))
     write_svg(history.ops, out_dir / "latency.svg")

@@ -24,6 +24,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -49,6 +50,10 @@ ETCD_CLIENT_PORT = 2379
 S3_PORT = 8333
 SPARK_MASTER_PORT = 7077
 START_TIMEOUT_S = 60.0
+#: deploy/magnetar-broker.service's Restart=on-failure, RestartSec=2: how
+#: the test bed restarts a broker that exits while it starts.
+RESTART_SEC = 2.0
+RESTARTS = 5
 
 
 class TopologyError(RuntimeError):
@@ -81,6 +86,7 @@ class Topology:
     #: How long a part may take to serve once started (a chaos run on a
     #: loaded machine gives a restarted broker longer: it is niced).
     start_timeout_s: float = START_TIMEOUT_S
+    _parts_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     # -- addresses --------------------------------------------------------------------------
     def address(self, host: str) -> str:
@@ -143,14 +149,28 @@ class Topology:
                  env: dict[str, str] | None = None) -> Part:
         log = self.root(host) / f"{role}.log"
         part = Part(role, host, self.address(host), ports, self.bed.start(host, role, argv, log, env=env))
-        self.parts = [p for p in self.parts if p.role != role] + [part]
+        with self._parts_lock:  # faults of several nemeses restart parts at once
+            self.parts = [p for p in self.parts if p.role != role] + [part]
         return part
 
-    def _wait(self, role: str, ready, timeout: float | None = None) -> None:
+    def _wait(self, role: str, ready, timeout: float | None = None, restart=None) -> None:
+        """Until ``ready()``. A part that exits fails it (TopologyError with
+        its log's tail), unless ``restart`` (its unit's ``Restart=on-failure``,
+        as systemd would: after ``RESTART_SEC``, for a non-zero exit, up to
+        :data:`RESTARTS` times)."""
         timeout = self.start_timeout_s if timeout is None else max(timeout, self.start_timeout_s)
         part = self.part(role)
         deadline = time.monotonic() + timeout
+        restarts = 0
         while not ready():
+            if not part.process.alive and restart is not None and part.process.popen.returncode != 0 \
+                    and restarts < RESTARTS and time.monotonic() < deadline:
+                # (A broker that finds etcd electing a leader at its start exits 1.)
+                time.sleep(RESTART_SEC)
+                restart()
+                part = self.part(role)
+                restarts += 1
+                continue
             if not part.process.alive:
                 raise TopologyError(f"{role} on {part.host} exited ({part.process.popen.returncode}); "
                                     f"{part.log_path}:\n{part.process.log_tail()}")
@@ -182,8 +202,12 @@ class Topology:
             "HOST_ADDRESS": self.address(host),
             "SEAWEED_MASTER": f"{self.address(WEED_MASTER)}:9333",
             "SEAWEED_FILER": f"{self.address(WEED_FILER)}:8888",
-            # Small volumes and few of them: the test bed's machine is shared.
-            "SEAWEED_VOLUME_SIZE_MB": "64", "SEAWEED_MAX_VOLUMES": "16",
+            # Small volumes: the test bed's machine is shared. Room for every
+            # volume on each server: with one lost (replication 001) the two
+            # left must hold a copy of each, and a new volume needs a slot on
+            # both (16 ran out in a soak: "Not enough data nodes found", no
+            # writable volume, the store refused every PUT).
+            "SEAWEED_VOLUME_SIZE_MB": "64", "SEAWEED_MAX_VOLUMES": "64",
         })
         for sub in ("var/lib/seaweedfs/master", "var/lib/seaweedfs/volume", "var/lib/seaweedfs/filer",
                     "run/seaweedfs"):
@@ -268,7 +292,7 @@ class Topology:
             return False
 
     def wait_broker(self, host: str) -> None:
-        self._wait(host, lambda: self.broker_ready(host))
+        self._wait(host, lambda: self.broker_ready(host), restart=lambda: self.start_broker(host))
 
     def restart_broker(self, host: str, wipe: bool = False) -> Part:
         """Start the broker of ``host`` again (``wipe``: its data directory deleted first)."""

@@ -22,7 +22,8 @@ none):
   (``ss -K``), as a timeout or a middlebox ends them;
 - :meth:`HostBed.isolate`: the host's veth goes down: nothing reaches it,
   it reaches nothing;
-- :meth:`HostBed.heal`: every cut and isolation undone;
+- :meth:`HostBed.heal`: every cut and isolation undone (:meth:`HostBed.uncut`
+  and :meth:`HostBed.rejoin` undo one, for faults that overlap);
 - :meth:`HostBed.kill_all`: every process on the host killed (SIGKILL),
   the host still up (its kernel resets the connections they had);
 - :meth:`HostBed.lose`: the same and the host isolated until healed, as a
@@ -334,14 +335,27 @@ class HostBed:
     def heal(self) -> None:
         """Every cut and isolation undone. HostsError if an entry survives."""
         for host in sorted(self._down):
-            _ip("link", "set", self._veth(host), "up")
-        self._down.clear()
+            self.rejoin(host)
         while self._cuts:
-            a, b = self._cuts.pop()
-            ns, address = self.namespace(a), self.address(b)
-            _ip("-n", ns, "neigh", "del", address, "dev", NS_VETH, check=False)
-            if NOWHERE_MAC in _ip("-n", ns, "neigh", "show", address, "dev", NS_VETH, check=False):
-                raise HostsError(f"the cut of {address} in {ns} survived the heal")
+            self.uncut(*self._cuts[-1])
+
+    def rejoin(self, host: str) -> None:
+        """Undo :meth:`isolate` (or :meth:`lose`) of ``host`` only: its link up."""
+        _ip("link", "set", self._veth(host), "up")
+        self._down.discard(host)
+
+    def uncut(self, source: str, destination: str) -> None:
+        """Undo one :meth:`cut` from ``source`` to ``destination`` only (the
+        faults of several nemeses at once each heal their own). HostsError
+        if the entry survives."""
+        ns, address = self.namespace(source), self.address(destination)
+        _ip("-n", ns, "neigh", "del", address, "dev", NS_VETH, check=False)
+        if NOWHERE_MAC in _ip("-n", ns, "neigh", "show", address, "dev", NS_VETH, check=False):
+            raise HostsError(f"the cut of {address} in {ns} survived the heal")
+        try:
+            self._cuts.remove((source, destination))
+        except ValueError:
+            pass
 
 
 def _kill_namespace(ns: str, timeout: float = 5.0) -> None:

@@ -280,3 +280,27 @@ def test_a_send_made_in_another_region_does_not_count_against_the_reads():
     _ask_next_offset(h2, 5)
     _read(h2, values2 + [here])
     assert check(h2.ops).stale_reads == 1
+
+
+def test_overlapping_faults_each_end_at_their_own_nemesiss_heal():
+    """Two nemeses: the second heals first. Its heal must not close the
+    first's fault (a refusal during the first stays unknown), nor leave the
+    first open for ever (a refusal after both heals is a phantom)."""
+    def history(refused_after_both: bool) -> History:
+        h, values = _clean()
+        h.add("nemesis-0", "info", "fault", value="broker-host-lost")
+        h.add("nemesis-1", "info", "fault", value="client-cut")
+        h.add("nemesis-1", "info", "heal", value="client-cut")
+        if refused_after_both:
+            h.add("nemesis-0", "info", "heal", value="broker-host-lost")
+        value = "p:5"
+        h.add("p", "invoke", "send", topic=T, value=value, seq=5, promise="once")
+        h.add("p", "fail", "send", topic=T, value=value, error="ProducerFenced")
+        if not refused_after_both:
+            h.add("nemesis-0", "info", "heal", value="broker-host-lost")
+        _read(h, values + [value])
+        return h
+
+    assert check(history(refused_after_both=False).ops).phantoms == 0
+    report = check(history(refused_after_both=True).ops)
+    assert report.phantoms == 1 and report.faults == {"broker-host-lost": 1, "client-cut": 1}
