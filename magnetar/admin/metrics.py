@@ -6,6 +6,7 @@ series are left out with ``expose_topic_level_metrics_in_prometheus = false``
 """
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, AsyncIterator
 
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily
@@ -44,26 +45,36 @@ class TopicCollector:
 
 
 class BrokerMetrics:
-    """What ``/metrics`` serves for one broker: :attr:`registry` (every
-    series but the per-topic ones) and, with topic-level series on, the
-    per-topic series written straight to text (:mod:`.topic_exposition`)."""
+    """What ``/metrics`` serves for one broker: :attr:`registries` (every
+    series but the per-topic ones, one registry per collector) and, with
+    topic-level series on, the per-topic series written straight to text
+    (:mod:`.topic_exposition`)."""
 
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
         pulsar = PulsarCollector(broker)
-        self.registry = CollectorRegistry()
-        self.registry.register(TopicCollector(broker))
-        self.registry.register(pulsar)
-        self.registry.register(OperatorCollector(broker))
-        self.registry.register(ObjectStorageCollector(broker))
-        self.registry.register(FileStorageCollector(broker))
-        ProcessCollector(registry=self.registry)  # process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds
-        GCCollector(registry=self.registry)  # python_gc_collections_total, python_gc_objects_collected_total
+        # One registry per collector, written as one chunk each: several of
+        # them visit every loaded topic (about 60 ms of the event loop in
+        # all at 10,000 topics on a loaded machine), and the loop serves
+        # traffic between two chunks. Together they write what one registry would.
+        self.registries: list[CollectorRegistry] = []
+        for collector in (TopicCollector(broker), pulsar, OperatorCollector(broker),
+                          ObjectStorageCollector(broker), FileStorageCollector(broker)):
+            registry = CollectorRegistry()
+            registry.register(collector)
+            self.registries.append(registry)
+        process = CollectorRegistry()
+        ProcessCollector(registry=process)  # process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds
+        GCCollector(registry=process)  # python_gc_collections_total, python_gc_objects_collected_total
+        self.registries.append(process)
         self.topics = TopicExposition(broker, pulsar)
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """A scrape's text in chunks (the event loop runs between them)."""
-        yield generate_latest(self.registry)
+        for i, registry in enumerate(self.registries):
+            if i:
+                await asyncio.sleep(0)
+            yield generate_latest(registry)
         if self.broker.config.expose_topic_level_metrics_in_prometheus:
             async for chunk in self.topics.chunks():
                 yield chunk

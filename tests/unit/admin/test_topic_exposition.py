@@ -96,3 +96,22 @@ async def test_other_work_runs_while_many_topics_are_written():
     del broker.service.topics[str(topics[0].name)]
     await _scrape(exposition)
     assert str(topics[0].name) not in exposition._labels
+
+
+async def test_the_broker_series_leave_in_one_chunk_per_collector_with_the_loop_running_between():
+    """Several collectors visit every loaded topic: written as one chunk
+    each, with the event loop running between two, instead of one stall."""
+    from magnetar.admin.metrics import BrokerMetrics
+
+    broker = SimpleNamespace(service=None, factory=None,
+                             config=SimpleNamespace(cluster_name="c1", expose_topic_level_metrics_in_prometheus=False))
+    metrics = BrokerMetrics(broker)
+    ran = []
+    chunks = []
+    async for chunk in metrics.chunks():
+        chunks.append((chunk, len(ran)))
+        asyncio.get_running_loop().call_soon(ran.append, 1)
+    assert len(chunks) == len(metrics.registries) >= 5
+    assert [seen for _, seen in chunks] == list(range(len(chunks)))  # the loop ran before each next chunk
+    families = {f.name for f in text_string_to_metric_families(b"".join(c for c, _ in chunks).decode())}
+    assert {"magnetar_topics_loaded", "process_cpu_seconds", "pulsar_active_connections"} <= families
