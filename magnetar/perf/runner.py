@@ -169,22 +169,14 @@ def run(
         # Consumers first: a subscription at "latest" must exist before the first send.
         launch(cons_plans, "consume", stop_cons)
         launch(prod_plans, "produce", stop_prod)
+        if on_start is not None:
+            on_start()
     except BaseException:
         stop_prod.set()
         stop_cons.set()
         start.set()
         _reap(procs)
         raise
-
-    if on_start is not None:
-        try:
-            on_start()
-        except BaseException:
-            stop_prod.set()
-            stop_cons.set()
-            start.set()
-            _reap(procs)
-            raise
     broker_cpu = procstat.CpuMeter(broker_pid) if broker_pid else None
     machine0 = procstat.machine_jiffies()
     if broker_cpu:
