@@ -173,13 +173,26 @@ class CeilingSink(DataSource):
 
 def save_connector_batch(url: str, topic: str, path: str) -> int:
     """Write the connector's first record batch of partition -1 of ``topic``
-    (offsets from 0) to the Arrow IPC file ``path``; its row count."""
+    (offsets from 0) to the Arrow IPC file ``path``; its row count.
+
+    The range read is the first chunk's, ``[0, CHUNK_ROWS)``, cut at the
+    topic's next offset: a topic of fewer rows (the warm-up's at ``--rows``
+    below 32,768) is one short batch, where a range past its end was data
+    loss to the read (``offsets <n>..32767 are missing``, after
+    pollTimeoutMs). ValueError for a topic with no message."""
     from pyspark_magnetar.offsets import TopicPartition
     from pyspark_magnetar.options import read_options
     from pyspark_magnetar.ranges import OffsetRange, read_range
+    from pyspark_magnetar.session import BrokerSession
+    from pyspark_magnetar.topics import next_offset
 
+    tp = TopicPartition(topic, -1)
+    with BrokerSession(url) as session:
+        end = min(CHUNK_ROWS, session.run(next_offset(session.client, tp)))
+    if end <= 0:
+        raise ValueError(f"{topic} has no message to save a batch of")
     opts = read_options({"service_url": url, "topic": topic}, streaming=False)
-    batch = next(read_range(OffsetRange(TopicPartition(topic, -1), 0, CHUNK_ROWS), opts))
+    batch = next(read_range(OffsetRange(tp, 0, end), opts))
     with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, batch.schema) as writer:
         writer.write_batch(batch)
     return batch.num_rows
