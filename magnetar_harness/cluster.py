@@ -7,9 +7,11 @@ the brokers' log tails when it does not print ``ready`` within its timeout.
 """
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -102,6 +104,26 @@ class LocalCluster:
     def restart_exited(self) -> None:
         """Ask ``cluster up`` to start its exited brokers again (SIGHUP, as docs/cluster.md says)."""
         self.proc.send_signal(signal.SIGHUP)
+
+    def restart_member(self, index: int = 0, timeout: float = 120.0) -> Member:
+        """Stop member ``index`` cleanly (SIGTERM) and have ``cluster up``
+        start it again on the same ports and files (SIGHUP); its new
+        :class:`Member` once it printed its line again. Its caches start
+        empty. AssertionError with the output if it does not exit or start
+        within ``timeout``."""
+        old = next(m for m in self.members if m.index == index)
+        os.kill(old.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        said = f"(pid {old.pid}) exited"
+        while not any(said in line for line in self.output):
+            assert time.monotonic() < deadline, f"broker pid {old.pid} did not exit:\n" + "\n".join(self.output[-20:])
+            time.sleep(0.05)
+        self.restart_exited()
+        while (new := next(m for m in self.members if m.index == index)).pid == old.pid:
+            assert time.monotonic() < deadline, "the broker did not start again:\n" + "\n".join(
+                self.output[-20:]) + self.logs()
+            time.sleep(0.05)
+        return new
 
     def logs(self) -> str:
         out = []

@@ -7,7 +7,8 @@ for it, then one metadata transaction per 128 ledgers in it, so
 ``magnetar_object_puts_total`` over time is the PUT bill and stays within
 ``object_put_budget_per_s`` whatever the topic count (1000 /
 ``object_commit_interval_ms`` with only ``cost`` topics; docs/object-storage.md);
-``magnetar_object_gets_total`` counts the ranged GETs of reads and compactions.
+``magnetar_object_gets_total`` counts the ranged GETs of reads and compactions
+(``magnetar_object_chunk_gets_total``: those of compacted chunk objects).
 The broker makes no fsync on object storage: etcd's own ``/metrics`` count
 the WAL fsyncs the transactions cost (``etcd_disk_wal_fsync_duration_seconds``). ``magnetar_object_commit_phase_seconds{phase}``
 says where a commit's time goes (gather, put, wait, transaction, receipts,
@@ -44,6 +45,9 @@ class ObjectStorageCollector:
                                   value=counters["commits"])
         yield CounterMetricFamily("magnetar_object_gets", "Ranged GETs of reads and compactions (coalesced per object)",
                                   value=counters["gets"])
+        yield CounterMetricFamily("magnetar_object_chunk_gets",
+                                  "Of those, GETs of compacted ledgers' chunk objects (the rest: of commit objects)",
+                                  value=counters.get("chunk_gets", 0))
         yield CounterMetricFamily("magnetar_object_put_budget_wait_seconds",
                                   "Time commits waited for a token of the PUT budget (object_put_budget_per_s)",
                                   value=counters["budget_wait_s"])

@@ -38,6 +38,7 @@ from ..framing import HEADER_SIZE, parse_frames
 from .profiles import check_profile, gather_s
 from .put_budget import PutBudget
 from .range_gets import Lockstep, RangeGets
+from .pending_sections import PendingSections
 from .section_cache import SectionCache
 from .commit import Committer, ObjectLedger
 from .kept_sections import KeptSections
@@ -53,9 +54,18 @@ log = logging.getLogger(__name__)
 #: sealed together (many topics rolled over by the same commits, a
 #: takeover) compact in one lockstep and share their GETs.
 COMPACT_AFTER_S = 0.05
-#: A read that misses the section cache also fetches the ledger's next
-#: sections, up to this many bytes and sections (one turn: coalesced with
-#: the other ledgers' reads of the same objects, and in parallel).
+#: The same for a ledger this broker opened from the store (a topic loaded
+#: after a restart or a move, by a reader or a recovery): topics are loaded
+#: one by one as their clients come (a Spark job's planning asks each
+#: partition in turn, a few hundred ms apart), and the ledgers loaded within
+#: this long compact in one lockstep, each commit object they share read
+#: once. Readers meanwhile read those objects once for all of them too (see
+#: :mod:`.pending_sections`).
+OPENED_COMPACT_AFTER_S = 1.0
+#: A read (of more than one entry) that misses the section cache also
+#: fetches the ledger's next sections, up to this many bytes and sections
+#: (one turn: coalesced with the other ledgers' reads of the same objects,
+#: and in parallel).
 READ_AHEAD_BYTES = 4 * 1024 * 1024
 READ_AHEAD_SECTIONS = 32
 
@@ -91,8 +101,10 @@ class ObjectBackend:
                                    max_bytes=commit_max_bytes, put_timeout_s=put_timeout_s, session=session,
                                    budget=PutBudget(put_budget_per_s), kept=self.kept)
         self.cache = SectionCache(read_cache_bytes, cache_budget)
+        #: Sections that compactions from the store will fetch: a GET of their object reads them too.
+        self.pending = PendingSections()
         #: Reads of commit objects, coalesced per object (cold reads, compactions).
-        self.gets = RangeGets(objects)
+        self.gets = RangeGets(objects, pending=self.pending.ranges)
         self._lockstep = Lockstep(self.gets)
         self._epochs: dict[int, int] = {}  # ledgers this backend writes -> their epoch
         self._compacting: dict[int, asyncio.Task] = {}
@@ -149,18 +161,21 @@ class ObjectBackend:
         lockstep = None if kept is not None else self._lockstep
         if lockstep is not None:
             lockstep.join()  # now: ledgers sealed together are all members before any of them fetches
+            self.pending.add(ledger.ledger_id, ledger.sections)
         task = asyncio.get_running_loop().create_task(self._compact(ledger, lockstep, kept))
         self._compacting[ledger.ledger_id] = task
         task.add_done_callback(lambda _: self._compaction_ended(ledger.ledger_id, lockstep))
 
     def _compaction_ended(self, ledger_id: int, lockstep: Lockstep | None) -> None:
         self._compacting.pop(ledger_id, None)
+        self.pending.drop(ledger_id)
         if lockstep is not None:
             lockstep.leave()  # here, not in the task: one cancelled before it began ran no ``finally``
 
     async def _compact(self, ledger: ObjectLedger, lockstep: Lockstep | None, kept: list[bytes] | None) -> None:
         try:
-            await asyncio.sleep(COMPACT_AFTER_S)  # seals that come together join the same lockstep
+            # seals (loads) that come together join the same lockstep
+            await asyncio.sleep(COMPACT_AFTER_S if ledger.epoch is not None else OPENED_COMPACT_AFTER_S)
             chunks = await compact_ledger(self.store, self.objects, ledger.ledger_id, list(ledger.sections),
                                           lockstep, self.committer.budget,
                                           kept=kept, epoch=ledger.epoch if kept is not None else None)
@@ -271,7 +286,9 @@ class ObjectBackend:
         if i < 0 or first >= ledger.entry_count:
             raise StorageError(f"ledger {ledger.ledger_id} has no entry {first}")
         section = ledger.sections[i]
-        if not self.cache.holds((section.key, section.offset)):
+        if last > first and not self.cache.holds((section.key, section.offset)):
+            # a read of one entry is a probe (a topic's load reads its last
+            # entry, a Spark job's planning a partition's first): no read-ahead
             self._read_ahead(ledger, i + 1)
         entries = await self.cache.get((section.key, section.offset), lambda: self._fetch(ledger, section))
         out = entries[first - section.first:min(last, section.end() - 1) - section.first + 1]
@@ -364,12 +381,13 @@ class ObjectBackend:
     def stats(self) -> BackendStats:
         """Counters ``puts`` (objects written), ``transactions`` (metadata
         transactions that committed them, retries included), ``commits``,
-        ``gets`` (ranged GETs of reads and compactions), ``budget_wait_s``
+        ``gets`` (ranged GETs of reads and compactions; ``chunk_gets`` of
+        them of compacted chunk objects), ``budget_wait_s``
         (time commits waited for the PUT budget);
         a histogram per phase of a commit (:mod:`.commit_timings`)."""
         c = self.committer
         return BackendStats("object", {"puts": c.puts, "transactions": c.transactions, "commits": c.commits,
-                                       "gets": self.gets.gets, "budget_wait_s": c.budget.waited_s},
+                                       "gets": self.gets.gets, "chunk_gets": self.gets.chunk_gets, "budget_wait_s": c.budget.waited_s},
                             c.timings.phases)
 
     async def close(self) -> None:

@@ -20,27 +20,37 @@ its ledger's index first), so a GET that starts within ``whole_bytes``
 (S3 answers up to the object's end): a small commit object is read whole
 for the price of one GET (its first-byte latency dominates), and the
 bytes are kept, least recently used first out, up to ``keep_bytes``: the
-other ledgers' sections in it are then served from memory. A GET never
-reads more than ``whole_bytes`` beyond what was asked for, and never makes
-more requests than one per range would.
+other ledgers' sections in it are then served from memory. A GET of an
+object also covers the ranges of it that compactions on this broker will
+fetch (``pending``: :mod:`.pending_sections`; within ``max_gap`` of what was
+asked for): a cold read of several ledgers written together (a topic's
+partitions) reads each object once, and their compactions take the kept
+bytes. Kept bytes of an object that touch or overlap a new GET's are
+joined with it. A GET never reads more than ``whole_bytes`` beyond what was
+asked for or is pending, and never makes more requests than one per range
+would.
 
 Failures: a GET's error (``ObjectStoreError`` and subclasses) goes to every
 caller whose range it covered; other spans are not affected. Counters
-``gets`` and ``bytes`` say what went to the store.
+``gets`` (``chunk_gets`` of them of compacted chunks) and ``bytes`` say
+what went to the store.
 """
 from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
+from typing import Callable, Iterable
 
 from ...objectstore.store import ObjectStore
+from .index import chunk_object_ledger
 
 #: Gaps up to this many bytes between two wanted ranges of one object are read through.
 MAX_GAP = 1024 * 1024
 #: GETs starting this close to an object's start read it from the start to at least this far.
 WHOLE_BYTES = 256 * 1024
-#: Bytes of objects read kept for the other ledgers' sections in them.
-KEEP_BYTES = 16 * 1024 * 1024
+#: Bytes of objects read kept for the other ledgers' sections in them (one
+#: object's bytes at most half of it: a commit object is up to 8 MiB).
+KEEP_BYTES = 32 * 1024 * 1024
 #: GETs under way at once, at most: a compaction of a ledger of 1,000 small
 #: sections must not put 1,000 requests on the loop and the store at once.
 MAX_IN_FLIGHT = 32
@@ -48,8 +58,11 @@ MAX_IN_FLIGHT = 32
 
 class RangeGets:
     def __init__(self, objects: ObjectStore, *, max_gap: int = MAX_GAP, window_s: float = 0.001,
-                 whole_bytes: int = WHOLE_BYTES, keep_bytes: int = KEEP_BYTES) -> None:
+                 whole_bytes: int = WHOLE_BYTES, keep_bytes: int = KEEP_BYTES,
+                 pending: Callable[[str], Iterable[tuple[int, int]]] | None = None) -> None:
         self.objects = objects
+        #: Ranges of an object that will be fetched anyway (see the module docstring).
+        self.pending = pending
         self.max_gap = max_gap
         self.window_s = window_s
         self.whole_bytes = whole_bytes
@@ -62,6 +75,7 @@ class RangeGets:
         self._wanted: dict[str, list[tuple[int, int, asyncio.Future]]] = {}
         self._scheduled = False
         self.gets = 0
+        self.chunk_gets = 0  # of them, of compacted ledgers' chunk objects
         self.bytes = 0
 
     def get(self, key: str, start: int, end: int) -> "asyncio.Future[bytes]":
@@ -93,7 +107,11 @@ class RangeGets:
         wanted, self._wanted = self._wanted, {}
         loop = asyncio.get_running_loop()
         for key, ranges in wanted.items():
+            if self.pending is not None:
+                ranges += [(start, end, None) for start, end in self.pending(key)]
             for span in self._spans(ranges):
+                if all(fut is None for _, _, fut in span):
+                    continue  # nobody waits for it: its compaction fetches it when it comes
                 begin, end = span[0][0], max(r[1] for r in span)
                 if begin < self.whole_bytes:  # a small object read whole (or its head): see the module docstring
                     begin, end = 0, max(end, self.whole_bytes)
@@ -119,11 +137,13 @@ class RangeGets:
         try:
             async with self._slots:
                 self.gets += 1
+                if chunk_object_ledger(key) is not None:
+                    self.chunk_gets += 1
                 buf = await self.objects.get(key, begin, flight.end)
         except BaseException as exc:  # every caller of the span hears it
             self._landed(key, flight)
             for _, _, fut in flight.waiters:
-                if not fut.done():
+                if fut is not None and not fut.done():
                     fut.set_exception(exc)
             if not isinstance(exc, Exception):
                 raise
@@ -132,7 +152,7 @@ class RangeGets:
         self.bytes += len(buf)
         view = memoryview(buf)
         for start, stop, fut in flight.waiters:
-            if not fut.done():
+            if fut is not None and not fut.done():
                 whole = (start, stop) == (begin, begin + len(buf))
                 fut.set_result(buf if whole else bytes(view[start - begin:stop - begin]))
         self._keep(key, begin, buf)
@@ -144,7 +164,14 @@ class RangeGets:
             del self._flying[key]
 
     def _keep(self, key: str, offset: int, buf: bytes) -> None:
-        if len(buf) > self.keep_bytes // 4:
+        old = self._kept.get(key)
+        if old is not None and old[0] <= offset + len(buf) and offset <= old[0] + len(old[1]):
+            low, high = min(old[0], offset), max(old[0] + len(old[1]), offset + len(buf))
+            joined = bytearray(high - low)  # the two pieces of the object, as one
+            joined[old[0] - low:old[0] - low + len(old[1])] = old[1]
+            joined[offset - low:offset - low + len(buf)] = buf
+            offset, buf = low, bytes(joined)
+        if len(buf) > self.keep_bytes // 2:
             return
         old = self._kept.pop(key, None)
         if old is not None:
