@@ -15,13 +15,17 @@ repeat:
 - ``writer-fence``: one compare per transaction (a key per writer that a
   fence would bump) and a put per ledger: what the per-ledger compares cost;
 - ``commit-record``: one compare and ONE record per transaction holding
-  every ledger's section: what a per-ledger index key costs.
+  every ledger's section: what a per-ledger index key costs;
+- ``format-2``: what layout format 2 does, through its own code
+  (``storage/object/commit_records.record_sections``): the writer's two
+  fence compares and one commit record per commit (up to 4,096 ledgers a
+  record).
 
-Only ``today`` is what Magnetar does; the other two measure etcd's side of
-a layout not built (docs/object-storage.md, "10,000 topics: where a
-commit's metadata goes"). Printed per shape: wall time per commit and per
-ledger, and this process's CPU per commit (building and sending the
-requests).
+``today`` is layout format 1 (existing ledgers), ``format-2`` what new
+ledgers get (docs/object-storage.md, "10,000 topics: where a commit's
+metadata goes"); the other two are the shapes measured before it was built.
+Printed per shape: wall time per commit and per ledger, and this process's
+CPU per commit (building and sending the requests).
 """
 from __future__ import annotations
 
@@ -36,7 +40,9 @@ from pathlib import Path
 from magnetar.metadata import EtcdMetadataStore
 from magnetar.metadata.store import Compare, Put
 from magnetar.storage import UNWATCHED_ROOTS
+from magnetar.storage.object.commit_records import record_sections
 from magnetar.storage.object.index import Section, ledger_key, ledger_record, section_key
+from magnetar.storage.object.writer_fence import WriterFence
 from magnetar_harness.etcd import running_etcd
 
 PER_TRANSACTION = 128
@@ -67,15 +73,25 @@ async def measure(url: str, ledgers: int, commits: int, repeats: int, log) -> No
         await store.put(WRITER, b"{}", -1)
         section = Section(0, 1, "data/bench/0000000000000-00000001", 4096, 108)
         chunks = [list(range(i, min(ledgers, i + PER_TRANSACTION))) for i in range(0, ledgers, PER_TRANSACTION)]
+        session = await store.create_session(30.0)
+        writer = WriterFence("bench-format-2")
+        await writer.start(store, session)
         commit = 0
         for repeat in range(repeats):
-            for name, shape in _shapes(section).items():
+            for name, shape in [*_shapes(section).items(), ("format-2", None)]:
                 cpu, began = time.process_time(), time.monotonic()
                 for _ in range(commits):
                     commit += 1
+                    if shape is None:
+                        sections = {i: Section(commit, 1, section.key, section.offset, section.length)
+                                    for i in range(ledgers)}
+                        done, fenced = await record_sections(store, writer, sections)
+                        assert len(done) == ledgers and not fenced
+                        continue
                     await asyncio.gather(*(store.transaction(*shape(commit, ids), versions=False) for ids in chunks))
                 wall, cpu = time.monotonic() - began, time.process_time() - cpu
-                log(f"  repeat {repeat}, {name:>13}: {len(chunks)} transactions per commit of {ledgers:,} ledgers: "
+                per = len(chunks) if shape is not None else -(-ledgers // 4096)
+                log(f"  repeat {repeat}, {name:>13}: {per} transactions per commit of {ledgers:,} ledgers: "
                     f"{wall / commits * 1e3:.1f} ms per commit, {wall / (commits * ledgers) * 1e6:.1f} us per "
                     f"ledger; this process's CPU {cpu / commits * 1e3:.1f} ms per commit | "
                     f"load {os.getloadavg()[0]:.1f}")

@@ -22,7 +22,7 @@ PATH = "/admin/data-format"
 KINDS = {
     "segment_files": 1,          # <ledger>.log records and the MGLX .idx (its own version field too)
     "journal": 1,                # journal/<process>/<seq>.jnl files (MGJL head with the format)
-    "object_layout": 1,          # commit objects, chunks and their index records (/object-ledgers)
+    "object_layout": 2,          # commit objects, chunks and their index records (/object-ledgers; 2: /object-commits)
     "managed_ledgers": 1,        # /managed-ledgers/<name> records ("format")
     "cursors": 1,                # cursor records ("format")
     "dedup_snapshots": 1,        # producer sequence snapshots ("format")
@@ -30,6 +30,12 @@ KINDS = {
     "namespace_policies": 1,     # clusters, tenants, policies (no field while format 1)
     "dynamic_configuration": 1,  # /admin/configuration ("format")
 }
+
+#: What a new data set's record says: the formats written before any data
+#: needs more. A kind goes up (:func:`raise_format`) when data of its newer
+#: format is first written, so older brokers refuse the data set from then on.
+FIRST_WRITTEN = dict(KINDS, object_layout=1)
+
 
 class NewerFormatError(Exception):
     """Data in a format newer than this code knows; the message is one line."""
@@ -55,12 +61,12 @@ async def check_data_set(store: MetadataStore) -> dict[str, int]:
     for _ in range(5):
         record = await store.get(PATH)
         if record is None:
-            doc = {"format": 1, "kinds": KINDS}
+            doc = {"format": 1, "kinds": FIRST_WRITTEN}
             try:
                 await store.put(PATH, json.dumps(doc, sort_keys=True).encode(), -1)
             except BadVersion:
                 continue  # another broker wrote it first: check that one
-            return dict(KINDS)
+            return dict(FIRST_WRITTEN)
         try:
             doc = json.loads(record.value)
             kinds = doc["kinds"]
@@ -77,3 +83,28 @@ async def check_data_set(store: MetadataStore) -> dict[str, int]:
             check_format(kind.replace("_", " "), PATH, found, KINDS[kind])
         return {k: int(v) for k, v in kinds.items()}
     raise NewerFormatError(f"the data set's format record at {PATH} keeps changing: try again")
+
+
+async def raise_format(store: MetadataStore, kind: str, to: int) -> None:
+    """Say in the data set's record that ``kind`` is now written in format
+    ``to`` (before the first such data is written): a broker that reads only
+    older ones refuses the data set at its next start (one line). No change
+    if it says that or more already. MetadataError from the store."""
+    if to > KINDS[kind]:
+        raise ValueError(f"{kind} format {to} is newer than this Magnetar writes")
+    while True:
+        record = await store.get(PATH)
+        if record is None:
+            doc = {"format": 1, "kinds": dict(FIRST_WRITTEN)}
+            version = -1
+        else:
+            doc = json.loads(record.value)
+            version = record.version
+        if int(doc["kinds"].get(kind, 1)) >= to:
+            return
+        doc["kinds"][kind] = to
+        try:
+            await store.put(PATH, json.dumps(doc, sort_keys=True).encode(), version)
+            return
+        except BadVersion:
+            continue

@@ -24,11 +24,12 @@ from .factory import ManagedLedgerFactory
 from .managed_ledger import ManagedLedger
 from .position import Position
 from .object.index import ROOT as _OBJECT_INDEX_ROOT
+from .object.commit_records import COMMITS as _OBJECT_COMMITS_ROOT
 
 #: Metadata roots storage writes at a high rate and only reads by key (object
 #: storage's index: a record per section committed): open the metadata store
 #: with ``unwatched=UNWATCHED_ROOTS`` so its watch stream leaves them out.
-UNWATCHED_ROOTS = (_OBJECT_INDEX_ROOT,)
+UNWATCHED_ROOTS = (_OBJECT_INDEX_ROOT, _OBJECT_COMMITS_ROOT)
 
 __all__ = [
     "BackendStats",

@@ -82,6 +82,13 @@ class StorageConfig:
         most, whatever the load (a token bucket; 0: no budget): it bounds
         the PUT bill of ``latency`` topics; under load commits grow instead
         (docs/object-storage.md has the monthly cost).
+    object_layout: the index layout format of the object ledgers a broker
+        creates: 2 (a fence per writer and one metadata record per commit:
+        a commit's metadata costs etcd about the same whatever the number
+        of topics it carries) or 1 (a compare and a record per ledger per
+        commit, what brokers before format 2 read). Existing ledgers keep
+        theirs. The first format-2 ledger raises the data set's
+        ``object_layout`` to 2: older brokers refuse it from then on.
     max_open_ledger_files: segment files open at once (``handles.py``): the
         least recently used idle ones are closed and opened again on use, so
         open files stay bounded whatever the number of topics. Lowered at
@@ -104,6 +111,7 @@ class StorageConfig:
     object_commit_interval_ms: int = 250
     object_commit_max_bytes: int = 8 * 1024 * 1024
     object_put_budget_per_s: float = 250.0
+    object_layout: int = 2
     max_open_ledger_files: int = 512
     journal: bool = True
     journal_checkpoint_interval_ms: int = 10_000
@@ -128,6 +136,8 @@ class StorageConfig:
         _positive(self, "object_commit_interval_ms")
         _positive(self, "object_commit_max_bytes")
         _non_negative(self, "object_put_budget_per_s")
+        if self.object_layout not in (1, 2):
+            raise ValueError(f"object_layout must be 1 or 2; got {self.object_layout!r}")
         if self.object_storage_profile not in STORAGE_PROFILES:
             raise ValueError(f"object_storage_profile must be one of {', '.join(STORAGE_PROFILES)}; "
                              f"got {self.object_storage_profile!r}")

@@ -267,13 +267,18 @@ def _is_ml_record(value: bytes) -> bool:
     return isinstance(doc, dict) and "ledgers" in doc
 
 
-async def open_factory(data_dir: Path, store: MetadataStore, config: StorageConfig) -> ManagedLedgerFactory:
+async def open_factory(data_dir: Path, store: MetadataStore, config: StorageConfig, *,
+                       session_ttl_s: float = 10.0) -> ManagedLedgerFactory:
     """The factory ``config.backend`` asks for: segment files under
     ``data_dir`` (``"file"``), or ledgers in the object store at
     ``config.object_store_url`` with their index in ``store``
     (``"object"``). Raises ``StorageError`` (one line) for a bad object
     store URL; whether the store answers is checked by the broker command
     at start (``magnetar.objectstore.s3.check_object_store``).
+
+    ``session_ttl_s``: the TTL of an object backend's writer session
+    (the broker's own session TTL: a writer fence lives as long as a broker
+    would, :mod:`.object.writer_fence`).
 
     A new backend is one more branch here (``config.backend`` names it).
     """
@@ -293,5 +298,6 @@ async def open_factory(data_dir: Path, store: MetadataStore, config: StorageConf
                             commit_max_bytes=config.object_commit_max_bytes,
                             read_cache_bytes=config.read_cache_bytes, cache_budget=budget,
                             profile=config.object_storage_profile,
-                            put_budget_per_s=config.object_put_budget_per_s)
+                            put_budget_per_s=config.object_put_budget_per_s, layout=config.object_layout,
+                            session_ttl_s=session_ttl_s)
     return ManagedLedgerFactory(data_dir, store, config, backend=backend, cache_budget=budget)

@@ -1,6 +1,7 @@
 """Data written by an earlier Magnetar is read by today's: the v1 fixtures
 (tests/fixtures/formats/v1, written by 6f22db8 with make_v1.py, before
-records carried a ``format`` field) are opened by a broker of this code,
+records carried a ``format`` field; v2/object: object storage's layout
+format 2, commit records and writer fences) are opened by a broker of this code,
 which reads every message, cursor, policy, schema and producer sequence
 back (files: a standalone broker; object storage: a cluster member on a
 fresh etcd and SeaweedFS loaded with the fixture). And a broker that meets
@@ -16,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from magnetar.metadata.etcd_server import EtcdServer
 from magnetar.metadata.sqlite import SqliteMetadataStore
 from magnetar_harness.broker import standalone_broker
@@ -25,6 +28,8 @@ from tests.fixtures.formats.data_set import check, load_object_data_set
 from tests.fixtures.formats.make_v1 import CLUSTER
 
 V1 = Path(__file__).resolve().parents[1] / "fixtures" / "formats" / "v1"
+#: Object storage's layout format 2 (commit records, writer fences), written by make_v1.make_object.
+V2 = V1.parent / "v2"
 
 
 def test_a_v1_data_directory_on_files_reads_back(tmp_path):
@@ -37,11 +42,12 @@ def test_a_v1_data_directory_on_files_reads_back(tmp_path):
         assert broker.stop() == 0
 
 
-def test_a_v1_data_set_on_object_storage_reads_back(tmp_path):
+@pytest.mark.parametrize("fixture", [V1, V2], ids=["v1", "v2"])
+def test_a_data_set_on_object_storage_reads_back(tmp_path, fixture):
     etcd = EtcdServer(tmp_path / "etcd").start()
     seaweed = start_seaweed(tmp_path / "seaweed")
     try:
-        asyncio.run(load_object_data_set(V1 / "object", etcd.store_url(CLUSTER), seaweed.store_url(CLUSTER)))
+        asyncio.run(load_object_data_set(fixture / "object", etcd.store_url(CLUSTER), seaweed.store_url(CLUSTER)))
         cluster = LocalCluster(tmp_path / "cluster", brokers=1, session_ttl=3.0, name=CLUSTER,
                                etcd=etcd.client_url, object_store=seaweed.store_url(CLUSTER)).start()
         try:

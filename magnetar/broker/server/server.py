@@ -138,7 +138,8 @@ class Broker:
         storage = config.storage_path
         storage.mkdir(parents=True, exist_ok=True)
         try:
-            self.factory = await open_factory(storage, self.store, config.storage)
+            self.factory = await open_factory(storage, self.store, config.storage,
+                                              session_ttl_s=config.cluster_session_ttl_s)
         except StorageError as exc:
             await self.store.close()
             raise StartupError(str(exc)) from None

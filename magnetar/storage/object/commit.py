@@ -48,6 +48,14 @@ More than ``LEDGERS_PER_TRANSACTION`` ledgers in one object take one
 transaction per chunk of that many (etcd caps a transaction at 128 ops):
 each chunk is atomic for its ledgers (they run concurrently), the fence is
 per ledger either way.
+
+That is layout format 1 (:mod:`.index`). A format-2 ledger (its handle
+names its writer's :class:`~.writer_fence.WriterFence`) is recorded instead
+in its writer's commit record, beside the format-1 chunks and at once with
+them: one transaction comparing the writer's fence for every format-2
+ledger of the commit (:func:`~.commit_records.record_sections`), with the
+same outcomes: fenced ledgers refused, the rest committed, or an unknown
+outcome (``StorageError``).
 """
 from __future__ import annotations
 
@@ -66,6 +74,8 @@ from .profiles import Gathering
 from .kept_sections import KeptSections
 from .put_budget import PutBudget
 from .index import Section, commit_object, ledger_key, section_key
+from .commit_records import record_sections
+from .writer_fence import WriterFence
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +118,8 @@ class ObjectLedger:
         self.compacted = False  # sections are per-ledger chunks
         self.gather_s = 0.0  # how long its batches may wait for others (its storage profile)
         self.on_close: Callable[[], None] | None = None  # releases what its backend keeps for it
+        #: Layout format 2: the writer fence its commits compare (None: format 1, or only read).
+        self.writer: WriterFence | None = None
 
     def use(self, sections: list[Section], *, compacted: bool) -> None:
         """Read from ``sections`` from now on (a sealed ledger's new chunks)."""
@@ -366,12 +378,20 @@ class Committer:
                 _complete(group, ledger.error)
             else:
                 ids.append(lid)
-        chunks = [ids[i:i + LEDGERS_PER_TRANSACTION] for i in range(0, len(ids), LEDGERS_PER_TRANSACTION)]
-        if len(chunks) == 1:  # the usual case
-            committed = await self._record(chunks[0], groups, sections, began)
-        else:  # chunks name disjoint ledgers: their transactions may run at once
-            committed = [lid for done in await asyncio.gather(
-                *(self._record(chunk, groups, sections, began) for chunk in chunks)) for lid in done]
+        # Format 1: a compare and a record per ledger; format 2: per writer.
+        per_ledger = [lid for lid in ids if groups[lid][0].ledger.writer is None]
+        writers: dict[int, list[int]] = {}
+        for lid in ids:
+            writer = groups[lid][0].ledger.writer
+            if writer is not None:
+                writers.setdefault(id(writer), []).append(lid)
+        jobs = [self._record(per_ledger[i:i + LEDGERS_PER_TRANSACTION], groups, sections, began)
+                for i in range(0, len(per_ledger), LEDGERS_PER_TRANSACTION)]
+        jobs += [self._record_v2(lids, groups, sections, began) for lids in writers.values()]
+        if len(jobs) == 1:  # the usual case
+            committed = await jobs[0]
+        else:  # jobs name disjoint ledgers: their transactions may run at once
+            committed = [lid for done in await asyncio.gather(*jobs) for lid in done]
         txn_done = time.monotonic()
         self.timings.observe("transaction", txn_done - txn_began)
         for lid in committed:
@@ -450,6 +470,40 @@ class Committer:
                 return []
             return ids
         return []
+
+
+    async def _record_v2(self, ids: list[int], groups: dict[int, list[_CommitBatch]],
+                         sections: dict[int, Section], began: float) -> list[int]:
+        """Format-2 ledgers of one writer: one commit record under its fence.
+        Returns the ledgers committed; the others' batches have failed."""
+        writer = groups[ids[0]][0].ledger.writer
+
+        def fail(lids: list[int], error: StorageError) -> None:
+            for lid in lids:
+                ledger = groups[lid][0].ledger
+                ledger.error = error
+                _complete(groups[lid], error)
+
+        if time.monotonic() - began > MAX_COMMIT_AGE_S:  # e.g. the process was paused in between
+            fail(ids, StorageError(f"object {sections[ids[0]].key} is too old to commit"))
+            return []
+        try:
+            committed, fenced = await record_sections(self.store, writer, {lid: sections[lid] for lid in ids},
+                                                      self._count_transaction)
+        except (MetadataError, ValueError) as exc:
+            error = StorageError(f"committing object {sections[ids[0]].key} failed: {exc}")
+            log.error("%s", error)
+            fail(ids, error)
+            return []
+        for lid in fenced:
+            fail([lid], ManagedLedgerFencedError(f"ledger {lid} was fenced by a new owner"))
+        if fenced:
+            log.warning("%d ledgers were fenced by new owners (or their writer's session ended): "
+                        "their commits are refused", len(fenced))
+        return committed
+
+    def _count_transaction(self) -> None:
+        self.transactions += 1
 
 
 def _complete(batches: list[_CommitBatch], error: BaseException | None) -> None:

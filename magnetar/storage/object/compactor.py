@@ -23,8 +23,10 @@ of it successful, is compacted from the bytes it kept
 (:mod:`.kept_sections`): no GET, and no read of the index while the ledger
 record is still at the writer's epoch.
 
-**Collection** (:func:`collect_orphans`): a commit object is garbage when
-no ``s/`` record names it (its ledgers were compacted or deleted, or its
+**Collection** (:func:`collect_orphans`): format-2 commit records whose
+ledgers are all compacted or deleted go, those with some of them are
+rewritten without them (:func:`~.commit_records.sweep_records`); a commit
+object is garbage when no ``s/`` record and no commit record names it (its ledgers were compacted or deleted, or its
 commit failed: a zombie's, a crashed write's), once it is older than
 ``COLLECT_AFTER_S`` (commits give up after ``MAX_COMMIT_AGE_S``, far less,
 so no transaction can still come to name it). Chunk objects of a deleted
@@ -45,11 +47,12 @@ import time
 from ...metadata.store import Compare, Delete, MetadataError, MetadataStore, Put, TransactionFailed
 from ...objectstore.store import ObjectNotFound, ObjectStore, ObjectStoreError
 from ..errors import StorageError
+from .commit_records import read_records, sweep_records
 from .put_budget import PutBudget
 from .range_gets import Lockstep
 from .index import (
     ROOT, Section, chunk_key, chunk_object, chunk_object_ledger, commit_object_time_ms, compacted_key, contiguous,
-    ledger_key, read_sections, section_key, write_in_chunks,
+    ledger_key, ledger_layout, read_sections, section_key, write_in_chunks,
 )
 
 log = logging.getLogger(__name__)
@@ -79,7 +82,11 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
     While the ledger record is still at ``epoch`` nobody else ever wrote
     its index, so the index is ``sections``: no GET, and no read of the
     index to check it. Otherwise (the record moved on: fenced) it goes as
-    without them."""
+    without them.
+
+    A format-2 ledger's sections as recorded now are in its writer's commit
+    records, and it has no ``s/`` records to delete: the collector releases
+    the commit records once it is compacted."""
     try:
         record = await store.get(ledger_key(ledger_id))
         if record is None:
@@ -94,7 +101,8 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
             return []
         if kept is not None and (epoch is None or record.version != epoch or len(kept) != len(sections)):
             kept = None  # fenced since, or not all of it: the index as it is now decides
-        if kept is None and contiguous(await read_sections(store, ledger_id)) != list(sections):
+        layout, doc = ledger_layout(record.value)
+        if kept is None and contiguous(await _recorded(store, ledger_id, layout, doc)) != list(sections):
             log.info("ledger %d: the index changed since it was read: not compacted from the old one", ledger_id)
             return []
         still = [Compare(ledger_key(ledger_id), record.version)]
@@ -119,7 +127,8 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
         puts = [Put(chunk_key(ledger_id, c.first), c.encode()) for c in chunks]
         entries = chunks[-1].end() if chunks else 0
         puts.append(Put(compacted_key(ledger_id), f'{{"entries":{entries}}}'.encode()))  # last: the switch
-        deletes = [Delete(section_key(ledger_id, s.first)) for s in sections]
+        # Format 2: its sections are in commit records, released by the collector.
+        deletes = [Delete(section_key(ledger_id, s.first)) for s in sections] if layout == 1 else []
         # The marker goes last of the puts: the deletes come after it, so they
         # compare the ledger record only.
         for writes, compares in ((puts, uncompacted), (deletes, still)):
@@ -131,6 +140,13 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
         raise StorageError(f"compacting ledger {ledger_id} failed: {exc}") from exc
     log.info("compacted ledger %d: %d sections into %d chunks", ledger_id, len(sections), len(chunks))
     return chunks
+
+
+async def _recorded(store: MetadataStore, ledger_id: int, layout: int, doc: dict) -> list[Section]:
+    if layout == 2:
+        found = await read_records(store, str(doc["writer"]), int(doc.get("from", 0)), {ledger_id})
+        return sorted(found.get(ledger_id, []), key=lambda s: s.first)
+    return await read_sections(store, ledger_id)
 
 
 def _groups(sections: list[Section]) -> list[list[Section]]:
@@ -170,6 +186,8 @@ async def collect_orphans(store: MetadataStore, objects: ObjectStore, *, older_t
                 continue
             records = await asyncio.gather(*(store.get(f"{base}/{n}") for n in names))
             named.update(Section.decode(int(n), r.value).key for n, r in zip(names, records) if r is not None)
+        # Format 2's commit records: released or consolidated; the objects they still name stay.
+        named |= await sweep_records(store)
         gone = []
         for info in listed:
             written = commit_object_time_ms(info.key)

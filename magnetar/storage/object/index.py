@@ -75,12 +75,35 @@ def commit_object_time_ms(key: str) -> int | None:
     return int(stamp) if dash and stamp.isdigit() else None
 
 
-#: The object layout's format: named by each ledger's record (``format``; none: 1).
-LAYOUT_FORMAT = 1
+#: The newest object layout this code reads and writes, named by each
+#: ledger's record (``format``; none: 1). Format 1: the fence is the ledger
+#: record, the index a record per section (above). Format 2: the record
+#: also says ``"from"``, the first commit record of its writer that may
+#: hold it; the fence is its writer's key (:mod:`.writer_fence`), the index
+#: its writer's commit records (:mod:`.commit_records`); chunks and the
+#: ``compacted`` marker as in format 1.
+LAYOUT_FORMAT = 2
 
 
-def ledger_record(state: str, writer: str) -> bytes:
-    return json.dumps({"format": LAYOUT_FORMAT, "state": state, "writer": writer}, separators=(",", ":")).encode()
+def ledger_record(state: str, writer: str, *, layout: int = 1, since: int | None = None,
+                  fenced_by: str | None = None) -> bytes:
+    doc: dict = {"format": layout, "state": state, "writer": writer}
+    if since is not None:
+        doc["from"] = since
+    if fenced_by is not None:
+        doc["fenced_by"] = fenced_by
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def ledger_layout(value: bytes) -> tuple[int, dict]:
+    """A ledger record's layout format and its fields (after :func:`check_ledger_record`)."""
+    try:
+        doc = json.loads(value)
+    except ValueError:
+        return 1, {}
+    if not isinstance(doc, dict):
+        return 1, {}
+    return int(doc.get("format", 1)), doc
 
 
 def check_ledger_record(key: str, value: bytes) -> None:

@@ -21,6 +21,13 @@ objects (:mod:`.compactor`); commit objects nobody names any more
 are deleted by the collector, which every backend runs every
 ``collect_interval_s``. Deleting a ledger deletes its index records and its
 chunk objects.
+
+Two index layouts live side by side, named by each ledger's record
+(:mod:`.index`): format 1 (a compare and a section record per ledger per
+commit) and format 2 (a fence per writer, :mod:`.writer_fence`, and one
+record per commit, :mod:`.commit_records`). ``layout`` says which a new
+ledger gets; a ledger keeps its own for life, so both are read and written
+at once and nothing is migrated.
 """
 from __future__ import annotations
 
@@ -29,7 +36,8 @@ import logging
 import random
 from bisect import bisect_right
 
-from ...metadata.store import Delete, KeyNotFound, BadVersion, MetadataError, MetadataStore
+from ...formats import raise_format
+from ...metadata.store import Delete, KeyNotFound, BadVersion, MetadataError, MetadataSession, MetadataStore
 from ...objectstore.store import ObjectNotFound, ObjectStore, ObjectStoreError
 from ..backend import READ_CHUNK_BYTES, BackendStats, WriteCallback
 from ..cache import CacheBudget
@@ -43,10 +51,12 @@ from .section_cache import SectionCache
 from .commit import Committer, ObjectLedger
 from .kept_sections import KeptSections
 from .compactor import collect_orphans, compact_ledger, delete_chunks
+from .commit_records import RecordScans
 from .index import (
-    ROOT, Section, check_ledger_record, compacted_key, contiguous, ledger_key, ledger_record, read_sections,
-    write_in_chunks,
+    LAYOUT_FORMAT, ROOT, Section, check_ledger_record, compacted_key, contiguous, ledger_key, ledger_layout,
+    ledger_record, read_sections, write_in_chunks,
 )
+from .writer_fence import WriterFence, fence_ledger
 
 log = logging.getLogger(__name__)
 
@@ -85,13 +95,26 @@ class ObjectBackend:
     ``object_storage_profile``). ``put_budget_per_s``: commits begun per
     second at most (:mod:`.put_budget`; 0: no budget). ``read_cache_bytes``:
     the section cache's size, inside ``cache_budget`` when given.
+    ``layout``: the index layout format of the ledgers it creates (1 or 2);
+    ``session_ttl_s``: the TTL of the metadata session a format-2 writer's
+    fence is tied to.
     """
 
     def __init__(self, store: MetadataStore, objects: ObjectStore, *, commit_interval_ms: float = 20,
                  commit_max_bytes: int = 8 * 1024 * 1024, read_cache_bytes: int = 32 * 1024 * 1024,
                  cache_budget: CacheBudget | None = None, put_timeout_s: float = 10.0,
                  session: str | None = None, collect_interval_s: float | None = 300.0,
-                 profile: str = "cost", put_budget_per_s: float = 0) -> None:
+                 profile: str = "cost", put_budget_per_s: float = 0, layout: int = LAYOUT_FORMAT,
+                 session_ttl_s: float = 10.0) -> None:
+        if layout not in (1, 2):
+            raise ValueError(f"object layout format must be 1 or 2; got {layout!r}")
+        self.layout = layout
+        self.session_ttl_s = session_ttl_s
+        self._writer: WriterFence | None = None  # format 2: the fence of the ledgers created now
+        self._sessions: list[MetadataSession] = []
+        self._writer_lock = asyncio.Lock()
+        #: Recoveries' shared reads of format-2 writers' commit records.
+        self.records = RecordScans(store)
         self.store = store
         self.objects = objects
         self.profile = check_profile(profile)
@@ -116,8 +139,14 @@ class ObjectBackend:
     async def create(self, ledger_id: int) -> ObjectLedger:
         if self._collector is None and self._collect_interval_s:
             self._collector = asyncio.get_running_loop().create_task(self._collect_periodically())
+        writer = None
         try:
-            epoch = await self.store.put(ledger_key(ledger_id), ledger_record("open", self.committer.session), -1)
+            if self.layout == 2:
+                writer = await self._current_writer()
+                value = ledger_record("open", writer.writer, layout=2, since=writer.next_seq)
+            else:
+                value = ledger_record("open", self.committer.session)
+            epoch = await self.store.put(ledger_key(ledger_id), value, -1)
         except BadVersion as exc:
             raise StorageError(f"ledger {ledger_id} exists already (two writers?)") from exc
         except MetadataError as exc:
@@ -125,9 +154,27 @@ class ObjectBackend:
         self._epochs[ledger_id] = epoch
         self.kept.start(ledger_id)
         ledger = ObjectLedger(ledger_id, epoch)
+        ledger.writer = writer
         ledger.on_close = lambda: self.kept.drop(ledger_id)
         self.set_profile(ledger, None)
         return ledger
+
+    async def _current_writer(self) -> WriterFence:
+        """The writer fence of the format-2 ledgers created now: a new one
+        (with a metadata session of its own) at first, and after the last
+        one died (its session ended: its ledgers are all refused).
+        MetadataError from the store."""
+        async with self._writer_lock:
+            if self._writer is None or self._writer.dead:
+                if self._writer is None:
+                    # Before the first format-2 record: brokers that read only format 1 refuse the data set.
+                    await raise_format(self.store, "object_layout", 2)
+                session = await self.store.create_session(self.session_ttl_s)
+                self._sessions.append(session)
+                writer = WriterFence()
+                await writer.start(self.store, session)
+                self._writer = writer
+            return self._writer
 
     def set_profile(self, ledger: ObjectLedger, profile: str | None) -> None:
         """Batches of ``ledger`` submitted from now on commit as ``profile``
@@ -195,6 +242,10 @@ class ObjectBackend:
                 if record is None:
                     return  # never created: recover finds nothing
                 check_ledger_record(key, record.value)  # a newer layout is not ours to fence
+                layout, doc = ledger_layout(record.value)
+                if layout == 2:  # its writer's fence names it too, in the same transaction
+                    await fence_ledger(self.store, key, str(doc["writer"]), self._fenced_record)
+                    return
                 try:
                     await self.store.put(key, ledger_record("fenced", self.committer.session), record.version)
                     return
@@ -202,6 +253,11 @@ class ObjectBackend:
                     continue  # someone else fenced (or the writer moved) meanwhile: again
         except MetadataError as exc:
             raise StorageError(f"fencing ledger {ledger_id} failed: {exc}") from exc
+
+    def _fenced_record(self, value: bytes) -> bytes:
+        _, doc = ledger_layout(value)
+        return ledger_record("fenced", str(doc["writer"]), layout=2, since=doc.get("from"),
+                             fenced_by=self.committer.session)
 
     async def recover(self, ledger_id: int) -> ObjectLedger | None:
         try:
@@ -247,6 +303,16 @@ class ObjectBackend:
         return sections, compacted
 
     async def _read_index(self, ledger_id: int, kind: str) -> list[Section]:
+        """The ledger's sections (``s``) or chunks (``c``) as recorded now:
+        a format-2 ledger's sections are in its writer's commit records."""
+        if kind == "s":
+            key = ledger_key(ledger_id)
+            record = await self.store.get(key)
+            if record is not None:
+                check_ledger_record(key, record.value)
+                layout, doc = ledger_layout(record.value)
+                if layout == 2:
+                    return await self.records.sections(str(doc["writer"]), int(doc.get("from", 0)), ledger_id)
         return await read_sections(self.store, ledger_id, kind)
 
     async def taken_over(self, ledger_id: int) -> bool:
@@ -334,6 +400,8 @@ class ObjectBackend:
         are shared: the collector deletes those nobody names any more.
         ``fenced`` changes nothing: a commit compares the ledger's record,
         and a deleted record fails every compare."""
+        # Ours to write and its handle not here: our own commits must be fenced too.
+        held_elsewhere = ledger is None and ledger_id in self._epochs
         if ledger is not None:
             await self.committer.drained(ledger)
             ledger.fence()
@@ -345,6 +413,15 @@ class ObjectBackend:
             await asyncio.gather(task, return_exceptions=True)
         base = ledger_key(ledger_id)
         try:
+            record = await self.store.get(base)
+            if record is not None:
+                check_ledger_record(base, record.value)
+                layout, doc = ledger_layout(record.value)
+                ours = self._writer is not None and doc.get("writer") == self._writer.writer
+                if layout == 2 and not (ours and not held_elsewhere):
+                    # Another writer (or ours, without its handle here) may hold it:
+                    # fenced like a takeover, so no receipt of it follows the deletion.
+                    await fence_ledger(self.store, base, str(doc["writer"]), self._fenced_record)
             chunk_names = await self.store.children(f"{base}/c")
             chunks = [Section.decode(int(n), r.value) for n, r in zip(chunk_names, await asyncio.gather(
                 *(self.store.get(f"{base}/c/{n}") for n in chunk_names))) if r is not None]
@@ -391,12 +468,19 @@ class ObjectBackend:
                             c.timings.phases)
 
     async def close(self) -> None:
-        """Commit what is queued, then close the object store (the backend owns it).
+        """Commit what is queued, then close the object store (the backend owns it)
+        and the writer fences' sessions (their ledgers take no more commits).
         A compaction under way stops; it is redone when the ledger is next opened."""
         self._stop_background()
         try:
             await self.committer.close()
         finally:
+            for session in self._sessions:
+                try:
+                    await session.close()
+                except MetadataError:
+                    pass  # it expires by itself
+
             self.cache.clear()
             self.kept.clear()
             self.gets.forget()

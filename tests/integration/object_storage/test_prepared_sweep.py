@@ -4,7 +4,8 @@ holding appends"). Real etcd, real SeaweedFS, the storage layer alone.
 
 - A crash while switched (appends committed into the prepared ledger, the
   record not written yet): the next owner's recovery deletes the prepared
-  ledger's record and its section records; everything acknowledged reads
+  ledger's record and its section records (format 2: its record, which
+  alone finds its sections in the commit records); everything acknowledged reads
   back; another managed ledger's prepared ledger (live, the same broker) is
   left alone; the sweep is counted. Deleting the managed ledger instead
   of opening it deletes the prepared ledger too.
@@ -19,18 +20,26 @@ import asyncio
 from magnetar.metadata import EtcdMetadataStore
 from magnetar.storage import StorageError
 from magnetar.storage.object import commit as object_commit
-from magnetar.storage.object.index import ledger_key
+from magnetar.storage.object.commit_records import read_records
+from magnetar.storage.object.index import ledger_key, ledger_layout
 from tests.helpers import wait_until
 
 from .test_rollover_switch import _at_a_blocked_rollover, latency_factory
 
 
 async def _keys_of(store, ledger_id: int) -> list[str]:
-    """The ledger's record (``""``) and its index records' names."""
+    """The ledger's record (``""``) and its index records' names (layout
+    format 2: ``r/<first>`` for each of its sections in its writer's commit
+    records, found through its record)."""
     key = ledger_key(ledger_id)
-    found = [] if await store.get(key) is None else [""]
+    record = await store.get(key)
+    found = [] if record is None else [""]
     for kind in ("s", "c"):
         found += [f"{kind}/{n}" for n in await store.children(f"{key}/{kind}")]
+    layout, doc = ledger_layout(record.value) if record is not None else (1, {})
+    if layout == 2:
+        sections = await read_records(store, doc["writer"], doc["from"], {ledger_id})
+        found += [f"r/{s.first}" for s in sections.get(ledger_id, [])]
     return found
 
 

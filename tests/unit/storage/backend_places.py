@@ -22,7 +22,7 @@ from magnetar.objectstore.s3 import open_object_store
 from magnetar.storage import LedgerBackend, StorageConfig
 from magnetar.storage.file import FileBackend
 
-KINDS = ["file", "object"]
+KINDS = ["file", "object", "object-v1"]  # object: layout format 2 (the default); object-v1: format 1
 
 
 async def open_backend(spec: dict) -> tuple[LedgerBackend, list]:
@@ -34,7 +34,7 @@ async def open_backend(spec: dict) -> tuple[LedgerBackend, list]:
 
     store = await EtcdMetadataStore.open(spec["etcd_url"])
     backend = ObjectBackend(store, open_object_store(spec["objects_url"]), commit_interval_ms=5,
-                            collect_interval_s=None)
+                            collect_interval_s=None, layout=spec.get("layout", 2))
     return backend, [store]
 
 

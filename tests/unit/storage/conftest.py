@@ -58,7 +58,8 @@ async def place(request, tmp_path, monkeypatch):
                 monkeypatch.delenv(name)
         prefix = f"contract-{os.getpid()}-{next(_prefixes)}"
         spec = {"kind": "object", "etcd_url": request.getfixturevalue("etcd_server").store_url(prefix),
-                "objects_url": request.getfixturevalue("seaweed").store_url(prefix)}
+                "objects_url": request.getfixturevalue("seaweed").store_url(prefix),
+                "layout": 1 if request.param == "object-v1" else 2}
     place = Place(spec)
     yield place
     await place.close()

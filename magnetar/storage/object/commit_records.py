@@ -1,0 +1,197 @@
+"""The index of format-2 ledgers: one record per commit, not one per ledger.
+
+``/object-commits/<writer>/<seq:012d>``: ``{"o": object key, "s": [[ledger
+id, first, count, offset, length], ...]}``, every format-2 ledger's section
+in one commit object (at most ``RECORD_LEDGERS`` of them; a larger commit
+writes several records, each its own transaction). A commit of a writer
+costs etcd one record and two compares (:mod:`.writer_fence`), whatever the
+number of ledgers it carries (bench/object_commit_metadata.py measures it).
+
+- **Commit** (:func:`record_sections`): compare the writer's fence, put the
+  record. A failed compare: read the fence, refuse the ledgers it names,
+  retry the rest.
+- **Recovery** (:class:`RecordScans`): a ledger's sections are in its
+  writer's records numbered from the ledger record's ``from``. The records
+  are read page by page; the recoveries of many ledgers of one writer that
+  come together (a takeover) share one read, and a recovery only ever joins
+  a read that has not begun yet (so it sees every commit before its fence).
+- **Release** (:func:`sweep_records`, run by the collector): a record whose
+  ledgers are all compacted or deleted is deleted; one with some of them
+  is rewritten without them (consolidated), so records of long-open ledgers
+  shrink to those ledgers' sections. etcd then holds, per writer, at most
+  the sections of its ledgers not yet compacted (each at most
+  ``MAX_SECTIONS_PER_LEDGER``, then it rolls and is compacted), plus what
+  one collector interval committed; a writer's fence key goes once its
+  session ended and no record is left.
+
+Failure modes: ``MetadataError`` (and ``ValueError`` for an oversized
+transaction) from the store; the commit's caller treats those as an
+unknown outcome.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Callable
+
+from ...metadata.store import BadVersion, KeyNotFound, MetadataStore, Put, TransactionFailed
+from .index import ROOT, Section, compacted_key
+from .writer_fence import WRITERS, WriterFence, alive_key, writer_key
+
+log = logging.getLogger(__name__)
+
+COMMITS = "/object-commits"
+#: Ledgers per commit record: about 40 bytes each, well under etcd's 1.5 MiB request.
+RECORD_LEDGERS = 4096
+#: Records read at once by a recovery's scan.
+SCAN_PAGE = 64
+#: A recovery waits this long for others of the same writer to share its scan.
+SCAN_GATHER_S = 0.02
+
+
+def record_key(writer: str, seq: int) -> str:
+    return f"{COMMITS}/{writer}/{seq:012d}"
+
+
+def encode_record(key: str, sections: list[tuple[int, Section]]) -> bytes:
+    return json.dumps({"o": key, "s": [[lid, s.first, s.count, s.offset, s.length] for lid, s in sections]},
+                      separators=(",", ":")).encode()
+
+
+def decode_record(value: bytes) -> tuple[str, list[tuple[int, Section]]]:
+    doc = json.loads(value)
+    key = str(doc["o"])
+    return key, [(int(lid), Section(int(first), int(n), key, int(off), int(length)))
+                 for lid, first, n, off, length in doc["s"]]
+
+
+async def record_sections(store: MetadataStore, fence: WriterFence, sections: dict[int, Section],
+                          count: Callable[[], None] = lambda: None) -> tuple[list[int], list[int]]:
+    """Record ``sections`` (ledger id -> its section, all in one object) in
+    commit records of ``fence``'s writer. Returns (ledgers committed,
+    ledgers fenced: refused). ``count`` is called per transaction tried.
+    MetadataError/ValueError: outcome unknown for the ledgers not returned."""
+    ids = list(sections)
+    parts = [ids[i:i + RECORD_LEDGERS] for i in range(0, len(ids), RECORD_LEDGERS)]
+    if len(parts) == 1:
+        return await _record_part(store, fence, parts[0], sections, count)
+    done = await asyncio.gather(*(_record_part(store, fence, p, sections, count) for p in parts))
+    return [i for c, _ in done for i in c], [i for _, f in done for i in f]
+
+
+async def _record_part(store: MetadataStore, fence: WriterFence, ids: list[int], sections: dict[int, Section],
+                       count: Callable[[], None]) -> tuple[list[int], list[int]]:
+    refused: list[int] = []
+    while ids:
+        if fence.dead:
+            return [], refused + ids
+        if fence.fenced:
+            refused += [i for i in ids if i in fence.fenced]
+            ids = [i for i in ids if i not in fence.fenced]
+            if not ids:
+                break
+        value = encode_record(sections[ids[0]].key, [(i, sections[i]) for i in ids])
+        try:
+            count()
+            await store.transaction(fence.compares(), [Put(record_key(fence.writer, fence.take_seq()), value)],
+                                    versions=False)
+            return ids, refused
+        except TransactionFailed:
+            await fence.refresh(store)  # who was fenced: refused above at the next turn
+    return [], refused
+
+
+class RecordScans:
+    """Recoveries' reads of writers' commit records, shared (module docstring)."""
+
+    def __init__(self, store: MetadataStore) -> None:
+        self.store = store
+        self._next: dict[str, _Scan] = {}  # writer -> the scan not begun yet
+
+    async def sections(self, writer: str, since: int, ledger_id: int) -> list[Section]:
+        """The sections of ``ledger_id`` in ``writer``'s records numbered
+        ``since`` or later, in entry order (MetadataError)."""
+        scan = self._next.get(writer)
+        if scan is None:
+            scan = self._next[writer] = _Scan()
+            scan.task = asyncio.get_running_loop().create_task(self._run(writer, scan))
+        scan.wanted[ledger_id] = since
+        found = await asyncio.shield(scan.task)
+        return sorted(found.get(ledger_id, []), key=lambda s: s.first)
+
+    async def _run(self, writer: str, scan: "_Scan") -> dict[int, list[Section]]:
+        await asyncio.sleep(SCAN_GATHER_S)
+        if self._next.get(writer) is scan:
+            del self._next[writer]  # begun: later recoveries start the next one
+        wanted = dict(scan.wanted)
+        return await read_records(self.store, writer, min(wanted.values()), set(wanted))
+
+
+class _Scan:
+    def __init__(self) -> None:
+        self.wanted: dict[int, int] = {}
+        self.task: asyncio.Task | None = None
+
+
+async def read_records(store: MetadataStore, writer: str, since: int, ledgers: set[int]) -> dict[int, list[Section]]:
+    """The sections of ``ledgers`` in ``writer``'s records from ``since`` on,
+    read ``SCAN_PAGE`` records at a time (MetadataError)."""
+    base = f"{COMMITS}/{writer}"
+    names = [n for n in await store.children(base) if n.isdigit() and int(n) >= since]
+    found: dict[int, list[Section]] = {}
+    for i in range(0, len(names), SCAN_PAGE):
+        page = names[i:i + SCAN_PAGE]
+        for record in await asyncio.gather(*(store.get(f"{base}/{n}") for n in page)):
+            if record is None:
+                continue  # released meanwhile: none of its ledgers is wanted by a recovery
+            for lid, section in decode_record(record.value)[1]:
+                if lid in ledgers:
+                    found.setdefault(lid, []).append(section)
+    return found
+
+
+async def sweep_records(store: MetadataStore) -> set[str]:
+    """Delete or consolidate commit records (module docstring); delete the
+    fence keys of writers whose session ended with no record left. Returns
+    the object keys the remaining records name (the collector keeps those)."""
+    named: set[str] = set()
+    live_ledgers: dict[int, bool] = {}
+
+    async def live(lid: int) -> bool:  # exists and not compacted (compaction and deletion are final)
+        if lid not in live_ledgers:
+            live_ledgers[lid] = (await store.get(f"{ROOT}/{lid:020d}") is not None
+                                 and await store.get(compacted_key(lid)) is None)
+        return live_ledgers[lid]
+
+    writers = set(await store.children(COMMITS)) | set(await store.children(WRITERS))
+    for writer in sorted(writers):
+        base = f"{COMMITS}/{writer}"
+        names = await store.children(base)
+        for name in names:
+            key = f"{base}/{name}"
+            record = await store.get(key)
+            if record is None:
+                continue
+            okey, sections = decode_record(record.value)
+            for lid in {lid for lid, _ in sections} - live_ledgers.keys():
+                await live(lid)
+            kept = [(lid, s) for lid, s in sections if live_ledgers[lid]]
+            try:
+                if not kept:
+                    await store.delete(key, record.version)
+                    continue
+                if len(kept) < len(sections):
+                    await store.put(key, encode_record(okey, kept), record.version)
+            except (BadVersion, KeyNotFound):
+                pass  # another collector got there first
+            named.add(okey)
+        if not names and await store.get(alive_key(writer)) is None:
+            fence = await store.get(writer_key(writer))
+            if fence is not None:
+                try:
+                    await store.delete(writer_key(writer), fence.version)
+                except (BadVersion, KeyNotFound):
+                    pass
+    return named
+

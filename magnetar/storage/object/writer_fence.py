@@ -1,0 +1,130 @@
+"""The fence of a format-2 ledger: one key per writer, not one per ledger.
+
+A format-1 ledger's commit compares the ledger's own record (a compare per
+ledger per commit: at 10,000 ledgers a commit that is 260 ms of etcd). A
+format-2 ledger names its writer in its record, and every commit of that
+writer compares two keys, whatever the number of ledgers it carries:
+
+- ``/object-writers/<writer>``: ``{"fenced": [ledger id, ...]}``, persistent.
+  A new owner's fence (or a deletion) bumps the ledger record AND this key in
+  one transaction, adding the ledger's id to ``fenced``
+  (:func:`fence_ledger`);
+- ``/object-writers/<writer>/alive``: written once under the writer's
+  metadata session (ephemeral): when the session ends (the broker died, was
+  paused past its TTL, or lost etcd) the key is gone and never written again.
+
+The writer holds both versions and the ``fenced`` set it last read
+(:class:`WriterFence`). A commit's transaction compares both versions; if
+either moved, nothing was written: the writer reads the key again
+(:meth:`WriterFence.refresh`), refuses every ledger ``fenced`` names (no
+receipt: those ledgers are fenced), takes the new version and retries the
+rest. Because the compare holds only while ``fenced`` is what the writer
+read, no transaction of it can ever record a section of a ledger named
+there: a ledger fenced while its writer was idle is refused at its next
+commit, and a writer whose ``alive`` key is gone (a zombie after its
+session) never commits again (:attr:`WriterFence.dead`).
+
+``fenced`` grows by one id per ledger of this writer fenced or deleted by
+someone else; the key lives until its writer's session ended and none of
+its commit records is left (the collector deletes it then:
+:mod:`.commit_records`).
+
+Failure modes: ``MetadataError`` from the store; ``TransactionFailed`` only
+inside :func:`fence_ledger`'s own retries.
+"""
+from __future__ import annotations
+
+import json
+import uuid
+
+from ...metadata.store import (
+    BadVersion, Compare, Delete, KeyNotFound, MetadataSession, MetadataStore, Put, TransactionFailed,
+)
+
+WRITERS = "/object-writers"
+
+
+def writer_key(writer: str) -> str:
+    return f"{WRITERS}/{writer}"
+
+
+def alive_key(writer: str) -> str:
+    return f"{WRITERS}/{writer}/alive"
+
+
+def fenced_value(fenced: "set[int] | list[int]") -> bytes:
+    return json.dumps({"fenced": sorted(fenced)}, separators=(",", ":")).encode()
+
+
+def fenced_of(value: bytes) -> set[int]:
+    return {int(i) for i in json.loads(value).get("fenced", [])}
+
+
+class WriterFence:
+    """One writer of format-2 ledgers: its id, the versions its commits
+    compare, and the ledgers it must refuse (see the module docstring)."""
+
+    def __init__(self, writer: str | None = None) -> None:
+        self.writer = writer or uuid.uuid4().hex
+        self.version: int | None = None  # of the writer key
+        self.alive_version: int | None = None
+        self.fenced: set[int] = set()
+        self.dead = False  # its session ended or its key is gone: it never commits again
+        #: The next commit record's number (records of ledgers created later have higher ones).
+        self.next_seq = 1
+
+    async def start(self, store: MetadataStore, session: MetadataSession) -> None:
+        """Create the writer's keys (once; MetadataError, SessionExpired)."""
+        # ``alive`` first: the collector deletes a writer key without one.
+        self.alive_version = await store.put(alive_key(self.writer), b"{}", -1, session=session)
+        self.version = await store.put(writer_key(self.writer), fenced_value([]), -1)
+        session.on_end(lambda _s: self.die())
+
+    def die(self) -> None:
+        self.dead = True
+
+    def compares(self) -> list[Compare]:
+        return [Compare(writer_key(self.writer), self.version), Compare(alive_key(self.writer), self.alive_version)]
+
+    async def refresh(self, store: MetadataStore) -> None:
+        """Read the writer's keys again after a failed compare (MetadataError)."""
+        record = await store.get(writer_key(self.writer))
+        alive = await store.get(alive_key(self.writer))
+        if record is None or alive is None or alive.version != self.alive_version:
+            self.dead = True
+            return
+        self.fenced = fenced_of(record.value)
+        self.version = record.version
+
+    def take_seq(self) -> int:
+        seq, self.next_seq = self.next_seq, self.next_seq + 1
+        return seq
+
+
+async def fence_ledger(store: MetadataStore, ledger: str, writer: str, new_record) -> bool:
+    """Fence the format-2 ledger whose record is at ``ledger`` and whose
+    writer is ``writer``: in one transaction, the ledger record becomes
+    ``new_record(old value)`` (or is deleted if that is None) and the writer
+    key names the ledger's id in ``fenced``. Retries until it holds;
+    False if the ledger record does not exist. MetadataError from the store."""
+    ledger_id = int(ledger.rsplit("/", 1)[-1])
+    wkey = writer_key(writer)
+    while True:
+        record = await store.get(ledger)
+        if record is None:
+            return False
+        wrecord = await store.get(wkey)
+        compares = [Compare(ledger, record.version), Compare(wkey, wrecord.version if wrecord else -1)]
+        value = new_record(record.value)
+        writes: list = []
+        if wrecord is not None:  # gone: its writer's session ended and it never commits again
+            writes.append(Put(wkey, fenced_value(fenced_of(wrecord.value) | {ledger_id})))
+        if value is None:
+            writes.append(Delete(ledger))
+        else:
+            writes.append(Put(ledger, value))
+        try:
+            await store.transaction(compares, writes)
+            return True
+        except (TransactionFailed, BadVersion, KeyNotFound):
+            continue  # the writer committed nothing meanwhile, or someone else fenced: read again
