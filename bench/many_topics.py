@@ -47,8 +47,10 @@ NS = "public/default"
 
 
 class MeasuredBroker:
-    def __init__(self, data: Path, config: str) -> None:
+    def __init__(self, data: Path, config: str, root: Path = ROOT) -> None:
+        """``root``: the checkout whose code the broker runs (this one by default)."""
         self.data = data
+        self.root = root
         self.config_path = data.parent / "broker.toml"
         self.config_path.write_text(config)
         self.proc: subprocess.Popen | None = None
@@ -59,7 +61,7 @@ class MeasuredBroker:
         """Start; returns seconds from exec to the READY line."""
         ready = threading.Event()
         log = open(self.data.parent / "broker.log", "ab")
-        env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+        env = dict(os.environ, PYTHONPATH=str(self.root), PYTHONUNBUFFERED="1")
         t0 = time.monotonic()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "magnetar.cli", "standalone", "--data-dir", str(self.data),

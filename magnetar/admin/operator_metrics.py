@@ -37,7 +37,9 @@ names where Pulsar has the metric (so its dashboards and alerts work):
   ``python_gc_collections_total`` / ``python_gc_objects_collected_total``.
 
 Rates are measured between two scrapes (the first reports 0), as
-:mod:`.pulsar_metrics` does. Read at scrape time, no background work.
+:mod:`.pulsar_metrics` does. Read at scrape time, no background work; a
+scrape visits the loaded topics in slices, the event loop running between
+(:mod:`.topic_walk`).
 To add a metric: a family here (or a new module beside it) and one line in
 :class:`magnetar.admin.metrics.BrokerMetrics`.
 """
@@ -50,6 +52,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from magnetar.broker.durations import DurationCounts
 from magnetar.storage.write_stats import LATENCY_BOUNDS_MS, SIZE_BOUNDS
+
+from .topic_walk import visit_in_slices
 
 if TYPE_CHECKING:
     from magnetar.broker.server.server import Broker
@@ -92,32 +96,82 @@ class _Rates:
 
 
 class OperatorCollector:
+    """The operators' series (see the module's docstring). :meth:`families`
+    builds them with the event loop running between slices of topics
+    (:mod:`.topic_walk`); :meth:`collect` in one go."""
+
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
         self._rates = _Rates()
 
     def collect(self):
-        service = self.broker.service
-        cluster = self.broker.config.cluster_name
-        topics = list(service.topics.values()) if service else []
-        now = time.monotonic()
-        keys: set = set()
-        yield from self._storage(cluster, topics, now, keys)
-        yield from self._reads(cluster, topics, now, keys)
-        if self.broker.config.expose_topic_level_metrics_in_prometheus:
-            yield from self._subscriptions(cluster, topics, now, keys)
-            yield from self._replication(cluster, topics, now, keys)
-        self._rates.keep_only(keys)
-        yield from self._broker(cluster, topics, service)
+        scrape = OperatorScrape(self)
+        for topic in scrape.topics:
+            scrape.visit(topic)
+        yield from scrape.finish()
 
-    def _storage(self, cluster: str, topics: list, now: float, keys: set):
-        per_ns: dict[str, list[float]] = {}
-        for topic in topics:
-            stats = topic.ledger.write_stats
-            row = per_ns.setdefault(topic.name.namespace_name, [0.0] * (len(LATENCY_NAMES) + len(SIZE_NAMES) + 4))
-            values = [*stats.latency, *stats.sizes, stats.entries, stats.latency_sum_ms, stats.size_sum]
-            for i, v in enumerate(values):
-                row[i] += v
+    async def families(self) -> list:
+        """What :meth:`collect` yields, the topics visited in slices of bounded time."""
+        scrape = OperatorScrape(self)
+        await visit_in_slices(scrape.topics, scrape.visit)
+        return scrape.finish()
+
+
+_N_LAT, _N_SIZE, _N_READ = len(LATENCY_NAMES), len(SIZE_NAMES), len(READ_LATENCY_NAMES)
+
+
+class OperatorScrape:
+    """One scrape's pass: :meth:`visit` each topic of :attr:`topics` (in any
+    number of slices), then :meth:`finish` for the families. Per-namespace
+    sums and broker totals are kept as the pass goes; the per-subscription
+    and replication samples are added to their families as each topic is
+    visited."""
+
+    def __init__(self, collector: OperatorCollector) -> None:
+        self.collector = collector
+        self.service = service = collector.broker.service
+        self.cluster = collector.broker.config.cluster_name
+        self.topics = list(service.topics.values()) if service else []
+        self.now = time.monotonic()
+        self.keys: set = set()
+        self.per_topic = collector.broker.config.expose_topic_level_metrics_in_prometheus
+        self.writes: dict[str, list[float]] = {}
+        self.reads: dict[str, list[float]] = {}
+        self.producers = self.consumers = 0
+        if self.per_topic:
+            self.subscription_families = _subscription_families()
+            self.replication_families = _replication_families()
+
+    def visit(self, topic) -> None:
+        ns = topic.name.namespace_name
+        stats = topic.ledger.write_stats
+        row = self.writes.get(ns)
+        if row is None:
+            row = self.writes[ns] = [0.0] * (_N_LAT + _N_SIZE + 4)
+        for i, v in enumerate((*stats.latency, *stats.sizes, stats.entries, stats.latency_sum_ms, stats.size_sum)):
+            row[i] += v
+        stats = topic.ledger.read_stats
+        row = self.reads.get(ns)
+        if row is None:
+            row = self.reads[ns] = [0.0] * (_N_READ + 4)
+        for i, v in enumerate((*stats.latency, stats.reads, stats.entries, stats.misses, stats.latency_sum_ms)):
+            row[i] += v
+        self.producers += len(topic.producers)
+        self.consumers += sum(len(s.consumers) for s in topic.subscriptions.values())
+        if self.per_topic:
+            self._subscriptions(topic, ns)
+            self._replication(topic, ns)
+
+    def finish(self) -> list:
+        families = [*self._storage(), *self._reads()]
+        if self.per_topic:
+            families += [*self.subscription_families, *self.replication_families]
+        self.collector._rates.keep_only(self.keys)
+        families += self._broker()
+        return families
+
+    def _storage(self) -> list:
+        cluster, rates_of = self.cluster, self.collector._rates
         latency = [GaugeMetricFamily(n, "Entries per second written within this latency (ms)", labels=NS)
                    for n in LATENCY_NAMES]
         sizes = [GaugeMetricFamily(n, "Entries per second of this size", labels=NS) for n in SIZE_NAMES]
@@ -126,16 +180,15 @@ class OperatorCollector:
         size_count = GaugeMetricFamily("pulsar_entry_size_count", "Entries written", labels=NS)
         size_sum = GaugeMetricFamily("pulsar_entry_size_sum", "Their bytes", labels=NS)
         write_rate = GaugeMetricFamily("pulsar_storage_write_rate", "Entries written per second", labels=NS)
-        n_lat = len(LATENCY_NAMES)
-        for ns, row in sorted(per_ns.items()):
+        for ns, row in sorted(self.writes.items()):
             key = ("storage", ns)
-            keys.add(key)
-            counts = row[:n_lat + len(SIZE_NAMES) + 1]
-            rates = self._rates.rates(key, now, counts)
+            self.keys.add(key)
+            counts = row[:_N_LAT + _N_SIZE + 1]
+            rates = rates_of.rates(key, self.now, counts)
             labels = [cluster, ns]
             for family, value in zip(latency + sizes, rates):
                 family.add_metric(labels, value)
-            entries, lat_ms, nbytes = row[n_lat + len(SIZE_NAMES)], row[-3], row[-2]
+            entries, lat_ms, nbytes = row[_N_LAT + _N_SIZE], row[-3], row[-2]
             lat_count.add_metric(labels, entries)
             lat_sum.add_metric(labels, lat_ms)
             size_count.add_metric(labels, entries)
@@ -143,13 +196,8 @@ class OperatorCollector:
             write_rate.add_metric(labels, rates[-1])
         return [*latency, *sizes, lat_count, lat_sum, size_count, size_sum, write_rate]
 
-    def _reads(self, cluster: str, topics: list, now: float, keys: set):
-        per_ns: dict[str, list[float]] = {}
-        for topic in topics:
-            stats = topic.ledger.read_stats
-            row = per_ns.setdefault(topic.name.namespace_name, [0.0] * (len(READ_LATENCY_NAMES) + 4))
-            for i, v in enumerate((*stats.latency, stats.reads, stats.entries, stats.misses, stats.latency_sum_ms)):
-                row[i] += v
+    def _reads(self) -> list:
+        cluster, rates_of = self.cluster, self.collector._rates
         latency = [GaugeMetricFamily(n, "Reads per second that took this long (ms), tail cache or file",
                                      labels=NS) for n in READ_LATENCY_NAMES]
         count = GaugeMetricFamily("pulsar_storage_read_latency_count", "Reads that returned entries", labels=NS)
@@ -157,11 +205,11 @@ class OperatorCollector:
         read_rate = GaugeMetricFamily("pulsar_storage_read_rate", "Entries read per second", labels=NS)
         misses = GaugeMetricFamily("pulsar_storage_read_cache_misses_rate",
                                    "Reads per second that went past the tail cache to the file", labels=NS)
-        n = len(READ_LATENCY_NAMES)
-        for ns, row in sorted(per_ns.items()):
+        n = _N_READ
+        for ns, row in sorted(self.reads.items()):
             key = ("reads", ns)
-            keys.add(key)
-            rates = self._rates.rates(key, now, row[:n + 3])
+            self.keys.add(key)
+            rates = rates_of.rates(key, self.now, row[:n + 3])
             labels = [cluster, ns]
             for family, value in zip(latency, rates):
                 family.add_metric(labels, value)
@@ -171,92 +219,100 @@ class OperatorCollector:
             misses.add_metric(labels, rates[n + 2])
         return [*latency, count, total, read_rate, misses]
 
-    def _subscriptions(self, cluster: str, topics: list, now: float, keys: set):
-        rate_out = GaugeMetricFamily("pulsar_subscription_msg_rate_out", "Messages dispatched per second", labels=SUB)
-        thr_out = GaugeMetricFamily("pulsar_subscription_msg_throughput_out", "Bytes dispatched per second",
-                                    labels=SUB)
-        redeliver = GaugeMetricFamily("pulsar_subscription_msg_rate_redeliver", "Messages redelivered per second",
-                                      labels=SUB)
-        consumers = GaugeMetricFamily("pulsar_subscription_consumers_count", "Attached consumers", labels=SUB)
-        for topic in topics:
-            ns = topic.name.namespace_name
-            for sub in list(topic.subscriptions.values()):
-                key = ("sub", str(topic.name), sub.name)
-                keys.add(key)
-                r_out, r_bytes, r_redeliver = self._rates.rates(key, now, [sub.msg_out, sub.bytes_out,
-                                                                           sub.redelivered])
-                labels = [cluster, ns, str(topic.name), sub.name]
-                rate_out.add_metric(labels, r_out)
-                thr_out.add_metric(labels, r_bytes)
-                redeliver.add_metric(labels, r_redeliver)
-                consumers.add_metric(labels, len(sub.consumers))
-        return [rate_out, thr_out, redeliver, consumers]
+    def _subscriptions(self, topic, ns: str) -> None:
+        rate_out, thr_out, redeliver, consumers = self.subscription_families
+        for sub in list(topic.subscriptions.values()):
+            key = ("sub", str(topic.name), sub.name)
+            self.keys.add(key)
+            r_out, r_bytes, r_redeliver = self.collector._rates.rates(key, self.now, [sub.msg_out, sub.bytes_out,
+                                                                                     sub.redelivered])
+            labels = [self.cluster, ns, str(topic.name), sub.name]
+            rate_out.add_metric(labels, r_out)
+            thr_out.add_metric(labels, r_bytes)
+            redeliver.add_metric(labels, r_redeliver)
+            consumers.add_metric(labels, len(sub.consumers))
 
-    def _replication(self, cluster: str, topics: list, now: float, keys: set):
-        backlog = GaugeMetricFamily("pulsar_replication_backlog", "Entries not yet sent to the remote cluster",
-                                    labels=REMOTE)
-        rate_out = GaugeMetricFamily("pulsar_replication_rate_out", "Messages sent to the remote cluster per second",
-                                     labels=REMOTE)
-        thr_out = GaugeMetricFamily("pulsar_replication_throughput_out", "Bytes sent to the remote cluster per "
-                                    "second", labels=REMOTE)
-        connected = GaugeMetricFamily("pulsar_replication_connected_count", "1 while the replicator's producer is "
-                                      "connected", labels=REMOTE)
-        delay = GaugeMetricFamily("pulsar_replication_delay_in_seconds", "Age of the oldest entry not yet stored "
-                                  "by the remote cluster (0: none waits)", labels=REMOTE)
-        rate_in = GaugeMetricFamily("pulsar_replication_rate_in", "Messages received from the remote cluster per "
-                                    "second", labels=REMOTE)
-        thr_in = GaugeMetricFamily("pulsar_replication_throughput_in", "Bytes received from the remote cluster per "
-                                   "second", labels=REMOTE)
-        for topic in topics:
-            for producer in list(topic.producers.values()):
-                if not getattr(producer, "replicator", False):
-                    continue
-                remote = producer.name.removeprefix("pulsar.repl.")  # the remote's replicator, named after it
-                key = ("repl-in", str(topic.name), remote)
-                keys.add(key)
-                r_in, r_bytes = self._rates.rates(key, now, [producer.msg_in, producer.bytes_in])
-                labels = [cluster, topic.name.namespace_name, str(topic.name), remote]
-                rate_in.add_metric(labels, r_in)
-                thr_in.add_metric(labels, r_bytes)
-            for remote, replicator in list(getattr(topic, "replicators", {}).items()):
-                key = ("repl", str(topic.name), remote)
-                keys.add(key)
-                r_out, r_bytes = self._rates.rates(key, now, [replicator.msg_out, replicator.bytes_out])
-                labels = [cluster, topic.name.namespace_name, str(topic.name), remote]
-                backlog.add_metric(labels, replicator.cursor.backlog())
-                rate_out.add_metric(labels, r_out)
-                thr_out.add_metric(labels, r_bytes)
-                connected.add_metric(labels, 1 if replicator.is_connected() else 0)
-                delay.add_metric(labels, replicator.delay_seconds())
-        return [backlog, rate_out, thr_out, connected, delay, rate_in, thr_in]
+    def _replication(self, topic, ns: str) -> None:
+        backlog, rate_out, thr_out, connected, delay, rate_in, thr_in = self.replication_families
+        rates_of = self.collector._rates
+        for producer in list(topic.producers.values()):
+            if not getattr(producer, "replicator", False):
+                continue
+            remote = producer.name.removeprefix("pulsar.repl.")  # the remote's replicator, named after it
+            key = ("repl-in", str(topic.name), remote)
+            self.keys.add(key)
+            r_in, r_bytes = rates_of.rates(key, self.now, [producer.msg_in, producer.bytes_in])
+            labels = [self.cluster, ns, str(topic.name), remote]
+            rate_in.add_metric(labels, r_in)
+            thr_in.add_metric(labels, r_bytes)
+        for remote, replicator in list(getattr(topic, "replicators", {}).items()):
+            key = ("repl", str(topic.name), remote)
+            self.keys.add(key)
+            r_out, r_bytes = rates_of.rates(key, self.now, [replicator.msg_out, replicator.bytes_out])
+            labels = [self.cluster, ns, str(topic.name), remote]
+            backlog.add_metric(labels, replicator.cursor.backlog())
+            rate_out.add_metric(labels, r_out)
+            thr_out.add_metric(labels, r_bytes)
+            connected.add_metric(labels, 1 if replicator.is_connected() else 0)
+            delay.add_metric(labels, replicator.delay_seconds())
 
-    def _broker(self, cluster: str, topics: list, service):
+    def _broker(self) -> list:
+        cluster, service = self.cluster, self.service
         producers = GaugeMetricFamily("pulsar_broker_producers_count", "Producers attached to this broker",
                                       labels=["cluster"])
         consumers = GaugeMetricFamily("pulsar_broker_consumers_count", "Consumers attached to this broker",
                                       labels=["cluster"])
-        producers.add_metric([cluster], sum(len(t.producers) for t in topics))
-        consumers.add_metric([cluster], sum(len(s.consumers) for t in topics for s in t.subscriptions.values()))
-        yield from (producers, consumers)
+        producers.add_metric([cluster], self.producers)
+        consumers.add_metric([cluster], self.consumers)
+        families = [producers, consumers]
         if service is None:
-            return
-        yield _histogram("pulsar_broker_request_topic_lookup_duration_seconds",
-                         "How long lookups took to answer (binary and HTTP)", service.lookup_seconds)
+            return families
+        families.append(_histogram("pulsar_broker_request_topic_lookup_duration_seconds",
+                                   "How long lookups took to answer (binary and HTTP)", service.lookup_seconds))
         member = service.cluster
         unloads = CounterMetricFamily("pulsar_lb_unload_bundle", "Bundles this broker moved to another",
                                       labels=["cluster"])
         splits = CounterMetricFamily("pulsar_lb_bundles_split", "Bundles this broker split", labels=["cluster"])
         unloads.add_metric([cluster], member.transfers.count if member else 0)
         splits.add_metric([cluster], member.splits if member else 0)
-        yield from (unloads, splits)
+        families += [unloads, splits]
         prepared = CounterMetricFamily("magnetar_bundle_topics_prepared",
                                        "Topics of bundles moving here loaded before this broker took them",
                                        labels=["cluster"])
         prepared.add_metric([cluster], service.topics_prepared)
-        yield prepared
-        yield _histogram("magnetar_bundle_transfer_duration_seconds",
-                         "How long each bundle this broker moved took to reach its new owner",
-                         member.transfers if member else DurationCounts())
+        families.append(prepared)
+        families.append(_histogram("magnetar_bundle_transfer_duration_seconds",
+                                   "How long each bundle this broker moved took to reach its new owner",
+                                   member.transfers if member else DurationCounts()))
+        return families
+
+
+def _subscription_families() -> tuple:
+    rate_out = GaugeMetricFamily("pulsar_subscription_msg_rate_out", "Messages dispatched per second", labels=SUB)
+    thr_out = GaugeMetricFamily("pulsar_subscription_msg_throughput_out", "Bytes dispatched per second",
+                                labels=SUB)
+    redeliver = GaugeMetricFamily("pulsar_subscription_msg_rate_redeliver", "Messages redelivered per second",
+                                  labels=SUB)
+    consumers = GaugeMetricFamily("pulsar_subscription_consumers_count", "Attached consumers", labels=SUB)
+    return rate_out, thr_out, redeliver, consumers
+
+
+def _replication_families() -> tuple:
+    backlog = GaugeMetricFamily("pulsar_replication_backlog", "Entries not yet sent to the remote cluster",
+                                labels=REMOTE)
+    rate_out = GaugeMetricFamily("pulsar_replication_rate_out", "Messages sent to the remote cluster per second",
+                                 labels=REMOTE)
+    thr_out = GaugeMetricFamily("pulsar_replication_throughput_out", "Bytes sent to the remote cluster per "
+                                "second", labels=REMOTE)
+    connected = GaugeMetricFamily("pulsar_replication_connected_count", "1 while the replicator's producer is "
+                                  "connected", labels=REMOTE)
+    delay = GaugeMetricFamily("pulsar_replication_delay_in_seconds", "Age of the oldest entry not yet stored "
+                              "by the remote cluster (0: none waits)", labels=REMOTE)
+    rate_in = GaugeMetricFamily("pulsar_replication_rate_in", "Messages received from the remote cluster per "
+                                "second", labels=REMOTE)
+    thr_in = GaugeMetricFamily("pulsar_replication_throughput_in", "Bytes received from the remote cluster per "
+                               "second", labels=REMOTE)
+    return backlog, rate_out, thr_out, connected, delay, rate_in, thr_in
 
 
 def _histogram(name: str, doc: str, counts) -> HistogramMetricFamily:

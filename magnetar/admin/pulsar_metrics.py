@@ -31,6 +31,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from magnetar.broker.policies.backlog_quota import SIZE, backlog_size
 
+from .topic_walk import visit_in_slices
+
 if TYPE_CHECKING:
     from magnetar.broker.server.server import Broker
 
@@ -96,7 +98,9 @@ class PulsarCollector:
     """Pulsar's series over the loaded topics. With
     ``expose_topic_level_metrics_in_prometheus`` off, one series per
     namespace (the sums of its topics) instead of one per topic and
-    subscription, as Pulsar does: a scrape's size follows the namespaces."""
+    subscription, as Pulsar does: a scrape's size follows the namespaces.
+    :meth:`families` builds them with the event loop running between slices
+    of topics (:mod:`.topic_walk`); :meth:`collect` in one go."""
 
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
@@ -104,20 +108,20 @@ class PulsarCollector:
         self._last: dict[str, tuple[float, int, int, int, int]] = {}
 
     def collect(self):
-        service = self.broker.service
-        cluster = self.broker.config.cluster_name
-        topics = list(service.topics.values()) if service else []
-        if self.broker.config.expose_topic_level_metrics_in_prometheus:
-            # The per-topic series are rendered apart (topic_exposition.py).
-            namespaces = [t.name.namespace_name for t in topics]
-        else:
-            rows = self.rows(topics)
-            yield from namespace_series(cluster, rows)
-            namespaces = [row[1] for row in rows]
-        connections = GaugeMetricFamily("pulsar_active_connections", "Client connections", labels=["cluster"])
-        connections.add_metric([cluster], len(service.connections) if service else 0)
-        yield connections
-        yield topics_count(cluster, namespaces)
+        scrape = self.begin()
+        for topic in scrape.topics:
+            scrape.visit(topic)
+        yield from scrape.finish()
+
+    async def families(self) -> list:
+        """What :meth:`collect` yields, the topics visited in slices of bounded time."""
+        scrape = self.begin()
+        await visit_in_slices(scrape.topics, scrape.visit)
+        return scrape.finish()
+
+    def begin(self) -> "PulsarScrape":
+        """One scrape's pass over the topics loaded now."""
+        return PulsarScrape(self)
 
     def rows(self, topics: list) -> list[tuple]:
         """:meth:`row` of each topic; rates between this scrape and the last one."""
@@ -156,35 +160,99 @@ class PulsarCollector:
             del self._last[gone]
 
 
-def namespace_series(cluster: str, rows: list) -> list:
-    """The gauges and counters summed per namespace, without topic or subscription series."""
-    gauges = [GaugeMetricFamily(name, doc, labels=NAMESPACE_LABELS) for name, doc in GAUGES]
-    counters = [CounterMetricFamily(name.removesuffix("_total"), doc, labels=NAMESPACE_LABELS)
-                for name, doc in COUNTERS]
-    names = [name for name, _ in GAUGES]
-    average, limit = names.index("pulsar_average_msg_size"), names.index("pulsar_storage_backlog_quota_limit")
-    sums: dict[str, list[float]] = {}
-    limits: dict[str, float] = {}
-    for _, ns, values, _, totals in rows:
-        total = sums.setdefault(ns, [0] * (len(GAUGES) + len(COUNTERS)))
+class PulsarScrape:
+    """One scrape's pass: :meth:`visit` each topic of :attr:`topics` (in any
+    number of slices), then :meth:`finish` for the families. Per-namespace
+    sums are kept as the pass goes, so finishing costs the namespaces, not
+    the topics."""
+
+    def __init__(self, collector: PulsarCollector) -> None:
+        self.collector = collector
+        service = collector.broker.service
+        self.service = service
+        self.cluster = collector.broker.config.cluster_name
+        self.topics = list(service.topics.values()) if service else []
+        # The per-topic series are rendered apart (topic_exposition.py).
+        self.per_topic = collector.broker.config.expose_topic_level_metrics_in_prometheus
+        self.now = time.monotonic()
+        self.namespaces: dict[str, int] = {}
+        self.names: set[str] = set()
+        self.sums = NamespaceSums()
+
+    def visit(self, topic) -> None:
+        if self.per_topic:
+            ns = topic.name.namespace_name
+        else:
+            row = self.collector.row(topic, self.now)
+            self.names.add(row[0])
+            self.sums.add(row)
+            ns = row[1]
+        self.namespaces[ns] = self.namespaces.get(ns, 0) + 1
+
+    def finish(self) -> list:
+        families = []
+        if not self.per_topic:
+            self.collector.keep_only(self.names)
+            families += self.sums.families(self.cluster)
+        connections = GaugeMetricFamily("pulsar_active_connections", "Client connections", labels=["cluster"])
+        connections.add_metric([self.cluster], len(self.service.connections) if self.service else 0)
+        families.append(connections)
+        families.append(_topics_count(self.cluster, self.namespaces))
+        return families
+
+
+_GAUGE_NAMES = [name for name, _ in GAUGES]
+_AVERAGE, _LIMIT = _GAUGE_NAMES.index("pulsar_average_msg_size"), _GAUGE_NAMES.index("pulsar_storage_backlog_quota_limit")
+
+
+class NamespaceSums:
+    """The gauges and counters of :meth:`PulsarCollector.row` rows summed per
+    namespace, a row at a time."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, list[float]] = {}
+        self.limits: dict[str, float] = {}
+
+    def add(self, row: tuple) -> None:
+        _, ns, values, _, totals = row
+        total = self.sums.get(ns)
+        if total is None:
+            total = self.sums[ns] = [0] * (len(GAUGES) + len(COUNTERS))
         for i, value in enumerate((*values, *totals)):
             total[i] += value
-        limits[ns] = max(limits.get(ns, -1), values[limit])
-    for ns, total in sorted(sums.items()):
-        rate_in, throughput_in = total[0], total[2]
-        total[average] = throughput_in / rate_in if rate_in else 0.0  # of the namespace, not a sum of averages
-        total[limit] = limits[ns]  # a limit, not a sum: the largest of the namespace's topics
-        for family, value in zip(gauges + counters, total):
-            family.add_metric([cluster, ns], value)
-    return gauges + counters
+        self.limits[ns] = max(self.limits.get(ns, -1), values[_LIMIT])
+
+    def families(self, cluster: str) -> list:
+        gauges = [GaugeMetricFamily(name, doc, labels=NAMESPACE_LABELS) for name, doc in GAUGES]
+        counters = [CounterMetricFamily(name.removesuffix("_total"), doc, labels=NAMESPACE_LABELS)
+                    for name, doc in COUNTERS]
+        for ns, total in sorted(self.sums.items()):
+            rate_in, throughput_in = total[0], total[2]
+            total[_AVERAGE] = throughput_in / rate_in if rate_in else 0.0  # of the namespace, not a sum of averages
+            total[_LIMIT] = self.limits[ns]  # a limit, not a sum: the largest of the namespace's topics
+            for family, value in zip(gauges + counters, total):
+                family.add_metric([cluster, ns], value)
+        return gauges + counters
+
+
+def namespace_series(cluster: str, rows: list) -> list:
+    """The gauges and counters summed per namespace, without topic or subscription series."""
+    sums = NamespaceSums()
+    for row in rows:
+        sums.add(row)
+    return sums.families(cluster)
 
 
 def topics_count(cluster: str, namespaces: list[str]) -> GaugeMetricFamily:
     """``pulsar_topics_count``: the loaded topics per namespace (one name per loaded topic)."""
-    family = GaugeMetricFamily("pulsar_topics_count", "Loaded topics", labels=["cluster", "namespace"])
     per_namespace: dict[str, int] = {}
     for ns in namespaces:
         per_namespace[ns] = per_namespace.get(ns, 0) + 1
+    return _topics_count(cluster, per_namespace)
+
+
+def _topics_count(cluster: str, per_namespace: dict[str, int]) -> GaugeMetricFamily:
+    family = GaugeMetricFamily("pulsar_topics_count", "Loaded topics", labels=["cluster", "namespace"])
     for ns, n in sorted(per_namespace.items()):
         family.add_metric([cluster, ns], n)
     return family

@@ -126,12 +126,15 @@ def run(
     command: str = "",
     setup_timeout: float = 60.0,
     on_start: Callable[[], None] | None = None,
+    on_report: Callable[[dict], None] | None = None,
 ) -> dict:
     """Run ``spec`` and return the result dict. See the module docstring.
     ``setup_timeout`` grows by :data:`SETUP_S_PER_CLIENT` per producer and
     consumer a worker creates (100,000 topics take minutes to create).
     ``on_start`` runs once every worker is ready, just before the clock
-    starts (a bench reads the broker's counters there)."""
+    starts (a bench reads the broker's counters there). ``on_report`` sees
+    each worker's stats report as it arrives (deltas, :mod:`.reporting`: a
+    bench splits the latencies by what it did meanwhile)."""
     spec = replace(spec, subscriptions=list(spec.subscriptions), extra=dict(spec.extra))
     if produce and consume:
         spec.stamp = True
@@ -201,6 +204,8 @@ def run(
             if report is not None and report.get("kind") == "stats":
                 side = prod if report["role"] == "produce" else cons
                 side.absorb(report)
+                if on_report is not None:
+                    on_report(report)
                 if report["error"]:
                     errors.append(f"{report['role']} worker {report['worker']}: {report['error']}")
             now = time.monotonic()

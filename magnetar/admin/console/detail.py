@@ -88,7 +88,7 @@ async def partitioned_detail(request: web.Request, name, count: int, with_histor
     history_topic = str(name) if with_history else ""
 
     async def here_figures() -> dict:
-        return local_summaries(service, {namespace}, request.app.get(HISTORY), history_topic)
+        return await local_summaries(service, {namespace}, request.app.get(HISTORY), history_topic)
 
     figures = await from_every_broker(request, "/console/api/local/topics",
                                       {"namespaces": namespace, "historyOf": history_topic}, here_figures)

@@ -26,6 +26,7 @@ from magnetar.broker.subscriptions.subscription import SubType
 from ..errors import bad_request
 from ..params import service_of
 from ..routes import OBJECT, RouteTable, json_answer
+from ..topic_walk import visit_in_slices
 from .forward import from_every_broker, own_id
 from .listing import MAX_LIMIT, check_readable, int_query, namespaces_param, parent_of
 from .overview import readable_namespaces
@@ -49,14 +50,19 @@ def subscription_rows(topic) -> dict[str, dict]:
     return out
 
 
-def local_subscriptions(service, namespaces: set[str]) -> dict[str, dict]:
-    """``topic -> subscription -> figures`` for this broker's loaded topics of ``namespaces``."""
+async def local_subscriptions(service, namespaces: set[str]) -> dict[str, dict]:
+    """``topic -> subscription -> figures`` for this broker's loaded topics of
+    ``namespaces`` (visited in slices, the event loop running between)."""
     out = {}
-    for name, topic in list(service.topics.items()):
+
+    def visit(item) -> None:
+        name, topic = item
         if not name.startswith("persistent://") or not hasattr(topic, "rates"):
-            continue
+            return
         if name[len("persistent://"):].rsplit("/", 1)[0] in namespaces:
             out[name] = subscription_rows(topic)
+
+    await visit_in_slices(list(service.topics.items()), visit)
     return out
 
 
@@ -65,7 +71,7 @@ def local_subscriptions(service, namespaces: set[str]) -> dict[str, dict]:
 async def local(request: web.Request) -> web.Response:
     namespaces = namespaces_param(request)
     await check_readable(request, namespaces)
-    return json_answer(local_subscriptions(service_of(request), set(namespaces)))
+    return json_answer(await local_subscriptions(service_of(request), set(namespaces)))
 
 
 async def gathered(request: web.Request, namespaces: list[str]) -> tuple[list[dict], dict[str, str]]:
@@ -74,7 +80,7 @@ async def gathered(request: web.Request, namespaces: list[str]) -> tuple[list[di
     wanted = set(namespaces)
 
     async def here() -> dict:
-        return local_subscriptions(service, wanted)
+        return await local_subscriptions(service, wanted)
 
     answers = await from_every_broker(request, "/console/api/local/subscriptions",
                                       {"namespaces": ",".join(namespaces)}, here)

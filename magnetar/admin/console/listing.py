@@ -29,6 +29,7 @@ from ..access import may
 from ..errors import AdminError, bad_request
 from ..params import service_of
 from ..routes import OBJECT, RouteTable, json_answer
+from ..topic_walk import visit_in_slices
 from .forward import from_every_broker, own_id
 from .history import HISTORY
 from .overview import readable_namespaces
@@ -60,18 +61,23 @@ def _replication(topic) -> dict:
             "replicatedSubscriptions": sorted(n for n, s in topic.subscriptions.items() if s.replicated)}
 
 
-def local_summaries(service, namespaces: set[str], history=None, history_of: str = "") -> dict[str, dict]:
+async def local_summaries(service, namespaces: set[str], history=None, history_of: str = "") -> dict[str, dict]:
     """This broker's loaded topics of ``namespaces``: ``name -> figures``
     (with ``history``, a RateHistory: the rate ring of each partition of the
-    partitioned topic ``history_of`` as well)."""
+    partitioned topic ``history_of`` as well). Visits the loaded topics in
+    slices, the event loop running between (admin/topic_walk.py)."""
     out = {}
-    for name, topic in list(service.topics.items()):
+
+    def visit(item) -> None:
+        name, topic = item
         if not name.startswith("persistent://") or not hasattr(topic, "rates"):
-            continue
+            return
         if name[len("persistent://"):].rsplit("/", 1)[0] in namespaces:
             out[name] = summary(topic)
             if history is not None and history_of and parent_of(name) == history_of:
                 out[name]["history"] = history.of(name)
+
+    await visit_in_slices(list(service.topics.items()), visit)
     return out
 
 
@@ -114,7 +120,8 @@ async def local_topics(request: web.Request) -> web.Response:
     namespaces = namespaces_param(request)
     await check_readable(request, namespaces)
     history_of = request.query.get("historyOf") or ""
-    return json_answer(local_summaries(service_of(request), set(namespaces), request.app.get(HISTORY), history_of))
+    return json_answer(await local_summaries(service_of(request), set(namespaces), request.app.get(HISTORY),
+                                             history_of))
 
 
 def int_query(request: web.Request, name: str, default: int, low: int, high: int) -> int:
@@ -172,7 +179,7 @@ async def topics(request: web.Request) -> web.Response:
     wanted = set(namespaces)
 
     async def local() -> dict:
-        return local_summaries(service, wanted)
+        return await local_summaries(service, wanted)
 
     answers = await from_every_broker(request, "/console/api/local/topics", {"namespaces": ",".join(namespaces)},
                                       local)

@@ -19,6 +19,7 @@ from magnetar.broker.namespaces import resources
 from ..access import ROLE, may
 from ..params import BROKER, service_of
 from ..routes import OBJECT, RouteTable, json_answer
+from ..topic_walk import visit_in_slices
 from .forward import own_id
 
 table = RouteTable("console")
@@ -36,14 +37,19 @@ async def session(request: web.Request) -> web.Response:
                         "authentication": bool(authenticator is not None and authenticator.enabled)})
 
 
-def _local_load(request: web.Request) -> dict:
+async def _local_load(request: web.Request) -> dict:
     service = service_of(request)
     sampler = request.app.get(SAMPLER)
     if sampler is None:
         sampler = request.app[SAMPLER] = LoadSampler()
     report = sampler.sample({})
-    rates = [t.rates.rates((t.msg_in, t.bytes_in, t.msg_out, t.bytes_out)) for t in service.topics.values()
-             if hasattr(t, "rates")]
+    rates = []
+
+    def visit(t) -> None:
+        if hasattr(t, "rates"):
+            rates.append(t.rates.rates((t.msg_in, t.bytes_in, t.msg_out, t.bytes_out)))
+
+    await visit_in_slices(list(service.topics.values()), visit)  # the event loop runs between slices
     report["msg_rate_in"] = sum(r[0] for r in rates)
     report["throughput_in"] = sum(r[1] for r in rates)
     report["msg_rate_out"] = sum(r[2] for r in rates)
@@ -90,7 +96,7 @@ async def overview(request: web.Request) -> web.Response:
         namespaces.append({"name": namespace, "bundles": bundles})
     if member is None:
         me = own_id(request)
-        brokers = [_broker_row(me, _local_load(request), me, [f"{n['name']}/{b['range']}" for n in namespaces
+        brokers = [_broker_row(me, await _local_load(request), me, [f"{n['name']}/{b['range']}" for n in namespaces
                                                              for b in n["bundles"]], "http://" + me)]
         leader = me
     else:
