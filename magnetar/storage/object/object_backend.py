@@ -209,17 +209,18 @@ class ObjectBackend:
         if lockstep is not None:
             lockstep.join()  # now: ledgers sealed together are all members before any of them fetches
             self.pending.add(ledger.ledger_id, ledger.sections)
+            lockstep = _Taking(lockstep, self.pending, ledger.ledger_id)
         task = asyncio.get_running_loop().create_task(self._compact(ledger, lockstep, kept))
         self._compacting[ledger.ledger_id] = task
         task.add_done_callback(lambda _: self._compaction_ended(ledger.ledger_id, lockstep))
 
-    def _compaction_ended(self, ledger_id: int, lockstep: Lockstep | None) -> None:
+    def _compaction_ended(self, ledger_id: int, lockstep: "_Taking | None") -> None:
         self._compacting.pop(ledger_id, None)
         self.pending.drop(ledger_id)
         if lockstep is not None:
             lockstep.leave()  # here, not in the task: one cancelled before it began ran no ``finally``
 
-    async def _compact(self, ledger: ObjectLedger, lockstep: Lockstep | None, kept: list[bytes] | None) -> None:
+    async def _compact(self, ledger: ObjectLedger, lockstep: "_Taking | None", kept: list[bytes] | None) -> None:
         try:
             # seals (loads) that come together join the same lockstep
             await asyncio.sleep(COMPACT_AFTER_S if ledger.epoch is not None else OPENED_COMPACT_AFTER_S)
@@ -489,6 +490,23 @@ class ObjectBackend:
     def abandon(self) -> None:
         self._stop_background()
         self.committer.abandon()
+
+
+class _Taking:
+    """The lockstep as one compaction uses it: the objects it fetched are
+    no longer pending for its ledger (their kept bytes may go)."""
+
+    def __init__(self, lockstep: Lockstep, pending: PendingSections, ledger_id: int) -> None:
+        self.lockstep, self.pending, self.ledger_id = lockstep, pending, ledger_id
+
+    async def fetch(self, ranges: list[tuple[str, int, int]]) -> list[bytes]:
+        try:
+            return await self.lockstep.fetch(ranges)
+        finally:
+            self.pending.taken(self.ledger_id, {key for key, _, _ in ranges})
+
+    def leave(self) -> None:
+        self.lockstep.leave()
 
 
 def _quiet(task: asyncio.Task) -> None:

@@ -10,8 +10,10 @@ partitions, written together, each its own ledger), each object is read
 once for all of them: the bytes are kept (:mod:`.range_gets`) and the
 other ledgers' reads and compactions are served from them.
 
-A ledger is added when its compaction from the store is scheduled and
-dropped when that compaction ends (done, failed or cancelled). No I/O.
+A ledger is added when its compaction from the store is scheduled; the
+objects its compaction fetched are no longer pending for it (``taken``),
+and it is dropped when that compaction ends (done, failed or cancelled).
+No I/O.
 """
 from __future__ import annotations
 
@@ -35,12 +37,31 @@ class PendingSections:
         if keys:
             self._objects[ledger_id] = keys
 
+    def taken(self, ledger_id: int, keys: Iterable[str]) -> None:
+        """``ledger_id``'s compaction has fetched its ranges of ``keys``."""
+        mine = self._objects.get(ledger_id)
+        if mine is None:
+            return
+        for key in keys:
+            if key in mine:
+                mine.discard(key)
+                ledgers = self._by_object[key]
+                ledgers.pop(ledger_id, None)
+                if not ledgers:
+                    del self._by_object[key]
+        if not mine:
+            del self._objects[ledger_id]
+
     def drop(self, ledger_id: int) -> None:
         for key in self._objects.pop(ledger_id, ()):
             ledgers = self._by_object[key]
             ledgers.pop(ledger_id, None)
             if not ledgers:
                 del self._by_object[key]
+
+    def __contains__(self, key: str) -> bool:
+        """Whether some compaction will still fetch part of object ``key``."""
+        return key in self._by_object
 
     def ranges(self, key: str) -> list[tuple[int, int]]:
         """Every pending ``[start, end)`` of object ``key`` (any ledger's)."""

@@ -51,6 +51,11 @@ WHOLE_BYTES = 256 * 1024
 #: Bytes of objects read kept for the other ledgers' sections in them (one
 #: object's bytes at most half of it: a commit object is up to 8 MiB).
 KEEP_BYTES = 32 * 1024 * 1024
+#: Bytes of objects a pending compaction will still read (see ``pending``)
+#: kept at most: beyond ``KEEP_BYTES`` others' bytes go first, and past this
+#: a new one is not kept (its compaction reads it again) rather than an
+#: older one, which its compaction needs sooner.
+KEEP_PENDING_BYTES = 96 * 1024 * 1024
 #: GETs under way at once, at most: a compaction of a ledger of 1,000 small
 #: sections must not put 1,000 requests on the loop and the store at once.
 MAX_IN_FLIGHT = 32
@@ -59,10 +64,12 @@ MAX_IN_FLIGHT = 32
 class RangeGets:
     def __init__(self, objects: ObjectStore, *, max_gap: int = MAX_GAP, window_s: float = 0.001,
                  whole_bytes: int = WHOLE_BYTES, keep_bytes: int = KEEP_BYTES,
-                 pending: Callable[[str], Iterable[tuple[int, int]]] | None = None) -> None:
+                 pending: Callable[[str], Iterable[tuple[int, int]]] | None = None,
+                 keep_pending_bytes: int = KEEP_PENDING_BYTES) -> None:
         self.objects = objects
         #: Ranges of an object that will be fetched anyway (see the module docstring).
         self.pending = pending
+        self.keep_pending_bytes = keep_pending_bytes
         self.max_gap = max_gap
         self.window_s = window_s
         self.whole_bytes = whole_bytes
@@ -178,9 +185,21 @@ class RangeGets:
             self._kept_bytes -= len(old[1])
         self._kept[key] = (offset, buf)
         self._kept_bytes += len(buf)
-        while self._kept_bytes > self.keep_bytes:
-            _, (_, dropped) = self._kept.popitem(last=False)
+        if self._kept_bytes <= self.keep_bytes:
+            return
+        # Over: least recently used first among the bytes no compaction waits
+        # for; then, past keep_pending_bytes, the newest (see KEEP_PENDING_BYTES).
+        for other in [k for k in self._kept if not self._pending(k)]:
+            _, dropped = self._kept.pop(other)
             self._kept_bytes -= len(dropped)
+            if self._kept_bytes <= self.keep_bytes:
+                return
+        while self._kept_bytes > self.keep_pending_bytes:
+            _, (_, dropped) = self._kept.popitem(last=True)
+            self._kept_bytes -= len(dropped)
+
+    def _pending(self, key: str) -> bool:
+        return self.pending is not None and bool(self.pending(key))
 
     def forget(self) -> None:
         """Drop every kept byte (the backend closes)."""
