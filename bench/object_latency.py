@@ -11,7 +11,9 @@ topic, batching off, 100-byte messages, twice:
   (``object_storage_profile = "cost"``, ``object_commit_interval_ms = 20``,
   no PUT budget);
 - ``profiles``: the defaults (``latency``, a PUT budget of 250/s, ``cost``
-  at 250 ms for namespaces that choose it).
+  at 250 ms for namespaces that choose it; layout format 2);
+- ``profiles-v1`` (only if asked: ``--configs profiles-v1,profiles``): the
+  same with new ledgers in layout format 1, the peer of format 2.
 
 Workloads, each on topics of their own: one topic at 1,000 msg/s; ``--many-topics``
 (10,000) at 20,000 msg/s; then (``profiles`` only) ``--cost-topics`` (1,000) at
@@ -47,6 +49,8 @@ CONFIGS = {
     "interval": '[storage]\nobject_storage_profile = "cost"\nobject_commit_interval_ms = 20\n'
                 "object_put_budget_per_s = 0\n",
     "profiles": "[storage]\n",  # latency by default, budget 250/s, cost at 250 ms
+    # The same with the ledgers' index in layout format 1 (a compare and a record per ledger per commit).
+    "profiles-v1": "[storage]\nobject_layout = 1\n",
 }
 
 
