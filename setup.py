@@ -21,7 +21,8 @@ setup(
         # rule: optional, with a pure-Python twin (pyspark_magnetar/entry_columns.py).
         Extension("pyspark_magnetar._columns", ["pyspark_magnetar/_columns.c", "pyspark_magnetar/_columns_decode.c",
                                                 "pyspark_magnetar/_columns_fetch.c",
-                                                "pyspark_magnetar/_columns_encode.c", "pyspark_magnetar/_columns_keys.c"],
+                                                "pyspark_magnetar/_columns_encode.c", "pyspark_magnetar/_columns_keys.c",
+                                                "pyspark_magnetar/_columns_pool.c"],
                   # CRC32C is the broker's (one header for both modules).
                   include_dirs=["magnetar/protocol"],
                   depends=["pyspark_magnetar/_columns.h", "pyspark_magnetar/_columns_rows.h",

@@ -14,7 +14,7 @@
 typedef struct {
     PyObject_HEAD
     char *p;
-    Py_ssize_t len;
+    Py_ssize_t len, cap; /* cap: the block's size, for the pool */
 } Owned;
 
 static int
@@ -29,7 +29,7 @@ owned_getbuffer(PyObject *self, Py_buffer *view, int flags)
 static void
 owned_dealloc(PyObject *self)
 {
-    PyMem_RawFree(((Owned *)self)->p);
+    col_block_put(((Owned *)self)->p, ((Owned *)self)->cap);
     Py_TYPE(self)->tp_free(self);
 }
 
@@ -61,14 +61,18 @@ col_owned(Buf *b)
         buf_free(b);
         return NULL;
     }
-    /* Give back the slack of a buffer sized for more rows than came. */
-    if (b->p && b->cap > b->len + 4096) {
+    /* Give back the slack of a small buffer sized for more rows than came;
+     * a pool block keeps its size, to be handed out again whole. */
+    if (b->p && b->cap < COL_POOL_MIN && b->cap > b->len + 4096) {
         char *p = PyMem_RawRealloc(b->p, b->len ? b->len : 1);
-        if (p != NULL)
+        if (p != NULL) {
             b->p = p;
+            b->cap = b->len ? b->len : 1;
+        }
     }
     o->p = b->p;
     o->len = b->len;
+    o->cap = b->cap;
     b->p = NULL;
     b->len = b->cap = 0;
     return (PyObject *)o;
@@ -92,6 +96,8 @@ static PyMethodDef methods[] = {
      "See pyspark_magnetar.row_batches.encode_batches_python."},
     {"key_partitions", (PyCFunction)(void (*)(void))key_partitions, METH_FASTCALL,
      "See pyspark_magnetar.partition_rows.key_partitions_python."},
+    {"block_pool", block_pool, METH_NOARGS,
+     "The column block pool's counters: hits, misses, kept_bytes (see _columns_pool.c)."},
     {NULL, NULL, 0, NULL},
 };
 

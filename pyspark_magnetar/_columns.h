@@ -27,6 +27,16 @@ typedef struct {
     Py_ssize_t len, cap;
 } Buf;
 
+/* Blocks of COL_POOL_MIN bytes or more (powers of two) come from and go back
+ * to a pool of freed blocks (_columns_pool.c), any thread, GIL or not. */
+#define COL_POOL_MIN ((Py_ssize_t)64 * 1024)
+/* A block of `cap` bytes (kept or new), NULL when out of memory. */
+void *col_block_get(Py_ssize_t cap);
+/* Give back a block of `cap` bytes (kept, or freed when the pool is full or
+ * `cap` is not one of its sizes). NULL is ignored. */
+void col_block_put(void *p, Py_ssize_t cap);
+PyObject *block_pool(PyObject *self, PyObject *unused);
+
 static inline int
 buf_reserve(Buf *b, Py_ssize_t extra)
 {
@@ -35,8 +45,16 @@ buf_reserve(Buf *b, Py_ssize_t extra)
     Py_ssize_t cap = b->cap ? b->cap : 256;
     while (cap < b->len + extra)
         cap *= 2;
-    char *p = PyMem_RawRealloc(b->p, cap);
-    if (p == NULL)
+    char *p;
+    if (cap >= COL_POOL_MIN) {
+        /* a pool block: moved by hand, the old one given back */
+        p = col_block_get(cap);
+        if (p == NULL)
+            return COL_NOMEM;
+        if (b->len)
+            memcpy(p, b->p, b->len);
+        col_block_put(b->p, b->cap);
+    } else if ((p = PyMem_RawRealloc(b->p, cap)) == NULL)
         return COL_NOMEM;
     b->p = p;
     b->cap = cap;
@@ -88,7 +106,7 @@ bit_put(Buf *b, Py_ssize_t row, int set)
 static inline void
 buf_free(Buf *b)
 {
-    PyMem_RawFree(b->p);
+    col_block_put(b->p, b->cap);
     b->p = NULL;
     b->len = b->cap = 0;
 }

@@ -23,6 +23,11 @@ from .fast_send import SendCommandView
 from .frames import Frame, FrameDecoder, encode_command, encode_payload_command
 
 
+#: A client's incomplete frames of at least this many bytes are received
+#: into one buffer of their size (see FrameDecoder's ``preallocate_from``).
+CLIENT_PREALLOCATE_FROM = 64 * 1024
+
+
 class Role(enum.Enum):
     CLIENT = "client"
     SERVER = "server"
@@ -44,8 +49,12 @@ class Connection:
         # A server reads plain SENDs without protobuf (``Frame.command`` is then a
         # SendCommandView): one per entry, the broker's hottest frame.
         fast = role is Role.SERVER
-        self.decoder = (FrameDecoder(fast_send=fast) if max_frame_size is None
-                        else FrameDecoder(max_frame_size, fast_send=fast))
+        # A client receives its large frames (fetch responses, batch entries)
+        # into buffers of their exact size; a server does not let a peer make
+        # it allocate before the bytes arrive.
+        prealloc = CLIENT_PREALLOCATE_FROM if role is Role.CLIENT else None
+        self.decoder = (FrameDecoder(fast_send=fast, preallocate_from=prealloc) if max_frame_size is None
+                        else FrameDecoder(max_frame_size, fast_send=fast, preallocate_from=prealloc))
         self.peer_protocol_version = 0
         self.peer_supports_broker_entry_metadata = False
 

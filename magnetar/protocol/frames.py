@@ -243,13 +243,27 @@ class FrameDecoder:
     once a frame is complete, so a large frame that trickles in is copied
     once, not once per chunk.
 
+    With ``preallocate_from``, an incomplete frame that declares at least
+    that many bytes is gathered instead into one buffer of its exact size,
+    allocated when its size is read, and handed out as a read-only view of
+    that buffer: no regrowth and no final copy (a client's 4 MiB fetch
+    responses). The decoder drops the buffer once the frame is out, so
+    nothing writes to it after. A client's choice: a server would let a
+    peer make it allocate a frame's size before the bytes arrive.
+
     Raises :class:`FrameTooLarge` as soon as a frame header declares more than
     ``max_frame_size`` bytes, so a peer cannot make us buffer gigabytes.
     """
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_MESSAGE_SIZE + FRAME_OVERHEAD, *,
-                 fast_send: bool = False) -> None:
+                 fast_send: bool = False, preallocate_from: int | None = None) -> None:
         self.max_frame_size = max_frame_size
+        self.preallocate_from = preallocate_from
+        # A large frame being received (preallocate_from): its buffer, the bytes
+        # filled, and what arrived after it (the next frames' start).
+        self._big: bytearray | None = None
+        self._big_filled = 0
+        self._after: bytearray | None = None
         #: Decode plain SEND commands with :func:`.fast_send.parse_send` (a
         #: broker's per-entry path): their ``Frame.command`` is then a
         #: :class:`.fast_send.SendCommandView`, not a protobuf message.
@@ -259,6 +273,18 @@ class FrameDecoder:
         self._pending: bytearray | None = None
 
     def feed(self, data: bytes) -> None:
+        big = self._big
+        if big is not None:
+            if self._after is not None:
+                self._after += data
+                return
+            filled = self._big_filled
+            n = min(len(data), len(big) - filled)
+            big[filled:filled + n] = memoryview(data)[:n]
+            self._big_filled = filled + n
+            if n < len(data):
+                self._after = bytearray(memoryview(data)[n:])
+            return
         if self._pending is None and self._pos >= len(self._data):
             self._data, self._pos = bytes(data), 0  # no copy for bytes
             return
@@ -269,10 +295,20 @@ class FrameDecoder:
 
     @property
     def buffered(self) -> int:
-        return len(self._data) - self._pos + (len(self._pending) if self._pending is not None else 0)
+        return (len(self._data) - self._pos + (len(self._pending) if self._pending is not None else 0)
+                + (self._big_filled if self._big is not None else 0)
+                + (len(self._after) if self._after is not None else 0))
 
     def _frame_bounds(self) -> tuple[int, int] | None:
         """(start, end) of the next whole frame in ``_data``, or None."""
+        big = self._big
+        if big is not None:
+            if self._big_filled < len(big):
+                return None
+            # Whole: hand it out as a read-only view; what came after it is next.
+            self._data, self._pos = memoryview(big).toreadonly(), len(big)
+            self._big, self._big_filled, self._pending, self._after = None, 0, self._after, None
+            return 0, len(big)
         pending = self._pending
         if pending is not None:
             if len(pending) < 4:
@@ -280,6 +316,7 @@ class FrameDecoder:
             (total,) = _U32.unpack_from(pending, 0)
             self._check_size(total)
             if len(pending) < 4 + total:
+                self._preallocate(pending, 0, total)
                 return None
             self._data, self._pos, self._pending = bytes(pending), 0, None
         data, pos = self._data, self._pos
@@ -292,11 +329,25 @@ class FrameDecoder:
         self._check_size(total)
         end = pos + 4 + total
         if len(data) < end:
-            self._pending = bytearray(memoryview(data)[pos:])
+            if not self._preallocate(data, pos, total):
+                self._pending = bytearray(memoryview(data)[pos:])
             self._data, self._pos = b"", 0
             return None
         self._pos = end
         return pos, end
+
+    def _preallocate(self, data, pos: int, total: int) -> bool:
+        """Start receiving the incomplete frame at ``data[pos:]`` (of ``total``
+        bytes after its size field) into a buffer of its exact size, when
+        ``preallocate_from`` says so; whether it did."""
+        if self.preallocate_from is None or 4 + total < self.preallocate_from:
+            return False
+        have = memoryview(data)[pos:]
+        big = bytearray(4 + total)
+        big[:len(have)] = have
+        self._big, self._big_filled, self._after = big, len(have), None
+        self._pending = None
+        return True
 
     def _check_size(self, total: int) -> None:
         if total > self.max_frame_size:
@@ -363,5 +414,5 @@ class FrameDecoder:
         if bounds is None:
             return None
         start, end = bounds
-        raw = self._data[start:end]
+        raw = bytes(self._data[start:end])
         return decode_frame(memoryview(raw)[4:]).command.type, raw

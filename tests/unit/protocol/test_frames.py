@@ -120,3 +120,51 @@ def test_handshake_rules():
     client.receive_data(server.send(command(Type.CONNECTED, server_version="m", protocol_version=20)))
     with pytest.raises(ProtocolError, match="twice"):
         server.receive_data(client.send(command(Type.CONNECT, client_version="t")))
+
+
+@given(
+    sizes=st.lists(st.sampled_from([0, 10, 1000, 70_000, 200_000]), min_size=1, max_size=6),
+    cuts=st.lists(st.integers(1, 90_000), max_size=30),
+)
+@settings(max_examples=100, deadline=None)
+def test_large_frames_received_into_buffers_of_their_size(sizes, cuts):
+    """With preallocate_from, large frames come out whole in any chunking,
+    the same as without it, each a read-only view of a buffer of exactly
+    its size (no copy once complete); small frames are untouched."""
+    frames = [(i, bytes([i % 251]) * size, {"i": str(i)}) for i, size in enumerate(sizes)]
+    wire = b"".join(_send(seq, payload, props) for seq, payload, props in frames)
+    plain, big = FrameDecoder(), FrameDecoder(preallocate_from=64 * 1024)
+    got: dict[str, list] = {"plain": [], "big": []}
+    pos = 0
+    for cut in cuts + [len(wire)]:
+        for name, decoder in (("plain", plain), ("big", big)):
+            decoder.feed(wire[pos : pos + cut])
+            while (frame := decoder.next_frame()) is not None:
+                got[name].append(frame)
+        pos += cut
+    assert big.buffered == plain.buffered == 0
+    assert len(got["big"]) == len(frames)
+    for frame, other, (seq, payload, props) in zip(got["big"], got["plain"], frames):
+        assert frame.command == other.command
+        assert bytes(frame.block.payload) == bytes(other.block.payload) == payload
+        assert frame.block.verify_checksum()
+        assert frame.block.raw.readonly
+
+
+def test_a_large_frame_that_trickles_in_is_one_buffer_of_its_size():
+    wire = _send(1, b"x" * 200_000, {}) + _send(2, b"small", {})
+    decoder = FrameDecoder(preallocate_from=64 * 1024)
+    frames = []
+    for start in range(0, len(wire), 65_536):
+        decoder.feed(wire[start : start + 65_536])
+        while (frame := decoder.next_frame()) is not None:
+            frames.append(frame)
+    assert [f.command.send.sequence_id for f in frames] == [1, 2]
+    raw = frames[0].block.raw
+    assert isinstance(raw.obj, bytearray) and len(raw.obj) == len(wire) - len(_send(2, b"small", {}))
+    assert raw.readonly and bytes(frames[0].block.payload) == b"x" * 200_000
+
+
+def test_a_client_connection_preallocates_and_a_server_does_not():
+    assert Connection(Role.CLIENT).decoder.preallocate_from == 64 * 1024
+    assert Connection(Role.SERVER).decoder.preallocate_from is None
