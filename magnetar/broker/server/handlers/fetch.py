@@ -43,6 +43,10 @@ MAX_ENTRIES = 100_000
 #: The longest a fetch waits for an entry that is not there yet.
 MAX_WAIT_MS = 30_000
 
+#: A response of at most this many entries goes to the socket as its
+#: entries' own buffers (a writev of a few dozen pieces); more are joined.
+WRITE_AS_PIECES = 64
+
 _U32U32 = struct.Struct(">II")
 
 
@@ -90,6 +94,10 @@ def response(request_id: int, runs: list[tuple[int, int, list[bytes]]], start: P
     reply = command(Type.FETCH_ENTRIES_RESPONSE, request_id=request_id, num_entries=len(datas),
                     next_ledger_id=nxt.ledger_id, next_entry_id=max(nxt.entry_id, 0)).SerializeToString()
     sizes = struct.pack(f">I{len(datas)}I", len(datas), *map(len, datas))
+    if len(datas) <= WRITE_AS_PIECES:
+        # Few entries (batches): the socket's writev takes them as they are, no copy into one buffer.
+        head = _U32U32.pack(4 + len(reply) + len(sizes) + sum(map(len, datas)), len(reply)) + reply
+        return [head, sizes, *datas]
     body = b"".join(datas)  # one buffer for the socket, not thousands of small ones
     return [_U32U32.pack(4 + len(reply) + len(sizes) + len(body), len(reply)) + reply, sizes, body]
 
