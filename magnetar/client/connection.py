@@ -78,8 +78,12 @@ def is_tls_url(url: str) -> bool:
     return url.startswith(TLS_SCHEME + "://")
 
 
-class BrokerConnection(asyncio.Protocol):
-    """One connection; create it with :func:`open_connection`."""
+class BrokerConnection(asyncio.BufferedProtocol):
+    """One connection; create it with :func:`open_connection`.
+
+    A buffered protocol: the transport receives into the buffer the frame
+    decoder offers, so a large frame (a fetch response) is received in
+    place, with no copy (:meth:`.FrameDecoder.receive_buffer`)."""
 
     def __init__(self, url: str, keepalive_seconds: float = 30.0, authentication: Authentication | None = None) -> None:
         self.url = url
@@ -223,7 +227,14 @@ class BrokerConnection(asyncio.Protocol):
         if endpoint is None or self._consumers.get(consumer_id) is endpoint:
             self._consumers.pop(consumer_id, None)
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._proto.decoder.receive_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._proto.decoder.received(nbytes)
+        self.data_received(None)
+
+    def data_received(self, data: bytes | None) -> None:
         self._heard_from_peer = True
         try:
             frames = self._proto.receive_data(data)

@@ -58,11 +58,13 @@ class Connection:
         self.peer_protocol_version = 0
         self.peer_supports_broker_entry_metadata = False
 
-    def receive_data(self, data: bytes) -> list[Frame]:
-        """Feed received bytes; return the whole frames now available, in order."""
+    def receive_data(self, data: bytes | None) -> list[Frame]:
+        """Feed received bytes; return the whole frames now available, in
+        order. ``None``: the bytes are already in (``decoder.received``)."""
         if self.state is State.CLOSED:
             raise ProtocolError("connection is closed")
-        self.decoder.feed(data)
+        if data is not None:
+            self.decoder.feed(data)
         frames: list[Frame] = []
         next_frame = self.decoder.next_frame
         # A server past CONNECT has no rule for a SEND (the hot frame): skip the check.

@@ -234,6 +234,11 @@ def decode_frame(frame: memoryview) -> Frame:
     return Frame(cmd, PayloadBlock(rest) if len(rest) else None)
 
 
+#: The scratch buffer :meth:`FrameDecoder.receive_buffer` offers outside a
+#: large frame (asyncio's own receive size).
+RECEIVE_SCRATCH = 256 * 1024
+
+
 class FrameDecoder:
     """A receive buffer: feed bytes in any chunking, take whole frames out.
 
@@ -264,6 +269,8 @@ class FrameDecoder:
         self._big: bytearray | None = None
         self._big_filled = 0
         self._after: bytearray | None = None
+        self._scratch: bytearray | None = None  # receive_buffer's, for bytes that are not a large frame's
+        self._into_big = False
         #: Decode plain SEND commands with :func:`.fast_send.parse_send` (a
         #: broker's per-entry path): their ``Frame.command`` is then a
         #: :class:`.fast_send.SendCommandView`, not a protobuf message.
@@ -292,6 +299,28 @@ class FrameDecoder:
             self._pending = bytearray(memoryview(self._data)[self._pos :])
             self._data, self._pos = b"", 0
         self._pending += data
+
+    def receive_buffer(self) -> memoryview:
+        """Where the next received bytes may go (a BufferedProtocol's
+        ``get_buffer``): the rest of the large frame being received, so the
+        socket fills it with no copy, else a scratch buffer. Call
+        :meth:`received` with the count written before anything else."""
+        big = self._big
+        if big is not None and self._after is None:
+            self._into_big = True
+            return memoryview(big)[self._big_filled:]
+        self._into_big = False
+        if self._scratch is None:
+            self._scratch = bytearray(RECEIVE_SCRATCH)
+        return memoryview(self._scratch)
+
+    def received(self, n: int) -> None:
+        """``n`` bytes were written at the start of the buffer
+        :meth:`receive_buffer` returned."""
+        if self._into_big:
+            self._big_filled += n
+        else:
+            self.feed(bytes(memoryview(self._scratch)[:n]))  # frames hold views of their chunk: not the scratch
 
     @property
     def buffered(self) -> int:

@@ -168,3 +168,49 @@ def test_a_large_frame_that_trickles_in_is_one_buffer_of_its_size():
 def test_a_client_connection_preallocates_and_a_server_does_not():
     assert Connection(Role.CLIENT).decoder.preallocate_from == 64 * 1024
     assert Connection(Role.SERVER).decoder.preallocate_from is None
+
+
+@given(
+    sizes=st.lists(st.sampled_from([0, 10, 1000, 70_000, 300_000]), min_size=1, max_size=6),
+    reads=st.lists(st.integers(1, 400_000), max_size=40),
+)
+@settings(max_examples=100, deadline=None)
+def test_frames_received_in_place_in_any_chunking(sizes, reads):
+    """A socket writing into receive_buffer (as a BufferedProtocol's
+    transport does, up to the buffer's length per read) gives the frames
+    fed bytes give."""
+    frames = [(i, bytes([i % 251]) * size, {"i": str(i)}) for i, size in enumerate(sizes)]
+    wire = memoryview(b"".join(_send(seq, payload, props) for seq, payload, props in frames))
+    decoder = FrameDecoder(preallocate_from=64 * 1024)
+    got, pos = [], 0
+    for want in reads + [len(wire)] * (len(wire) // (64 * 1024) + 2):
+        if pos >= len(wire):
+            break
+        buf = decoder.receive_buffer()
+        n = min(want, len(buf), len(wire) - pos)
+        buf[:n] = wire[pos : pos + n]
+        decoder.received(n)
+        pos += n
+        while (frame := decoder.next_frame()) is not None:
+            got.append(frame)
+    assert pos == len(wire) and decoder.buffered == 0
+    assert [(f.command.send.sequence_id, bytes(f.block.payload)) for f in got] == [(s, p) for s, p, _ in frames]
+
+
+def test_a_large_frame_is_received_in_place_after_its_first_read():
+    wire = _send(1, b"y" * 300_000, {}) + _send(2, b"small", {})
+    decoder = FrameDecoder(preallocate_from=64 * 1024)
+    buf = decoder.receive_buffer()
+    buf[:1000] = wire[:1000]  # the first read: the size, in the scratch
+    decoder.received(1000)
+    assert decoder.next_frame() is None
+    rest = decoder.receive_buffer()
+    assert rest.obj is not decoder._scratch and len(rest) == len(wire) - len(_send(2, b"small", {})) - 1000
+    rest[:] = wire[1000 : 1000 + len(rest)]
+    decoder.received(len(rest))
+    frame = decoder.next_frame()
+    assert frame.block.raw.obj is rest.obj and bytes(frame.block.payload) == b"y" * 300_000
+    tail = decoder.receive_buffer()
+    tail[: len(wire) - 1000 - len(rest)] = wire[1000 + len(rest) :]
+    decoder.received(len(wire) - 1000 - len(rest))
+    assert decoder.next_frame().command.send.sequence_id == 2
