@@ -48,7 +48,8 @@ from magnetar.perf.runner import run
 from magnetar.perf.spec import WorkloadSpec
 
 PATHS = {"journal": "journal = true", "segments": "journal = false"}
-_SERIES = re.compile(r'^(magnetar_file_fsyncs_total\{kind="(\w+)"\}|magnetar_file_group_commits_total) ([0-9.e+]+)$')
+_SERIES = re.compile(r'^(magnetar_file_fsyncs_total\{kind="(\w+)"\}|magnetar_file_(group_commits|reopens)_total) '
+                     r'([0-9.e+]+)$')
 
 
 def file_counters(admin_port: int) -> dict[str, float]:
@@ -59,7 +60,7 @@ def file_counters(admin_port: int) -> dict[str, float]:
     for line in text.splitlines():
         m = _SERIES.match(line)
         if m:
-            out[f"{m.group(2)}_fsyncs" if m.group(2) else "group_commits"] = float(m.group(3))
+            out[f"{m.group(2)}_fsyncs" if m.group(2) else m.group(3)] = float(m.group(4))
     return out
 
 
@@ -107,12 +108,13 @@ def one_run(path: str, topics: int, args, log) -> dict:
                    "journal_fsyncs_per_s": rates.get("journal_fsyncs", 0.0),
                    "segment_fsyncs_per_s": rates.get("segment_fsyncs", 0.0),
                    "group_commits_per_s": rates.get("group_commits", 0.0),
+                   "reopens_per_s": rates.get("reopens", 0.0),
                    "broker_cpu_percent": (result.get("broker") or {}).get("cpu_percent"),
                    "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
         log(f"  {path:8} {topics:>6} topics: {figures['msg_per_s']:>6,} msg/s  p50 {figures['p50_ms']} "
             f"p99 {figures['p99_ms']} max {figures['max_ms']} ms  fsyncs/s {figures['fsyncs_per_s']} "
             f"(journal {figures['journal_fsyncs_per_s']}, segment {figures['segment_fsyncs_per_s']})  "
-            f"group commits/s {figures['group_commits_per_s']}  broker CPU {figures['broker_cpu_percent']} %  "
+            f"group commits/s {figures['group_commits_per_s']}  reopens/s {figures['reopens_per_s']}  broker CPU {figures['broker_cpu_percent']} %  "
             f"errors {figures['errors']}  "
             f"load {figures['load_average']}")
         return figures

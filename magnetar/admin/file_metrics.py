@@ -8,14 +8,16 @@ checkpoint syncs each segment file written since the last one:
 ``magnetar_file_fsyncs_total{kind="journal"|"segment"}``. Without it
 every segment file written is synced per group commit (all ``segment``).
 ``magnetar_file_group_commits_total`` counts the writer's rounds, so
-fsyncs per group commit is one over the other. Read at scrape time from
+fsyncs per group commit is one over the other. ``magnetar_file_reopens_total``
+counts segment files opened again after the open-file pool closed them
+(``magnetar_file_open_files_capacity``: its size). Read at scrape time from
 the backend's ``stats()`` (``storage/backend.py``).
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from magnetar.admin.backend_stats import backend_stats
 
@@ -39,6 +41,12 @@ class FileStorageCollector:
         yield fsyncs
         yield CounterMetricFamily("magnetar_file_group_commits", "Rounds of the group-commit writer",
                                   value=counters.get("group_commits", 0))
+        yield CounterMetricFamily("magnetar_file_reopens",
+                                  "Segment files opened again after the open-file pool closed them (churn: the "
+                                  "pool is smaller than the files written)", value=counters.get("reopens", 0))
+        yield GaugeMetricFamily("magnetar_file_open_files_capacity",
+                                "Segment files the pool keeps open at most (max_open_ledger_files, or sized "
+                                "from the open-file limit)", value=counters.get("open_files_capacity", 0))
         yield CounterMetricFamily("magnetar_journal_checkpoints",
                                   "Journal checkpoints (segment files synced, the journal trimmed behind them)",
                                   value=counters.get("checkpoints", 0))

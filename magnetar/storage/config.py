@@ -91,8 +91,10 @@ class StorageConfig:
         ``object_layout`` to 2: older brokers refuse it from then on.
     max_open_ledger_files: segment files open at once (``handles.py``): the
         least recently used idle ones are closed and opened again on use, so
-        open files stay bounded whatever the number of topics. Lowered at
-        start to half the process's open-file limit when that is smaller.
+        open files stay bounded whatever the number of topics. 0 (the
+        default): half the process's open-file limit, its soft limit raised
+        to the hard one at start (at most 32,768). Otherwise lowered at
+        start to half the limit when that is smaller.
     """
 
     sync_policy: str = "always"
@@ -112,7 +114,7 @@ class StorageConfig:
     object_commit_max_bytes: int = 8 * 1024 * 1024
     object_put_budget_per_s: float = 250.0
     object_layout: int = 2
-    max_open_ledger_files: int = 512
+    max_open_ledger_files: int = 0
     journal: bool = True
     journal_checkpoint_interval_ms: int = 10_000
     journal_file_bytes: int = 64 * 1024 * 1024
@@ -151,7 +153,7 @@ class StorageConfig:
                 parse_url(self.object_store_url)
             except ObjectStoreConfigError as exc:
                 raise ValueError(str(exc)) from None
-        _positive(self, "max_open_ledger_files")
+        _non_negative(self, "max_open_ledger_files")  # 0: sized from the open-file limit
         if not isinstance(self.journal, bool):
             raise ValueError(f"journal must be true or false; got {self.journal!r}")
         _positive(self, "journal_checkpoint_interval_ms")

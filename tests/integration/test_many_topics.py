@@ -150,6 +150,25 @@ def _open_file_limit(n: int):
     return apply
 
 
+def test_a_broker_keeps_half_its_open_file_limit_in_segment_files(tmp_path):
+    """By default the pool follows the limit: the soft limit raised to the
+    hard one at start, half of it for segment files (1,000 written topics
+    do not churn the pool as 512 did)."""
+    def limits() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 4096))
+
+    broker = configured_broker(tmp_path, "", preexec_fn=limits).start()
+    try:
+        assert "keeping at most 2048 segment files open (half the open-file limit)" in broker.log()
+        assert re.search(r"^magnetar_file_open_files_capacity 2048\.0$", _scrape(broker), re.M)
+        with open(f"/proc/{broker.proc.pid}/limits") as f:
+            assert re.search(r"^Max open files\s+4096\s+4096\s+files", f.read(), re.M)
+    finally:
+        broker.stop()
+
+
 def _open_files(broker) -> int:
     return len(os.listdir(f"/proc/{broker.proc.pid}/fd"))
 

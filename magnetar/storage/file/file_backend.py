@@ -49,6 +49,9 @@ class FileBackend:
         capacity, warning = capacity_within_limit(config.max_open_ledger_files)
         if warning:
             log.warning("%s", warning)
+        else:
+            log.info("keeping at most %d segment files open%s", capacity,
+                     "" if config.max_open_ledger_files else " (half the open-file limit)")
         #: Open segment files, bounded: idle ones close and reopen on use.
         #: With the journal a dirty one may close unsynced: the checkpoint
         #: opens it again to sync it, and the journal holds its entries.
@@ -150,9 +153,11 @@ class FileBackend:
         checkpoint's, or each segment file's); ``journal_fsyncs``,
         ``segment_fsyncs``: the two apart; ``group_commits``: the writer's
         rounds; ``journal_bytes``, ``checkpoints``; ``open_files``: segment
-        files open now."""
+        files open now, ``open_files_capacity`` at most, ``reopens``: opened
+        again after the pool closed them."""
         counters = {"fsyncs": self.writer.fsync_count, "group_commits": self.writer.round_count,
-                    "open_files": self.handles.open_count}
+                    "open_files": self.handles.open_count, "open_files_capacity": self.handles.capacity,
+                    "reopens": self.handles.reopens}
         if self.journal is not None:
             counters.update(journal_fsyncs=self.journal.fsync_count, segment_fsyncs=self.checkpointer.segment_fsyncs,
                             journal_bytes=self.journal.bytes_written, checkpoints=self.checkpointer.checkpoints)

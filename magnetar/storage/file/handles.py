@@ -34,8 +34,16 @@ from collections import OrderedDict
 
 from . import round_io
 
-#: Descriptors of segment files open at once, by default (StorageConfig.max_open_ledger_files).
+#: Descriptors of segment files open at once when the pool is sized by hand
+#: (StorageConfig.max_open_ledger_files > 0) and nothing is said.
 DEFAULT_CAPACITY = 512
+#: Sized from the open-file limit (max_open_ledger_files = 0, the default):
+#: half of the limit, the other half left to connections and the rest, at
+#: most this many (a hard limit of 1,048,576 is common under systemd).
+AUTO_MAX_CAPACITY = 32768
+#: Below this (half the limit) the pool churns at a few hundred written
+#: topics: said at start.
+AUTO_LOW_CAPACITY = 512
 
 _NO_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)
 
@@ -46,9 +54,16 @@ OTHER_FILES = 256
 
 def capacity_within_limit(wanted: int) -> tuple[int, str | None]:
     """How many segment files to keep open, given the setting ``wanted`` and
-    the process's open-file limit (RLIMIT_NOFILE): the soft limit is raised
-    toward the hard one when ``wanted`` plus :data:`OTHER_FILES` needs it;
-    if it is still lower, half of it, and a one-line warning to log."""
+    the process's open-file limit (RLIMIT_NOFILE), and a one-line warning to
+    log (None when all is well).
+
+    ``wanted`` 0 (the default): the soft limit is raised to the hard one and
+    the pool is half of it (at most :data:`AUTO_MAX_CAPACITY`); a limit that
+    leaves fewer than :data:`AUTO_LOW_CAPACITY` is said. Otherwise the soft
+    limit is raised toward the hard one when ``wanted`` plus
+    :data:`OTHER_FILES` needs it; if it is still lower, half of it, said."""
+    if wanted == 0:
+        return _capacity_from_limit()
     needed = wanted + OTHER_FILES
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < needed:
@@ -65,6 +80,24 @@ def capacity_within_limit(wanted: int) -> tuple[int, str | None]:
     return capacity, (f"the open-file limit (ulimit -n) is {soft}, below the {needed} that "
                       f"max_open_ledger_files = {wanted} needs: keeping at most {capacity} segment files open "
                       f"(raise the limit to {needed}, or lower max_open_ledger_files)")
+
+
+def _capacity_from_limit() -> tuple[int, str | None]:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and (soft == resource.RLIM_INFINITY or soft < hard):
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    if soft == resource.RLIM_INFINITY:
+        return AUTO_MAX_CAPACITY, None
+    capacity = max(8, min(AUTO_MAX_CAPACITY, soft // 2))
+    if capacity >= AUTO_LOW_CAPACITY:
+        return capacity, None
+    return capacity, (f"the open-file limit (ulimit -n) is {soft}: keeping at most {capacity} segment files "
+                      f"open, so with more written topics they close and open again on every write "
+                      f"(raise the limit to {2 * AUTO_LOW_CAPACITY} or more)")
 
 
 class FileHandles:
