@@ -67,7 +67,7 @@ class MeasuredBroker:
             [sys.executable, "-m", "magnetar.cli", "standalone", "--data-dir", str(self.data),
              "--port", str(self.port), "--admin-port", str(self.admin), "--config", str(self.config_path),
              "--log-level", "WARNING"],
-            stdout=subprocess.PIPE, stderr=log, env=env)
+            stdout=subprocess.PIPE, stderr=log, env=env, cwd=self.root)  # -m puts the cwd first on sys.path
 
         def read() -> None:
             for raw in self.proc.stdout:

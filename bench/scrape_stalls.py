@@ -168,6 +168,9 @@ def one_tree(label: str, root: Path, args, log) -> dict:
 
     try:
         broker.start()
+        # Which code the broker runs: its compiled hot path is mapped from that tree.
+        if f"{root}/magnetar/" not in Path(f"/proc/{broker.proc.pid}/maps").read_text():
+            raise SystemExit(f"the {label} broker does not run {root}'s code")
         spec = WorkloadSpec(service_url=broker.url, topic=f"ss-{label}", topics=args.topics, size=100,
                             rate=args.rate, batching=False, duration=WARMUP_S + args.phase * args.phases,
                             producer_workers=args.workers, max_pending=1000)
