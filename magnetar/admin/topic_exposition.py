@@ -203,13 +203,15 @@ async def _family(head: str, texts: Iterator[str]) -> AsyncIterator[bytes]:
     to write (or holds :data:`CHUNK_TOPICS` steps' rows)."""
     parts = [head]
     clock = time.perf_counter
-    deadline = clock() + topic_walk.SLICE_S
+    budget = topic_walk.SLICE_S
+    started = clock()
     for text in texts:
         parts.append(text)
-        if clock() >= deadline or len(parts) * ROWS_PER_STEP >= CHUNK_TOPICS:
+        now = clock()
+        if now - started >= budget or len(parts) * ROWS_PER_STEP >= CHUNK_TOPICS:
             yield "".join(parts).encode()
             parts = []
-            await asyncio.sleep(0)
-            deadline = clock() + topic_walk.SLICE_S
+            await topic_walk.rest(now - started, budget)
+            started = clock()
     if parts:
         yield "".join(parts).encode()

@@ -5,6 +5,7 @@ of ms per scrape, which landed in the publish p99.x at every scrape."""
 from __future__ import annotations
 
 import asyncio
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -154,3 +155,40 @@ async def test_the_per_topic_text_kept_during_a_scrape_is_not_tracked_by_the_col
 @given(st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**12, 10**12)))
 def test_a_value_is_written_as_prometheus_client_writes_it(value):
     assert value_text(value) == floatToGoString(value)
+
+
+async def test_a_pass_rests_between_slices_while_the_loop_has_other_work(monkeypatch):
+    """On a busy broker a pass takes at most about a quarter of the loop's
+    thread: after a slice whose loop turn had other work (traffic) it
+    sleeps PAUSE_RATIO times the slice. A broker near its capacity could not
+    give a scrape half of the loop without a queue building up."""
+    rests = []
+    real_sleep = asyncio.sleep
+
+    async def recorded(delay, *a):
+        if delay > 0:
+            rests.append(delay)
+        await real_sleep(delay, *a)
+
+    monkeypatch.setattr(topic_walk.asyncio, "sleep", recorded)
+    loop = asyncio.get_running_loop()
+    done = []
+
+    def traffic():  # a turn's worth of other work, every turn
+        until = time.perf_counter() + 0.001
+        while time.perf_counter() < until:
+            pass
+        if not done:
+            loop.call_soon(traffic)
+
+    def visit(_):
+        until = time.perf_counter() + 0.0001
+        while time.perf_counter() < until:
+            pass
+
+    loop.call_soon(traffic)
+    slices = await visit_in_slices(range(40 * CHECK_EVERY), visit, slice_s=0.002)
+    done.append(True)
+    assert slices > 5
+    assert len(rests) >= slices - 1
+    assert all(0.002 * topic_walk.PAUSE_RATIO >= r > 0 for r in rests)
