@@ -55,8 +55,8 @@ WARMUP_S = 3.0
 #: Between two probe requests: the probe's own cost to the loop stays small; a
 #: stall is measured short by at most this.
 PROBE_PAUSE_S = 0.002
-#: The compiled hot paths' sources: a peer commit with the same ones gets this tree's builds.
-HOT_SOURCES = ["setup.py", "magnetar/protocol/_hot.c", "magnetar/storage/file/_round.c", "magnetar/protocol/_crc32c.h"]
+#: The broker's compiled hot paths' sources: a peer commit with the same ones gets this tree's builds.
+HOT_SOURCES = ["magnetar/protocol/_hot.c", "magnetar/storage/file/_round.c", "magnetar/protocol/_crc32c.h"]
 
 
 class Probe:
@@ -220,7 +220,7 @@ def peer_tree(rev: str, log) -> Path:
     if not same:
         log(f"  {rev}: its compiled sources differ from this tree's; it runs their pure-Python twins")
         return path
-    for built in [*ROOT.glob("magnetar/**/*.so"), *ROOT.glob("pyspark_magnetar/*.so")]:
+    for built in ROOT.glob("magnetar/**/*.so"):
         target = path / built.relative_to(ROOT)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(built, target)
