@@ -7,7 +7,7 @@ import pytest
 
 from magnetar.broker.namespaces import resources
 from magnetar.broker.topics.schemas import _versions
-from magnetar.formats import KINDS, PATH, NewerFormatError, check_data_set, check_format
+from magnetar.formats import FIRST_WRITTEN, KINDS, PATH, NewerFormatError, check_data_set, check_format, raise_format
 from magnetar.metadata import MemoryMetadataStore
 from magnetar.storage.ledger_record import ManagedLedgerRecord
 from magnetar.storage.object.index import check_ledger_record, ledger_record
@@ -24,9 +24,18 @@ def test_the_check_names_the_record_and_what_to_do():
 async def test_the_data_set_record_is_written_once_and_a_newer_or_unknown_kind_is_refused():
     store = await MemoryMetadataStore.open()
     try:
+        # A new data set says the formats written before any data needs more:
+        # object layout 1 until the first format-2 ledger raises it.
+        assert await check_data_set(store) == FIRST_WRITTEN and FIRST_WRITTEN["object_layout"] == 1
+        version = (await store.get(PATH)).version
+        assert await check_data_set(store) == FIRST_WRITTEN and (await store.get(PATH)).version == version  # not rewritten
+        await raise_format(store, "object_layout", 2)
         assert await check_data_set(store) == KINDS
         version = (await store.get(PATH)).version
-        assert await check_data_set(store) == KINDS and (await store.get(PATH)).version == version  # not rewritten
+        await raise_format(store, "object_layout", 2)  # says so already: not rewritten
+        assert (await store.get(PATH)).version == version
+        with pytest.raises(ValueError, match="newer than this Magnetar writes"):
+            await raise_format(store, "object_layout", 3)
         await store.put(PATH, json.dumps({"format": 1, "kinds": {**KINDS, "schemas": 3}}).encode())
         with pytest.raises(NewerFormatError, match="schemas at /admin/data-format is in format 3"):
             await check_data_set(store)
@@ -63,6 +72,8 @@ def test_schema_and_object_ledger_records():
     with pytest.raises(NewerFormatError, match="schema record at /schemas/x is in format 2"):
         _versions("/schemas/x", json.dumps({"format": 2, "versions": []}).encode())
     assert json.loads(ledger_record("open", "s"))["format"] == 1
+    assert json.loads(ledger_record("open", "s", layout=2, since=1))["format"] == 2
     check_ledger_record("/object-ledgers/1", json.dumps({"state": "open", "writer": "s"}).encode())
-    with pytest.raises(NewerFormatError, match="object-store ledger at /object-ledgers/1 is in format 2"):
-        check_ledger_record("/object-ledgers/1", json.dumps({"format": 2, "state": "open"}).encode())
+    check_ledger_record("/object-ledgers/1", json.dumps({"format": 2, "state": "open", "writer": "s"}).encode())
+    with pytest.raises(NewerFormatError, match="object-store ledger at /object-ledgers/1 is in format 3"):
+        check_ledger_record("/object-ledgers/1", json.dumps({"format": 3, "state": "open"}).encode())
