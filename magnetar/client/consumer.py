@@ -35,7 +35,8 @@ from .acks import BatchAckTracker, Deadlines
 from .connection import BrokerConnection
 from .enums import ConsumerType, InitialPosition
 from .errors import (AlreadyClosed, ChecksumError, CumulativeAcknowledgementNotAllowedError,
-                     InvalidConfiguration, InvalidMessage, NotConnected, PulsarError, Timeout)
+                     ConnectError, InvalidConfiguration, InvalidMessage, NotConnected, PulsarError,
+                     ServiceUnitNotReady, Timeout)
 from .inbound import decode_entry
 from .link import BrokerLink, LinkState
 from .message import Message
@@ -438,11 +439,26 @@ class AsyncConsumer(BrokerLink):
 
     # -- positions ------------------------------------------------------------------------------
     async def _last_message_id_reply(self) -> pb.CommandGetLastMessageIdResponse:
-        conn = await self.wait_ready()
-        reply = await conn.request(
-            command(Type.GET_LAST_MESSAGE_ID, consumer_id=self.consumer_id, request_id=self._client.new_request_id()),
-            self._client.operation_timeout)
-        return reply.getLastMessageIdResponse
+        # Asked again, with a backoff, while the topic is between owners (a
+        # move or an unload answers ServiceNotReady or drops the connection),
+        # until the operation timeout, as the Java client does: the consumer
+        # reconnects meanwhile (wait_ready).
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._client.operation_timeout
+        delay = 0.05
+        while True:
+            conn = await self.wait_ready()
+            try:
+                reply = await conn.request(
+                    command(Type.GET_LAST_MESSAGE_ID, consumer_id=self.consumer_id,
+                            request_id=self._client.new_request_id()),
+                    max(0.001, deadline - loop.time()))
+                return reply.getLastMessageIdResponse
+            except (ServiceUnitNotReady, ConnectError):
+                if loop.time() + delay >= deadline:
+                    raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
 
     async def get_last_message_id(self) -> MessageId:
         """The id of the topic's last message (entry id -1 when it is empty)."""

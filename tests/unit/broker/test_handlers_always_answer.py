@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import pytest
 
+from magnetar.broker.server.handlers.consume import on_get_last_message_id
 from magnetar.broker.server.handlers.fetch import on_fetch_entries
 from magnetar.broker.server.handlers.produce import on_get_next_offset
 from magnetar.broker.server.handlers.schema import on_get_or_create_schema, on_get_schema
 from magnetar.metadata.store import BadVersion
 from magnetar.protocol import ServerError, pb
 from magnetar.storage import StorageError
-from magnetar.storage.errors import ManagedLedgerFencedError
+from magnetar.storage.errors import ManagedLedgerClosedError, ManagedLedgerFencedError
 
 TOPIC = "persistent://public/default/always-answer"
 FAILURES = [
@@ -93,4 +94,46 @@ async def test_fetch_answers_service_not_ready_when_the_topic_cannot_load(failur
     [answer] = session.written
     reply = answer.fetchEntriesResponse
     assert (reply.request_id, reply.error) == (10, ServerError.ServiceNotReady)
+    assert str(failure) in reply.message
+
+
+class _ClosingTopic:
+    """A topic whose managed ledger closed under the request (it is moving)."""
+
+    name = TOPIC
+
+    def __init__(self, failure: Exception) -> None:
+        self.failure = failure
+
+    async def last_message_id(self):
+        raise self.failure
+
+
+class _Subscription:
+    cursor = object()
+
+    def __init__(self, failure: Exception) -> None:
+        self.topic = _ClosingTopic(failure)
+
+
+class _Consumer:
+    read_compacted = False
+    partition = -1
+
+    def __init__(self, failure: Exception) -> None:
+        self.subscription = _Subscription(failure)
+
+
+@pytest.mark.parametrize("failure", FAILURES + [ManagedLedgerClosedError("managed ledger 't' is closed")],
+                         ids=lambda e: type(e).__name__)
+async def test_last_message_id_answers_service_not_ready_when_the_topic_closes_under_it(failure):
+    # Seen in `make chaos` (cluster, seed 2): a reader's GET_LAST_MESSAGE_ID
+    # reached a broker releasing the topic for a move; the handler died with
+    # ManagedLedgerClosedError unread and the reader waited 30 s for nothing.
+    session = _Session(failure)
+    await on_get_last_message_id(session, pb.CommandGetLastMessageId(request_id=11, consumer_id=1),
+                                 _Consumer(failure))
+    [answer] = session.written
+    reply = answer.error
+    assert (reply.request_id, reply.error) == (11, ServerError.ServiceNotReady)
     assert str(failure) in reply.message

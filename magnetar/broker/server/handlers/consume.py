@@ -327,10 +327,18 @@ async def on_get_last_message_id(session: ClientSession, req: pb.CommandGetLastM
         session.write(error(req.request_id, ServerError.NotAllowedError,
                             f"{sub.topic.name}: a non-persistent topic has no last message id"))
         return
-    if consumer.read_compacted:
-        last = await session.service.compactor.last_message_id(sub.topic)
-    else:
-        last = await sub.topic.last_message_id()
+    try:
+        if consumer.read_compacted:
+            last = await session.service.compactor.last_message_id(sub.topic)
+        else:
+            last = await sub.topic.last_message_id()
+    except (StorageError, MetadataError, OSError) as exc:
+        # The topic closed under the request (it is moving or unloading) or
+        # its storage failed: an answer the client retries, never silence
+        # (it would wait out its operation timeout).
+        session.write(error(req.request_id, ServerError.ServiceNotReady,
+                            f"{sub.topic.name}: last message id not available now: {exc}"))
+        return
     mark = sub.cursor.mark_delete_position
     mark_id = message_id(mark.ledger_id, mark.entry_id & UINT64_MAX)
     if consumer.partition >= 0:
