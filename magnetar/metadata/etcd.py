@@ -364,6 +364,8 @@ class EtcdMetadataStore(MetadataStore):
                 code = exc.code()
                 if code == grpc.StatusCode.NOT_FOUND and "lease not found" in (exc.details() or ""):
                     raise _LeaseGone() from None
+                if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    raise _TooLarge(f"etcd at {self.target} failed: {code.name} {exc.details()}") from None
                 if code in _UNREACHABLE:
                     remaining = deadline - time.monotonic()
                     if idempotent and remaining > 0:
@@ -531,6 +533,36 @@ class EtcdMetadataStore(MetadataStore):
                 names.add(rest.split("/", 1)[0])
         return sorted(names)
 
+    async def children_records(self, key: str, start: str = "", limit: int = 64) -> list[Record]:
+        """One range request per page (the contract's ``get`` per child
+        costs a round trip and a gRPC call each); keys deeper than a child
+        are skipped (read again if they filled the page)."""
+        check_key(key)
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, not {limit!r}")
+        low = self._data_key(key.rstrip("/") + "/")
+        end = _range_end(low)
+        at = low + start.encode()
+        found: list[Record] = []
+        step = limit  # records per request: halved while an answer is over gRPC's message size
+        while len(found) < limit:
+            request = rpc.RangeRequest(key=at, range_end=end, limit=min(step, limit - len(found)))
+            try:
+                answer = await self._call(self._kv.Range, request, idempotent=True)
+            except _TooLarge:
+                if step == 1:
+                    raise
+                step //= 2
+                continue
+            for kv in answer.kvs:
+                name = bytes(kv.key)[len(low):].decode()
+                if name and "/" not in name:
+                    found.append(Record(f"{key.rstrip('/')}/{name}", bytes(kv.value), kv.version - 1, kv.lease != 0))
+            if not answer.more or not answer.kvs:
+                break
+            at = bytes(answer.kvs[-1].key) + b"\x00"
+        return found
+
     async def increment(self, key: str, delta: int = 1) -> int:
         check_key(key)
         check_delta(delta)
@@ -668,3 +700,8 @@ class EtcdMetadataStore(MetadataStore):
 
 class _LeaseGone(Exception):
     """etcd answered 'requested lease not found'."""
+
+
+class _TooLarge(MetadataError):
+    """An answer over the gRPC channel's message size (RESOURCE_EXHAUSTED):
+    a range of many records asks for fewer at a time."""

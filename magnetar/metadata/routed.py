@@ -71,6 +71,11 @@ class RoutedStore(MetadataStore):
             return sorted(names)
         return await self._store(key).children(key)
 
+    async def children_records(self, key: str, start: str = "", limit: int = 64) -> list[Record]:
+        if self._above_shared(key):
+            return await super().children_records(key, start, limit)
+        return await self._store(key).children_records(key, start, limit)
+
     async def increment(self, key: str, delta: int = 1) -> int:
         return await self._store(key).increment(key, delta)
 

@@ -351,6 +351,26 @@ class MetadataStore(abc.ABC):
     async def exists(self, key: str) -> bool:
         return (await self.get(key)) is not None
 
+    async def children_records(self, key: str, start: str = "", limit: int = 64) -> list[Record]:
+        """The records of ``key``'s children named ``start`` or after (names
+        compared as strings), in name order, at most ``limit`` (>= 1): one
+        page of a scan of many small records, such as object storage's
+        commit records. A child with keys only below it (no record of its
+        own) is left out. Here a ``children`` listing and a ``get`` per
+        child; a store that reads a key range in one request (etcd) does so.
+        Pages of a scan are not one snapshot: keys written meanwhile may or
+        may not be in a later page."""
+        check_key(key)
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, not {limit!r}")
+        base = key.rstrip("/")
+        names = [n for n in await self.children(key) if n >= start]
+        found: list[Record] = []
+        while names and len(found) < limit:
+            batch, names = names[:limit - len(found)], names[limit - len(found):]
+            found += [r for r in await asyncio.gather(*(self.get(f"{base}/{n}") for n in batch)) if r is not None]
+        return found
+
     async def __aenter__(self) -> "MetadataStore":
         return self
 

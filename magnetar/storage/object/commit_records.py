@@ -44,8 +44,12 @@ log = logging.getLogger(__name__)
 COMMITS = "/object-commits"
 #: Ledgers per commit record: about 40 bytes each, well under etcd's 1.5 MiB request.
 RECORD_LEDGERS = 4096
-#: Records read at once by a recovery's scan.
+#: Records read by a scan's first request (later ones: as many as PAGE_BYTES holds, at most MAX_SCAN_PAGE).
 SCAN_PAGE = 64
+MAX_SCAN_PAGE = 1024
+PAGE_BYTES = 1024 * 1024
+#: A scan for at most this many ledgers tests each record's bytes before decoding it.
+MARKED_LEDGERS = 8
 #: A recovery waits this long for others of the same writer to share its scan.
 SCAN_GATHER_S = 0.02
 
@@ -136,19 +140,42 @@ class _Scan:
 
 async def read_records(store: MetadataStore, writer: str, since: int, ledgers: set[int]) -> dict[int, list[Section]]:
     """The sections of ``ledgers`` in ``writer``'s records from ``since`` on,
-    read ``SCAN_PAGE`` records at a time (MetadataError)."""
+    read a page of records per request (MetadataError).
+
+    A page is ``SCAN_PAGE`` records at first, then as many as ``PAGE_BYTES``
+    holds at the largest record seen so far, at most ``MAX_SCAN_PAGE`` (a
+    store whose answers have a size cap, etcd's gRPC, splits a page that
+    passes it). A record is decoded only if it may name a wanted ledger
+    (:func:`_markers`)."""
     base = f"{COMMITS}/{writer}"
-    names = [n for n in await store.children(base) if n.isdigit() and int(n) >= since]
     found: dict[int, list[Section]] = {}
-    for i in range(0, len(names), SCAN_PAGE):
-        page = names[i:i + SCAN_PAGE]
-        for record in await asyncio.gather(*(store.get(f"{base}/{n}") for n in page)):
-            if record is None:
-                continue  # released meanwhile: none of its ledgers is wanted by a recovery
+    start, limit, largest = f"{since:012d}", SCAN_PAGE, 1
+    markers = _markers(ledgers)
+    while True:
+        page = await store.children_records(base, start, limit)
+        for record in page:
+            largest = max(largest, len(record.value))
+            if not record.key.rsplit("/", 1)[-1].isdigit():
+                continue
+            if markers is not None and not any(m in record.value for m in markers):
+                continue
             for lid, section in decode_record(record.value)[1]:
                 if lid in ledgers:
                     found.setdefault(lid, []).append(section)
-    return found
+        if len(page) < limit:
+            return found
+        start = page[-1].key.rsplit("/", 1)[-1] + "\x00"  # just after it
+        limit = max(1, min(MAX_SCAN_PAGE, PAGE_BYTES // largest))
+
+
+def _markers(ledgers: set[int]) -> list[bytes] | None:
+    """Byte strings one of which a record naming one of ``ledgers`` holds
+    (each section is ``[ledger id,``; nothing else in a record starts with
+    ``[`` and a digit): a cheap test before decoding a record, for a scan
+    of a few ledgers (a load, a compaction). None: decode every record."""
+    if len(ledgers) > MARKED_LEDGERS:
+        return None
+    return [b"[%d," % lid for lid in ledgers]
 
 
 async def sweep_records(store: MetadataStore) -> set[str]:

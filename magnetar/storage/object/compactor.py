@@ -47,7 +47,7 @@ import time
 from ...metadata.store import Compare, Delete, MetadataError, MetadataStore, Put, TransactionFailed
 from ...objectstore.store import ObjectNotFound, ObjectStore, ObjectStoreError
 from ..errors import StorageError
-from .commit_records import read_records, sweep_records
+from .commit_records import RecordScans, read_records, sweep_records
 from .put_budget import PutBudget
 from .range_gets import Lockstep
 from .index import (
@@ -64,7 +64,7 @@ COLLECT_AFTER_S = 600.0
 async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: int,
                          sections: list[Section], lockstep: Lockstep | None = None,
                          budget: PutBudget | None = None, *, kept: list[bytes] | None = None,
-                         epoch: int | None = None) -> list[Section]:
+                         epoch: int | None = None, scans: RecordScans | None = None) -> list[Section]:
     """Rewrite the sealed ledger's ``sections`` (contiguous, as committed)
     into chunks; return the chunks' sections (``[]``, changing nothing in
     the index, if the ledger was deleted or fenced meanwhile: every write
@@ -86,7 +86,10 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
 
     A format-2 ledger's sections as recorded now are in its writer's commit
     records, and it has no ``s/`` records to delete: the collector releases
-    the commit records once it is compacted."""
+    the commit records once it is compacted. With ``scans`` (the backend's
+    :class:`~.commit_records.RecordScans`) the compactions of one writer's
+    ledgers that start together share one read of its records (one begun
+    after each of them read the ledger record: the index as it is now)."""
     try:
         record = await store.get(ledger_key(ledger_id))
         if record is None:
@@ -102,7 +105,7 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
         if kept is not None and (epoch is None or record.version != epoch or len(kept) != len(sections)):
             kept = None  # fenced since, or not all of it: the index as it is now decides
         layout, doc = ledger_layout(record.value)
-        if kept is None and contiguous(await _recorded(store, ledger_id, layout, doc)) != list(sections):
+        if kept is None and contiguous(await _recorded(store, ledger_id, layout, doc, scans)) != list(sections):
             log.info("ledger %d: the index changed since it was read: not compacted from the old one", ledger_id)
             return []
         still = [Compare(ledger_key(ledger_id), record.version)]
@@ -142,8 +145,11 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
     return chunks
 
 
-async def _recorded(store: MetadataStore, ledger_id: int, layout: int, doc: dict) -> list[Section]:
+async def _recorded(store: MetadataStore, ledger_id: int, layout: int, doc: dict,
+                    scans: RecordScans | None) -> list[Section]:
     if layout == 2:
+        if scans is not None:
+            return await scans.sections(str(doc["writer"]), int(doc.get("from", 0)), ledger_id)
         found = await read_records(store, str(doc["writer"]), int(doc.get("from", 0)), {ledger_id})
         return sorted(found.get(ledger_id, []), key=lambda s: s.first)
     return await read_sections(store, ledger_id)

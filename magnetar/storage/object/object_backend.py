@@ -226,7 +226,8 @@ class ObjectBackend:
             await asyncio.sleep(COMPACT_AFTER_S if ledger.epoch is not None else OPENED_COMPACT_AFTER_S)
             chunks = await compact_ledger(self.store, self.objects, ledger.ledger_id, list(ledger.sections),
                                           lockstep, self.committer.budget,
-                                          kept=kept, epoch=ledger.epoch if kept is not None else None)
+                                          kept=kept, epoch=ledger.epoch if kept is not None else None,
+                                          scans=self.records)
         except StorageError as exc:
             log.warning("%s (it is compacted when next sealed or opened)", exc)
             return

@@ -152,6 +152,32 @@ async def test_children(store):
     assert await store.children("/missing") == []
 
 
+async def test_children_records_pages_in_name_order(store):
+    names = [f"{i:04d}" for i in range(0, 40, 2)]
+    for n in reversed(names):
+        await store.put(f"/r/{n}", n.encode())
+    await store.put("/r/0004/deeper", b"x")  # below a child: not one of its records
+    await store.put("/r/0007/only-deeper", b"x")  # a child without a record of its own
+    await store.put("/rr/0001", b"x")  # beside the key, not below it
+    page = await store.children_records("/r", "", 5)
+    assert [(r.key, r.value, r.version) for r in page] == [(f"/r/{n}", n.encode(), 0) for n in names[:5]]
+    assert [r.key for r in await store.children_records("/r", "0005", 3)] == ["/r/0006", "/r/0008", "/r/0010"]
+    assert [r.key for r in await store.children_records("/r", "0036\x00", 10)] == ["/r/0038"]
+    assert await store.children_records("/r", "0039", 10) == []
+    assert await store.children_records("/missing", "", 10) == []
+    seen, start = [], ""
+    while page := await store.children_records("/r", start, 3):
+        seen += [r.key for r in page]
+        start = page[-1].key.rsplit("/", 1)[-1] + "\x00"
+    assert seen == [f"/r/{n}" for n in names]
+    # a key whose children come from two stores (the routed backend's /a)
+    for key in ["/a/a-b", "/a/b", "/a/b/x", "/a/c/d"]:
+        await store.put(key, b"")
+    assert [r.key for r in await store.children_records("/a", "", 10)] == ["/a/a-b", "/a/b"]
+    with pytest.raises(ValueError):
+        await store.children_records("/r", "", 0)
+
+
 async def test_root_key_is_not_its_own_child(store):
     await store.put("/", b"root")
     await store.put("/a", b"")

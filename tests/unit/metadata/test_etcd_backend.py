@@ -367,3 +367,15 @@ async def test_writes_while_etcd_is_down_fail_clearly(own_server):
         assert (await store.get("/k")).value == b"after"
     finally:
         await store.close()
+
+
+async def test_a_page_of_records_over_grpc_s_message_size_is_read_in_parts(two_stores):
+    """Eight records of 1 MiB are twice what one gRPC answer carries (4 MiB):
+    the page comes back whole, read in smaller ranges."""
+    store, _ = two_stores
+    value = b"v" * (1024 * 1024)
+    for i in range(8):
+        await store.put(f"/big/{i:02d}", value + bytes([i]))
+    page = await store.children_records("/big", "", 8)
+    assert [r.key for r in page] == [f"/big/{i:02d}" for i in range(8)]
+    assert all(r.value == value + bytes([i]) for i, r in enumerate(page))
