@@ -32,6 +32,9 @@ import argparse
 import json
 import os
 import re
+import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -97,11 +100,29 @@ def scrape_every(topics: int, chosen: float | None) -> float:
     return chosen if chosen else (0.5 if topics <= 1000 else 5.0)
 
 
-def measure(spec: WorkloadSpec, cluster: LocalCluster, label: str, log, every: float | None = None) -> dict:
+def py_spy(pid: int, seconds: float, path: str) -> subprocess.Popen:
+    """py-spy records ``pid`` for ``seconds`` into ``path`` (collapsed stacks)."""
+    spy = shutil.which("py-spy", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    if spy is None:
+        raise SystemExit("--profile needs py-spy (in this venv or on PATH)")
+    return subprocess.Popen([spy, "record", "--pid", str(pid), "--duration", str(int(seconds)), "--rate", "200",
+                             "--format", "raw", "--output", path, "--nonblocking"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def measure(spec: WorkloadSpec, cluster: LocalCluster, label: str, log, every: float | None = None,
+            profile: str | None = None) -> dict:
+    """One workload; ``profile``: a path to py-spy the broker into while it runs."""
     phases_before = commit_phases(cluster)
+    pid = cluster.members[0].pid
+    spies: list[subprocess.Popen] = []
+    on_start = (lambda: spies.append(py_spy(pid, spec.duration, profile))) if profile else None
     with PeriodicSampler(lambda: counters(cluster), scrape_every(spec.topics, every)) as sampler:
-        result = run(spec, produce=True, consume=False, command=label, setup_timeout=1200)
+        result = run(spec, produce=True, consume=False, command=label, setup_timeout=1200, broker_pid=pid,
+                     on_start=on_start)
         ended = time.monotonic()
+    for spy in spies:
+        spy.wait(60)
     p = result["produce"] or {}
     seconds = p.get("seconds") or spec.duration
     # The sending is the last ``seconds`` of the run (give or take the drain):
@@ -110,13 +131,16 @@ def measure(spec: WorkloadSpec, cluster: LocalCluster, label: str, log, every: f
     out = {"label": label, "topics": spec.topics, "rate": spec.rate, "sent_per_s": p.get("msg_per_s"),
            "messages": p.get("messages"), "errors": p.get("errors"), "latency_ms": p.get("latency_ms"),
            **{k: None for k in ("puts_per_s", "txns_per_s", "etcd_fsyncs_per_s", "broker_fsyncs_per_s")},
-           **steady, "load_avg": os.getloadavg()[0], "run_errors": result["errors"]}
+           **steady, "load_avg": os.getloadavg()[0], "run_errors": result["errors"],
+           "broker": result.get("broker")}
     out["commit_phases"] = phase_figures(phases_before, commit_phases(cluster))
     lat = out["latency_ms"] or {}
+    broker = out["broker"] or {}
     log(f"  {label}: {out['topics']} topics at {spec.rate:,.0f} msg/s: sent {out['sent_per_s'] or 0:,.0f}/s, "
         f"errors {out['errors']}, p50 {lat.get('p50')} p99 {lat.get('p99')} max {lat.get('max')} ms | "
         f"PUTs/s {out['puts_per_s']}, txns/s {out['txns_per_s']}, etcd fsyncs/s {out['etcd_fsyncs_per_s']}, "
-        f"broker fsyncs/s {out['broker_fsyncs_per_s']} | load {out['load_avg']:.1f}")
+        f"broker fsyncs/s {out['broker_fsyncs_per_s']} | broker CPU {broker.get('cpu_percent')} %, "
+        f"{broker.get('cpu_us_per_message')} us/msg | load {out['load_avg']:.1f}")
     log("    commit phases, mean ms (p99 bucket): " + ", ".join(
         f"{phase} {f['mean_ms']} ({f['p99_le_ms']})" for phase, f in out["commit_phases"].items()))
     return out
@@ -157,17 +181,18 @@ class EtcdSnapshots:
                      f"etcd holds {found['etcd_keys_total']:,} keys | load {found['load_avg']:.1f}")
 
 
-def run_config(name: str, args, log) -> dict:
-    out: dict = {"config": name, "load_at_start": os.getloadavg()[0]}
+def run_config(name: str, args, log, root: str | None = None, tree: str = "this tree") -> dict:
+    """``name``'s workloads on a broker running ``root``'s code (None: this tree's)."""
+    out: dict = {"config": name, "tree": tree, "load_at_start": os.getloadavg()[0]}
     with tempfile.TemporaryDirectory(prefix=f"magnetar-object-latency-{name}-") as tmp:
         # The sampler reads the broker's /metrics every 0.5 s, and a scrape
         # visits every loaded topic on the event loop: at 10,000 topics those
         # scrapes would be part of the p99 measured. --topic-metrics keeps them.
         metrics = "" if args.topic_metrics else "expose_topic_level_metrics_in_prometheus = false\n"
         cluster = LocalCluster(Path(tmp) / "c", brokers=1, storage="object", session_ttl=60.0,
-                               broker_config=metrics + CONFIGS[name]).start(timeout=180)
+                               broker_config=metrics + CONFIGS[name], root=root).start(timeout=180)
         try:
-            log(f"[{name}] {cluster.members[0].service_url}")
+            log(f"[{name}, {tree}] {cluster.members[0].service_url}")
             base = WorkloadSpec(service_url=cluster.members[0].service_url, size=100, batching=False,
                                 duration=args.seconds, max_pending=1000)
             if not args.skip_latency:
@@ -176,7 +201,8 @@ def run_config(name: str, args, log) -> dict:
             if args.many_topics and not args.skip_latency:
                 out["many_topics"] = measure(replace(base, topic=f"many-{name}", topics=args.many_topics,
                                                      rate=args.many_rate), cluster, "many topics", log,
-                                                     args.scrape_every)
+                                                     args.scrape_every, profile=args.profile and
+                                                     f"{args.profile}-{name}-{tree.replace(' ', '_')}.txt")
             if name == "profiles" and args.etcd_minutes:
                 spec = replace(base, topic="kept", topics=args.etcd_topics, rate=args.etcd_rate,
                                duration=args.etcd_minutes * 60, subscriptions=["kept"],
@@ -267,14 +293,23 @@ def main() -> None:
                         help="seconds between the broker's /metrics reads (default 0.5, 5 past 1,000 topics)")
     parser.add_argument("--topic-metrics", action="store_true",
                         help="keep the per-topic series at /metrics (the bench scrapes it every 0.5 s)")
+    parser.add_argument("--peer", metavar="ROOT",
+                        help="a checkout (built: make install) whose broker runs each config too, "
+                             "interleaved with this tree's (this tree first, then alternating by repeat)")
+    parser.add_argument("--profile", metavar="PREFIX",
+                        help="py-spy the broker during the many-topics run into PREFIX-<config>-<tree>.txt")
     args = parser.parse_args()
     log = lambda line: print(line, flush=True)  # noqa: E731
     if args.cold_read:
         results = {"cold_read": [cold_read(storage, args, log) for _ in range(args.repeats)
                                  for storage in ("file", "object")]}
     else:
-        results = {f"{name}#{i}": run_config(name, args, log) for i in range(args.repeats)
-                   for name in args.configs.split(",")}
+        trees = [(None, "this tree")] + ([(str(Path(args.peer).resolve()), "peer")] if args.peer else [])
+        results = {}
+        for i in range(args.repeats):
+            for name in args.configs.split(","):
+                for root, tree in (trees if i % 2 == 0 else trees[::-1]):
+                    results[f"{name}#{i}" + ("" if root is None else "-peer")] = run_config(name, args, log, root, tree)
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "results": results}, indent=1))
 

@@ -21,12 +21,18 @@ from typing import Callable, Iterable
 
 
 def start_up(args: list[str], on_line: Callable[[str], None], output: list[str], timeout: float, what: str,
-             pids: Callable[[], Iterable[int]], logs: Callable[[], str] = lambda: "") -> subprocess.Popen:
+             pids: Callable[[], Iterable[int]], logs: Callable[[], str] = lambda: "",
+             root: str | None = None) -> subprocess.Popen:
     """``python -m magnetar.cli *args``; each line goes to ``output`` and
     ``on_line``; returns once it printed ``ready``. On a time-out, stops it
-    and kills ``pids()`` (the brokers it named so far)."""
+    and kills ``pids()`` (the brokers it named so far). ``root``: the
+    checkout whose code it runs (None: the one importable here; a bench's
+    peer tree otherwise: ``-m`` puts the cwd first on ``sys.path``)."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if root is not None:
+        env["PYTHONPATH"] = root
     proc = subprocess.Popen([sys.executable, "-m", "magnetar.cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+                            stderr=subprocess.STDOUT, text=True, env=env, cwd=root)
     ready = threading.Event()
 
     def read() -> None:

@@ -3,7 +3,8 @@ headed to it, and the moves to the next one.
 
 Appends get their position in call order (:meth:`AppendPath.append_then`:
 the broker's per-entry path), are handed to the backend once per loop
-iteration (one batch, :meth:`_flush`), and are told, in order, once their
+iteration (one batch, :meth:`take`, by the factory's :class:`~.flush_pass.FlushPass`
+together with every other ledger's), and are told, in order, once their
 batch is durable (:mod:`.waiters`). When the current ledger is full, old or
 failed a write, the path rolls to a new one (the I/O is the
 :class:`~.rollover.Roller`'s). If the next ledger was created ahead (the
@@ -39,6 +40,7 @@ from . import waiters
 from .backend import LedgerBackend, LedgerHandle
 from .cache import TailCache
 from .config import StorageConfig
+from .flush_pass import FlushPass
 from .errors import ManagedLedgerClosedError, ManagedLedgerFailedError, ManagedLedgerFencedError, StorageError
 from .framing import HEADER_SIZE, MAX_ENTRY_SIZE
 from .ledger_list import LedgerList
@@ -79,8 +81,11 @@ class AppendPath:
 
     def __init__(self, name: str, config: StorageConfig, backend: LedgerBackend, ledgers: LedgerList,
                  cache: TailCache, roller: Roller, listeners: EntryListeners, write_stats: WriteStats,
-                 after_rollover: Callable[[], None], loop: asyncio.AbstractEventLoop) -> None:
+                 after_rollover: Callable[[], None], loop: asyncio.AbstractEventLoop,
+                 flushes: FlushPass | None = None) -> None:
         self.name = name
+        #: Hands the buffer to the backend once per loop pass, with the other ledgers' (shared per factory).
+        self._flushes = flushes or FlushPass(backend, loop)
         self._config = config
         self._backend = backend
         self._ledgers = ledgers
@@ -208,7 +213,7 @@ class AppendPath:
         self._current_bytes += size + HEADER_SIZE
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
+            self._flushes.add(self)
         if self._next_entry >= self._max_entries or self._current_bytes >= self._max_bytes:
             self._start_rollover()
 
@@ -225,30 +230,41 @@ class AppendPath:
         self._current_bytes += len(data) + HEADER_SIZE
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
+            self._flushes.add(self)
         if self._next_entry >= self._max_entries or self._current_bytes >= self._max_bytes:
             self._start_rollover()
 
-    def _flush(self) -> None:
-        """Hand what was appended since the last flush to the writer (once per
-        loop iteration, so concurrent appenders share one batch)."""
+    def take(self) -> tuple | None:
+        """What was appended since the last hand-over, as one batch for the
+        backend: ``(handle, datas, nbytes, callback)``, now in flight (cached,
+        counted in ``_inflight``); None if nothing is buffered (or closed).
+        The caller must submit it (:class:`~.flush_pass.FlushPass`, :meth:`_flush`)."""
         self._flush_scheduled = False
         datas = self._buf
         if not datas or self.state is CLOSED:
-            return
+            return None
         futures = self._buf_futures
         self._buf = []
         self._buf_futures = []
         meta = self.current_meta
         first = self._next_entry - len(datas)
-        batch = AppendBatch(meta.ledger_id, first, futures, sum(map(len, datas)) + HEADER_SIZE * len(datas),
-                       self._loop.time())
+        nbytes = sum(map(len, datas)) + HEADER_SIZE * len(datas)
+        batch = AppendBatch(meta.ledger_id, first, futures, nbytes, self._loop.time())
         self._cache.put_many(meta.ledger_id, first, datas)
         self._inflight.append(batch)
+        return self.current, datas, nbytes, functools.partial(self._on_written, batch)
+
+    def _flush(self) -> None:
+        """Hand what was appended so far to the writer now (before a seal, a
+        drain); the usual hand-over is the flush pass's, once per loop iteration."""
+        taken = self.take()
+        if taken is None:
+            return
+        handle, datas, _, on_written = taken
         try:
-            self._backend.submit(self.current, datas, functools.partial(self._on_written, batch), self._loop)
+            self._backend.submit(handle, datas, on_written, self._loop)
         except StorageError as exc:
-            self._on_written(batch, exc)
+            on_written(exc)
 
     def _on_written(self, batch: AppendBatch, error: BaseException | None) -> None:
         if batch.failed:

@@ -115,6 +115,14 @@ class LedgerBackend(Protocol):
         Raises ``StorageError`` at once if the backend is stopped."""
         ...
 
+    def submit_many(self, writes: list[tuple], loop: asyncio.AbstractEventLoop) -> None:
+        """``submit`` for each ``(handle, datas, nbytes, callback)`` of
+        ``writes`` (several ledgers, at most one batch each; ``nbytes``: the
+        batch's bytes framed), in one call: the managed ledgers' hand-over of
+        one loop pass (:mod:`.flush_pass`). Same contract per batch; raises
+        ``StorageError`` at once, having queued nothing, if the backend is stopped."""
+        ...
+
     async def seal(self, ledger: LedgerHandle) -> tuple[int, int]:
         """Make the ledger's written entries final after every batch
         submitted before; return ``(entries, size)``. Raises ``StorageError``."""

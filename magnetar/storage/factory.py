@@ -22,6 +22,7 @@ from .errors import (
 )
 from .backend import LedgerBackend
 from .file import FileBackend
+from .flush_pass import FlushPass
 from .managed_ledger import ManagedLedger
 from .ledger_meta import LEDGER_ID_COUNTER, ROOT, check_name
 
@@ -50,6 +51,8 @@ class ManagedLedgerFactory:
         #: What the managed ledgers' tail caches hold together, at most.
         self.cache_budget = cache_budget or CacheBudget(self.config.cache_budget_bytes)
         self._open: dict[str, ManagedLedger] = {}
+        #: Every managed ledger's appends go to the backend together, once per loop pass.
+        self._flushes: FlushPass | None = None
         self._opening: dict[str, asyncio.Task] = {}
         self._closed = False
         #: Ledgers created ahead by a previous owner and deleted by a recovery here (``/metrics``).
@@ -103,9 +106,11 @@ class ManagedLedgerFactory:
         return ml
 
     async def _open_new(self, name: str, retention: RetentionPolicy | None = None) -> ManagedLedger:
+        if self._flushes is None:  # on the loop (one factory per loop)
+            self._flushes = FlushPass(self.backend, asyncio.get_running_loop())
         ml = ManagedLedger(name, config=self.config, store=self.store, backend=self.backend,
                            cache_budget=self.cache_budget, new_ledger_id=self._new_ledger_id,
-                           on_closed=self._forget)
+                           on_closed=self._forget, flushes=self._flushes)
         ml._trimmer.retention = retention
         try:
             await ml._recover()

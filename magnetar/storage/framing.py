@@ -30,6 +30,9 @@ def frame(data: bytes) -> bytes:
 
 def frames(datas: list[bytes]) -> bytes:
     """The records of ``datas``, one after the other."""
+    if len(datas) == 1:  # a ledger's share of an object commit, at many topics: one entry
+        data = datas[0]
+        return HEADER.pack(len(data), crc(data)) + data
     parts: list[Any] = [None] * (2 * len(datas))
     parts[::2] = map(HEADER.pack, map(len, datas), map(crc, datas))
     parts[1::2] = datas

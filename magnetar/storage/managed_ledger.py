@@ -57,6 +57,7 @@ from .errors import ManagedLedgerFencedError, StorageError
 from .ledger_list import LedgerList
 from .ledger_meta import CLOSED, CLOSING, FENCED, OPEN, LedgerMeta
 from .ledger_record import ManagedLedgerRecord
+from .flush_pass import FlushPass
 from .listeners import EntryListeners
 from .position import Position
 from .reading import EntryReader, find_first
@@ -83,7 +84,7 @@ class ManagedLedger:
 
     def __init__(self, name: str, *, config: StorageConfig, store: MetadataStore, backend: LedgerBackend,
                  cache_budget: CacheBudget | None, new_ledger_id: Callable[[], Awaitable[int]],
-                 on_closed: Callable[["ManagedLedger"], None]) -> None:
+                 on_closed: Callable[["ManagedLedger"], None], flushes: FlushPass | None = None) -> None:
         self.name = name
         #: Write latency and entry size counts (the broker's metrics read them).
         self.write_stats = WriteStats()
@@ -115,7 +116,7 @@ class ManagedLedger:
         #: Deletes consumed ledgers that retention lets go.
         self._trimmer = Trimmer(self, self._ledgers, config, backend, self._record.lock, loop)
         self._appends = AppendPath(name, config, backend, self._ledgers, self._cache, self._roller,
-                                   self._listeners, self.write_stats, self._trimmer.schedule, loop)
+                                   self._listeners, self.write_stats, self._trimmer.schedule, loop, flushes)
         # The publish path, once per entry: straight to the append path.
         self.append_then = self._appends.append_then
         self._fence_listeners = EntryListeners(name, loop)  # reused: callbacks, each run once per fence

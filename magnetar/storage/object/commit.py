@@ -216,6 +216,35 @@ class Committer:
         if sooner or self._queued_bytes >= self.max_bytes:
             self._wake.set()  # only what the gathering waits for: not once per batch
 
+    def submit_many(self, writes: list[tuple], loop) -> None:
+        """:meth:`submit` for each ``(ledger, datas, nbytes, callback)`` of
+        ``writes`` (one loop pass's hand-over, :mod:`..flush_pass`), with one
+        clock reading and at most one wake-up for them all."""
+        if self._stopping:
+            raise StorageError("object storage writer is stopped")
+        if self._task is None:
+            self._wake = asyncio.Event()
+            self._slot = asyncio.Event()
+            self._task = loop.create_task(self._run())
+        now = time.monotonic()
+        arrived = self._gathering.arrived
+        queue, pending = self._queue, self._pending
+        sooner = False
+        gather = None  # the last ledger's gather: most ledgers share one
+        nbytes = 0
+        for ledger, datas, size, callback in writes:
+            if ledger.gather_s != gather:
+                gather = ledger.gather_s
+                if arrived(gather, now):
+                    sooner = True
+            queue.append(_CommitBatch(ledger, datas, callback, loop))
+            lid = ledger.ledger_id
+            pending[lid] = pending.get(lid, 0) + 1
+            nbytes += size
+        self._queued_bytes += nbytes
+        if sooner or self._queued_bytes >= self.max_bytes:
+            self._wake.set()
+
     async def drained(self, ledger: ObjectLedger) -> None:
         """Return once no batch of ``ledger`` is queued or committing."""
         while self._pending.get(ledger.ledger_id):
@@ -343,7 +372,7 @@ class Committer:
         offset = 0
         key = self._next_key()
         for lid, group in groups.items():
-            datas = [d for b in group for d in b.datas]
+            datas = group[0].datas if len(group) == 1 else [d for b in group for d in b.datas]
             ledger = group[0].ledger
             framed = frames(datas)
             # It follows the ledger's sections placed so far, committed or

@@ -184,6 +184,9 @@ class ObjectBackend:
     def submit(self, ledger: ObjectLedger, datas: list[bytes], callback: WriteCallback, loop) -> None:
         self.committer.submit(ledger, datas, callback, loop)
 
+    def submit_many(self, writes: list[tuple], loop) -> None:
+        self.committer.submit_many(writes, loop)
+
     async def seal(self, ledger: ObjectLedger) -> tuple[int, int]:
         # Nothing to write: the sections committed are final once nothing
         # more is pending; the managed ledger records the count.
