@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable, Protocol
+from typing import Protocol
 
 from .errors import StorageError
 
@@ -76,14 +76,3 @@ def _tell_all(writes: list[tuple], error: BaseException) -> None:
             callback(error)
         except Exception:
             log.exception("an append batch's callback failed")
-
-
-def submit_each(submit: Callable, writes: list[tuple], loop) -> None:
-    """``submit_many`` for a backend that has only ``submit``: one call each,
-    in order (a refusal fails the rest of the pass too, untold ones included)."""
-    for i, (handle, datas, _, callback) in enumerate(writes):
-        try:
-            submit(handle, datas, callback, loop)
-        except StorageError as exc:
-            _tell_all(writes[i:], exc)
-            return

@@ -20,7 +20,6 @@ import logging
 import os
 from pathlib import Path
 
-from ..flush_pass import submit_each
 from ..backend import READ_CHUNK_BYTES, BackendStats, WriteCallback
 from ..config import StorageConfig
 from ..errors import ManagedLedgerFencedError, StorageError
@@ -80,7 +79,7 @@ class FileBackend:
         self.writer.submit_write(ledger, datas, callback, loop)
 
     def submit_many(self, writes: list[tuple], loop) -> None:
-        submit_each(self.writer.submit_write, writes, loop)
+        self.writer.submit_writes(writes, loop)
 
     def _taken_over(self, ledgers: list[Ledger]) -> dict[Ledger, BaseException]:
         # The writer thread, after the round's fsync, before any receipt: a

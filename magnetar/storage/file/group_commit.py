@@ -112,6 +112,19 @@ class GroupCommitWriter:
             if len(self._queue) == 1:
                 self._cond.notify()
 
+    def submit_writes(self, writes: list[tuple], loop) -> None:
+        """:meth:`submit_write` for each ``(ledger, datas, nbytes, callback)``
+        of ``writes``, under one hold of the lock; raises ``StorageError``,
+        having queued none, once stopping."""
+        items = [_Write(ledger, datas, callback, loop) for ledger, datas, _, callback in writes]
+        with self._cond:
+            if self._stopping:
+                raise StorageError("storage writer is stopped")
+            idle = not self._queue
+            self._queue.extend(items)
+            if idle and items:
+                self._cond.notify()
+
     def call(self, fn: Callable[..., Any], *args: Any) -> "asyncio.Future[Any]":
         """Run ``fn(*args)`` on the writer thread after all earlier submissions;
         the returned future (of the running loop) gets its result or exception."""

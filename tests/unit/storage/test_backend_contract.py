@@ -107,6 +107,25 @@ async def test_a_stopped_backend_refuses_a_submit_at_once(place):
         backend.submit(ledger, [b"y"], lambda error: None, asyncio.get_running_loop())
 
 
+async def test_submit_many_writes_several_ledgers_in_one_call(place):
+    """One loop pass's hand-over (flush_pass.py): each ledger's batch is
+    durable, in its own ledger, after one call for them all."""
+    backend = await place.open()
+    loop = asyncio.get_running_loop()
+    ledgers = [await backend.create(i) for i in range(1, 6)]
+    datas = {ledger.ledger_id: [f"{ledger.ledger_id}-{j}".encode() for j in range(ledger.ledger_id)]
+             for ledger in ledgers}
+    told = {ledger.ledger_id: loop.create_future() for ledger in ledgers}
+    backend.submit_many([(ledger, datas[ledger.ledger_id], size_of(datas[ledger.ledger_id]),
+                          told[ledger.ledger_id].set_result) for ledger in ledgers], loop)
+    assert await asyncio.wait_for(asyncio.gather(*told.values()), 10) == [None] * 5
+    for ledger in ledgers:
+        assert await read_all(backend, ledger) == datas[ledger.ledger_id]
+    await backend.close()
+    with pytest.raises(StorageError):
+        backend.submit_many([(ledgers[0], [b"y"], size_of([b"y"]), lambda error: None)], loop)
+
+
 # --- seal, open sealed ----------------------------------------------------
 
 
