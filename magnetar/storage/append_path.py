@@ -49,6 +49,8 @@ from .listeners import EntryListeners
 from .position import Position
 from .rollover import Roller
 from .waiters import Waiter
+
+_Future = asyncio.Future
 from .write_stats import WriteStats
 
 log = logging.getLogger(__name__)
@@ -267,42 +269,64 @@ class AppendPath:
             on_written(exc)
 
     def _on_written(self, batch: AppendBatch, error: BaseException | None) -> None:
+        """The backend's answer for ``batch``. The usual case (stored, in
+        order, no rollover recording) is one pass with no call but the
+        waiters' own: at 10,000 written topics it runs for nearly every
+        entry (one entry per topic per commit)."""
         if batch.failed:
             return
+        if error is not None:
+            self._on_failed(batch, error)
+            return
+        unrecorded = self._unrecorded
+        if unrecorded is not None and batch.ledger_id == unrecorded.ledger_id:
+            self._held.append((batch, None))  # told once the record names its ledger
+            return
+        inflight = self._inflight
+        if inflight and inflight[0] is batch:
+            inflight.popleft()
+        else:  # cannot happen: the writer completes a ledger's batches in order
+            log.error("%s: batch completed out of order", self.name)
+            inflight.remove(batch)
+        futures = batch.futures
+        count = len(futures)
+        lid = batch.ledger_id
+        first = batch.first
+        meta = self._ledgers.metas.get(lid)
+        if meta is not None:
+            meta.entries += count
+            meta.size += batch.nbytes
+        self.last_confirmed = Position(lid, first + count - 1)
+        self.write_stats.record(count, batch.nbytes - HEADER_SIZE * count, self._loop.time() - batch.started)
+        waiter = futures[0]
+        if waiter.__class__ is not _Future and (count == 1 or futures.count(waiter) == count):
+            # One callback for the whole batch (one topic's run): waiters.complete inlined.
+            try:
+                waiter(lid, first, count, None)
+            except Exception:  # a listener's bug must not stop the others' receipts
+                log.exception("an append's callback failed on %d:%d (+%d)", lid, first, count)
+        else:
+            waiters.complete(futures, lid, first)
+        self._listeners.wake()
+        if not inflight and self._idle_waiters:
+            self.wake_idle()
+        if not self._rolling and self.state is OPEN:
+            current = self.current
+            if current.full:
+                self._start_rollover()
+            elif current.nearly_full:
+                self._roller.prepare_ahead()
+
+    def _on_failed(self, batch: AppendBatch, error: BaseException) -> None:
+        """:meth:`_on_written` for a batch the backend refused or failed."""
         unrecorded = self._unrecorded
         if unrecorded is not None and batch.ledger_id == unrecorded.ledger_id:
             self._held.append((batch, error))  # told once the record names its ledger
             return
-        if error is not None:
-            if isinstance(error, ManagedLedgerFencedError):  # a new owner fenced the ledger
-                self._fenced_on_disk(batch.ledger_id)
-            else:
-                self._on_write_failure(error)
-            return
-        if self._inflight and self._inflight[0] is batch:
-            self._inflight.popleft()
-        else:  # cannot happen: the writer completes a ledger's batches in order
-            log.error("%s: batch completed out of order", self.name)
-            self._inflight.remove(batch)
-        futures = batch.futures
-        lid = batch.ledger_id
-        first = batch.first
-        meta = self._ledgers.get(lid)
-        if meta is not None:
-            meta.entries += len(futures)
-            meta.size += batch.nbytes
-        self.last_confirmed = Position(lid, first + len(futures) - 1)
-        self.write_stats.record(len(futures), batch.nbytes - HEADER_SIZE * len(futures),
-                                self._loop.time() - batch.started)
-        waiters.complete(futures, lid, first)
-        self._listeners.wake()
-        if not self._inflight:
-            self.wake_idle()
-        if not self._rolling and self.state is OPEN:
-            if self.current.full:
-                self._start_rollover()
-            elif self.current.nearly_full:
-                self._roller.prepare_ahead()
+        if isinstance(error, ManagedLedgerFencedError):  # a new owner fenced the ledger
+            self._fenced_on_disk(batch.ledger_id)
+        else:
+            self._on_write_failure(error)
 
     def _fenced_on_disk(self, ledger_id: int) -> None:
         """A new owner fenced our ledger (``LedgerBackend.fence``): nothing

@@ -116,8 +116,16 @@ class PendingSend:
             followers, self._followers = self._followers, None
             for callback in followers:
                 callback(self)
-        if self.owner is not None:
-            self.owner._settled(self)
+        owner = self.owner
+        if owner is not None:
+            # Producer._settled inlined for the usual case: this send is the
+            # only one its producer waits for, so it is reported at once.
+            queue = owner._pending
+            if len(queue) == 1 and queue[0] is self:
+                queue.popleft()
+                owner.sink.send_result(owner, self)
+            else:
+                owner._settled(self)
 
     def failed(self, error: BaseException) -> None:
         """Nothing of this send is stored; the client hears ``error``."""

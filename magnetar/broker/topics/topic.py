@@ -326,6 +326,14 @@ class Topic(ProducerAdmission):
             for _ in range(count):
                 self._on_store_failed(appending.popleft()[0], error)
             return
+        if count == 1:  # the usual run at many written topics: one entry per topic per commit
+            pending, token, first, n, marker = appending.popleft()
+            self.dedup.on_durable_run((token,), ledger_id, first_entry_id)
+            pending.stored(ledger_id, first_entry_id, first, n)
+            if marker is not None:
+                marker(ledger_id, first_entry_id)
+            self.stored_tail = (Position(ledger_id, first_entry_id), first + n)
+            return
         done = [appending.popleft() for _ in range(count)]
         self.dedup.on_durable_run([token for _, token, _, _, _ in done], ledger_id, first_entry_id + count - 1)
         entry_id = first_entry_id
