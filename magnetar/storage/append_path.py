@@ -104,8 +104,10 @@ class AppendPath:
         #: Called once when this instance learns another owner took over
         #: (set by the managed ledger; must not raise).
         self.on_fenced: Callable[[StorageError], None] = lambda error: None
-        #: The last durable entry; None if no entry is stored.
-        self.last_confirmed: Position | None = None
+        # The last durable entry (``last_confirmed``): its ids, set per
+        # completed batch, and its Position, made once asked for.
+        self._confirmed_at: tuple[int, int] | None = None
+        self._confirmed: Position | None = None
         # The current ledger, appends not yet handed to the backend (_buf),
         # batches handed over and not completed (_inflight), and appends
         # waiting for a rollover to finish (_waiting).
@@ -132,6 +134,19 @@ class AppendPath:
         self._max_entries = config.max_entries_per_ledger
         self._max_bytes = config.max_ledger_bytes
         self._idle_waiters: list[asyncio.Future] = []
+
+    @property
+    def last_confirmed(self) -> Position | None:
+        """The last durable entry; None if no entry is stored."""
+        pos = self._confirmed
+        if pos is None and self._confirmed_at is not None:
+            pos = self._confirmed = Position(*self._confirmed_at)
+        return pos
+
+    @last_confirmed.setter
+    def last_confirmed(self, pos: Position | None) -> None:
+        self._confirmed = pos
+        self._confirmed_at = None if pos is None else (pos.ledger_id, pos.entry_id)
 
     def fence(self, error: ManagedLedgerFencedError) -> None:
         """Another owner took over: refuse appends, and the current ledger
@@ -296,7 +311,8 @@ class AppendPath:
         if meta is not None:
             meta.entries += count
             meta.size += batch.nbytes
-        self.last_confirmed = Position(lid, first + count - 1)
+        self._confirmed_at = (lid, first + count - 1)  # last_confirmed, its Position made when asked
+        self._confirmed = None
         self.write_stats.record(count, batch.nbytes - HEADER_SIZE * count, self._loop.time() - batch.started)
         waiter = futures[0]
         if waiter.__class__ is not _Future and (count == 1 or futures.count(waiter) == count):

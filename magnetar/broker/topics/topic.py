@@ -133,9 +133,10 @@ class Topic(ProducerAdmission):
         self.producers: dict[str, Producer] = {}
         self.subscriptions: dict[str, Subscription] = {}
         self.next_offset = 0
-        #: The last stored entry's position and the offset after it (what a
-        #: move tells the destination: :meth:`moving`); None: none known.
-        self.stored_tail: tuple[Position, int] | None = None
+        #: The last stored entry's ledger id, entry id and the offset after it
+        #: (what a move tells the destination: :meth:`moving`); None: none known.
+        #: Plain ints: it is set once per stored run, read once per move.
+        self.stored_tail: tuple[int, int, int] | None = None
         self.topic_epoch = 0
         self.exclusive_producer: Producer | None = None
         #: WaitForExclusive producers in arrival order, with the future that promotes them.
@@ -219,12 +220,12 @@ class Topic(ProducerAdmission):
         last = ledger.last_confirmed
         if last is not None and moving is not None and moving.last == (last.ledger_id, last.entry_id):
             topic.next_offset = moving.next_offset
-            topic.stored_tail = (last, topic.next_offset)
+            topic.stored_tail = (last.ledger_id, last.entry_id, topic.next_offset)
         elif last is not None:
             entries = await ledger.read_entries(last, 1)
             if entries:
                 topic.next_offset = entry_info(entries[0].data).last_offset + 1
-                topic.stored_tail = (last, topic.next_offset)
+                topic.stored_tail = (last.ledger_id, last.entry_id, topic.next_offset)
         for cursor_name, cursor in ledger.cursors.items():
             if not is_replicator_cursor(cursor_name):
                 topic.subscriptions[cursor_name] = Subscription(topic, cursor_name, cursor, durable=True)
@@ -332,7 +333,7 @@ class Topic(ProducerAdmission):
             pending.stored(ledger_id, first_entry_id, first, n)
             if marker is not None:
                 marker(ledger_id, first_entry_id)
-            self.stored_tail = (Position(ledger_id, first_entry_id), first + n)
+            self.stored_tail = (ledger_id, first_entry_id, first + n)
             return
         done = [appending.popleft() for _ in range(count)]
         self.dedup.on_durable_run([token for _, token, _, _, _ in done], ledger_id, first_entry_id + count - 1)
@@ -344,7 +345,7 @@ class Topic(ProducerAdmission):
             entry_id += 1
         if done:
             _, _, first, n, _ = done[-1]
-            self.stored_tail = (Position(ledger_id, entry_id - 1), first + n)
+            self.stored_tail = (ledger_id, entry_id - 1, first + n)
 
     def moving(self) -> MovingTopic:
         """This topic as a move's source names it to the destination (after
@@ -352,7 +353,7 @@ class Topic(ProducerAdmission):
         tail = self.stored_tail
         if tail is None:
             return MovingTopic(str(self.name))
-        return MovingTopic(str(self.name), (tail[0].ledger_id, tail[0].entry_id), tail[1])
+        return MovingTopic(str(self.name), (tail[0], tail[1]), tail[2])
 
     def _on_ledger_fenced(self) -> None:
         """Another broker opened the managed ledger (this one was paused or cut
