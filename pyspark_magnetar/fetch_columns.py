@@ -108,6 +108,28 @@ def entries_of(data: bytes | memoryview, pos: int = 0):
         at = end
 
 
+def last_offset(data: bytes | memoryview, count: int) -> int:
+    """The last offset of a response of ``count`` entries, from its last
+    entry's broker entry metadata; -1 when it has none or does not parse.
+    A hint only (how many rows a response still holds): nothing is decoded
+    or checked by it."""
+    if count <= 0 or len(data) < 4 + 4 * count:
+        return -1
+    (size,) = _U32.unpack_from(data, 4 * count)
+    at = len(data) - size
+    if size < 6 or at < 4 + 4 * count or data[at] != 0x0E or data[at + 1] != 0x02:
+        return -1
+    (meta_size,) = _U32.unpack_from(data, at + 2)
+    if 6 + meta_size > size:
+        return -1
+    bem = pb.BrokerEntryMetadata()
+    try:
+        bem.ParseFromString(bytes(data[at + 6:at + 6 + meta_size]))
+    except Exception:
+        return -1
+    return bem.index if bem.HasField("index") else -1
+
+
 def entry_count(data: bytes | memoryview) -> int:
     """How many entries a response holds."""
     return _U32.unpack_from(data, 0)[0] if len(data) >= 4 else 0

@@ -37,7 +37,7 @@ from magnetar.protocol.compression import decompress as _decompress
 
 from .entry_columns import Buffers, EntryInput, buffers_to_batch
 from .errors import MagnetarSparkError
-from .fetch_columns import STOP_DONE, STOP_ENTRY, decode_fetch, entries_of, entry_count, split_stored
+from .fetch_columns import STOP_DONE, STOP_ENTRY, decode_fetch, entries_of, entry_count, last_offset, split_stored
 from .offsets import TopicPartition
 from .scan import _READ_BACK, RangeScanner
 from .topic_schemas import decode_version
@@ -76,6 +76,7 @@ class FetchScanner:
         self._data: memoryview = memoryview(b"")
         self._pos = 0  # the next entry of _data to take
         self._count = 0  # entries in _data
+        self._last_offset = -1  # the last offset in _data (-1: not known), a batch-sizing hint
 
     @classmethod
     async def open(cls, client: AsyncClient, tp: TopicPartition, start: int, end: int, *,
@@ -100,22 +101,29 @@ class FetchScanner:
         return self._fetcher.retries
 
     async def next_entries(self, max_rows: int) -> list[Piece]:
-        """The next pieces of the range, about ``max_rows`` rows or more
-        (whole responses); ``[]`` once the range is complete."""
+        """The next pieces of the range, about ``max_rows`` rows; ``[]``
+        once the range is complete. Decoded rows never span two responses
+        (each decode call is one record batch): a call ends with its
+        response, and takes the rest of a response when that is at most
+        half as much again as ``max_rows``, so a response's tail is not a
+        small batch of its own (Spark pays per batch, on both sides)."""
         rules = self._rules
         out: list[Piece] = []
         rows = 0
         loop = asyncio.get_running_loop()
         while rules.expected < rules.end and rows < max_rows:
             if self._pos >= self._count:
-                if not await self._refill():
+                if rows or not await self._refill():
                     break
                 continue
+            want = max_rows - rows
+            rest = min(self._last_offset + 1, rules.end) - rules.expected
+            limit = rest if 0 < rest <= want + want // 2 else want
             try:
-                # At most about the rows this call still wants: a response of compressed batches
-                # decodes into record batches of about max_rows each, not one of its whole length.
+                # At most about `limit` rows: a response of compressed batches decodes
+                # into record batches of about max_rows each, not one of its whole length.
                 got = await loop.run_in_executor(None, decode_fetch, self._data, self._pos, self.start, rules.end,
-                                                 rules.expected, _decompress, max_rows - rows)
+                                                 rules.expected, _decompress, limit)
             except (ValueError, ProtocolError) as exc:
                 raise MagnetarSparkError(f"{self.tp}: {exc}") from None
             if rules._scan_first is None and got.first_offset >= 0:
@@ -142,6 +150,7 @@ class FetchScanner:
             fetched = await self._fetcher.next()
             if fetched.count:
                 self._data, self._pos, self._count = fetched.data, 0, entry_count(fetched.data)
+                self._last_offset = last_offset(self._data, self._count)
                 return True
             if time.monotonic() >= deadline:
                 rules._lost(rules.expected, rules.end,

@@ -18,6 +18,7 @@ pays only for what it reads.
 from __future__ import annotations
 
 import struct
+import sys
 from typing import NamedTuple
 
 from . import magnetar_api_pb2 as pb
@@ -237,6 +238,9 @@ def decode_frame(frame: memoryview) -> Frame:
 #: The scratch buffer :meth:`FrameDecoder.receive_buffer` offers outside a
 #: large frame (asyncio's own receive size).
 RECEIVE_SCRATCH = 256 * 1024
+#: Large frames' buffers kept for reuse (see FrameDecoder), and their size step.
+SPARE_BUFFERS = 3
+SPARE_STEP = 1024 * 1024
 
 
 class FrameDecoder:
@@ -252,9 +256,14 @@ class FrameDecoder:
     that many bytes is gathered instead into one buffer of its exact size,
     allocated when its size is read, and handed out as a read-only view of
     that buffer: no regrowth and no final copy (a client's 4 MiB fetch
-    responses). The decoder drops the buffer once the frame is out, so
-    nothing writes to it after. A client's choice: a server would let a
-    peer make it allocate a frame's size before the bytes arrive.
+    responses). The decoder keeps the last few such buffers and receives a
+    later large frame into one of them only once nothing refers to it any
+    more (no view of the frame it held is left anywhere: its reference
+    count says so), so a frame handed out is never written again, and a
+    reader that drops each response before the next but one takes no
+    fresh memory per frame (a fresh buffer is zero-filled and faulted in
+    page by page). A client's choice: a server would let a peer make it
+    allocate a frame's size before the bytes arrive.
 
     Raises :class:`FrameTooLarge` as soon as a frame header declares more than
     ``max_frame_size`` bytes, so a peer cannot make us buffer gigabytes.
@@ -266,8 +275,9 @@ class FrameDecoder:
         self.preallocate_from = preallocate_from
         # A large frame being received (preallocate_from): its buffer, the bytes
         # filled, and what arrived after it (the next frames' start).
-        self._big: bytearray | None = None
+        self._big: memoryview | None = None  # the frame's exact size, over a buffer of _spares
         self._big_filled = 0
+        self._spares: list[bytearray] = []  # large frames' buffers, reused once nothing refers to them
         self._after: bytearray | None = None
         self._scratch: bytearray | None = None  # receive_buffer's, for bytes that are not a large frame's
         self._into_big = False
@@ -372,11 +382,27 @@ class FrameDecoder:
         if self.preallocate_from is None or 4 + total < self.preallocate_from:
             return False
         have = memoryview(data)[pos:]
-        big = bytearray(4 + total)
+        big = memoryview(self._buffer_of(4 + total))[:4 + total]
         big[:len(have)] = have
         self._big, self._big_filled, self._after = big, len(have), None
         self._pending = None
         return True
+
+    def _buffer_of(self, size: int) -> bytearray:
+        """A buffer of at least ``size`` bytes that nothing else refers to:
+        a spare one whose frames are all gone, else a new one (kept as a
+        spare, the oldest spare dropped)."""
+        spares = self._spares
+        for spare in spares:
+            # Referenced only by the list, the loop variable and getrefcount's
+            # argument: no view of it (a frame, a slice of one) is left.
+            if len(spare) >= size and sys.getrefcount(spare) <= 3:
+                return spare
+        spare = bytearray(-(-size // SPARE_STEP) * SPARE_STEP)
+        spares.append(spare)
+        if len(spares) > SPARE_BUFFERS:
+            del spares[0]
+        return spare
 
     def _check_size(self, total: int) -> None:
         if total > self.max_frame_size:

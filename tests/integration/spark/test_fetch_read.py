@@ -117,3 +117,37 @@ def test_offsets_retention_removed_are_data_loss_and_the_rest_reads(broker, clie
     got = _task_rows(broker.service_url, topic, 0, 300, failOnDataLoss="false")
     assert [r["offset"] for r in got] == list(range(first, 300))
     assert [r["value"] for r in got] == [_value(i) for i in range(first, 300)]
+
+
+def test_a_record_batch_is_one_response_and_takes_a_short_tail(broker, client):
+    """Spark pays per record batch: a batch never spans two fetch responses,
+    and a response up to half again as long as the batch size is one batch
+    (not the size and a small tail). Responses here hold about five
+    entries of 10 messages; the batch size is 40 rows."""
+    from pyspark_magnetar.fetch_scan import FetchScanner, Rows
+    from pyspark_magnetar.session import BrokerSession
+
+    topic = f"persistent://public/default/{unique('fetch-sizes')}"
+    producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=10,
+                                      batching_max_publish_delay_ms=200, block_if_queue_full=True)
+    for i in range(500):
+        producer.send_async(b"%05d" % i + b"x" * 95, None)
+    producer.flush()
+    producer.close()
+    want = _message_rows(broker.service_url, topic, 0, 500)
+    rows: list[dict] = []
+    sizes: list[int] = []
+    with BrokerSession(broker.service_url, 30) as session:
+        scanner = session.run(FetchScanner.open(session.client, TopicPartition(topic), 0, 500, poll_timeout_ms=30_000,
+                                                fail_on_data_loss=True, max_bytes=5 * 1100))
+        try:
+            while pieces := session.run(scanner.next_entries(40)):
+                assert sum(isinstance(p, Rows) for p in pieces) == 1, "one decode, one batch, per call"
+                for batch in scanner.to_batches(pieces):
+                    rows += batch.to_pylist()
+                    sizes.append(batch.num_rows)
+            fetches = scanner.fetches
+        finally:
+            session.run(scanner.close())
+    assert rows == want
+    assert len(sizes) <= fetches and max(sizes) <= 60 + 10, (sizes, fetches)
