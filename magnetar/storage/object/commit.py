@@ -209,13 +209,17 @@ class Committer:
 
     # ------------------------------------------------------------ loop side
 
-    def submit(self, ledger: ObjectLedger, datas: list[bytes], callback: Callback, loop) -> None:
+    def _start(self, loop) -> None:
+        """Refuse once stopping; start the commit task on the first batch."""
         if self._stopping:
             raise StorageError("object storage writer is stopped")
         if self._task is None:
             self._wake = asyncio.Event()
             self._slot = asyncio.Event()
             self._task = loop.create_task(self._run())
+
+    def submit(self, ledger: ObjectLedger, datas: list[bytes], callback: Callback, loop) -> None:
+        self._start(loop)
         # A batch's wait counts from its arrival, even while a commit runs.
         sooner = self._gathering.arrived(ledger.gather_s, time.monotonic())
         self._queue.append(_CommitBatch(ledger, datas, callback, loop))
@@ -228,12 +232,7 @@ class Committer:
         """:meth:`submit` for each ``(ledger, datas, nbytes, callback)`` of
         ``writes`` (one loop pass's hand-over, :mod:`..flush_pass`), with one
         clock reading and at most one wake-up for them all."""
-        if self._stopping:
-            raise StorageError("object storage writer is stopped")
-        if self._task is None:
-            self._wake = asyncio.Event()
-            self._slot = asyncio.Event()
-            self._task = loop.create_task(self._run())
+        self._start(loop)
         now = time.monotonic()
         arrived = self._gathering.arrived
         queue, pending = self._queue, self._pending
