@@ -45,7 +45,13 @@ def test_hosts_reach_each_other_and_a_cut_is_one_way(bed, tmp_path):
 
 
 def test_a_bed_at_work_is_refused_unless_replaced_and_teardown_leaves_nothing(bed, tmp_path):
+    from magnetar_harness.waiting import wait_for
+
     bed.start("a", "sleeper", ["sleep", "60"], tmp_path / "sleep.log")
+    # Popen returns once `setpriv` runs; `ip netns exec` enters a's namespace
+    # a moment later, and only then is the bed "at work".
+    wait_for(lambda: subprocess.run(["ip", "netns", "pids", bed.namespace("a")], capture_output=True,
+                                    text=True).stdout.split(), 10, 0.05, "the sleeper in a's namespace")
     with pytest.raises(HostsError, match="another test bed"):
         HostBed("hbed", ["a", "b"]).setup()
     other = HostBed("hbed", ["a", "b"]).setup(replace=True)
