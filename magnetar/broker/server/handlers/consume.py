@@ -16,6 +16,7 @@ from magnetar.broker.entries.entry_format import strip_broker_entry_metadata
 from magnetar.broker.errors import BrokerError, ConsumerBusy, NotAllowed
 from magnetar.broker.subscriptions.consumer import Consumer
 from magnetar.broker.topics.topic import Topic
+from magnetar.log_budget import LogBudget
 from magnetar.metadata import MetadataError
 from magnetar.protocol import ServerError, pb
 from magnetar.protocol.commands import Type, command, error, message_id, signed64, success
@@ -26,6 +27,9 @@ from .. import permissions
 from .session import UINT64_MAX, ClientSession, topic_name
 
 log = logging.getLogger(__name__)
+# While etcd stalls every ack can fail, thousands a second: a few lines per
+# window say so, and the count of the rest rides on the next line written.
+ack_log = LogBudget(log)
 
 _MESSAGE = Type.MESSAGE
 _names = itertools.count()
@@ -242,11 +246,11 @@ async def on_ack(session: ClientSession, req: pb.CommandAck, consumer: Consumer 
             session.write(command(Type.ACK_RESPONSE, consumer_id=req.consumer_id, request_id=req.request_id,
                                   error=exc.code, message=str(exc)))
         else:
-            log.info("ack from %s refused: %s", session.peer, exc)
+            ack_log.log(logging.INFO, "ack refused", "ack from %s refused: %s", session.peer, exc)
     except StorageError as exc:
         # The cursor closed under the ack (the topic moved or was unloaded):
         # its next owner delivers those entries again.
-        log.info("ack from %s not applied: %s", session.peer, exc)
+        ack_log.log(logging.INFO, "ack not applied", "ack from %s not applied: %s", session.peer, exc)
         if req.HasField("request_id"):
             session.write(command(Type.ACK_RESPONSE, consumer_id=req.consumer_id, request_id=req.request_id,
                                   error=ServerError.ServiceNotReady, message=str(exc)))
