@@ -21,7 +21,7 @@ $(VENV)/bin/pip:
 	$(BIN)/pip install --quiet --upgrade pip
 
 # setup.py and the C sources: the compiled hot paths are rebuilt when their sources change.
-HOT := setup.py magnetar/protocol/_hot.c magnetar/storage/file/_round.c magnetar/protocol/_crc32c.h $(wildcard pyspark_magnetar/_columns*.c pyspark_magnetar/_columns*.h)
+HOT := setup.py $(wildcard magnetar/protocol/_hot*.c magnetar/protocol/_hot*.h) magnetar/storage/file/_round.c magnetar/protocol/_crc32c.h $(wildcard pyspark_magnetar/_columns*.c pyspark_magnetar/_columns*.h)
 
 # Editable installs in compat mode: the checkout goes on sys.path through a .pth
 # file, so Spark's scan for `pyspark_*` modules finds the connector from any

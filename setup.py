@@ -1,8 +1,7 @@
 """Only for the compiled hot paths; everything else is in pyproject.toml.
 
-``magnetar.protocol._hot`` and ``magnetar.storage.file._round`` (one C
-file each, no library) are optional: if it
-cannot be built (no compiler, no Python headers) the install goes on and
+``magnetar.protocol._hot`` and ``magnetar.storage.file._round`` (C files,
+no library) are optional: if one cannot be built (no compiler, no Python headers) the install goes on and
 the pure-Python twins run (see ``magnetar/protocol/compiled.py``,
 ``magnetar/storage/file/round_io.py``).
 """
@@ -10,7 +9,8 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=[
-        Extension("magnetar.protocol._hot", ["magnetar/protocol/_hot.c"], depends=["magnetar/protocol/_crc32c.h"],
+        Extension("magnetar.protocol._hot", ["magnetar/protocol/_hot.c", "magnetar/protocol/_hot_fetch.c"],
+                  depends=["magnetar/protocol/_crc32c.h", "magnetar/protocol/_hot_fetch.h"],
                   optional=True,
                   extra_compile_args=["-O2", "-std=c11", "-Wall"]),
         # A group commit's per-ledger system calls in one call per round (storage/file/round_io.py

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "_crc32c.h"
+#include "_hot_fetch.h"
 
 /* SendCommandView (a tuple subclass from fast_send.py), set by register_send_view;
    Frame and PayloadBlock (tuple subclasses from frames.py), set by register_frame_types. */
@@ -747,6 +748,10 @@ static PyMethodDef methods[] = {
      "See receipts.ReceiptTemplate.frame."},
     {"build_entry", (PyCFunction)(void (*)(void))build_entry, METH_FASTCALL, "See entry_format.build_entry."},
     {"receipt_runs", (PyCFunction)(void (*)(void))receipt_runs, METH_FASTCALL, "See receipt_runs.receipt_runs."},
+    {"fetch_payload", (PyCFunction)(void (*)(void))hot_fetch_payload, METH_FASTCALL,
+     "A FETCH_ENTRIES_RESPONSE's body from read runs (see _hot_fetch.c)."},
+    {"bytes_within", (PyCFunction)(void (*)(void))hot_bytes_within, METH_FASTCALL,
+     "How many entries a byte-bounded read keeps (see _hot_fetch.c)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -19,8 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from bisect import bisect_left, bisect_right
-from itertools import accumulate
+from bisect import bisect_right
 from typing import Awaitable, Callable
 
 from .backend import LedgerBackend, LedgerHandle
@@ -30,6 +29,7 @@ from .errors import StorageError
 from .ledger_list import LedgerList
 from .ledger_meta import LedgerMeta
 from .position import Position
+from .read_budget import bytes_within
 from .read_stats import ReadStats
 
 log = logging.getLogger(__name__)
@@ -95,13 +95,12 @@ class EntryReader:
                     pos = Position(lid + 1, 0)  # trimmed while we read: go on after it
                     continue
             if max_bytes is not None:
-                # Stop after the entry that reaches max_bytes: sums[k] is the total before entry k.
-                sums = list(accumulate(map(len, datas), initial=nbytes))
-                keep = bisect_left(sums, max_bytes, 1)
+                # Stop after the entry that reaches max_bytes (one call, not a step per entry).
+                keep, total = bytes_within(datas, nbytes, max_bytes)
                 if keep <= len(datas):
-                    out.append((lid, first, datas[:keep]))
+                    out.append((lid, first, datas if keep == len(datas) else datas[:keep]))
                     return out
-                nbytes = sums[-1]
+                nbytes = total
             out.append((lid, first, datas))
             count += len(datas)
             pos = Position(lid, first + len(datas))

@@ -204,6 +204,25 @@ def test_the_compiled_crc32c_is_the_packages(data, initial):
     assert hot.crc32c(memoryview(data)[1:]) == crc32c(data[1:])
 
 
+
+@pytest.mark.parametrize("length", [767, 768, 769, 24575, 24576, 24577, 3 * 24576 + 3 * 256 + 13, 4 * 1024 * 1024 + 5])
+def test_the_compiled_crc32c_is_the_packages_over_three_chains(length):
+    """Buffers long enough for the three chains at once (three blocks of 256
+    bytes or of 8 KiB, then the rest): the same sum as the package's, from
+    any start and alignment, and a byte changed in any block changes it."""
+    if hot is None:
+        return  # test_the_compiled_hot_path_is_built says why
+    data = bytes((i * 7919 + (i >> 8) * 31) & 0xFF for i in range(length + 3))
+    for skip, initial in ((0, 0), (1, 0x12345678), (3, 0xFFFFFFFF)):
+        view = memoryview(data)[skip:skip + length]
+        assert hot.crc32c(view, initial) == crc32c(bytes(view), initial)
+    whole = hot.crc32c(data[:length])
+    for at in (0, length // 3, length // 2, 2 * length // 3 + 1, length - 1):
+        changed = bytearray(data[:length])
+        changed[at] ^= 0x01
+        assert hot.crc32c(changed) == crc32c(bytes(changed)) != whole
+
+
 MAX_FRAME = 5 * 1024 * 1024
 
 

@@ -28,6 +28,7 @@ from magnetar.broker.errors import BrokerError
 from magnetar.metadata import MetadataError
 from magnetar.protocol import ServerError, pb
 from magnetar.protocol.commands import Type, command
+from magnetar.protocol.fetch_payload import fetch_payload
 from magnetar.storage import StorageError
 from magnetar.storage.position import Position
 
@@ -85,21 +86,23 @@ def response(request_id: int, runs: list[tuple[int, int, list[bytes]]], start: P
     """The FETCH_ENTRIES_RESPONSE frame of ``runs`` (from
     ``ManagedLedger.read_runs``), as pieces for the socket: the command,
     then ``[u32 count][u32 size]...`` and the entries' bytes back to back."""
-    datas = [data for _, _, run in runs for data in run]
+    count = sum(len(run) for _, _, run in runs)
     if runs:
         lid, first, run = runs[-1]
         nxt = Position(lid, first + len(run))
     else:
         nxt = start
-    reply = command(Type.FETCH_ENTRIES_RESPONSE, request_id=request_id, num_entries=len(datas),
+    reply = command(Type.FETCH_ENTRIES_RESPONSE, request_id=request_id, num_entries=count,
                     next_ledger_id=nxt.ledger_id, next_entry_id=max(nxt.entry_id, 0)).SerializeToString()
-    sizes = struct.pack(f">I{len(datas)}I", len(datas), *map(len, datas))
-    if len(datas) <= WRITE_AS_PIECES:
+    if count <= WRITE_AS_PIECES:
         # Few entries (batches): the socket's writev takes them as they are, no copy into one buffer.
+        datas = [data for _, _, run in runs for data in run]
+        sizes = struct.pack(f">I{count}I", count, *map(len, datas))
         head = _U32U32.pack(4 + len(reply) + len(sizes) + sum(map(len, datas)), len(reply)) + reply
         return [head, sizes, *datas]
-    body = b"".join(datas)  # one buffer for the socket, not thousands of small ones
-    return [_U32U32.pack(4 + len(reply) + len(sizes) + len(body), len(reply)) + reply, sizes, body]
+    # Many (one message per entry: ~25,000): sizes and entries in one buffer, one compiled call.
+    body = fetch_payload(runs)
+    return [_U32U32.pack(4 + len(reply) + len(body), len(reply)) + reply, body]
 
 
 async def _wait_for_entries(ledger, timeout: float) -> None:
