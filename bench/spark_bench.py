@@ -29,7 +29,15 @@ by ``pulsar-client`` as users' producers write them (untimed):
 each read into Spark's ``noop`` sink (one task per partition) beside the
 source ceiling, and the unbatched one copied by a stream (AvailableNow,
 exactly-once sink, 5 micro-batches) beside the stream copy ceiling; then
-a batch write beside the sink ceiling. The
+a batch write beside the sink ceiling. Each read is also measured beside
+the same rows' ceiling: the source ceiling yielding, over and over, the
+shape's first record batch as the connector decoded it (saved untimed:
+its topic and producer names, keys, properties and batch size, which cost
+Spark more or less than the synthetic batch's). Each workload runs in
+turns with its ceilings (workload, ceilings, then the ceilings reversed,
+workload, ...: ``--repeat`` rounds), and each share is the median over the
+rounds of the runs' ratio, so a load that drifts during the bench slows
+every side of a share alike. The
 broker's CPU seconds per run are printed beside each (when the bench
 started it): it shares the machine's cores with Spark.
 
@@ -118,32 +126,66 @@ def broker_cpu() -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _run(fn, i: int) -> tuple[float, float, float]:
+    """One run of ``fn(i)``: its wall seconds, this process's CPU seconds and the broker's."""
+    start, start_cpu, start_broker = time.perf_counter(), time.process_time(), broker_cpu()
+    fn(i)
+    return time.perf_counter() - start, time.process_time() - start_cpu, broker_cpu() - start_broker
+
+
+def _summary(label: str, rows: int, runs: list[tuple[float, float, float]], cpu: bool = False) -> dict:
+    """The median run of ``runs`` (from :func:`_run`) as a result, printed."""
+    seconds = [r[0] for r in runs]
+    median = statistics.median(seconds)
+    result = {"workload": label, "rows": rows, "seconds": round(median, 2), "rows_per_s": round(rows / median),
+              "runs_s": [round(x, 2) for x in seconds]}
+    listed = ", ".join(f"{x:.2f}" for x in seconds)
+    broker = ""
+    if BROKER_PID is not None:
+        result["broker_cpu_s"] = round(statistics.median(r[2] for r in runs), 2)
+        broker = f", broker CPU {result['broker_cpu_s']:.2f} s"
+    print(f"{label:20s} {rows:>9,} rows in {median:5.2f} s: {result['rows_per_s']:>9,} rows/s  (runs: {listed} s{broker})",
+          flush=True)
+    if cpu:
+        result["cpu_s"] = round(statistics.median(r[1] for r in runs), 2)
+        print(f"{'':20s} CPU {result['cpu_s']:.2f} s (median)", flush=True)
+    return result
+
+
 def timed(label: str, rows: int, fn, repeat: int, cpu: bool = False) -> dict:
     """Run ``fn(i)`` for i in range(repeat); the median run's rows/s (a
     one-shot figure on 2 CPUs shared with a JVM varies by tens of percent).
     With ``cpu``, also this process's median CPU seconds (its threads included).
-    The broker's median CPU seconds, when the bench started the broker."""
-    seconds, cpu_seconds, broker_seconds = [], [], []
+    The broker's median CPU seconds, when the bench knows the broker's pid."""
+    return _summary(label, rows, [_run(fn, i) for i in range(repeat)], cpu)
+
+
+def interleaved(label: str, rows: int, fn, ceilings: list[tuple[str, object]], repeat: int) -> list[dict]:
+    """``fn`` and its ceilings (``(label, fn)`` pairs) run in turns,
+    ``repeat`` rounds, each round in the reverse order of the one before
+    (workload, ceilings..., then ceilings reversed, workload), so a load
+    that drifts during the bench slows every side of a share alike.
+    Returns the workload's result then each ceiling's; the workload's has
+    ``shares`` (ceiling label -> the median over the rounds of ceiling
+    seconds / workload seconds, each round's runs side by side) and
+    ``share``, the first ceiling's; each printed beside the share of the
+    two medians."""
+    runs: list[list] = [[] for _ in range(1 + len(ceilings))]
+    fns = [fn, *(c for _, c in ceilings)]
     for i in range(repeat):
-        start, start_cpu, start_broker = time.perf_counter(), time.process_time(), broker_cpu()
-        fn(i)
-        seconds.append(time.perf_counter() - start)
-        cpu_seconds.append(time.process_time() - start_cpu)
-        broker_seconds.append(broker_cpu() - start_broker)
-    median = statistics.median(seconds)
-    result = {"workload": label, "rows": rows, "seconds": round(median, 2), "rows_per_s": round(rows / median),
-              "runs_s": [round(x, 2) for x in seconds]}
-    runs = ", ".join(f"{x:.2f}" for x in seconds)
-    broker = ""
-    if BROKER_PID is not None:
-        result["broker_cpu_s"] = round(statistics.median(broker_seconds), 2)
-        broker = f", broker CPU {result['broker_cpu_s']:.2f} s"
-    print(f"{label:20s} {rows:>9,} rows in {median:5.2f} s: {result['rows_per_s']:>9,} rows/s  (runs: {runs} s{broker})",
-          flush=True)
-    if cpu:
-        result["cpu_s"] = round(statistics.median(cpu_seconds), 2)
-        print(f"{'':20s} CPU {result['cpu_s']:.2f} s (median)", flush=True)
-    return result
+        order = range(len(fns)) if i % 2 == 0 else reversed(range(len(fns)))
+        for k in order:
+            runs[k].append(_run(fns[k], i))
+    results = [_summary(label, rows, runs[0])]
+    results += [_summary(name, rows, runs[k + 1]) for k, (name, _) in enumerate(ceilings)]
+    shares = {}
+    for k, (name, _) in enumerate(ceilings):
+        shares[name] = round(statistics.median(c[0] / r[0] for r, c in zip(runs[0], runs[k + 1])), 3)
+        print(f"{label} / {name}: {shares[name]:.0%} (median of {repeat} rounds; of the medians "
+              f"{results[0]['rows_per_s'] / results[k + 1]['rows_per_s']:.0%})", flush=True)
+    results[0]["shares"] = shares
+    results[0]["share"] = shares[ceilings[0][0]]
+    return results
 
 
 def connector_alone(url: str, topic: str, rows: int, size: int, repeat: int,
@@ -307,7 +349,7 @@ def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path, repeat: in
     results: list[dict] = []
     if only in (None, "official"):
         results += official(spark, url, admin_url, rows, size, stamp, repeat, read, ceiling_read, stream, write_to,
-                            rows_of, official_topics)
+                            rows_of, tmp, official_topics)
     if only == "official":
         return results
     data = rows_of(rows)
@@ -360,7 +402,7 @@ def write_official_topics(url: str, admin_url: str | None, rows: int, size: int,
 
 
 def official(spark, url: str, admin_url: str | None, rows: int, size: int, stamp: int, repeat: int, read,
-             ceiling_read, stream, write_to, rows_of, written: str | None = None) -> list[dict]:
+             ceiling_read, stream, write_to, rows_of, tmp: Path, written: str | None = None) -> list[dict]:
     """The topics the official client wrote, read and copied beside Spark's
     own ceilings in the same run (see the module), and a batch write beside
     the sink ceiling. ``written``: the name of topics an earlier
@@ -369,31 +411,42 @@ def official(spark, url: str, admin_url: str | None, rows: int, size: int, stamp
         topics = official_topic_names(written)
     else:
         topics = write_official_topics(url, admin_url, rows, size, stamp)
+    from bench.spark_ceilings import save_connector_batch
+    from pyspark_magnetar.ranges import CHUNK_ROWS
+
     results = []
     for shape, topic in topics.items():
         df = read(topic)
         assert df.count() == rows
-        results.append(timed(f"official {shape} read", rows,
-                             lambda i, df=df: df.write.format("noop").mode("overwrite").save(), repeat))
-    ceiling = timed("source ceiling", rows, lambda i: ceiling_read(rows), repeat)
-    results.append(ceiling)
-    for r in results[:-1]:
-        print(f"{r['workload']} / source ceiling: {r['rows_per_s'] / ceiling['rows_per_s']:.0%}", flush=True)
-    copy = timed("official unbatched stream copy", rows,
-                 lambda i: stream(topics["unbatched"], rows, "magnetar", f"ck-official-copy-{i}", service_url=url,
-                                  topic=f"{topics['unbatched']}-copy-{stamp}-{i}"), repeat)
-    copy_ceiling = timed("stream copy ceiling", rows,
-                         lambda i: stream(None, rows, "magnetar-bench-sink", f"ck-official-copy-ceiling-{i}"), repeat)
-    print(f"official unbatched stream copy / stream copy ceiling: "
-          f"{copy['rows_per_s'] / copy_ceiling['rows_per_s']:.0%}", flush=True)
+        # The same rows' ceiling: the shape's first record batch as the connector yields it
+        # (its topic and producer names, keys, properties, batch size), saved untimed.
+        batch_file = str(tmp / f"rows-{shape}.arrow")
+        try:
+            save_connector_batch(url, f"{topic}-partition-0", batch_file, span=4 * CHUNK_ROWS)
+        except Exception:  # not partitioned (written without --admin-url)
+            save_connector_batch(url, topic, batch_file, span=4 * CHUNK_ROWS)
+        ceiling_read(rows, batch_file)  # each worker loads it once, untimed
+        results += interleaved(f"official {shape} read", rows,
+                               lambda i, df=df: df.write.format("noop").mode("overwrite").save(),
+                               [("source ceiling", lambda i: ceiling_read(rows)),
+                                (f"{shape} rows ceiling", lambda i, f=batch_file: ceiling_read(rows, f))], repeat)
+    copy, copy_ceiling = interleaved(
+        "official unbatched stream copy", rows,
+        lambda i: stream(topics["unbatched"], rows, "magnetar", f"ck-official-copy-{i}", service_url=url,
+                         topic=f"{topics['unbatched']}-copy-{stamp}-{i}"),
+        [("stream copy ceiling", lambda i: stream(None, rows, "magnetar-bench-sink", f"ck-official-copy-ceiling-{i}"))],
+        repeat)
     for i in range(repeat):
         copied = read(f"{topics['unbatched']}-copy-{stamp}-{i}").count()
         assert copied == rows, f"copy {i}: copied {copied} of {rows}"
     data = rows_of(rows)
-    write = timed("batch write", rows, lambda i: write_to(data, "magnetar", service_url=url,
-                                                          topic=f"bench-official-write-{stamp}-{i}"), repeat)
-    sink = timed("sink ceiling", rows, lambda i: write_to(data, "magnetar-bench-sink"), repeat)
-    print(f"batch write / sink ceiling: {write['rows_per_s'] / sink['rows_per_s']:.0%}", flush=True)
+    write, sink = interleaved(
+        "batch write", rows,
+        lambda i: write_to(data, "magnetar", service_url=url, topic=f"bench-official-write-{stamp}-{i}"),
+        [("sink ceiling", lambda i: write_to(data, "magnetar-bench-sink"))], repeat)
+    shares = "; ".join(f"{r['workload']} " + ", ".join(f"{v:.0%} of the {k}" for k, v in r["shares"].items())
+                       for r in results + [copy, write] if "shares" in r)
+    print(f"shares (medians over rounds): {shares}", flush=True)
     return results + [copy, copy_ceiling, write, sink]
 
 
