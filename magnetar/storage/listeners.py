@@ -32,6 +32,10 @@ class EntryListeners:
         self._callbacks[key] = callback
         return lambda: self._callbacks.pop(key, None)
 
+    def __len__(self) -> int:
+        """Callbacks registered now."""
+        return len(self._callbacks)
+
     def wake(self) -> None:
         """New entries are confirmed: call every callback soon, once."""
         if not self._scheduled and self._callbacks:

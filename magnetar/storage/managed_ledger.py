@@ -198,6 +198,11 @@ class ManagedLedger:
         function."""
         return self._listeners.add(callback)
 
+    @property
+    def listener_count(self) -> int:
+        """Callbacks :meth:`add_listener` registered and not removed."""
+        return len(self._listeners)
+
     def add_fence_listener(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Call ``callback()`` on the loop once this instance learns that
         another owner opened the managed ledger (by its record, a cursor's

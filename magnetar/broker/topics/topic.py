@@ -27,7 +27,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from magnetar.protocol import pb
 from magnetar.protocol.frames import PayloadBlock, checksummed_block
@@ -57,6 +57,7 @@ from magnetar.metadata import MetadataStore
 
 from .admission import EXCLUSIVE_IN_TRANSIT, TOPIC_EPOCH, TRANSIT_RESERVATION_S, ProducerAdmission
 from .dedup import Deduplicator, Duplicate
+from .followers import Followers
 from .producer import AccessMode, PendingSend, Producer
 from . import marker_log, positions
 from .replicators import REPLICATOR_CURSOR_PREFIX, MarkerHandler, ReplicatorView, is_replicator_cursor
@@ -131,7 +132,9 @@ class Topic(ProducerAdmission):
         self._appending: deque = deque()
         self._on_appended = self._entries_stored
         self.producers: dict[str, Producer] = {}
-        self.subscriptions: dict[str, Subscription] = {}
+        #: Subscriptions and replicators: the topic hears of new entries only
+        #: while it has one (:meth:`_followers_changed`, ``followers.py``).
+        self.subscriptions: dict[str, Subscription] = Followers(self._followers_changed)
         self.next_offset = 0
         #: The last stored entry's ledger id, entry id and the offset after it
         #: (what a move tells the destination: :meth:`moving`); None: none known.
@@ -186,12 +189,12 @@ class Topic(ProducerAdmission):
         #: interval (sampled by stats_sampling.py; admin stats report these).
         self.interval_rates = IntervalRates(4)
         #: Geo-replication: one replicator per remote cluster (set from above).
-        self.replicators: dict[str, ReplicatorView] = {}
+        self.replicators: dict[str, ReplicatorView] = Followers(self._followers_changed)
         #: Replicated subscriptions' markers (PIP-33), set from above.
         self.marker_handler: MarkerHandler | None = None
         #: The topic may hold markers: dispatchers skip them (a metadata peek per entry).
         self.filter_markers = False
-        self._unlisten = ledger.add_listener(self._on_new_entries)
+        self._unlisten: Callable[[], None] | None = None  # listening to the ledger's new entries
         self._unlisten_fence = ledger.add_fence_listener(self._on_ledger_fenced)
 
     # -- loading -------------------------------------------------------------
@@ -417,6 +420,23 @@ class Topic(ProducerAdmission):
         if self.quota_block is not None and self.quota_block.policy == backlog_quota.REFUSE:
             raise backlog_quota.refusal(self, self.quota_block)
 
+    def _followers_changed(self) -> None:
+        """Listen to the ledger's new entries while someone follows the
+        topic, not otherwise. A follower added is in its map before it can
+        wait at the tail, and the listener is registered in that same call,
+        so it hears of every entry stored after it (earlier ones it reads
+        from its cursor)."""
+        wanted = bool(self.subscriptions) or bool(self.replicators)
+        if wanted and self._unlisten is None and not self.closed:
+            self._unlisten = self.ledger.add_listener(self._on_new_entries)
+        elif not wanted and self._unlisten is not None:
+            self._stop_listening()
+
+    def _stop_listening(self) -> None:
+        unlisten, self._unlisten = self._unlisten, None
+        if unlisten is not None:
+            unlisten()
+
     def _on_new_entries(self) -> None:
         for sub in self.subscriptions.values():
             sub.on_new_entries()
@@ -582,7 +602,7 @@ class Topic(ProducerAdmission):
             return
         self.closed = True
         self.transferring = True
-        self._unlisten()
+        self._stop_listening()
         self._unlisten_fence()
         self._stop_replicators()
         for _, fut in self.waiting:
@@ -627,7 +647,7 @@ class Topic(ProducerAdmission):
             return
         self.closed = True
         self._clear_reservation()
-        self._unlisten()
+        self._stop_listening()
         self._unlisten_fence()
         self._stop_replicators()
         attached = set(self.producers)  # still writers of this topic for the final snapshot

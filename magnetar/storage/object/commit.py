@@ -123,6 +123,7 @@ class ObjectLedger:
         self.placed = self.entry_count  # entries in objects, committed or in a commit under way
         self.error: StorageError | None = None  # set: refuses further batches
         self.idle: asyncio.Event | None = None  # set when nothing of it is pending
+        self.pending = 0  # its batches queued or committing (the committer counts them)
         self.compacted = False  # sections are per-ledger chunks
         self.gather_s = 0.0  # how long its batches may wait for others (its storage profile)
         self.on_close: Callable[[], None] | None = None  # releases what its backend keeps for it
@@ -165,10 +166,20 @@ class ObjectLedger:
 
 
 class _CommitBatch:
-    __slots__ = ("ledger", "datas", "callback", "loop")
+    """A submitted batch. In a commit, a ledger's first batch (its *head*)
+    also holds the ledger's later batches of that commit (``more``), its
+    section's place (``first``, ``count``, ``offset``), its framed bytes and
+    then its ``section``: one object per ledger per commit, no dicts beside."""
 
-    def __init__(self, ledger: ObjectLedger, datas: list[bytes], callback: Callback, loop) -> None:
-        self.ledger, self.datas, self.callback, self.loop = ledger, datas, callback, loop
+    __slots__ = ("ledger", "datas", "callback", "more", "first", "count", "offset", "framed", "section")
+
+    def __init__(self, ledger: ObjectLedger, datas: list[bytes], callback: Callback) -> None:
+        self.ledger, self.datas, self.callback = ledger, datas, callback
+        self.more: list[_CommitBatch] | None = None
+
+    def group(self) -> list["_CommitBatch"]:
+        """The head and its ledger's later batches of the commit, in order."""
+        return [self] if self.more is None else [self, *self.more]
 
 
 class Committer:
@@ -197,7 +208,7 @@ class Committer:
         self._task: asyncio.Task | None = None
         self._running: set[asyncio.Task] = set()  # commits begun and not ended
         self._stopping = False
-        self._pending: dict[int, int] = {}  # ledger id -> batches queued or committing
+        self._pending = 0  # batches queued or committing, all ledgers (each ledger counts its own: ``pending``)
         # Counters for tests, stats and the benchmark.
         self.puts = 0
         self.transactions = 0
@@ -222,8 +233,9 @@ class Committer:
         self._start(loop)
         # A batch's wait counts from its arrival, even while a commit runs.
         sooner = self._gathering.arrived(ledger.gather_s, time.monotonic())
-        self._queue.append(_CommitBatch(ledger, datas, callback, loop))
-        self._pending[ledger.ledger_id] = self._pending.get(ledger.ledger_id, 0) + 1
+        self._queue.append(_CommitBatch(ledger, datas, callback))
+        ledger.pending += 1
+        self._pending += 1
         self._queued_bytes += sum(map(len, datas)) + HEADER_SIZE * len(datas)
         if sooner or self._queued_bytes >= self.max_bytes:
             self._wake.set()  # only what the gathering waits for: not once per batch
@@ -235,7 +247,7 @@ class Committer:
         self._start(loop)
         now = time.monotonic()
         arrived = self._gathering.arrived
-        queue, pending = self._queue, self._pending
+        append = self._queue.append
         sooner = False
         gather = None  # the last ledger's gather: most ledgers share one
         nbytes = 0
@@ -244,17 +256,17 @@ class Committer:
                 gather = ledger.gather_s
                 if arrived(gather, now):
                     sooner = True
-            queue.append(_CommitBatch(ledger, datas, callback, loop))
-            lid = ledger.ledger_id
-            pending[lid] = pending.get(lid, 0) + 1
+            append(_CommitBatch(ledger, datas, callback))
+            ledger.pending += 1
             nbytes += size
+        self._pending += len(writes)
         self._queued_bytes += nbytes
         if sooner or self._queued_bytes >= self.max_bytes:
             self._wake.set()
 
     async def drained(self, ledger: ObjectLedger) -> None:
         """Return once no batch of ``ledger`` is queued or committing."""
-        while self._pending.get(ledger.ledger_id):
+        while ledger.pending:
             if ledger.idle is None or ledger.idle.is_set():
                 ledger.idle = asyncio.Event()
             await ledger.idle.wait()
@@ -353,45 +365,54 @@ class Committer:
                 previous.add_done_callback(lambda _: ended.done() or ended.set_result(None))
             elif not ended.done():
                 ended.set_result(None)
+            self._pending -= len(batches)
             for b in batches:
-                left = self._pending[b.ledger.ledger_id] - 1
-                if left:
-                    self._pending[b.ledger.ledger_id] = left
-                else:
-                    del self._pending[b.ledger.ledger_id]
-                    if b.ledger.idle is not None:
-                        b.ledger.idle.set()
+                ledger = b.ledger
+                ledger.pending -= 1
+                if not ledger.pending and ledger.idle is not None:
+                    ledger.idle.set()
 
     async def _put_and_record(self, batches: list[_CommitBatch], first_at: float,
                               previous: asyncio.Future | None, stamps: dict | None = None) -> None:
-        # Group by ledger, in submission order; refused ledgers fail at once.
-        groups: dict[int, list[_CommitBatch]] = {}
+        # Group by ledger, in submission order (a ledger's first batch is its
+        # group's head); refused ledgers fail at once.
+        heads: dict[int, _CommitBatch] = {}
+        setdefault = heads.setdefault
         for b in batches:
-            if b.ledger.error is not None:
-                _complete([b], b.ledger.error)
+            ledger = b.ledger
+            if ledger.error is not None:
+                _complete([b], ledger.error)
                 continue
-            groups.setdefault(b.ledger.ledger_id, []).append(b)
-        if not groups:
+            head = setdefault(ledger.ledger_id, b)
+            if head is not b:
+                if head.more is None:
+                    head.more = [b]
+                else:
+                    head.more.append(b)
+        if not heads:
             return
+        # Place each ledger's section in the object: it follows the ledger's
+        # sections placed so far, committed or in an earlier commit of the
+        # pipeline. Its Section is made once the object's key is final.
         parts: list[bytes] = []
-        framed_of: dict[int, bytes] = {}
-        sections: dict[int, Section] = {}
         offset = 0
-        key = self._next_key()
-        for lid, group in groups.items():
-            datas = group[0].datas if len(group) == 1 else [d for b in group for d in b.datas]
-            ledger = group[0].ledger
+        for head in heads.values():
+            ledger = head.ledger
+            if head.more is None:
+                datas = head.datas
+            else:
+                datas = [d for b in head.group() for d in b.datas]
             framed = frames(datas)
-            # It follows the ledger's sections placed so far, committed or
-            # still in an earlier commit of the pipeline.
-            sections[lid] = Section(ledger.placed, len(datas), key, offset, len(framed))
-            ledger.placed += len(datas)
+            head.framed = framed
+            head.first = ledger.placed
+            head.count = n = len(datas)
+            head.offset = offset
+            ledger.placed += n
             parts.append(framed)
-            framed_of[lid] = framed
             offset += len(framed)
         blob = b"".join(parts)
         began = time.monotonic()
-        key = await self._put(key, blob, groups)
+        key = await self._put(self._next_key(), blob, heads)
         put_done = time.monotonic()
         self.timings.observe("put", put_done - began)
         if previous is not None:
@@ -400,31 +421,39 @@ class Committer:
         self.timings.observe("wait", txn_began - put_done)
         if key is None:
             return
-        if key != next(iter(sections.values())).key:
-            sections = {lid: Section(s.first, s.count, key, s.offset, s.length) for lid, s in sections.items()}
         # A ledger whose earlier commit failed or was fenced meanwhile must
         # not record a section after it: its batches fail with its error.
-        ids = []
-        for lid, group in groups.items():
-            ledger = group[0].ledger
-            if ledger.error is None and sections[lid].first != ledger.entry_count:
+        # The others get their section, and are split by layout: format 1
+        # a compare and a record per ledger, format 2 one record per writer.
+        per_ledger: list[int] = []
+        writers: dict[int, dict[int, Section]] = {}
+        last_writer, of_writer = None, None  # most ledgers share the backend's one writer
+        for lid, head in heads.items():
+            ledger = head.ledger
+            first = head.first
+            if ledger.error is None and first != ledger.entry_count:
                 ledger.error = StorageError(f"ledger {lid}: an earlier commit did not record entries "
-                                            f"{ledger.entry_count}..{sections[lid].first - 1}")
+                                            f"{ledger.entry_count}..{first - 1}")
             if ledger.error is not None:
-                _complete(group, ledger.error)
+                _complete(head.group(), ledger.error)
+                continue
+            framed = head.framed
+            head.section = section = Section(first, head.count, key, head.offset, len(framed))
+            writer = ledger.writer
+            if writer is None:
+                per_ledger.append(lid)
+            elif writer is last_writer:
+                of_writer[lid] = section
             else:
-                ids.append(lid)
-        # Format 1: a compare and a record per ledger; format 2: per writer.
-        per_ledger = [lid for lid in ids if groups[lid][0].ledger.writer is None]
-        writers: dict[int, list[int]] = {}
-        for lid in ids:
-            writer = groups[lid][0].ledger.writer
-            if writer is not None:
-                writers.setdefault(id(writer), []).append(lid)
-        jobs = [self._record(per_ledger[i:i + LEDGERS_PER_TRANSACTION], groups, sections, began)
+                last_writer = writer
+                of_writer = writers.setdefault(id(writer), {})
+                of_writer[lid] = section
+        jobs = [self._record(per_ledger[i:i + LEDGERS_PER_TRANSACTION], heads, began)
                 for i in range(0, len(per_ledger), LEDGERS_PER_TRANSACTION)]
-        jobs += [self._record_v2(lids, groups, sections, began) for lids in writers.values()]
-        if len(jobs) == 1:  # the usual case
+        jobs += [self._record_v2(sections, heads, began) for sections in writers.values()]
+        if not jobs:
+            committed = []
+        elif len(jobs) == 1:  # the usual case
             committed = await jobs[0]
         else:  # jobs name disjoint ledgers: their transactions may run at once
             committed = [lid for done in await asyncio.gather(*jobs) for lid in done]
@@ -434,18 +463,30 @@ class Committer:
         # ledger but its batches' own callbacks: this runs for every ledger
         # of every commit, thousands per commit at 10,000 written topics).
         kept = self.kept
+        add = kept.add if kept is not None else None
+        half = MAX_SECTIONS_PER_LEDGER // 2
         for lid in committed:
-            group = groups[lid]
-            group[0].ledger._committed(sections[lid])
-            if kept is not None:
-                kept.add(lid, framed_of[lid])
-            for b in group:  # _complete(group, None) inlined
-                callback, b.callback = b.callback, None
-                if callback is not None:
-                    try:
-                        callback(None)
-                    except Exception:
-                        log.exception("a commit's callback failed")
+            head = heads[lid]
+            ledger = head.ledger
+            section = head.section
+            # ledger._committed(section) inlined
+            sections = ledger.sections
+            sections.append(section)
+            ledger.firsts.append(section.first)
+            ledger.entry_count = section.first + section.count
+            ledger.size += section.length
+            if len(sections) >= half:  # neither end is below half of full's count
+                ledger._ends()
+            if add is not None:
+                add(lid, head.framed)
+            callback, head.callback = head.callback, None
+            if callback is not None:
+                try:
+                    callback(None)
+                except Exception:
+                    log.exception("a commit's callback failed")
+            if head.more is not None:
+                _complete(head.more, None)
         self.commits += 1
         ended = time.monotonic()
         if stamps is not None:
@@ -457,7 +498,7 @@ class Committer:
         self._seq += 1
         return commit_object(self.session, int(time.time() * 1000), self._seq)
 
-    async def _put(self, key: str, blob: bytes, groups: dict[int, list[_CommitBatch]]) -> str | None:
+    async def _put(self, key: str, blob: bytes, heads: dict[int, _CommitBatch]) -> str | None:
         deadline = time.monotonic() + self.put_timeout_s
         backoff = 0.02
         while True:
@@ -469,78 +510,77 @@ class Committer:
                 if time.monotonic() + backoff > deadline or self._stopping:
                     error = StorageError(f"writing object {key} failed: {exc}")
                     log.error("%s", error)
-                    for group in groups.values():
-                        group[0].ledger.error = error  # its entry ids were spent: the next go to a new ledger
-                        _complete(group, error)
+                    for head in heads.values():
+                        head.ledger.error = error  # its entry ids were spent: the next go to a new ledger
+                        _complete(head.group(), error)
                     return None
                 log.warning("writing object %s failed, retrying: %s", key, exc)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 0.5)
                 key = self._next_key()  # the failed PUT may have landed: never reuse its key
 
-    async def _record(self, ids: list[int], groups: dict[int, list[_CommitBatch]], sections: dict[int, Section],
-                      began: float) -> list[int]:
-        """One transaction for these ledgers; fenced ones drop out and it
-        retries. Returns the ledgers committed; the others' batches have
-        failed (their ledger's ``error`` set)."""
+    async def _record(self, ids: list[int], heads: dict[int, _CommitBatch], began: float) -> list[int]:
+        """One transaction for these format-1 ledgers; fenced ones drop out
+        and it retries. Returns the ledgers committed; the others' batches
+        have failed (their ledger's ``error`` set)."""
         ids = list(ids)
         while ids:
             if time.monotonic() - began > MAX_COMMIT_AGE_S:  # e.g. the process was paused in between
-                error = StorageError(f"object {sections[ids[0]].key} is too old to commit")
+                error = StorageError(f"object {heads[ids[0]].section.key} is too old to commit")
                 for lid in ids:
-                    groups[lid][0].ledger.error = error
-                    _complete(groups[lid], error)
+                    heads[lid].ledger.error = error
+                    _complete(heads[lid].group(), error)
                 return []
             # Only what the fence needs: each ledger's epoch compared, its
             # section recorded; no read-backs (``versions=False``).
-            compares = [Compare(ledger_key(lid), groups[lid][0].ledger.epoch) for lid in ids]
-            writes = [Put(section_key(lid, sections[lid].first), sections[lid].encode()) for lid in ids]
+            compares = [Compare(ledger_key(lid), heads[lid].ledger.epoch) for lid in ids]
+            writes = [Put(section_key(lid, heads[lid].section.first), heads[lid].section.encode()) for lid in ids]
             try:
                 self.transactions += 1
                 await self.store.transaction(compares, writes, versions=False)
             except TransactionFailed as exc:
                 lost = {k for k in exc.keys}
                 for lid in [lid for lid in ids if ledger_key(lid) in lost]:
-                    ledger = groups[lid][0].ledger
+                    ledger = heads[lid].ledger
                     ledger.error = ManagedLedgerFencedError(f"ledger {lid} was fenced by a new owner")
                     log.warning("ledger %d was fenced by a new owner: its commit is refused", lid)
-                    _complete(groups[lid], ledger.error)
+                    _complete(heads[lid].group(), ledger.error)
                 ids = [lid for lid in ids if ledger_key(lid) not in lost]
                 continue
             except (MetadataError, ValueError) as exc:
-                error = StorageError(f"committing object {sections[ids[0]].key} failed: {exc}")
+                error = StorageError(f"committing object {heads[ids[0]].section.key} failed: {exc}")
                 log.error("%s", error)
                 for lid in ids:
-                    ledger = groups[lid][0].ledger
+                    ledger = heads[lid].ledger
                     ledger.error = error
-                    _complete(groups[lid], error)
+                    _complete(heads[lid].group(), error)
                 return []
             return ids
         return []
 
+    async def _record_v2(self, sections: dict[int, Section], heads: dict[int, _CommitBatch],
+                         began: float) -> list[int]:
+        """Format-2 ledgers of one writer (``sections``: ledger id -> its
+        section): one commit record under its fence. Returns the ledgers
+        committed; the others' batches have failed."""
+        first = next(iter(sections))
+        writer = heads[first].ledger.writer
 
-    async def _record_v2(self, ids: list[int], groups: dict[int, list[_CommitBatch]],
-                         sections: dict[int, Section], began: float) -> list[int]:
-        """Format-2 ledgers of one writer: one commit record under its fence.
-        Returns the ledgers committed; the others' batches have failed."""
-        writer = groups[ids[0]][0].ledger.writer
-
-        def fail(lids: list[int], error: StorageError) -> None:
+        def fail(lids, error: StorageError) -> None:
             for lid in lids:
-                ledger = groups[lid][0].ledger
-                ledger.error = error
-                _complete(groups[lid], error)
+                head = heads[lid]
+                head.ledger.error = error
+                _complete(head.group(), error)
 
         if time.monotonic() - began > MAX_COMMIT_AGE_S:  # e.g. the process was paused in between
-            fail(ids, StorageError(f"object {sections[ids[0]].key} is too old to commit"))
+            fail(sections, StorageError(f"object {sections[first].key} is too old to commit"))
             return []
         try:
-            committed, fenced = await record_sections(self.store, writer, {lid: sections[lid] for lid in ids},
-                                                      self._count_transaction)
+            committed, fenced = await record_sections(self.store, writer, sections, self._count_transaction)
         except (MetadataError, ValueError) as exc:
-            error = StorageError(f"committing object {sections[ids[0]].key} failed: {exc}")
+            error = StorageError(f"committing object {sections[first].key} failed: {exc}")
             log.error("%s", error)
-            fail(ids, error)
+            fail(sections, error)
             return []
         for lid in fenced:
             fail([lid], ManagedLedgerFencedError(f"ledger {lid} was fenced by a new owner"))

