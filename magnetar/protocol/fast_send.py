@@ -59,6 +59,8 @@ _B_NUM, _B_TXL, _B_TXM, _B_HIGH = _BIT["num_messages"], _BIT["txnid_least_bits"]
 _OPTIONAL_BIT = {name: bit for name, bit in _BIT.items() if name in _OPTIONAL}
 _B_CHUNK, _B_MARKER, _B_EXP, _B_EPOCH = _BIT["is_chunk"], _BIT["marker"], _BIT["expected_offset"], \
     _BIT["offset_epoch"]
+#: ``view.present & EXPECTED_OFFSET_BIT``: the send is conditional (``HasField("expected_offset")``).
+EXPECTED_OFFSET_BIT = _B_EXP
 
 
 class SendCommandView(collections.namedtuple("_SendFields", (*_FIELDS, "present"))):

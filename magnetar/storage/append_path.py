@@ -265,7 +265,8 @@ class AppendPath:
         self._buf_futures = []
         meta = self.current_meta
         first = self._next_entry - len(datas)
-        nbytes = sum(map(len, datas)) + HEADER_SIZE * len(datas)
+        # One entry per ledger per pass is the usual case at many written topics.
+        nbytes = (len(datas[0]) if len(datas) == 1 else sum(map(len, datas))) + HEADER_SIZE * len(datas)
         batch = AppendBatch(meta.ledger_id, first, futures, nbytes, self._loop.time())
         self._cache.put_many(meta.ledger_id, first, datas)
         self._inflight.append(batch)

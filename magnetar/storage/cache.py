@@ -86,7 +86,7 @@ class TailCache:
         if run is None or ledger_id != self._last_id or first != run.end():
             run = self._start(ledger_id, first)
         run.items.extend(datas)
-        added = sum(map(len, datas))
+        added = len(datas[0]) if len(datas) == 1 else sum(map(len, datas))
         self.bytes += added
         if self.bytes > self.max_bytes + (self.max_bytes >> 3):
             self._evict(self.max_bytes)

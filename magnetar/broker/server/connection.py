@@ -185,6 +185,13 @@ class ServerConnection(asyncio.Protocol):
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
 
+    def queue_one(self, frame: bytes) -> None:
+        """:meth:`queue` of one frame, without packing it in a tuple (once per receipt)."""
+        self._out.append(frame)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
     def _flush(self) -> None:
         self._flush_scheduled = False
         out, self._out = self._out, []

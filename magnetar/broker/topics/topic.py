@@ -31,6 +31,7 @@ from typing import Any, Callable, Protocol
 
 from magnetar.protocol import pb
 from magnetar.protocol.frames import PayloadBlock, checksummed_block
+from magnetar.protocol.fast_send import EXPECTED_OFFSET_BIT, SendCommandView
 from magnetar.storage import CursorFencedError, Entry, ManagedLedger, ManagedLedgerFencedError, Position, StorageError
 
 from magnetar.broker.config import BrokerConfig
@@ -274,9 +275,16 @@ class Topic(ProducerAdmission):
         if n < 1:
             n = 1
         try:
-            self._check_access(producer)
+            # _check_access's rules, read once: it runs (and raises or passes) only
+            # when one of them may refuse; this runs once per entry.
+            if self.closed or self.terminated_at is not None or self.quota_block is not None \
+                    or producer.fenced or self.producers.get(producer.name) is not producer \
+                    or (producer.access_mode != SHARED and producer.epoch != self.topic_epoch):
+                self._check_access(producer)
             token = self.dedup.check(producer, send, block)
-            if send.HasField("expected_offset"):
+            # A fast decoder's view says by a bit whether the field was sent (no HasField call).
+            if (send.present & EXPECTED_OFFSET_BIT if send.__class__ is SendCommandView
+                    else send.HasField("expected_offset")):
                 self._check_expected_offset(producer, send)
         except TransferHold:
             # Moving to another broker (PIP-307): neither receipt nor error;

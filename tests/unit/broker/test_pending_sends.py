@@ -83,3 +83,27 @@ async def test_a_send_refused_by_a_closing_ledger_fails_alone_and_the_earlier_on
     assert [(r.sequence_id, r.entry_id, r.error) for r in reported[:3]] == [(0, 0, None), (1, 1, None), (2, 2, None)]
     assert reported[3].sequence_id == 3 and reported[3].error is not None
     await close_service(service)
+
+
+async def test_conditional_sends_as_the_broker_decodes_them_are_checked(tmp_path):
+    """The broker receives SENDs as the fast decoder's views (``fast_send``),
+    whose expected offset is read by its presence bit: a conditional send at
+    the wrong offset is refused, one at the right offset and a plain one are stored."""
+    from magnetar.protocol.fast_send import SendCommandView
+    from magnetar.protocol.frames import FrameDecoder, encode_payload_command
+    from magnetar.protocol import pb
+
+    service, topic, p, reported = await _attached(tmp_path)
+    decoder = FrameDecoder(fast_send=True)
+    for seq, expected in enumerate([0, 5, None]):  # the second is at the wrong offset
+        send, block = send_of(p.name, seq, expected_offset=expected)
+        decoder.feed(b"".join(encode_payload_command(pb.BaseCommand(type=pb.BaseCommand.SEND, send=send),
+                                                     block.raw)))
+        (frame,) = decoder.next_sends()
+        assert type(frame.command) is SendCommandView
+        topic.publish_into(p, frame.command, frame.block, p.expect(seq, seq), NOW_MS)
+    await wait_until(lambda: len(reported) == 3)
+    assert [r.error is None for r in reported] == [True, False, True]
+    assert isinstance(reported[1].error, ExpectedOffsetMismatch)
+    assert topic.next_offset == 2
+    await close_service(service)

@@ -21,6 +21,7 @@ from magnetar.protocol import ProtocolError, ServerError, pb
 from magnetar.storage import StorageError
 from magnetar.protocol.commands import Type, command, error, message_id, success
 from magnetar.protocol.frames import Frame, PayloadBlock
+from magnetar.protocol.connection import State
 
 from .. import permissions
 from .session import UINT64_MAX, ClientSession, topic_name
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 MAX_PENDING_SENDS = 10_000
 DEFAULT_LEASE_MS = 60_000
 _SEND_RECEIPT = Type.SEND_RECEIPT
+_CLOSED = State.CLOSED
 _names = itertools.count()
 
 
@@ -170,7 +172,7 @@ class ProducerReports:
         # Withholding that receipt would leave the client guessing; an official
         # client even reports such a send as failed (ProducerFenced) when its
         # retry meets a rival exclusive producer on the new owner.
-        if session.proto.closed:
+        if session.proto.state is _CLOSED:  # proto.closed without the property's call
             # The client left: nobody to tell, and this must not raise (storage
             # is failing a run of entries, other producers' among them).
             return
@@ -184,8 +186,8 @@ class ProducerReports:
                                       message_id=message_id(UINT64_MAX, UINT64_MAX)))
                 return
             # The producer's receipt encoder (compiled when built): once per stored entry.
-            session.queue(producer.receipt(seq, pending.highest_sequence_id, pending.ledger_id,
-                                           pending.entry_id, pending.first_offset))
+            session.queue_one(producer.receipt(seq, pending.highest_sequence_id, pending.ledger_id,
+                                               pending.entry_id, pending.first_offset))
             return
         code = exc.code if isinstance(exc, BrokerError) else ServerError.PersistenceError
         cmd = command(Type.SEND_ERROR, producer_id=producer.producer_id, sequence_id=seq, error=code,
@@ -225,15 +227,18 @@ def on_plain_send(session: ClientSession, send, block: PayloadBlock | None) -> N
         session.write(command(Type.SEND_ERROR, producer_id=send.producer_id, sequence_id=send.sequence_id,
                               error=ServerError.NotAllowedError, message="unknown producer id"))
         return
-    pending = producer.expect(send.sequence_id, send.highest_sequence_id)
+    # Producer.expect inlined: this runs once per entry.
+    pending = PendingSend(send.sequence_id, send.highest_sequence_id, producer)
+    producer._pending.append(pending)
     # Counted before publishing: the outcome may be reported before publish_into returns.
     session.pending_sends += 1
     if session.pending_sends > MAX_PENDING_SENDS and not session.reading_paused and session.transport is not None:
         session.reading_paused = True
         session.transport.pause_reading()
     if block.checked == 1 or block.verify_checksum():  # checked: the compiled decoder's verdict
-        producer.topic.publish_into(producer, send, block, pending, session.received_ms)
-        limiter = producer.topic.publish_limiter
+        topic = producer.topic
+        topic.publish_into(producer, send, block, pending, session.received_ms)
+        limiter = topic.publish_limiter
         if limiter is not None:
             wait = limiter.charge(send.num_messages or 1, len(block.payload))
             if wait > 0:

@@ -61,6 +61,9 @@ class ClientSession(Protocol):
     def queue(self, *pieces: bytes) -> None:
         """Queue encoded frames for the client (one socket write per loop pass)."""
 
+    def queue_one(self, frame: bytes) -> None:
+        """:meth:`queue` of one frame (a receipt: once per stored entry)."""
+
     def spawn(self, coro: Any) -> None:
         """Run ``coro`` as a task of this connection (cancelled when it closes)."""
 
