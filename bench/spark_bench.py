@@ -117,13 +117,19 @@ BROKER_PID: int | None = None
 
 def broker_cpu() -> float:
     """CPU seconds the bench's broker has used (0 without one)."""
-    if BROKER_PID is None:
-        return 0.0
+    return sum(cpu_split(BROKER_PID))
+
+
+def cpu_split(pid: int | None) -> tuple[float, float]:
+    """(user, system) CPU seconds process ``pid`` has used ((0, 0) without one)."""
+    if pid is None:
+        return 0.0, 0.0
     try:
-        fields = Path(f"/proc/{BROKER_PID}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return 0.0, 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def _run(fn, i: int) -> tuple[float, float, float]:
@@ -386,6 +392,48 @@ def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path, repeat: in
     return results
 
 
+def write_only(spark, brokers: list[tuple[str, str, int | None]], rows: int, size: int, repeat: int, write_to,
+               rows_of) -> list[dict]:
+    """``--only write``: the batch write into each of ``brokers`` (``(name,
+    url, pid)``: this tree's, and a ``--peer`` checkout's), interleaved run
+    by run (the order alternating), beside the sink ceiling timed between
+    them; each broker's median user and system CPU seconds per write."""
+    stamp = int(time.time())
+    data = rows_of(rows)
+    for name, url, _ in brokers:  # the JVM's and the broker's first write, untimed
+        write_to(rows_of(min(rows, 100_000)), "magnetar", service_url=url, topic=f"bench-write-warm-{stamp}")
+    write_to(rows_of(min(rows, 100_000)), "magnetar-bench-sink")
+    runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name, _, _ in brokers}
+    sink: list[float] = []
+    for i in range(repeat):
+        for name, url, pid in (brokers if i % 2 == 0 else brokers[::-1]):
+            user, system = cpu_split(pid)
+            began = time.perf_counter()
+            write_to(data, "magnetar", service_url=url, topic=f"bench-write-{stamp}-{i}")
+            took = time.perf_counter() - began
+            user2, system2 = cpu_split(pid)
+            runs[name].append((took, user2 - user, system2 - system))
+        began = time.perf_counter()
+        write_to(data, "magnetar-bench-sink")
+        sink.append(time.perf_counter() - began)
+    ceiling = rows / statistics.median(sink)
+    print(f"{'sink ceiling':28s} {ceiling:>11,.0f} rows/s  (runs: {', '.join(f'{x:.2f}' for x in sink)} s)",
+          flush=True)
+    results = [{"workload": "sink ceiling", "rows": rows, "rows_per_s": round(ceiling),
+                "runs_s": [round(x, 2) for x in sink]}]
+    for name, measured in runs.items():
+        took = statistics.median(m[0] for m in measured)
+        user = statistics.median(m[1] for m in measured)
+        system = statistics.median(m[2] for m in measured)
+        print(f"{'batch write, ' + name:28s} {rows / took:>11,.0f} rows/s  {rows / took / ceiling:4.0%} of the sink "
+              f"ceiling  (runs: {', '.join(f'{m[0]:.2f}' for m in measured)} s; broker CPU user {user:.2f} s, "
+              f"system {system:.2f} s, medians)", flush=True)
+        results.append({"workload": f"batch write, {name}", "rows": rows, "rows_per_s": round(rows / took),
+                        "share": round(rows / took / ceiling, 3), "runs_s": [round(m[0], 2) for m in measured],
+                        "broker_user_s": round(user, 2), "broker_system_s": round(system, 2)})
+    return results
+
+
 def official_topic_names(name: str | int) -> dict[str, str]:
     return {shape: f"persistent://public/default/bench-official-{shape}-{name}" for shape in OFFICIAL_SHAPES}
 
@@ -461,8 +509,12 @@ def main() -> None:
     parser.add_argument("--admin-url", default=None, help="that broker's admin URL (for the partitioned write)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each workload; the median is reported")
     parser.add_argument("--json", action="store_true", help="also print the results as JSON")
-    parser.add_argument("--only", choices=["official", "own"], default=None,
-                        help="only the official client's topics, or only the connector's own topic")
+    parser.add_argument("--only", choices=["official", "own", "write"], default=None,
+                        help="only the official client's topics, only the connector's own topic, or only the "
+                             "batch write beside the sink ceiling (with --peer: on both brokers, interleaved)")
+    parser.add_argument("--peer", metavar="ROOT", default=None,
+                        help="with --only write: also a broker running the checkout at ROOT (its .venv), same "
+                             "settings, its writes interleaved with this tree's")
     parser.add_argument("--write-official", metavar="NAME", default=None,
                         help="only write the official client's topics (named by NAME) to --url, then exit")
     parser.add_argument("--official-topics", metavar="NAME", default=None,
@@ -493,22 +545,70 @@ def main() -> None:
         broker = standalone_broker(tmp / "data", ["--config", str(config), "--log-level", "WARNING"]).start()
         url, admin_url = broker.service_url, broker.admin_url
         BROKER_PID = broker.proc.pid
+    peer = None
+    if args.peer is not None:
+        if args.only != "write" or args.url is not None:
+            parser.error("--peer goes with --only write and a broker the bench starts")
+        root = Path(args.peer).resolve()
+        peer = peer_broker(root, tmp / "peer-data", ["--config", str(tmp / "magnetar.toml"), "--log-level",
+                                                        "WARNING"]).start()
     spark = None
     try:
         spark = session(args.master, conf)
         print(f"{args.rows:,} rows of {args.size} B, {args.master}, {args.tasks} read tasks, broker {url}, "
               f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
               + "".join(f", {k}={v}" for k, v in conf.items()), flush=True)
-        results = run(spark, url, args.rows, args.size, args.tasks, tmp, max(1, args.repeat), admin_url, args.only,
-                      args.official_topics)
+        if args.only == "write":
+            from bench.spark_ceilings import register
+
+            register(spark)
+            brokers = [("this tree", url, BROKER_PID)]
+            if peer is not None:
+                brokers.append((f"peer {Path(args.peer).name}", peer.service_url, peer.proc.pid))
+            results = write_only(spark, brokers, args.rows, args.size, max(1, args.repeat), _write_to, _rows_of(spark,
+                                 args.size))
+        else:
+            results = run(spark, url, args.rows, args.size, args.tasks, tmp, max(1, args.repeat), admin_url,
+                          args.only, args.official_topics)
     finally:
         if spark is not None:
             spark.stop()
+        if peer is not None:
+            peer.stop()
         if broker is not None:
             broker.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     if args.json:
         print(json.dumps(results))
+
+
+def _write_to(df, fmt: str, **options) -> None:
+    writer = df.write.format(fmt).mode("append")
+    for k, v in options.items():
+        writer = writer.option(k, v)
+    writer.save()
+
+
+def _rows_of(spark, size: int):
+    def rows_of(n: int):
+        return spark.range(0, n, 1, 2).selectExpr(
+            f"cast(concat(cast(id as string), repeat('x', {max(size - 10, 0)})) as binary) as value",
+            "concat('k', cast(id % 100 as string)) as key")
+    return rows_of
+
+
+def peer_broker(root: Path, data_dir: Path, extra: list[str]):
+    """A standalone broker running the checkout at ``root`` (its own .venv
+    and code: ``-P`` keeps this directory off its path), not started."""
+    from magnetar_harness.broker import BrokerProcess
+
+    python = str(root / ".venv" / "bin" / "python")
+
+    def command(port: int, admin_port: int) -> list[str]:
+        return [python, "-P", "-m", "magnetar.cli", "standalone", "--data-dir", str(data_dir), "--port", str(port),
+                "--admin-port", str(admin_port), "--advertised-address", "127.0.0.1", *extra]
+
+    return BrokerProcess(command, data_dir.parent / f"{data_dir.name}-broker.log", data_dir=data_dir)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ class FileStorageCollector:
                                      labels=["kind"])
         fsyncs.add_metric(["journal"], counters.get("journal_fsyncs", 0))
         fsyncs.add_metric(["segment"], counters.get("segment_fsyncs", 0))
+        fsyncs.add_metric(["direct"], counters.get("direct_fsyncs", 0))
         yield fsyncs
         yield CounterMetricFamily("magnetar_file_group_commits", "Rounds of the group-commit writer",
                                   value=counters.get("group_commits", 0))

@@ -45,6 +45,11 @@ class StorageConfig:
         path: with 10,000 written topics about 1,000 fsyncs/s at 10 s) and
         trims the journal; what a restart after a crash replays at most.
     journal_file_bytes: a new journal file past this size (trimmed whole).
+    journal_direct_bytes: under sync policy ``"always"``, a ledger that got
+        at least this many bytes in one group commit has its segment file
+        fdatasynced instead of a journal record (its bytes written once;
+        at most 4 such per group commit; ``storage/file/direct_sync.py``).
+        0: every write goes through the journal.
     max_entries_per_ledger, max_ledger_bytes, max_ledger_age_s: roll over to a
         new ledger when the current one reaches any of these (bytes count the
         8-byte frame header of each entry; age is checked by a timer).
@@ -118,6 +123,7 @@ class StorageConfig:
     journal: bool = True
     journal_checkpoint_interval_ms: int = 10_000
     journal_file_bytes: int = 64 * 1024 * 1024
+    journal_direct_bytes: int = 256 * 1024
 
     def __post_init__(self) -> None:
         if self.sync_policy not in SYNC_POLICIES:
@@ -158,6 +164,7 @@ class StorageConfig:
             raise ValueError(f"journal must be true or false; got {self.journal!r}")
         _positive(self, "journal_checkpoint_interval_ms")
         _positive(self, "journal_file_bytes")
+        _non_negative(self, "journal_direct_bytes")
 
     @property
     def journaled(self) -> bool:

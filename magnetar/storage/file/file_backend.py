@@ -68,7 +68,8 @@ class FileBackend:
                                                             config.journal_file_bytes)
             self.checkpointer = Checkpointer(self.journal, config.journal_checkpoint_interval_ms / 1000,
                                              segments=self.ledger_dir)
-            durability = JournalSync(self.journal, self.checkpointer, config.sync_policy, config.sync_interval_ms)
+            durability = JournalSync(self.journal, self.checkpointer, config.sync_policy, config.sync_interval_ms,
+                                     direct_min_bytes=config.journal_direct_bytes)
         self.writer = GroupCommitWriter(config.sync_policy, config.sync_interval_ms, durability=durability,
                                         taken_over=self._taken_over)
 
@@ -154,7 +155,8 @@ class FileBackend:
     def stats(self) -> BackendStats:
         """``fsyncs``: fsyncs of the write path (the journal's and the
         checkpoint's, or each segment file's); ``journal_fsyncs``,
-        ``segment_fsyncs``: the two apart; ``group_commits``: the writer's
+        ``segment_fsyncs``: the two apart (the checkpoint's), ``direct_fsyncs``:
+        segment files of large writes synced instead of journaled; ``group_commits``: the writer's
         rounds; ``journal_bytes``, ``checkpoints``; ``open_files``: segment
         files open now, ``open_files_capacity`` at most, ``reopens``: opened
         again after the pool closed them."""
@@ -163,7 +165,8 @@ class FileBackend:
                     "reopens": self.handles.reopens}
         if self.journal is not None:
             counters.update(journal_fsyncs=self.journal.fsync_count, segment_fsyncs=self.checkpointer.segment_fsyncs,
-                            journal_bytes=self.journal.bytes_written, checkpoints=self.checkpointer.checkpoints)
+                            journal_bytes=self.journal.bytes_written, checkpoints=self.checkpointer.checkpoints,
+                            direct_fsyncs=self.writer.durability.direct_syncs)
         else:
             counters.update(journal_fsyncs=0, segment_fsyncs=self.writer.fsync_count)
         return BackendStats("file", counters)

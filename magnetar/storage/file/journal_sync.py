@@ -14,6 +14,11 @@ its segment file, with the ledger id and first entry id), then:
   (entries already completed cannot be retracted: the policy's trade-off,
   as without a journal).
 
+Under ``"always"``, a ledger that got at least ``direct_min_bytes`` in the
+round (1 MiB; at most ``direct_most`` such per round) is fdatasynced in its
+segment file instead and gets no record (:mod:`.direct_sync`): its bytes
+are written once, not twice.
+
 The checkpoint (:mod:`.journal_checkpoint`) syncs the segment files later
 and trims the journal; replay (:mod:`.journal_replay`) restores what a crash
 kept from the segment files.
@@ -24,6 +29,7 @@ import logging
 import threading
 
 from ..errors import StorageError
+from . import direct_sync
 from .journal import Journal, record_head
 from .journal_checkpoint import Checkpointer
 from .ledger import Ledger
@@ -36,13 +42,20 @@ class JournalSync:
     fdatasyncs and the checkpoint's segment fsyncs."""
 
     def __init__(self, journal: Journal, checkpointer: Checkpointer, sync_policy: str = "always",
-                 sync_interval_ms: float = 100) -> None:
+                 sync_interval_ms: float = 100, *, direct_min_bytes: int = direct_sync.DEFAULT_MIN_BYTES,
+                 direct_most: int = direct_sync.DEFAULT_MOST) -> None:
         if sync_policy not in ("always", "interval"):
             raise ValueError(f"the journal serves sync policies always and interval, not {sync_policy!r}")
         self.journal = journal
         self.checkpointer = checkpointer
         self.sync_policy = sync_policy
         self._interval = sync_interval_ms / 1000
+        #: Policy always: a ledger's round of at least this many bytes is
+        #: synced in its segment file, not journaled (:mod:`.direct_sync`).
+        self.direct_min_bytes = direct_min_bytes if sync_policy == "always" else 0
+        self.direct_most = direct_most
+        #: Segment fdatasyncs made instead of journal records.
+        self.direct_syncs = 0
         self._unsynced: set[Ledger] = set()
         self._unsynced_lock = threading.Lock()
         self._stop = threading.Event()
@@ -54,14 +67,23 @@ class JournalSync:
 
     @property
     def fsync_count(self) -> int:
-        return self.journal.fsync_count + self.checkpointer.segment_fsyncs
+        return self.journal.fsync_count + self.checkpointer.segment_fsyncs + self.direct_syncs
 
     def made_durable(self, written: list[tuple[Ledger, int, bytes]]) -> dict[Ledger, BaseException]:
         """Writer thread: ``written`` holds ``(ledger, entries before the
         round, bytes written)`` per ledger. Returns the ledgers whose
-        batches failed (here all or none)."""
+        batches failed: every journaled one or none, and each synced in
+        place whose fdatasync failed."""
         if not written:
             return {}
+        failed: dict[Ledger, BaseException] = {}
+        if self.direct_min_bytes:
+            direct, written = direct_sync.choose_direct(written, self.direct_min_bytes, self.direct_most)
+            if direct:
+                failed = direct_sync.sync_direct(direct)
+                self.direct_syncs += len(direct) - len(failed)
+                if not written:
+                    return failed
         parts = []
         for ledger, before, data in written:
             parts.append(record_head(ledger.ledger_id, before, ledger.entry_count - before, data))
@@ -69,7 +91,8 @@ class JournalSync:
         try:
             position = self.journal.append(parts)
         except StorageError as exc:
-            return {w[0]: exc for w in written}
+            failed.update((w[0], exc) for w in written)
+            return failed
         ledgers = [w[0] for w in written]
         self.checkpointer.written(ledgers, position)
         if self.sync_policy == "always":
@@ -78,12 +101,13 @@ class JournalSync:
             except StorageError as exc:
                 self.journal.after_failed_sync()
                 # Per ledger, naming it: the managed ledger logs and reports this.
-                return {ledger: StorageError(f"fsync of ledger {ledger.ledger_id} failed (in the journal): "
-                                             f"{exc.__cause__ or exc}") for ledger in ledgers}
+                failed.update((ledger, StorageError(f"fsync of ledger {ledger.ledger_id} failed (in the journal): "
+                                                    f"{exc.__cause__ or exc}")) for ledger in ledgers)
+                return failed
         else:
             with self._unsynced_lock:
                 self._unsynced.update(ledgers)
-        return {}
+        return failed
 
     def _sync_periodically(self) -> None:
         while not self._stop.wait(self._interval):

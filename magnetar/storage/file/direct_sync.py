@@ -1,0 +1,67 @@
+"""Large writes made durable in their segment file, not copied into the journal.
+
+With the journal, a round's bytes are written twice: to each ledger's
+segment file (page cache, synced later by the checkpoint) and to the
+journal (synced now). For a round of many small ledgers that is the point:
+one fdatasync whatever their number. For a ledger that got megabytes in the
+round (a Spark task's batch write) it doubles the bytes: on a virtual
+machine whose balloon reports free pages to the host, each page-cache page
+written the first time costs a host fault, and the journal's pages (trimmed
+every checkpoint, so always fresh) were half the broker's CPU of a write.
+
+So, under sync policy ``always``, :func:`choose_direct` picks the ledgers of
+a round that wrote at least ``min_bytes`` (the largest first, at most
+``most`` of them, so a round's fdatasyncs stay bounded whatever the number
+of topics: at most ``most`` + 1), and :func:`sync_direct` fdatasyncs their
+segment files; only the others get journal records. A receipt still means
+the entry is on disk: the segment's fdatasync covers the whole file (every
+earlier entry of the ledger too), and the round completes after it.
+
+Replay and checkpoint need nothing new: replay appends, per journal record,
+the entries a segment lacks, and a directly synced round's entries are in
+the segment file before any later record of that ledger is written; the
+checkpoint syncs only the ledgers it was told of.
+
+Failures: a segment fdatasync that fails (EIO) fails that ledger's batches
+of the round (the writer rolls the ledger back and fences it, as for a
+failed journal sync); the round's other ledgers are not touched.
+"""
+from __future__ import annotations
+
+from ..errors import StorageError
+from .durability import Written
+from .ledger import Ledger
+
+#: A ledger's bytes in one round from which its segment file is synced
+#: instead of journaled (0: never).
+DEFAULT_MIN_BYTES = 1 << 20
+#: Segment fdatasyncs a round makes at most besides the journal's.
+DEFAULT_MOST = 4
+
+
+def choose_direct(written: list[Written], min_bytes: int = DEFAULT_MIN_BYTES,
+                  most: int = DEFAULT_MOST) -> tuple[list[Written], list[Written]]:
+    """Split a round's ``written`` into (synced in place, journaled): the
+    ledgers with at least ``min_bytes``, the largest ``most`` of them, go
+    first; the order within each part is the round's."""
+    if min_bytes <= 0 or most <= 0:
+        return [], written
+    large = [i for i, w in enumerate(written) if len(w[2]) >= min_bytes]
+    if not large:
+        return [], written
+    if len(large) > most:
+        large = sorted(sorted(large, key=lambda i: len(written[i][2]), reverse=True)[:most])
+    chosen = set(large)
+    return [written[i] for i in large], [w for i, w in enumerate(written) if i not in chosen]
+
+
+def sync_direct(direct: list[Written]) -> dict[Ledger, BaseException]:
+    """fdatasync each ledger's segment file; the ledgers whose sync failed."""
+    failed: dict[Ledger, BaseException] = {}
+    for ledger, _, _ in direct:
+        try:
+            ledger.sync()
+        except Exception as exc:  # StorageError (EIO, closed): this ledger's batches fail
+            failed[ledger] = exc if isinstance(exc, StorageError) else StorageError(
+                f"fsync of ledger {ledger.ledger_id} failed: {exc!r}")
+    return failed
