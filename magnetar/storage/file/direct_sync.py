@@ -12,8 +12,9 @@ every checkpoint, so always fresh) were half the broker's CPU of a write.
 So, under sync policy ``always``, :func:`choose_direct` picks the ledgers of
 a round that wrote at least ``min_bytes`` (the largest first, at most
 ``most`` of them, so a round's fdatasyncs stay bounded whatever the number
-of topics: at most ``most`` + 1), and :func:`sync_direct` fdatasyncs their
-segment files; only the others get journal records. A receipt still means
+of topics: at most ``most`` + 1), and :class:`DirectSyncs` fdatasyncs their
+segment files, on threads, while the journal's own sync runs; only the
+others get journal records. A receipt still means
 the entry is on disk: the segment's fdatasync covers the whole file (every
 earlier entry of the ledger too), and the round completes after it.
 
@@ -27,6 +28,8 @@ of the round (the writer rolls the ledger back and fences it, as for a
 failed journal sync); the round's other ledgers are not touched.
 """
 from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..errors import StorageError
 from .durability import Written
@@ -55,13 +58,38 @@ def choose_direct(written: list[Written], min_bytes: int = DEFAULT_MIN_BYTES,
     return [written[i] for i in large], [w for i, w in enumerate(written) if i not in chosen]
 
 
-def sync_direct(direct: list[Written]) -> dict[Ledger, BaseException]:
-    """fdatasync each ledger's segment file; the ledgers whose sync failed."""
-    failed: dict[Ledger, BaseException] = {}
-    for ledger, _, _ in direct:
-        try:
-            ledger.sync()
-        except Exception as exc:  # StorageError (EIO, closed): this ledger's batches fail
-            failed[ledger] = exc if isinstance(exc, StorageError) else StorageError(
-                f"fsync of ledger {ledger.ledger_id} failed: {exc!r}")
-    return failed
+def _sync(ledger: Ledger) -> BaseException | None:
+    try:
+        ledger.sync()
+    except Exception as exc:  # StorageError (EIO, closed): this ledger's batches fail
+        return exc if isinstance(exc, StorageError) else StorageError(
+            f"fsync of ledger {ledger.ledger_id} failed: {exc!r}")
+    return None
+
+
+class DirectSyncs:
+    """fdatasyncs of a round's chosen segment files, started together on
+    threads of their own (``most`` at most) while the writer does the
+    journal's: concurrent fsyncs on one filesystem share its commit (ext4's
+    jbd2 joins them into one transaction), where one after the other each
+    waits for its own."""
+
+    def __init__(self, most: int = DEFAULT_MOST) -> None:
+        self._pool = ThreadPoolExecutor(max(1, most), thread_name_prefix="magnetar-direct-sync")
+
+    def start(self, direct: list[Written]) -> list[tuple[Ledger, Future]]:
+        """Begin syncing each ledger's segment file; :meth:`wait` for them."""
+        return [(w[0], self._pool.submit(_sync, w[0])) for w in direct]
+
+    @staticmethod
+    def wait(started: list[tuple[Ledger, Future]]) -> dict[Ledger, BaseException]:
+        """Once every started sync returned: the ledgers whose sync failed."""
+        failed: dict[Ledger, BaseException] = {}
+        for ledger, future in started:
+            error = future.result()
+            if error is not None:
+                failed[ledger] = error
+        return failed
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)

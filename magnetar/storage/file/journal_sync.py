@@ -56,6 +56,7 @@ class JournalSync:
         self.direct_most = direct_most
         #: Segment fdatasyncs made instead of journal records.
         self.direct_syncs = 0
+        self._direct = direct_sync.DirectSyncs(direct_most) if self.direct_min_bytes else None
         self._unsynced: set[Ledger] = set()
         self._unsynced_lock = threading.Lock()
         self._stop = threading.Event()
@@ -76,14 +77,21 @@ class JournalSync:
         place whose fdatasync failed."""
         if not written:
             return {}
-        failed: dict[Ledger, BaseException] = {}
-        if self.direct_min_bytes:
+        started: list = []
+        if self._direct is not None:
             direct, written = direct_sync.choose_direct(written, self.direct_min_bytes, self.direct_most)
             if direct:
-                failed = direct_sync.sync_direct(direct)
-                self.direct_syncs += len(direct) - len(failed)
-                if not written:
-                    return failed
+                started = self._direct.start(direct)
+        failed = self._journaled(written) if written else {}
+        if started:
+            direct_failed = self._direct.wait(started)
+            self.direct_syncs += len(started) - len(direct_failed)
+            failed.update(direct_failed)
+        return failed
+
+    def _journaled(self, written: list[tuple[Ledger, int, bytes]]) -> dict[Ledger, BaseException]:
+        """One record per ledger of ``written``, then (policy always) the
+        journal's fdatasync; the ledgers that failed (all or none)."""
         parts = []
         for ledger, before, data in written:
             parts.append(record_head(ledger.ledger_id, before, ledger.entry_count - before, data))
@@ -91,8 +99,7 @@ class JournalSync:
         try:
             position = self.journal.append(parts)
         except StorageError as exc:
-            failed.update((w[0], exc) for w in written)
-            return failed
+            return {w[0]: exc for w in written}
         ledgers = [w[0] for w in written]
         self.checkpointer.written(ledgers, position)
         if self.sync_policy == "always":
@@ -101,13 +108,12 @@ class JournalSync:
             except StorageError as exc:
                 self.journal.after_failed_sync()
                 # Per ledger, naming it: the managed ledger logs and reports this.
-                failed.update((ledger, StorageError(f"fsync of ledger {ledger.ledger_id} failed (in the journal): "
-                                                    f"{exc.__cause__ or exc}")) for ledger in ledgers)
-                return failed
+                return {ledger: StorageError(f"fsync of ledger {ledger.ledger_id} failed (in the journal): "
+                                             f"{exc.__cause__ or exc}") for ledger in ledgers}
         else:
             with self._unsynced_lock:
                 self._unsynced.update(ledgers)
-        return failed
+        return {}
 
     def _sync_periodically(self) -> None:
         while not self._stop.wait(self._interval):
@@ -132,6 +138,8 @@ class JournalSync:
         """After the writer stopped: the last journal sync, then the last
         checkpoint; whether it covered everything (the journal may go)."""
         self._stop.set()
+        if self._direct is not None:
+            self._direct.close()
         if self._syncer is not None:
             self._syncer.join()
             self._sync_unsynced()
@@ -139,6 +147,8 @@ class JournalSync:
 
     def abandon(self) -> None:
         self._stop.set()
+        if self._direct is not None:
+            self._direct.close()
         if self._syncer is not None:
             self._syncer.join()
         self.checkpointer.abandon()
