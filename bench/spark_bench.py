@@ -71,6 +71,13 @@ The connector's own topic (``--only own``):
                 copy, into the ceiling sink): what Spark's Python streaming
                 path costs per query and per micro-batch with no connector
 
+Only the batch write (``--only write``): the write beside the sink
+ceiling, timed run by run between them, with the broker's user and system
+CPU per write; ``--peer ROOT`` also starts a broker running the checkout at
+ROOT (its .venv) and interleaves the same writes into it, and
+``--peer-config TOML`` adds settings to that broker's config (ROOT may be
+this tree: ``--peer . --peer-config '[storage] journal_direct_bytes = 0'``).
+
 Each workload runs --repeat times (writes into a fresh topic each time,
 streams from a fresh checkpoint); the median run is reported, with every
 run's seconds. Prints rows/s per workload, and each as a share of its
@@ -514,7 +521,11 @@ def main() -> None:
                              "batch write beside the sink ceiling (with --peer: on both brokers, interleaved)")
     parser.add_argument("--peer", metavar="ROOT", default=None,
                         help="with --only write: also a broker running the checkout at ROOT (its .venv), same "
-                             "settings, its writes interleaved with this tree's")
+                             "settings, its writes interleaved with this tree's (ROOT may be this tree, with "
+                             "--peer-config)")
+    parser.add_argument("--peer-config", metavar="TOML", default="",
+                        help="added to the peer broker's config file, e.g. '[storage] journal_direct_bytes = 0' "
+                             "(a newline goes before each [section])")
     parser.add_argument("--write-official", metavar="NAME", default=None,
                         help="only write the official client's topics (named by NAME) to --url, then exit")
     parser.add_argument("--official-topics", metavar="NAME", default=None,
@@ -550,8 +561,10 @@ def main() -> None:
         if args.only != "write" or args.url is not None:
             parser.error("--peer goes with --only write and a broker the bench starts")
         root = Path(args.peer).resolve()
-        peer = peer_broker(root, tmp / "peer-data", ["--config", str(tmp / "magnetar.toml"), "--log-level",
-                                                        "WARNING"]).start()
+        peer_config = tmp / "peer.toml"
+        peer_config.write_text("deduplication_enabled = true\n" + args.peer_config.replace("[", "\n[").replace(
+            "] ", "]\n") + "\n")
+        peer = peer_broker(root, tmp / "peer-data", ["--config", str(peer_config), "--log-level", "WARNING"]).start()
     spark = None
     try:
         spark = session(args.master, conf)
@@ -564,7 +577,8 @@ def main() -> None:
             register(spark)
             brokers = [("this tree", url, BROKER_PID)]
             if peer is not None:
-                brokers.append((f"peer {Path(args.peer).name}", peer.service_url, peer.proc.pid))
+                brokers.append((f"peer {Path(args.peer).resolve().name}" + (f" ({args.peer_config})" if args.peer_config
+                                else ""), peer.service_url, peer.proc.pid))
             results = write_only(spark, brokers, args.rows, args.size, max(1, args.repeat), _write_to, _rows_of(spark,
                                  args.size))
         else:
