@@ -286,6 +286,20 @@ class Deduplicator:
         if self._since_snapshot >= self.snapshot_interval:
             self.request_snapshot()
 
+    def on_durable(self, token: tuple | None, ledger_id: int, entry_id: int) -> None:
+        """:meth:`on_durable_run` of one entry (the usual run at many written
+        topics: one entry per topic per commit), without a sequence to walk."""
+        self._durable_ledger = ledger_id
+        self._durable_entry = entry_id
+        if token is not None:
+            kind, key, last, _, _ = token
+            state = (self.pids if kind == "pid" else self.names).get(key)
+            if state is not None and last > state.durable_highwater:
+                state.durable_highwater = last
+        self._since_snapshot += 1
+        if self._since_snapshot >= self.snapshot_interval:
+            self.request_snapshot()
+
     def last_sequence_id(self, producer_name: str, deduplicate: bool = False) -> int:
         state = self.names.get(producer_name)
         return state.highwater if ((self.enabled or deduplicate) and state is not None) else -1

@@ -340,7 +340,7 @@ class Topic(ProducerAdmission):
             return
         if count == 1:  # the usual run at many written topics: one entry per topic per commit
             pending, token, first, n, marker = appending.popleft()
-            self.dedup.on_durable_run((token,), ledger_id, first_entry_id)
+            self.dedup.on_durable(token, ledger_id, first_entry_id)
             pending.stored(ledger_id, first_entry_id, first, n)
             if marker is not None:
                 marker(ledger_id, first_entry_id)
