@@ -732,6 +732,34 @@ parse_frames(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+/* untrack_atoms(t): t itself, after taking it out of the cyclic collector's
+ * lists when it is a tuple (or a tuple subclass without a __dict__, such as a
+ * named tuple) whose items are all ints, floats, strs, bytes or None. Such a
+ * tuple can never be part of a cycle. CPython untracks exact tuples like it
+ * by itself, on their first collection; it never untracks a named tuple, so
+ * the object store's Sections (one per ledger per commit, alive until the
+ * ledger rolls over) were walked by every collection: 143,000 of the 434,000
+ * objects a 150 ms middle-generation pass walked at 10,000 written topics.
+ * Anything else is returned untouched. */
+static PyObject *
+untrack_atoms(PyObject *self, PyObject *t)
+{
+    if (PyTuple_Check(t) && Py_TYPE(t)->tp_dictoffset == 0 && PyObject_GC_IsTracked(t)) {
+        Py_ssize_t n = PyTuple_GET_SIZE(t);
+        Py_ssize_t i = 0;
+        for (; i < n; i++) {
+            PyObject *item = PyTuple_GET_ITEM(t, i);
+            if (!(PyLong_CheckExact(item) || PyUnicode_CheckExact(item) || PyBytes_CheckExact(item)
+                  || PyFloat_CheckExact(item) || item == Py_None))
+                break;
+        }
+        if (i == n)
+            PyObject_GC_UnTrack(t);
+    }
+    Py_INCREF(t);
+    return t;
+}
+
 static PyMethodDef methods[] = {
     {"register_send_view", (PyCFunction)register_send_view, METH_O, "Set the class parse_send returns."},
     {"parse_send", (PyCFunction)(void (*)(void))parse_send, METH_FASTCALL, "See fast_send.parse_send."},
@@ -752,6 +780,8 @@ static PyMethodDef methods[] = {
      "A FETCH_ENTRIES_RESPONSE's body from read runs (see _hot_fetch.c)."},
     {"bytes_within", (PyCFunction)(void (*)(void))hot_bytes_within, METH_FASTCALL,
      "How many entries a byte-bounded read keeps (see _hot_fetch.c)."},
+    {"untrack_atoms", (PyCFunction)untrack_atoms, METH_O,
+     "The tuple itself, out of the cyclic collector's sight when it holds only atoms (see _hot.c)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -6,7 +6,8 @@ ones (``fast_send.parse_send``, ``frames.send_frame_python``,
 ``frames.send_frames_python``, ``receipts.ReceiptTemplate.frame``,
 ``entry_format.build_entry``, ``receipt_runs.receipt_runs_python``,
 ``storage.framing.parse_frames_python``, ``fetch_payload.fetch_payload_python``,
-``storage.read_budget.bytes_within_python``), which the callers use when ``hot`` is None:
+``storage.read_budget.bytes_within_python``,
+``storage.object.index.untrack_atoms_python``), which the callers use when ``hot`` is None:
 the extension was not built, or ``MAGNETAR_PURE_PYTHON=1`` asks for Python
 (to compare costs, or to test the twins).
 """
@@ -20,7 +21,8 @@ from types import ModuleType
 #: older checkout lacks some: it is set aside (the twins run, with a warning)
 #: rather than breaking the import.
 FUNCTIONS = ("register_send_view", "register_frame_types", "parse_send", "send_frame", "send_frames",
-             "receipt_frame", "build_entry", "crc32c", "receipt_runs", "parse_frames", "fetch_payload", "bytes_within")
+             "receipt_frame", "build_entry", "crc32c", "receipt_runs", "parse_frames", "fetch_payload", "bytes_within",
+             "untrack_atoms")
 
 hot: ModuleType | None = None
 if os.environ.get("MAGNETAR_PURE_PYTHON", "") not in ("1", "true", "yes"):

@@ -73,7 +73,7 @@ from .commit_timings import CommitTimings
 from .profiles import Gathering
 from .kept_sections import KeptSections
 from .put_budget import PutBudget
-from .index import Section, commit_object, ledger_key, section_key
+from .index import Section, commit_object, ledger_key, new_section, section_key
 from .commit_records import record_sections
 from .writer_fence import WriterFence
 
@@ -438,7 +438,7 @@ class Committer:
                 _complete(head.group(), ledger.error)
                 continue
             framed = head.framed
-            head.section = section = Section(first, head.count, key, head.offset, len(framed))
+            head.section = section = new_section(first, head.count, key, head.offset, len(framed))
             writer = ledger.writer
             if writer is None:
                 per_ledger.append(lid)

@@ -36,7 +36,7 @@ import logging
 from typing import Callable, Iterable
 
 from ...metadata.store import BadVersion, KeyNotFound, MetadataStore, Put, TransactionFailed
-from .index import ROOT, Section, compacted_key
+from .index import ROOT, Section, compacted_key, new_section
 from .writer_fence import WRITERS, WriterFence, alive_key, writer_key
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ def encode_record(key: str, sections: Iterable[tuple[int, Section]]) -> bytes:
 def decode_record(value: bytes) -> tuple[str, list[tuple[int, Section]]]:
     doc = json.loads(value)
     key = str(doc["o"])
-    return key, [(int(lid), Section(int(first), int(n), key, int(off), int(length)))
+    return key, [(int(lid), new_section(int(first), int(n), key, int(off), int(length)))
                  for lid, first, n, off, length in doc["s"]]
 
 

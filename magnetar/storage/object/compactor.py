@@ -52,7 +52,7 @@ from .put_budget import PutBudget
 from .range_gets import Lockstep
 from .index import (
     ROOT, Section, chunk_key, chunk_object, chunk_object_ledger, commit_object_time_ms, compacted_key, contiguous,
-    ledger_key, ledger_layout, read_sections, section_key, write_in_chunks,
+    ledger_key, ledger_layout, new_section, read_sections, section_key, write_in_chunks,
 )
 
 log = logging.getLogger(__name__)
@@ -126,7 +126,7 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
             if budget is not None and budget.limited:
                 await budget.acquire()
             await objects.put(key, blob, if_absent=False)  # same bytes if a run before us got here
-            chunks.append(Section(first, sum(s.count for s in group), key, 0, len(blob)))
+            chunks.append(new_section(first, sum(s.count for s in group), key, 0, len(blob)))
         puts = [Put(chunk_key(ledger_id, c.first), c.encode()) for c in chunks]
         entries = chunks[-1].end() if chunks else 0
         puts.append(Put(compacted_key(ledger_id), f'{{"entries":{entries}}}'.encode()))  # last: the switch
