@@ -36,7 +36,8 @@ from .durability import Written
 from .ledger import Ledger
 
 #: A ledger's bytes in one round from which its segment file is synced
-#: instead of journaled (0: never).
+#: instead of journaled (0: never), for callers that build a JournalSync
+#: themselves; the broker passes ``[storage] journal_direct_bytes``.
 DEFAULT_MIN_BYTES = 1 << 20
 #: Segment fdatasyncs a round makes at most besides the journal's.
 DEFAULT_MOST = 4

@@ -15,7 +15,8 @@ its segment file, with the ledger id and first entry id), then:
   as without a journal).
 
 Under ``"always"``, a ledger that got at least ``direct_min_bytes`` in the
-round (1 MiB; at most ``direct_most`` such per round) is fdatasynced in its
+round (the broker passes ``[storage] journal_direct_bytes``, 256 KiB by
+default; at most ``direct_most`` such per round) is fdatasynced in its
 segment file instead and gets no record (:mod:`.direct_sync`): its bytes
 are written once, not twice.
 
