@@ -413,6 +413,8 @@ class Topic(ProducerAdmission):
             )
 
     def _check_access(self, producer: Producer) -> None:
+        # publish_into tests these same conditions inline (once per entry)
+        # and calls this only when one holds: a rule added here goes there too.
         if self.closed:
             if self.transferring:
                 raise TransferHold()
