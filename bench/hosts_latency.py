@@ -1,7 +1,7 @@
 """Publish latency across hosts, through a slowed link and straight, beside
 the same on loopback, in one run.
 
-    sudo flock /work/wt/bench.lock .venv/bin/python -m bench.hosts_latency [--seconds 10] [--rates 5000 20000]
+    sudo .venv/bin/python -m bench.hosts_latency [--seconds 10] [--rates 5000 20000]
         [--repeat 3] [--delay-ms 0.5] [--tag hbench] [--json PATH]
 
 First the deployment of docs/deploy.md on the test bed of hosts

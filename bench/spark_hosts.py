@@ -2,8 +2,8 @@
 ``local[2]`` on loopback: bench/spark_bench.py's official-client workloads,
 run by the same command in both places.
 
-    sudo flock /work/wt/bench.lock .venv/bin/python -m bench.spark_hosts --place hosts [--rows 200000] [--repeat 3]
-    sudo flock /work/wt/bench.lock .venv/bin/python -m bench.spark_hosts --place loopback [--rows 200000] [--repeat 3]
+    sudo .venv/bin/python -m bench.spark_hosts --place hosts [--rows 200000] [--repeat 3]
+    sudo .venv/bin/python -m bench.spark_hosts --place loopback [--rows 200000] [--repeat 3]
 
 The workloads are spark_bench's ``--only official`` (its module says what
 each is): three topics of 2 partitions written by the official client
