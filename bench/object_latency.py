@@ -42,6 +42,7 @@ import urllib.request
 from dataclasses import replace
 from pathlib import Path
 
+from bench import gc_census
 from bench.sampling import PeriodicSampler
 from bench.object_storage import commit_phases, etcd_per_topic, phase_figures
 from magnetar.perf.runner import run
@@ -132,7 +133,7 @@ def measure(spec: WorkloadSpec, cluster: LocalCluster, label: str, log, every: f
            "messages": p.get("messages"), "errors": p.get("errors"), "latency_ms": p.get("latency_ms"),
            **{k: None for k in ("puts_per_s", "txns_per_s", "etcd_fsyncs_per_s", "broker_fsyncs_per_s")},
            **steady, "load_avg": os.getloadavg()[0], "run_errors": result["errors"],
-           "broker": result.get("broker")}
+           "broker": result.get("broker"), "sending": (ended - seconds, ended)}
     out["commit_phases"] = phase_figures(phases_before, commit_phases(cluster))
     lat = out["latency_ms"] or {}
     broker = out["broker"] or {}
@@ -189,8 +190,10 @@ def run_config(name: str, args, log, root: str | None = None, tree: str = "this 
         # visits every loaded topic on the event loop: at 10,000 topics those
         # scrapes would be part of the p99 measured. --topic-metrics keeps them.
         metrics = "" if args.topic_metrics else "expose_topic_level_metrics_in_prometheus = false\n"
+        census = args.gc_census and f"{args.gc_census}-{name}-{tree.replace(' ', '_')}-{len(args.censuses)}.json"
         cluster = LocalCluster(Path(tmp) / "c", brokers=1, storage="object", session_ttl=60.0,
-                               broker_config=metrics + CONFIGS[name], root=root).start(timeout=180)
+                               broker_config=metrics + CONFIGS[name], root=root,
+                               env=census and gc_census.hook_env(census, args.gc_census_counts)).start(timeout=180)
         try:
             log(f"[{name}, {tree}] {cluster.members[0].service_url}")
             base = WorkloadSpec(service_url=cluster.members[0].service_url, size=100, batching=False,
@@ -229,8 +232,28 @@ def run_config(name: str, args, log, root: str | None = None, tree: str = "this 
                                               args.scrape_every)
         finally:
             cluster.stop()
+    if census:
+        census_of(census, out, args, log)
     out["load_at_end"] = os.getloadavg()[0]
     return out
+
+
+def census_of(path: str, out: dict, args, log) -> None:
+    """The broker's collections (``--gc-census``) during each workload's
+    sending, into ``out`` and the log."""
+    args.censuses.append(path)
+    try:
+        summary = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as error:
+        log(f"  gc census {path}: not written ({error!r})")
+        return
+    for key in ("one_topic", "many_topics", "cost"):
+        if key in out:
+            out[key]["gc"] = gc_census.window(summary, *out[key]["sending"])
+            log(f"  [{out[key]['label']}, {out['tree']}, sending {out[key]['sending'][0]:.1f}-"
+                f"{out[key]['sending'][1]:.1f}] " + gc_census.brief(summary, *out[key]["sending"]))
+    out["gc_censuses"] = summary["censuses"]
+    log(f"  [{out['tree']}] whole run: " + gc_census.brief(summary).split("\n")[0] + f" (file {path})")
 
 
 def cold_read(storage: str, args, log) -> dict:
@@ -298,7 +321,14 @@ def main() -> None:
                              "interleaved with this tree's (this tree first, then alternating by repeat)")
     parser.add_argument("--profile", metavar="PREFIX",
                         help="py-spy the broker during the many-topics run into PREFIX-<config>-<tree>.txt")
+    parser.add_argument("--gc-census", metavar="PREFIX",
+                        help="time every collection of the brokers' garbage collector (bench/gc_census.py) into "
+                             "PREFIX-<config>-<tree>-<n>.json and print the pauses of each sending")
+    parser.add_argument("--gc-census-counts", type=int, default=20,
+                        help="with --gc-census: count what the first N middle/full collections walk, by type and "
+                             "holder (stalls the broker for each count: 0 for latency figures)")
     args = parser.parse_args()
+    args.censuses = []
     log = lambda line: print(line, flush=True)  # noqa: E731
     if args.cold_read:
         results = {"cold_read": [cold_read(storage, args, log) for _ in range(args.repeats)

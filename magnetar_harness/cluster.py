@@ -42,7 +42,10 @@ class LocalCluster:
     def __init__(self, base: Path, brokers: int = 3, session_ttl: float = 3.0, etcd: str | None = None,
                  broker_config: str | None = None, name: str = "cluster",
                  configuration_store: str | None = None, storage: str | None = None,
-                 object_store: str | None = None, restart_exited: bool = False, root: str | None = None) -> None:
+                 object_store: str | None = None, restart_exited: bool = False, root: str | None = None,
+                 env: dict[str, str] | None = None) -> None:
+        #: Added to ``cluster up``'s environment, so to its brokers' (a bench's collector census).
+        self.env = env
         #: The checkout whose code ``cluster up`` and its brokers run (None: this one).
         self.root = root
         #: ``cluster up --restart-exited``: a broker that exits is started again at once.
@@ -88,7 +91,8 @@ class LocalCluster:
             config.write_text(self.broker_config)
             args += ["--broker-config", str(config)]
         self.proc = start_up(args, self._read, self.output, timeout, "cluster",
-                             lambda: [m.pid for m in self.members], self.logs, root=self.root)
+                             lambda: [m.pid for m in self.members], self.logs, root=self.root,
+                             env=self.env)
         return self
 
     def _read(self, line: str) -> None:

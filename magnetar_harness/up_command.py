@@ -22,15 +22,20 @@ from typing import Callable, Iterable
 
 def start_up(args: list[str], on_line: Callable[[str], None], output: list[str], timeout: float, what: str,
              pids: Callable[[], Iterable[int]], logs: Callable[[], str] = lambda: "",
-             root: str | None = None) -> subprocess.Popen:
+             root: str | None = None, env: dict[str, str] | None = None) -> subprocess.Popen:
     """``python -m magnetar.cli *args``; each line goes to ``output`` and
     ``on_line``; returns once it printed ``ready``. On a time-out, stops it
     and kills ``pids()`` (the brokers it named so far). ``root``: the
     checkout whose code it runs (None: the one importable here; a bench's
-    peer tree otherwise: ``-m`` puts the cwd first on ``sys.path``)."""
+    peer tree otherwise: ``-m`` puts the cwd first on ``sys.path``). ``env``:
+    added to its environment (its ``PYTHONPATH`` after ``root``)."""
+    added = dict(env or {})
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     if root is not None:
         env["PYTHONPATH"] = root
+    if "PYTHONPATH" in added:
+        added["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), added["PYTHONPATH"]) if p)
+    env.update(added)
     proc = subprocess.Popen([sys.executable, "-m", "magnetar.cli", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, env=env, cwd=root)
     ready = threading.Event()
