@@ -13,14 +13,18 @@ Once installed, through ``gc.callbacks``:
   collected)``; the clock is the system's, so a bench can keep the
   collections of its own sending window (:func:`window`);
 - at each collection of generation 1 or 2 (the first
-  ``MAGNETAR_GC_CENSUS_COUNTS`` of them, default 20), before the collector
-  starts, a census: the tracked
-  objects of the generations it will walk (0 and 1; 2 as well at a full
-  one), by type, and for the largest kinds who holds a sample of them
-  (``Topic._pending``, ``list in dict['x']``...). The census runs before
-  the pause's clock starts: the pause figures are the collector's alone
-  (the broker is stalled for the census too, so a run with counts is for
-  finding what is walked, not for its latency figures: pass 0 for those).
+  ``MAGNETAR_GC_CENSUS_COUNTS`` of them, default 20; only once the file
+  ``MAGNETAR_GC_CENSUS_FROM`` exists, if that is set: a bench creates it
+  when its sending starts), before the collector starts, a census: the
+  tracked objects of the generations it will walk (0 and 1; 2 as well at a
+  full one) by type, and in the first ``MAGNETAR_GC_CENSUS_HOLDERS``
+  (default 1) of them, for the largest kinds, who holds a sample of them
+  (``Type.attr``, ``dict['key'] <- Type``...). The census runs before the
+  pause's clock starts: the pause figures are the collector's alone. The
+  broker is stalled for it though (the holders' lookup walks every tracked
+  object: seconds at 10,000 topics; the count alone some 0.1 s), so a run
+  with counts is for finding what is walked, not for latency figures:
+  pass 0 for those.
 
 The summary is written (JSON) to ``MAGNETAR_GC_CENSUS`` (``{pid}`` in it is
 the process id) after each census and at exit (a broker stopped with
@@ -47,12 +51,14 @@ KEPT = 200_000
 CONTAINERS = (list, tuple, dict, set, frozenset)
 
 
-def hook_env(path: str, counts: int = 20) -> dict[str, str]:
+def hook_env(path: str, counts: int = 20, holders: int = 1, counts_from: str | None = None) -> dict[str, str]:
     """The environment to add to a ``cluster up``'s (``LocalCluster(env=)``,
     which keeps a peer's root first on ``PYTHONPATH``) that installs the
-    census in its brokers and writes it to ``path``."""
+    census in its brokers and writes it to ``path``; ``counts_from``: a
+    file whose creation starts the counts (none: from the start)."""
     return {"PYTHONPATH": str(HOOK_DIR), "MAGNETAR_GC_CENSUS": path,
-            "MAGNETAR_GC_CENSUS_COUNTS": str(counts)}
+            "MAGNETAR_GC_CENSUS_COUNTS": str(counts), "MAGNETAR_GC_CENSUS_HOLDERS": str(holders),
+            **({"MAGNETAR_GC_CENSUS_FROM": counts_from} if counts_from else {})}
 
 
 def is_broker(argv: list[str]) -> bool:
@@ -109,27 +115,43 @@ def holders(sample: list, skip: set[int]) -> dict[int, list[tuple[object, str]]]
     return found
 
 
-def census(generations: tuple[int, ...]) -> dict:
+def census(generations: tuple[int, ...], with_holders: bool = True) -> dict:
     """The tracked objects of ``generations`` by kind (the 30 largest), and,
-    for the :data:`HOLDER_KINDS` largest, how a sample of each is held (two
-    levels: ``tuple <- list <- Topic._pending``)."""
+    for the :data:`HOLDER_KINDS` largest (if ``with_holders``), how an even
+    sample of each is held (two levels: ``list <- Type.attr``)."""
     began = time.perf_counter()
     objs = [o for g in generations for o in gc.get_objects(g)]
-    by_kind = Counter(map(kind, objs))
+    kinds = list(map(kind, objs))
+    by_kind = Counter(kinds)
     by_kind["list"] -= 1  # objs itself
+    total = len(objs) - 1
+    out = {"generations": list(generations), "objects": total, "by_kind": dict(by_kind.most_common(30)),
+           "holders": {}, "sampled": {}, "census_ms": 0.0}
+    if with_holders:
+        out["holders"], out["sampled"] = held_by(objs, kinds, by_kind)
+    objs.clear()  # it lists itself (it was in generation 0 when listed): a cycle that would hold them all
+    out["census_ms"] = round((time.perf_counter() - began) * 1000, 1)
+    return out
+
+
+def held_by(objs: list, kinds: list[str], by_kind: Counter) -> tuple[dict, dict]:
+    """For the largest kinds, how an even sample of :data:`HOLDER_SAMPLE` of
+    each is held; and how many were sampled."""
     top = [name for name, _ in by_kind.most_common(HOLDER_KINDS)]
     samples: dict[str, list] = {name: [] for name in top}
-    step = max(1, len(objs) // (HOLDER_SAMPLE * 20))
-    for at in range(0, len(objs), step):  # not a slice: a list of its own that would hold them all
-        obj = objs[at]
-        bucket = samples.get(kind(obj))
-        if bucket is not None and len(bucket) < HOLDER_SAMPLE:
-            bucket.append(obj)
-    total = len(objs) - 1
-    objs.clear()  # it lists itself (it was in generation 0 when listed): a cycle that would hold them all
-    del objs, obj
+    every = {name: max(1, by_kind[name] // HOLDER_SAMPLE) for name in top}
+    seen = dict.fromkeys(top, 0)
+    for at, name in enumerate(kinds):  # every n-th of each kind: old and young alike
+        n = seen.get(name)
+        if n is None:
+            continue
+        seen[name] = n + 1
+        if n % every[name] == 0 and objs[at] is not objs:
+            bucket = samples[name]
+            if len(bucket) < HOLDER_SAMPLE:
+                bucket.append(objs[at])
     sample = [x for bucket in samples.values() for x in bucket]
-    skip = {id(samples), *map(id, samples.values())}
+    skip = {id(samples), id(objs), *map(id, samples.values())}
     first = holders(sample, skip)
     parents = [ref for refs in first.values() for ref, _ in refs if isinstance(ref, CONTAINERS)]
     skip |= {id(first), id(parents)} | {id(refs) for refs in first.values()} | {
@@ -143,20 +165,17 @@ def census(generations: tuple[int, ...]) -> dict:
                 ups = sorted(second.get(id(ref), []) if isinstance(ref, CONTAINERS) else [],
                              key=lambda up: isinstance(up[0], CONTAINERS))  # an object's attribute first
                 counted[f"{how} <- {ups[0][1]}" if ups else how] += 1
-    out = {"generations": list(generations), "objects": total, "by_kind": dict(by_kind.most_common(30)),
-           "holders": {name: dict(counted.most_common(6)) for name, counted in chains.items()},
-           "sampled": {name: len(bucket) for name, bucket in samples.items()},
-           "census_ms": 0.0}
-    out["census_ms"] = round((time.perf_counter() - began) * 1000, 1)
-    return out
+    return ({name: dict(counted.most_common(6)) for name, counted in chains.items()},
+            {name: len(bucket) for name, bucket in samples.items()})
 
 
 class Census:
     """The ``gc.callbacks`` entry: times collections, counts at the first
     ``counts`` middle or full ones, writes to ``path``."""
 
-    def __init__(self, path: str, counts: int) -> None:
+    def __init__(self, path: str, counts: int, holders: int = 1, counts_from: str | None = None) -> None:
         self.path, self.counts = path.replace("{pid}", str(os.getpid())), counts
+        self.holders, self.counts_from = holders, counts_from
         self.collections: list[tuple[float, int, float, int]] = []
         self.censuses: list[dict] = []
         self.started = 0.0
@@ -165,8 +184,9 @@ class Census:
     def __call__(self, phase: str, info: dict) -> None:
         if phase == "start":
             generation = info["generation"]
-            if generation >= 1 and len(self.censuses) < self.counts:
-                found = census((0, 1, 2) if generation == 2 else (0, 1))
+            if generation >= 1 and len(self.censuses) < self.counts and (
+                    self.counts_from is None or os.path.exists(self.counts_from)):
+                found = census((0, 1, 2) if generation == 2 else (0, 1), len(self.censuses) < self.holders)
                 found.update(at=time.monotonic(), generation=generation)
                 self.censuses.append(found)
                 self.write()
@@ -223,15 +243,15 @@ def brief(summary: dict, begin: float | None = None, end: float | None = None) -
         kinds = ", ".join(f"{name} {n:,}" for name, n in list(c["by_kind"].items())[:8])
         lines.append(f"gc census (gen {c['generation']} collection at {c['at']:.1f}, {c['objects']:,} objects in gens "
                      f"{c['generations']}, {c['census_ms']} ms): {kinds}")
-        for name, held in c["holders"].items():
+        for name, held in c.get("holders", {}).items():
             main = ", ".join(f"{how} {n}" for how, n in list(held.items())[:3])
             lines.append(f"    {name}: {main}")
     return "\n".join(lines)
 
 
-def install(path: str, counts: int = 20) -> Census:
+def install(path: str, counts: int = 20, holders: int = 1, counts_from: str | None = None) -> Census:
     """Times every collection from now on (see the module's docstring)."""
-    taken = Census(path, counts)
+    taken = Census(path, counts, holders, counts_from)
     gc.callbacks.append(taken)
     atexit.register(taken.write)
     return taken
@@ -242,4 +262,5 @@ def install_from_env() -> Census | None:
     path = os.environ.get("MAGNETAR_GC_CENSUS")
     if not path or not is_broker(list(getattr(sys, "orig_argv", sys.argv))):
         return None
-    return install(path, int(os.environ.get("MAGNETAR_GC_CENSUS_COUNTS", "20")))
+    return install(path, int(os.environ.get("MAGNETAR_GC_CENSUS_COUNTS", "20")),
+                   int(os.environ.get("MAGNETAR_GC_CENSUS_HOLDERS", "1")), os.environ.get("MAGNETAR_GC_CENSUS_FROM"))

@@ -112,12 +112,19 @@ def py_spy(pid: int, seconds: float, path: str) -> subprocess.Popen:
 
 
 def measure(spec: WorkloadSpec, cluster: LocalCluster, label: str, log, every: float | None = None,
-            profile: str | None = None) -> dict:
-    """One workload; ``profile``: a path to py-spy the broker into while it runs."""
+            profile: str | None = None, mark: str | None = None) -> dict:
+    """One workload; ``profile``: a path to py-spy the broker into while it
+    runs; ``mark``: a file to create when its sending starts (the collector
+    census counts from then)."""
     phases_before = commit_phases(cluster)
     pid = cluster.members[0].pid
     spies: list[subprocess.Popen] = []
-    on_start = (lambda: spies.append(py_spy(pid, spec.duration, profile))) if profile else None
+
+    def on_start() -> None:
+        if mark:
+            Path(mark).touch()
+        if profile:
+            spies.append(py_spy(pid, spec.duration, profile))
     with PeriodicSampler(lambda: counters(cluster), scrape_every(spec.topics, every)) as sampler:
         result = run(spec, produce=True, consume=False, command=label, setup_timeout=1200, broker_pid=pid,
                      on_start=on_start)
@@ -193,7 +200,8 @@ def run_config(name: str, args, log, root: str | None = None, tree: str = "this 
         census = args.gc_census and f"{args.gc_census}-{name}-{tree.replace(' ', '_')}-{len(args.censuses)}.json"
         cluster = LocalCluster(Path(tmp) / "c", brokers=1, storage="object", session_ttl=60.0,
                                broker_config=metrics + CONFIGS[name], root=root,
-                               env=census and gc_census.hook_env(census, args.gc_census_counts)).start(timeout=180)
+                               env=census and gc_census.hook_env(census, args.gc_census_counts, args.gc_census_holders,
+                                                                 census + ".sending")).start(timeout=180)
         try:
             log(f"[{name}, {tree}] {cluster.members[0].service_url}")
             base = WorkloadSpec(service_url=cluster.members[0].service_url, size=100, batching=False,
@@ -205,7 +213,8 @@ def run_config(name: str, args, log, root: str | None = None, tree: str = "this 
                 out["many_topics"] = measure(replace(base, topic=f"many-{name}", topics=args.many_topics,
                                                      rate=args.many_rate), cluster, "many topics", log,
                                                      args.scrape_every, profile=args.profile and
-                                                     f"{args.profile}-{name}-{tree.replace(' ', '_')}.txt")
+                                                     f"{args.profile}-{name}-{tree.replace(' ', '_')}.txt",
+                                                     mark=census and census + ".sending")
             if name == "profiles" and args.etcd_minutes:
                 spec = replace(base, topic="kept", topics=args.etcd_topics, rate=args.etcd_rate,
                                duration=args.etcd_minutes * 60, subscriptions=["kept"],
@@ -325,8 +334,10 @@ def main() -> None:
                         help="time every collection of the brokers' garbage collector (bench/gc_census.py) into "
                              "PREFIX-<config>-<tree>-<n>.json and print the pauses of each sending")
     parser.add_argument("--gc-census-counts", type=int, default=20,
-                        help="with --gc-census: count what the first N middle/full collections walk, by type and "
-                             "holder (stalls the broker for each count: 0 for latency figures)")
+                        help="with --gc-census: count what the first N middle/full collections of the many-topics "
+                             "sending walk, by type (stalls the broker some 0.1 s each: 0 for latency figures)")
+    parser.add_argument("--gc-census-holders", type=int, default=1,
+                        help="with --gc-census: in the first N counts, who holds the largest kinds (seconds each)")
     args = parser.parse_args()
     args.censuses = []
     log = lambda line: print(line, flush=True)  # noqa: E731

@@ -62,3 +62,18 @@ def test_the_hook_installs_itself_in_a_broker_process_only(tmp_path):
     assert gc_census.is_broker(["/usr/bin/python3", "/x/.venv/bin/magnetar", "broker", "--port", "1"])
     assert not gc_census.is_broker(["python", "-m", "magnetar.cli", "cluster", "up"])
     assert not gc_census.is_broker(["python", "-m", "magnetar.perf", "broker"])
+
+
+def test_counts_wait_for_the_mark_and_only_the_first_looks_up_holders(tmp_path):
+    mark = tmp_path / "sending"
+    census = gc_census.install(str(tmp_path / "c.json"), counts=5, holders=1, counts_from=str(mark))
+    try:
+        gc.collect(1)
+        assert census.censuses == [] and any(c[1] == 1 for c in census.collections)
+        mark.touch()
+        gc.collect(1)
+        gc.collect(1)
+    finally:
+        gc.callbacks.remove(census)
+    assert len(census.censuses) == 2
+    assert census.censuses[0]["holders"] and census.censuses[1]["holders"] == {}
