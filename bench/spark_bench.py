@@ -77,6 +77,11 @@ CPU per write; ``--peer ROOT`` also starts a broker running the checkout at
 ROOT (its .venv) and interleaves the same writes into it, and
 ``--peer-config TOML`` adds settings to that broker's config (ROOT may be
 this tree: ``--peer . --peer-config '[storage] journal_direct_bytes = 0'``).
+``--cold`` (as root) syncs, drops the page cache and waits 5 s before each
+timed write and sink run, so free pages are handed back (on a VM that
+reports them to its host, the next write's pages are new); each write's
+pages allocated (``/proc/vmstat`` ``pgalloc_*``, the whole machine's) are
+printed beside its broker's CPU.
 
 Each workload runs --repeat times (writes into a fresh topic each time,
 streams from a fresh checkpoint); the median run is reported, with every
@@ -137,6 +142,23 @@ def cpu_split(pid: int | None) -> tuple[float, float]:
         return 0.0, 0.0
     tick = os.sysconf("SC_CLK_TCK")
     return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def pages_allocated() -> int:
+    """The machine's pages allocated so far (/proc/vmstat pgalloc_*)."""
+    total = 0
+    for line in Path("/proc/vmstat").read_text().splitlines():
+        if line.startswith("pgalloc_"):
+            total += int(line.split()[1])
+    return total
+
+
+def drop_caches() -> None:
+    """``--cold``: sync, drop the page cache, dentries and inodes, wait 5 s
+    (free pages get reported to the host meanwhile). Needs root."""
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    time.sleep(5)
 
 
 def _run(fn, i: int) -> tuple[float, float, float]:
@@ -400,7 +422,7 @@ def run(spark, url: str, rows: int, size: int, tasks: int, tmp: Path, repeat: in
 
 
 def write_only(spark, brokers: list[tuple[str, str, int | None]], rows: int, size: int, repeat: int, write_to,
-               rows_of) -> list[dict]:
+               rows_of, cold: bool = False) -> list[dict]:
     """``--only write``: the batch write into each of ``brokers`` (``(name,
     url, pid)``: this tree's, and a ``--peer`` checkout's), interleaved run
     by run (the order alternating), beside the sink ceiling timed between
@@ -410,16 +432,24 @@ def write_only(spark, brokers: list[tuple[str, str, int | None]], rows: int, siz
     for name, url, _ in brokers:  # the JVM's and the broker's first write, untimed
         write_to(rows_of(min(rows, 100_000)), "magnetar", service_url=url, topic=f"bench-write-warm-{stamp}")
     write_to(rows_of(min(rows, 100_000)), "magnetar-bench-sink")
-    runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name, _, _ in brokers}
+    runs: dict[str, list[tuple[float, float, float, int]]] = {name: [] for name, _, _ in brokers}
     sink: list[float] = []
+    if cold:
+        print("--cold: page cache dropped (sync; echo 3 > /proc/sys/vm/drop_caches; sleep 5) before each timed run",
+              flush=True)
     for i in range(repeat):
         for name, url, pid in (brokers if i % 2 == 0 else brokers[::-1]):
+            if cold:
+                drop_caches()
             user, system = cpu_split(pid)
+            pages = pages_allocated()
             began = time.perf_counter()
             write_to(data, "magnetar", service_url=url, topic=f"bench-write-{stamp}-{i}")
             took = time.perf_counter() - began
             user2, system2 = cpu_split(pid)
-            runs[name].append((took, user2 - user, system2 - system))
+            runs[name].append((took, user2 - user, system2 - system, pages_allocated() - pages))
+        if cold:
+            drop_caches()
         began = time.perf_counter()
         write_to(data, "magnetar-bench-sink")
         sink.append(time.perf_counter() - began)
@@ -432,12 +462,15 @@ def write_only(spark, brokers: list[tuple[str, str, int | None]], rows: int, siz
         took = statistics.median(m[0] for m in measured)
         user = statistics.median(m[1] for m in measured)
         system = statistics.median(m[2] for m in measured)
+        pages = statistics.median(m[3] for m in measured)
         print(f"{'batch write, ' + name:28s} {rows / took:>11,.0f} rows/s  {rows / took / ceiling:4.0%} of the sink "
               f"ceiling  (runs: {', '.join(f'{m[0]:.2f}' for m in measured)} s; broker CPU user {user:.2f} s, "
-              f"system {system:.2f} s, medians)", flush=True)
+              f"system {system:.2f} s; pages allocated {pages / 1000:,.0f}k (machine); medians; "
+              f"system per run {', '.join(f'{m[2]:.2f}' for m in measured)})", flush=True)
         results.append({"workload": f"batch write, {name}", "rows": rows, "rows_per_s": round(rows / took),
                         "share": round(rows / took / ceiling, 3), "runs_s": [round(m[0], 2) for m in measured],
-                        "broker_user_s": round(user, 2), "broker_system_s": round(system, 2)})
+                        "broker_user_s": round(user, 2), "broker_system_s": round(system, 2),
+                        "pages_allocated": pages, "cold": cold})
     return results
 
 
@@ -526,6 +559,8 @@ def main() -> None:
     parser.add_argument("--peer-config", metavar="TOML", default="",
                         help="added to the peer broker's config file, e.g. '[storage] journal_direct_bytes = 0' "
                              "(a newline goes before each [section])")
+    parser.add_argument("--cold", action="store_true",
+                        help="with --only write, as root: drop the page cache (and wait 5 s) before each timed run")
     parser.add_argument("--write-official", metavar="NAME", default=None,
                         help="only write the official client's topics (named by NAME) to --url, then exit")
     parser.add_argument("--official-topics", metavar="NAME", default=None,
@@ -543,6 +578,8 @@ def main() -> None:
         conf[key] = value
     if (args.write_official or args.official_topics) and args.url is None:
         parser.error("--write-official and --official-topics need --url (a broker that keeps the topics)")
+    if args.cold and (args.only != "write" or os.geteuid() != 0):
+        parser.error("--cold goes with --only write, run as root (it writes /proc/sys/vm/drop_caches)")
     if args.write_official:
         write_official_topics(args.url, args.admin_url, args.rows, args.size, args.write_official)
         return
@@ -580,7 +617,7 @@ def main() -> None:
                 brokers.append((f"peer {Path(args.peer).resolve().name}" + (f" ({args.peer_config})" if args.peer_config
                                 else ""), peer.service_url, peer.proc.pid))
             results = write_only(spark, brokers, args.rows, args.size, max(1, args.repeat), _write_to, _rows_of(spark,
-                                 args.size))
+                                 args.size), cold=args.cold)
         else:
             results = run(spark, url, args.rows, args.size, args.tasks, tmp, max(1, args.repeat), admin_url,
                           args.only, args.official_topics)

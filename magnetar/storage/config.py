@@ -50,6 +50,9 @@ class StorageConfig:
         fdatasynced instead of a journal record (its bytes written once;
         at most 4 such per group commit; ``storage/file/direct_sync.py``).
         0: every write goes through the journal.
+    segment_direct_io: those large writes go to the segment file with
+        ``O_DIRECT`` (no new page-cache pages; ``storage/file/direct_io.py``)
+        where the filesystem takes it (not on tmpfs, said at start-up).
     max_entries_per_ledger, max_ledger_bytes, max_ledger_age_s: roll over to a
         new ledger when the current one reaches any of these (bytes count the
         8-byte frame header of each entry; age is checked by a timer).
@@ -124,6 +127,7 @@ class StorageConfig:
     journal_checkpoint_interval_ms: int = 10_000
     journal_file_bytes: int = 64 * 1024 * 1024
     journal_direct_bytes: int = 256 * 1024
+    segment_direct_io: bool = True
 
     def __post_init__(self) -> None:
         if self.sync_policy not in SYNC_POLICIES:

@@ -43,18 +43,31 @@ DEFAULT_MIN_BYTES = 1 << 20
 DEFAULT_MOST = 4
 
 
+def choose_direct_indexes(sizes: list[int], min_bytes: int = DEFAULT_MIN_BYTES,
+                          most: int = DEFAULT_MOST) -> list[int]:
+    """Of a round's ledgers, given the bytes each got: the indexes of those
+    with at least ``min_bytes``, the largest ``most`` of them, in order.
+    The writer asks before its writes (those go ``O_DIRECT``,
+    :mod:`.direct_io`) and :func:`choose_direct` after them; with a
+    failed write left out the choice after is the same (removing a ledger
+    never pushes another out of the largest ``most``), and a ledger written
+    direct but journaled would still be durable (the journal holds its bytes)."""
+    if min_bytes <= 0 or most <= 0:
+        return []
+    large = [i for i, n in enumerate(sizes) if n >= min_bytes]
+    if len(large) > most:
+        large = sorted(sorted(large, key=sizes.__getitem__, reverse=True)[:most])
+    return large
+
+
 def choose_direct(written: list[Written], min_bytes: int = DEFAULT_MIN_BYTES,
                   most: int = DEFAULT_MOST) -> tuple[list[Written], list[Written]]:
     """Split a round's ``written`` into (synced in place, journaled): the
     ledgers with at least ``min_bytes``, the largest ``most`` of them, go
     first; the order within each part is the round's."""
-    if min_bytes <= 0 or most <= 0:
-        return [], written
-    large = [i for i, w in enumerate(written) if len(w[2]) >= min_bytes]
+    large = choose_direct_indexes([len(w[2]) for w in written], min_bytes, most)
     if not large:
         return [], written
-    if len(large) > most:
-        large = sorted(sorted(large, key=lambda i: len(written[i][2]), reverse=True)[:most])
     chosen = set(large)
     return [written[i] for i in large], [w for i, w in enumerate(written) if i not in chosen]
 

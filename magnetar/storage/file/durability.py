@@ -35,6 +35,12 @@ class Durability(Protocol):
         """fsyncs made so far (all kinds), for stats and tests."""
         ...
 
+    def in_place(self, sizes: list[int]) -> frozenset[int]:
+        """Writer thread, before a round's segment writes, given each
+        ledger's bytes: the indexes whose segment file :meth:`made_durable`
+        will fdatasync (those may be written ``O_DIRECT``, :mod:`.direct_io`)."""
+        ...
+
     def made_durable(self, written: list[Written]) -> dict[Ledger, BaseException]:
         """Writer thread, after a round's segment writes: make them durable
         as the policy says. Returns the ledgers whose batches failed; the
@@ -77,6 +83,9 @@ class SegmentSync:
         if sync_policy == "interval":
             self._syncer = threading.Thread(target=self._sync_periodically, name=f"{name}-syncer", daemon=True)
             self._syncer.start()
+
+    def in_place(self, sizes: list[int]) -> frozenset[int]:
+        return frozenset()  # not chosen per write here: no O_DIRECT writes without the journal
 
     def made_durable(self, written: list[Written]) -> dict[Ledger, BaseException]:
         errors: dict[Ledger, BaseException] = {}

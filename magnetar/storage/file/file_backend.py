@@ -23,6 +23,7 @@ from pathlib import Path
 from ..backend import READ_CHUNK_BYTES, BackendStats, WriteCallback
 from ..config import StorageConfig
 from ..errors import ManagedLedgerFencedError, StorageError
+from . import direct_io
 from .group_commit import GroupCommitWriter
 from .journal import Journal
 from .journal_checkpoint import Checkpointer
@@ -70,8 +71,16 @@ class FileBackend:
                                              segments=self.ledger_dir)
             durability = JournalSync(self.journal, self.checkpointer, config.sync_policy, config.sync_interval_ms,
                                      direct_min_bytes=config.journal_direct_bytes)
+        direct_writer = None
+        if durability is not None and durability.direct_min_bytes and config.segment_direct_io:
+            why_not = direct_io.refusal(self._dir)
+            if why_not is None:
+                direct_writer = direct_io.DirectWriter()
+            else:
+                log.warning("large segment writes go through the page cache, not O_DIRECT: %s (%s)",
+                            why_not, self._dir)
         self.writer = GroupCommitWriter(config.sync_policy, config.sync_interval_ms, durability=durability,
-                                        taken_over=self._taken_over)
+                                        taken_over=self._taken_over, direct_writer=direct_writer)
 
     async def create(self, ledger_id: int) -> Ledger:
         return await self.writer.call(Ledger.create, self.ledger_dir, ledger_id, self.handles)

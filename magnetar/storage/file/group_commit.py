@@ -40,6 +40,7 @@ import threading
 from typing import Any, Callable
 
 from ..errors import StorageError
+from .direct_io import DirectWriter
 from .durability import Durability, SegmentSync, Written
 from .ledger import Ledger, PreparedWrite
 from .segment_writes import write_segments
@@ -75,7 +76,8 @@ class GroupCommitWriter:
 
     def __init__(self, sync_policy: str = "always", sync_interval_ms: float = 100, *, name: str = "magnetar-writer",
                  durability: Durability | None = None,
-                 taken_over: Callable[[list[Ledger]], dict[Ledger, BaseException]] | None = None):
+                 taken_over: Callable[[list[Ledger]], dict[Ledger, BaseException]] | None = None,
+                 direct_writer: DirectWriter | None = None):
         #: Makes each round's writes durable (the sync policy's meaning).
         self.durability = durability or SegmentSync(sync_policy, sync_interval_ms, name=name)
         #: After the round is durable and before any completion, given the
@@ -85,6 +87,9 @@ class GroupCommitWriter:
         #: check (a stat) per batch.
         self._taken_over = taken_over
         self.sync_policy = self.durability.sync_policy
+        #: Writes the ledgers the durability syncs in place with O_DIRECT
+        #: (:mod:`.direct_io`); None: all through the page cache.
+        self.direct_writer = direct_writer
         self._cond = threading.Condition(threading.Lock())
         self._queue: list[_Write | _Call] = []
         self._stopping = False
@@ -144,6 +149,8 @@ class GroupCommitWriter:
             self._cond.notify()
         await asyncio.to_thread(self._thread.join)
         await asyncio.to_thread(self.durability.close)
+        if self.direct_writer is not None:
+            self.direct_writer.close()
 
     def abandon(self) -> None:
         """Stop at once, dropping queued work without completing it: what a
@@ -220,7 +227,11 @@ class GroupCommitWriter:
                 prepared.append((ledger, ledger.entry_count, ledger.prepare_write(datas), len(datas)))
             except BaseException as exc:
                 errors[ledger] = exc
-        for (ledger, before, write, count), error in zip(prepared, write_segments(prepared)):
+        direct: frozenset[int] = frozenset()
+        if self.direct_writer is not None and self.direct_writer.enabled:
+            direct = self.durability.in_place([len(p[2].buf) for p in prepared])
+        for (ledger, before, write, count), error in zip(prepared,
+                                                         write_segments(prepared, direct, self.direct_writer)):
             if error is not None:
                 errors[ledger] = error
                 continue

@@ -71,6 +71,14 @@ class JournalSync:
     def fsync_count(self) -> int:
         return self.journal.fsync_count + self.checkpointer.segment_fsyncs + self.direct_syncs
 
+    def in_place(self, sizes: list[int]) -> frozenset[int]:
+        """Before a round's writes, given each ledger's bytes: the indexes
+        :meth:`made_durable` will fdatasync in their segment file (the
+        writer may write those ``O_DIRECT``)."""
+        if not self.direct_min_bytes:
+            return frozenset()
+        return frozenset(direct_sync.choose_direct_indexes(sizes, self.direct_min_bytes, self.direct_most))
+
     def made_durable(self, written: list[tuple[Ledger, int, bytes]]) -> dict[Ledger, BaseException]:
         """Writer thread: ``written`` holds ``(ledger, entries before the
         round, bytes written)`` per ledger. Returns the ledgers whose

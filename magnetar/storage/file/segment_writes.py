@@ -7,6 +7,11 @@ in one call), writes them all with one :func:`.round_io.write_all` (one
 release of the GIL for the round, compiled), then marks each ledger's
 entries written or its write failed.
 
+The ledgers the durability will fdatasync in place (``direct``, chosen by
+:func:`.direct_sync.choose_direct_indexes`) are written by a
+:class:`.direct_io.DirectWriter` when one is given (``O_DIRECT``: no new
+page-cache pages for their bytes), after the round's others.
+
 Per ledger the outcome is what ``Ledger.write_entries`` gives: a file that
 cannot be opened changes nothing (``StorageError``, not fenced); a failed
 write cuts the file back and fences the ledger (``StorageError``); the
@@ -18,6 +23,7 @@ import os
 
 from ..errors import StorageError
 from . import round_io
+from .direct_io import DirectWriter
 from .handles import FileHandles
 from .ledger import Ledger, PreparedWrite
 
@@ -25,9 +31,11 @@ from .ledger import Ledger, PreparedWrite
 Prepared = tuple[Ledger, int, PreparedWrite, int]
 
 
-def write_segments(prepared: list[Prepared]) -> list[BaseException | None]:
+def write_segments(prepared: list[Prepared], direct: frozenset[int] = frozenset(),
+                   writer: DirectWriter | None = None) -> list[BaseException | None]:
     """Write each ledger's prepared records to its segment file (not
-    synced); per ledger None or the error its batches fail with. A round
+    synced); per ledger None or the error its batches fail with. The
+    indexes in ``direct`` go through ``writer`` (if given). A round
     that wrote more ledgers than their pool holds goes in parts of at most
     the pool's capacity, so the pool stays within it."""
     errors: list[BaseException | None] = [None] * len(prepared)
@@ -37,23 +45,27 @@ def write_segments(prepared: list[Prepared]) -> list[BaseException | None]:
     for pool, indexes in by_pool.items():
         step = max(1, pool.capacity)
         for at in range(0, len(indexes), step):
-            _write_part(pool, prepared, indexes[at:at + step], errors)
+            _write_part(pool, prepared, indexes[at:at + step], errors, direct if writer else (), writer)
     return errors
 
 
 def _write_part(pool: FileHandles, prepared: list[Prepared], indexes: list[int],
-                errors: list[BaseException | None]) -> None:
+                errors: list[BaseException | None], direct=(), writer: DirectWriter | None = None) -> None:
     handles = [prepared[i][0].handle for i in indexes]
     held = []
     writing: list[int] = []
     fds: list[int] = []
     bufs: list[bytes] = []
+    large: list[tuple[int, int]] = []
     for i, handle, fd in zip(indexes, handles, pool.acquire_all(handles)):
         if isinstance(fd, BaseException):
             errors[i] = _cannot_open(prepared[i][0], fd)
             continue
         handle.written()  # before any byte: the pool keeps a dirty descriptor until synced
         held.append(handle)
+        if i in direct:
+            large.append((i, fd))
+            continue
         writing.append(i)
         fds.append(fd)
         bufs.append(prepared[i][2].buf)
@@ -62,6 +74,14 @@ def _write_part(pool: FileHandles, prepared: list[Prepared], indexes: list[int],
             ledger, _, write, _ = prepared[i]
             if err:
                 errors[i] = ledger.write_failed(OSError(err, os.strerror(err)))
+            else:
+                ledger.write_done(write)
+        for i, fd in large:
+            ledger, _, write, _ = prepared[i]
+            try:
+                writer.write(ledger.handle.path, fd, ledger.size, write.buf)
+            except OSError as exc:
+                errors[i] = ledger.write_failed(exc)
             else:
                 ledger.write_done(write)
     finally:
