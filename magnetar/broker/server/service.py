@@ -52,12 +52,16 @@ from magnetar.broker.topics.non_persistent import NonPersistentTopic
 from magnetar.broker.topics.topic import Topic
 from magnetar.broker.topic_name import TopicName
 from magnetar.broker.server import arrivals
+from magnetar.protocol.frames import BufferPool
 
 log = logging.getLogger(__name__)
 
 #: A topic loaded this soon after its bundle moved here counts as moved (its
 #: clients arrive within milliseconds of the hand-over; later loads are new use).
 ARRIVAL_WINDOW_S = 5.0
+#: Receive buffers the connections share, kept when idle (1 MiB each, more
+#: for larger frames): one per connection in the middle of a large frame.
+RECEIVE_BUFFERS_KEPT = 8
 
 
 class BrokerService:
@@ -65,6 +69,8 @@ class BrokerService:
         self.config = config
         self.store = store
         self.factory = factory
+        #: The connections' receive buffers (server/connection.py), reused once no frame of them is left.
+        self.receive_buffers = BufferPool(keep=RECEIVE_BUFFERS_KEPT, mapped=True)
         self.topics: dict[str, Topic] = {}
         #: Non-persistent topics (in memory, see topics.non_persistent) by name.
         self.non_persistent: dict[str, NonPersistentTopic] = {}
