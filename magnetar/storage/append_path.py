@@ -62,19 +62,32 @@ class AppendBatch:
     (``batch(error)``): at 10,000 written topics about 10,000 batches are in
     flight at once, and a ``functools.partial`` per batch was four more
     objects each (the partial, its bound method, its arguments, its keywords)
-    for the garbage collector to walk (docs/object-storage.md)."""
+    for the garbage collector to walk (docs/object-storage.md). For the same
+    reason a batch whose entries share one callback (a topic's run: nearly
+    every batch there) keeps that callback and the count, not a tuple."""
 
-    __slots__ = ("path", "ledger_id", "first", "futures", "nbytes", "failed", "started")
+    __slots__ = ("path", "ledger_id", "first", "count", "waiter", "_futures", "nbytes", "failed", "started")
 
-    def __init__(self, path: "AppendPath", ledger_id: int, first: int, futures: tuple, nbytes: int,
+    def __init__(self, path: "AppendPath", ledger_id: int, first: int, futures: list, nbytes: int,
                  started: float = 0.0) -> None:
         self.path = path
         self.started = started  # loop time of the flush (the write latency metric)
         self.ledger_id = ledger_id
         self.first = first
-        self.futures = futures
+        self.count = n = len(futures)
+        waiter = futures[0]
+        if waiter.__class__ is not _Future and (n == 1 or futures.count(waiter) == n):
+            self.waiter, self._futures = waiter, None  # one callback for the whole batch
+        else:
+            self.waiter, self._futures = None, tuple(futures)
         self.nbytes = nbytes
         self.failed = False
+
+    @property
+    def futures(self) -> tuple:
+        """The waiter of each entry, in order."""
+        futures = self._futures
+        return futures if futures is not None else (self.waiter,) * self.count
 
     def __call__(self, error: BaseException | None) -> None:
         """The backend's answer: ``AppendPath._on_written``."""
@@ -278,13 +291,12 @@ class AppendPath:
         # walked. The entries' tuple holds only bytes: untracked at once.
         datas = untrack_atoms(tuple(buf))
         buf.clear()
-        futures = tuple(self._buf_futures)
-        self._buf_futures.clear()
         meta = self.current_meta
         first = self._next_entry - len(datas)
         # One entry per ledger per pass is the usual case at many written topics.
         nbytes = (len(datas[0]) if len(datas) == 1 else sum(map(len, datas))) + HEADER_SIZE * len(datas)
-        batch = AppendBatch(self, meta.ledger_id, first, futures, nbytes, self._loop.time())
+        batch = AppendBatch(self, meta.ledger_id, first, self._buf_futures, nbytes, self._loop.time())
+        self._buf_futures.clear()
         self._cache.put_many(meta.ledger_id, first, datas)
         self._inflight.append(batch)
         return self.current, datas, nbytes, batch
@@ -321,8 +333,7 @@ class AppendPath:
         else:  # cannot happen: the writer completes a ledger's batches in order
             log.error("%s: batch completed out of order", self.name)
             inflight.remove(batch)
-        futures = batch.futures
-        count = len(futures)
+        count = batch.count
         lid = batch.ledger_id
         first = batch.first
         meta = self._ledgers.metas.get(lid)
@@ -332,15 +343,15 @@ class AppendPath:
         self._confirmed_at = (lid, first + count - 1)  # last_confirmed, its Position made when asked
         self._confirmed = None
         self.write_stats.record(count, batch.nbytes - HEADER_SIZE * count, self._loop.time() - batch.started)
-        waiter = futures[0]
-        if waiter.__class__ is not _Future and (count == 1 or futures.count(waiter) == count):
+        waiter = batch.waiter
+        if waiter is not None:
             # One callback for the whole batch (one topic's run): waiters.complete inlined.
             try:
                 waiter(lid, first, count, None)
             except Exception:  # a listener's bug must not stop the others' receipts
                 log.exception("an append's callback failed on %d:%d (+%d)", lid, first, count)
         else:
-            waiters.complete(futures, lid, first)
+            waiters.complete(batch._futures, lid, first)
         self._listeners.wake()
         if not inflight and self._idle_waiters:
             self.wake_idle()

@@ -70,3 +70,31 @@ async def test_a_failed_batch_still_fails_its_appends_through_the_batch_callback
         raise AssertionError("the append was acknowledged after its batch failed")
     factory.backend.submit_many = real
     assert taken is not None and not path._inflight
+
+
+async def test_a_run_of_one_callback_is_kept_as_the_callback_and_a_count(factories):
+    factory = factories()
+    ml = await factory.open("t")
+    handed: list[tuple] = []
+    submit_many = factory.backend.submit_many
+
+    def keeping(writes, loop):
+        handed.extend(writes)
+        submit_many(writes, loop)
+
+    factory.backend.submit_many = keeping
+    told: list[tuple] = []
+    done = asyncio.Event()
+
+    def on_stored(ledger_id, first, count, error):
+        told.append((first, count, error))
+        done.set()
+
+    for i in range(3):
+        ml.append_then(b"r%d" % i, on_stored)
+    await asyncio.wait_for(done.wait(), 30)
+    (_, datas, _, batch), = handed
+    assert datas == (b"r0", b"r1", b"r2")
+    assert batch.waiter is on_stored and batch._futures is None and batch.count == 3  # no tuple of waiters
+    assert batch.futures == (on_stored,) * 3
+    assert told == [(0, 3, None)]  # the run told once
