@@ -27,8 +27,9 @@ Once installed, through ``gc.callbacks``:
   pass 0 for those.
 
 The summary is written (JSON) to ``MAGNETAR_GC_CENSUS`` (``{pid}`` in it is
-the process id) after each census and at exit (a broker stopped with
-SIGTERM exits through ``atexit``; a SIGKILLed one keeps its last census).
+the process id) after each census, every :data:`WRITE_EVERY_S` seconds when
+collections were added (a thread: a broker of 10,000 topics may be killed
+before its ``atexit`` runs), and at exit.
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ import gc
 import json
 import os
 import sys
+import threading
 import time
 import types
 from collections import Counter
@@ -48,6 +50,8 @@ HOOK_DIR = Path(__file__).resolve().parent / "gc_census_hook"
 HOLDER_KINDS, HOLDER_SAMPLE = 6, 200
 #: At most this many collections are kept (a broker's days would otherwise grow it).
 KEPT = 200_000
+#: Seconds between two writes of the summary by the writer thread.
+WRITE_EVERY_S = 2.0
 CONTAINERS = (list, tuple, dict, set, frozenset)
 
 
@@ -254,7 +258,17 @@ def install(path: str, counts: int = 20, holders: int = 1, counts_from: str | No
     taken = Census(path, counts, holders, counts_from)
     gc.callbacks.append(taken)
     atexit.register(taken.write)
+    threading.Thread(target=_keep_writing, args=(taken,), name="gc-census", daemon=True).start()
     return taken
+
+
+def _keep_writing(taken: Census) -> None:
+    written = -1
+    while True:
+        time.sleep(WRITE_EVERY_S)
+        if len(taken.collections) != written:
+            written = len(taken.collections)
+            taken.write()
 
 
 def install_from_env() -> Census | None:

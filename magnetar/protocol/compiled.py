@@ -7,7 +7,7 @@ ones (``fast_send.parse_send``, ``frames.send_frame_python``,
 ``entry_format.build_entry``, ``receipt_runs.receipt_runs_python``,
 ``storage.framing.parse_frames_python``, ``fetch_payload.fetch_payload_python``,
 ``storage.read_budget.bytes_within_python``,
-``storage.object.index.untrack_atoms_python``), which the callers use when ``hot`` is None:
+``storage.untracked.untrack_atoms_python``), which the callers use when ``hot`` is None:
 the extension was not built, or ``MAGNETAR_PURE_PYTHON=1`` asks for Python
 (to compare costs, or to test the twins).
 """

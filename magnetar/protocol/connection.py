@@ -20,12 +20,15 @@ from . import magnetar_api_pb2 as pb
 from .commands import Type, type_name
 from .errors import ProtocolError
 from .fast_send import SendCommandView
-from .frames import Frame, FrameDecoder, encode_command, encode_payload_command
+from .frames import BufferPool, Frame, FrameDecoder, encode_command, encode_payload_command
 
 
 #: A client's incomplete frames of at least this many bytes are received
 #: into one buffer of their size (see FrameDecoder's ``preallocate_from``).
 CLIENT_PREALLOCATE_FROM = 64 * 1024
+#: The same for a server, once it has sent CONNECTED (the peer passed the
+#: handshake and authentication): a producer's large batch entries.
+SERVER_PREALLOCATE_FROM = 64 * 1024
 
 
 class Role(enum.Enum):
@@ -43,18 +46,25 @@ class State(enum.Enum):
 class Connection:
     """One side of a Pulsar binary-protocol connection, with no I/O."""
 
-    def __init__(self, role: Role, max_frame_size: int | None = None) -> None:
+    def __init__(self, role: Role, max_frame_size: int | None = None, buffers: BufferPool | None = None) -> None:
+        """``buffers``: where the decoder takes its receive buffers (a
+        broker's, shared by its connections; by default the decoder's own)."""
         self.role = role
         self.state = State.AWAITING_CONNECT
         # A server reads plain SENDs without protobuf (``Frame.command`` is then a
         # SendCommandView): one per entry, the broker's hottest frame.
         fast = role is Role.SERVER
         # A client receives its large frames (fetch responses, batch entries)
-        # into buffers of their exact size; a server does not let a peer make
-        # it allocate before the bytes arrive.
+        # into buffers of their exact size; a server only once the peer is
+        # connected (see _check_send): before that, a peer that has not
+        # authenticated must not make it allocate before the bytes arrive.
         prealloc = CLIENT_PREALLOCATE_FROM if role is Role.CLIENT else None
-        self.decoder = (FrameDecoder(fast_send=fast, preallocate_from=prealloc) if max_frame_size is None
-                        else FrameDecoder(max_frame_size, fast_send=fast, preallocate_from=prealloc))
+        # A server's handlers copy what they keep of a frame (an entry is
+        # built anew): its receive chunks can be reused (FrameDecoder).
+        self.decoder = (FrameDecoder(fast_send=fast, preallocate_from=prealloc, reuse_chunks=fast, buffers=buffers)
+                        if max_frame_size is None
+                        else FrameDecoder(max_frame_size, fast_send=fast, preallocate_from=prealloc,
+                                          reuse_chunks=fast, buffers=buffers))
         self.peer_protocol_version = 0
         self.peer_supports_broker_entry_metadata = False
 
@@ -140,6 +150,9 @@ class Connection:
                 if self.state is not State.CONNECTING:
                     raise ProtocolError("CONNECTED before the client's CONNECT")
                 self.state = State.CONNECTED
+                # Bounded by max_frame_size, and its buffers are reused once
+                # nothing refers to them (BufferPool).
+                self.decoder.preallocate_from = SERVER_PREALLOCATE_FROM
             elif self.state is not State.CONNECTED and t != Type.ERROR:
                 raise ProtocolError(f"cannot send {type_name(cmd)} before CONNECTED")
 

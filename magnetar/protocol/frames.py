@@ -17,6 +17,7 @@ pays only for what it reads.
 """
 from __future__ import annotations
 
+import mmap
 import struct
 import sys
 from typing import NamedTuple
@@ -243,6 +244,51 @@ SPARE_BUFFERS = 3
 SPARE_STEP = 1024 * 1024
 
 
+class BufferPool:
+    """Receive buffers reused once nothing refers to them: one decoder's
+    (a client's large frames), or every connection's of a broker (one
+    loop: decoders take a buffer only between reads, so a few serve them
+    all and no connection keeps memory of its own between its reads).
+
+    :meth:`take` returns a kept buffer of at least the size asked that no
+    one refers to (its reference count: no view of it, no frame, no slice
+    left anywhere), else a new one of the size rounded up to ``step``; at
+    most ``keep`` are kept, the oldest dropped first (a dropped one lives
+    on while its frames do). A buffer taken is never written by the pool's
+    users while any frame of it is alive, since they hold it while they
+    fill it and hand out only read-only views.
+
+    ``mapped``: new buffers are anonymous maps (``mmap``), whose pages are
+    taken only as bytes are written into them, not bytearrays (zero-filled
+    when made): a server's choice, where a peer may declare a large frame
+    and send a few bytes of it (it then costs the pages it filled, not the
+    size it declared)."""
+
+    __slots__ = ("keep", "step", "mapped", "_buffers")
+
+    def __init__(self, keep: int = SPARE_BUFFERS, step: int = SPARE_STEP, *, mapped: bool = False) -> None:
+        self.keep = keep
+        self.step = step
+        self.mapped = mapped
+        self._buffers: list = []
+
+    def take(self, size: int) -> bytearray | mmap.mmap:
+        buffers = self._buffers
+        for buffer in buffers:
+            # Referenced only by the list, the loop variable and getrefcount's argument.
+            if len(buffer) >= size and sys.getrefcount(buffer) <= 3:
+                return buffer
+        size = -(-size // self.step) * self.step
+        buffer = mmap.mmap(-1, size) if self.mapped else bytearray(size)
+        buffers.append(buffer)
+        if len(buffers) > self.keep:
+            del buffers[0]
+        return buffer
+
+    def __len__(self) -> int:
+        return len(self._buffers)
+
+
 class FrameDecoder:
     """A receive buffer: feed bytes in any chunking, take whole frames out.
 
@@ -262,22 +308,36 @@ class FrameDecoder:
     count says so), so a frame handed out is never written again, and a
     reader that drops each response before the next but one takes no
     fresh memory per frame (a fresh buffer is zero-filled and faulted in
-    page by page). A client's choice: a server would let a peer make it
-    allocate a frame's size before the bytes arrive.
+    page by page). The caller chooses: a server sets it only once a peer
+    has connected (a peer could otherwise make it allocate a frame's size
+    before the bytes arrive), and may set it at any time between frames.
+
+    Large frames' buffers come from ``buffers`` (a :class:`BufferPool`,
+    this decoder's own if not given). With ``reuse_chunks`` (a broker's
+    choice: its handlers copy what they keep of a frame, so frames are
+    dropped soon after they are taken), the bytes :meth:`receive_buffer`
+    takes outside a large frame go into a buffer of that pool too, held
+    only until :meth:`received`, and the frames found whole in it are views
+    of it, not of a copy of it. Without it each received chunk is copied
+    into a fresh bytes object, which a frame may keep alive at the chunk's
+    size, not :data:`RECEIVE_SCRATCH` (a client's consumers keep messages
+    queued).
 
     Raises :class:`FrameTooLarge` as soon as a frame header declares more than
     ``max_frame_size`` bytes, so a peer cannot make us buffer gigabytes.
     """
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_MESSAGE_SIZE + FRAME_OVERHEAD, *,
-                 fast_send: bool = False, preallocate_from: int | None = None) -> None:
+                 fast_send: bool = False, preallocate_from: int | None = None,
+                 reuse_chunks: bool = False, buffers: BufferPool | None = None) -> None:
         self.max_frame_size = max_frame_size
         self.preallocate_from = preallocate_from
         # A large frame being received (preallocate_from): its buffer, the bytes
         # filled, and what arrived after it (the next frames' start).
-        self._big: memoryview | None = None  # the frame's exact size, over a buffer of _spares
+        self._big: memoryview | None = None  # the frame's exact size, over a buffer of _buffers
         self._big_filled = 0
-        self._spares: list[bytearray] = []  # large frames' buffers, reused once nothing refers to them
+        self._buffers = buffers if buffers is not None else BufferPool()
+        self._reuse_chunks = reuse_chunks
         self._after: bytearray | None = None
         self._scratch: bytearray | None = None  # receive_buffer's, for bytes that are not a large frame's
         self._into_big = False
@@ -320,17 +380,27 @@ class FrameDecoder:
             self._into_big = True
             return memoryview(big)[self._big_filled:]
         self._into_big = False
-        if self._scratch is None:
+        if self._reuse_chunks:
+            self._scratch = self._buffers.take(RECEIVE_SCRATCH)  # held until received()
+        elif self._scratch is None:
             self._scratch = bytearray(RECEIVE_SCRATCH)
-        return memoryview(self._scratch)
+        return memoryview(self._scratch)[:RECEIVE_SCRATCH]
 
     def received(self, n: int) -> None:
         """``n`` bytes were written at the start of the buffer
         :meth:`receive_buffer` returned."""
         if self._into_big:
             self._big_filled += n
-        else:
+        elif not self._reuse_chunks:
             self.feed(bytes(memoryview(self._scratch)[:n]))  # frames hold views of their chunk: not the scratch
+        else:
+            chunk, self._scratch = self._scratch, None
+            if self._big is None and self._pending is None and self._pos >= len(self._data):
+                # Frames are views of the chunk itself: the pool does not
+                # hand it out again while any is left (nor while _data is).
+                self._data, self._pos = memoryview(chunk)[:n].toreadonly(), 0
+            else:
+                self.feed(memoryview(chunk)[:n])  # copied into the frame being gathered: the chunk is free again
 
     @property
     def buffered(self) -> int:
@@ -362,7 +432,7 @@ class FrameDecoder:
         if len(data) - pos < 4:
             if pos < len(data):
                 self._pending = bytearray(memoryview(data)[pos:])
-                self._data, self._pos = b"", 0
+            self._data, self._pos = b"", 0  # all taken: its chunk is no longer the decoder's to hold
             return None
         (total,) = _U32.unpack_from(data, pos)
         self._check_size(total)
@@ -382,27 +452,11 @@ class FrameDecoder:
         if self.preallocate_from is None or 4 + total < self.preallocate_from:
             return False
         have = memoryview(data)[pos:]
-        big = memoryview(self._buffer_of(4 + total))[:4 + total]
+        big = memoryview(self._buffers.take(4 + total))[:4 + total]
         big[:len(have)] = have
         self._big, self._big_filled, self._after = big, len(have), None
         self._pending = None
         return True
-
-    def _buffer_of(self, size: int) -> bytearray:
-        """A buffer of at least ``size`` bytes that nothing else refers to:
-        a spare one whose frames are all gone, else a new one (kept as a
-        spare, the oldest spare dropped)."""
-        spares = self._spares
-        for spare in spares:
-            # Referenced only by the list, the loop variable and getrefcount's
-            # argument: no view of it (a frame, a slice of one) is left.
-            if len(spare) >= size and sys.getrefcount(spare) <= 3:
-                return spare
-        spare = bytearray(-(-size // SPARE_STEP) * SPARE_STEP)
-        spares.append(spare)
-        if len(spares) > SPARE_BUFFERS:
-            del spares[0]
-        return spare
 
     def _check_size(self, total: int) -> None:
         if total > self.max_frame_size:

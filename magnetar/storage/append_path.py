@@ -47,6 +47,7 @@ from .ledger_meta import CLOSED, CLOSING, FAILED, FENCED, OPEN, LedgerMeta
 from .listeners import EntryListeners
 from .position import Position
 from .rollover import Roller
+from .untracked import untrack_atoms
 from .waiters import Waiter
 
 _Future = asyncio.Future
@@ -56,24 +57,40 @@ log = logging.getLogger(__name__)
 
 
 class AppendBatch:
-    """Entries handed to the backend together (one ``submit``); they complete
-    together. It is also the batch's callback for the backend
-    (``batch(error)``: :meth:`AppendPath._on_written`), so a hand-over makes
-    one object, not a batch, a bound method and a ``functools.partial``."""
+    """Entries handed to the backend together (one ``submit``); they
+    complete together. The batch is its own backend callback
+    (``batch(error)``): at 10,000 written topics about 10,000 batches are in
+    flight at once, and a ``functools.partial`` per batch was four more
+    objects each (the partial, its bound method, its arguments, its keywords)
+    for the garbage collector to walk (docs/object-storage.md). For the same
+    reason a batch whose entries share one callback (a topic's run: nearly
+    every batch there) keeps that callback and the count, not a tuple."""
 
-    __slots__ = ("ledger_id", "first", "futures", "nbytes", "failed", "started", "path")
+    __slots__ = ("path", "ledger_id", "first", "count", "waiter", "_futures", "nbytes", "failed", "started")
 
-    def __init__(self, ledger_id: int, first: int, futures: list, nbytes: int, started: float = 0.0,
-                 path: "AppendPath | None" = None) -> None:
+    def __init__(self, path: "AppendPath", ledger_id: int, first: int, futures: list, nbytes: int,
+                 started: float = 0.0) -> None:
+        self.path = path
         self.started = started  # loop time of the flush (the write latency metric)
         self.ledger_id = ledger_id
         self.first = first
-        self.futures = futures
+        self.count = n = len(futures)
+        waiter = futures[0]
+        if waiter.__class__ is not _Future and (n == 1 or futures.count(waiter) == n):
+            self.waiter, self._futures = waiter, None  # one callback for the whole batch
+        else:
+            self.waiter, self._futures = None, tuple(futures)
         self.nbytes = nbytes
         self.failed = False
-        self.path = path
+
+    @property
+    def futures(self) -> tuple:
+        """The waiter of each entry, in order."""
+        futures = self._futures
+        return futures if futures is not None else (self.waiter,) * self.count
 
     def __call__(self, error: BaseException | None) -> None:
+        """The backend's answer: ``AppendPath._on_written``."""
         self.path._on_written(self, error)
 
 
@@ -111,12 +128,9 @@ class AppendPath:
         #: Called once when this instance learns another owner took over
         #: (set by the managed ledger; must not raise).
         self.on_fenced: Callable[[StorageError], None] = lambda error: None
-        # The last durable entry (``last_confirmed``): its ids as two ints
-        # (-1: none), set per completed batch (a tuple per batch would be one
-        # more object per ledger per commit for the collector), and its
-        # Position, made once asked for.
-        self._confirmed_ledger = -1
-        self._confirmed_entry = -1
+        # The last durable entry (``last_confirmed``): its ids, set per
+        # completed batch, and its Position, made once asked for.
+        self._confirmed_at: tuple[int, int] | None = None
         self._confirmed: Position | None = None
         # The current ledger, appends not yet handed to the backend (_buf),
         # batches handed over and not completed (_inflight), and appends
@@ -149,17 +163,14 @@ class AppendPath:
     def last_confirmed(self) -> Position | None:
         """The last durable entry; None if no entry is stored."""
         pos = self._confirmed
-        if pos is None and self._confirmed_ledger >= 0:
-            pos = self._confirmed = Position(self._confirmed_ledger, self._confirmed_entry)
+        if pos is None and self._confirmed_at is not None:
+            pos = self._confirmed = Position(*self._confirmed_at)
         return pos
 
     @last_confirmed.setter
     def last_confirmed(self, pos: Position | None) -> None:
         self._confirmed = pos
-        if pos is None:
-            self._confirmed_ledger = self._confirmed_entry = -1
-        else:
-            self._confirmed_ledger, self._confirmed_entry = pos.ledger_id, pos.entry_id
+        self._confirmed_at = None if pos is None else (pos.ledger_id, pos.entry_id)
 
     def fence(self, error: ManagedLedgerFencedError) -> None:
         """Another owner took over: refuse appends, and the current ledger
@@ -270,23 +281,22 @@ class AppendPath:
         counted in ``_inflight``); None if nothing is buffered (or closed).
         The caller must submit it (:class:`~.flush_pass.FlushPass`, :meth:`_flush`)."""
         self._flush_scheduled = False
-        datas = self._buf
-        if not datas or self.state is CLOSED:
+        buf = self._buf
+        if not buf or self.state is CLOSED:
             return None
-        # The buffers stay; what is handed over are copies, which live while
-        # the batch is in flight. Fresh empty buffers per hand-over lived
-        # until the ledger's next append instead (half a second for each of
-        # 10,000 topics written at 2 msg/s each): two of every five objects a
-        # young collection walked, each then walked by the middle one.
-        futures = self._buf_futures[:]
-        datas = datas[:]
-        self._buf.clear()
-        self._buf_futures.clear()
+        # What goes in flight is copied into tuples and the two buffers stay:
+        # fresh buffers per hand-over lived until the ledger's next append
+        # (half a second at 10,000 written topics), long enough to reach the
+        # collector's middle generation, 20,000 lists that each of its passes
+        # walked. The entries' tuple holds only bytes: untracked at once.
+        datas = untrack_atoms(tuple(buf))
+        buf.clear()
         meta = self.current_meta
         first = self._next_entry - len(datas)
         # One entry per ledger per pass is the usual case at many written topics.
         nbytes = (len(datas[0]) if len(datas) == 1 else sum(map(len, datas))) + HEADER_SIZE * len(datas)
-        batch = AppendBatch(meta.ledger_id, first, futures, nbytes, self._loop.time(), self)
+        batch = AppendBatch(self, meta.ledger_id, first, self._buf_futures, nbytes, self._loop.time())
+        self._buf_futures.clear()
         self._cache.put_many(meta.ledger_id, first, datas)
         self._inflight.append(batch)
         return self.current, datas, nbytes, batch
@@ -323,27 +333,25 @@ class AppendPath:
         else:  # cannot happen: the writer completes a ledger's batches in order
             log.error("%s: batch completed out of order", self.name)
             inflight.remove(batch)
-        futures = batch.futures
-        count = len(futures)
+        count = batch.count
         lid = batch.ledger_id
         first = batch.first
         meta = self._ledgers.metas.get(lid)
         if meta is not None:
             meta.entries += count
             meta.size += batch.nbytes
-        self._confirmed_ledger = lid  # last_confirmed, its Position made when asked
-        self._confirmed_entry = first + count - 1
+        self._confirmed_at = (lid, first + count - 1)  # last_confirmed, its Position made when asked
         self._confirmed = None
         self.write_stats.record(count, batch.nbytes - HEADER_SIZE * count, self._loop.time() - batch.started)
-        waiter = futures[0]
-        if waiter.__class__ is not _Future and (count == 1 or futures.count(waiter) == count):
+        waiter = batch.waiter
+        if waiter is not None:
             # One callback for the whole batch (one topic's run): waiters.complete inlined.
             try:
                 waiter(lid, first, count, None)
             except Exception:  # a listener's bug must not stop the others' receipts
                 log.exception("an append's callback failed on %d:%d (+%d)", lid, first, count)
         else:
-            waiters.complete(futures, lid, first)
+            waiters.complete(batch._futures, lid, first)
         self._listeners.wake()
         if not inflight and self._idle_waiters:
             self.wake_idle()

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Protocol
+from typing import Callable, Mapping, Protocol, Sequence
 
 #: What one ``read`` returns at most (unless a single entry is larger).
 READ_CHUNK_BYTES = 8 * 1024 * 1024
@@ -109,9 +109,10 @@ class LedgerBackend(Protocol):
         """A new, empty, writable ledger. Ids never repeat."""
         ...
 
-    def submit(self, ledger: LedgerHandle, datas: list[bytes], callback: WriteCallback,
+    def submit(self, ledger: LedgerHandle, datas: Sequence[bytes], callback: WriteCallback,
                loop: asyncio.AbstractEventLoop) -> None:
-        """Queue ``datas`` as the ledger's next entries (hot path: no I/O).
+        """Queue ``datas`` (a list, or the append path's tuple: never changed
+        by the backend) as the ledger's next entries (hot path: no I/O).
         Raises ``StorageError`` at once if the backend is stopped."""
         ...
 

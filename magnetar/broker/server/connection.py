@@ -34,13 +34,21 @@ from .service import BrokerService
 log = logging.getLogger(__name__)
 
 
-class ServerConnection(asyncio.Protocol):
-    """One client connection; implements :class:`.handlers.session.ClientSession`."""
+class ServerConnection(asyncio.BufferedProtocol):
+    """One client connection; implements :class:`.handlers.session.ClientSession`.
+
+    A buffered protocol: the socket's bytes go straight into buffers of
+    the service's pool, shared by its connections (``get_buffer``; see
+    FrameDecoder and BufferPool in protocol/frames.py), so a producer's
+    large batch entry is received into a buffer of its size, reused once
+    its entry has been copied out, not a fresh chunk per read and a growing
+    copy of the frame (fresh pages each, and each new page costs a fault)."""
 
     def __init__(self, service: BrokerService) -> None:
         self.service = service
         self.config = service.config
-        self.proto = Connection(Role.SERVER, max_frame_size=self.config.max_message_size + FRAME_OVERHEAD)
+        self.proto = Connection(Role.SERVER, max_frame_size=self.config.max_message_size + FRAME_OVERHEAD,
+                                buffers=service.receive_buffers)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.producers: dict[int, Producer] = {}
@@ -62,10 +70,6 @@ class ServerConnection(asyncio.Protocol):
         self.client_version = ""
         self.auth = None  # security.connection_auth.ConnectionAuth while authentication is on
         self._handlers: dict[int, Callable[[Frame], None]] = self._routes()
-        # A connection lives in cycles (its routes hold it): its end may let
-        # the collector free it only if it is not frozen (burst_freeze.py).
-        freezer = service.burst_freeze
-        self.freeze_epoch = freezer.born() if freezer is not None else 0
 
     def _routes(self) -> dict[int, Callable[[Frame], None]]:
         """Command type -> handler of one frame. Synchronous handlers run in
@@ -114,7 +118,15 @@ class ServerConnection(asyncio.Protocol):
         self._keepalive = asyncio.get_running_loop().create_task(self._keepalive_loop())
         self.service.connections.add(self)
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.proto.decoder.receive_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.proto.decoder.received(nbytes)
+        self.data_received(None)
+
+    def data_received(self, data: bytes | None) -> None:
+        """Bytes received (``None``: already in the decoder, see buffer_updated)."""
         self.last_received = time.monotonic()
         # The publish time of the SENDs in this chunk: one clock reading, not one per entry.
         self.received_ms = int(time.time() * 1000)
@@ -159,8 +171,6 @@ class ServerConnection(asyncio.Protocol):
         self.consumers.clear()
         for task in list(self._tasks):
             task.cancel()
-        if self.service.burst_freeze is not None:
-            self.service.burst_freeze.died(self.freeze_epoch)
 
     def pause_writing(self) -> None:
         self.writing_paused = True

@@ -165,21 +165,63 @@ class ObjectLedger:
             self._ends()
 
 
-class _CommitBatch:
-    """A submitted batch. In a commit, a ledger's first batch (its *head*)
-    also holds the ledger's later batches of that commit (``more``), its
-    section's place (``first``, ``count``, ``offset``), its framed bytes and
-    then its ``section``: one object per ledger per commit, no dicts beside."""
+class _Groups:
+    """One commit's batches by ledger, as columns: a batch is its index in
+    the commit's three columns (its ledger, entries, callback), and a group
+    (a ledger's batches of the commit, in submission order) its index in
+    the group columns. No object per batch nor per ledger: at 10,000 written
+    topics a commit holds about 10,000 of each, alive until its receipts, and
+    an object each was that many more for every collection of the garbage
+    collector to walk (docs/object-storage.md)."""
 
-    __slots__ = ("ledger", "datas", "callback", "more", "first", "count", "offset", "framed", "section")
+    __slots__ = ("callbacks", "index", "ledgers", "heads", "more", "datas", "firsts", "counts", "offsets",
+                 "framed", "sections")
 
-    def __init__(self, ledger: ObjectLedger, datas: list[bytes], callback: Callback) -> None:
-        self.ledger, self.datas, self.callback = ledger, datas, callback
-        self.more: list[_CommitBatch] | None = None
+    def __init__(self, callbacks: list) -> None:
+        self.callbacks = callbacks  # per batch; None once told (a batch is told once)
+        self.index: dict[int, int] = {}  # ledger id -> group
+        self.ledgers: list[ObjectLedger] = []  # per group, then its head batch, its later batches (or None)
+        self.heads: list[int] = []
+        self.more: list[list[int] | None] = []
+        self.datas: list = []  # per group: its entries, all batches'
+        # Per group, once placed: its section's first entry, entries, offset
+        # in the object, framed bytes; then its Section once the key is final.
+        self.firsts: list[int] = []
+        self.counts: list[int] = []
+        self.offsets: list[int] = []
+        self.framed: list[bytes] = []
+        self.sections: list[Section | None] = []
 
-    def group(self) -> list["_CommitBatch"]:
-        """The head and its ledger's later batches of the commit, in order."""
-        return [self] if self.more is None else [self, *self.more]
+    def add(self, ledger: ObjectLedger, batch: int, datas) -> None:
+        """Batch ``batch`` (of ``ledger``, with ``datas``) joins its ledger's group."""
+        g = self.index.get(ledger.ledger_id)
+        if g is None:
+            self.index[ledger.ledger_id] = len(self.ledgers)
+            self.ledgers.append(ledger)
+            self.heads.append(batch)
+            self.more.append(None)
+            self.datas.append(datas)
+            return
+        more = self.more[g]
+        if more is None:
+            self.more[g] = more = []
+            self.datas[g] = list(self.datas[g])
+        more.append(batch)
+        self.datas[g].extend(datas)
+
+    def tell(self, g: int, error: BaseException | None) -> None:
+        """Tell group ``g``'s batches their outcome (each once), in order."""
+        _tell(self.callbacks, self.heads[g], error)
+        more = self.more[g]
+        if more is not None:
+            for batch in more:
+                _tell(self.callbacks, batch, error)
+
+    def fail(self, lid: int, error: BaseException) -> None:
+        """Ledger ``lid``'s batches of the commit fail with ``error``, and so does the ledger."""
+        g = self.index[lid]
+        self.ledgers[g].error = error
+        self.tell(g, error)
 
 
 class Committer:
@@ -200,7 +242,10 @@ class Committer:
         #: brokers, nor between two lives of one broker.
         self.session = session or uuid.uuid4().hex
         self._seq = 0
-        self._queue: list[_CommitBatch] = []
+        # The queued batches as columns (see _Groups): their ledgers, entries and callbacks.
+        self._queue: list[ObjectLedger] = []
+        self._queue_datas: list = []
+        self._queue_callbacks: list[Callback] = []
         self._queued_bytes = 0
         self._gathering = Gathering()  # when the queued batches are due
         self._wake: asyncio.Event | None = None
@@ -233,7 +278,9 @@ class Committer:
         self._start(loop)
         # A batch's wait counts from its arrival, even while a commit runs.
         sooner = self._gathering.arrived(ledger.gather_s, time.monotonic())
-        self._queue.append(_CommitBatch(ledger, datas, callback))
+        self._queue.append(ledger)
+        self._queue_datas.append(datas)
+        self._queue_callbacks.append(callback)
         ledger.pending += 1
         self._pending += 1
         self._queued_bytes += sum(map(len, datas)) + HEADER_SIZE * len(datas)
@@ -247,7 +294,8 @@ class Committer:
         self._start(loop)
         now = time.monotonic()
         arrived = self._gathering.arrived
-        append = self._queue.append
+        append, append_datas, append_callback = (self._queue.append, self._queue_datas.append,
+                                                 self._queue_callbacks.append)
         sooner = False
         gather = None  # the last ledger's gather: most ledgers share one
         nbytes = 0
@@ -256,7 +304,9 @@ class Committer:
                 gather = ledger.gather_s
                 if arrived(gather, now):
                     sooner = True
-            append(_CommitBatch(ledger, datas, callback))
+            append(ledger)
+            append_datas(datas)
+            append_callback(callback)
             ledger.pending += 1
             nbytes += size
         self._pending += len(writes)
@@ -282,6 +332,8 @@ class Committer:
         """Stop at once, as a crash would: queued batches are never told."""
         self._stopping = True
         self._queue.clear()
+        self._queue_datas.clear()
+        self._queue_callbacks.clear()
         for task in [self._task, *self._running]:
             if task is not None:
                 task.cancel()
@@ -324,14 +376,15 @@ class Committer:
                 if self.budget.limited and not self._stopping:
                     await self.budget.acquire()
                 started = self._gathering.oldest()
-                batches, self._queue, self._queued_bytes = self._queue, [], 0
+                batches = (self._queue, self._queue_datas, self._queue_callbacks)
+                self._queue, self._queue_datas, self._queue_callbacks, self._queued_bytes = [], [], [], 0
                 self._gathering.clear()
                 taken_at = time.monotonic()
                 self.timings.observe("gather", taken_at - started)
                 stamps = None
                 if self.trace is not None:
                     stamps = {"first": started, "due": due_at, "room": room_at, "taken": taken_at,
-                              "batches": len(batches)}
+                              "batches": len(batches[0])}
                     self.trace.append(stamps)
                 ended = loop.create_future()
                 task = loop.create_task(self._commit(batches, started, previous, ended, stamps))
@@ -346,73 +399,66 @@ class Committer:
         self._running.discard(task)
         self._slot.set()
 
-    async def _commit(self, batches: list[_CommitBatch], first_at: float, previous: asyncio.Future | None,
+    async def _commit(self, batches: tuple[list, list, list], first_at: float, previous: asyncio.Future | None,
                       ended: asyncio.Future, stamps: dict | None = None) -> None:
-        """One commit, from PUT to receipts; ``ended`` resolves when it is
+        """One commit, from PUT to receipts; ``batches``: its ledgers,
+        entries and callbacks (columns). ``ended`` resolves when it is
         over (its transaction done or given up), never earlier than
         ``previous``: the next commit's transaction waits for it."""
+        ledgers, _, callbacks = batches
         try:
             await self._put_and_record(batches, first_at, previous, stamps)
         except Exception as exc:  # a bug here must not strand the batches, nor let a later commit leave a gap
             log.exception("object commit failed")
             error = StorageError(f"object commit failed: {exc!r}")
-            for b in batches:
-                if b.ledger.error is None:
-                    b.ledger.error = error
-            _complete(batches, error)
+            for ledger in ledgers:
+                if ledger.error is None:
+                    ledger.error = error
+            for batch in range(len(callbacks)):
+                _tell(callbacks, batch, error)
         finally:
             if previous is not None and not previous.done():  # cancelled (abandon) while waiting for it
                 previous.add_done_callback(lambda _: ended.done() or ended.set_result(None))
             elif not ended.done():
                 ended.set_result(None)
-            self._pending -= len(batches)
-            for b in batches:
-                ledger = b.ledger
+            self._pending -= len(ledgers)
+            for ledger in ledgers:
                 ledger.pending -= 1
                 if not ledger.pending and ledger.idle is not None:
                     ledger.idle.set()
 
-    async def _put_and_record(self, batches: list[_CommitBatch], first_at: float,
+    async def _put_and_record(self, batches: tuple[list, list, list], first_at: float,
                               previous: asyncio.Future | None, stamps: dict | None = None) -> None:
         # Group by ledger, in submission order (a ledger's first batch is its
         # group's head); refused ledgers fail at once.
-        heads: dict[int, _CommitBatch] = {}
-        setdefault = heads.setdefault
-        for b in batches:
-            ledger = b.ledger
+        ledgers, datas_of, callbacks = batches
+        groups = _Groups(callbacks)
+        add = groups.add
+        for batch, ledger in enumerate(ledgers):
             if ledger.error is not None:
-                _complete([b], ledger.error)
+                _tell(callbacks, batch, ledger.error)
                 continue
-            head = setdefault(ledger.ledger_id, b)
-            if head is not b:
-                if head.more is None:
-                    head.more = [b]
-                else:
-                    head.more.append(b)
-        if not heads:
+            add(ledger, batch, datas_of[batch])
+        if not groups.ledgers:
             return
         # Place each ledger's section in the object: it follows the ledger's
         # sections placed so far, committed or in an earlier commit of the
         # pipeline. Its Section is made once the object's key is final.
-        parts: list[bytes] = []
+        parts: list[bytes] = groups.framed
+        firsts, counts, offsets = groups.firsts, groups.counts, groups.offsets
         offset = 0
-        for head in heads.values():
-            ledger = head.ledger
-            if head.more is None:
-                datas = head.datas
-            else:
-                datas = [d for b in head.group() for d in b.datas]
+        for ledger, datas in zip(groups.ledgers, groups.datas):
             framed = frames(datas)
-            head.framed = framed
-            head.first = ledger.placed
-            head.count = n = len(datas)
-            head.offset = offset
-            ledger.placed += n
+            firsts.append(ledger.placed)
+            counts.append(len(datas))
+            offsets.append(offset)
+            ledger.placed += len(datas)
             parts.append(framed)
             offset += len(framed)
+        groups.datas = None  # the entries are framed: no need to keep them until the receipts
         blob = b"".join(parts)
         began = time.monotonic()
-        key = await self._put(self._next_key(), blob, heads)
+        key = await self._put(self._next_key(), blob, groups)
         put_done = time.monotonic()
         self.timings.observe("put", put_done - began)
         if previous is not None:
@@ -428,17 +474,19 @@ class Committer:
         per_ledger: list[int] = []
         writers: dict[int, dict[int, Section]] = {}
         last_writer, of_writer = None, None  # most ledgers share the backend's one writer
-        for lid, head in heads.items():
-            ledger = head.ledger
-            first = head.first
+        sections = groups.sections
+        for g, ledger in enumerate(groups.ledgers):
+            lid = ledger.ledger_id
+            first = firsts[g]
             if ledger.error is None and first != ledger.entry_count:
                 ledger.error = StorageError(f"ledger {lid}: an earlier commit did not record entries "
                                             f"{ledger.entry_count}..{first - 1}")
             if ledger.error is not None:
-                _complete(head.group(), ledger.error)
+                sections.append(None)
+                groups.tell(g, ledger.error)
                 continue
-            framed = head.framed
-            head.section = section = new_section(first, head.count, key, head.offset, len(framed))
+            section = new_section(first, counts[g], key, offsets[g], len(parts[g]))
+            sections.append(section)
             writer = ledger.writer
             if writer is None:
                 per_ledger.append(lid)
@@ -448,9 +496,9 @@ class Committer:
                 last_writer = writer
                 of_writer = writers.setdefault(id(writer), {})
                 of_writer[lid] = section
-        jobs = [self._record(per_ledger[i:i + LEDGERS_PER_TRANSACTION], heads, began)
+        jobs = [self._record(per_ledger[i:i + LEDGERS_PER_TRANSACTION], groups, began)
                 for i in range(0, len(per_ledger), LEDGERS_PER_TRANSACTION)]
-        jobs += [self._record_v2(sections, heads, began) for sections in writers.values()]
+        jobs += [self._record_v2(of, groups, began) for of in writers.values()]
         if not jobs:
             committed = []
         elif len(jobs) == 1:  # the usual case
@@ -463,30 +511,35 @@ class Committer:
         # ledger but its batches' own callbacks: this runs for every ledger
         # of every commit, thousands per commit at 10,000 written topics).
         kept = self.kept
-        add = kept.add if kept is not None else None
+        add_kept = kept.add if kept is not None else None
         half = MAX_SECTIONS_PER_LEDGER // 2
+        index, all_ledgers, heads, more_of = groups.index, groups.ledgers, groups.heads, groups.more
         for lid in committed:
-            head = heads[lid]
-            ledger = head.ledger
-            section = head.section
+            g = index[lid]
+            ledger = all_ledgers[g]
+            section = sections[g]
             # ledger._committed(section) inlined
-            sections = ledger.sections
-            sections.append(section)
+            held = ledger.sections
+            held.append(section)
             ledger.firsts.append(section.first)
             ledger.entry_count = section.first + section.count
             ledger.size += section.length
-            if len(sections) >= half:  # neither end is below half of full's count
+            if len(held) >= half:  # neither end is below half of full's count
                 ledger._ends()
-            if add is not None:
-                add(lid, head.framed)
-            callback, head.callback = head.callback, None
+            if add_kept is not None:
+                add_kept(lid, parts[g])
+            head = heads[g]
+            callback = callbacks[head]
             if callback is not None:
+                callbacks[head] = None
                 try:
                     callback(None)
                 except Exception:
                     log.exception("a commit's callback failed")
-            if head.more is not None:
-                _complete(head.more, None)
+            more = more_of[g]
+            if more is not None:
+                for batch in more:
+                    _tell(callbacks, batch, None)
         self.commits += 1
         ended = time.monotonic()
         if stamps is not None:
@@ -498,7 +551,7 @@ class Committer:
         self._seq += 1
         return commit_object(self.session, int(time.time() * 1000), self._seq)
 
-    async def _put(self, key: str, blob: bytes, heads: dict[int, _CommitBatch]) -> str | None:
+    async def _put(self, key: str, blob: bytes, groups: _Groups) -> str | None:
         deadline = time.monotonic() + self.put_timeout_s
         backoff = 0.02
         while True:
@@ -510,67 +563,61 @@ class Committer:
                 if time.monotonic() + backoff > deadline or self._stopping:
                     error = StorageError(f"writing object {key} failed: {exc}")
                     log.error("%s", error)
-                    for head in heads.values():
-                        head.ledger.error = error  # its entry ids were spent: the next go to a new ledger
-                        _complete(head.group(), error)
+                    for g, ledger in enumerate(groups.ledgers):
+                        ledger.error = error  # its entry ids were spent: the next go to a new ledger
+                        groups.tell(g, error)
                     return None
                 log.warning("writing object %s failed, retrying: %s", key, exc)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 0.5)
                 key = self._next_key()  # the failed PUT may have landed: never reuse its key
 
-    async def _record(self, ids: list[int], heads: dict[int, _CommitBatch], began: float) -> list[int]:
+    async def _record(self, ids: list[int], groups: _Groups, began: float) -> list[int]:
         """One transaction for these format-1 ledgers; fenced ones drop out
         and it retries. Returns the ledgers committed; the others' batches
         have failed (their ledger's ``error`` set)."""
         ids = list(ids)
+        index, ledgers, sections = groups.index, groups.ledgers, groups.sections
         while ids:
+            key = sections[index[ids[0]]].key
             if time.monotonic() - began > MAX_COMMIT_AGE_S:  # e.g. the process was paused in between
-                error = StorageError(f"object {heads[ids[0]].section.key} is too old to commit")
+                error = StorageError(f"object {key} is too old to commit")
                 for lid in ids:
-                    heads[lid].ledger.error = error
-                    _complete(heads[lid].group(), error)
+                    groups.fail(lid, error)
                 return []
             # Only what the fence needs: each ledger's epoch compared, its
             # section recorded; no read-backs (``versions=False``).
-            compares = [Compare(ledger_key(lid), heads[lid].ledger.epoch) for lid in ids]
-            writes = [Put(section_key(lid, heads[lid].section.first), heads[lid].section.encode()) for lid in ids]
+            compares = [Compare(ledger_key(lid), ledgers[index[lid]].epoch) for lid in ids]
+            writes = [Put(section_key(lid, sections[index[lid]].first), sections[index[lid]].encode()) for lid in ids]
             try:
                 self.transactions += 1
                 await self.store.transaction(compares, writes, versions=False)
             except TransactionFailed as exc:
                 lost = {k for k in exc.keys}
                 for lid in [lid for lid in ids if ledger_key(lid) in lost]:
-                    ledger = heads[lid].ledger
-                    ledger.error = ManagedLedgerFencedError(f"ledger {lid} was fenced by a new owner")
                     log.warning("ledger %d was fenced by a new owner: its commit is refused", lid)
-                    _complete(heads[lid].group(), ledger.error)
+                    groups.fail(lid, ManagedLedgerFencedError(f"ledger {lid} was fenced by a new owner"))
                 ids = [lid for lid in ids if ledger_key(lid) not in lost]
                 continue
             except (MetadataError, ValueError) as exc:
-                error = StorageError(f"committing object {heads[ids[0]].section.key} failed: {exc}")
+                error = StorageError(f"committing object {key} failed: {exc}")
                 log.error("%s", error)
                 for lid in ids:
-                    ledger = heads[lid].ledger
-                    ledger.error = error
-                    _complete(heads[lid].group(), error)
+                    groups.fail(lid, error)
                 return []
             return ids
         return []
 
-    async def _record_v2(self, sections: dict[int, Section], heads: dict[int, _CommitBatch],
-                         began: float) -> list[int]:
+    async def _record_v2(self, sections: dict[int, Section], groups: _Groups, began: float) -> list[int]:
         """Format-2 ledgers of one writer (``sections``: ledger id -> its
         section): one commit record under its fence. Returns the ledgers
         committed; the others' batches have failed."""
         first = next(iter(sections))
-        writer = heads[first].ledger.writer
+        writer = groups.ledgers[groups.index[first]].writer
 
         def fail(lids, error: StorageError) -> None:
             for lid in lids:
-                head = heads[lid]
-                head.ledger.error = error
-                _complete(head.group(), error)
+                groups.fail(lid, error)
 
         if time.monotonic() - began > MAX_COMMIT_AGE_S:  # e.g. the process was paused in between
             fail(sections, StorageError(f"object {sections[first].key} is too old to commit"))
@@ -593,14 +640,14 @@ class Committer:
         self.transactions += 1
 
 
-def _complete(batches: list[_CommitBatch], error: BaseException | None) -> None:
-    """Tell each batch its outcome, once (a batch already told is skipped)."""
-    for b in batches:
-        callback, b.callback = b.callback, None
-        if callback is None:
-            continue
-        try:
-            callback(error)
-        except Exception:
-            log.exception("a commit's callback failed")
-
+def _tell(callbacks: list, batch: int, error: BaseException | None) -> None:
+    """Tell batch ``batch`` (its index in ``callbacks``) its outcome, once
+    (a batch already told is skipped)."""
+    callback = callbacks[batch]
+    if callback is None:
+        return
+    callbacks[batch] = None
+    try:
+        callback(error)
+    except Exception:
+        log.exception("a commit's callback failed")

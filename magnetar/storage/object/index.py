@@ -30,7 +30,7 @@ import json
 from typing import TYPE_CHECKING, NamedTuple
 
 from ...formats import check_format
-from ...protocol.compiled import hot
+from ..untracked import untrack_atoms, untrack_atoms_python  # noqa: F401 (the twin: tests name it here)
 
 if TYPE_CHECKING:
     from ...metadata.store import MetadataStore
@@ -139,15 +139,6 @@ class Section(NamedTuple):
     def decode(cls, first: int, value: bytes) -> "Section":
         doc = json.loads(value)
         return new_section(first, int(doc["n"]), str(doc["o"]), int(doc["off"]), int(doc["len"]))
-
-
-def untrack_atoms_python(section: Section) -> Section:
-    """The pure-Python twin of ``_hot.untrack_atoms``: Python cannot take an
-    object out of the collector's lists, so the section stays tracked."""
-    return section
-
-
-untrack_atoms = hot.untrack_atoms if hot is not None else untrack_atoms_python
 
 
 def new_section(first: int, count: int, key: str, offset: int, length: int) -> Section:

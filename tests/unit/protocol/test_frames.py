@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from magnetar.protocol import Connection, ProtocolError, Role, pb
 from magnetar.protocol.commands import Type, command
 from magnetar.protocol.frames import (
+    BufferPool,
     FrameDecoder,
     FrameTooLarge,
     broker_entry_metadata_block,
@@ -198,36 +199,107 @@ def test_a_large_frames_buffer_is_reused_only_once_nothing_refers_to_it():
     assert [f.command.send.sequence_id for f in (third, fourth)] == [3, 4]
 
 
-def test_a_client_connection_preallocates_and_a_server_does_not():
+def test_a_client_connection_preallocates_and_a_server_only_once_connected():
+    """A server lets no peer make it allocate a frame's size before the
+    bytes arrive until the peer has passed the handshake (and any
+    authentication: CONNECTED is sent after it)."""
     assert Connection(Role.CLIENT).decoder.preallocate_from == 64 * 1024
-    assert Connection(Role.SERVER).decoder.preallocate_from is None
+    server = Connection(Role.SERVER)
+    assert server.decoder.preallocate_from is None
+    server.receive_data(encode_command(command(Type.CONNECT, client_version="t", protocol_version=21)))
+    assert server.decoder.preallocate_from is None
+    server.send(command(Type.CONNECTED, server_version="t", protocol_version=21))
+    assert server.decoder.preallocate_from == 64 * 1024
+    # A large SEND now arrives into a buffer of its size, reused for the next once it is dropped.
+    (first,) = _receive_in_place(server.decoder, _send(1, b"a" * 200_000, {}))
+    buffer = id(first.block.raw.obj)
+    assert isinstance(first.block.raw.obj, bytearray) and bytes(first.block.payload) == b"a" * 200_000
+    del first
+    (second,) = _receive_in_place(server.decoder, _send(2, b"b" * 200_000, {}))
+    assert id(second.block.raw.obj) == buffer and bytes(second.block.payload) == b"b" * 200_000
+
+
+def test_a_servers_received_chunks_are_reused_only_once_no_frame_of_them_is_left():
+    """With reuse_chunks (a broker's decoder), frames found whole in a read
+    are views of the chunk it was read into, and that chunk is read into
+    again only once none of them is left anywhere."""
+    pool = BufferPool()
+    decoder = FrameDecoder(fast_send=True, reuse_chunks=True, buffers=pool)
+    wire = b"".join(_send(i, bytes([i]) * 100, {}) for i in range(3))
+    buf = decoder.receive_buffer()
+    chunk = id(buf.obj)  # ids only: a reference to a chunk would keep it out of reuse
+    buf[:len(wire)] = wire
+    del buf
+    decoder.received(len(wire))
+    frames = [decoder.next_frame() for _ in range(3)]
+    assert decoder.next_frame() is None
+    assert all(id(f.block.raw.obj) == chunk for f in frames)  # no copy of the chunk
+    kept = frames[1].block.payload
+    del frames
+    again = decoder.receive_buffer()
+    assert id(again.obj) != chunk  # a payload of it is still held: a second chunk
+    again[:len(wire)] = _send(9, b"z" * 100, {}) * 3
+    second = id(again.obj)
+    del again
+    decoder.received(len(wire))
+    later = [decoder.next_frame() for _ in range(3)]
+    assert bytes(kept) == bytes([1]) * 100 and [bytes(f.block.payload) for f in later] == [b"z" * 100] * 3
+    del kept, later
+    assert id(decoder.receive_buffer().obj) == chunk  # nothing refers to either: the first kept one again
+    assert [id(c) for c in pool._buffers] == [chunk, second]
+
+
+def test_a_brokers_connections_share_their_receive_buffers():
+    """Server connections take their buffers from one pool only while they
+    read into them: a thousand connections that each sent a large entry
+    hold no buffer of their own once their frames are gone."""
+    pool = BufferPool(keep=8, mapped=True)  # as a broker's: pages taken as bytes arrive
+    servers = [Connection(Role.SERVER, buffers=pool) for _ in range(1000)]
+    wire = _send(1, b"e" * 150_000, {})
+    for server in servers:
+        server.receive_data(encode_command(command(Type.CONNECT, client_version="t", protocol_version=21)))
+        server.send(command(Type.CONNECTED, server_version="t", protocol_version=21))
+        (frame,) = _receive_in_place(server.decoder, wire)
+        assert bytes(frame.block.payload) == b"e" * 150_000
+    # A read's chunk, the large frame being gathered beside it, the last frame still held: not one per connection.
+    assert len(pool) <= 3
 
 
 @given(
     sizes=st.lists(st.sampled_from([0, 10, 1000, 70_000, 300_000]), min_size=1, max_size=6),
     reads=st.lists(st.integers(1, 400_000), max_size=40),
+    server=st.booleans(),
+    keep=st.sets(st.integers(0, 5)),
 )
-@settings(max_examples=100, deadline=None)
-def test_frames_received_in_place_in_any_chunking(sizes, reads):
+@settings(max_examples=150, deadline=None)
+def test_frames_received_in_place_in_any_chunking(sizes, reads, server, keep):
     """A socket writing into receive_buffer (as a BufferedProtocol's
     transport does, up to the buffer's length per read) gives the frames
-    fed bytes give."""
+    fed bytes give; with a server's reused chunks too, where the frames
+    not kept are dropped as soon as they are read and the kept ones must
+    stay intact."""
     frames = [(i, bytes([i % 251]) * size, {"i": str(i)}) for i, size in enumerate(sizes)]
     wire = memoryview(b"".join(_send(seq, payload, props) for seq, payload, props in frames))
-    decoder = FrameDecoder(preallocate_from=64 * 1024)
-    got, pos = [], 0
+    decoder = FrameDecoder(preallocate_from=64 * 1024, fast_send=server, reuse_chunks=server)
+    got, kept, pos = [], [], 0
     for want in reads + [len(wire)] * (len(wire) // (64 * 1024) + 2):
         if pos >= len(wire):
             break
         buf = decoder.receive_buffer()
         n = min(want, len(buf), len(wire) - pos)
         buf[:n] = wire[pos : pos + n]
+        del buf
         decoder.received(n)
         pos += n
         while (frame := decoder.next_frame()) is not None:
-            got.append(frame)
+            got.append((frame.command.send.sequence_id, bytes(frame.block.payload)))
+            if frame.command.send.sequence_id in keep:
+                kept.append(frame)
+        frame = None
     assert pos == len(wire) and decoder.buffered == 0
-    assert [(f.command.send.sequence_id, bytes(f.block.payload)) for f in got] == [(s, p) for s, p, _ in frames]
+    assert got == [(s, p) for s, p, _ in frames]
+    assert [(f.command.send.sequence_id, bytes(f.block.payload)) for f in kept] == [
+        (s, p) for s, p, _ in frames if s in keep]
 
 
 def test_a_large_frame_is_received_in_place_after_its_first_read():

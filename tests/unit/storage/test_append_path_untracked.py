@@ -1,0 +1,100 @@
+"""What the append path puts in flight stays out of the cyclic collector's
+sight as far as it can.
+
+At 10,000 written topics about 10,000 batches are in flight at once and
+each ledger hands over a batch every half second or so: objects made per
+hand-over that lived that long reached the collector's middle generation,
+and each of its passes walked them (docs/object-storage.md, "The commit
+side's objects out of the collector's sight"). A hand-over keeps the
+ledger's two buffers (copied into tuples), its entries' tuple is untracked,
+and the batch is its own callback (no partial, bound method, arguments and
+keywords per batch)."""
+from __future__ import annotations
+
+import asyncio
+import gc
+
+from magnetar.protocol.compiled import hot
+from magnetar.storage.append_path import AppendBatch
+
+
+async def test_a_hand_over_keeps_its_buffers_and_sends_untracked_entries(factories):
+    assert hot is not None  # the suite runs on a built install (make install)
+    factory = factories()
+    ml = await factory.open("t")
+    path = ml._appends
+    buffers = (path._buf, path._buf_futures)
+    handed: list[tuple] = []
+    submit_many = factory.backend.submit_many
+
+    def keeping(writes, loop):
+        handed.extend(writes)
+        submit_many(writes, loop)
+
+    factory.backend.submit_many = keeping
+    for round_ in range(3):
+        positions = await asyncio.wait_for(asyncio.gather(*(ml.append(b"e%d" % i) for i in range(2))), 30)
+        assert [p.entry_id for p in positions] == [2 * round_, 2 * round_ + 1]
+    assert len(handed) == 3
+    for _, datas, _, callback in handed:
+        assert datas in ((b"e0", b"e1"),) and not gc.is_tracked(datas)
+        assert type(callback) is AppendBatch  # the batch itself, not a functools.partial around it
+    assert (path._buf, path._buf_futures) == buffers and all(
+        now is before for now, before in zip((path._buf, path._buf_futures), buffers))
+    assert [e.data for e in await ml.read_entries(positions[0].__class__(positions[0].ledger_id, 0), 6)] == [
+        b"e0", b"e1"] * 3
+
+
+async def test_a_failed_batch_still_fails_its_appends_through_the_batch_callback(factories):
+    factory = factories()
+    ml = await factory.open("t")
+    first = ml.append(b"a")
+    await asyncio.wait_for(first, 30)
+    path = ml._appends
+    taken = None
+    real = factory.backend.submit_many
+
+    def refusing(writes, loop):
+        nonlocal taken
+        taken = writes
+        for _, _, _, callback in writes:
+            callback(RuntimeError("disk on fire"))
+
+    factory.backend.submit_many = refusing
+    doomed = ml.append(b"b")
+    try:
+        await asyncio.wait_for(doomed, 30)
+    except Exception as exc:  # StorageError wrapping the backend's error
+        assert "disk on fire" in str(exc)
+    else:
+        raise AssertionError("the append was acknowledged after its batch failed")
+    factory.backend.submit_many = real
+    assert taken is not None and not path._inflight
+
+
+async def test_a_run_of_one_callback_is_kept_as_the_callback_and_a_count(factories):
+    factory = factories()
+    ml = await factory.open("t")
+    handed: list[tuple] = []
+    submit_many = factory.backend.submit_many
+
+    def keeping(writes, loop):
+        handed.extend(writes)
+        submit_many(writes, loop)
+
+    factory.backend.submit_many = keeping
+    told: list[tuple] = []
+    done = asyncio.Event()
+
+    def on_stored(ledger_id, first, count, error):
+        told.append((first, count, error))
+        done.set()
+
+    for i in range(3):
+        ml.append_then(b"r%d" % i, on_stored)
+    await asyncio.wait_for(done.wait(), 30)
+    (_, datas, _, batch), = handed
+    assert datas == (b"r0", b"r1", b"r2")
+    assert batch.waiter is on_stored and batch._futures is None and batch.count == 3  # no tuple of waiters
+    assert batch.futures == (on_stored,) * 3
+    assert told == [(0, 3, None)]  # the run told once
