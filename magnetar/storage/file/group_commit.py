@@ -162,6 +162,8 @@ class GroupCommitWriter:
             self._cond.notify()
         self._thread.join()
         self.durability.abandon()
+        if self.direct_writer is not None:
+            self.direct_writer.close()
 
     # ---------------------------------------------------------- writer side
 

@@ -10,7 +10,8 @@ entries written or its write failed.
 The ledgers the durability will fdatasync in place (``direct``, chosen by
 :func:`.direct_sync.choose_direct_indexes`) are written by a
 :class:`.direct_io.DirectWriter` when one is given (``O_DIRECT``: no new
-page-cache pages for their bytes), after the round's others.
+page-cache pages for their bytes), after the round's others, at once on
+threads.
 
 Per ledger the outcome is what ``Ledger.write_entries`` gives: a file that
 cannot be opened changes nothing (``StorageError``, not fenced); a failed
@@ -76,14 +77,15 @@ def _write_part(pool: FileHandles, prepared: list[Prepared], indexes: list[int],
                 errors[i] = ledger.write_failed(OSError(err, os.strerror(err)))
             else:
                 ledger.write_done(write)
-        for i, fd in large:
-            ledger, _, write, _ = prepared[i]
-            try:
-                writer.write(ledger.handle.path, fd, ledger.size, write.buf)
-            except OSError as exc:
-                errors[i] = ledger.write_failed(exc)
-            else:
-                ledger.write_done(write)
+        if large:
+            outcomes = writer.write_many([(prepared[i][0].handle.path, fd, prepared[i][0].size, prepared[i][2].buf)
+                                          for i, fd in large])
+            for (i, _), exc in zip(large, outcomes):
+                ledger, _, write, _ = prepared[i]
+                if exc is not None:
+                    errors[i] = ledger.write_failed(exc)
+                else:
+                    ledger.write_done(write)
     finally:
         pool.release_all(held)
 

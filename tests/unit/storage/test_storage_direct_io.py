@@ -9,6 +9,7 @@ ledger only; a filesystem that keeps files in memory (tmpfs) gets buffered
 writes, said once at start-up."""
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import errno
 import fcntl
@@ -169,3 +170,19 @@ async def test_on_tmpfs_large_writes_are_buffered_and_the_start_says_so_once(cap
             await factory.close()
         said = [r.getMessage() for r in caplog.records if "O_DIRECT" in r.getMessage()]
         assert len(said) == 1 and "tmpfs" in said[0] and "page cache" in said[0]
+
+
+async def test_a_rounds_large_writes_go_direct_at_once_and_all_read_back_after_a_power_loss(on_disk, disk_dir,
+                                                                                             monkeypatch):
+    disk = SyncedSizes(monkeypatch)
+    factory = on_disk(sync_policy="always", journal_checkpoint_interval_ms=NEVER_S)
+    mls = [await factory.open(f"t{i}") for i in range(6)]
+    for ml in mls:
+        await ml.append(b"head")  # each large write below starts 12 bytes into a block
+    await asyncio.gather(*(ml.append(bytes([i + 1]) * (BIG + i)) for i, ml in enumerate(mls)))
+    assert factory.backend.writer.direct_writer.writes >= 4
+    factory.abandon()
+    disk.power_loss(disk_dir)
+    again = on_disk()
+    for i in range(6):
+        assert await _read_all(await again.open(f"t{i}")) == [b"head", bytes([i + 1]) * (BIG + i)]
