@@ -129,8 +129,12 @@ class AppendPath:
         #: (set by the managed ledger; must not raise).
         self.on_fenced: Callable[[StorageError], None] = lambda error: None
         # The last durable entry (``last_confirmed``): its ids, set per
-        # completed batch, and its Position, made once asked for.
-        self._confirmed_at: tuple[int, int] | None = None
+        # completed batch (two ints, not a tuple: a tuple per batch lived
+        # until the next, 10,000 of them for each middle-generation
+        # collection to walk at 10,000 written topics), and its Position,
+        # made once asked for.
+        self._confirmed_ledger: int | None = None
+        self._confirmed_entry = -1
         self._confirmed: Position | None = None
         # The current ledger, appends not yet handed to the backend (_buf),
         # batches handed over and not completed (_inflight), and appends
@@ -163,14 +167,15 @@ class AppendPath:
     def last_confirmed(self) -> Position | None:
         """The last durable entry; None if no entry is stored."""
         pos = self._confirmed
-        if pos is None and self._confirmed_at is not None:
-            pos = self._confirmed = Position(*self._confirmed_at)
+        if pos is None and self._confirmed_ledger is not None:
+            pos = self._confirmed = Position(self._confirmed_ledger, self._confirmed_entry)
         return pos
 
     @last_confirmed.setter
     def last_confirmed(self, pos: Position | None) -> None:
         self._confirmed = pos
-        self._confirmed_at = None if pos is None else (pos.ledger_id, pos.entry_id)
+        self._confirmed_ledger = None if pos is None else pos.ledger_id
+        self._confirmed_entry = -1 if pos is None else pos.entry_id
 
     def fence(self, error: ManagedLedgerFencedError) -> None:
         """Another owner took over: refuse appends, and the current ledger
@@ -340,7 +345,8 @@ class AppendPath:
         if meta is not None:
             meta.entries += count
             meta.size += batch.nbytes
-        self._confirmed_at = (lid, first + count - 1)  # last_confirmed, its Position made when asked
+        self._confirmed_ledger = lid  # last_confirmed, its Position made when asked
+        self._confirmed_entry = first + count - 1
         self._confirmed = None
         self.write_stats.record(count, batch.nbytes - HEADER_SIZE * count, self._loop.time() - batch.started)
         waiter = batch.waiter

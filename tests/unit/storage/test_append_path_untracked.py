@@ -98,3 +98,13 @@ async def test_a_run_of_one_callback_is_kept_as_the_callback_and_a_count(factori
     assert batch.waiter is on_stored and batch._futures is None and batch.count == 3  # no tuple of waiters
     assert batch.futures == (on_stored,) * 3
     assert told == [(0, 3, None)]  # the run told once
+
+
+async def test_a_stored_batch_leaves_no_tracked_tuple_on_the_path(factories):
+    factory = factories()
+    ml = await factory.open("t")
+    gc.collect()  # the young collection would untrack an exact tuple of ints by itself
+    positions = await asyncio.wait_for(asyncio.gather(*(ml.append(b"x") for _ in range(3))), 30)
+    path = ml._appends
+    assert not [name for name, value in vars(path).items() if type(value) is tuple and gc.is_tracked(value)]
+    assert ml.last_confirmed == positions[-1]
