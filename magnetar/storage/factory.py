@@ -53,6 +53,8 @@ class ManagedLedgerFactory:
         self._open: dict[str, ManagedLedger] = {}
         #: Every managed ledger's appends go to the backend together, once per loop pass.
         self._flushes: FlushPass | None = None
+        #: Its ``_new_ledger_id`` and ``_forget``, bound once for every managed ledger it opens.
+        self._hooks: tuple | None = None
         self._opening: dict[str, asyncio.Task] = {}
         self._closed = False
         #: Ledgers created ahead by a previous owner and deleted by a recovery here (``/metrics``).
@@ -108,9 +110,12 @@ class ManagedLedgerFactory:
     async def _open_new(self, name: str, retention: RetentionPolicy | None = None) -> ManagedLedger:
         if self._flushes is None:  # on the loop (one factory per loop)
             self._flushes = FlushPass(self.backend, asyncio.get_running_loop())
+        if self._hooks is None:  # bound once: a bound method per managed ledger is one more object each
+            self._hooks = (self._new_ledger_id, self._forget)
+        new_ledger_id, forget = self._hooks
         ml = ManagedLedger(name, config=self.config, store=self.store, backend=self.backend,
-                           cache_budget=self.cache_budget, new_ledger_id=self._new_ledger_id,
-                           on_closed=self._forget, flushes=self._flushes)
+                           cache_budget=self.cache_budget, new_ledger_id=new_ledger_id,
+                           on_closed=forget, flushes=self._flushes)
         ml._trimmer.retention = retention
         try:
             await ml._recover()

@@ -155,7 +155,7 @@ class ObjectBackend:
         self.kept.start(ledger_id)
         ledger = ObjectLedger(ledger_id, epoch)
         ledger.writer = writer
-        ledger.on_close = lambda: self.kept.drop(ledger_id)
+        ledger.kept = self.kept
         self.set_profile(ledger, None)
         return ledger
 

@@ -108,3 +108,10 @@ async def test_a_stored_batch_leaves_no_tracked_tuple_on_the_path(factories):
     path = ml._appends
     assert not [name for name, value in vars(path).items() if type(value) is tuple and gc.is_tracked(value)]
     assert ml.last_confirmed == positions[-1]
+
+
+async def test_managed_ledgers_share_their_factory_s_hooks(factories):
+    factory = factories()
+    one, two = await factory.open("a"), await factory.open("b")
+    # One bound method for all of them, not one each (an object per loaded topic for the collector).
+    assert one._appends._roller._new_ledger_id is two._appends._roller._new_ledger_id

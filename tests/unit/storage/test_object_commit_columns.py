@@ -36,3 +36,16 @@ async def test_queued_batches_add_no_tracked_object_each():
         committer.abandon()
     assert committer._pending == 1000
     assert added < 20, f"{added} tracked objects for 999 batches"
+
+
+def test_a_ledger_s_kept_bytes_go_when_it_closes_through_a_reference_not_a_closure():
+    from magnetar.storage.object.kept_sections import KeptSections
+
+    kept = KeptSections()
+    kept.start(7)
+    kept.add(7, b"abc")
+    ledger = ObjectLedger(7, 1)
+    ledger.kept = kept
+    ledger.close()
+    assert kept.bytes == 0 and ledger.kept is None
+    ledger.close()  # once only
