@@ -21,16 +21,21 @@ from __future__ import annotations
 from collections import OrderedDict
 
 
-class _Run:
-    __slots__ = ("first", "items")
+class _Run(list):
+    """A ledger's cached entries, ``first`` on: the list of their bytes
+    itself, one object per ledger (a record beside its list was two, made at
+    each ledger's first append: 20,000 for the first collections after
+    10,000 topics start being written to walk)."""
+
+    __slots__ = ("first",)
 
     def __init__(self, first: int) -> None:
-        self.first = first  # entry id of items[0]
-        self.items: list[bytes] = []
+        super().__init__()
+        self.first = first  # entry id of self[0]
 
     def end(self) -> int:
         """Entry id just past the last cached entry."""
-        return self.first + len(self.items)
+        return self.first + len(self)
 
 
 class CacheBudget:
@@ -85,7 +90,7 @@ class TailCache:
         run = self._last
         if run is None or ledger_id != self._last_id or first != run.end():
             run = self._start(ledger_id, first)
-        run.items.extend(datas)
+        run.extend(datas)
         added = len(datas[0]) if len(datas) == 1 else sum(map(len, datas))
         self.bytes += added
         if self.bytes > self.max_bytes + (self.max_bytes >> 3):
@@ -108,7 +113,7 @@ class TailCache:
         if run is None or not run.first <= first < run.end():
             return []
         start = first - run.first
-        return run.items[start : start + last - first + 1]
+        return run[start : start + last - first + 1]
 
     def first_cached(self, ledger_id: int) -> int | None:
         """Lowest cached entry id of the ledger, or None."""
@@ -125,8 +130,8 @@ class TailCache:
         keep = max(0, from_entry - run.first)
         if keep >= run.end() - run.first:
             return
-        cut = run.items[keep:]
-        del run.items[keep:]
+        cut = run[keep:]
+        del run[keep:]
         self._freed(sum(map(len, cut)))
 
     def drop(self, ledger_id: int) -> None:
@@ -136,7 +141,7 @@ class TailCache:
         if run is self._last:
             self._last = None
             self._last_id = -1
-        self._freed(sum(map(len, run.items)))
+        self._freed(sum(map(len, run)))
 
     def clear(self) -> None:
         self._runs.clear()
@@ -153,7 +158,7 @@ class TailCache:
         """Drop the oldest entries, oldest run first, until at most ``limit`` bytes remain."""
         while self.bytes > limit and self._runs:
             ledger_id, run = next(iter(self._runs.items()))
-            items = run.items
+            items = run
             head, end = 0, len(items)
             need = self.bytes - limit
             freed = 0

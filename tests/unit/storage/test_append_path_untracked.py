@@ -115,3 +115,15 @@ async def test_managed_ledgers_share_their_factory_s_hooks(factories):
     one, two = await factory.open("a"), await factory.open("b")
     # One bound method for all of them, not one each (an object per loaded topic for the collector).
     assert one._appends._roller._new_ledger_id is two._appends._roller._new_ledger_id
+
+
+def test_a_ledger_s_cached_run_is_one_object():
+    from magnetar.storage.cache import TailCache
+
+    cache = TailCache(1 << 20)
+    cache.put_many(3, 0, [b"a", b"b"])
+    cache.put_many(3, 2, (b"c",))
+    (run,) = cache._runs.values()
+    assert run == [b"a", b"b", b"c"] and run.first == 0 and run.end() == 3
+    assert not [x for x in gc.get_referents(run) if gc.is_tracked(x) and not isinstance(x, type)]  # no list beside it
+    assert cache.get(3, 1, 2) == [b"b", b"c"]
