@@ -22,19 +22,25 @@ class EntryListeners:
     def __init__(self, name: str, loop: asyncio.AbstractEventLoop) -> None:
         self.name = name  # the managed ledger's, for the log
         self._loop = loop
-        self._callbacks: dict[int, Callable[[], None]] = {}
-        self._ids = itertools.count()
+        # Made at the first ``add``: most managed ledgers of a broker with
+        # many topics have no listener (nobody follows the topic), and a dict
+        # and a counter each were two more objects per loaded topic for the
+        # garbage collector's first passes after a load to walk.
+        self._callbacks: dict[int, Callable[[], None]] | None = None
+        self._ids: "itertools.count[int] | None" = None
         self._scheduled = False
 
     def add(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Register ``callback``; returns the function that unregisters it."""
+        if self._callbacks is None:
+            self._callbacks, self._ids = {}, itertools.count()
         key = next(self._ids)
         self._callbacks[key] = callback
         return lambda: self._callbacks.pop(key, None)
 
     def __len__(self) -> int:
         """Callbacks registered now."""
-        return len(self._callbacks)
+        return len(self._callbacks) if self._callbacks is not None else 0
 
     def wake(self) -> None:
         """New entries are confirmed: call every callback soon, once."""

@@ -127,3 +127,17 @@ def test_a_ledger_s_cached_run_is_one_object():
     assert run == [b"a", b"b", b"c"] and run.first == 0 and run.end() == 3
     assert not [x for x in gc.get_referents(run) if gc.is_tracked(x) and not isinstance(x, type)]  # no list beside it
     assert cache.get(3, 1, 2) == [b"b", b"c"]
+
+
+async def test_a_ledger_nobody_follows_has_no_listener_objects(factories):
+    factory = factories()
+    ml = await factory.open("t")
+    await asyncio.wait_for(ml.append(b"x"), 30)
+    listeners = ml._listeners
+    assert listeners._callbacks is None and listeners._ids is None and len(listeners) == 0
+    woken = asyncio.Event()
+    remove = listeners.add(woken.set)
+    await asyncio.wait_for(ml.append(b"y"), 30)
+    await asyncio.wait_for(woken.wait(), 30)
+    remove()
+    assert len(listeners) == 0
