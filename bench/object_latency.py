@@ -119,8 +119,10 @@ def measure(spec: WorkloadSpec, cluster: LocalCluster, label: str, log, every: f
     phases_before = commit_phases(cluster)
     pid = cluster.members[0].pid
     spies: list[subprocess.Popen] = []
+    began: list[float] = []
 
     def on_start() -> None:
+        began.append(time.monotonic())
         if mark:
             Path(mark).touch()
         if profile:
@@ -140,7 +142,9 @@ def measure(spec: WorkloadSpec, cluster: LocalCluster, label: str, log, every: f
            "messages": p.get("messages"), "errors": p.get("errors"), "latency_ms": p.get("latency_ms"),
            **{k: None for k in ("puts_per_s", "txns_per_s", "etcd_fsyncs_per_s", "broker_fsyncs_per_s")},
            **steady, "load_avg": os.getloadavg()[0], "run_errors": result["errors"],
-           "broker": result.get("broker"), "sending": (ended - seconds, ended)}
+           "broker": result.get("broker"),
+           # When the clock started (not ``ended`` less the seconds: closing 10,000 producers takes a while).
+           "sending": (began[0], began[0] + seconds) if began else (ended - seconds, ended)}
     out["commit_phases"] = phase_figures(phases_before, commit_phases(cluster))
     lat = out["latency_ms"] or {}
     broker = out["broker"] or {}
