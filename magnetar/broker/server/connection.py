@@ -70,10 +70,6 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.client_version = ""
         self.auth = None  # security.connection_auth.ConnectionAuth while authentication is on
         self._handlers: dict[int, Callable[[Frame], None]] = self._routes()
-        # A connection lives in cycles (its routes hold it): its end may let
-        # the collector free it only if it is not frozen (burst_freeze.py).
-        freezer = service.burst_freeze
-        self.freeze_epoch = freezer.born() if freezer is not None else 0
 
     def _routes(self) -> dict[int, Callable[[Frame], None]]:
         """Command type -> handler of one frame. Synchronous handlers run in
@@ -175,8 +171,6 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.consumers.clear()
         for task in list(self._tasks):
             task.cancel()
-        if self.service.burst_freeze is not None:
-            self.service.burst_freeze.died(self.freeze_epoch)
 
     def pause_writing(self) -> None:
         self.writing_paused = True

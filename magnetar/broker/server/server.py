@@ -37,7 +37,6 @@ from magnetar.broker.policies.sweep import stop_sweep
 from magnetar.broker.topics.stats_sampling import start_sampling
 from magnetar.broker.policies.inactive import InactiveTopics
 from .service import BrokerService
-from .burst_freeze import BurstFreeze
 from .task_dump import log_task_stacks
 
 log = logging.getLogger(__name__)
@@ -369,10 +368,6 @@ async def serve(config: BrokerConfig, ready_line: bool = True, extensions: Seque
     # pause before, the largest single stall in the publish path).
     gc.collect()
     gc.freeze()
-    # Topics loaded later in a burst (10,000 at once after a restart or a
-    # failover) are frozen once the burst is over, and unfrozen when one of
-    # them (or a connection) that may be frozen goes: burst_freeze.py.
-    broker.service.burst_freeze = BurstFreeze(asyncio.get_running_loop())
     # Each entry allocates a few short-lived objects (futures, callbacks,
     # receipts) that reference counting frees; the default young-generation
     # threshold (700) runs the collector every ~100 entries for nothing.
@@ -398,7 +393,6 @@ async def serve(config: BrokerConfig, ready_line: bool = True, extensions: Seque
     try:
         await stop.wait()
     finally:
-        broker.service.burst_freeze.cancel()
         await broker.stop()
 
 

@@ -52,7 +52,6 @@ from magnetar.broker.topics.non_persistent import NonPersistentTopic
 from magnetar.broker.topics.topic import Topic
 from magnetar.broker.topic_name import TopicName
 from magnetar.broker.server import arrivals
-from magnetar.broker.server.burst_freeze import BurstFreeze
 from magnetar.protocol.frames import BufferPool
 
 log = logging.getLogger(__name__)
@@ -116,9 +115,6 @@ class BrokerService:
         #: Called with each topic right after it is loaded (geo-replication
         #: starts its replicators there); must not raise.
         self.topic_loaded: list[Callable[[Topic], None]] = []
-        #: Freezes the collector's generations after a burst of loads (set by
-        #: ``server.serve``; None: never, as in tests that embed a service).
-        self.burst_freeze: BurstFreeze | None = None
 
     async def get_topic(self, name: TopicName, create: bool | None = None) -> Topic:
         """The loaded topic; loads (and, if allowed, creates) it first.
@@ -216,15 +212,11 @@ class BrokerService:
 
     async def _load(self, name: TopicName, create: bool, moving: MovingTopic | None = None) -> Topic:
         ml_name = name.managed_ledger_name
-        # Read before any of the topic's objects exist: a freeze during the
-        # load may catch some of them (burst_freeze.py).
-        born = self.burst_freeze.epoch if self.burst_freeze is not None else 0
         if not await self.factory.exists(ml_name):
             await check_creatable(self.store, name, create)  # namespace exists, partition rules
         policies = await self.topic_policies(name)
         ledger = await self.factory.open(ml_name, retention=retention_policy(policies))
         topic = await Topic.load(self, name, ledger, moving)
-        topic.freeze_epoch = born
         if ledger.state != "open":
             # The load outlived its managed ledger instance: another broker
             # opened it meanwhile (a load slowed by a flapping store, the
@@ -239,8 +231,6 @@ class BrokerService:
         if hold > 0 and self.cluster is not None and self.cluster.arrived_within(name, ARRIVAL_WINDOW_S):
             topic.dispatch_hold_until = asyncio.get_running_loop().time() + hold
         self.topics[str(name)] = topic
-        if self.burst_freeze is not None:
-            self.burst_freeze.loaded()
         # The record version and the instance tell, after the fact, which
         # view of the managed ledger a load was built on.
         log.info("loaded topic %s (next offset %d, epoch %d, ledger record version %d, instance %x)",
@@ -336,8 +326,6 @@ class BrokerService:
         if self.topics.get(str(topic.name)) is topic:
             del self.topics[str(topic.name)]
         await topic.ledger.close()
-        if self.burst_freeze is not None:
-            self.burst_freeze.died(topic.freeze_epoch)
 
     async def unload_bundle(self, bundle: Bundle) -> None:
         """Close the loaded topics of ``bundle`` (it is no longer ours): their
@@ -440,9 +428,6 @@ class BrokerService:
         look it up), once each topic's cursors hold the
         acknowledgements taken while it moved."""
         topics = self._released.pop(bundle, [])
-        if self.burst_freeze is not None:
-            for topic in topics:  # gone from this broker once handed over
-                self.burst_freeze.died(topic.freeze_epoch)
         if topics:
             task = asyncio.get_running_loop().create_task(self._hand_over(topics, assigned))
             self._handovers.add(task)
