@@ -17,7 +17,7 @@ from pathlib import Path
 import pulsar
 
 from magnetar_harness.broker import configured_broker
-from tests.helpers import quiet_logger, stop_broker, wait_for
+from tests.helpers import close_after_kill, quiet_logger, stop_broker, wait_for
 
 TOPICS = 20
 CONFIG = "[storage]\njournal_checkpoint_interval_ms = 3600000\n"
@@ -65,7 +65,7 @@ def test_receipts_survive_a_crash_that_lost_the_unsynced_segment_files(tmp_path)
         # One journal fsync per group commit for all twenty topics; no segment file synced yet.
         assert fsyncs["journal"] > 0 and fsyncs["segment"] == 0, fsyncs
         broker.kill()
-        client.close()
+        close_after_kill(client)
         assert sum(map(len, receipts.values())) == TOPICS * 100
         assert _cut_unsynced_segment_files(broker.data_dir) >= TOPICS
 
