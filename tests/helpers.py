@@ -11,11 +11,14 @@ files; the processes a test starts are magnetar_harness's):
   official client on it) for a whole module, where starting one per test
   costs more than the tests share;
 - :func:`as_bytes`: a decoder's column buffers as comparable values;
-- :func:`close_after_kill`: close an official client whose broker was killed.
+- :func:`close_after_kill`: close an official client whose broker was killed;
+- :func:`opened_factories`: managed-ledger factories on one directory and
+  store, each closed at the end.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import time
@@ -29,7 +32,8 @@ from magnetar_harness.broker import BrokerProcess, standalone_broker
 from magnetar_harness.waiting import wait_for
 
 __all__ = ["wait_for", "wait_until", "unique", "quiet_logger", "start_broker", "stop_broker", "shared_broker",
-           "shared_client", "as_bytes", "close_after_kill"]
+           "shared_client", "as_bytes", "close_after_kill",
+           "opened_factories"]
 
 
 async def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition",
@@ -127,3 +131,28 @@ def close_after_kill(client) -> None:
         client.close()
     except (pulsar.NotConnected, pulsar.ConnectError, pulsar.AlreadyClosed):
         pass
+
+
+@contextlib.asynccontextmanager
+async def opened_factories(data_dir: Path, store):
+    """Yields ``make(**config)``, which opens a ``ManagedLedgerFactory`` on
+    ``data_dir`` and ``store`` with a ``StorageConfig(**config)``; at the end
+    every one made is closed (or, if a test abandoned it, its writer thread
+    stopped)."""
+    from magnetar.storage import ManagedLedgerFactory, StorageConfig
+
+    made: list[ManagedLedgerFactory] = []
+
+    def make(**config) -> ManagedLedgerFactory:
+        factory = ManagedLedgerFactory(data_dir, store, StorageConfig(**config))
+        made.append(factory)
+        return factory
+
+    try:
+        yield make
+    finally:
+        for factory in made:
+            if not factory._closed:
+                await factory.close()
+            elif factory.backend.writer._thread.is_alive():
+                await factory.backend.writer.close()

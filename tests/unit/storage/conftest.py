@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from magnetar.metadata.memory import MemoryMetadataStore
-from magnetar.storage import ManagedLedgerFactory, StorageConfig
+
+from tests.helpers import opened_factories
 
 from .backend_places import KINDS, Place
 
@@ -32,19 +33,8 @@ def data_dir(tmp_path: Path) -> Path:
 async def factories(data_dir, store):
     """``make(**config)`` opens a factory on the shared dir and store; all are
     closed (or already abandoned) at teardown."""
-    made: list[ManagedLedgerFactory] = []
-
-    def make(**config) -> ManagedLedgerFactory:
-        factory = ManagedLedgerFactory(data_dir, store, StorageConfig(**config))
-        made.append(factory)
-        return factory
-
-    yield make
-    for factory in made:
-        if not factory._closed:
-            await factory.close()
-        elif factory.backend.writer._thread.is_alive():
-            await factory.backend.writer.close()
+    async with opened_factories(data_dir, store) as make:
+        yield make
 
 
 @pytest.fixture(params=KINDS)

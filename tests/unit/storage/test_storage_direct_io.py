@@ -24,6 +24,7 @@ import pytest
 from magnetar.metadata.memory import MemoryMetadataStore
 from magnetar.storage import ManagedLedgerFactory, StorageConfig, StorageError
 from magnetar.storage.file import direct_io
+from tests.helpers import opened_factories
 
 from .test_storage_direct_sync import BIG, NEVER_S, SyncedSizes, _read_all
 
@@ -65,20 +66,8 @@ def disk_dir(tmp_path):
 
 @pytest.fixture
 async def on_disk(disk_dir):
-    made: list[ManagedLedgerFactory] = []
-    store = MemoryMetadataStore()
-
-    def make(**config) -> ManagedLedgerFactory:
-        factory = ManagedLedgerFactory(disk_dir, store, StorageConfig(**config))
-        made.append(factory)
-        return factory
-
-    yield make
-    for factory in made:
-        if not factory._closed:
-            await factory.close()
-        elif factory.backend.writer._thread.is_alive():
-            await factory.backend.writer.close()
+    async with opened_factories(disk_dir, MemoryMetadataStore()) as make:
+        yield make
 
 
 def _segments(data_dir: Path) -> list[Path]:
