@@ -18,12 +18,9 @@ from magnetar.protocol.compiled import hot
 from magnetar.storage.append_path import AppendBatch
 
 
-async def test_a_hand_over_keeps_its_buffers_and_sends_untracked_entries(factories):
-    assert hot is not None  # the suite runs on a built install (make install)
-    factory = factories()
-    ml = await factory.open("t")
-    path = ml._appends
-    buffers = (path._buf, path._buf_futures)
+def _record_hand_overs(factory) -> list[tuple]:
+    """The writes the factory's append paths hand to its backend, recorded
+    as they pass (the backend still gets every one)."""
     handed: list[tuple] = []
     submit_many = factory.backend.submit_many
 
@@ -32,6 +29,16 @@ async def test_a_hand_over_keeps_its_buffers_and_sends_untracked_entries(factori
         submit_many(writes, loop)
 
     factory.backend.submit_many = keeping
+    return handed
+
+
+async def test_a_hand_over_keeps_its_buffers_and_sends_untracked_entries(factories):
+    assert hot is not None  # the suite runs on a built install (make install)
+    factory = factories()
+    ml = await factory.open("t")
+    path = ml._appends
+    buffers = (path._buf, path._buf_futures)
+    handed = _record_hand_overs(factory)
     for round_ in range(3):
         positions = await asyncio.wait_for(asyncio.gather(*(ml.append(b"e%d" % i) for i in range(2))), 30)
         assert [p.entry_id for p in positions] == [2 * round_, 2 * round_ + 1]
@@ -75,14 +82,7 @@ async def test_a_failed_batch_still_fails_its_appends_through_the_batch_callback
 async def test_a_run_of_one_callback_is_kept_as_the_callback_and_a_count(factories):
     factory = factories()
     ml = await factory.open("t")
-    handed: list[tuple] = []
-    submit_many = factory.backend.submit_many
-
-    def keeping(writes, loop):
-        handed.extend(writes)
-        submit_many(writes, loop)
-
-    factory.backend.submit_many = keeping
+    handed = _record_hand_overs(factory)
     told: list[tuple] = []
     done = asyncio.Event()
 
