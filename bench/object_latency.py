@@ -25,6 +25,11 @@ was a fifth of its CPU at 0.5 s, where Prometheus scrapes every 15-60 s;
 WAL fsyncs/s (etcd's own ``/metrics``) and the broker's fsyncs (none on
 object storage), and the 1-minute load average at the start and end: the
 machine is shared, compare ratios within a run.
+
+Each sending is also a series of 0.5 s buckets by send time (``--series-every``)
+beside the broker's collections (``--gc-census``), its loop lag and commits
+(``--broker-timeline``) and the machine's CPU: the buckets whose p99 is above
+``--series-above`` ms are printed, all go to ``--json`` (bench/send_series.py).
 """
 from __future__ import annotations
 
@@ -42,7 +47,7 @@ import urllib.request
 from dataclasses import replace
 from pathlib import Path
 
-from bench import gc_census
+from bench import broker_timeline, gc_census, send_series
 from bench.sampling import PeriodicSampler
 from bench.object_storage import commit_phases, etcd_per_topic, phase_figures
 from magnetar.perf.runner import run
@@ -111,15 +116,34 @@ def py_spy(pid: int, seconds: float, path: str) -> subprocess.Popen:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def process_groups(cluster: LocalCluster) -> dict[str, list[int]]:
+    """The run's processes by role, for :class:`send_series.Machine`: the
+    broker, etcd, SeaweedFS (``weed``), the client's workers (this
+    process's children) and the rest of ``cluster up``'s."""
+    broker = cluster.members[0].pid
+    groups: dict[str, list[int]] = {"broker": [broker], "etcd": [], "weed": [], "up": [cluster.proc.pid]}
+    for pid in send_series.children(cluster.proc.pid):
+        if pid != broker:
+            words = send_series.command_name(pid).split()
+            name = Path(words[0]).name if words else ""
+            groups["etcd" if name == "etcd" else "weed" if name == "weed" else "up"].append(pid)
+    groups["clients"] = [pid for pid in send_series.children(os.getpid())
+                         if "multiprocessing" in send_series.command_name(pid)]
+    return groups
+
+
 def measure(spec: WorkloadSpec, cluster: LocalCluster, label: str, log, every: float | None = None,
             profile: str | None = None, mark: str | None = None) -> dict:
     """One workload; ``profile``: a path to py-spy the broker into while it
     runs; ``mark``: a file to create when its sending starts (the collector
-    census counts from then)."""
+    census counts from then). With ``spec.series_s``, the machine's and
+    the processes' CPU is read meanwhile (``out["machine"]``, for
+    :func:`series_of`)."""
     phases_before = commit_phases(cluster)
     pid = cluster.members[0].pid
     spies: list[subprocess.Popen] = []
     began: list[float] = []
+    machines: list[send_series.Machine] = []
 
     def on_start() -> None:
         began.append(time.monotonic())
@@ -127,9 +151,15 @@ def measure(spec: WorkloadSpec, cluster: LocalCluster, label: str, log, every: f
             Path(mark).touch()
         if profile:
             spies.append(py_spy(pid, spec.duration, profile))
+        if spec.series_s:
+            machines.append(send_series.Machine(process_groups(cluster)).__enter__())
     with PeriodicSampler(lambda: counters(cluster), scrape_every(spec.topics, every)) as sampler:
-        result = run(spec, produce=True, consume=False, command=label, setup_timeout=1200, broker_pid=pid,
-                     on_start=on_start)
+        try:
+            result = run(spec, produce=True, consume=False, command=label, setup_timeout=1200, broker_pid=pid,
+                         on_start=on_start)
+        finally:
+            for machine in machines:
+                machine.__exit__()
         ended = time.monotonic()
     for spy in spies:
         spy.wait(60)
@@ -144,7 +174,8 @@ def measure(spec: WorkloadSpec, cluster: LocalCluster, label: str, log, every: f
            **steady, "load_avg": os.getloadavg()[0], "run_errors": result["errors"],
            "broker": result.get("broker"),
            # When the clock started (not ``ended`` less the seconds: closing 10,000 producers takes a while).
-           "sending": (began[0], began[0] + seconds) if began else (ended - seconds, ended)}
+           "sending": (began[0], began[0] + seconds) if began else (ended - seconds, ended),
+           **{k: p[k] for k in ("series_t0", "series") if k in p}, "machine": machines[0] if machines else None}
     out["commit_phases"] = phase_figures(phases_before, commit_phases(cluster))
     lat = out["latency_ms"] or {}
     broker = out["broker"] or {}
@@ -202,14 +233,17 @@ def run_config(name: str, args, log, root: str | None = None, tree: str = "this 
         # scrapes would be part of the p99 measured. --topic-metrics keeps them.
         metrics = "" if args.topic_metrics else "expose_topic_level_metrics_in_prometheus = false\n"
         census = args.gc_census and f"{args.gc_census}-{name}-{tree.replace(' ', '_')}-{len(args.censuses)}.json"
+        env = census and gc_census.hook_env(census, args.gc_census_counts, args.gc_census_holders,
+                                            census + ".sending")
+        timeline = args.broker_timeline and str(Path(tmp) / "broker-timeline.jsonl")
+        if timeline:
+            env = {**(env or {}), **broker_timeline.hook_env(timeline)}
         cluster = LocalCluster(Path(tmp) / "c", brokers=1, storage="object", session_ttl=60.0,
-                               broker_config=metrics + CONFIGS[name], root=root,
-                               env=census and gc_census.hook_env(census, args.gc_census_counts, args.gc_census_holders,
-                                                                 census + ".sending")).start(timeout=180)
+                               broker_config=metrics + CONFIGS[name], root=root, env=env).start(timeout=180)
         try:
             log(f"[{name}, {tree}] {cluster.members[0].service_url}")
             base = WorkloadSpec(service_url=cluster.members[0].service_url, size=100, batching=False,
-                                duration=args.seconds, max_pending=1000)
+                                duration=args.seconds, max_pending=1000, series_s=args.series_every)
             if not args.skip_latency:
                 out["one_topic"] = measure(replace(base, topic=f"one-{name}", topics=1, rate=1000), cluster,
                                            "one topic", log, args.scrape_every)
@@ -245,10 +279,38 @@ def run_config(name: str, args, log, root: str | None = None, tree: str = "this 
                                               args.scrape_every)
         finally:
             cluster.stop()
+        broker = broker_timeline.read(timeline) if timeline else None
     if census:
         census_of(census, out, args, log)
+    series_of(out, broker, args, log)
     out["load_at_end"] = os.getloadavg()[0]
     return out
+
+
+def series_of(out: dict, broker: dict | None, args, log) -> None:
+    """Each workload's series (``--series-every``) with the broker's
+    collections (``--gc-census``), loop lag and commits (``--broker-timeline``)
+    and the machine beside it: the buckets above ``--series-above`` printed,
+    all kept in ``out`` (the JSON)."""
+    collections = None
+    if out.get("gc_censuses") is not None:
+        collections = json.loads(Path(args.censuses[-1]).read_text())["collections"]
+    for key in ("one_topic", "many_topics", "cost"):
+        w = out.get(key)
+        if not w or not w.get("series"):
+            continue
+        machine = w.pop("machine", None)
+        send_series.annotate(w["series"], w["series_t0"], args.series_every, collections,
+                             broker and broker["lags"], broker and broker["commits"], machine)
+        lines = send_series.table(w["series"], -1 if args.series_all else args.series_above)
+        shown = "every bucket" if args.series_all else f"the buckets whose p99 is above {args.series_above:g} ms"
+        log(f"  [{w['label']}, {out['tree']}] series by send time, {args.series_every:g} s buckets, "
+            f"{shown} ({len(lines) - 1 if lines else 0} of {len(w['series'])}; ms, CPU % of a core):")
+        for line in lines:
+            log("    " + line)
+    for key in ("one_topic", "many_topics", "cost"):
+        if out.get(key):
+            out[key].pop("machine", None)
 
 
 def census_of(path: str, out: dict, args, log) -> None:
@@ -342,6 +404,14 @@ def main() -> None:
                              "sending walk, by type (stalls the broker some 0.1 s each: 0 for latency figures)")
     parser.add_argument("--gc-census-holders", type=int, default=1,
                         help="with --gc-census: in the first N counts, who holds the largest kinds (seconds each)")
+    parser.add_argument("--series-every", type=float, default=0.5,
+                        help="seconds per bucket of each sending's series by send time (0: none; bench/send_series.py)")
+    parser.add_argument("--series-above", type=float, default=50.0,
+                        help="print the series' buckets whose p99 is above this many ms (all are in --json)")
+    parser.add_argument("--series-all", action="store_true", help="print every bucket of the series")
+    parser.add_argument("--broker-timeline", action="store_true",
+                        help="the broker's event-loop lag and its commits' phases in the series "
+                             "(bench/broker_timeline.py: a probe callback on the broker's loop every 20 ms)")
     args = parser.parse_args()
     args.censuses = []
     log = lambda line: print(line, flush=True)  # noqa: E731

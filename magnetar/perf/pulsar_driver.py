@@ -101,7 +101,7 @@ def _send_loop(spec, plan, reporter, stop, states, _pulsar, pulsar) -> None:
                     state.acked = index + 1
             if done > 0:
                 reporter.add(done, done * size)
-            reporter.latency_us((now_ns - t0_ns) // 1000)
+            reporter.latency_us((now_ns - t0_ns) // 1000, sent_at=t0_ns / 1e9)
         return callback
 
     builder = _pulsar.MessageBuilder
@@ -143,6 +143,7 @@ def _send_loop(spec, plan, reporter, stop, states, _pulsar, pulsar) -> None:
             else:  # public API: needs a callable every time
                 state.public.send_async(data, cb or _ignore)
         total += burst
+        reporter.sent(burst, now)
         reporter.tick()
     # Settle the tail: flush() returns once every pending send completed.
     for state in states:

@@ -35,6 +35,7 @@ from datetime import datetime, timezone
 
 from . import latency, procstat
 from .reporting import Reporter
+from .series import SeriesLog, buckets
 from .spec import WorkerPlan, WorkloadSpec, plan_workers
 
 DEFAULT_DRIVER = "magnetar.perf.pulsar_driver"
@@ -45,7 +46,7 @@ SATURATED_PERCENT = 90.0
 def _worker_entry(driver: str, role: str, spec: WorkloadSpec, plan: WorkerPlan, q, start, stop) -> None:
     # The runner owns Ctrl-C: it sets ``stop`` and collects the final reports.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    reporter = Reporter(q, plan.index, role)
+    reporter = Reporter(q, plan.index, role, series=role == "produce" and spec.series_s > 0)
     try:
         getattr(importlib.import_module(driver), role)(spec, plan, reporter, start, stop)
     except BaseException as exc:  # report, never die silently
@@ -70,6 +71,7 @@ class _Side:
     cpu_end: dict = field(default_factory=dict)
     window_msgs: int = 0
     window_bytes: int = 0
+    series: SeriesLog = field(default_factory=SeriesLog)
 
     def absorb(self, report: dict) -> None:
         self.msgs += report["msgs"]
@@ -78,6 +80,7 @@ class _Side:
         self.window_msgs += report["msgs"]
         self.window_bytes += report["bytes"]
         latency.merge_encoded(self.hist, report["hist"])
+        self.series.absorb(report.get("series"))
         if report["first"] is not None and (self.first is None or report["first"] < self.first):
             self.first = report["first"]
         if report["last"] is not None and (self.last is None or report["last"] > self.last):
@@ -365,6 +368,10 @@ def broker_cpu_per_message(cpu_seconds: float | None, messages: int, batching: b
 def _result(spec, command, driver, started_at, wall, t0, prod, cons, timeline, errors, broker,
             machine_busy, interrupted) -> dict:
     prod_cpu = _cpu(prod, t0)
+    produced = _side_result(prod, t0, from_first=False)
+    if produced is not None and spec.series_s:
+        # By send time from the clock's start (``series_t0``, monotonic: a bench aligns its own records on it).
+        produced.update(series_t0=t0, series=buckets(prod.series, t0, spec.series_s))
     cons_cpu = _cpu(cons, t0)
     saturated = any(c >= SATURATED_PERCENT for c in prod_cpu + cons_cpu) or (
         machine_busy is not None and machine_busy >= 95.0)
@@ -376,7 +383,7 @@ def _result(spec, command, driver, started_at, wall, t0, prod, cons, timeline, e
         "wall_seconds": round(wall, 3),
         "interrupted": interrupted,
         "spec": spec.as_dict(),
-        "produce": _side_result(prod, t0, from_first=False),
+        "produce": produced,
         # Consumers may start before the first message exists: time from the first receive.
         "consume": _side_result(cons, t0, from_first=True),
         "timeline": timeline,

@@ -63,6 +63,9 @@ class WorkloadSpec:
     drain_timeout: float = 10.0
     #: Write a send timestamp into each body (set by the runner for e2e runs).
     stamp: bool = False
+    #: Seconds per bucket of the sending's series by send time (:mod:`.series`;
+    #: the official client's producers only); 0 = no series.
+    series_s: float = 0.0
     #: Extra driver-specific settings (e.g. the NATS driver's stream names).
     extra: dict = field(default_factory=dict)
 
@@ -85,6 +88,8 @@ class WorkloadSpec:
             raise ValueError("--position must be latest or earliest")
         if self.receive_mode not in ("auto", "single", "batch"):
             raise ValueError("--receive-mode must be auto, single or batch")
+        if self.series_s < 0:
+            raise ValueError("--series must be >= 0 seconds (0 = none)")
         if self.subscription_type == "Exclusive" and self.consumers > 1:
             raise ValueError("an Exclusive subscription takes one consumer; use Shared or Failover")
         return self

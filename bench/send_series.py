@@ -1,0 +1,206 @@
+"""A sending's half-second series beside what the broker and the machine
+did meanwhile, on one clock (``time.monotonic()``, system-wide on Linux).
+
+The client's side comes from ``magnetar perf`` (``WorkloadSpec.series_s``:
+per bucket by send time, messages sent, acknowledged, p50/p99/max of the
+samples sent in it, :mod:`magnetar.perf.series`). :func:`annotate` adds to
+each bucket, from records a bench took on the same clock:
+
+- ``gc``: the broker's collections that started in it (``--gc-census``'s
+  ``(start, generation, pause ms, collected)``): ``gc_ms`` their pauses'
+  sum, ``gc`` a brief (``g1 98.6 g0 3x4.7``);
+- ``lag_ms``: the broker's event loop's worst lag in it (:mod:`bench.broker_timeline`);
+- commits whose PUT *began* in it (:mod:`bench.broker_timeline`): how
+  many, their largest batch count, and each phase's worst (``gather``
+  oldest batch to taken, ``put``, ``wait`` for the previous commit's
+  transaction, ``txn``, ``receipts``, ``total`` oldest batch to receipts);
+- ``cpu``: each process group's share of a core over the bucket, the
+  machine's busy and iowait share of all cores, and the runnable tasks
+  (:class:`Machine`, /proc read every :data:`MACHINE_EVERY_S`).
+
+:func:`table` prints the buckets worth a look. Failure modes: a missing
+record leaves its columns out (None), never an error.
+"""
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from pathlib import Path
+
+#: Seconds between two readings of /proc by :class:`Machine`.
+MACHINE_EVERY_S = 0.25
+PHASES = ("gather", "put", "wait", "txn", "receipts", "total")
+_PHASE_SPANS = {"gather": ("first", "taken"), "put": ("began", "put_done"), "wait": ("put_done", "txn_began"),
+                "txn": ("txn_began", "txn_done"), "receipts": ("txn_done", "ended"), "total": ("first", "ended")}
+
+
+def children(pid: int) -> list[int]:
+    """Every descendant of ``pid`` (from /proc's parent links)."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def command_name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def cpu_ticks(pid: int) -> int | None:
+    """User + system clock ticks of ``pid`` (its threads'), None if gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[11]) + int(fields[12])
+
+
+def machine_ticks() -> tuple[int, int, int]:
+    """(busy, iowait, total) clock ticks of all cores, from /proc/stat."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle, iowait = values[3], values[4]
+    total = sum(values[:8])  # guest time is inside user already
+    return total - idle - iowait, iowait, total
+
+
+def runnable() -> int:
+    """Tasks runnable now (/proc/loadavg's fourth field, less this reader)."""
+    return int(Path("/proc/loadavg").read_text().split()[3].split("/")[0]) - 1
+
+
+class Machine:
+    """``with Machine({"broker": [pid], ...}) as m:`` reads, every
+    :data:`MACHINE_EVERY_S` on a thread, the CPU ticks of each group of
+    processes, the machine's and the runnable count, into ``m.samples``
+    (``(t, {group: ticks}, (busy, iowait, total), runnable)``)."""
+
+    def __init__(self, groups: dict[str, list[int]]) -> None:
+        self.groups = groups
+        self.samples: list[tuple] = []
+        self.tick_s = 1 / os.sysconf("SC_CLK_TCK")
+        self.cores = os.cpu_count() or 1
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="machine", daemon=True)
+
+    def __enter__(self) -> "Machine":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            groups = {name: sum(t for t in map(cpu_ticks, pids) if t is not None)
+                      for name, pids in self.groups.items()}
+            self.samples.append((time.monotonic(), groups, machine_ticks(), runnable()))
+            self._stop.wait(MACHINE_EVERY_S)
+
+    def between(self, begin: float, end: float) -> dict | None:
+        """CPU per group (% of a core), the machine's busy and iowait (% of
+        all cores) and the most runnable tasks between the samples nearest
+        ``begin`` and ``end``; None with fewer than two samples there."""
+        inside = [s for s in self.samples if begin - MACHINE_EVERY_S / 2 <= s[0] <= end + MACHINE_EVERY_S / 2]
+        if len(inside) < 2:
+            return None
+        (t0, g0, m0, _), (t1, g1, m1, _) = inside[0], inside[-1]
+        seconds = t1 - t0
+        total = (m1[2] - m0[2]) or 1
+        out = {name: round(100 * (g1[name] - g0[name]) * self.tick_s / seconds) for name in g0}
+        out.update(machine=round(100 * (m1[0] - m0[0]) / total), iowait=round(100 * (m1[1] - m0[1]) / total),
+                   runnable=max(s[3] for s in inside))
+        return out
+
+
+def _index(t: float, t0: float, width: float) -> int:
+    return math.floor((t - t0) / width + 1e-9)
+
+
+def annotate(series: list[dict], t0: float, width: float, collections: list | None = None,
+             lags: list | None = None, commits: list[dict] | None = None, machine: Machine | None = None) -> None:
+    """Adds the broker's and the machine's columns to each bucket of
+    ``series`` (buckets of ``width`` s from ``t0``; see the module's
+    docstring). Records outside the series are left out."""
+    n = len(series)
+    if collections is not None:
+        for bucket in series:
+            bucket.update(gc_ms=0.0, gc="")
+        per: list[dict] = [{} for _ in range(n)]
+        for start, generation, ms, _ in collections:
+            i = _index(start, t0, width)
+            if 0 <= i < n:
+                series[i]["gc_ms"] = round(series[i]["gc_ms"] + ms, 2)
+                per[i].setdefault(generation, []).append(ms)
+        for bucket, found in zip(series, per):
+            bucket["gc"] = " ".join(
+                f"g{g} " + (f"{ms[0]:.1f}" if len(ms) == 1 else f"{len(ms)}x{max(ms):.1f}")
+                for g, ms in sorted(found.items(), reverse=True))
+    if lags is not None:
+        for bucket in series:
+            bucket["lag_ms"] = 0.0
+        for meant, ms in lags:
+            i = _index(meant, t0, width)
+            if 0 <= i < n and ms > series[i]["lag_ms"]:
+                series[i]["lag_ms"] = round(ms, 1)
+    if commits is not None:
+        for bucket in series:
+            bucket.update(commits=0, batches_max=0, **{f"{p}_ms": 0.0 for p in PHASES})
+        for c in commits:
+            i = _index(c["began"], t0, width)
+            if not 0 <= i < n:
+                continue
+            bucket = series[i]
+            bucket["commits"] += 1
+            bucket["batches_max"] = max(bucket["batches_max"], c.get("batches", 0))
+            for phase, (a, b) in _PHASE_SPANS.items():
+                bucket[f"{phase}_ms"] = max(bucket[f"{phase}_ms"], round((c[b] - c[a]) * 1000, 1))
+    if machine is not None:
+        for bucket in series:
+            begin = t0 + bucket["t"]
+            bucket["cpu"] = machine.between(begin, begin + width)
+
+
+def worth_a_look(series: list[dict], above_ms: float) -> list[int]:
+    """Indexes of the buckets whose p99 is above ``above_ms`` (all if ``above_ms`` < 0)."""
+    return [i for i, b in enumerate(series) if above_ms < 0 or (b.get("p99_ms") or 0) > above_ms]
+
+
+def table(series: list[dict], above_ms: float = 50.0) -> list[str]:
+    """Lines of a compact table of the buckets :func:`worth_a_look`."""
+    rows = worth_a_look(series, above_ms)
+    if not rows:
+        return []
+    groups = next((list(b["cpu"]) for b in series if b.get("cpu")), [])
+    head = (f"{'t s':>6} {'sent':>6} {'acked':>6} {'p50':>6} {'p99':>6} {'max':>6} | {'gc ms':>6} {'gc':<14}"
+            f"| {'lag':>5} | {'cmts':>4} " + " ".join(f"{p[:5]:>5}" for p in PHASES) + " | "
+            + " ".join(f"{g[:7]:>7}" for g in groups))
+
+    def cell(value, width: int, digits: int = 1) -> str:
+        return f"{'-':>{width}}" if value is None else f"{value:>{width}.{digits}f}"
+
+    lines = [head]
+    for i in rows:
+        b = series[i]
+        cpu = b.get("cpu") or {}
+        lines.append(
+            f"{b['t']:>6.1f} {b['sent']:>6} {b['acked']:>6} {cell(b['p50_ms'], 6)} {cell(b['p99_ms'], 6)} "
+            f"{cell(b['max_ms'], 6)} | {cell(b.get('gc_ms'), 6)} {b.get('gc', ''):<14}| {cell(b.get('lag_ms'), 5)} | "
+            f"{b.get('commits', 0):>4} " + " ".join(cell(b.get(f"{p}_ms"), 5) for p in PHASES) + " | "
+            + " ".join(f"{cpu.get(g, '-'):>7}" for g in groups))
+    return lines
