@@ -26,6 +26,9 @@ to a new ledger fails too, the managed ledger is *failed*: every append
 fails until it is closed and opened again. A batch the backend refuses with
 ``ManagedLedgerFencedError`` (a new owner fenced the ledger) fails every
 unacknowledged append and fences the managed ledger.
+
+A batch in flight is an :class:`~.append_batch.AppendBatch`, its own
+backend callback (:meth:`AppendPath.on_written`).
 """
 from __future__ import annotations
 
@@ -36,6 +39,7 @@ import logging
 from typing import Callable
 
 from . import waiters
+from .append_batch import AppendBatch
 from .backend import LedgerBackend, LedgerHandle
 from .cache import TailCache
 from .config import StorageConfig
@@ -50,48 +54,9 @@ from .rollover import Roller
 from .untracked import untrack_atoms
 from .waiters import Waiter
 
-_Future = asyncio.Future
 from .write_stats import WriteStats
 
 log = logging.getLogger(__name__)
-
-
-class AppendBatch:
-    """Entries handed to the backend together (one ``submit``); they
-    complete together. The batch is its own backend callback
-    (``batch(error)``): at 10,000 written topics about 10,000 batches are in
-    flight at once, and a ``functools.partial`` per batch was four more
-    objects each (the partial, its bound method, its arguments, its keywords)
-    for the garbage collector to walk (docs/object-storage.md). For the same
-    reason a batch whose entries share one callback (a topic's run: nearly
-    every batch there) keeps that callback and the count, not a tuple."""
-
-    __slots__ = ("path", "ledger_id", "first", "count", "waiter", "_futures", "nbytes", "failed", "started")
-
-    def __init__(self, path: "AppendPath", ledger_id: int, first: int, futures: list, nbytes: int,
-                 started: float = 0.0) -> None:
-        self.path = path
-        self.started = started  # loop time of the flush (the write latency metric)
-        self.ledger_id = ledger_id
-        self.first = first
-        self.count = n = len(futures)
-        waiter = futures[0]
-        if waiter.__class__ is not _Future and (n == 1 or futures.count(waiter) == n):
-            self.waiter, self._futures = waiter, None  # one callback for the whole batch
-        else:
-            self.waiter, self._futures = None, tuple(futures)
-        self.nbytes = nbytes
-        self.failed = False
-
-    @property
-    def futures(self) -> tuple:
-        """The waiter of each entry, in order."""
-        futures = self._futures
-        return futures if futures is not None else (self.waiter,) * self.count
-
-    def __call__(self, error: BaseException | None) -> None:
-        """The backend's answer: ``AppendPath._on_written``."""
-        self.path._on_written(self, error)
 
 
 def _failed_future(loop, exc: BaseException) -> asyncio.Future:
@@ -318,7 +283,7 @@ class AppendPath:
         except StorageError as exc:
             on_written(exc)
 
-    def _on_written(self, batch: AppendBatch, error: BaseException | None) -> None:
+    def on_written(self, batch: AppendBatch, error: BaseException | None) -> None:
         """The backend's answer for ``batch``. The usual case (stored, in
         order, no rollover recording) is one pass with no call but the
         waiters' own: at 10,000 written topics it runs for nearly every
@@ -369,7 +334,7 @@ class AppendPath:
                 self._roller.prepare_ahead()
 
     def _on_failed(self, batch: AppendBatch, error: BaseException) -> None:
-        """:meth:`_on_written` for a batch the backend refused or failed."""
+        """:meth:`on_written` for a batch the backend refused or failed."""
         unrecorded = self._unrecorded
         if unrecorded is not None and batch.ledger_id == unrecorded.ledger_id:
             self._held.append((batch, error))  # told once the record names its ledger
@@ -460,7 +425,7 @@ class AppendPath:
         self._ledgers.add(meta)
         held, self._held = self._held, []
         for batch, error in held:
-            self._on_written(batch, error)
+            self.on_written(batch, error)
 
     def _fail_unrecorded(self, error: BaseException) -> None:
         """The rollover onto a switched-to ledger failed: its appends, written

@@ -56,6 +56,10 @@ them: one transaction comparing the writer's fence for every format-2
 ledger of the commit (:func:`~.commit_records.record_sections`), with the
 same outcomes: fenced ledgers refused, the rest committed, or an unknown
 outcome (``StorageError``).
+
+The ledger the committer writes is :class:`~.object_ledger.ObjectLedger`
+(its sections, counts and rollover bounds); a commit's batches are grouped
+by ledger as columns in :class:`~.commit_groups.CommitGroups`.
 """
 from __future__ import annotations
 
@@ -67,15 +71,17 @@ from typing import Callable
 
 from ...metadata.store import Compare, MetadataError, MetadataStore, Put, TransactionFailed
 from ...objectstore.store import ObjectStore, ObjectStoreError
-from ..errors import LedgerFencedError, ManagedLedgerFencedError, StorageError
+from ..errors import ManagedLedgerFencedError, StorageError
 from ..framing import HEADER_SIZE, frames
+from . import object_ledger
+from .commit_groups import CommitGroups, tell_batch
 from .commit_timings import CommitTimings
 from .profiles import Gathering
 from .kept_sections import KeptSections
 from .put_budget import PutBudget
 from .index import Section, commit_object, ledger_key, new_section, section_key
 from .commit_records import record_sections
-from .writer_fence import WriterFence
+from .object_ledger import ObjectLedger
 
 log = logging.getLogger(__name__)
 
@@ -83,148 +89,12 @@ LEDGERS_PER_TRANSACTION = 128  # a compare and a put each: etcd's default cap is
 #: Commits begun and not ended, at most: the PUT of one overlaps the
 #: transaction of the one before (transactions still run one at a time).
 PIPELINE_DEPTH = 3
-#: A ledger holding this many sections asks to be rolled over (``full``):
-#: it bounds the open ledger's index records (sealed ones are compacted).
-MAX_SECTIONS_PER_LEDGER = 1000
-#: This many sections before ``full`` (at most half of it), the managed
-#: ledger creates its next ledger ahead (``nearly_full``), so that the
-#: rollover switches appends to it instead of holding them.
-PREPARE_AHEAD_SECTIONS = 100
 #: A commit whose PUT began longer ago than this gives up before its
 #: transaction (no receipt): the orphan collector may delete objects older
 #: than ``COLLECT_AFTER_S``, and a transaction must never name one it deleted.
 MAX_COMMIT_AGE_S = 60.0
 
 Callback = Callable[["BaseException | None"], None]
-
-
-class ObjectLedger:
-    """A ledger of the object backend (a :class:`~..backend.LedgerHandle`).
-
-    ``entry_count``/``size`` count committed entries; ``sections`` says
-    where they are. ``epoch`` is the ledger record's version this writer
-    holds (None: opened only to read)."""
-
-    def __init__(self, ledger_id: int, epoch: int | None, sections: list[Section] | None = None) -> None:
-        self.ledger_id = ledger_id
-        self.epoch = epoch
-        self.sections: list[Section] = sections or []
-        self.firsts: list[int] = [s.first for s in self.sections]
-        #: Enough sections: the managed ledger should roll to a new ledger
-        #: (``LedgerHandle.full``). Plain attributes, set when the sections
-        #: change (:meth:`_ends`), not computed per read: the append path
-        #: reads them after every completed batch.
-        self.full = False
-        #: ``full`` is near: the managed ledger creates the next ledger ahead.
-        self.nearly_full = False
-        self._ends()
-        self.entry_count = self.sections[-1].end() if self.sections else 0
-        self.size = sum(s.length for s in self.sections)
-        self.placed = self.entry_count  # entries in objects, committed or in a commit under way
-        self.error: StorageError | None = None  # set: refuses further batches
-        self.idle: asyncio.Event | None = None  # set when nothing of it is pending
-        self.pending = 0  # its batches queued or committing (the committer counts them)
-        self.compacted = False  # sections are per-ledger chunks
-        self.gather_s = 0.0  # how long its batches may wait for others (its storage profile)
-        #: What its backend keeps of it for its compaction, dropped when it
-        #: closes (a reference, not a closure per ledger: four objects each
-        #: for the collector at 10,000 written topics).
-        self.kept: KeptSections | None = None
-        #: Layout format 2: the writer fence its commits compare (None: format 1, or only read).
-        self.writer: WriterFence | None = None
-
-    def use(self, sections: list[Section], *, compacted: bool) -> None:
-        """Read from ``sections`` from now on (a sealed ledger's new chunks)."""
-        self.sections = sections
-        self.firsts = [s.first for s in sections]
-        self.compacted = compacted
-        self._ends()
-
-    def _ends(self) -> None:
-        """Set ``full`` and ``nearly_full`` from the sections held now."""
-        held = len(self.sections)
-        self.full = held >= MAX_SECTIONS_PER_LEDGER
-        self.nearly_full = held >= MAX_SECTIONS_PER_LEDGER - min(PREPARE_AHEAD_SECTIONS,
-                                                                 MAX_SECTIONS_PER_LEDGER // 2)
-
-    def fence(self) -> None:
-        if self.error is None:
-            self.error = LedgerFencedError(f"ledger {self.ledger_id} takes no more writes")
-
-    def close(self) -> None:
-        # Sections are metadata and the bytes are in objects; what the backend
-        # kept for its compaction goes (a ledger taken over is never sealed here).
-        kept, self.kept = self.kept, None
-        if kept is not None:
-            kept.drop(self.ledger_id)
-
-    def _committed(self, section: Section) -> None:
-        sections = self.sections
-        sections.append(section)
-        self.firsts.append(section.first)
-        self.entry_count = section.first + section.count
-        self.size += section.length
-        if len(sections) >= MAX_SECTIONS_PER_LEDGER // 2:  # neither end is below half of full's count
-            self._ends()
-
-
-class _Groups:
-    """One commit's batches by ledger, as columns: a batch is its index in
-    the commit's three columns (its ledger, entries, callback), and a group
-    (a ledger's batches of the commit, in submission order) its index in
-    the group columns. No object per batch nor per ledger: at 10,000 written
-    topics a commit holds about 10,000 of each, alive until its receipts, and
-    an object each was that many more for every collection of the garbage
-    collector to walk (docs/object-storage.md)."""
-
-    __slots__ = ("callbacks", "index", "ledgers", "heads", "more", "datas", "firsts", "counts", "offsets",
-                 "framed", "sections")
-
-    def __init__(self, callbacks: list) -> None:
-        self.callbacks = callbacks  # per batch; None once told (a batch is told once)
-        self.index: dict[int, int] = {}  # ledger id -> group
-        self.ledgers: list[ObjectLedger] = []  # per group, then its head batch, its later batches (or None)
-        self.heads: list[int] = []
-        self.more: list[list[int] | None] = []
-        self.datas: list = []  # per group: its entries, all batches'
-        # Per group, once placed: its section's first entry, entries, offset
-        # in the object, framed bytes; then its Section once the key is final.
-        self.firsts: list[int] = []
-        self.counts: list[int] = []
-        self.offsets: list[int] = []
-        self.framed: list[bytes] = []
-        self.sections: list[Section | None] = []
-
-    def add(self, ledger: ObjectLedger, batch: int, datas) -> None:
-        """Batch ``batch`` (of ``ledger``, with ``datas``) joins its ledger's group."""
-        g = self.index.get(ledger.ledger_id)
-        if g is None:
-            self.index[ledger.ledger_id] = len(self.ledgers)
-            self.ledgers.append(ledger)
-            self.heads.append(batch)
-            self.more.append(None)
-            self.datas.append(datas)
-            return
-        more = self.more[g]
-        if more is None:
-            self.more[g] = more = []
-            self.datas[g] = list(self.datas[g])
-        more.append(batch)
-        self.datas[g].extend(datas)
-
-    def tell(self, g: int, error: BaseException | None) -> None:
-        """Tell group ``g``'s batches their outcome (each once), in order."""
-        _tell(self.callbacks, self.heads[g], error)
-        more = self.more[g]
-        if more is not None:
-            for batch in more:
-                _tell(self.callbacks, batch, error)
-
-    def fail(self, lid: int, error: BaseException) -> None:
-        """Ledger ``lid``'s batches of the commit fail with ``error``, and so does the ledger."""
-        g = self.index[lid]
-        self.ledgers[g].error = error
-        self.tell(g, error)
 
 
 class Committer:
@@ -245,7 +115,7 @@ class Committer:
         #: brokers, nor between two lives of one broker.
         self.session = session or uuid.uuid4().hex
         self._seq = 0
-        # The queued batches as columns (see _Groups): their ledgers, entries and callbacks.
+        # The queued batches as columns (see CommitGroups): their ledgers, entries and callbacks.
         self._queue: list[ObjectLedger] = []
         self._queue_datas: list = []
         self._queue_callbacks: list[Callback] = []
@@ -418,7 +288,7 @@ class Committer:
                 if ledger.error is None:
                     ledger.error = error
             for batch in range(len(callbacks)):
-                _tell(callbacks, batch, error)
+                tell_batch(callbacks, batch, error)
         finally:
             if previous is not None and not previous.done():  # cancelled (abandon) while waiting for it
                 previous.add_done_callback(lambda _: ended.done() or ended.set_result(None))
@@ -435,11 +305,11 @@ class Committer:
         # Group by ledger, in submission order (a ledger's first batch is its
         # group's head); refused ledgers fail at once.
         ledgers, datas_of, callbacks = batches
-        groups = _Groups(callbacks)
+        groups = CommitGroups(callbacks)
         add = groups.add
         for batch, ledger in enumerate(ledgers):
             if ledger.error is not None:
-                _tell(callbacks, batch, ledger.error)
+                tell_batch(callbacks, batch, ledger.error)
                 continue
             add(ledger, batch, datas_of[batch])
         if not groups.ledgers:
@@ -515,7 +385,7 @@ class Committer:
         # of every commit, thousands per commit at 10,000 written topics).
         kept = self.kept
         add_kept = kept.add if kept is not None else None
-        half = MAX_SECTIONS_PER_LEDGER // 2
+        half = object_ledger.MAX_SECTIONS_PER_LEDGER // 2
         index, all_ledgers, heads, more_of = groups.index, groups.ledgers, groups.heads, groups.more
         for lid in committed:
             g = index[lid]
@@ -528,7 +398,7 @@ class Committer:
             ledger.entry_count = section.first + section.count
             ledger.size += section.length
             if len(held) >= half:  # neither end is below half of full's count
-                ledger._ends()
+                ledger.update_fullness()
             if add_kept is not None:
                 add_kept(lid, parts[g])
             head = heads[g]
@@ -542,7 +412,7 @@ class Committer:
             more = more_of[g]
             if more is not None:
                 for batch in more:
-                    _tell(callbacks, batch, None)
+                    tell_batch(callbacks, batch, None)
         self.commits += 1
         ended = time.monotonic()
         if stamps is not None:
@@ -554,7 +424,7 @@ class Committer:
         self._seq += 1
         return commit_object(self.session, int(time.time() * 1000), self._seq)
 
-    async def _put(self, key: str, blob: bytes, groups: _Groups) -> str | None:
+    async def _put(self, key: str, blob: bytes, groups: CommitGroups) -> str | None:
         deadline = time.monotonic() + self.put_timeout_s
         backoff = 0.02
         while True:
@@ -575,7 +445,7 @@ class Committer:
                 backoff = min(backoff * 2, 0.5)
                 key = self._next_key()  # the failed PUT may have landed: never reuse its key
 
-    async def _record(self, ids: list[int], groups: _Groups, began: float) -> list[int]:
+    async def _record(self, ids: list[int], groups: CommitGroups, began: float) -> list[int]:
         """One transaction for these format-1 ledgers; fenced ones drop out
         and it retries. Returns the ledgers committed; the others' batches
         have failed (their ledger's ``error`` set)."""
@@ -611,7 +481,7 @@ class Committer:
             return ids
         return []
 
-    async def _record_v2(self, sections: dict[int, Section], groups: _Groups, began: float) -> list[int]:
+    async def _record_v2(self, sections: dict[int, Section], groups: CommitGroups, began: float) -> list[int]:
         """Format-2 ledgers of one writer (``sections``: ledger id -> its
         section): one commit record under its fence. Returns the ledgers
         committed; the others' batches have failed."""
@@ -641,16 +511,3 @@ class Committer:
 
     def _count_transaction(self) -> None:
         self.transactions += 1
-
-
-def _tell(callbacks: list, batch: int, error: BaseException | None) -> None:
-    """Tell batch ``batch`` (its index in ``callbacks``) its outcome, once
-    (a batch already told is skipped)."""
-    callback = callbacks[batch]
-    if callback is None:
-        return
-    callbacks[batch] = None
-    try:
-        callback(error)
-    except Exception:
-        log.exception("a commit's callback failed")

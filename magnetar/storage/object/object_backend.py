@@ -48,7 +48,8 @@ from .put_budget import PutBudget
 from .range_gets import Lockstep, RangeGets
 from .pending_sections import PendingSections
 from .section_cache import SectionCache
-from .commit import Committer, ObjectLedger
+from .commit import Committer
+from .object_ledger import ObjectLedger
 from .kept_sections import KeptSections
 from .compactor import collect_orphans, compact_ledger, delete_chunks
 from .commit_records import RecordScans

@@ -150,11 +150,11 @@ async def wait_for_async(predicate, timeout=20.0, what="condition"):
 
 
 async def test_sealed_ledgers_are_compacted_and_orphaned_objects_collected(tmp_path, etcd_store, objects_url, objects, monkeypatch):
-    import magnetar.storage.object.commit as object_commit
+    import magnetar.storage.object.object_ledger as object_ledger
     from magnetar.storage.object.compactor import collect_orphans
     from magnetar.storage.object.index import compacted_key
 
-    monkeypatch.setattr(object_commit, "MAX_SECTIONS_PER_LEDGER", 10)  # roll over after 10 commits
+    monkeypatch.setattr(object_ledger, "MAX_SECTIONS_PER_LEDGER", 10)  # roll over after 10 commits
     factory = open_factory(tmp_path, etcd_store, objects_url, interval_ms=5, read_cache_bytes=0)
     ml = await factory.open("t/k")
     acked = [await ml.append(f"k{i}".encode()) for i in range(35)]  # one commit each: one section each
@@ -191,12 +191,12 @@ async def test_section_records_a_compaction_left_after_its_marker_are_collected(
     ``s/`` records (a crash) left them for good: etcd kept a ledger's worth
     of records that nothing reads. The collector deletes them, and then the
     commit objects only they named."""
-    import magnetar.storage.object.commit as object_commit
+    import magnetar.storage.object.object_ledger as object_ledger
     from magnetar.metadata.store import Put
     from magnetar.storage.object.compactor import collect_orphans
     from magnetar.storage.object.index import Section, section_key
 
-    monkeypatch.setattr(object_commit, "MAX_SECTIONS_PER_LEDGER", 5)
+    monkeypatch.setattr(object_ledger, "MAX_SECTIONS_PER_LEDGER", 5)
     factory = open_factory(tmp_path, etcd_store, objects_url, interval_ms=5, read_cache_bytes=0)
     ml = await factory.open("t/left")
     acked = [await ml.append(f"l{i}".encode()) for i in range(8)]
@@ -225,10 +225,10 @@ async def test_a_ledger_compacted_elsewhere_after_this_broker_loaded_its_index_s
     commit objects that only the old section records named. B's reads then
     met missing objects and failed as a corrupt ledger; B now reads the index
     again and finds the entries in the chunks."""
-    import magnetar.storage.object.commit as object_commit
+    import magnetar.storage.object.object_ledger as object_ledger
     from magnetar.storage.object.compactor import collect_orphans, compact_ledger
 
-    monkeypatch.setattr(object_commit, "MAX_SECTIONS_PER_LEDGER", 4)
+    monkeypatch.setattr(object_ledger, "MAX_SECTIONS_PER_LEDGER", 4)
     monkeypatch.setattr(ObjectBackend, "_compact_later", lambda self, ledger: None)  # compaction by hand below
     writer = open_factory(tmp_path / "a", etcd_store, objects_url, interval_ms=5, read_cache_bytes=0)
     ml = await writer.open("t/elsewhere")

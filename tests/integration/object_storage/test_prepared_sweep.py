@@ -19,7 +19,7 @@ import asyncio
 
 from magnetar.metadata import EtcdMetadataStore
 from magnetar.storage import StorageError
-from magnetar.storage.object import commit as object_commit
+from magnetar.storage.object import object_ledger
 from magnetar.storage.object.commit_records import read_records
 from magnetar.storage.object.index import ledger_key, ledger_layout
 from tests.helpers import wait_until
@@ -53,7 +53,7 @@ async def _prepared_ledger(ml) -> int:
 
 async def test_a_crash_while_switched_leaves_no_prepared_ledger_after_recovery(
         tmp_path, etcd_server, prefix, objects_url, monkeypatch):
-    monkeypatch.setattr(object_commit, "MAX_SECTIONS_PER_LEDGER", 6)  # prepared at 3 sections, full at 6
+    monkeypatch.setattr(object_ledger, "MAX_SECTIONS_PER_LEDGER", 6)  # prepared at 3 sections, full at 6
     crashed_store = await EtcdMetadataStore.open(etcd_server.store_url(prefix))
     store = await EtcdMetadataStore.open(etcd_server.store_url(prefix))
     crashed = latency_factory(tmp_path, crashed_store, objects_url)
@@ -89,7 +89,7 @@ async def test_a_crash_while_switched_leaves_no_prepared_ledger_after_recovery(
 
 async def test_deleting_a_managed_ledger_a_crash_left_switched_deletes_its_prepared_ledger(
         tmp_path, etcd_server, prefix, objects_url, monkeypatch):
-    monkeypatch.setattr(object_commit, "MAX_SECTIONS_PER_LEDGER", 6)
+    monkeypatch.setattr(object_ledger, "MAX_SECTIONS_PER_LEDGER", 6)
     crashed_store = await EtcdMetadataStore.open(etcd_server.store_url(prefix))
     store = await EtcdMetadataStore.open(etcd_server.store_url(prefix))
     crashed = latency_factory(tmp_path, crashed_store, objects_url)
@@ -108,7 +108,7 @@ async def test_deleting_a_managed_ledger_a_crash_left_switched_deletes_its_prepa
 
 async def test_a_zombie_switched_to_a_prepared_ledger_the_new_owner_deleted_gives_no_receipt(
         tmp_path, etcd_server, prefix, objects_url, monkeypatch):
-    monkeypatch.setattr(object_commit, "MAX_SECTIONS_PER_LEDGER", 6)
+    monkeypatch.setattr(object_ledger, "MAX_SECTIONS_PER_LEDGER", 6)
     old_store = await EtcdMetadataStore.open(etcd_server.store_url(prefix))
     new_store = await EtcdMetadataStore.open(etcd_server.store_url(prefix))
     old = latency_factory(tmp_path, old_store, objects_url)

@@ -15,7 +15,7 @@ import asyncio
 import gc
 
 from magnetar.protocol.compiled import hot
-from magnetar.storage.append_path import AppendBatch
+from magnetar.storage.append_batch import AppendBatch
 
 
 def _record_hand_overs(factory) -> list[tuple]:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import gc
 
-from magnetar.storage.object.commit import Committer, ObjectLedger
+from magnetar.storage.object.commit import Committer
+from magnetar.storage.object.object_ledger import ObjectLedger
 
 
 def _told(error) -> None:

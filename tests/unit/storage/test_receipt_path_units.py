@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-import magnetar.storage.object.commit as object_commit
+import magnetar.storage.object.object_ledger as object_ledger
 from magnetar.storage.listeners import EntryListeners
-from magnetar.storage.object.commit import ObjectLedger
+from magnetar.storage.object.object_ledger import ObjectLedger
 from magnetar.storage.object.index import Section
 
 
@@ -16,7 +16,7 @@ def _section(first: int) -> Section:
 
 
 def test_full_and_nearly_full_follow_the_sections_committed_and_used(monkeypatch):
-    monkeypatch.setattr(object_commit, "MAX_SECTIONS_PER_LEDGER", 6)  # nearly full at 3, full at 6
+    monkeypatch.setattr(object_ledger, "MAX_SECTIONS_PER_LEDGER", 6)  # nearly full at 3, full at 6
     ledger = ObjectLedger(1, 1)
     seen = []
     for i in range(6):
