@@ -12,10 +12,13 @@ each bucket, from records a bench took on the same clock:
 - ``lag_ms``: the broker's event loop's worst lag in it (:mod:`bench.broker_timeline`);
 - commits whose PUT *began* in it (:mod:`bench.broker_timeline`): how
   many, their largest batch count, and each phase's worst (``gather``
-  oldest batch to taken, ``put``, ``wait`` for the previous commit's
-  transaction, ``txn``, ``receipts``, ``total`` oldest batch to receipts);
-- ``cpu``: each process group's share of a core over the bucket, the
-  machine's busy and iowait share of all cores, and the runnable tasks
+  oldest batch to due, ``pipe`` waiting for room in the pipeline,
+  ``budget`` for a token of the PUT budget, ``put``, ``wait`` for the
+  previous commit's transaction, ``txn``, ``receipts``, ``total`` oldest
+  batch to receipts);
+- ``cpu``: each process group's share of a core over the bucket, every
+  other process's (``others``), the machine's busy and iowait share of
+  all cores, and the runnable tasks
   (:class:`Machine`, /proc read every :data:`MACHINE_EVERY_S`).
 
 :func:`table` prints the buckets worth a look. Failure modes: a missing
@@ -31,8 +34,9 @@ from pathlib import Path
 
 #: Seconds between two readings of /proc by :class:`Machine`.
 MACHINE_EVERY_S = 0.25
-PHASES = ("gather", "put", "wait", "txn", "receipts", "total")
-_PHASE_SPANS = {"gather": ("first", "taken"), "put": ("began", "put_done"), "wait": ("put_done", "txn_began"),
+PHASES = ("gather", "pipe", "budget", "put", "wait", "txn", "receipts", "total")
+_PHASE_SPANS = {"gather": ("first", "due"), "pipe": ("due", "room"), "budget": ("room", "taken"),
+                "put": ("began", "put_done"), "wait": ("put_done", "txn_began"),
                 "txn": ("txn_began", "txn_done"), "receipts": ("txn_done", "ended"), "total": ("first", "ended")}
 
 
@@ -123,8 +127,10 @@ class Machine:
         seconds = t1 - t0
         total = (m1[2] - m0[2]) or 1
         out = {name: round(100 * (g1[name] - g0[name]) * self.tick_s / seconds) for name in g0}
-        out.update(machine=round(100 * (m1[0] - m0[0]) / total), iowait=round(100 * (m1[1] - m0[1]) / total),
-                   runnable=max(s[3] for s in inside))
+        busy = (m1[0] - m0[0]) / total
+        # Everyone else's share of a core: the machine's busy cores less the groups'.
+        out.update(others=max(0, round(100 * busy * self.cores - sum(out.values()))), machine=round(100 * busy),
+                   iowait=round(100 * (m1[1] - m0[1]) / total), runnable=max(s[3] for s in inside))
         return out
 
 
@@ -187,7 +193,7 @@ def table(series: list[dict], above_ms: float = 50.0) -> list[str]:
     if not rows:
         return []
     groups = next((list(b["cpu"]) for b in series if b.get("cpu")), [])
-    head = (f"{'t s':>6} {'sent':>6} {'acked':>6} {'p50':>6} {'p99':>6} {'max':>6} | {'gc ms':>6} {'gc':<14}"
+    head = (f"{'t s':>6} {'sent':>6} {'smpl':>5} {'answ':>5} {'p50':>6} {'p99':>6} {'max':>6} | {'gc ms':>6} {'gc':<14}"
             f"| {'lag':>5} | {'cmts':>4} " + " ".join(f"{p[:5]:>5}" for p in PHASES) + " | "
             + " ".join(f"{g[:7]:>7}" for g in groups))
 
@@ -199,7 +205,7 @@ def table(series: list[dict], above_ms: float = 50.0) -> list[str]:
         b = series[i]
         cpu = b.get("cpu") or {}
         lines.append(
-            f"{b['t']:>6.1f} {b['sent']:>6} {b['acked']:>6} {cell(b['p50_ms'], 6)} {cell(b['p99_ms'], 6)} "
+            f"{b['t']:>6.1f} {b['sent']:>6} {b['samples']:>5} {b.get('answered', 0):>5} {cell(b['p50_ms'], 6)} {cell(b['p99_ms'], 6)} "
             f"{cell(b['max_ms'], 6)} | {cell(b.get('gc_ms'), 6)} {b.get('gc', ''):<14}| {cell(b.get('lag_ms'), 5)} | "
             f"{b.get('commits', 0):>4} " + " ".join(cell(b.get(f"{p}_ms"), 5) for p in PHASES) + " | "
             + " ".join(f"{cpu.get(g, '-'):>7}" for g in groups))

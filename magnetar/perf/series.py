@@ -7,9 +7,13 @@ every process on Linux), and each latency sample as ``(send time, µs)``.
 It ships them in its stats reports (``"series"``, deltas like the rest);
 the runner adds them up (:meth:`SeriesLog.absorb`) and :func:`buckets`
 cuts them into buckets of ``series_s`` seconds from the run's start:
-messages sent, acknowledged (by the time the receipt came), and the
-latency of the samples *sent* in each (p50, p99, max: exact, from the
-samples). A stall shows as the buckets whose sends waited for it.
+messages sent, the latency of the samples *sent* in each (p50, p99, max:
+exact, from the samples), and how many sampled receipts *arrived* in each
+(``answered``, beside ``samples`` sent: a stall of the receipts is a dip,
+then a burst). Acknowledged counts per slot are kept too (``acked``), but
+they come with the sampled receipts (a receipt proves its producer's
+earlier sends): with thousands of producers at a few messages a second
+each, they lag the receipts by seconds.
 
 Failure modes: none of its own; an empty bucket has ``None`` latencies.
 """
@@ -73,8 +77,8 @@ def nearest_rank(ordered: list[int], q: float) -> int:
 
 def buckets(log: SeriesLog, begin: float, width: float, end: float | None = None) -> list[dict]:
     """``log`` in buckets of ``width`` seconds from ``begin`` (monotonic):
-    ``{"t": start (s from begin), "sent", "acked", "samples", "p50_ms",
-    "p99_ms", "max_ms"}``, through the last bucket holding anything (or
+    ``{"t": start (s from begin), "sent", "acked", "samples", "answered",
+    "p50_ms", "p99_ms", "max_ms"}``, through the last bucket holding anything (or
     ``end``). Slots and samples before ``begin`` are left out; a slot goes to
     the bucket its start falls in (the counts may be a slot, 0.1 s, early:
     the samples' latencies are not)."""
@@ -85,7 +89,7 @@ def buckets(log: SeriesLog, begin: float, width: float, end: float | None = None
     last = max((index(t) for t in times if t >= begin), default=-1)
     if end is not None:
         last = max(last, math.ceil((end - begin) / width - 1e-6) - 1)
-    out = [{"t": round(i * width, 3), "sent": 0, "acked": 0, "samples": 0} for i in range(last + 1)]
+    out = [{"t": round(i * width, 3), "sent": 0, "acked": 0, "samples": 0, "answered": 0} for i in range(last + 1)]
     latencies: list[list[int]] = [[] for _ in out]
     for key, counts in (("sent", log.sent), ("acked", log.acked)):
         for slot, n in counts.items():
@@ -96,6 +100,9 @@ def buckets(log: SeriesLog, begin: float, width: float, end: float | None = None
         i = index(t)
         if 0 <= i <= last:
             latencies[i].append(micros)
+        i = index(t + micros / 1e6)
+        if 0 <= i <= last:
+            out[i]["answered"] += 1
     for bucket, values in zip(out, latencies):
         values.sort()
         bucket["samples"] = len(values)
