@@ -152,7 +152,7 @@ def measure(spec: WorkloadSpec, cluster: LocalCluster, label: str, log, every: f
         if profile:
             spies.append(py_spy(pid, spec.duration, profile))
         if spec.series_s:
-            machines.append(send_series.Machine(process_groups(cluster)).__enter__())
+            machines.append(send_series.Machine(process_groups(cluster), waiting=pid).__enter__())
     with PeriodicSampler(lambda: counters(cluster), scrape_every(spec.topics, every)) as sampler:
         try:
             result = run(spec, produce=True, consume=False, command=label, setup_timeout=1200, broker_pid=pid,

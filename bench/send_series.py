@@ -18,7 +18,10 @@ each bucket, from records a bench took on the same clock:
   batch to receipts);
 - ``cpu``: each process group's share of a core over the bucket, every
   other process's (``others``), the machine's busy and iowait share of
-  all cores, and the runnable tasks
+  all cores, the runnable tasks, and stalls in ms per second: the
+  broker's event-loop thread waiting for a core (``rq_wait``, its
+  schedstat), any task waiting for one (``psi_cpu``, /proc/pressure/cpu
+  some) and every task stalled on IO (``psi_io``, io full)
   (:class:`Machine`, /proc read every :data:`MACHINE_EVERY_S`).
 
 :func:`table` prints the buckets worth a look. Failure modes: a missing
@@ -82,19 +85,43 @@ def machine_ticks() -> tuple[int, int, int]:
     return total - idle - iowait, iowait, total
 
 
+def run_queue_ns(pid: int) -> int | None:
+    """Nanoseconds ``pid``'s main thread (a broker's event loop) spent
+    runnable but not running (/proc/<pid>/schedstat), None if gone."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def pressure_us(resource: str, kind: str) -> int | None:
+    """The kernel's stall total (µs) of ``resource`` (cpu, io, memory),
+    ``kind`` some or full (/proc/pressure), None without PSI."""
+    try:
+        for line in Path(f"/proc/pressure/{resource}").read_text().splitlines():
+            if line.startswith(kind):
+                return int(line.rsplit("total=", 1)[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    return None
+
+
 def runnable() -> int:
     """Tasks runnable now (/proc/loadavg's fourth field, less this reader)."""
     return int(Path("/proc/loadavg").read_text().split()[3].split("/")[0]) - 1
 
 
 class Machine:
-    """``with Machine({"broker": [pid], ...}) as m:`` reads, every
-    :data:`MACHINE_EVERY_S` on a thread, the CPU ticks of each group of
-    processes, the machine's and the runnable count, into ``m.samples``
-    (``(t, {group: ticks}, (busy, iowait, total), runnable)``)."""
+    """``with Machine({"broker": [pid], ...}, waiting=pid) as m:`` reads,
+    every :data:`MACHINE_EVERY_S` on a thread, the CPU ticks of each group
+    of processes, the machine's, the runnable count, and the stalls:
+    ``waiting``'s main thread's run-queue wait, the kernel's CPU ``some``
+    and IO ``full`` pressure, into ``m.samples`` (``(t, {group: ticks},
+    (busy, iowait, total), runnable, (wait ns, cpu µs, io µs))``)."""
 
-    def __init__(self, groups: dict[str, list[int]]) -> None:
+    def __init__(self, groups: dict[str, list[int]], waiting: int | None = None) -> None:
         self.groups = groups
+        self.waiting = waiting
         self.samples: list[tuple] = []
         self.tick_s = 1 / os.sysconf("SC_CLK_TCK")
         self.cores = os.cpu_count() or 1
@@ -113,7 +140,9 @@ class Machine:
         while not self._stop.is_set():
             groups = {name: sum(t for t in map(cpu_ticks, pids) if t is not None)
                       for name, pids in self.groups.items()}
-            self.samples.append((time.monotonic(), groups, machine_ticks(), runnable()))
+            stalls = (run_queue_ns(self.waiting) if self.waiting else None, pressure_us("cpu", "some"),
+                      pressure_us("io", "full"))
+            self.samples.append((time.monotonic(), groups, machine_ticks(), runnable(), stalls))
             self._stop.wait(MACHINE_EVERY_S)
 
     def between(self, begin: float, end: float) -> dict | None:
@@ -123,7 +152,7 @@ class Machine:
         inside = [s for s in self.samples if begin - MACHINE_EVERY_S / 2 <= s[0] <= end + MACHINE_EVERY_S / 2]
         if len(inside) < 2:
             return None
-        (t0, g0, m0, _), (t1, g1, m1, _) = inside[0], inside[-1]
+        (t0, g0, m0, _, s0), (t1, g1, m1, _, s1) = inside[0], inside[-1]
         seconds = t1 - t0
         total = (m1[2] - m0[2]) or 1
         out = {name: round(100 * (g1[name] - g0[name]) * self.tick_s / seconds) for name in g0}
@@ -131,6 +160,11 @@ class Machine:
         # Everyone else's share of a core: the machine's busy cores less the groups'.
         out.update(others=max(0, round(100 * busy * self.cores - sum(out.values()))), machine=round(100 * busy),
                    iowait=round(100 * (m1[1] - m0[1]) / total), runnable=max(s[3] for s in inside))
+        # Stalls, ms per second: the loop's thread waiting for a core; any task waiting (PSI cpu some);
+        # every task stalled on IO (PSI io full).
+        for name, at, scale in (("rq_wait", 0, 1e-6), ("psi_cpu", 1, 1e-3), ("psi_io", 2, 1e-3)):
+            if s0[at] is not None and s1[at] is not None:
+                out[name] = round((s1[at] - s0[at]) * scale / seconds)
         return out
 
 
@@ -193,7 +227,8 @@ def table(series: list[dict], above_ms: float = 50.0) -> list[str]:
     if not rows:
         return []
     groups = next((list(b["cpu"]) for b in series if b.get("cpu")), [])
-    head = (f"{'t s':>6} {'sent':>6} {'smpl':>5} {'answ':>5} {'p50':>6} {'p99':>6} {'max':>6} | {'gc ms':>6} {'gc':<14}"
+    head = (f"{'t s':>6} {'sent':>6} {'smpl':>5} {'answ':>5} {'p50':>6} {'p99':>6} {'max':>6} {'>50':>4} {'>100':>4} "
+            f"| {'gc ms':>6} {'gc':<14}"
             f"| {'lag':>5} | {'cmts':>4} " + " ".join(f"{p[:5]:>5}" for p in PHASES) + " | "
             + " ".join(f"{g[:7]:>7}" for g in groups))
 
@@ -206,7 +241,7 @@ def table(series: list[dict], above_ms: float = 50.0) -> list[str]:
         cpu = b.get("cpu") or {}
         lines.append(
             f"{b['t']:>6.1f} {b['sent']:>6} {b['samples']:>5} {b.get('answered', 0):>5} {cell(b['p50_ms'], 6)} {cell(b['p99_ms'], 6)} "
-            f"{cell(b['max_ms'], 6)} | {cell(b.get('gc_ms'), 6)} {b.get('gc', ''):<14}| {cell(b.get('lag_ms'), 5)} | "
+            f"{cell(b['max_ms'], 6)} {b.get('over_50', 0):>4} {b.get('over_100', 0):>4} | {cell(b.get('gc_ms'), 6)} {b.get('gc', ''):<14}| {cell(b.get('lag_ms'), 5)} | "
             f"{b.get('commits', 0):>4} " + " ".join(cell(b.get(f"{p}_ms"), 5) for p in PHASES) + " | "
             + " ".join(f"{cpu.get(g, '-'):>7}" for g in groups))
     return lines

@@ -19,10 +19,13 @@ Failure modes: none of its own; an empty bucket has ``None`` latencies.
 """
 from __future__ import annotations
 
+import bisect
 import math
 
 #: Width of the slots workers count sends and receipts in (seconds).
 SLOT_S = 0.1
+#: Each bucket counts its samples above these latencies (ms): ``over_50``, ``over_100``.
+OVER_MS = (50, 100)
 
 
 def slot_of(t: float) -> int:
@@ -78,7 +81,7 @@ def nearest_rank(ordered: list[int], q: float) -> int:
 def buckets(log: SeriesLog, begin: float, width: float, end: float | None = None) -> list[dict]:
     """``log`` in buckets of ``width`` seconds from ``begin`` (monotonic):
     ``{"t": start (s from begin), "sent", "acked", "samples", "answered",
-    "p50_ms", "p99_ms", "max_ms"}``, through the last bucket holding anything (or
+    "p50_ms", "p99_ms", "max_ms", "over_50", "over_100"}``, through the last bucket holding anything (or
     ``end``). Slots and samples before ``begin`` are left out; a slot goes to
     the bucket its start falls in (the counts may be a slot, 0.1 s, early:
     the samples' latencies are not)."""
@@ -108,4 +111,7 @@ def buckets(log: SeriesLog, begin: float, width: float, end: float | None = None
         bucket["samples"] = len(values)
         for name, q in (("p50_ms", 0.5), ("p99_ms", 0.99), ("max_ms", 1.0)):
             bucket[name] = round(nearest_rank(values, q) / 1000, 3) if values else None
+        # Where a run's tail sits: the samples above each bound (a bucket of 0.5 s is 3 % of 15 s).
+        for bound_ms in OVER_MS:
+            bucket[f"over_{bound_ms}"] = len(values) - bisect.bisect_right(values, bound_ms * 1000)
     return out

@@ -56,14 +56,14 @@ def test_the_table_shows_the_buckets_above_the_threshold_or_all():
 
 
 def test_the_machine_reads_its_processes_cpu():
-    with send_series.Machine({"me": [os.getpid()]}) as machine:
+    with send_series.Machine({"me": [os.getpid()]}, waiting=os.getpid()) as machine:
         spun = time.process_time() + 0.5
         while time.process_time() < spun or len(machine.samples) < 3:  # CPU spent, whatever else runs
             pass
     t = machine.samples
     found = machine.between(t[0][0], t[-1][0])
     assert found is not None and found["me"] * (t[-1][0] - t[0][0]) / 100 >= 0.2, found
-    assert 0 <= found["machine"] <= 100 and found["runnable"] >= 0
+    assert 0 <= found["machine"] <= 100 and found["runnable"] >= 0 and found["rq_wait"] >= 0
 
 
 def test_a_loop_lag_probe_sees_a_blocked_loop(tmp_path):

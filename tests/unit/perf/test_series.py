@@ -22,6 +22,7 @@ def test_buckets_by_send_time_with_exact_percentiles():
     assert out[0]["samples"] == 100 and (out[0]["p50_ms"], out[0]["p99_ms"], out[0]["max_ms"]) == (50.0, 99.0, 100.0)
     assert out[1]["samples"] == 0 and out[1]["p99_ms"] is None
     assert out[2]["p99_ms"] == 250.0
+    assert (out[0]["over_50"], out[0]["over_100"], out[2]["over_100"]) == (50, 0, 1)
     # Answered when the receipt came: 0.1 s..0.199 s after 1000.0 (bucket 0); 1.25 s (bucket 2).
     assert [b["answered"] for b in out] == [100, 0, 1]
 
