@@ -302,6 +302,10 @@ def series_of(out: dict, broker: dict | None, args, log) -> None:
         machine = w.pop("machine", None)
         send_series.annotate(w["series"], w["series_t0"], args.series_every, collections,
                              broker and broker["lags"], broker and broker["commits"], machine)
+        if broker:  # the raw records of the sending (and a second either side), for a closer look
+            t0, t1 = w["series_t0"] - 1, w["series_t0"] + len(w["series"]) * args.series_every + 1
+            w["broker_timeline"] = {"lags": [x for x in broker["lags"] if t0 <= x[0] <= t1],
+                                    "commits": [c for c in broker["commits"] if t0 <= c["began"] <= t1]}
         lines = send_series.table(w["series"], -1 if args.series_all else args.series_above)
         shown = "every bucket" if args.series_all else f"the buckets whose p99 is above {args.series_above:g} ms"
         log(f"  [{w['label']}, {out['tree']}] series by send time, {args.series_every:g} s buckets, "
