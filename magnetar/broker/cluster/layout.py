@@ -51,6 +51,9 @@ class Layouts:
         self.default_count = default_count
         #: namespace -> (boundaries, the record's version).
         self._bounds: dict[str, tuple[list[int], int]] = {}
+        #: namespace -> the default layout's boundaries (for those without a
+        #: record: made once, not at each :meth:`bundle_of`).
+        self._default: dict[str, list[int]] = {}
         self._watch = None
         self._tasks: set[asyncio.Task] = set()
 
@@ -112,7 +115,12 @@ class Layouts:
     def bundle_of(self, topic: str, namespace: str) -> Bundle:
         """The bundle of ``namespace`` that holds ``topic`` (its full name)."""
         held = self._bounds.get(namespace)
-        bounds = held[0] if held is not None else _bounds_of(split_namespace(namespace, self.default_count))
+        if held is not None:
+            bounds = held[0]
+        else:
+            bounds = self._default.get(namespace)
+            if bounds is None:
+                bounds = self._default[namespace] = _bounds_of(split_namespace(namespace, self.default_count))
         i = bisect.bisect_right(bounds, topic_hash(topic)) - 1
         return Bundle(namespace, bounds[i], bounds[i + 1])
 

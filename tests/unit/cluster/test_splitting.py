@@ -169,3 +169,28 @@ async def test_an_owner_back_within_its_session_carries_out_the_split_it_was_ask
             assert (state.state, state.broker) == (OWNED, owner_id)
         assert (await other.member.lookup(name)).broker_id == owner_id
         await owner.member.session.close()
+
+
+async def test_a_namespace_without_a_layout_record_is_cut_once_not_at_each_placement(monkeypatch):
+    """A broker's load report places every loaded topic every 5 s: at 10,000
+    topics, cutting the default layout anew for each one stalled the event
+    loop some 30 ms each time (bench/send_series.py's loop lag)."""
+    from magnetar.broker.cluster import layout as layout_module
+    cuts = []
+    real = layout_module.split_namespace
+    monkeypatch.setattr(layout_module, "split_namespace", lambda *a: cuts.append(a) or real(*a))
+    store = await MemoryMetadataStore.open()
+    try:
+        layouts = Layouts(store, 4)
+        await layouts.start()
+        topics = [f"persistent://{NS}/t-{i}" for i in range(1000)]
+        placed = [layouts.bundle_of(t, NS) for t in topics]
+        assert len(cuts) == 1
+        assert all(b.holds(bundles.topic_hash(t)) for b, t in zip(placed, topics)) and len(set(placed)) == 4
+        first = placed[0]
+        await layouts.replace(first, first.split(split_point(first)))  # a record now: it wins over the default
+        await wait_until(lambda: len(layouts.bundles(NS)) == 5, what="the watch to bring the new layout")
+        assert layouts.bundle_of(topics[0], NS) in first.split(split_point(first))
+        layouts.close()
+    finally:
+        await store.close()
