@@ -25,6 +25,16 @@ Once installed, through ``gc.callbacks``:
   object: seconds at 10,000 topics; the count alone some 0.1 s), so a run
   with counts is for finding what is walked, not for latency figures:
   pass 0 for those.
+- at ``MAGNETAR_GC_CENSUS_YOUNG`` young collections (generation 0; none
+  by default) once the counts may start, past the first
+  ``MAGNETAR_GC_CENSUS_YOUNG_SKIP`` (default 2: the sending's first
+  second makes each producer's state): the tracked objects of generation
+  1 by type (what earlier young collections kept and is still alive) and
+  how each type grew since the previous such count (``grown``: what the
+  young collections between them kept); at the last of them, who holds
+  a sample of the kinds that grew most (the holders' lookup stalls the
+  broker for seconds: only the last, so the earlier counts are of a
+  sending undisturbed by it).
 
 The summary is written (JSON) to ``MAGNETAR_GC_CENSUS`` (``{pid}`` in it is
 the process id) after each census, every :data:`WRITE_EVERY_S` seconds when
@@ -55,13 +65,16 @@ WRITE_EVERY_S = 2.0
 CONTAINERS = (list, tuple, dict, set, frozenset)
 
 
-def hook_env(path: str, counts: int = 20, holders: int = 1, counts_from: str | None = None) -> dict[str, str]:
+def hook_env(path: str, counts: int = 20, holders: int = 1, counts_from: str | None = None,
+             young: int = 0, young_skip: int = 2) -> dict[str, str]:
     """The environment to add to a ``cluster up``'s (``LocalCluster(env=)``,
     which keeps a peer's root first on ``PYTHONPATH``) that installs the
     census in its brokers and writes it to ``path``; ``counts_from``: a
-    file whose creation starts the counts (none: from the start)."""
+    file whose creation starts the counts (none: from the start);
+    ``young``: how many young collections to count (after ``young_skip``)."""
     return {"PYTHONPATH": str(HOOK_DIR), "MAGNETAR_GC_CENSUS": path,
             "MAGNETAR_GC_CENSUS_COUNTS": str(counts), "MAGNETAR_GC_CENSUS_HOLDERS": str(holders),
+            "MAGNETAR_GC_CENSUS_YOUNG": str(young), "MAGNETAR_GC_CENSUS_YOUNG_SKIP": str(young_skip),
             **({"MAGNETAR_GC_CENSUS_FROM": counts_from} if counts_from else {})}
 
 
@@ -119,10 +132,12 @@ def holders(sample: list, skip: set[int]) -> dict[int, list[tuple[object, str]]]
     return found
 
 
-def census(generations: tuple[int, ...], with_holders: bool = True) -> dict:
+def census(generations: tuple[int, ...], with_holders: bool = True, before: Counter | None = None) -> dict:
     """The tracked objects of ``generations`` by kind (the 30 largest), and,
     for the :data:`HOLDER_KINDS` largest (if ``with_holders``), how an even
-    sample of each is held (two levels: ``list <- Type.attr``)."""
+    sample of each is held (two levels: ``list <- Type.attr``). With
+    ``before`` (an earlier ``by_kind_all``): how each kind grew since
+    (``grown``), and the holders are those of the kinds that grew most."""
     began = time.perf_counter()
     objs = [o for g in generations for o in gc.get_objects(g)]
     kinds = list(map(kind, objs))
@@ -131,33 +146,47 @@ def census(generations: tuple[int, ...], with_holders: bool = True) -> dict:
     total = len(objs) - 1
     out = {"generations": list(generations), "objects": total, "by_kind": dict(by_kind.most_common(30)),
            "holders": {}, "sampled": {}, "census_ms": 0.0}
+    top = None
+    if before is not None:
+        grown = by_kind - before
+        out["grown"] = dict(grown.most_common(15))
+        out["by_kind_all"] = by_kind
+        top = dict(grown.most_common(HOLDER_KINDS))
     if with_holders:
-        out["holders"], out["sampled"] = held_by(objs, kinds, by_kind)
+        out["holders"], out["sampled"] = held_by(objs, kinds, by_kind, top)
     objs.clear()  # it lists itself (it was in generation 0 when listed): a cycle that would hold them all
     out["census_ms"] = round((time.perf_counter() - began) * 1000, 1)
     return out
 
 
-def held_by(objs: list, kinds: list[str], by_kind: Counter) -> tuple[dict, dict]:
+def held_by(objs: list, kinds: list[str], by_kind: Counter, grown: dict[str, int] | None = None) -> tuple[dict, dict]:
     """For the largest kinds, how an even sample of :data:`HOLDER_SAMPLE` of
-    each is held; and how many were sampled."""
-    top = [name for name, _ in by_kind.most_common(HOLDER_KINDS)]
+    each is held; and how many were sampled. With ``grown`` (kind: n), the
+    sample is of those kinds' last n objects in ``objs`` (a generation
+    lists its newest last: the ones kept since the previous count)."""
+    if grown:
+        top, every = list(grown), {name: max(1, n // HOLDER_SAMPLE) for name, n in grown.items()}
+        skipped = {name: by_kind[name] - n for name, n in grown.items()}
+    else:
+        top = [name for name, _ in by_kind.most_common(HOLDER_KINDS)]
+        every = {name: max(1, by_kind[name] // HOLDER_SAMPLE) for name in top}
+        skipped = dict.fromkeys(top, 0)
     samples: dict[str, list] = {name: [] for name in top}
-    every = {name: max(1, by_kind[name] // HOLDER_SAMPLE) for name in top}
-    seen = dict.fromkeys(top, 0)
+    seen = {name: -skipped[name] for name in top}
     for at, name in enumerate(kinds):  # every n-th of each kind: old and young alike
         n = seen.get(name)
         if n is None:
             continue
         seen[name] = n + 1
-        if n % every[name] == 0 and objs[at] is not objs:
+        if n >= 0 and n % every[name] == 0 and objs[at] is not objs:
             bucket = samples[name]
             if len(bucket) < HOLDER_SAMPLE:
                 bucket.append(objs[at])
     sample = [x for bucket in samples.values() for x in bucket]
     skip = {id(samples), id(objs), *map(id, samples.values())}
     first = holders(sample, skip)
-    parents = [ref for refs in first.values() for ref, _ in refs if isinstance(ref, CONTAINERS)]
+    parents = [ref for refs in first.values() for ref, _ in refs
+               if isinstance(ref, CONTAINERS) or type(ref).__name__ == "deque"]
     skip |= {id(first), id(parents)} | {id(refs) for refs in first.values()} | {
         id(pair) for refs in first.values() for pair in refs}
     second = holders(parents, skip) if parents else {}
@@ -166,7 +195,7 @@ def held_by(objs: list, kinds: list[str], by_kind: Counter) -> tuple[dict, dict]
         counted = chains.setdefault(name, Counter())
         for obj in bucket:
             for ref, how in first.get(id(obj), [("?", "no tracked holder")]):
-                ups = sorted(second.get(id(ref), []) if isinstance(ref, CONTAINERS) else [],
+                ups = sorted(second.get(id(ref), []), 
                              key=lambda up: isinstance(up[0], CONTAINERS))  # an object's attribute first
                 counted[f"{how} <- {ups[0][1]}" if ups else how] += 1
     return ({name: dict(counted.most_common(6)) for name, counted in chains.items()},
@@ -175,11 +204,15 @@ def held_by(objs: list, kinds: list[str], by_kind: Counter) -> tuple[dict, dict]
 
 class Census:
     """The ``gc.callbacks`` entry: times collections, counts at the first
-    ``counts`` middle or full ones, writes to ``path``."""
+    ``counts`` middle or full ones (and at ``young`` young ones past the
+    first ``young_skip``), writes to ``path``."""
 
-    def __init__(self, path: str, counts: int, holders: int = 1, counts_from: str | None = None) -> None:
+    def __init__(self, path: str, counts: int, holders: int = 1, counts_from: str | None = None,
+                 young: int = 0, young_skip: int = 2) -> None:
         self.path, self.counts = path.replace("{pid}", str(os.getpid())), counts
         self.holders, self.counts_from = holders, counts_from
+        self.young, self.young_skip, self.young_seen = young, young_skip, 0
+        self.young_kinds: Counter | None = None
         self.collections: list[tuple[float, int, float, int]] = []
         self.censuses: list[dict] = []
         self.started = 0.0
@@ -194,6 +227,20 @@ class Census:
                 found.update(at=time.monotonic(), generation=generation)
                 self.censuses.append(found)
                 self.write()
+            elif generation == 0 and self.young and (self.counts_from is None or os.path.exists(self.counts_from)):
+                self.young_seen += 1
+                if self.young_skip < self.young_seen <= self.young_skip + self.young:
+                    last = self.young_seen == self.young_skip + self.young
+                    # What this young collection walks (tracked), beside what
+                    # started it (objects allocated less freed since the last
+                    # one, tracked or not: an untracked object kept alive
+                    # counts toward the threshold but is never walked).
+                    walked, allocated = len(gc.get_objects(0)) - 1, gc.get_count()[0]
+                    found = census((1,), last, self.young_kinds or Counter())
+                    self.young_kinds = found.pop("by_kind_all")
+                    found.update(at=time.monotonic(), generation=0, walked=walked, allocated=allocated)
+                    self.censuses.append(found)
+                    self.write()
             self.at = time.monotonic()
             self.started = time.perf_counter()  # last: the census is not the collector's pause
         elif len(self.collections) < KEPT:
@@ -247,15 +294,20 @@ def brief(summary: dict, begin: float | None = None, end: float | None = None) -
         kinds = ", ".join(f"{name} {n:,}" for name, n in list(c["by_kind"].items())[:8])
         lines.append(f"gc census (gen {c['generation']} collection at {c['at']:.1f}, {c['objects']:,} objects in gens "
                      f"{c['generations']}, {c['census_ms']} ms): {kinds}")
+        if "grown" in c:
+            grown = ", ".join(f"{name} +{n:,}" for name, n in list(c["grown"].items())[:8])
+            lines.append(f"    young collection: walks {c.get('walked', 0):,} tracked of {c.get('allocated', 0):,} "
+                         f"allocated less freed since the last; gen 1 grew by: {grown or 'nothing'}")
         for name, held in c.get("holders", {}).items():
             main = ", ".join(f"{how} {n}" for how, n in list(held.items())[:3])
             lines.append(f"    {name}: {main}")
     return "\n".join(lines)
 
 
-def install(path: str, counts: int = 20, holders: int = 1, counts_from: str | None = None) -> Census:
+def install(path: str, counts: int = 20, holders: int = 1, counts_from: str | None = None,
+            young: int = 0, young_skip: int = 2) -> Census:
     """Times every collection from now on (see the module's docstring)."""
-    taken = Census(path, counts, holders, counts_from)
+    taken = Census(path, counts, holders, counts_from, young, young_skip)
     gc.callbacks.append(taken)
     atexit.register(taken.write)
     threading.Thread(target=_keep_writing, args=(taken,), name="gc-census", daemon=True).start()
@@ -277,4 +329,6 @@ def install_from_env() -> Census | None:
     if not path or not is_broker(list(getattr(sys, "orig_argv", sys.argv))):
         return None
     return install(path, int(os.environ.get("MAGNETAR_GC_CENSUS_COUNTS", "20")),
-                   int(os.environ.get("MAGNETAR_GC_CENSUS_HOLDERS", "1")), os.environ.get("MAGNETAR_GC_CENSUS_FROM"))
+                   int(os.environ.get("MAGNETAR_GC_CENSUS_HOLDERS", "1")), os.environ.get("MAGNETAR_GC_CENSUS_FROM"),
+                   int(os.environ.get("MAGNETAR_GC_CENSUS_YOUNG", "0")),
+                   int(os.environ.get("MAGNETAR_GC_CENSUS_YOUNG_SKIP", "2")))

@@ -234,7 +234,7 @@ def run_config(name: str, args, log, root: str | None = None, tree: str = "this 
         metrics = "" if args.topic_metrics else "expose_topic_level_metrics_in_prometheus = false\n"
         census = args.gc_census and f"{args.gc_census}-{name}-{tree.replace(' ', '_')}-{len(args.censuses)}.json"
         env = census and gc_census.hook_env(census, args.gc_census_counts, args.gc_census_holders,
-                                            census + ".sending")
+                                            census + ".sending", args.gc_census_young, args.gc_census_young_skip)
         timeline = args.broker_timeline and str(Path(tmp) / "broker-timeline.jsonl")
         if timeline:
             env = {**(env or {}), **broker_timeline.hook_env(timeline)}
@@ -408,6 +408,11 @@ def main() -> None:
                              "sending walk, by type (stalls the broker some 0.1 s each: 0 for latency figures)")
     parser.add_argument("--gc-census-holders", type=int, default=1,
                         help="with --gc-census: in the first N counts, who holds the largest kinds (seconds each)")
+    parser.add_argument("--gc-census-young", type=int, default=0,
+                        help="with --gc-census: count what N young collections of the many-topics sending keep "
+                             "(generation 1's growth by type; holders at the last: seconds)")
+    parser.add_argument("--gc-census-young-skip", type=int, default=2,
+                        help="with --gc-census-young: past the sending's first N young collections")
     parser.add_argument("--series-every", type=float, default=0.5,
                         help="seconds per bucket of each sending's series by send time (0: none; bench/send_series.py)")
     parser.add_argument("--series-above", type=float, default=50.0,

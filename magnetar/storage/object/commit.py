@@ -393,8 +393,7 @@ class Committer:
             section = sections[g]
             # ledger._committed(section) inlined
             held = ledger.sections
-            held.append(section)
-            ledger.firsts.append(section.first)
+            held.append(section)  # as columns: nothing the collector counts (.section_columns)
             ledger.entry_count = section.first + section.count
             ledger.size += section.length
             if len(held) >= half:  # neither end is below half of full's count

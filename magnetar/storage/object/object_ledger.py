@@ -4,7 +4,8 @@ over (:class:`ObjectLedger`, the object backend's
 :class:`~..backend.LedgerHandle`).
 
 The committer (:mod:`.commit`) appends a section per commit that carried
-the ledger's entries, in entry order; the backend reads by them. A ledger
+the ledger's entries, in entry order, to its columns (:mod:`.section_columns`:
+no object per section); the backend reads by them. A ledger
 holding ``MAX_SECTIONS_PER_LEDGER`` sections is ``full`` (the managed ledger
 rolls to a new ledger: it bounds an open ledger's index records), and
 ``PREPARE_AHEAD_SECTIONS`` before that it is ``nearly_full`` (the next
@@ -18,6 +19,7 @@ import asyncio
 from ..errors import LedgerFencedError, StorageError
 from .index import Section
 from .kept_sections import KeptSections
+from .section_columns import SectionColumns
 from .writer_fence import WriterFence
 
 #: A ledger holding this many sections asks to be rolled over (``full``):
@@ -39,8 +41,10 @@ class ObjectLedger:
     def __init__(self, ledger_id: int, epoch: int | None, sections: list[Section] | None = None) -> None:
         self.ledger_id = ledger_id
         self.epoch = epoch
-        self.sections: list[Section] = sections or []
-        self.firsts: list[int] = [s.first for s in self.sections]
+        #: The index, as columns (no object per section: see .section_columns).
+        self.sections = SectionColumns(sections or ())
+        #: Its first entry ids (the same array), for ``bisect``.
+        self.firsts = self.sections.firsts
         #: Enough sections: the managed ledger should roll to a new ledger
         #: (``LedgerHandle.full``). Plain attributes, set when the sections
         #: change (:meth:`update_fullness`), not computed per read: the append path
@@ -49,8 +53,8 @@ class ObjectLedger:
         #: ``full`` is near: the managed ledger creates the next ledger ahead.
         self.nearly_full = False
         self.update_fullness()
-        self.entry_count = self.sections[-1].end() if self.sections else 0
-        self.size = sum(s.length for s in self.sections)
+        self.entry_count = self.sections.end()
+        self.size = self.sections.total_length()
         self.placed = self.entry_count  # entries in objects, committed or in a commit under way
         self.error: StorageError | None = None  # set: refuses further batches
         self.idle: asyncio.Event | None = None  # set when nothing of it is pending
@@ -66,8 +70,8 @@ class ObjectLedger:
 
     def use(self, sections: list[Section], *, compacted: bool) -> None:
         """Read from ``sections`` from now on (a sealed ledger's new chunks)."""
-        self.sections = sections
-        self.firsts = [s.first for s in sections]
+        self.sections = SectionColumns(sections)
+        self.firsts = self.sections.firsts
         self.compacted = compacted
         self.update_fullness()
 
@@ -92,7 +96,6 @@ class ObjectLedger:
     def _committed(self, section: Section) -> None:
         sections = self.sections
         sections.append(section)
-        self.firsts.append(section.first)
         self.entry_count = section.first + section.count
         self.size += section.length
         if len(sections) >= MAX_SECTIONS_PER_LEDGER // 2:  # neither end is below half of full's count
