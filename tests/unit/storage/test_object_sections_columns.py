@@ -15,7 +15,7 @@ from bisect import bisect_right
 
 import pytest
 
-from magnetar.storage.object.commit import ObjectLedger
+from magnetar.storage.object.object_ledger import ObjectLedger
 from magnetar.storage.object.index import Section, new_section
 from magnetar.storage.object.section_columns import SectionColumns
 
