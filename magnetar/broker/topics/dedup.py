@@ -44,7 +44,7 @@ import logging
 import random
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from magnetar.formats import check_format
@@ -80,9 +80,14 @@ class Duplicate(Exception):
         self.result = result
 
 
-@dataclass
+@dataclass(slots=True)
 class SequenceState:
-    """What the broker knows of one writer (a producer name or a pid)."""
+    """What the broker knows of one writer (a producer name or a pid).
+
+    Made at a writer's first entry on a topic, deduplicating or not: one
+    object with slots (no ``__dict__``), and the retry window only once a
+    deduplicating writer needs it (10,000 producers made 30,000 objects
+    that each collection of their generation walked)."""
 
     highwater: int = -1
     durable_highwater: int = -1
@@ -94,15 +99,21 @@ class SequenceState:
     #: clock (None: not leased here since the topic was loaded). Not stored:
     #: it keeps a wall-clock step from expiring a pid whose holder renews.
     lease_until_mono: float | None = None
-    recent: "OrderedDict[int, PendingSend]" = field(default_factory=OrderedDict)
+    #: The last ``RECENT_WINDOW`` entries' outcomes by last sequence id
+    #: (deduplicating writers only; None until the first).
+    recent: "OrderedDict[int, PendingSend] | None" = None
 
     def remember(self, last_sequence: int, result: "PendingSend") -> None:
-        self.recent[last_sequence] = result
-        while len(self.recent) > RECENT_WINDOW:
-            self.recent.popitem(last=False)
+        recent = self.recent
+        if recent is None:
+            recent = self.recent = OrderedDict()
+        recent[last_sequence] = result
+        while len(recent) > RECENT_WINDOW:
+            recent.popitem(last=False)
 
     def original(self, last_sequence: int) -> "PendingSend | None":
-        return self.recent.get(last_sequence)
+        recent = self.recent
+        return None if recent is None else recent.get(last_sequence)
 
     def doc(self) -> list:
         return [self.durable_highwater, self.generation, self.last_used_ms, self.lease_expiry_ms]

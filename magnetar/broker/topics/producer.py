@@ -89,7 +89,7 @@ class PendingSend:
     """
 
     __slots__ = ("sequence_id", "highest_sequence_id", "owner", "settled", "error",
-                 "ledger_id", "entry_id", "first_offset", "num_messages", "_followers")
+                 "ledger_id", "entry_id", "first_offset", "num_messages", "_followers", "token", "marker")
 
     def __init__(self, sequence_id: int, highest_sequence_id: int, owner: "Producer | None" = None) -> None:
         self.sequence_id = sequence_id
@@ -100,6 +100,12 @@ class PendingSend:
         self.ledger_id = self.entry_id = self.first_offset = -1
         self.num_messages = 0
         self._followers: list | None = None
+        #: While its entry is appended and not yet stored, the topic's record
+        #: of it rides here (no tuple per entry beside it): its deduplication
+        #: token, and a marker hook (PIP-33) or None; ``first_offset`` and
+        #: ``num_messages`` are set when it is appended.
+        self.token: tuple | None = None
+        self.marker = None
 
     def stored(self, ledger_id: int, entry_id: int, first_offset: int, num_messages: int) -> None:
         """The entry is durable at ``ledger_id:entry_id`` (``-1:-1``: a duplicate

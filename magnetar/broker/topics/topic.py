@@ -125,8 +125,9 @@ class Topic(ProducerAdmission):
         self.name = name
         self.ledger = ledger
         #: Published entries handed to storage and not yet told of, in append
-        #: order: (pending send, dedup token, first offset, messages, marker
-        #: hook). Storage tells appends in the order they were made, exactly
+        #: order: their pending sends, each carrying its dedup token, first
+        #: offset, messages and marker hook (``PendingSend.token`` ...: no
+        #: tuple per entry). Storage tells appends in the order they were made, exactly
         #: once each (``storage/waiters.py``), so one bound method serves as
         #: every entry's callback and takes the head: no closure per entry,
         #: and one call for the entries of one group commit.
@@ -137,10 +138,11 @@ class Topic(ProducerAdmission):
         #: while it has one (:meth:`_followers_changed`, ``followers.py``).
         self.subscriptions: dict[str, Subscription] = Followers(self._followers_changed)
         self.next_offset = 0
-        #: The last stored entry's ledger id, entry id and the offset after it
-        #: (what a move tells the destination: :meth:`moving`); None: none known.
-        #: Plain ints: it is set once per stored run, read once per move.
-        self.stored_tail: tuple[int, int, int] | None = None
+        # The last stored entry's ledger id, entry id and the offset after it
+        # (:attr:`stored_tail`); ledger -1: none known. Three ints, not a
+        # tuple: set once per stored run (a tuple each time was one more
+        # object per topic per commit for the collector), read once per move.
+        self._tail_ledger = self._tail_entry = self._tail_offset = -1
         self.topic_epoch = 0
         self.exclusive_producer: Producer | None = None
         #: WaitForExclusive producers in arrival order, with the future that promotes them.
@@ -319,7 +321,11 @@ class Topic(ProducerAdmission):
             marker = None
         if marker is None:
             self.data_msg_in += n
-        self._appending.append((pending, token, first, n, marker))
+        pending.first_offset = first
+        pending.num_messages = n
+        pending.token = token
+        pending.marker = marker
+        self._appending.append(pending)
         try:
             self.ledger.append_then(data, self._on_appended)
         except StorageError as exc:  # refused at once (closing, fenced, failed): never told
@@ -336,27 +342,48 @@ class Topic(ProducerAdmission):
         appending = self._appending
         if error is not None:
             for _ in range(count):
-                self._on_store_failed(appending.popleft()[0], error)
+                self._on_store_failed(appending.popleft(), error)
             return
         if count == 1:  # the usual run at many written topics: one entry per topic per commit
-            pending, token, first, n, marker = appending.popleft()
+            pending = appending.popleft()
+            token, pending.token = pending.token, None  # the retry window may keep the send: not its token
             self.dedup.on_durable(token, ledger_id, first_entry_id)
+            first = pending.first_offset
+            n = pending.num_messages
             pending.stored(ledger_id, first_entry_id, first, n)
+            marker = pending.marker
             if marker is not None:
+                pending.marker = None
                 marker(ledger_id, first_entry_id)
-            self.stored_tail = (ledger_id, first_entry_id, first + n)
+            self._tail_ledger, self._tail_entry, self._tail_offset = ledger_id, first_entry_id, first + n
             return
         done = [appending.popleft() for _ in range(count)]
-        self.dedup.on_durable_run([token for _, token, _, _, _ in done], ledger_id, first_entry_id + count - 1)
+        self.dedup.on_durable_run([pending.token for pending in done], ledger_id, first_entry_id + count - 1)
         entry_id = first_entry_id
-        for pending, _, first, n, marker in done:
-            pending.stored(ledger_id, entry_id, first, n)
+        for pending in done:
+            pending.token = None
+            pending.stored(ledger_id, entry_id, pending.first_offset, pending.num_messages)
+            marker = pending.marker
             if marker is not None:
+                pending.marker = None
                 marker(ledger_id, entry_id)
             entry_id += 1
         if done:
-            _, _, first, n, _ = done[-1]
-            self.stored_tail = (ledger_id, entry_id - 1, first + n)
+            last = done[-1]
+            self._tail_ledger, self._tail_entry = ledger_id, entry_id - 1
+            self._tail_offset = last.first_offset + last.num_messages
+
+    @property
+    def stored_tail(self) -> tuple[int, int, int] | None:
+        """The last stored entry's ledger id, entry id and the offset after it
+        (what a move tells the destination: :meth:`moving`); None: none known."""
+        if self._tail_ledger < 0:
+            return None
+        return self._tail_ledger, self._tail_entry, self._tail_offset
+
+    @stored_tail.setter
+    def stored_tail(self, tail: tuple[int, int, int] | None) -> None:
+        self._tail_ledger, self._tail_entry, self._tail_offset = (-1, -1, -1) if tail is None else tail
 
     def moving(self) -> MovingTopic:
         """This topic as a move's source names it to the destination (after
