@@ -32,7 +32,8 @@ def test_columns_read_as_the_list_of_sections_they_hold():
     cols.append(made[5])
     cols.append(made[6])
     assert len(cols) == 7 and cols and not SectionColumns()
-    assert cols == made and cols == SectionColumns(made) and cols != made[:6] and cols != _sections(7, first=1)
+    assert cols == made and made == cols and cols == SectionColumns(made)  # a list on the left too (a reload's check)
+    assert cols != made[:6] and cols != _sections(7, first=1)
     assert list(cols) == made and cols[0] == made[0] and cols[-1] == made[-1] and cols[2:4] == made[2:4]
     assert all(type(s) is Section and not gc.is_tracked(s) for s in cols)
     assert cols.end() == made[-1].end() == 14 and SectionColumns().end() == 0
