@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import math
 import os
-import threading
-import time
 from pathlib import Path
+
+from bench.sampling import PeriodicSampler
 
 #: Seconds between two readings of /proc by :class:`Machine`.
 MACHINE_EVERY_S = 0.25
@@ -122,28 +122,27 @@ class Machine:
     def __init__(self, groups: dict[str, list[int]], waiting: int | None = None) -> None:
         self.groups = groups
         self.waiting = waiting
-        self.samples: list[tuple] = []
         self.tick_s = 1 / os.sysconf("SC_CLK_TCK")
         self.cores = os.cpu_count() or 1
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="machine", daemon=True)
+        self._sampler = PeriodicSampler(self._read, MACHINE_EVERY_S)
+
+    @property
+    def samples(self) -> list[tuple]:
+        return [(t, *reading) for t, reading in self._sampler.samples]
 
     def __enter__(self) -> "Machine":
-        self._thread.start()
+        self._sampler.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(10)
+        self._sampler.__exit__(*exc)
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            groups = {name: sum(t for t in map(cpu_ticks, pids) if t is not None)
-                      for name, pids in self.groups.items()}
-            stalls = (run_queue_ns(self.waiting) if self.waiting else None, pressure_us("cpu", "some"),
-                      pressure_us("io", "full"))
-            self.samples.append((time.monotonic(), groups, machine_ticks(), runnable(), stalls))
-            self._stop.wait(MACHINE_EVERY_S)
+    def _read(self) -> tuple:
+        groups = {name: sum(t for t in map(cpu_ticks, pids) if t is not None)
+                  for name, pids in self.groups.items()}
+        stalls = (run_queue_ns(self.waiting) if self.waiting else None, pressure_us("cpu", "some"),
+                  pressure_us("io", "full"))
+        return groups, machine_ticks(), runnable(), stalls
 
     def between(self, begin: float, end: float) -> dict | None:
         """CPU per group (% of a core), the machine's busy and iowait (% of
