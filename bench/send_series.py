@@ -29,11 +29,11 @@ record leaves its columns out (None), never an error.
 """
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
 from bench.sampling import PeriodicSampler
+from magnetar.perf.series import bucket_index
 
 #: Seconds between two readings of /proc by :class:`Machine`.
 MACHINE_EVERY_S = 0.25
@@ -167,10 +167,6 @@ class Machine:
         return out
 
 
-def _index(t: float, t0: float, width: float) -> int:
-    return math.floor((t - t0) / width + 1e-9)
-
-
 def annotate(series: list[dict], t0: float, width: float, collections: list | None = None,
              lags: list | None = None, commits: list[dict] | None = None, machine: Machine | None = None) -> None:
     """Adds the broker's and the machine's columns to each bucket of
@@ -182,7 +178,7 @@ def annotate(series: list[dict], t0: float, width: float, collections: list | No
             bucket.update(gc_ms=0.0, gc="")
         per: list[dict] = [{} for _ in range(n)]
         for start, generation, ms, _ in collections:
-            i = _index(start, t0, width)
+            i = bucket_index(start, t0, width)
             if 0 <= i < n:
                 series[i]["gc_ms"] = round(series[i]["gc_ms"] + ms, 2)
                 per[i].setdefault(generation, []).append(ms)
@@ -194,14 +190,14 @@ def annotate(series: list[dict], t0: float, width: float, collections: list | No
         for bucket in series:
             bucket["lag_ms"] = 0.0
         for meant, ms in lags:
-            i = _index(meant, t0, width)
+            i = bucket_index(meant, t0, width)
             if 0 <= i < n and ms > series[i]["lag_ms"]:
                 series[i]["lag_ms"] = round(ms, 1)
     if commits is not None:
         for bucket in series:
             bucket.update(commits=0, batches_max=0, **{f"{p}_ms": 0.0 for p in PHASES})
         for c in commits:
-            i = _index(c["began"], t0, width)
+            i = bucket_index(c["began"], t0, width)
             if not 0 <= i < n:
                 continue
             bucket = series[i]

@@ -73,6 +73,12 @@ class SeriesLog:
         self.samples.extend(tuple(s) for s in delta["samples"])
 
 
+def bucket_index(t: float, begin: float, width: float) -> int:
+    """The bucket of ``width`` seconds from ``begin`` that ``t`` falls in
+    (the bench's broker-side columns use it too, so both sides agree)."""
+    return math.floor((t - begin) / width + 1e-6)
+
+
 def nearest_rank(ordered: list[int], q: float) -> int:
     """The ``q`` quantile (0..1) of sorted ``ordered`` by nearest rank."""
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
@@ -86,7 +92,7 @@ def buckets(log: SeriesLog, begin: float, width: float, end: float | None = None
     the bucket its start falls in (the counts may be a slot, 0.1 s, early:
     the samples' latencies are not)."""
     def index(t: float) -> int:
-        return math.floor((t - begin) / width + 1e-6)
+        return bucket_index(t, begin, width)
 
     times = [slot * SLOT_S for slot in (*log.sent, *log.acked)] + [t for t, _ in log.samples]
     last = max((index(t) for t in times if t >= begin), default=-1)
