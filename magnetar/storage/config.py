@@ -14,6 +14,11 @@ BACKENDS = ("file", "object")
 STORAGE_PROFILES = ("latency", "cost")  # storage/object/profiles.py
 #: S3's largest single PUT (5 GiB): one commit is one PUT.
 MAX_OBJECT_BYTES = 5 * 1024**3
+#: Bounds of ``object_sections_per_ledger``: below 10 a ledger rolls over
+#: every few commits; above 100,000 an open ledger's index (in memory, and
+#: in etcd until its compaction) grows past what a rollover bounded it to.
+MIN_SECTIONS_PER_LEDGER = 10
+MAX_SECTIONS_PER_LEDGER = 100_000
 
 
 @dataclass
@@ -97,6 +102,11 @@ class StorageConfig:
         commit, what brokers before format 2 read). Existing ledgers keep
         theirs. The first format-2 ledger raises the data set's
         ``object_layout`` to 2: older brokers refuse it from then on.
+    object_sections_per_ledger: an object ledger asks to be rolled over
+        once it holds this many sections (one per commit that carried its
+        entries; it bounds an open ledger's index in memory and in the
+        metadata store). An integer from 10 to 100,000; 1,000 by default.
+        Lower it only to see rollovers sooner (a bench).
     max_open_ledger_files: segment files open at once (``handles.py``): the
         least recently used idle ones are closed and opened again on use, so
         open files stay bounded whatever the number of topics. 0 (the
@@ -122,6 +132,7 @@ class StorageConfig:
     object_commit_max_bytes: int = 8 * 1024 * 1024
     object_put_budget_per_s: float = 250.0
     object_layout: int = 2
+    object_sections_per_ledger: int = 1000
     max_open_ledger_files: int = 0
     journal: bool = True
     journal_checkpoint_interval_ms: int = 10_000
@@ -150,6 +161,11 @@ class StorageConfig:
         _non_negative(self, "object_put_budget_per_s")
         if self.object_layout not in (1, 2):
             raise ValueError(f"object_layout must be 1 or 2; got {self.object_layout!r}")
+        sections = self.object_sections_per_ledger
+        if isinstance(sections, bool) or not isinstance(sections, int) or not (
+                MIN_SECTIONS_PER_LEDGER <= sections <= MAX_SECTIONS_PER_LEDGER):
+            raise ValueError(f"object_sections_per_ledger must be an integer from {MIN_SECTIONS_PER_LEDGER} "
+                             f"to {MAX_SECTIONS_PER_LEDGER}; got {sections!r}")
         if self.object_storage_profile not in STORAGE_PROFILES:
             raise ValueError(f"object_storage_profile must be one of {', '.join(STORAGE_PROFILES)}; "
                              f"got {self.object_storage_profile!r}")

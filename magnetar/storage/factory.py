@@ -309,5 +309,5 @@ async def open_factory(data_dir: Path, store: MetadataStore, config: StorageConf
                             read_cache_bytes=config.read_cache_bytes, cache_budget=budget,
                             profile=config.object_storage_profile,
                             put_budget_per_s=config.object_put_budget_per_s, layout=config.object_layout,
-                            session_ttl_s=session_ttl_s)
+                            session_ttl_s=session_ttl_s, sections_per_ledger=config.object_sections_per_ledger)
     return ManagedLedgerFactory(data_dir, store, config, backend=backend, cache_budget=budget)

@@ -73,7 +73,6 @@ from ...metadata.store import Compare, MetadataError, MetadataStore, Put, Transa
 from ...objectstore.store import ObjectStore, ObjectStoreError
 from ..errors import ManagedLedgerFencedError, StorageError
 from ..framing import HEADER_SIZE, frames
-from . import object_ledger
 from .commit_groups import CommitGroups, tell_batch
 from .commit_timings import CommitTimings
 from .profiles import Gathering
@@ -385,7 +384,6 @@ class Committer:
         # of every commit, thousands per commit at 10,000 written topics).
         kept = self.kept
         add_kept = kept.add if kept is not None else None
-        half = object_ledger.MAX_SECTIONS_PER_LEDGER // 2
         index, all_ledgers, heads, more_of = groups.index, groups.ledgers, groups.heads, groups.more
         for lid in committed:
             g = index[lid]
@@ -396,7 +394,7 @@ class Committer:
             held.append(section)  # as columns: nothing the collector counts (.section_columns)
             ledger.entry_count = section.first + section.count
             ledger.size += section.length
-            if len(held) >= half:  # neither end is below half of full's count
+            if len(held) >= ledger.prepare_at:  # below it, neither changes
                 ledger.update_fullness()
             if add_kept is not None:
                 add_kept(lid, parts[g])

@@ -98,7 +98,9 @@ class ObjectBackend:
     the section cache's size, inside ``cache_budget`` when given.
     ``layout``: the index layout format of the ledgers it creates (1 or 2);
     ``session_ttl_s``: the TTL of the metadata session a format-2 writer's
-    fence is tied to.
+    fence is tied to. ``sections_per_ledger``: a ledger it creates is
+    ``full`` at this many sections (None: ``MAX_SECTIONS_PER_LEDGER``;
+    the broker passes its ``object_sections_per_ledger``).
     """
 
     def __init__(self, store: MetadataStore, objects: ObjectStore, *, commit_interval_ms: float = 20,
@@ -106,10 +108,11 @@ class ObjectBackend:
                  cache_budget: CacheBudget | None = None, put_timeout_s: float = 10.0,
                  session: str | None = None, collect_interval_s: float | None = 300.0,
                  profile: str = "cost", put_budget_per_s: float = 0, layout: int = LAYOUT_FORMAT,
-                 session_ttl_s: float = 10.0) -> None:
+                 session_ttl_s: float = 10.0, sections_per_ledger: int | None = None) -> None:
         if layout not in (1, 2):
             raise ValueError(f"object layout format must be 1 or 2; got {layout!r}")
         self.layout = layout
+        self.sections_per_ledger = sections_per_ledger
         self.session_ttl_s = session_ttl_s
         self._writer: WriterFence | None = None  # format 2: the fence of the ledgers created now
         self._sessions: list[MetadataSession] = []
@@ -154,7 +157,7 @@ class ObjectBackend:
             raise StorageError(f"creating ledger {ledger_id} failed: {exc}") from exc
         self._epochs[ledger_id] = epoch
         self.kept.start(ledger_id)
-        ledger = ObjectLedger(ledger_id, epoch)
+        ledger = ObjectLedger(ledger_id, epoch, max_sections=self.sections_per_ledger)
         ledger.writer = writer
         ledger.kept = self.kept
         self.set_profile(ledger, None)

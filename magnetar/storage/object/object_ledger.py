@@ -24,6 +24,7 @@ from .writer_fence import WriterFence
 
 #: A ledger holding this many sections asks to be rolled over (``full``):
 #: it bounds the open ledger's index records (sealed ones are compacted).
+#: The default of ``object_sections_per_ledger`` (storage/config.py).
 MAX_SECTIONS_PER_LEDGER = 1000
 #: This many sections before ``full`` (at most half of it), the managed
 #: ledger creates its next ledger ahead (``nearly_full``), so that the
@@ -38,8 +39,13 @@ class ObjectLedger:
     where they are. ``epoch`` is the ledger record's version this writer
     holds (None: opened only to read)."""
 
-    def __init__(self, ledger_id: int, epoch: int | None, sections: list[Section] | None = None) -> None:
+    def __init__(self, ledger_id: int, epoch: int | None, sections: list[Section] | None = None,
+                 max_sections: int | None = None) -> None:
         self.ledger_id = ledger_id
+        #: Sections at which it is ``full`` (its backend's ``sections_per_ledger``;
+        #: None: ``MAX_SECTIONS_PER_LEDGER``), and at which ``nearly_full``.
+        self.max_sections = MAX_SECTIONS_PER_LEDGER if max_sections is None else max_sections
+        self.prepare_at = self.max_sections - min(PREPARE_AHEAD_SECTIONS, self.max_sections // 2)
         self.epoch = epoch
         #: The index, as columns (no object per section: see .section_columns).
         self.sections = SectionColumns(sections or ())
@@ -78,9 +84,8 @@ class ObjectLedger:
     def update_fullness(self) -> None:
         """Set ``full`` and ``nearly_full`` from the sections held now."""
         held = len(self.sections)
-        self.full = held >= MAX_SECTIONS_PER_LEDGER
-        self.nearly_full = held >= MAX_SECTIONS_PER_LEDGER - min(PREPARE_AHEAD_SECTIONS,
-                                                                 MAX_SECTIONS_PER_LEDGER // 2)
+        self.full = held >= self.max_sections
+        self.nearly_full = held >= self.prepare_at
 
     def fence(self) -> None:
         if self.error is None:
@@ -98,5 +103,5 @@ class ObjectLedger:
         sections.append(section)
         self.entry_count = section.first + section.count
         self.size += section.length
-        if len(sections) >= MAX_SECTIONS_PER_LEDGER // 2:  # neither end is below half of full's count
+        if len(sections) >= self.prepare_at:  # below it, neither changes
             self.update_fullness()

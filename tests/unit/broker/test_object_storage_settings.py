@@ -18,6 +18,14 @@ def test_file_is_the_default_and_needs_nothing():
     assert config.object_storage_profile == "latency" and config.object_put_budget_per_s == 250
 
 
+@pytest.mark.parametrize("sections", [9, 0, -1000, 100_001, 50.5, True, "100"])
+def test_sections_per_ledger_out_of_bounds_or_not_an_integer_is_one_clear_error(sections):
+    with pytest.raises(ValueError, match=r"^object_sections_per_ledger must be an integer from 10 to 100000; got "):
+        StorageConfig(object_sections_per_ledger=sections)
+    assert StorageConfig(object_sections_per_ledger=10).object_sections_per_ledger == 10  # the bounds are in
+    assert StorageConfig(object_sections_per_ledger=100_000).object_sections_per_ledger == 100_000
+
+
 def test_a_storage_profile_not_known_is_one_clear_error():
     with pytest.raises(ValueError, match="object_storage_profile must be one of latency, cost; got 'fast'"):
         StorageConfig(object_storage_profile="fast")
@@ -31,6 +39,20 @@ def test_an_object_backend_on_a_cluster(tmp_path):
     config = load_config(path, ETCD)
     assert config.storage.backend == "object" and config.storage.object_store_url == URL
     assert config.storage.object_commit_interval_ms == 50
+    assert config.storage.object_sections_per_ledger == 1000  # the default
+
+
+async def test_sections_per_ledger_reach_the_object_backend_a_broker_opens(tmp_path):
+    from magnetar.storage.factory import open_factory
+    path = tmp_path / "c.toml"
+    path.write_text(f'[storage]\nbackend = "object"\nobject_store_url = "{URL}"\nobject_sections_per_ledger = 50\n')
+    config = load_config(path, ETCD)
+    assert config.storage.object_sections_per_ledger == 50
+    factory = await open_factory(tmp_path, None, config.storage)  # no request made: nothing to close but the client
+    try:
+        assert factory.backend.sections_per_ledger == 50
+    finally:
+        await factory.backend.objects.close()
 
 
 @pytest.mark.parametrize(
@@ -42,6 +64,8 @@ def test_an_object_backend_on_a_cluster(tmp_path):
         ({"backend": "object", "object_store_url": "s3://B"}, "not a valid bucket name"),
         ({"object_commit_interval_ms": 0}, "object_commit_interval_ms must be > 0"),
         ({"object_commit_max_bytes": 6 * 1024**3}, "S3's largest PUT"),
+        ({"object_sections_per_ledger": 9}, "object_sections_per_ledger must be an integer from 10 to 100000; got 9"),
+        ({"object_sections_per_ledger": 100_001}, "object_sections_per_ledger must be an integer from 10 to 100000"),
     ],
 )
 def test_bad_storage_settings_are_one_clear_line(storage, says):
