@@ -25,7 +25,9 @@ ended (its owner can no longer release it); it is still a compare-and-set.
 Every broker keeps a local table of the channel, filled at :meth:`start` and
 kept current by one prefix watch; listeners hear every change. Failure modes:
 metadata errors propagate from writes (the caller retries or answers
-ServiceNotReady); a value that is not valid JSON is logged and read as Init.
+ServiceNotReady); a changed record whose read fails is read again, backing
+off, until a read succeeds; a value that is not valid JSON is logged and
+read as Init.
 """
 from __future__ import annotations
 
@@ -47,6 +49,11 @@ ROOT = "/loadbalance/bundles"
 
 #: Topic names an Assigning record carries at most (a few kB of the record).
 MAX_NAMED_TOPICS = 128
+
+#: A record whose read failed (the store out of reach) is read again after
+#: this, doubling up to REREAD_MAX_S, until a read succeeds.
+REREAD_FIRST_S = 0.1
+REREAD_MAX_S = 2.0
 
 INIT, FREE, ASSIGNING, OWNED, RELEASING, SPLITTING, DELETED = (
     "Init", "Free", "Assigning", "Owned", "Releasing", "Splitting", "Deleted")
@@ -191,13 +198,22 @@ class Channel:
         self._refreshing[key] = task
 
     async def _refresh_soon(self, key: str) -> None:
+        backoff = REREAD_FIRST_S
         try:
             while True:
                 self._stale.discard(key)
                 try:
                     await self.refresh(key)
-                except Exception as exc:  # the next change or read retries
-                    log.warning("cannot read bundle state %s: %s", key, exc)
+                    backoff = REREAD_FIRST_S
+                except Exception as exc:
+                    # Read again until it succeeds: the key may never change
+                    # again, and a broker that missed "Assigning to me" would
+                    # never take the bundle (nobody else would either: the
+                    # leader only rescues the bundles of gone brokers).
+                    log.warning("cannot read bundle state %s (%s); reading it again in %.1f s", key, exc, backoff)
+                    self._stale.add(key)
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, REREAD_MAX_S)
                 if key not in self._stale:
                     return
         finally:

@@ -6,7 +6,10 @@ leads, it sweeps the channel whenever a broker leaves, whenever a bundle's
 state changes, and every ``sweep_interval_s``: a bundle that is Assigning,
 Owned or Releasing on a broker that is no longer live is overridden to
 Assigning on the least loaded live broker (``source`` = the dead broker),
-which then takes it. It also runs the shedder (:mod:`.shedder`): from the
+which then takes it. A bundle Assigning or Releasing on a live broker
+that has not moved on for ``inflight_timeout_s`` (its step lost: Pulsar's
+in-flight state timeout) is assigned again the same way: the live broker
+retries its own failed steps, so this is the net under it. It also runs the shedder (:mod:`.shedder`): from the
 brokers' load reports, it moves a bundle from the busiest broker to the
 idlest when the spread stays above the threshold for a few rounds (a move
 without lookups, PIP-307), and splits a bundle whose topic count or message
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 
 from magnetar.metadata import MetadataStore, MetadataSession
@@ -38,6 +42,10 @@ from .shedder import BundleMove, plan
 log = logging.getLogger(__name__)
 
 PATH = "/loadbalance/leader"
+
+#: How long a bundle may stay Assigning or Releasing on live brokers before
+#: the leader assigns it again (Pulsar waits 30 s for an in-flight state too).
+INFLIGHT_TIMEOUT_S = 30.0
 
 
 async def current_leader(store: MetadataStore) -> str | None:
@@ -68,11 +76,15 @@ class SplitSettings:
 class Leader:
     def __init__(self, broker_id: str, store: MetadataStore, session: MetadataSession, channel: Channel,
                  registry: Registry, sweep_interval_s: float = 2.0, shedding: SheddingSettings | None = None,
-                 layouts: Layouts | None = None, auto_split: SplitSettings | None = None) -> None:
+                 layouts: Layouts | None = None, auto_split: SplitSettings | None = None,
+                 inflight_timeout_s: float = INFLIGHT_TIMEOUT_S) -> None:
         self.broker_id = broker_id
         self.channel = channel
         self.registry = registry
         self.sweep_interval_s = sweep_interval_s
+        self.inflight_timeout_s = inflight_timeout_s
+        #: Bundles seen Assigning or Releasing on live brokers: the version seen and since when (monotonic).
+        self._inflight: dict = {}
         self.election = LeaderElection(store, PATH, broker_id.encode(), session, retry_s=0.5)
         self.shedding = shedding
         self.layouts = layouts
@@ -241,6 +253,9 @@ class Leader:
                 except LostRace:
                     pass
                 continue
+            if state.state in (ASSIGNING, RELEASING) and state.broker in self.registry.live:
+                moved += await self._unstick(bundle, state, live)
+                continue
             if state.state not in (ASSIGNING, OWNED, RELEASING) or state.broker in self.registry.live:
                 continue
             target = least_loaded(bundle, live, self.channel)
@@ -252,4 +267,32 @@ class Leader:
                 continue
             moved += 1
             log.info("bundle %s of gone broker %s reassigned to %s", bundle, state.broker, target)
+        for bundle in [b for b in self._inflight if self.channel.get(b).state not in (ASSIGNING, RELEASING)]:
+            del self._inflight[bundle]
         return moved
+
+    async def _unstick(self, bundle, state, live) -> int:
+        """Assign ``bundle`` again if it has been in ``state`` (Assigning or
+        Releasing, its brokers live) for ``inflight_timeout_s``: 1 if it was."""
+        now = time.monotonic()
+        seen = self._inflight.get(bundle)
+        if seen is None or seen[0] != state.version:
+            self._inflight[bundle] = (state.version, now)
+            return 0
+        if now - seen[1] < self.inflight_timeout_s:
+            return 0
+        if state.state == ASSIGNING:  # its take was lost: another broker, if there is one
+            target = least_loaded(bundle, live, self.channel, exclude={state.broker}) or \
+                (state.broker if state.broker in live else None)
+        else:  # its source did not pass it on: to the destination it named
+            target = state.broker if state.broker in live else least_loaded(bundle, live, self.channel)
+        if target is None:
+            return 0
+        try:
+            await self.channel.override(bundle, ASSIGNING, target, state.source, state)
+        except LostRace:
+            return 0
+        log.warning("bundle %s was %s on live broker %s for %.0f s: assigned again to %s", bundle, state.state,
+                    state.broker if state.state == ASSIGNING else state.source, now - seen[1], target)
+        del self._inflight[bundle]
+        return 1

@@ -38,7 +38,10 @@ The member reaches the broker service only through :class:`.host.BundleHost`
 below it).
 
 Failure modes: metadata errors during a lookup surface as ServiceNotReady
-(retryable); a lost race on the channel is retried within the deadline.
+(retryable); a lost race on the channel is retried within the deadline. A
+step this broker owes a bundle (taking it, passing it on) that fails in the
+store is tried again until it is written or moot: nobody else takes it for
+a live broker, short of the leader's in-flight timeout (:mod:`.leader`).
 """
 from __future__ import annotations
 
@@ -56,7 +59,7 @@ from . import drain as draining
 from . import splitting
 from .bundles import DEFAULT_BUNDLES, Bundle
 from .channel import ASSIGNING, DELETED, FREE, INIT, OWNED, RELEASING, SPLITTING, BundleState, Channel, \
-    IllegalTransition, LostRace
+    IllegalTransition, LostRace, key_of
 from .host import BundleHost
 from .layout import Layouts
 from ..topics.moving import MovingTopic
@@ -84,6 +87,10 @@ class LookupResult:
 
 #: How long each metadata step of a clean stop may take before it is given up.
 CLOSE_STEP_S = 5.0
+#: A bundle step that failed in the store (taking it, passing it on) is tried
+#: again after this, doubling up to STEP_RETRY_MAX_S.
+STEP_RETRY_FIRST_S = 0.2
+STEP_RETRY_MAX_S = 2.0
 
 
 async def _bounded(step, what: str) -> None:
@@ -325,15 +332,49 @@ class ClusterMember:
                 await self.host.unload_bundle(bundle)
         except Exception:
             log.exception("releasing bundle %s failed", bundle)
-        try:
-            # The names let the destination open the topics before it takes
-            # the bundle: the clients handed over find them loaded.
-            await self.channel.transition(bundle, ASSIGNING, state.broker, self.broker_id, expected=state,
-                                          topics=tuple(topics))
-        except (LostRace, IllegalTransition):
-            pass  # changed under us (the leader cleaned up): the Owned handler still hands over
-        except Exception as exc:
-            log.warning("cannot pass bundle %s on to %s: %s", bundle, state.broker, exc)
+        # The names let the destination open the topics before it takes the
+        # bundle: the clients handed over find them loaded. Changed under us
+        # (the leader cleaned up): the Owned handler still hands over.
+        await self._write_until_settled(
+            bundle, state, lambda expected: self.channel.transition(bundle, ASSIGNING, state.broker, self.broker_id,
+                                                                    expected=expected, topics=tuple(topics)),
+            done=lambda s: s.state != RELEASING or s.source != self.broker_id, what=f"pass on to {state.broker}")
+
+    async def _write_until_settled(self, bundle: Bundle, state: BundleState, write, *, done, what: str) -> bool:
+        """``write(expected)`` the step this broker owes ``bundle`` in ``state``
+        (take it, pass it on), trying again while the store fails: True once
+        written. A failed write may or may not have happened, and nobody else
+        would take the step for a live broker (the leader rescues only the
+        bundles of gone ones), so a bundle would stay Assigning or Releasing
+        for good: before each new try the record is read from the store, and
+        the tries end, False, when it shows ``done`` (the write happened),
+        changed otherwise (a race, the leader), our session ended (joining
+        again takes up what is left) or we close."""
+        delay = STEP_RETRY_FIRST_S
+        expected = state
+        while True:
+            try:
+                await write(expected)
+                return True
+            except (LostRace, IllegalTransition):
+                return False
+            except Exception as exc:
+                log.warning("cannot %s bundle %s (%s); trying again in %.1f s", what, bundle, exc, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, STEP_RETRY_MAX_S)
+            while True:
+                if self.closing or self.session is None or not self.session.alive:
+                    return False
+                try:
+                    now = await self.channel.refresh(key_of(bundle))
+                    break
+                except Exception as exc:
+                    log.info("cannot read bundle %s before trying again (%s)", bundle, exc)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, STEP_RETRY_MAX_S)
+            if now is None or now.version != expected.version:
+                return now is not None and done(now)
+            expected = now
 
     async def unload(self, bundle: Bundle, destination: str | None = None, timeout: float = 30.0) -> str:
         """Move ``bundle`` from its owner to ``destination`` (default: the least
@@ -391,17 +432,16 @@ class ClusterMember:
                 await self.host.prepare_bundle(bundle, list(state.topics))
             except Exception:
                 log.exception("preparing bundle %s failed; its topics load on first use", bundle)
-        try:
-            await self.channel.transition(bundle, OWNED, self.broker_id, state.source, expected=state)
+        taken = await self._write_until_settled(
+            bundle, state, lambda expected: self.channel.transition(bundle, OWNED, self.broker_id, state.source,
+                                                                    expected=expected),
+            done=lambda s: s.state == OWNED and s.broker == self.broker_id, what="take")
+        if taken:
             log.info("broker %s owns bundle %s", self.broker_id, bundle)
             if moved:
                 self._arrivals[bundle] = asyncio.get_running_loop().time()
                 self.host.bundle_arrived(bundle)
             return
-        except (LostRace, IllegalTransition):
-            pass
-        except Exception as exc:
-            log.warning("cannot take bundle %s: %s", bundle, exc)
         now = self.channel.get(bundle)
         if prepared and not (now.state == OWNED and now.broker == self.broker_id):
             # Not ours after all (the leader gave it elsewhere meanwhile): the
