@@ -135,6 +135,11 @@ class HostsSystem:
         assert self.topo is not None
         return self.topo.admin_url(BROKERS[0])
 
+    @property
+    def admin_urls(self) -> list[str]:
+        assert self.topo is not None
+        return [self.topo.admin_url(host) for host in BROKERS]
+
     # -- life -------------------------------------------------------------------------------
     def start(self) -> None:
         """The deployment, every part waited for; then this thread on the client host."""

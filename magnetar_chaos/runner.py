@@ -242,7 +242,8 @@ def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: 
                 # A topic nobody serves at the end (a bundle left without an
                 # owner): a failed run, said in one line, not a traceback.
                 raise RuntimeError(f"the final read of {topic} failed: {exc!r}; its bundle may have no owner "
-                                   f"(see the nemesis's heal lines in the history and the brokers' logs)") from exc
+                                   f"(see the nemesis's heal lines in the history and the brokers' logs); "
+                                   f"{bundle_views(system)}") from exc
             history.add("final", "ok", "read", topic=topic, log=log)
         if hasattr(system, "read_replicas"):  # the regions topology: each topic's copy in the other region
             system.read_replicas(history, sorted({w.topic for w in workloads}))
@@ -267,6 +268,24 @@ def run(out_dir: Path, duration: float, faults: list[str], seed: int, topology: 
     if failed:
         raise RuntimeError(f"workloads died: {failed} (history in {out_dir})")
     return report
+
+
+def bundle_views(system, timeout_s: float = 5.0) -> str:
+    """Each broker's view of the workloads' namespace's bundles (state and
+    owner), in one line, for a failed final read's message: CI keeps only the
+    tail of the output, not the brokers' logs. Never raises."""
+    urls = getattr(system, "admin_urls", None) or [system.admin_url]
+    views = []
+    for url in urls:
+        try:
+            with urllib.request.urlopen(f"{url}/admin/v2/namespaces/{NAMESPACE}/bundles", timeout=timeout_s) as answer:
+                doc = json.loads(answer.read())
+            states = ", ".join(f"{rng} {state}" + (f" on {doc['owners'].get(rng)}" if state == "Owned" else "")
+                               for rng, state in sorted(doc.get("states", {}).items()))
+            views.append(f"{url.removeprefix('http://')} sees {states}")
+        except Exception as exc:  # a broker that does not answer says as much
+            views.append(f"{url.removeprefix('http://')} did not answer ({exc!r})")
+    return "bundles as each broker sees them: " + "; ".join(views)
 
 
 #: How long stopping workloads may take to finish their last send.
