@@ -6,18 +6,20 @@ leads, it sweeps the channel whenever a broker leaves, whenever a bundle's
 state changes, and every ``sweep_interval_s``: a bundle that is Assigning,
 Owned or Releasing on a broker that is no longer live is overridden to
 Assigning on the least loaded live broker (``source`` = the dead broker),
-which then takes it. A bundle Assigning or Releasing on a live broker
-that has not moved on for ``inflight_timeout_s`` (its step lost: Pulsar's
-in-flight state timeout) is assigned again the same way: the live broker
-retries its own failed steps, so this is the net under it. It also runs the shedder (:mod:`.shedder`): from the
-brokers' load reports, it moves a bundle from the busiest broker to the
-idlest when the spread stays above the threshold for a few rounds (a move
-without lookups, PIP-307), and splits a bundle whose topic count or message
-rate passed its limit (:class:`SplitSettings`, Pulsar's automatic bundle
-split). It also finishes splits whose owner died (:mod:`.splitting`).
-A lease-based leader can be wrong for a moment after a
-pause; that is safe because every channel write is a compare-and-set and
-storage fences the previous owner's ledgers.
+which then takes it. A bundle Assigning or Releasing on live brokers that
+has not moved on for ``inflight_timeout_s`` (a step lost: Pulsar's in-flight
+state timeout) is assigned again the same way, an Assigning one to another
+broker: the live broker retries its own failed steps, so this is the net
+under that.
+
+It also runs the shedder (:mod:`.shedder`): from the brokers' load reports,
+it moves a bundle from the busiest broker to the idlest when the spread
+stays above the threshold for a few rounds (a move without lookups,
+PIP-307), and splits a bundle whose topic count or message rate passed its
+limit (:class:`SplitSettings`, Pulsar's automatic bundle split). It also
+finishes splits whose owner died (:mod:`.splitting`). A lease-based leader
+can be wrong for a moment after a pause; that is safe because every channel
+write is a compare-and-set and storage fences the previous owner's ledgers.
 """
 from __future__ import annotations
 
