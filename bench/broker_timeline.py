@@ -19,6 +19,10 @@ it too). Once installed:
   arrived, when it was due, had pipeline room, was taken, its PUT began
   and ended, its transaction began and ended, its receipts ended, and its
   batch count (:data:`COMMIT_FIELDS`; ``time.monotonic()``).
+- **ledger events**: when each seal of an object ledger ended (a
+  rollover's, a close's) and each compaction of a sealed ledger ended
+  (``ObjectBackend.seal`` and ``._compact`` wrapped, found by name as the
+  committer is): ``[kind, t]`` with kind ``seal`` or ``compact``.
 
 Every :data:`FLUSH_S` a writer thread appends one JSON line with what is
 new (``{"lags": [[t, ms], ...], "commits": [[...], ...]}``) to
@@ -67,6 +71,7 @@ class Timeline:
         self.lags: list[tuple[float, float]] = []
         self.committers: list[weakref.ref] = []
         self.unended: list[dict] = []
+        self.events: list[tuple[str, float]] = []  # appended on the loop, swapped out by the flush
         self.lock = threading.Lock()
 
     def trace(self, committer) -> None:
@@ -91,9 +96,11 @@ class Timeline:
         with self.lock:
             lags, self.lags = self.lags, []
         commits = self.ended_commits()
-        if not (lags or commits):
+        events, self.events = self.events, []  # one attribute store: the loop appends to the new list
+        if not (lags or commits or events):
             return
-        line = json.dumps({"lags": [[round(t, 4), round(ms, 2)] for t, ms in lags], "commits": commits})
+        line = json.dumps({"lags": [[round(t, 4), round(ms, 2)] for t, ms in lags], "commits": commits,
+                           "events": [[kind, round(t, 4)] for kind, t in events]})
         try:
             with open(self.path, "a") as out:
                 out.write(line + "\n")
@@ -146,8 +153,23 @@ class _TraceCommitters(importlib.abc.MetaPathFinder):
                     made(self, *args, **kwargs)
                     timeline.trace(self)
                 cls.__init__ = __init__
+            backend = getattr(module, "ObjectBackend", None)
+            if isinstance(backend, type) and backend.__module__ == module.__name__:
+                for method, kind in (("seal", "seal"), ("_compact", "compact")):
+                    if hasattr(backend, method):
+                        setattr(backend, method, _noting(getattr(backend, method), kind, timeline))
         spec.loader.exec_module = exec_module
         return spec
+
+
+def _noting(method, kind: str, timeline: Timeline):
+    """``method`` (a coroutine function) that notes ``[kind, when it ended]``."""
+    async def noted(*args, **kwargs):
+        try:
+            return await method(*args, **kwargs)
+        finally:
+            timeline.events.append((kind, time.monotonic()))
+    return noted
 
 
 def install(path: str) -> Timeline:
@@ -182,14 +204,16 @@ def install_from_env(is_broker) -> Timeline | None:
 
 
 def read(path: str) -> dict:
-    """The whole record: ``{"lags": [(t, ms)], "commits": [dict per commit]}``
+    """The whole record: ``{"lags": [(t, ms)], "commits": [dict per commit],
+    "events": [(kind, t)]}``
     (empty lists if the file is missing)."""
     lags: list = []
     commits: list = []
+    events: list = []
     try:
         text = Path(path).read_text()
     except OSError:
-        return {"lags": lags, "commits": commits}
+        return {"lags": lags, "commits": commits, "events": events}
     for line in text.splitlines():
         try:
             record = json.loads(line)
@@ -197,4 +221,5 @@ def read(path: str) -> dict:
             continue
         lags += [tuple(x) for x in record["lags"]]
         commits += [dict(zip((*COMMIT_FIELDS, "batches"), c)) for c in record["commits"]]
-    return {"lags": lags, "commits": commits}
+        events += [tuple(e) for e in record.get("events", ())]
+    return {"lags": lags, "commits": commits, "events": events}

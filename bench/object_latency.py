@@ -181,7 +181,11 @@ def measure(spec: WorkloadSpec, cluster: LocalCluster, label: str, log, every: f
            # When the clock started (not ``ended`` less the seconds: closing 10,000 producers takes a while).
            "sending": (began[0], began[0] + seconds) if began else (ended - seconds, ended),
            **{k: p[k] for k in ("series_t0", "series") if k in p}, "machine": machines[0] if machines else None}
-    out["commit_phases"] = phase_figures(phases_before, commit_phases(cluster))
+    try:
+        out["commit_phases"] = phase_figures(phases_before, commit_phases(cluster))
+    except OSError as error:  # a broker too busy to answer (a burst of rollovers at 10,000 topics did)
+        log(f"    commit phases: /metrics did not answer after the sending ({error!r})")
+        out["commit_phases"] = {}
     lat = out["latency_ms"] or {}
     broker = out["broker"] or {}
     log(f"  {label}: {out['topics']} topics at {spec.rate:,.0f} msg/s: sent {out['sent_per_s'] or 0:,.0f}/s, "
@@ -252,7 +256,7 @@ def run_config(name: str, args, log, root: str | None = None, tree: str = "this 
             log(f"[{name}, {tree}] {cluster.members[0].service_url}")
             base = WorkloadSpec(service_url=cluster.members[0].service_url, size=100, batching=False,
                                 duration=args.seconds, max_pending=1000, series_s=args.series_every)
-            if not args.skip_latency:
+            if not args.skip_latency and not args.skip_one_topic:
                 out["one_topic"] = measure(replace(base, topic=f"one-{name}", topics=1, rate=1000), cluster,
                                            "one topic", log, args.scrape_every)
             if args.many_topics and not args.skip_latency:
@@ -309,11 +313,14 @@ def series_of(out: dict, broker: dict | None, args, log) -> None:
             continue
         machine = w.pop("machine", None)
         send_series.annotate(w["series"], w["series_t0"], args.series_every, collections,
-                             broker and broker["lags"], broker and broker["commits"], machine)
+                             broker and broker["lags"], broker and broker["commits"], machine,
+                             broker and broker["events"])
         if broker:  # the raw records of the sending (and a second either side), for a closer look
             t0, t1 = w["series_t0"] - 1, w["series_t0"] + len(w["series"]) * args.series_every + 1
             w["broker_timeline"] = {"lags": [x for x in broker["lags"] if t0 <= x[0] <= t1],
-                                    "commits": [c for c in broker["commits"] if t0 <= c["began"] <= t1]}
+                                    "commits": [c for c in broker["commits"] if t0 <= c["began"] <= t1],
+                                    "events": [e for e in broker["events"] if t0 <= e[1] <= t1]}
+            rollovers(w, args.series_every, log, out["tree"])
         lines = send_series.table(w["series"], -1 if args.series_all else args.series_above)
         shown = "every bucket" if args.series_all else f"the buckets whose p99 is above {args.series_above:g} ms"
         log(f"  [{w['label']}, {out['tree']}] series by send time, {args.series_every:g} s buckets, "
@@ -323,6 +330,34 @@ def series_of(out: dict, broker: dict | None, args, log) -> None:
     for key in ("one_topic", "many_topics", "cost"):
         if out.get(key):
             out[key].pop("machine", None)
+
+
+def rollovers(w: dict, width: float, log, tree: str) -> None:
+    """The sending's seals and compactions (``--broker-timeline``): how many,
+    from when to when, the most in one bucket; and the latency of the
+    buckets they span (the worst bucket's p99, and the p99 of the buckets'
+    p99s) beside the buckets before them, into ``w["rollovers"]`` and the log."""
+    series = w["series"]
+    seals = [i for i, b in enumerate(series) if b.get("seals")]
+    found = {"seals": sum(b.get("seals", 0) for b in series),
+             "compactions": sum(b.get("compactions", 0) for b in series)}
+    if seals:
+        first, last = seals[0], max(i for i, b in enumerate(series) if b.get("seals") or b.get("compactions"))
+        during = [b["p99_ms"] for b in series[first:last + 1] if b.get("p99_ms") is not None]
+        before = [b["p99_ms"] for b in series[:first] if b.get("p99_ms") is not None]
+        worst = max(range(first, last + 1), key=lambda i: series[i].get("p99_ms") or 0)
+        found.update(from_s=series[first]["t"], to_s=series[last]["t"] + width,
+                     most_seals_in_a_bucket=max(b.get("seals", 0) for b in series),
+                     most_compactions_in_a_bucket=max(b.get("compactions", 0) for b in series),
+                     worst_bucket_s=series[worst]["t"], worst_bucket_p99_ms=series[worst].get("p99_ms"),
+                     bucket_p99_median_during_ms=_median(during), bucket_p99_median_before_ms=_median(before))
+    w["rollovers"] = found
+    log(f"  [{w['label']}, {tree}] rollovers: " + ", ".join(f"{k} {v}" for k, v in found.items()))
+
+
+def _median(values: list) -> float | None:
+    values = sorted(values)
+    return values[len(values) // 2] if values else None
 
 
 def census_of(path: str, out: dict, args, log) -> None:
@@ -393,6 +428,7 @@ def main() -> None:
     parser.add_argument("--etcd-every-minutes", type=float, default=10,
                         help="during the etcd run, count keys per topic this often too")
     parser.add_argument("--skip-latency", action="store_true", help="only the etcd run")
+    parser.add_argument("--skip-one-topic", action="store_true", help="no one-topic workload")
     parser.add_argument("--cold-read", action="store_true", help="only the cold read, files then objects")
     parser.add_argument("--cold-topics", type=int, default=8)
     parser.add_argument("--cold-messages", type=int, default=100_000)

@@ -16,6 +16,8 @@ each bucket, from records a bench took on the same clock:
   ``budget`` for a token of the PUT budget, ``put``, ``wait`` for the
   previous commit's transaction, ``txn``, ``receipts``, ``total`` oldest
   batch to receipts);
+- ``seals``, ``compactions``: object ledgers whose seal (a rollover's, a
+  close's) and whose compaction ended in it (:mod:`bench.broker_timeline`);
 - ``cpu``: each process group's share of a core over the bucket, every
   other process's (``others``), the machine's busy and iowait share of
   all cores, the runnable tasks, and stalls in ms per second: the
@@ -168,7 +170,8 @@ class Machine:
 
 
 def annotate(series: list[dict], t0: float, width: float, collections: list | None = None,
-             lags: list | None = None, commits: list[dict] | None = None, machine: Machine | None = None) -> None:
+             lags: list | None = None, commits: list[dict] | None = None, machine: Machine | None = None,
+             events: list | None = None) -> None:
     """Adds the broker's and the machine's columns to each bucket of
     ``series`` (buckets of ``width`` s from ``t0``; see the module's
     docstring). Records outside the series are left out."""
@@ -205,6 +208,13 @@ def annotate(series: list[dict], t0: float, width: float, collections: list | No
             bucket["batches_max"] = max(bucket["batches_max"], c.get("batches", 0))
             for phase, (a, b) in _PHASE_SPANS.items():
                 bucket[f"{phase}_ms"] = max(bucket[f"{phase}_ms"], round((c[b] - c[a]) * 1000, 1))
+    if events is not None:
+        for bucket in series:
+            bucket.update(seals=0, compactions=0)
+        for kind, t in events:
+            i = bucket_index(t, t0, width)
+            if 0 <= i < n and kind in ("seal", "compact"):
+                series[i]["seals" if kind == "seal" else "compactions"] += 1
     if machine is not None:
         for bucket in series:
             begin = t0 + bucket["t"]
@@ -225,7 +235,7 @@ def table(series: list[dict], above_ms: float = 50.0) -> list[str]:
     head = (f"{'t s':>6} {'sent':>6} {'smpl':>5} {'answ':>5} {'p50':>6} {'p99':>6} {'max':>6} {'>50':>4} {'>100':>4} "
             f"| {'gc ms':>6} {'gc':<14}"
             f"| {'lag':>5} | {'cmts':>4} " + " ".join(f"{p[:5]:>5}" for p in PHASES) + " | "
-            + " ".join(f"{g[:7]:>7}" for g in groups))
+            f"{'seals':>5} {'cmpct':>5} | " + " ".join(f"{g[:7]:>7}" for g in groups))
 
     def cell(value, width: int, digits: int = 1) -> str:
         return f"{'-':>{width}}" if value is None else f"{value:>{width}.{digits}f}"
@@ -238,5 +248,6 @@ def table(series: list[dict], above_ms: float = 50.0) -> list[str]:
             f"{b['t']:>6.1f} {b['sent']:>6} {b['samples']:>5} {b.get('answered', 0):>5} {cell(b['p50_ms'], 6)} {cell(b['p99_ms'], 6)} "
             f"{cell(b['max_ms'], 6)} {b.get('over_50', 0):>4} {b.get('over_100', 0):>4} | {cell(b.get('gc_ms'), 6)} {b.get('gc', ''):<14}| {cell(b.get('lag_ms'), 5)} | "
             f"{b.get('commits', 0):>4} " + " ".join(cell(b.get(f"{p}_ms"), 5) for p in PHASES) + " | "
+            f"{b.get('seals', '-'):>5} {b.get('compactions', '-'):>5} | "
             + " ".join(f"{cpu.get(g, '-'):>7}" for g in groups))
     return lines

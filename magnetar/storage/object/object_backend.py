@@ -49,7 +49,8 @@ from .range_gets import Lockstep, RangeGets
 from .pending_sections import PendingSections
 from .section_cache import SectionCache
 from .commit import Committer
-from .object_ledger import ObjectLedger
+from . import object_ledger
+from .object_ledger import ObjectLedger, draw_max_sections
 from .kept_sections import KeptSections
 from .compactor import collect_orphans, compact_ledger, delete_chunks
 from .commit_records import RecordScans
@@ -99,8 +100,10 @@ class ObjectBackend:
     ``layout``: the index layout format of the ledgers it creates (1 or 2);
     ``session_ttl_s``: the TTL of the metadata session a format-2 writer's
     fence is tied to. ``sections_per_ledger``: a ledger it creates is
-    ``full`` at this many sections (None: ``MAX_SECTIONS_PER_LEDGER``;
-    the broker passes its ``object_sections_per_ledger``).
+    ``full`` at this many sections at most (None: ``MAX_SECTIONS_PER_LEDGER``;
+    the broker passes its ``object_sections_per_ledger``), each at its own
+    point below it (:func:`~.object_ledger.draw_max_sections`: ledgers
+    filled together roll over apart). ``rng``: where those are drawn.
     """
 
     def __init__(self, store: MetadataStore, objects: ObjectStore, *, commit_interval_ms: float = 20,
@@ -108,11 +111,13 @@ class ObjectBackend:
                  cache_budget: CacheBudget | None = None, put_timeout_s: float = 10.0,
                  session: str | None = None, collect_interval_s: float | None = 300.0,
                  profile: str = "cost", put_budget_per_s: float = 0, layout: int = LAYOUT_FORMAT,
-                 session_ttl_s: float = 10.0, sections_per_ledger: int | None = None) -> None:
+                 session_ttl_s: float = 10.0, sections_per_ledger: int | None = None,
+                 rng: random.Random | None = None) -> None:
         if layout not in (1, 2):
             raise ValueError(f"object layout format must be 1 or 2; got {layout!r}")
         self.layout = layout
         self.sections_per_ledger = sections_per_ledger
+        self._rng = rng or random.Random()
         self.session_ttl_s = session_ttl_s
         self._writer: WriterFence | None = None  # format 2: the fence of the ledgers created now
         self._sessions: list[MetadataSession] = []
@@ -157,7 +162,8 @@ class ObjectBackend:
             raise StorageError(f"creating ledger {ledger_id} failed: {exc}") from exc
         self._epochs[ledger_id] = epoch
         self.kept.start(ledger_id)
-        ledger = ObjectLedger(ledger_id, epoch, max_sections=self.sections_per_ledger)
+        maximum = self.sections_per_ledger or object_ledger.MAX_SECTIONS_PER_LEDGER
+        ledger = ObjectLedger(ledger_id, epoch, max_sections=draw_max_sections(maximum, self._rng))
         ledger.writer = writer
         ledger.kept = self.kept
         self.set_profile(ledger, None)

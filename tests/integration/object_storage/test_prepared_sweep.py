@@ -54,6 +54,7 @@ async def _prepared_ledger(ml) -> int:
 async def test_a_crash_while_switched_leaves_no_prepared_ledger_after_recovery(
         tmp_path, etcd_server, prefix, objects_url, monkeypatch):
     monkeypatch.setattr(object_ledger, "MAX_SECTIONS_PER_LEDGER", 6)  # prepared at 3 sections, full at 6
+    monkeypatch.setattr(object_ledger, "ROLLOVER_SPREAD", 0)  # every ledger at the maximum
     crashed_store = await EtcdMetadataStore.open(etcd_server.store_url(prefix))
     store = await EtcdMetadataStore.open(etcd_server.store_url(prefix))
     crashed = latency_factory(tmp_path, crashed_store, objects_url)
@@ -90,6 +91,7 @@ async def test_a_crash_while_switched_leaves_no_prepared_ledger_after_recovery(
 async def test_deleting_a_managed_ledger_a_crash_left_switched_deletes_its_prepared_ledger(
         tmp_path, etcd_server, prefix, objects_url, monkeypatch):
     monkeypatch.setattr(object_ledger, "MAX_SECTIONS_PER_LEDGER", 6)
+    monkeypatch.setattr(object_ledger, "ROLLOVER_SPREAD", 0)  # every ledger at the maximum
     crashed_store = await EtcdMetadataStore.open(etcd_server.store_url(prefix))
     store = await EtcdMetadataStore.open(etcd_server.store_url(prefix))
     crashed = latency_factory(tmp_path, crashed_store, objects_url)
@@ -109,6 +111,7 @@ async def test_deleting_a_managed_ledger_a_crash_left_switched_deletes_its_prepa
 async def test_a_zombie_switched_to_a_prepared_ledger_the_new_owner_deleted_gives_no_receipt(
         tmp_path, etcd_server, prefix, objects_url, monkeypatch):
     monkeypatch.setattr(object_ledger, "MAX_SECTIONS_PER_LEDGER", 6)
+    monkeypatch.setattr(object_ledger, "ROLLOVER_SPREAD", 0)  # every ledger at the maximum
     old_store = await EtcdMetadataStore.open(etcd_server.store_url(prefix))
     new_store = await EtcdMetadataStore.open(etcd_server.store_url(prefix))
     old = latency_factory(tmp_path, old_store, objects_url)

@@ -61,6 +61,7 @@ async def _at_a_blocked_rollover(ml) -> tuple[asyncio.Event, list, list, object]
 async def test_appends_go_on_to_the_next_ledger_while_the_rollover_writes_the_record(
         tmp_path, etcd_store, objects_url, monkeypatch):
     monkeypatch.setattr(object_ledger, "MAX_SECTIONS_PER_LEDGER", 6)  # prepared at 3 sections, full at 6
+    monkeypatch.setattr(object_ledger, "ROLLOVER_SPREAD", 0)  # every ledger at the maximum
     factory = latency_factory(tmp_path, etcd_store, objects_url)
     ml = await factory.open("t/switch")
     release, acked, pending, old = await _at_a_blocked_rollover(ml)
@@ -85,6 +86,7 @@ async def test_appends_go_on_to_the_next_ledger_while_the_rollover_writes_the_re
 async def test_an_owner_taken_over_while_switched_gives_no_receipt_for_the_next_ledger(
         tmp_path, etcd_server, prefix, objects_url, monkeypatch):
     monkeypatch.setattr(object_ledger, "MAX_SECTIONS_PER_LEDGER", 6)
+    monkeypatch.setattr(object_ledger, "ROLLOVER_SPREAD", 0)  # every ledger at the maximum
     old_store = await EtcdMetadataStore.open(etcd_server.store_url(prefix))
     new_store = await EtcdMetadataStore.open(etcd_server.store_url(prefix))
     old = latency_factory(tmp_path, old_store, objects_url)
@@ -109,6 +111,7 @@ async def test_an_owner_taken_over_while_switched_gives_no_receipt_for_the_next_
 
 async def test_a_closed_managed_ledger_deletes_the_ledger_it_prepared(tmp_path, etcd_store, objects_url, monkeypatch):
     monkeypatch.setattr(object_ledger, "MAX_SECTIONS_PER_LEDGER", 6)
+    monkeypatch.setattr(object_ledger, "ROLLOVER_SPREAD", 0)  # every ledger at the maximum
     factory = latency_factory(tmp_path, etcd_store, objects_url)
     ml = await factory.open("t/prepared")
     while ml._roller.prepared is None:
@@ -125,6 +128,7 @@ async def test_a_closed_managed_ledger_deletes_the_ledger_it_prepared(tmp_path, 
 async def test_many_switches_in_a_row_lose_and_reorder_nothing(tmp_path, etcd_store, objects_url, monkeypatch,
                                                               appends):
     monkeypatch.setattr(object_ledger, "MAX_SECTIONS_PER_LEDGER", 4)
+    monkeypatch.setattr(object_ledger, "ROLLOVER_SPREAD", 0)  # every ledger at the maximum
     factory = latency_factory(tmp_path, etcd_store, objects_url)
     ml = await factory.open("t/many-switches")
     cursor = await ml.open_cursor("tail", "earliest")

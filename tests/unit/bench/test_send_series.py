@@ -106,3 +106,35 @@ assert len(timeline.unended) == 1
     assert len(commits) == 1 and commits[0]["batches"] == 3
     assert round((commits[0]["ended"] - commits[0]["txn_done"]) * 1000) == 10
     assert json.loads(path.read_text().splitlines()[0])["lags"] == []
+
+
+def test_seals_and_compactions_of_object_ledgers_are_noted_and_counted_per_bucket(tmp_path):
+    """The hook wraps ``ObjectBackend.seal`` and ``._compact`` as the broker
+    imports them; each noted when it ends (failed too), then counted in the
+    bucket it ended in."""
+    path = tmp_path / "timeline.jsonl"
+    code = f"""
+import asyncio, importlib.util
+spec = importlib.util.spec_from_file_location("t", {str(ROOT / 'bench' / 'broker_timeline.py')!r})
+t = importlib.util.module_from_spec(spec); spec.loader.exec_module(t)
+timeline = t.install({str(path)!r})
+from magnetar.storage.object.object_backend import ObjectBackend
+assert ObjectBackend.seal.__name__ == ObjectBackend._compact.__name__ == "noted"
+class Ledger:
+    ledger_id = 1
+async def main():
+    try:
+        await ObjectBackend.seal(object(), Ledger())  # no committer: fails, and is noted all the same
+    except AttributeError:
+        pass
+asyncio.run(main())
+assert [kind for kind, _ in timeline.events] == ["seal"]
+timeline.flush()
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=60)
+    events = broker_timeline.read(str(path))["events"]
+    assert [kind for kind, _ in events] == ["seal"]
+    t0 = events[0][1] - 0.7
+    series = [{"t": 0.0}, {"t": 0.5}, {"t": 1.0}]
+    send_series.annotate(series, t0, 0.5, events=events + [("compact", t0 + 0.1), ("compact", t0 + 0.2)])
+    assert [(b["seals"], b["compactions"]) for b in series] == [(0, 2), (1, 0), (0, 0)]
