@@ -190,7 +190,8 @@ def measure(spec: WorkloadSpec, cluster: LocalCluster, label: str, log, every: f
     broker = out["broker"] or {}
     log(f"  {label}: {out['topics']} topics at {spec.rate:,.0f} msg/s: sent {out['sent_per_s'] or 0:,.0f}/s, "
         f"errors {out['errors']}, p50 {lat.get('p50')} p99 {lat.get('p99')} max {lat.get('max')} ms | "
-        f"PUTs/s {out['puts_per_s']}, txns/s {out['txns_per_s']}, etcd fsyncs/s {out['etcd_fsyncs_per_s']}, "
+        f"PUTs/s {out['puts_per_s']}, txns/s {out['txns_per_s']}, GETs/s {out.get('gets_per_s')}, "
+        f"etcd fsyncs/s {out['etcd_fsyncs_per_s']}, "
         f"broker fsyncs/s {out['broker_fsyncs_per_s']} | broker CPU {broker.get('cpu_percent')} %, "
         f"{broker.get('cpu_us_per_message')} us/msg | load {out['load_avg']:.1f}")
     log("    commit phases, mean ms (p99 bucket): " + ", ".join(

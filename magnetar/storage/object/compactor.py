@@ -13,7 +13,8 @@ deletes). A compaction works
 only from the index as it is when it starts, and never once the marker
 exists: an owner paused past its session compacts nothing from the index it
 read before. Each chunk PUT takes a token of the broker's PUT
-budget (:mod:`.put_budget`), like a commit. A compacted
+budget (:mod:`.put_budget`), like a commit, but as a background PUT: in
+line with the other compactions, and within a share of the budget. A compacted
 ledger costs the index ``ceil(size / CHUNK_BYTES) + 2`` keys. Ledgers
 sealed together (a rollover of many topics written together, a takeover)
 are compacted in lockstep (:class:`~.range_gets.Lockstep`): chunk by
@@ -74,8 +75,9 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
     reads go with those of the other compactions running beside it (each
     commit object they share read by one GET); else each section is its
     own ranged GET. With ``budget`` (the broker's PUT budget), each chunk
-    PUT takes a token first, as a commit does: compactions share the bill's
-    bound (commits waiting meanwhile grow instead).
+    PUT takes a token first (``acquire_background``: in line, within a
+    share of the rate), so compactions share the bill's bound and commits
+    keep most of it.
 
     ``kept`` (with ``epoch``): the bytes of each of ``sections``, kept by
     the writer that committed them all under ``epoch`` (:mod:`.kept_sections`).
@@ -124,7 +126,7 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
             first = group[0].first
             key = chunk_object(ledger_id, first)
             if budget is not None and budget.limited:
-                await budget.acquire()
+                await budget.acquire_background()
             await objects.put(key, blob, if_absent=False)  # same bytes if a run before us got here
             chunks.append(new_section(first, sum(s.count for s in group), key, 0, len(blob)))
         puts = [Put(chunk_key(ledger_id, c.first), c.encode()) for c in chunks]

@@ -7,12 +7,25 @@ no token is left, batches go on arriving and join the commit that waits
 for the next one: under load, commits grow instead of multiplying. A
 ``rate`` of 0 (or less) means no budget. No I/O; the clock is
 ``time.monotonic`` unless one is given (tests).
+
+**Background PUTs** (a sealed ledger's chunks, :mod:`.compactor`) take
+their tokens by :meth:`PutBudget.acquire_background`: in arrival order,
+one of them waiting for the bucket at a time, and at most
+``BACKGROUND_SHARE`` of the rate (their own bucket first). Before, each
+compaction polled the bucket itself: after a burst of 10,000 rollovers,
+10,000 of them woke every time a token was due (about every 4 ms) and the
+committer, one poller among them, hardly ever got one: receipts stalled
+for as long as the chunk PUTs took the whole budget. Now the committer
+competes with one background taker, which gets no more than its share.
 """
 from __future__ import annotations
 
 import asyncio
 import time
 from typing import Callable
+
+#: The share of a limited budget's rate that background PUTs may take.
+BACKGROUND_SHARE = 0.2
 
 
 class PutBudget:
@@ -23,6 +36,9 @@ class PutBudget:
         self._tokens = self.burst
         self._at = clock()
         self.waited_s = 0.0  # time commits spent waiting for a token (for /metrics)
+        #: Background takers: their own bucket (their share), and their line (one waits at a time).
+        self._background: PutBudget | None = None
+        self._line: asyncio.Lock | None = None
 
     @property
     def limited(self) -> bool:
@@ -46,9 +62,25 @@ class PutBudget:
             self._refill()
             self._tokens -= 1
 
-    async def acquire(self) -> None:
-        """Wait for a token and spend it."""
+    async def acquire(self, *, counted: bool = True) -> None:
+        """Wait for a token and spend it (``counted``: the wait is added to ``waited_s``)."""
         while (wait := self.delay()) > 0:
-            self.waited_s += wait
+            if counted:
+                self.waited_s += wait
             await asyncio.sleep(wait)
         self.take()
+
+    async def acquire_background(self) -> None:
+        """Wait for a token and spend it, for a background PUT: after the
+        background takers that came before, within ``BACKGROUND_SHARE`` of
+        the rate (see the module docstring). No wait without a budget."""
+        if not self.limited:
+            return
+        if self._line is None:
+            share = self.rate * BACKGROUND_SHARE
+            self._background = PutBudget(share, burst=1, clock=self._clock)
+            self._line = asyncio.Lock()  # fair: woken one at a time, in order
+        async with self._line:
+            await self._background.acquire()
+            await self.acquire(counted=False)  # /metrics counts the commits' waits
+

@@ -3,6 +3,7 @@ budget's token bucket, on a clock of our own (no I/O)."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -47,3 +48,41 @@ def test_no_budget_never_waits():
     assert not b.limited
     asyncio.run(b.acquire())
     assert b.delay() == 0
+
+
+def test_background_puts_wait_in_line_within_their_share_and_leave_the_commits_most_of_the_budget(monkeypatch):
+    """Before, every compaction polled the bucket: 2,000 of them woke at
+    every token due and took ~all of it, the committer one poller among them."""
+    from magnetar.storage.object import put_budget
+
+    async def run() -> tuple[int, int, int]:
+        budget = PutBudget(200)  # burst 20
+        background = [0]
+
+        async def compaction() -> None:
+            await budget.acquire_background()
+            background[0] += 1
+        tasks = [asyncio.ensure_future(compaction()) for _ in range(2000)]
+        commits = 0
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:  # the committer: a commit per token it gets
+            await budget.acquire()
+            commits += 1
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return commits, background[0]
+
+    wakes = [0]
+    real_sleep = asyncio.sleep
+
+    async def counting_sleep(delay, *args):
+        wakes[0] += 1
+        return await real_sleep(delay, *args)
+    monkeypatch.setattr(asyncio, "sleep", counting_sleep)
+
+    commits, background = asyncio.run(run())
+    share = 200 * put_budget.BACKGROUND_SHARE
+    assert background <= share * 1.0 + 2  # its own bucket: ~40 a second (+ one of burst)
+    assert commits >= 200 - share - 10 and commits + background <= 200 + 20 + 2  # the bound holds
+    assert wakes[0] < 2000  # one background taker polls at a time (before: ~2,000 per token)
