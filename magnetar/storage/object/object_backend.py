@@ -53,6 +53,7 @@ from . import object_ledger
 from .object_ledger import ObjectLedger, draw_max_sections
 from .kept_sections import KeptSections
 from .compactor import collect_orphans, compact_ledger, delete_chunks
+from .compaction_rounds import CompactionRounds
 from .commit_records import RecordScans
 from .index import (
     LAYOUT_FORMAT, ROOT, Section, check_ledger_record, compacted_key, contiguous, ledger_key, ledger_layout,
@@ -140,6 +141,8 @@ class ObjectBackend:
         self._lockstep = Lockstep(self.gets)
         self._epochs: dict[int, int] = {}  # ledgers this backend writes -> their epoch
         self._compacting: dict[int, asyncio.Task] = {}
+        #: Sealed ledgers waiting to be compacted from the store together.
+        self.rounds = CompactionRounds(self._compact_round)
         self._collect_interval_s = collect_interval_s
         self._collector: asyncio.Task | None = None
 
@@ -214,10 +217,24 @@ class ObjectBackend:
     def _compact_later(self, ledger: ObjectLedger) -> None:
         """Compact the sealed ``ledger`` in the background: from the bytes
         this writer kept of all its sections if it did (no GET), else from
-        the store, in lockstep with the others sealed with it."""
+        the store, in lockstep with the others sealed with it: those this
+        writer sealed in the next round (:mod:`.compaction_rounds`), those
+        opened from the store at once."""
         kept = self.kept.take(ledger.ledger_id, len(ledger.sections))
-        if ledger.compacted or not ledger.sections or ledger.ledger_id in self._compacting:
+        if (ledger.compacted or not ledger.sections or ledger.ledger_id in self._compacting
+                or ledger.ledger_id in self.rounds):
             return
+        if kept is None and ledger.epoch is not None:
+            self.rounds.add(ledger)
+            return
+        self._start_compaction(ledger, kept)
+
+    def _compact_round(self, ledgers: list[ObjectLedger]) -> None:
+        for ledger in ledgers:  # all join the lockstep before any of them fetches
+            if not ledger.compacted and ledger.ledger_id not in self._compacting:
+                self._start_compaction(ledger, None)
+
+    def _start_compaction(self, ledger: ObjectLedger, kept: list[bytes] | None) -> None:
         lockstep = None if kept is not None else self._lockstep
         if lockstep is not None:
             lockstep.join()  # now: ledgers sealed together are all members before any of them fetches
@@ -422,6 +439,7 @@ class ObjectBackend:
             ledger.fence()
         self._epochs.pop(ledger_id, None)
         self.kept.drop(ledger_id)
+        self.rounds.discard(ledger_id)
         task = self._compacting.get(ledger_id)
         if task is not None:
             task.cancel()
@@ -466,6 +484,7 @@ class ObjectBackend:
                 log.warning("%s", exc)
 
     def _stop_background(self) -> None:
+        self.rounds.stop()
         for task in [self._collector, *self._compacting.values()]:
             if task is not None:
                 task.cancel()

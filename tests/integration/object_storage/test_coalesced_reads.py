@@ -62,6 +62,32 @@ async def test_ledgers_sealed_together_are_compacted_with_one_get_per_commit_obj
     await factory.close()
 
 
+async def test_ledgers_sealed_apart_are_compacted_in_one_round_with_one_get_per_commit_object(
+        tmp_path, etcd_store, objects_url, objects, monkeypatch):
+    """Rollovers are spread, so ledgers written together are sealed apart.
+    Compacted 50 ms after each seal, each read its own commit objects again
+    (here 8 x 5 GETs, no bytes kept between them); gathered into one round,
+    they share one GET per commit object."""
+    from magnetar.storage.object import compaction_rounds
+    monkeypatch.setattr(compaction_rounds, "COMPACT_ROUND_S", 3.0)
+    counted = CountedStore(open_object_store(objects_url))
+    factory, backend = _factory(tmp_path, etcd_store, counted)
+    backend.kept.max_bytes = 0  # no bytes kept by the writer: compacted from the store
+    backend.gets.keep_bytes = 0  # nor by the reads: a compaction finds nothing another one read
+    mls = await _write(factory)
+    for ml in mls:  # one after another, further apart than a lockstep gathers
+        await ml.close()
+        await asyncio.sleep(0.1)
+    assert counted.gets == 0 and len(backend.rounds) == TOPICS  # waiting for their round
+    chunks = await wait_until(objects_listed(objects, "ledgers/", TOPICS), what="every ledger compacted",
+                              timeout=30)
+    assert len(chunks) == TOPICS
+    await wait_until(lambda: not backend._compacting, what="compactions over")
+    assert backend.rounds.rounds == 1
+    assert counted.gets == COMMITS, f"{counted.gets} GETs for {COMMITS} commit objects"
+    await factory.close()
+
+
 def objects_listed(objects, prefix: str, count: int):
     async def listed():
         found = await objects.list(prefix)
