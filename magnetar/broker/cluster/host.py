@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from typing import Any
+
 from .bundles import Bundle
-from .load_report import BundleCounters
 from ..topics.moving import MovingTopic
 
 
@@ -72,5 +73,8 @@ class BundleHost(Protocol):
         """Return once every hand-over begun by :meth:`hand_over_bundle` has
         told its clients where to go (a drain waits for this before the stop)."""
 
-    def bundle_counters(self) -> dict[Bundle, BundleCounters]:
-        """Traffic so far of the loaded topics, by bundle (the load reports' raw figures)."""
+    def loaded_topics(self) -> list[Any]:
+        """The loaded topics, persistent and not, as a new list: the load
+        report reads each one's ``name`` and traffic counters
+        (:func:`.load_report.count_by_bundle`), in slices, so the list must
+        not change under it."""

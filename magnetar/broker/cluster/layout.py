@@ -112,15 +112,21 @@ class Layouts:
         bounds = held[0]
         return [Bundle(namespace, bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
 
-    def bundle_of(self, topic: str, namespace: str) -> Bundle:
-        """The bundle of ``namespace`` that holds ``topic`` (its full name)."""
+    def bounds(self, namespace: str) -> list[int]:
+        """``namespace``'s boundaries in force: ``[0, ..., FULL]``, bundle ``i``
+        from ``bounds[i]`` to ``bounds[i + 1]``. The list is the copy's own:
+        read it, never change it (a new layout is a new list)."""
         held = self._bounds.get(namespace)
         if held is not None:
-            bounds = held[0]
-        else:
-            bounds = self._default.get(namespace)
-            if bounds is None:
-                bounds = self._default[namespace] = _bounds_of(split_namespace(namespace, self.default_count))
+            return held[0]
+        bounds = self._default.get(namespace)
+        if bounds is None:
+            bounds = self._default[namespace] = _bounds_of(split_namespace(namespace, self.default_count))
+        return bounds
+
+    def bundle_of(self, topic: str, namespace: str) -> Bundle:
+        """The bundle of ``namespace`` that holds ``topic`` (its full name)."""
+        bounds = self.bounds(namespace)
         i = bisect.bisect_right(bounds, topic_hash(topic)) - 1
         return Bundle(namespace, bounds[i], bounds[i + 1])
 

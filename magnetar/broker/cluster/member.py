@@ -63,7 +63,7 @@ from .channel import ASSIGNING, DELETED, FREE, INIT, OWNED, RELEASING, SPLITTING
 from .host import BundleHost
 from .layout import Layouts
 from ..topics.moving import MovingTopic
-from .load_report import LoadSampler
+from .load_report import BundleCounters, LoadSampler, count_by_bundle
 from .leader import Leader, SheddingSettings, SplitSettings
 from .placement import least_loaded
 from .registry import BrokerInfo, Registry
@@ -215,16 +215,22 @@ class ClusterMember:
         """Every ``report_interval_s``: this broker's load report (see
         :mod:`.load_report`) into its registry record, where the leader reads it."""
         sampler = LoadSampler()
-        sampler.sample(self.host.bundle_counters())
+        sampler.sample(await self.bundle_counters())
         while not self.closing:
             await asyncio.sleep(self.report_interval_s)
-            self.info.load = sampler.sample(self.host.bundle_counters())
+            self.info.load = sampler.sample(await self.bundle_counters())
             if self.session is None or not self.session.alive:
                 continue
             try:
                 await self.registry.report_load(self.info, self.session)
             except Exception as exc:  # the next report tries again
                 log.warning("cannot report load: %s", exc)
+
+    async def bundle_counters(self) -> dict[Bundle, BundleCounters]:
+        """The traffic so far of the host's loaded topics, by bundle: the raw
+        figures of a load report, counted in slices with the event loop
+        running between them (:func:`.load_report.count_by_bundle`)."""
+        return await count_by_bundle(self.host.loaded_topics(), self.layouts.bounds)
 
     async def mark_draining(self, on: bool) -> None:
         """Say in our registry record whether we are draining (no broker gives

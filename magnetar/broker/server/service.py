@@ -26,7 +26,6 @@ from magnetar.metadata import MetadataStore
 from magnetar.storage import ManagedLedgerFactory, ManagedLedgerFencedError, catalog
 
 from magnetar.broker.cluster.bundles import Bundle
-from magnetar.broker.cluster.load_report import BundleCounters
 from magnetar.broker.topics.moving import MovingTopic
 
 if TYPE_CHECKING:  # a cluster member's code loads only when the broker is clustered (server.py)
@@ -357,17 +356,10 @@ class BrokerService:
         return [t for t in self.topics.values()
                 if cluster is not None and t.name.namespace_name == bundle.namespace and cluster.bundle_of(t.name) == bundle]
 
-    def bundle_counters(self) -> dict[Bundle, BundleCounters]:
-        """Traffic so far of the loaded topics (persistent and not), by bundle:
-        the raw figures of this broker's load reports."""
-        counters: dict[Bundle, BundleCounters] = {}
-        if self.cluster is None:
-            return counters
-        for topic in [*self.topics.values(), *self.non_persistent.values()]:
-            bundle = self.cluster.bundle_of(topic.name)
-            counters.setdefault(bundle, BundleCounters()).add(
-                topic.msg_in, topic.bytes_in, getattr(topic, "msg_out", 0), getattr(topic, "bytes_out", 0))
-        return counters
+    def loaded_topics(self) -> list[Topic | NonPersistentTopic]:
+        """The loaded topics, persistent and not: what this broker's load
+        reports count, by bundle (``cluster/load_report.py``)."""
+        return [*self.topics.values(), *self.non_persistent.values()]
 
     async def release_bundle(self, bundle: Bundle) -> list[str]:
         """First phase of moving ``bundle`` without lookups (PIP-307): its topics

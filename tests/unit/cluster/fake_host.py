@@ -6,8 +6,9 @@ the released bundles the way the broker service does (held from
 """
 from __future__ import annotations
 
+from typing import Any
+
 from magnetar.broker.cluster.bundles import Bundle
-from magnetar.broker.cluster.load_report import BundleCounters
 from magnetar.broker.topics.moving import MovingTopic
 
 
@@ -19,6 +20,8 @@ class FakeHost:
         self.released: set[Bundle] = set()
         #: bundle -> the topics this host "serves" (what release_bundle names).
         self.loaded: dict[Bundle, list[MovingTopic]] = {}
+        #: Set by a test: what the load report counts (objects with a name and counters).
+        self.topics: list[Any] = []
         #: Set by a test: the bundle's owner as the channel says, recorded at prepare.
         self.owner_of = lambda bundle: None
 
@@ -54,5 +57,5 @@ class FakeHost:
     async def handed_over(self) -> None:
         pass
 
-    def bundle_counters(self) -> dict[Bundle, BundleCounters]:
-        return {}
+    def loaded_topics(self) -> list[Any]:
+        return list(self.topics)
