@@ -22,7 +22,9 @@ that saw it so (the clock is this broker's: a load starts it afresh).
 
 Only loaded topics are looked at: a stored topic nobody used since the
 broker started is neither deleted nor in memory. A failure on one topic is
-logged; the round goes on.
+logged; the round goes on. The round yields to the event loop every
+:data:`SLICE_TOPICS` topics: in one piece it held the loop for the whole
+pass over every loaded topic (about 1 us a topic, 10 ms at 10,000).
 """
 from __future__ import annotations
 
@@ -36,6 +38,9 @@ from magnetar.broker.topic_name import TopicName
 from .sweep import start_sweep, stop_sweep
 
 log = logging.getLogger(__name__)
+
+#: Topics looked at between two yields to the event loop.
+SLICE_TOPICS = 500
 
 NO_SUBSCRIPTIONS = "delete_when_no_subscriptions"
 CAUGHT_UP = "delete_when_subscriptions_caught_up"
@@ -96,7 +101,9 @@ class InactiveTopics:
         deleted: list[str] = []
         unloaded: list[str] = []
         seen = set()
-        for key, topic in list(self.service.topics.items()):
+        for i, (key, topic) in enumerate(list(self.service.topics.items())):
+            if i and not i % SLICE_TOPICS:
+                await asyncio.sleep(0)  # the traffic runs between two slices
             seen.add(key)
             idle_for = self._idle_for(key, topic, now)
             if idle_for is None:

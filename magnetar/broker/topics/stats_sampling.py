@@ -8,6 +8,11 @@ last interval (0.0 until an object's first sample). A round costs a
 few tuple builds per attached object and yields the event loop every
 :data:`CHUNK_TOPICS` topics, so 100,000 loaded topics delay traffic by one
 chunk at a time. Non-persistent topics keep no interval rates and are skipped.
+
+A chunk was 2,000 topics until it was measured: 7-9 ms of the event loop
+each (a topic with one producer, niced, on the 2-core development machine
+with a bench beside it), five such stalls every 10 s at 10,000 topics;
+500 keeps a chunk near 2 ms (docs/object-storage.md, "The 5-s loop stall").
 """
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ from typing import Any, Callable
 from magnetar.broker.policies.sweep import start_sweep
 
 #: Topics sampled between two yields to the event loop.
-CHUNK_TOPICS = 2000
+CHUNK_TOPICS = 500
 
 
 def sample_topic(topic: Any, now: float) -> None:
