@@ -208,12 +208,12 @@ class Channel:
                 except Exception as exc:
                     # Read again until it succeeds: the key may never change
                     # again, and a broker that missed "Assigning to me" would
-                    # never take the bundle (nobody else would either: the
-                    # leader only rescues the bundles of gone brokers).
+                    # never take the bundle (the leader's in-flight timeout,
+                    # 30 s, would be the only rescue).
                     log.warning("cannot read bundle state %s (%s); reading it again in %.1f s", key, exc, backoff)
-                    self._stale.add(key)
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, REREAD_MAX_S)
+                    continue
                 if key not in self._stale:
                     return
         finally:

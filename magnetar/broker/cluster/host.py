@@ -19,9 +19,7 @@ one owner.
 """
 from __future__ import annotations
 
-from typing import Protocol
-
-from typing import Any
+from typing import Any, Protocol
 
 from .bundles import Bundle
 from ..topics.moving import MovingTopic
