@@ -19,6 +19,11 @@ this broker owns or can take: after a restart, replication resumes without
 waiting for a client (Pulsar loads a bundle's topics when it takes the
 bundle, to the same end).
 
+The periodic pass reads the policies a namespace at a time
+(:func:`~magnetar.broker.namespaces.applied.applied_by_namespace`): a few
+reads of the configuration store per namespace each interval, where a read
+or two per loaded topic cost 10,000-20,000 a second at 10,000 topics.
+
 Failure modes: a policy read that fails leaves the topic as it is until the
 next pass. A topic that closes or moves stops its replicators itself; the
 new owner's manager starts them again from the persisted cursors.
@@ -31,6 +36,7 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker import topic_name
 from magnetar.broker.namespaces import resources
+from magnetar.broker.namespaces.applied import applied_by_namespace
 from magnetar.broker.topics.replicators import REPLICATOR_CURSOR_PREFIX, is_replicator_cursor, replicator_cursor
 from magnetar.broker.server.server import StartupError
 from magnetar.client.auth import from_broker_client_settings
@@ -116,8 +122,20 @@ class GeoReplication:
                 last_resume = loop.time()
                 await self._resume()
             await asyncio.sleep(self.interval)
-            for topic in list(self.service.topics.values()):
-                await self._reconcile(topic)
+            await self._reconcile_all()
+
+    async def _reconcile_all(self) -> None:
+        """One pass over the loaded persistent topics, their policies read a
+        namespace at a time (a few reads per namespace, not one or two per
+        topic every second). A namespace whose read fails is logged and its
+        topics stay as they are until the next pass."""
+        topics = {t.name: t for t in list(self.service.topics.values()) if t.name.domain == "persistent"}
+        async for namespace, applied in applied_by_namespace(self.service.store, topics):
+            if isinstance(applied, Exception):
+                log.warning("geo-replication: policies of %s: %s", namespace, applied)
+                continue
+            for name, policies in applied.items():
+                await self._reconcile(topics[name], policies.get("replication_clusters") or [])
 
     async def _resume(self) -> None:
         """Load the stored topics of replicated namespaces that nobody has
@@ -166,14 +184,16 @@ class GeoReplication:
         controller.start()
         return controller
 
-    async def _reconcile(self, topic: "Topic") -> None:
-        """Start and stop ``topic``'s replicators to match its namespace's policy."""
+    async def _reconcile(self, topic: "Topic", clusters: list[str] | None = None) -> None:
+        """Start and stop ``topic``'s replicators to match its replication
+        clusters: ``clusters`` when the caller read them, else read here."""
         key = str(topic.name)
         if topic.name.domain != "persistent" or key in self._busy:
             return
         self._busy.add(key)
         try:
-            clusters = await resources.topic_replication_clusters(self.service.store, topic.name)
+            if clusters is None:
+                clusters = await resources.topic_replication_clusters(self.service.store, topic.name)
             if clusters is None:
                 policies = await self.service.namespace_policies(topic.name.namespace_name)
                 clusters = policies.get("replication_clusters") or []

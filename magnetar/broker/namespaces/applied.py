@@ -7,8 +7,21 @@ that read it). ``backlog_quota_map`` is taken whole from the topic when it
 has any quota. The topic-level fields beside the namespace's:
 ``max_producers`` and ``max_consumers`` (None: no limit; the namespace's
 ``max_producers_per_topic`` / ``max_consumers_per_topic`` when the topic sets none).
+
+**Many topics at once.** :func:`applied_policies` costs two reads (the
+namespace's document and the topic's own); a round over every loaded topic
+(message expiry, the refresh after a policy change, geo-replication's pass)
+uses :func:`applied_by_namespace` instead: per namespace, one read of its
+policies and either one read per distinct (partitioned) topic, for up to
+:data:`GETS_UP_TO` of them, or one range read per
+:data:`~.resources.TOPIC_POLICIES_PAGE` topic documents of the namespace.
+At 10,000 loaded topics in a few namespaces that is a few reads a round,
+not 20,000 competing with the object committer's etcd transactions. What it
+returns was read during the call: a change is seen by the next call.
 """
 from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
 
 from magnetar.metadata.store import MetadataStore
 
@@ -37,3 +50,39 @@ async def applied_policies(store: MetadataStore, name: TopicName) -> dict:
     """The policies in force for ``name`` (see :func:`overlay`)."""
     return overlay(await resources.namespace_policies(store, name.namespace_name),
                    await resources.topic_policies(store, name))
+
+
+#: Up to this many distinct topics of a namespace, their own policies are
+#: read one by one; more, with range reads of the namespace's documents
+#: (which cost by the documents stored, loaded or not).
+GETS_UP_TO = 4
+
+
+async def applied_by_namespace(store: MetadataStore, names: Iterable[TopicName]
+                               ) -> AsyncIterator[tuple[str, dict[TopicName, dict] | Exception]]:
+    """For each namespace of ``names`` in turn (in order of first appearance),
+    ``(namespace, {name: the policies in force})`` (as :func:`applied_policies`
+    gives them), or ``(namespace, error)`` when a read of it failed: the
+    caller logs it and goes on with the next namespace. Each namespace is read
+    right before it is yielded, so a round acts on policies at most one
+    namespace old."""
+    by_namespace: dict[str, list[TopicName]] = {}
+    for name in names:
+        by_namespace.setdefault(name.namespace_name, []).append(name)
+    for namespace, members in by_namespace.items():
+        try:
+            found = await _read_namespace(store, namespace, members)
+        except Exception as exc:  # this namespace's read failed: the others still go
+            yield namespace, exc
+            continue
+        yield namespace, found
+
+
+async def _read_namespace(store: MetadataStore, namespace: str, members: list[TopicName]) -> dict[TopicName, dict]:
+    policies = await resources.namespace_policies(store, namespace)
+    bases = {resources.topic_policies_child(name): name for name in members}
+    if len(bases) <= GETS_UP_TO:
+        own = {child: await resources.topic_policies(store, name) for child, name in bases.items()}
+    else:
+        own = await resources.namespace_topic_policies(store, namespace)
+    return {name: overlay(policies, own.get(resources.topic_policies_child(name), {})) for name in members}

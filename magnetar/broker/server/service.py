@@ -42,7 +42,8 @@ from magnetar.broker.namespaces.resources import POLICIES as POLICIES_ROOT  # na
 from magnetar.broker.durations import DurationCounts
 from magnetar.broker.policies.dispatch_rate import dispatch_rates_for
 from magnetar.broker.policies.publish_rate import limiter_for
-from magnetar.broker.namespaces.applied import applied_policies
+from magnetar.broker.namespaces.applied import applied_by_namespace, applied_policies
+from magnetar.broker.namespaces.resources import EVERY_TOPIC, changed_policies
 from magnetar.broker.namespaces.resources import namespace_policies
 from magnetar.broker.namespaces.resources import TOPIC_POLICIES  # topic-level policies live below it
 from magnetar.broker.topics.compaction import Compactor
@@ -90,6 +91,9 @@ class BrokerService:
         self.schemas = SchemaRegistry(store, config.schema_compatibility_strategy, config.schema_validation_enforced,
                                       namespace_policies=self.namespace_policies)
         self.compactor = Compactor(self)
+        #: Whose policies changed since the refresher's last pass (resources.changed_policies).
+        self._policy_changes: set[tuple[str | None, str | None]] = set()
+        self._policy_refresher: asyncio.Task | None = None
         self._policy_watch = store.watch(POLICIES_ROOT, self._on_policy_change)
         self._topic_policy_watch = store.watch(TOPIC_POLICIES, self._on_policy_change)
         self.closing = False
@@ -287,7 +291,31 @@ class BrokerService:
                     sub.dispatcher.rates_changed()  # a throttled one need not wait out the old rate
 
     def _on_policy_change(self, note) -> None:
-        asyncio.get_running_loop().create_task(self._refresh_policies())
+        """A key under the policy roots changed: refresh the loaded topics it
+        concerns (not every loaded topic), in one refresher task that takes
+        the changes that came meanwhile in its next pass (a burst of changes
+        costs a pass or two, not a pass each)."""
+        scope = changed_policies(note.key)
+        if scope is None:
+            return
+        self._policy_changes.add(scope)
+        if self._policy_refresher is None or self._policy_refresher.done():
+            self._policy_refresher = asyncio.get_running_loop().create_task(self._refresh_changed(),
+                                                                            name="policy refresh")
+
+    async def _refresh_changed(self) -> None:
+        while self._policy_changes:
+            scopes, self._policy_changes = self._policy_changes, set()
+            every = EVERY_TOPIC in scopes
+            namespaces = {ns for ns, local in scopes if local is None}
+            named = {scope for scope in scopes if scope[1] is not None}
+            topics = [t for t in list(self.topics.values())
+                      if every or t.name.namespace_name in namespaces
+                      or (t.name.namespace_name, t.name.partitioned_base.local) in named]
+            try:
+                await self._refresh_policies(topics, raise_unread=False)  # unread namespaces: logged
+            except Exception:
+                log.exception("applying changed policies failed")
 
     async def refresh_policies_of(self, name: TopicName) -> None:
         """Apply the policies in force to ``name`` (every loaded partition of
@@ -300,12 +328,28 @@ class BrokerService:
         """Apply the policies in force to every loaded topic (a broker default changed)."""
         await self._refresh_policies()
 
-    async def _refresh_policies(self, topics: list[Topic] | None = None) -> None:
-        for topic in list(self.topics.values()) if topics is None else topics:
-            topic.dedup.enabled = await self.deduplication_enabled(topic.name)
-            policies = await self.topic_policies(topic.name)
-            topic.ledger.set_retention(retention_policy(policies))
-            self._apply_policies(topic, policies)
+    async def _refresh_policies(self, topics: list[Topic] | None = None, raise_unread: bool = True) -> None:
+        """Apply the policies in force to ``topics`` (None: every loaded one),
+        read a namespace at a time (:func:`.applied_by_namespace`: a few
+        reads per namespace, not two per topic). A namespace whose read fails
+        keeps its topics' policies as they were (logged); the others are
+        applied, then the first such error is raised (``raise_unread``)."""
+        topics = list(self.topics.values()) if topics is None else topics
+        by_name = {topic.name: topic for topic in topics}
+        failed: Exception | None = None
+        async for namespace, applied in applied_by_namespace(self.store, by_name):
+            if isinstance(applied, Exception):
+                log.warning("cannot read the policies of namespace %s: %s", namespace, applied)
+                failed = failed or applied
+                continue
+            for name, policies in applied.items():
+                topic = by_name[name]
+                value = policies.get("deduplicationEnabled")
+                topic.dedup.enabled = self.config.deduplication_enabled if value is None else bool(value)
+                topic.ledger.set_retention(retention_policy(policies))
+                self._apply_policies(topic, policies)
+        if failed is not None and raise_unread:
+            raise failed
 
     def notify_producer_closed(self, producer: Producer) -> None:
         # After its pending receipts: see Producer.when_reported.
@@ -468,6 +512,8 @@ class BrokerService:
         self.closing = True
         self._policy_watch.cancel()
         self._topic_policy_watch.cancel()
+        if self._policy_refresher is not None:
+            self._policy_refresher.cancel()
         self.compactor.close()
         # Together, a bounded number at a time: a topic's close waits on its
         # final snapshot's write, and the next ones need not wait for it.
