@@ -14,7 +14,7 @@ namespace's document and the topic's own); a round over every loaded topic
 uses :func:`applied_by_namespace` instead: per namespace, one read of its
 policies and either one read per distinct (partitioned) topic, for up to
 :data:`GETS_UP_TO` of them, or one range read per
-:data:`~.resources.TOPIC_POLICIES_PAGE` topic documents of the namespace.
+:data:`~.policy_keys.TOPIC_POLICIES_PAGE` topic documents of the namespace.
 At 10,000 loaded topics in a few namespaces that is a few reads a round,
 not 20,000 competing with the object committer's etcd transactions. What it
 returns was read during the call: a change is seen by the next call.
@@ -27,7 +27,7 @@ from magnetar.metadata.store import MetadataStore
 
 from magnetar.broker.topic_name import TopicName
 
-from . import resources
+from . import policy_keys, resources
 
 #: Policies a topic may set for itself (stored names; the REST paths are Pulsar's).
 TOPIC_FIELDS = ("retention_policies", "message_ttl_in_seconds", "deduplicationEnabled", "backlog_quota_map",
@@ -80,9 +80,9 @@ async def applied_by_namespace(store: MetadataStore, names: Iterable[TopicName]
 
 async def _read_namespace(store: MetadataStore, namespace: str, members: list[TopicName]) -> dict[TopicName, dict]:
     policies = await resources.namespace_policies(store, namespace)
-    bases = {resources.topic_policies_child(name): name for name in members}
+    bases = {policy_keys.topic_policies_child(name): name for name in members}
     if len(bases) <= GETS_UP_TO:
         own = {child: await resources.topic_policies(store, name) for child, name in bases.items()}
     else:
-        own = await resources.namespace_topic_policies(store, namespace)
-    return {name: overlay(policies, own.get(resources.topic_policies_child(name), {})) for name in members}
+        own = await policy_keys.namespace_topic_policies(store, namespace)
+    return {name: overlay(policies, own.get(policy_keys.topic_policies_child(name), {})) for name in members}

@@ -15,7 +15,9 @@ A namespace's key lies below its tenant's, so the tenant's namespaces are the
 children of the tenant key. Topics themselves are managed ledgers (see
 :mod:`magnetar.storage.managed_ledger`); this module knows nothing of them.
 
-Functions here only read and write the store. They raise
+:mod:`.policy_keys` reads a namespace's topic-level documents by range and
+tells whose policies a changed key concerns. Functions here only read and
+write the store. They raise
 :class:`ResourceError` subclasses, which the admin API maps to HTTP codes:
 :class:`ResourceNotFound` (404), :class:`AlreadyExists` (409), :class:`NotEmpty` (409),
 :class:`InvalidInput` (400), :class:`PreconditionFailed` (412). Nothing is
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 import json
 import re
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 from typing import Any, Callable
 
 from magnetar.formats import check_format
@@ -41,8 +43,6 @@ POLICIES = "/admin/policies"
 PARTITIONED = "/admin/partitioned-topics"
 #: Topic-level policies (replication clusters), one document per topic.
 TOPIC_POLICIES = "/admin/topic-policies"
-#: Topic-policy documents per range read of a namespace's (a few hundred bytes each).
-TOPIC_POLICIES_PAGE = 500
 #: What lives in the configuration store when regions share one (everything
 #: else, ledgers, cursors, owners, is each cluster's own).
 #: The format of clusters, tenants and namespace policies (no ``format`` field: 1).
@@ -130,10 +130,11 @@ async def _read(store: MetadataStore, key: str) -> tuple[dict, int] | None:
     record = await store.get(key)
     if record is None:
         return None
-    return _decode(key, record.value), record.version
+    return decode_document(key, record.value), record.version
 
 
-def _decode(key: str, value: bytes) -> dict:
+def decode_document(key: str, value: bytes) -> dict:
+    """The JSON object stored at ``key`` ({} if it is not one); FormatError for a later format."""
     try:
         doc = json.loads(value)
     except ValueError:
@@ -535,7 +536,7 @@ async def bootstrap(store: MetadataStore, cluster: str, cluster_data: dict, clus
 
 # -- topic-level policies -------------------------------------------------------------
 def _topic_policies_key(name: TopicName) -> str:
-    # A partition follows its partitioned topic's policies.
+    # A partition follows its partitioned topic's policies (policy_keys.py reads them by range).
     base = name.partitioned_base
     return f"{TOPIC_POLICIES}/{base.tenant}/{base.namespace}/{quote(base.local, safe='')}"
 
@@ -557,59 +558,6 @@ async def topic_policies(store: MetadataStore, name: TopicName) -> dict:
     """The topic's own policies (only those set; a partition's are its partitioned topic's)."""
     found = await _read(store, _topic_policies_key(name))
     return {k: v for k, v in (found[0] if found else {}).items() if v is not None}
-
-
-async def namespace_topic_policies(store: MetadataStore, namespace: str, page: int | None = None) -> dict[str, dict]:
-    """Every topic's own policies in ``namespace`` (those set), by the local
-    name of the (partitioned) topic they belong to: a partition's are under
-    its partitioned topic's name. One range read per ``page`` documents
-    (``children_records``; None: :data:`TOPIC_POLICIES_PAGE`), where
-    :func:`topic_policies` costs a read per topic; topics with none set are
-    absent. Raises what the store raises, InvalidInput for a malformed
-    namespace."""
-    tenant, ns = split_namespace(namespace)
-    base = f"{TOPIC_POLICIES}/{tenant}/{ns}"
-    page = TOPIC_POLICIES_PAGE if page is None else page
-    found: dict[str, dict] = {}
-    start = ""
-    while True:
-        records = await store.children_records(base, start, page)
-        for record in records:
-            child = record.key.rsplit("/", 1)[1]
-            doc = {k: v for k, v in _decode(record.key, record.value).items() if v is not None}
-            if doc:
-                found[unquote(child)] = doc
-        if len(records) < page:
-            return found
-        start = records[-1].key.rsplit("/", 1)[1] + "\x00"
-
-
-#: :func:`changed_policies` of a key whose change may concern every topic.
-EVERY_TOPIC = (None, None)
-
-
-def changed_policies(key: str) -> tuple[str | None, str | None] | None:
-    """Whose policies a change of ``key`` (under :data:`POLICIES` or
-    :data:`TOPIC_POLICIES`) may have changed: ``(namespace, None)`` every
-    topic of the namespace, ``(namespace, local)`` the topic ``local`` and
-    its partitions, None no topic's (a tenant's record), :data:`EVERY_TOPIC`
-    for a key of no known shape."""
-    for root, topic_level in ((POLICIES, False), (TOPIC_POLICIES, True)):
-        if not (key == root or key.startswith(root + "/")):
-            continue
-        parts = key[len(root) + 1:].split("/") if key != root else []
-        if len(parts) == 1 and not topic_level:
-            return None  # a tenant: its roles and clusters are no topic's policies
-        if len(parts) == 2 or (len(parts) > 2 and not topic_level):
-            return f"{parts[0]}/{parts[1]}", None
-        if len(parts) == 3:
-            return f"{parts[0]}/{parts[1]}", unquote(parts[2])
-    return EVERY_TOPIC
-
-
-def topic_policies_child(name: TopicName) -> str:
-    """The local name :func:`namespace_topic_policies` files ``name``'s own policies under."""
-    return name.partitioned_base.local
 
 
 async def set_topic_policy(store: MetadataStore, name: TopicName, field: str, value: Any) -> None:

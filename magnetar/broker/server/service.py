@@ -43,7 +43,7 @@ from magnetar.broker.durations import DurationCounts
 from magnetar.broker.policies.dispatch_rate import dispatch_rates_for
 from magnetar.broker.policies.publish_rate import limiter_for
 from magnetar.broker.namespaces.applied import applied_by_namespace, applied_policies
-from magnetar.broker.namespaces.resources import EVERY_TOPIC, changed_policies
+from magnetar.broker.namespaces.policy_keys import EVERY_TOPIC, changed_policies
 from magnetar.broker.namespaces.resources import namespace_policies
 from magnetar.broker.namespaces.resources import TOPIC_POLICIES  # topic-level policies live below it
 from magnetar.broker.topics.compaction import Compactor
@@ -91,7 +91,7 @@ class BrokerService:
         self.schemas = SchemaRegistry(store, config.schema_compatibility_strategy, config.schema_validation_enforced,
                                       namespace_policies=self.namespace_policies)
         self.compactor = Compactor(self)
-        #: Whose policies changed since the refresher's last pass (resources.changed_policies).
+        #: Whose policies changed since the refresher's last pass (policy_keys.changed_policies).
         self._policy_changes: set[tuple[str | None, str | None]] = set()
         self._policy_refresher: asyncio.Task | None = None
         self._policy_watch = store.watch(POLICIES_ROOT, self._on_policy_change)

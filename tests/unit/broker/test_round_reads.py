@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from magnetar.broker.namespaces import resources
+from magnetar.broker.namespaces import policy_keys, resources
 from magnetar.broker.namespaces.applied import applied_by_namespace, applied_policies
 from magnetar.broker.policies import backlog_quota
 from magnetar.broker.policies.expiry import MessageExpiry
@@ -134,8 +134,8 @@ async def test_the_policies_read_by_namespace_are_those_read_topic_by_topic(monk
     await resources.set_topic_policy(store, parse("persistent://public/b/odd:name=x"), "deduplicationEnabled", True)
     expected = {name: await applied_policies(store, name) for name in names}
     assert expected[parse("persistent://public/a/p-partition-1")]["message_ttl_in_seconds"] == 5
-    for page in (resources.TOPIC_POLICIES_PAGE, 3):  # many pages of a namespace's documents too
-        monkeypatch.setattr(resources, "TOPIC_POLICIES_PAGE", page)
+    for page in (policy_keys.TOPIC_POLICIES_PAGE, 3):  # many pages of a namespace's documents too
+        monkeypatch.setattr(policy_keys, "TOPIC_POLICIES_PAGE", page)
         got = {}
         store.reads = 0
         store.read_keys.clear()
@@ -221,12 +221,12 @@ async def test_the_refresh_after_a_policy_change_reads_only_what_changed(tmp_pat
 
 
 def test_a_change_concerns_its_namespace_its_topic_or_no_topic():
-    assert resources.changed_policies("/admin/policies/public") is None  # a tenant's roles and clusters
-    assert resources.changed_policies("/admin/policies/public/a") == ("public/a", None)
-    assert resources.changed_policies("/admin/topic-policies/public/a/odd%3Aname%3Dx") == ("public/a", "odd:name=x")
-    assert resources.changed_policies("/admin/topic-policies/public/a") == ("public/a", None)
-    assert resources.changed_policies("/admin/policies") == resources.EVERY_TOPIC
-    assert resources.changed_policies("/admin/topic-policies/public") == resources.EVERY_TOPIC
+    assert policy_keys.changed_policies("/admin/policies/public") is None  # a tenant's roles and clusters
+    assert policy_keys.changed_policies("/admin/policies/public/a") == ("public/a", None)
+    assert policy_keys.changed_policies("/admin/topic-policies/public/a/odd%3Aname%3Dx") == ("public/a", "odd:name=x")
+    assert policy_keys.changed_policies("/admin/topic-policies/public/a") == ("public/a", None)
+    assert policy_keys.changed_policies("/admin/policies") == policy_keys.EVERY_TOPIC
+    assert policy_keys.changed_policies("/admin/topic-policies/public") == policy_keys.EVERY_TOPIC
 
 
 async def test_the_quota_inactive_and_stats_rounds_read_no_metadata(tmp_path):
