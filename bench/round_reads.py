@@ -17,8 +17,8 @@ with a topic-level policy. Counted, each once:
 - ``replication pass``: geo-replication's pass over the loaded topics
   (``replication/manager.py``, every second with a configuration store).
 
-Run it in two trees to compare (each its own code), e.g. with
-``PYTHONPATH=<other tree>`` for the other.
+To count a tree without this script (one before it), run a copy of it
+with ``PYTHONPATH=<that tree>``: each counts its own rounds' code.
 """
 from __future__ import annotations
 
