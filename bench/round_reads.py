@@ -15,7 +15,9 @@ with a topic-level policy. Counted, each once:
 - ``policy change``: the refresh of loaded topics after one namespace's
   policy is set (the service's watch on the policy roots);
 - ``replication pass``: geo-replication's pass over the loaded topics
-  (``replication/manager.py``, every second with a configuration store).
+  (``replication/manager.py``, every second with a configuration store);
+- ``replication loading pass``: its pass that loads the stored topics of
+  replicated namespaces (every 5 s), each topic stored with one cursor.
 
 To count a tree without this script (one before it), run a copy of it
 with ``PYTHONPATH=<that tree>``: each counts its own rounds' code.
@@ -81,7 +83,7 @@ def _stand_in(name) -> SimpleNamespace:
     """A loaded topic as far as the rounds look (their actions are not counted)."""
     return SimpleNamespace(name=name, closed=False, subscriptions={}, dedup=SimpleNamespace(enabled=False),
                            ledger=SimpleNamespace(set_retention=lambda policy: None, cursors={}),
-                           replicators={}, marker_handler=None)
+                           replicators={"elsewhere": None}, marker_handler=True)  # replicating already
 
 
 async def _settled(store: CountingStore) -> None:
@@ -98,10 +100,15 @@ async def main(topics: int, namespaces: int, with_own: int) -> None:
     await resources.bootstrap(store, config.cluster_name, {})
     names = [f"public/ns{k}" for k in range(namespaces)]
     for ns in names:
-        await resources.create_namespace(store, ns, {"message_ttl_in_seconds": 3600})
+        await resources.create_namespace(store, ns, {"message_ttl_in_seconds": 3600,
+                                                     "replication_clusters": [config.cluster_name, "elsewhere"]})
     loaded = [parse(f"persistent://{names[i % namespaces]}/t{i}") for i in range(topics)]
     for name in loaded[:with_own]:
         await resources.set_topic_policy(store, name, "message_ttl_in_seconds", 60)
+    for name in loaded:  # stored as a managed ledger with one cursor (only what a listing reads)
+        key = f"/managed-ledgers/{name.managed_ledger_name}"
+        await store.put(key, b'{"ledgers": []}')
+        await store.put(f"{key}/cursors/s", b'{"markDelete": null}')
     service = BrokerService(config, store, ManagedLedgerFactory(Path(config.data_dir), store, config.storage))
     service._apply_policies = lambda topic, policies: None  # what the refresh reads is counted, not what it sets
     service.topics.update({str(n): _stand_in(n) for n in loaded})
@@ -127,6 +134,9 @@ async def main(topics: int, namespaces: int, with_own: int) -> None:
         for topic in list(service.topics.values()):
             await geo._reconcile(topic)
     print(f"replication pass: {store.reads} reads")
+    store.reads = 0
+    await geo._resume()
+    print(f"replication loading pass: {store.reads} reads")
     await geo.clusters.close()
 
 

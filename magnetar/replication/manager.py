@@ -22,7 +22,8 @@ bundle, to the same end).
 The periodic pass reads the policies a namespace at a time
 (:func:`~magnetar.broker.namespaces.applied.applied_by_namespace`): a few
 reads of the configuration store per namespace each interval, where a read
-or two per loaded topic cost 10,000-20,000 a second at 10,000 topics.
+or two per loaded topic cost 10,000-20,000 a second at 10,000 topics. The
+loading pass reads by tenant and namespace too (:meth:`GeoReplication._resume`).
 
 Failure modes: a policy read that fails leaves the topic as it is until the
 next pass. A topic that closes or moves stops its replicators itself; the
@@ -35,12 +36,13 @@ import logging
 from typing import TYPE_CHECKING
 
 from magnetar.broker import topic_name
-from magnetar.broker.namespaces import resources
+from magnetar.broker.namespaces import policy_keys, resources
 from magnetar.broker.namespaces.applied import applied_by_namespace
 from magnetar.broker.topics.replicators import REPLICATOR_CURSOR_PREFIX, is_replicator_cursor, replicator_cursor
 from magnetar.broker.server.server import StartupError
 from magnetar.client.auth import from_broker_client_settings
 from magnetar.client.errors import PulsarError
+from magnetar.storage import catalog
 
 from .remote import RemoteClusters
 from .replicator import Replicator
@@ -141,35 +143,43 @@ class GeoReplication:
         """Load the stored topics of replicated namespaces that nobody has
         touched since this broker started (or took their bundle), so their
         replicators resume without waiting for a client. A topic whose
-        bundle another broker owns is left to that broker's own pass."""
+        bundle another broker owns is left to that broker's own pass.
+
+        The namespaces come from the configuration store a tenant at a time
+        (one range read of its namespaces' policies), the topics of each
+        replicated one from one listing of its managed ledgers' keys: reads
+        by tenant and namespace, where a walk of every stored managed ledger
+        (its record, its cursors) cost several reads per topic every pass."""
+        store = self.service.store
         try:
-            names = await self.service.factory.list_names()
+            tenants = await resources.list_tenants(store)
         except Exception as exc:
-            log.warning("geo-replication: cannot list stored topics: %s", exc)
+            log.warning("geo-replication: cannot list tenants: %s", exc)
             return
-        by_namespace: dict[str, list[str]] = {}
-        for name in names:
-            parts = name.split("/")
-            if len(parts) == 4 and parts[2] == "persistent":
-                by_namespace.setdefault(f"{parts[0]}/{parts[1]}", []).append(parts[3])
-        for namespace, locals_ in sorted(by_namespace.items()):
+        for tenant in tenants:
             try:
-                policies = await self.service.namespace_policies(namespace)
+                namespaces = await policy_keys.tenant_namespace_policies(store, tenant)
             except Exception as exc:
-                log.warning("geo-replication: policies of %s: %s", namespace, exc)
+                log.warning("geo-replication: namespaces of %s: %s", tenant, exc)
                 continue
-            if not wanted_remotes(policies.get("replication_clusters") or [], self.local):
-                continue
-            for local_name in locals_:
-                name = topic_name.parse(f"persistent://{namespace}/{local_name}")
-                if str(name) in self.service.topics:
+            for namespace, policies in sorted(namespaces.items()):
+                if not wanted_remotes(policies.get("replication_clusters") or [], self.local):
                     continue
                 try:
-                    await self.service.get_topic(name, create=False)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:  # owned elsewhere, or moving: not ours to load now
-                    log.debug("geo-replication: not loading %s here: %s", name, exc)
+                    locals_ = await catalog.child_names(store, f"{namespace}/persistent")
+                except Exception as exc:
+                    log.warning("geo-replication: cannot list the stored topics of %s: %s", namespace, exc)
+                    continue
+                for local_name in locals_:
+                    full = f"persistent://{namespace}/{local_name}"
+                    if full in self.service.topics:
+                        continue
+                    try:
+                        await self.service.get_topic(topic_name.parse(full), create=False)
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception as exc:  # owned elsewhere, moving, or not stored: not ours to load now
+                        log.debug("geo-replication: not loading %s here: %s", full, exc)
 
     def _snapshots_of(self, topic: "Topic") -> ReplicatedSubscriptions:
         def remotes() -> set[str]:

@@ -1,5 +1,6 @@
-"""Policy keys in bulk: a namespace's topic-level policy documents read by
-range, and whose policies a changed key under the policy roots concerns.
+"""Policy keys in bulk: a namespace's topic-level policy documents and a
+tenant's namespace policies read by range, and whose policies a changed key
+under the policy roots concerns.
 
 :mod:`.resources` lays the keys out
 (``/admin/topic-policies/<tenant>/<namespace>/<topic>``, the topic's local
@@ -18,7 +19,7 @@ from magnetar.broker.topic_name import TopicName
 
 from . import resources
 
-#: Topic-policy documents per range read of a namespace's (a few hundred bytes each).
+#: Policy documents per range read (a few hundred bytes each).
 TOPIC_POLICIES_PAGE = 500
 
 
@@ -43,6 +44,27 @@ async def namespace_topic_policies(store: MetadataStore, namespace: str, page: i
             if doc:
                 found[unquote(child)] = doc
         if len(records) < page:
+            return found
+        start = records[-1].key.rsplit("/", 1)[1] + "\x00"
+
+
+async def tenant_namespace_policies(store: MetadataStore, tenant: str) -> dict[str, dict]:
+    """The policies of every namespace of ``tenant`` (``tenant/ns`` -> every
+    field of :data:`.resources.POLICY_FIELDS`, as
+    :func:`.resources.namespace_policies` gives them), in range reads of
+    :data:`TOPIC_POLICIES_PAGE` records, not a read per namespace. Empty for
+    a tenant without namespaces (or none). Raises what the store raises,
+    InvalidInput for a malformed tenant name."""
+    resources.check_name("tenant", tenant)
+    base = f"{resources.POLICIES}/{tenant}"
+    found: dict[str, dict] = {}
+    start = ""
+    while True:
+        records = await store.children_records(base, start, TOPIC_POLICIES_PAGE)
+        for record in records:
+            ns = record.key.rsplit("/", 1)[1]
+            found[f"{tenant}/{ns}"] = {**resources.POLICY_FIELDS, **resources.decode_document(record.key, record.value)}
+        if len(records) < TOPIC_POLICIES_PAGE:
             return found
         start = records[-1].key.rsplit("/", 1)[1] + "\x00"
 

@@ -248,3 +248,45 @@ async def test_the_quota_inactive_and_stats_rounds_read_no_metadata(tmp_path):
         assert store.reads == 0, store.read_keys
     finally:
         await close_service(service)
+
+
+async def test_geo_replications_passes_read_by_namespace_and_still_load_and_reconcile(tmp_path):
+    """The pass over loaded topics reads by namespace; the loading pass reads
+    the tenants' namespaces by range and lists only replicated namespaces'
+    topics (it walked every stored managed ledger, cursors included), and
+    still loads a stored topic of a replicated namespace, not another's."""
+    from magnetar.replication.manager import GeoReplication
+
+    store = CountingStore(MemoryMetadataStore())
+    service = await make_service(tmp_path, store)
+    geo = GeoReplication(service, service.config)
+    try:
+        here = service.config.cluster_name
+        await resources.create_namespace(store, "public/replicated", {"replication_clusters": [here, "elsewhere"]})
+        await resources.create_namespace(store, "public/local")
+        names = [f"persistent://public/{ns}/t{i}" for ns in ("replicated", "local") for i in range(20)]
+        for name in names:
+            await service.get_topic(parse(name))
+        await service.unload(service.topics["persistent://public/replicated/t0"])
+        await service.unload(service.topics["persistent://public/local/t0"])
+        await geo._resume()
+        assert "persistent://public/replicated/t0" in service.topics  # loaded again: replication resumes
+        assert "persistent://public/local/t0" not in service.topics
+        store.reads = 0
+        store.read_keys.clear()
+        await geo._resume()  # nothing left to load
+        # The tenants, public's namespaces in one range, the replicated namespace's topic names.
+        assert store.read_keys == ["/admin/policies", "/admin/policies/public",
+                                   "/managed-ledgers/public/replicated/persistent"]
+        for topic in service.topics.values():  # replicating already: what the pass reads is counted
+            topic.replicators["elsewhere"] = None
+            topic.marker_handler = True
+        store.reads = 0
+        await geo._reconcile_all()
+        assert store.reads == 2 * 2, store.read_keys  # each namespace: its record, its topics' documents
+    finally:
+        for topic in service.topics.values():
+            topic.replicators.clear()
+            topic.marker_handler = None
+        await geo.clusters.close()
+        await close_service(service)
