@@ -22,6 +22,9 @@ from magnetar.storage.config import StorageConfig
 
 #: brokerDeleteInactiveTopicsMode's values.
 INACTIVE_TOPIC_MODES = ("delete_when_no_subscriptions", "delete_when_subscriptions_caught_up")
+#: The longest lookup_timeout_s: past the clients' default operation timeout
+#: (30 s) nobody is left to hear the answer.
+MAX_LOOKUP_TIMEOUT_S = 30.0
 
 
 class ConfigError(ValueError):
@@ -74,8 +77,11 @@ class BrokerConfig(SecuritySettings):
     #: Seconds a broker's metadata session survives without a keepalive: how
     #: long a dead or paused broker keeps its bundles before they are reassigned.
     cluster_session_ttl_s: float = 10.0
-    #: Seconds a lookup waits for a bundle in transition before ServiceNotReady.
-    lookup_timeout_s: float = 15.0
+    #: Seconds a lookup waits for a bundle in transition before ServiceNotReady
+    #: ("try again": clients retry). Keep it well inside a client's share of its
+    #: operation timeout per service host (30 s over 3 hosts: 10 s), or the
+    #: client gives up on the broker before it hears the answer.
+    lookup_timeout_s: float = 5.0
     #: A cluster member's clean stop (SIGTERM) first moves its bundles to the
     #: other brokers without client lookups (PIP-307; docs/operations.md).
     #: false: it frees them, and their clients look the topics up.
@@ -270,8 +276,9 @@ class BrokerConfig(SecuritySettings):
             raise ConfigError(f"default_namespace_bundles must be 1..1024, got {self.default_namespace_bundles}")
         if self.cluster_session_ttl_s < 1:
             raise ConfigError("cluster_session_ttl_s must be at least 1 second")
-        if self.lookup_timeout_s <= 0:
-            raise ConfigError("lookup_timeout_s must be positive")
+        if not 0 < self.lookup_timeout_s <= MAX_LOOKUP_TIMEOUT_S:
+            raise ConfigError(f"lookup_timeout_s must be more than 0 and at most {MAX_LOOKUP_TIMEOUT_S:g} s (clients "
+                              f"time a lookup out at 30 s by default), got {self.lookup_timeout_s}")
         if self.drain_timeout_s <= 0:
             raise ConfigError("drain_timeout_s must be positive")
         if not (0 < self.load_balancer_load_threshold < 1):

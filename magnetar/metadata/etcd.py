@@ -47,13 +47,22 @@ up. A watch registered after some write was answered never hears of that write
 (each watch remembers the highest revision this store had been answered when
 it was added).
 
+A member cut from its peers loses its raft leader while the others go on.
+Every call and stream asks for a member with a leader (gRPC metadata
+``hasleader``, as etcd's own client does on its watches and keep-alives), so
+such a member refuses it at once ("etcdserver: no leader", retried on the
+next member: round-robin over several endpoints) and ends the watch and
+keep-alive streams it holds after three election timeouts (about 3-4 s with
+etcd's 1 s default); the watch is then opened again on a member with a
+leader, from the revision after the last it saw, and a warning says so.
+
 Counters: a decimal value under ``<PREFIX>/c<key>``, raised by a transaction
 that compares ``mod_revision`` and retries; increments from one store are
 queued per key so only other processes cause retries.
 
 Failure modes: :class:`MetadataError` when etcd does not answer within
-``op_timeout`` (a write may or may not have happened then: only reads are
-retried), or answers an error; ``SessionExpired`` for writes under a lost
+``op_timeout`` (a write may or may not have happened then: only reads, and
+writes a member refused for want of a leader, are retried), or answers an error; ``SessionExpired`` for writes under a lost
 session, including one etcd has already dropped. ``open`` raises
 MetadataError if etcd cannot be reached within ``connect_timeout``.
 """
@@ -106,6 +115,21 @@ _CHANNEL_OPTIONS = [
 ]
 
 _UNREACHABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+#: gRPC metadata asking the member to serve a call only while it has a raft
+#: leader (etcd's clientv3 sends it on its watch and keep-alive streams:
+#: ``WithRequireLeader``). A member without one refuses the call at once
+#: (UNAVAILABLE "etcdserver: no leader", before running it), and ends a
+#: stream already open after three election timeouts without one. Without
+#: it, a member cut from its peers keeps a watch open and silent for the
+#: whole cut, and a read waits there for a ReadIndex that never comes.
+_REQUIRE_LEADER = (("hasleader", "true"),)
+_NO_LEADER = "etcdserver: no leader"
+
+
+def _no_leader(exc: grpc.aio.AioRpcError) -> bool:
+    """True if the member refused or ended the call for having no raft leader."""
+    return exc.code() == grpc.StatusCode.UNAVAILABLE and _NO_LEADER in (exc.details() or "")
 
 
 def parse_etcd_endpoints(url: str) -> tuple[list[tuple[str, int]], str]:
@@ -220,7 +244,9 @@ class EtcdSession(MetadataSession):
         while True:
             call = None
             try:
-                call = self._store._lease_stub.LeaseKeepAlive(wait_for_ready=True)
+                # Leader required: a member cut from its peers ends the stream
+                # (it cannot renew the lease there) and the next one goes to another.
+                call = self._store._lease_stub.LeaseKeepAlive(wait_for_ready=True, metadata=_REQUIRE_LEADER)
                 while True:
                     sent = time.monotonic()
                     if sent >= self._deadline:
@@ -359,7 +385,8 @@ class EtcdMetadataStore(MetadataStore):
         while True:
             remaining = deadline - time.monotonic()
             try:
-                answer = await method(request, timeout=max(remaining, 0.001), wait_for_ready=True)
+                answer = await method(request, timeout=max(remaining, 0.001), wait_for_ready=True,
+                                      metadata=_REQUIRE_LEADER)
             except grpc.aio.AioRpcError as exc:
                 code = exc.code()
                 if code == grpc.StatusCode.NOT_FOUND and "lease not found" in (exc.details() or ""):
@@ -368,7 +395,11 @@ class EtcdMetadataStore(MetadataStore):
                     raise _TooLarge(f"etcd at {self.target} failed: {code.name} {exc.details()}") from None
                 if code in _UNREACHABLE:
                     remaining = deadline - time.monotonic()
-                    if idempotent and remaining > 0:
+                    # "No leader" is the member's refusal before running the
+                    # call (etcd's interceptor; a write never answers it
+                    # otherwise): a write is retried as safely as a read, and
+                    # round-robin sends the retry to the next member.
+                    if (idempotent or _no_leader(exc)) and remaining > 0:
                         await asyncio.sleep(min(backoff, remaining))
                         backoff = min(backoff * 2, 0.5)
                         continue
@@ -606,7 +637,10 @@ class EtcdMetadataStore(MetadataStore):
                     yield rpc.WatchRequest(create_request=create)
                 await self._closing.wait()  # keep our side open: a half-close ends the stream
 
-            call = self._watch_stub.Watch(requests(), wait_for_ready=True)
+            # Leader required: a member that loses its leader (cut from its
+            # peers) ends the stream, so the watch does not go silent there
+            # while the others go on; the next stream goes to another member.
+            call = self._watch_stub.Watch(requests(), wait_for_ready=True, metadata=_REQUIRE_LEADER)
             opened = 0
             try:
                 async for answer in call:
@@ -645,7 +679,14 @@ class EtcdMetadataStore(MetadataStore):
                         self._watch_from[i] = kv.mod_revision + 1
                         self._watches.dispatch(loop, [Notification(kind, name)], revision=kv.mod_revision)
             except grpc.aio.AioRpcError as exc:
-                log.debug("etcd watch stream broke: %r", exc)
+                if _no_leader(exc) and opened:
+                    log.warning("etcd ended the store's watch: its member lost its raft leader (cut from its "
+                                "peers?); watching again from revision %s on a member with a leader",
+                                ", ".join(str(r) for r in self._watch_from))
+                elif _no_leader(exc):
+                    log.debug("an etcd member without a leader refused the store's watch; trying the next")
+                else:
+                    log.debug("etcd watch stream broke: %r", exc)
             finally:
                 call.cancel()
             if self._closed:

@@ -7,7 +7,9 @@ channel and the leader election), and then:
   unowned bundle is first assigned to the least loaded live broker; a bundle
   in transition (Assigning, Releasing, or owned by a broker that is gone) is
   answered once it is Owned again, or ServiceNotReady after
-  ``lookup_timeout_s`` (the client retries);
+  ``lookup_timeout_s`` (5 s: well inside a client's share of its operation
+  timeout, so the client hears "try again" and retries, rather than giving up
+  on this broker; see :func:`in_flight_message`);
 - takes the bundles assigned to it (Assigning -> Owned), and on joining
   passes on the bundles a previous life of it was releasing, and carries
   out the splits it was asked to do, when it died (see :meth:`_join`);
@@ -91,6 +93,29 @@ CLOSE_STEP_S = 5.0
 #: again after this, doubling up to STEP_RETRY_MAX_S.
 STEP_RETRY_FIRST_S = 0.2
 STEP_RETRY_MAX_S = 2.0
+#: How long a lookup waits for a bundle in transition before it answers
+#: ServiceNotReady. Clients give a service host a share of their operation
+#: timeout (Magnetar's: 30 s over the hosts not yet tried, 10 s each of 3;
+#: the official C++ client: a request's whole 30 s), and a lookup answered
+#: after that share is lost: the client gives up on this broker. Answering
+#: "try again" well inside it lets the client retry.
+LOOKUP_TIMEOUT_S = 5.0
+
+
+def in_flight_message(bundle: Bundle, state: BundleState, waited_s: float) -> str:
+    """The ServiceNotReady text for a lookup of a bundle still in transition.
+
+    The official C++ client retries a lookup answered ServiceNotReady within
+    its operation timeout, but also closes its connection to the broker
+    (every producer and consumer on it reconnects) unless the text holds
+    one of Pulsar's phrases for a bundle on the move: "is being unloaded",
+    "Failed to acquire ownership". The text says which, truthfully: a
+    Releasing bundle is being unloaded; any other is not yet owned for the
+    lookup."""
+    where = f"{state.state} on {state.broker}" if state.broker else state.state
+    if state.state == RELEASING:
+        return f"Namespace bundle {bundle} is being unloaded ({where}): try again"
+    return f"Failed to acquire ownership for bundle {bundle} within {waited_s:g} s ({where}): try again"
 
 
 async def _bounded(step, what: str) -> None:
@@ -109,7 +134,7 @@ class ClusterMember:
                  shedding: SheddingSettings | None = None,
                  auto_split: SplitSettings | None = None,
                  bundles_per_namespace: int = DEFAULT_BUNDLES,
-                 session_ttl_s: float = 10.0, lookup_timeout_s: float = 15.0) -> None:
+                 session_ttl_s: float = 10.0, lookup_timeout_s: float = LOOKUP_TIMEOUT_S) -> None:
         self.store = store
         self.info = info
         self.broker_id = info.broker_id
@@ -531,10 +556,11 @@ class ClusterMember:
             except ServiceNotReady:
                 raise
             except Exception as exc:
-                raise ServiceNotReady(f"cannot assign bundle {bundle}: {exc}") from None
+                # The official C++ client keeps its connection for this phrase (see in_flight_message).
+                raise ServiceNotReady(f"Failed to acquire ownership for bundle {bundle}: {exc}; try again") from None
             remaining = deadline - loop.time()
             if remaining <= 0:
-                raise ServiceNotReady(f"bundle {bundle} is {state.state} on {state.broker}: try again")
+                raise ServiceNotReady(in_flight_message(bundle, state, self.lookup_timeout_s))
             try:
                 await self.channel.wait_for(bundle, lambda s, v=state.version: s.version != v,
                                             min(remaining, 0.5))

@@ -40,6 +40,8 @@ def test_flags_override_the_file(tmp_path):
         ("port = 70000", "port must be"),
         ('[storage]\nsync_policy = "sometimes"', "sync_policy"),
         ("port = ", "not valid TOML"),
+        ("lookup_timeout_s = 0.0", "lookup_timeout_s must be more than 0 and at most 30 s"),
+        ("lookup_timeout_s = 45.0", "lookup_timeout_s must be more than 0 and at most 30 s"),
     ],
 )
 def test_bad_settings_are_refused_clearly(tmp_path, text, match):

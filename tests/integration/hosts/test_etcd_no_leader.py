@@ -1,0 +1,145 @@
+"""The etcd store on a 3-member etcd whose member serving it is cut from its
+peers (magnetar/metadata/etcd.py: every call requires a leader).
+
+Three real etcd members, each on a host of its own (network namespaces,
+magnetar_harness/hosts.py); the test's process reaches all three over the
+bridge. The member holding the store's watch stream is cut from its two
+peers both ways, not from the store: it loses its raft leader, the two
+others go on. Without "hasleader" on the watch, that member keeps the stream
+open and silent for the whole cut; with it, etcd ends the stream ("no
+leader") and the store watches again on a member with a leader, from the
+revision after the last it saw.
+
+Root only (network namespaces): not root fails with one line, as the other
+host tests (CI runs as root)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+import urllib.request
+
+import pytest
+
+from magnetar.metadata.etcd import EtcdMetadataStore
+from magnetar.metadata.etcd_server import find_etcd_binary
+from magnetar.metadata.store import EventType
+from magnetar_harness.hosts import HostBed, unavailable_reason
+from magnetar_harness.waiting import wait_for
+
+pytestmark = pytest.mark.timeout(180)
+
+MEMBERS = ["e1", "e2", "e3"]
+CLIENT_PORT = 2379
+PEER_PORT = 2380
+
+
+@pytest.fixture
+def members(tmp_path):
+    """The bed with an etcd member started and healthy on each host."""
+    reason = unavailable_reason()
+    if reason:
+        pytest.fail(f"the etcd member tests cannot run here: {reason}", pytrace=False)
+    bed = HostBed(f"el{os.getpid() % 100000}", MEMBERS).setup()
+    try:
+        binary = find_etcd_binary()
+        cluster = ",".join(f"{h}=http://{bed.address(h)}:{PEER_PORT}" for h in MEMBERS)
+        for host in MEMBERS:
+            address = bed.address(host)
+            bed.start(host, host, [
+                binary, "--name", host, "--data-dir", str(tmp_path / host),
+                "--listen-client-urls", f"http://{address}:{CLIENT_PORT}",
+                "--advertise-client-urls", f"http://{address}:{CLIENT_PORT}",
+                "--listen-peer-urls", f"http://{address}:{PEER_PORT}",
+                "--initial-advertise-peer-urls", f"http://{address}:{PEER_PORT}",
+                "--initial-cluster", cluster, "--initial-cluster-token", bed.tag,
+                "--initial-cluster-state", "new", "--log-level", "warn",
+                # deploy/etcd.conf.yml's timing: a member without a leader ends
+                # its streams after three election timeouts, 3-4 s.
+                "--heartbeat-interval", "100", "--election-timeout", "1000",
+            ], tmp_path / f"{host}.log", env={"GOMAXPROCS": "1"})
+        for host in MEMBERS:
+            wait_for(lambda h=host: _healthy(bed, h), 60, 0.2, f"etcd member {host} healthy")
+        yield bed
+    finally:
+        bed.teardown()
+
+
+def _get(bed: HostBed, host: str, path: str) -> str:
+    with urllib.request.urlopen(f"http://{bed.address(host)}:{CLIENT_PORT}{path}", timeout=2) as answer:
+        return answer.read().decode()
+
+
+def _healthy(bed: HostBed, host: str) -> bool:
+    try:
+        return '"health":"true"' in _get(bed, host, "/health")
+    except OSError:
+        return False
+
+
+def _watch_streams(bed: HostBed, host: str) -> int:
+    """The watch streams ``host`` serves now (its etcd_debugging_mvcc_watch_stream_total gauge)."""
+    for line in _get(bed, host, "/metrics").splitlines():
+        if line.startswith("etcd_debugging_mvcc_watch_stream_total "):
+            return int(float(line.split()[1]))
+    raise AssertionError(f"{host} reports no watch stream gauge")
+
+
+def _url(bed: HostBed, hosts: list[str]) -> str:
+    return "etcd://" + ",".join(f"{bed.address(h)}:{CLIENT_PORT}" for h in hosts) + "/cut"
+
+
+async def _until(predicate, timeout: float, what: str) -> float:
+    """Seconds until ``predicate()`` holds; AssertionError naming ``what`` after ``timeout``."""
+    start = time.monotonic()
+    while not predicate():
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"{what}: not within {timeout:g} s")
+        await asyncio.sleep(0.1)
+    return time.monotonic() - start
+
+
+async def test_a_watch_on_a_member_cut_from_its_peers_moves_to_a_member_with_a_leader(members, caplog):
+    bed = members
+    store = await EtcdMetadataStore.open(_url(bed, MEMBERS))
+    majority_writer = None
+    try:
+        seen: list[tuple[EventType, str]] = []
+        store.watch("/bundles", lambda note: seen.append((note.type, note.key)))
+        # The member serving the store's watch stream: the only stream yet.
+        counts = {h: await asyncio.to_thread(_watch_streams, bed, h) for h in MEMBERS}
+        assert sorted(counts.values()) == [0, 0, 1], counts
+        victim = next(h for h in MEMBERS if counts[h] == 1)
+        majority = [h for h in MEMBERS if h != victim]
+        majority_writer = await EtcdMetadataStore.open(_url(bed, majority))
+        await majority_writer.put("/bundles/before", b"0")
+        await _until(lambda: (EventType.CREATED, "/bundles/before") in seen, 10, "the change before the cut")
+
+        with caplog.at_level(logging.WARNING, logger="magnetar.metadata.etcd"):
+            for peer in majority:
+                bed.cut(victim, peer, both=True)
+            cut_at = time.monotonic()
+            # Written through the majority while the victim is cut off.
+            await majority_writer.put("/bundles/during", b"1")
+            took = await _until(lambda: (EventType.CREATED, "/bundles/during") in seen, 20,
+                                f"the store's watch to hear a change made through the majority while {victim} "
+                                f"(serving it) was cut from its peers")
+            # No stream of the store's left on the leaderless member, and the store said why it moved.
+            assert await asyncio.to_thread(_watch_streams, bed, victim) == 0
+            assert any("lost its raft leader" in r.getMessage() for r in caplog.records), caplog.text
+            # A write and a read through the store during the cut: a member
+            # without a leader refuses them at once, the next member serves them.
+            await store.put("/bundles/by-store", b"2")
+            assert (await store.get("/bundles/during")).value == b"1"
+            print(f"the watch heard the majority's change {took:.1f} s after {victim} was cut "
+                  f"({time.monotonic() - cut_at:.1f} s in all)")
+        bed.heal()
+        await majority_writer.put("/bundles/after", b"3")
+        await _until(lambda: (EventType.CREATED, "/bundles/after") in seen, 15, "the change after the heal")
+        # Nothing heard twice: the watch resumed after the last revision it saw.
+        assert len(seen) == len(set(seen)), seen
+    finally:
+        await store.close()
+        if majority_writer is not None:
+            await majority_writer.close()
