@@ -24,7 +24,9 @@ KeyNotFound and BadVersion are told apart without a race.
 Sessions are leases: ``create_session(ttl_s)`` grants one (etcd rounds the
 TTL up to whole seconds, and to its minimum, 2 s with default settings;
 ``session.ttl_s`` is what was granted) and a task sends a keep-alive every
-TTL/3 on a lease stream that reconnects by itself. Ephemeral keys carry the
+TTL/3 on a lease stream that reconnects by itself, and also when an answer
+does not come within TTL/3 (its member lost its leader or is out of reach:
+the new stream goes to the next member). Ephemeral keys carry the
 lease, so etcd deletes them when it ends. The session is *lost* (``alive``
 turns False, ``on_end`` callbacks run, ``expired`` is True) as soon as the
 local deadline passes, i.e. TTL after the last keep-alive etcd answered was
@@ -54,7 +56,10 @@ such a member refuses it at once ("etcdserver: no leader", retried on the
 next member: round-robin over several endpoints) and ends the watch and
 keep-alive streams it holds after three election timeouts (about 3-4 s with
 etcd's 1 s default); the watch is then opened again on a member with a
-leader, from the revision after the last it saw, and a warning says so.
+leader, from the revision after the last it saw, and a warning says so. A
+member out of reach altogether (isolated) is noticed by the watch's own
+probe: a progress request every 1.5 s, and the stream given up after 4.5 s
+without any answer, rather than after gRPC's ping timeout (15 s).
 
 Counters: a decimal value under ``<PREFIX>/c<key>``, raised by a transaction
 that compares ``mod_revision`` and retries; increments from one store are
@@ -125,6 +130,14 @@ _UNREACHABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 #: whole cut, and a read waits there for a ReadIndex that never comes.
 _REQUIRE_LEADER = (("hasleader", "true"),)
 _NO_LEADER = "etcdserver: no leader"
+
+
+#: The watch stream asks etcd for progress this often; a stream that brings
+#: nothing (not even that answer) for _WATCH_SILENCE_S is given up.
+_WATCH_PROBE_S = 1.5
+_WATCH_SILENCE_S = 4.5
+#: The watch id of etcd's answer to a progress request (it is for every watch of the stream).
+_PROGRESS_ANSWER = -1
 
 
 def _no_leader(exc: grpc.aio.AioRpcError) -> bool:
@@ -252,7 +265,20 @@ class EtcdSession(MetadataSession):
                     if sent >= self._deadline:
                         break  # stalled past the deadline: lost, whatever etcd says now
                     await self._bounded(call.write(rpc.LeaseKeepAliveRequest(ID=self.lease_id)))
-                    answer = await self._bounded(call.read())
+                    # An answer takes milliseconds. None within TTL/3: this
+                    # member cannot renew (no leader yet to forward to, or
+                    # out of reach), and waiting for etcd to end the stream
+                    # (3-4 s after it lost its leader) or for gRPC's ping
+                    # timeout would outlast a short TTL. A new stream goes to
+                    # the next member, with time left to renew there.
+                    wait = min(self._deadline - time.monotonic(), interval)
+                    try:
+                        answer = await asyncio.wait_for(call.read(), max(0.0, wait))
+                    except TimeoutError:
+                        if time.monotonic() < self._deadline:
+                            log.info("keep-alive of %s unanswered for %.1f s: renewing on a new stream "
+                                     "(the next etcd member)", self.id, wait)
+                        raise
                     if answer is grpc.aio.EOF:
                         break
                     if answer.TTL <= 0:
@@ -635,7 +661,15 @@ class EtcdMetadataStore(MetadataStore):
                         progress_notify=True,
                     )
                     yield rpc.WatchRequest(create_request=create)
-                await self._closing.wait()  # keep our side open: a half-close ends the stream
+                # Keep our side open (a half-close ends the stream) until the
+                # store closes, asking for progress now and then: the answer
+                # tells a live member from one out of reach (below).
+                while True:
+                    try:
+                        await asyncio.wait_for(self._closing.wait(), _WATCH_PROBE_S)
+                        return
+                    except TimeoutError:
+                        yield rpc.WatchRequest(progress_request=rpc.WatchProgressRequest())
 
             # Leader required: a member that loses its leader (cut from its
             # peers) ends the stream, so the watch does not go silent there
@@ -643,7 +677,23 @@ class EtcdMetadataStore(MetadataStore):
             call = self._watch_stub.Watch(requests(), wait_for_ready=True, metadata=_REQUIRE_LEADER)
             opened = 0
             try:
-                async for answer in call:
+                while True:
+                    try:
+                        answer = await asyncio.wait_for(call.read(), _WATCH_SILENCE_S)
+                    except TimeoutError:
+                        # Not even an answer to a progress request: the member
+                        # is out of reach (cut off), though gRPC's ping has not
+                        # said so yet (10 s + 5 s). Another member is asked.
+                        log.warning("etcd watch stream silent for %g s (its member out of reach?); watching "
+                                    "again from revision %s on the next member", _WATCH_SILENCE_S,
+                                    ", ".join(str(r) for r in self._watch_from))
+                        break
+                    if answer is grpc.aio.EOF:
+                        break
+                    if answer.watch_id == _PROGRESS_ANSWER:
+                        # The member is there. Its revision is not used: etcd
+                        # before 3.5.8 answers before slow watchers catch up.
+                        continue
                     i = answer.watch_id - 1
                     if not 0 <= i < len(ranges):
                         log.warning("etcd answered for a watch the store did not open (id %d)", answer.watch_id)

@@ -24,7 +24,7 @@ import pytest
 
 from magnetar.metadata.etcd import EtcdMetadataStore
 from magnetar.metadata.etcd_server import find_etcd_binary
-from magnetar.metadata.store import EventType
+from magnetar.metadata.store import EventType, MetadataError
 from magnetar_harness.hosts import HostBed, unavailable_reason
 from magnetar_harness.waiting import wait_for
 
@@ -86,6 +86,19 @@ def _watch_streams(bed: HostBed, host: str) -> int:
     raise AssertionError(f"{host} reports no watch stream gauge")
 
 
+def _open_streams(bed: HostBed, host: str, method: str) -> int:
+    """The ``method`` streams (gRPC, e.g. LeaseKeepAlive) ``host`` serves now: started less handled."""
+    started = handled = 0
+    for line in _get(bed, host, "/metrics").splitlines():
+        if f'grpc_method="{method}"' not in line:
+            continue
+        if line.startswith("grpc_server_started_total{"):
+            started += int(float(line.split()[-1]))
+        elif line.startswith("grpc_server_handled_total{"):
+            handled += int(float(line.split()[-1]))
+    return started - handled
+
+
 def _url(bed: HostBed, hosts: list[str]) -> str:
     return "etcd://" + ",".join(f"{bed.address(h)}:{CLIENT_PORT}" for h in hosts) + "/cut"
 
@@ -100,7 +113,31 @@ async def _until(predicate, timeout: float, what: str) -> float:
     return time.monotonic() - start
 
 
-async def test_a_watch_on_a_member_cut_from_its_peers_moves_to_a_member_with_a_leader(members, caplog):
+async def _put(store: EtcdMetadataStore, key: str, value: bytes) -> None:
+    """``store.put``, again while etcd times it out: a write made while the
+    majority elects a new leader (the cut member led) may time out in etcd."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            await store.put(key, value)
+            return
+        except MetadataError:
+            if time.monotonic() > deadline:
+                raise
+
+
+HEARD_WITHIN_S = 12.0
+SESSION_TTL_S = 4.0  # the chaos runs' session: shorter than etcd's 3-4 s to end a leaderless member's streams
+
+
+@pytest.mark.parametrize("fault", ["peers-cut", "isolated"])
+async def test_a_watch_and_sessions_on_a_cut_member_move_to_a_member_with_a_leader(members, caplog, fault):
+    """``peers-cut``: the member serving the store's watch and one of its
+    keep-alives is cut from its two peers, not from the store. ``isolated``:
+    cut from everything (its link down), so nothing it could say reaches
+    the store. Either way, the store's watch hears a change made through
+    the majority during the cut, its sessions live through three TTLs of
+    it, and nothing is heard twice."""
     bed = members
     store = await EtcdMetadataStore.open(_url(bed, MEMBERS))
     majority_writer = None
@@ -112,30 +149,52 @@ async def test_a_watch_on_a_member_cut_from_its_peers_moves_to_a_member_with_a_l
         assert sorted(counts.values()) == [0, 0, 1], counts
         victim = next(h for h in MEMBERS if counts[h] == 1)
         majority = [h for h in MEMBERS if h != victim]
+        # Sessions until one's keep-alive stream is on the victim (round robin: within three).
+        sessions = []
+        while not await asyncio.to_thread(_open_streams, bed, victim, "LeaseKeepAlive"):
+            assert len(sessions) < 6, "no keep-alive stream on the watch's member"
+            sessions.append(await store.create_session(SESSION_TTL_S))
+            await _until(lambda: sum(_open_streams(bed, h, "LeaseKeepAlive") for h in MEMBERS) == len(sessions),
+                         10, "the new session's keep-alive stream")
         majority_writer = await EtcdMetadataStore.open(_url(bed, majority))
-        await majority_writer.put("/bundles/before", b"0")
+        await _put(majority_writer, "/bundles/before", b"0")
         await _until(lambda: (EventType.CREATED, "/bundles/before") in seen, 10, "the change before the cut")
 
-        with caplog.at_level(logging.WARNING, logger="magnetar.metadata.etcd"):
-            for peer in majority:
-                bed.cut(victim, peer, both=True)
+        with caplog.at_level(logging.INFO, logger="magnetar.metadata.etcd"):
+            if fault == "peers-cut":
+                for peer in majority:
+                    bed.cut(victim, peer, both=True)
+            else:
+                bed.isolate(victim)
             cut_at = time.monotonic()
             # Written through the majority while the victim is cut off.
-            await majority_writer.put("/bundles/during", b"1")
-            took = await _until(lambda: (EventType.CREATED, "/bundles/during") in seen, 20,
-                                f"the store's watch to hear a change made through the majority while {victim} "
-                                f"(serving it) was cut from its peers")
-            # No stream of the store's left on the leaderless member, and the store said why it moved.
-            assert await asyncio.to_thread(_watch_streams, bed, victim) == 0
-            assert any("lost its raft leader" in r.getMessage() for r in caplog.records), caplog.text
-            # A write and a read through the store during the cut: a member
-            # without a leader refuses them at once, the next member serves them.
-            await store.put("/bundles/by-store", b"2")
-            assert (await store.get("/bundles/during")).value == b"1"
-            print(f"the watch heard the majority's change {took:.1f} s after {victim} was cut "
-                  f"({time.monotonic() - cut_at:.1f} s in all)")
+            await _put(majority_writer, "/bundles/during", b"1")
+            # Within 12 s of the cut: a peer-cut member ends the stream 4-6 s
+            # after it (an election timeout, then three without a leader); an
+            # isolated one is given up after 4.5 s of silence, twice at worst
+            # (round robin may pick it again), where gRPC's ping takes 15 s.
+            await _until(lambda: (EventType.CREATED, "/bundles/during") in seen,
+                         HEARD_WITHIN_S - (time.monotonic() - cut_at),
+                         f"the store's watch to hear a change made through the majority while {victim} "
+                         f"(serving it) was cut off ({fault})")
+            took = time.monotonic() - cut_at
+            said = "lost its raft leader" if fault == "peers-cut" else "silent for"
+            assert any(said in r.getMessage() for r in caplog.records), caplog.text
+            if fault == "peers-cut":
+                # No stream of the store's left on the leaderless member.
+                assert await asyncio.to_thread(_watch_streams, bed, victim) == 0
+                # A write and a read through the store during the cut: a member
+                # without a leader refuses them at once, the next serves them.
+                await store.put("/bundles/by-store", b"2")
+                assert (await store.get("/bundles/during")).value == b"1"
+            # The sessions live on through three TTLs of the cut.
+            while time.monotonic() - cut_at < 3 * SESSION_TTL_S:
+                assert all(s.alive for s in sessions), [(s.id, s.alive) for s in sessions]
+                await asyncio.sleep(0.2)
+            print(f"{fault}: the watch heard the majority's change {took:.1f} s after {victim} was cut; "
+                  f"{len(sessions)} sessions alive after {time.monotonic() - cut_at:.1f} s")
         bed.heal()
-        await majority_writer.put("/bundles/after", b"3")
+        await _put(majority_writer, "/bundles/after", b"3")
         await _until(lambda: (EventType.CREATED, "/bundles/after") in seen, 15, "the change after the heal")
         # Nothing heard twice: the watch resumed after the last revision it saw.
         assert len(seen) == len(set(seen)), seen
