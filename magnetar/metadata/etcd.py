@@ -25,8 +25,8 @@ Sessions are leases: ``create_session(ttl_s)`` grants one (etcd rounds the
 TTL up to whole seconds, and to its minimum, 2 s with default settings;
 ``session.ttl_s`` is what was granted) and a task sends a keep-alive every
 TTL/3 on a lease stream that reconnects by itself, and also when an answer
-does not come within TTL/3 (its member lost its leader or is out of reach:
-the new stream goes to the next member). Ephemeral keys carry the
+does not come within TTL/6 (at least 0.5 s: its member lost its leader or is
+out of reach; the new stream goes to the next member). Ephemeral keys carry the
 lease, so etcd deletes them when it ends. The session is *lost* (``alive``
 turns False, ``on_end`` callbacks run, ``expired`` is True) as soon as the
 local deadline passes, i.e. TTL after the last keep-alive etcd answered was
@@ -67,8 +67,9 @@ queued per key so only other processes cause retries.
 
 Failure modes: :class:`MetadataError` when etcd does not answer within
 ``op_timeout`` (a write may or may not have happened then: only reads, and
-writes a member refused for want of a leader, are retried), or answers an error; ``SessionExpired`` for writes under a lost
-session, including one etcd has already dropped. ``open`` raises
+writes a member refused for want of a leader, are retried), or answers an
+error; ``SessionExpired`` for writes under a lost session, including one
+etcd has already dropped. ``open`` raises
 MetadataError if etcd cannot be reached within ``connect_timeout``.
 """
 from __future__ import annotations
@@ -253,6 +254,10 @@ class EtcdSession(MetadataSession):
 
     async def _keep_alive(self) -> None:
         interval = self.ttl_s / 3
+        # How long an answer may take on one stream (see below): short enough
+        # for three more streams before the deadline, since round robin may
+        # pick the bad member again, long enough for a busy etcd.
+        answer_within = min(interval, max(self.ttl_s / 6, 0.5))
         backoff = 0.05
         while True:
             call = None
@@ -265,13 +270,13 @@ class EtcdSession(MetadataSession):
                     if sent >= self._deadline:
                         break  # stalled past the deadline: lost, whatever etcd says now
                     await self._bounded(call.write(rpc.LeaseKeepAliveRequest(ID=self.lease_id)))
-                    # An answer takes milliseconds. None within TTL/3: this
+                    # An answer takes milliseconds. None within TTL/6: this
                     # member cannot renew (no leader yet to forward to, or
                     # out of reach), and waiting for etcd to end the stream
                     # (3-4 s after it lost its leader) or for gRPC's ping
                     # timeout would outlast a short TTL. A new stream goes to
                     # the next member, with time left to renew there.
-                    wait = min(self._deadline - time.monotonic(), interval)
+                    wait = min(self._deadline - time.monotonic(), answer_within)
                     try:
                         answer = await asyncio.wait_for(call.read(), max(0.0, wait))
                     except TimeoutError:
@@ -692,7 +697,7 @@ class EtcdMetadataStore(MetadataStore):
                         break
                     if answer.watch_id == _PROGRESS_ANSWER:
                         # The member is there. Its revision is not used: etcd
-                        # before 3.5.8 answers before slow watchers catch up.
+                        # (3.5.1) answers at once, before slow watchers catch up.
                         continue
                     i = answer.watch_id - 1
                     if not 0 <= i < len(ranges):
