@@ -126,7 +126,7 @@ async def _put(store: EtcdMetadataStore, key: str, value: bytes) -> None:
                 raise
 
 
-HEARD_WITHIN_S = 12.0
+HEARD_WITHIN_S = 15.0
 SESSION_TTL_S = 4.0  # the chaos runs' session: shorter than etcd's 3-4 s to end a leaderless member's streams
 
 
@@ -169,7 +169,7 @@ async def test_a_watch_and_sessions_on_a_cut_member_move_to_a_member_with_a_lead
             cut_at = time.monotonic()
             # Written through the majority while the victim is cut off.
             await _put(majority_writer, "/bundles/during", b"1")
-            # Within 12 s of the cut: a peer-cut member ends the stream 4-6 s
+            # Within 15 s of the cut: a peer-cut member ends the stream 4-7 s
             # after it (an election timeout, then three without a leader); an
             # isolated one is given up after 4.5 s of silence, twice at worst
             # (round robin may pick it again), where gRPC's ping takes 15 s.
