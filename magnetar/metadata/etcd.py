@@ -59,7 +59,7 @@ etcd's 1 s default); the watch is then opened again on a member with a
 leader, from the revision after the last it saw, and a warning says so. A
 member out of reach altogether (isolated) is noticed by the watch's own
 probe: a progress request every 1.5 s, and the stream given up after 4.5 s
-without any answer, rather than after gRPC's ping timeout (15 s).
+without any answer, rather than when gRPC's ping times out (5-15 s later).
 
 Counters: a decimal value under ``<PREFIX>/c<key>``, raised by a transaction
 that compares ``mod_revision`` and retries; increments from one store are

@@ -172,7 +172,7 @@ async def test_a_watch_and_sessions_on_a_cut_member_move_to_a_member_with_a_lead
             # Within 15 s of the cut: a peer-cut member ends the stream 4-7 s
             # after it (an election timeout, then three without a leader); an
             # isolated one is given up after 4.5 s of silence, twice at worst
-            # (round robin may pick it again), where gRPC's ping takes 15 s.
+            # (round robin may pick it again), where gRPC's ping takes 5-15 s.
             await _until(lambda: (EventType.CREATED, "/bundles/during") in seen,
                          HEARD_WITHIN_S - (time.monotonic() - cut_at),
                          f"the store's watch to hear a change made through the majority while {victim} "
