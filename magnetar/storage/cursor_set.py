@@ -3,7 +3,8 @@
 Each durable cursor has its own key below the managed ledger's record
 (``<record key>/cursors/<quoted name>``, :func:`~.ledger_meta.cursor_key`).
 The :class:`CursorSet` creates them (persisted before they are handed out),
-loads them when the managed ledger opens, and deletes them. Cursors see
+loads them when the managed ledger opens (by range: on etcd a request
+per page of cursors), and deletes them. Cursors see
 their managed ledger as a :class:`~.cursor.CursorLedger`; this set sees it
 as a :class:`CursorOwner` (that, plus its state).
 
@@ -20,11 +21,14 @@ from typing import Protocol
 
 from ..formats import check_format
 
-from ..metadata.store import MetadataError, MetadataStore
+from ..metadata.store import MetadataError, MetadataStore, Record
 from .cursor import CURSOR_FORMAT, CursorLedger, ManagedCursor
 from .errors import ManagedLedgerClosedError, StorageError
 from .ledger_meta import OPEN, cursor_key
 from .position import Position
+
+#: Cursor records per range read when a managed ledger opens.
+CURSORS_PAGE = 64
 
 log = logging.getLogger(__name__)
 
@@ -103,26 +107,37 @@ class CursorSet:
         return ManagedCursor(self._ml, name, mark_delete, durable=False)
 
     async def load(self) -> None:
-        """Read every stored cursor (opening the managed ledger)."""
+        """Read every stored cursor (opening the managed ledger): by range
+        (``children_records``: on etcd one request per :data:`CURSORS_PAGE`
+        cursors, not a listing and a read per cursor; paths below a cursor
+        with no record of their own are left out)."""
         base = f"{self._key}/cursors"
-        for child in await self._store.children(base):
-            record = await self._store.get(f"{base}/{child}")
-            if record is None:
-                continue  # a path below, not a cursor
-            try:
-                doc = json.loads(record.value)
-            except ValueError as exc:
-                log.error("%s: ignoring unreadable cursor record %s: %s", self._ml.name, child, exc)
-                continue
-            # Not ignored when newer (a cursor left out would be made again, over its data): refused.
-            check_format("cursor record", f"{base}/{child}", doc.get("format", 1) if isinstance(doc, dict) else 1,
-                         CURSOR_FORMAT)
-            try:
-                cursor = ManagedCursor.from_snapshot(self._ml, doc, key=f"{base}/{child}", version=record.version)
-            except (ValueError, KeyError, TypeError) as exc:
-                log.error("%s: ignoring unreadable cursor record %s: %s", self._ml.name, child, exc)
-                continue
-            self.by_name[cursor.name] = cursor
+        start = ""
+        while True:
+            page = await self._store.children_records(base, start, CURSORS_PAGE)
+            for record in page:
+                self._load_one(base, record)
+            if len(page) < CURSORS_PAGE:
+                return
+            start = page[-1].key.rsplit("/", 1)[1] + "\x00"
+
+    def _load_one(self, base: str, record: Record) -> None:
+        """Take one stored cursor record into :attr:`by_name` (an unreadable one is logged and left out)."""
+        child = record.key.rsplit("/", 1)[1]
+        try:
+            doc = json.loads(record.value)
+        except ValueError as exc:
+            log.error("%s: ignoring unreadable cursor record %s: %s", self._ml.name, child, exc)
+            return
+        # Not ignored when newer (a cursor left out would be made again, over its data): refused.
+        check_format("cursor record", f"{base}/{child}", doc.get("format", 1) if isinstance(doc, dict) else 1,
+                     CURSOR_FORMAT)
+        try:
+            cursor = ManagedCursor.from_snapshot(self._ml, doc, key=f"{base}/{child}", version=record.version)
+        except (ValueError, KeyError, TypeError) as exc:
+            log.error("%s: ignoring unreadable cursor record %s: %s", self._ml.name, child, exc)
+            return
+        self.by_name[cursor.name] = cursor
 
     async def close_all(self) -> None:
         """Stop every cursor taking acknowledgements; waits for their persists

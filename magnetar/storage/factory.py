@@ -10,6 +10,7 @@ import asyncio
 import json
 import logging
 from pathlib import Path
+from typing import Awaitable, Callable
 
 from ..metadata.store import BadVersion, MetadataError, MetadataStore, KeyNotFound
 from .cache import CacheBudget
@@ -60,7 +61,8 @@ class ManagedLedgerFactory:
         #: Ledgers created ahead by a previous owner and deleted by a recovery here (``/metrics``).
         self.prepared_ledgers_swept = 0
 
-    async def open(self, name: str, *, retention: RetentionPolicy | None = None) -> ManagedLedger:
+    async def open(self, name: str, *, retention: RetentionPolicy | None = None,
+                   creating: Callable[[], Awaitable[None]] | None = None) -> ManagedLedger:
         """Open (recovering if needed) or create the managed ledger ``name``.
 
         Opening a name that is already open returns the same instance while
@@ -69,6 +71,11 @@ class ManagedLedgerFactory:
         instance recovers from the record.
         ``retention`` becomes its retention override (``set_retention``; on a
         new instance before anything is trimmed).
+        ``creating``: awaited when ``name`` is not stored, before it is
+        created; what it raises goes up unchanged, nothing created (a
+        topic's load checks there that it may be created: one read of the
+        record, not :meth:`exists` and then the open's own). An open that
+        joins one under way takes that one's ``creating``.
         Raises ``ValueError`` for a bad name, ``StorageError`` if recovery
         fails (``CorruptLedgerError`` if a ledger lost entries it had
         confirmed, ``ManagedLedgerFencedError`` if another instance changed
@@ -99,7 +106,7 @@ class ManagedLedgerFactory:
         if ml is None:
             task = self._opening.get(name)
             if task is None:
-                task = asyncio.get_running_loop().create_task(self._open_new(name, retention))
+                task = asyncio.get_running_loop().create_task(self._open_new(name, retention, creating))
                 self._opening[name] = task
                 task.add_done_callback(lambda _: self._opening.pop(name, None))
             ml = await asyncio.shield(task)
@@ -107,7 +114,8 @@ class ManagedLedgerFactory:
             ml.set_retention(retention)
         return ml
 
-    async def _open_new(self, name: str, retention: RetentionPolicy | None = None) -> ManagedLedger:
+    async def _open_new(self, name: str, retention: RetentionPolicy | None = None,
+                        creating: Callable[[], Awaitable[None]] | None = None) -> ManagedLedger:
         if self._flushes is None:  # on the loop (one factory per loop)
             self._flushes = FlushPass(self.backend, asyncio.get_running_loop())
         if self._hooks is None:  # bound once: a bound method per managed ledger is one more object each
@@ -117,9 +125,20 @@ class ManagedLedgerFactory:
                            cache_budget=self.cache_budget, new_ledger_id=new_ledger_id,
                            on_closed=forget, flushes=self._flushes)
         ml._trimmer.retention = retention
+        refused: list[BaseException] = []  # what ``creating`` raised goes up as it is
+
+        async def check() -> None:
+            try:
+                await creating()
+            except BaseException as exc:
+                refused.append(exc)
+                raise
+
         try:
-            await ml._recover()
+            await ml._recover(None if creating is None else check)
         except (MetadataError, OSError) as exc:
+            if refused and refused[0] is exc:
+                raise
             raise StorageError(f"opening managed ledger {name!r} failed: {exc}") from exc
         self.prepared_ledgers_swept += len(ml.swept_at_open)
         self._open[name] = ml

@@ -314,11 +314,11 @@ class ManagedLedger:
 
     # ====================================================== open, ownership
 
-    async def _recover(self) -> None:
+    async def _recover(self, creating: Callable[[], Awaitable[None]] | None = None) -> None:
         """Open: recover what a crash or a previous owner left
-        (:func:`.recovery.recover`), start a new ledger, load the cursors,
-        watch the record."""
-        found = await recover(self._record, self._backend, self._new_ledger_id)
+        (:func:`.recovery.recover`; ``creating`` as there), start a new
+        ledger, load the cursors, watch the record."""
+        found = await recover(self._record, self._backend, self._new_ledger_id, creating)
         self.swept_at_open = found.swept
         self._properties = found.properties
         for meta in found.ledgers:

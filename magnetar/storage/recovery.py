@@ -53,11 +53,17 @@ class Recovered:
 
 
 async def recover(record: ManagedLedgerRecord, backend: LedgerBackend,
-                  new_ledger_id: Callable[[], Awaitable[int]]) -> Recovered:
+                  new_ledger_id: Callable[[], Awaitable[int]],
+                  creating: Callable[[], Awaitable[None]] | None = None) -> Recovered:
     """Load the record, fence and seal every ledger left open, drop empty
-    ones, and record a new ledger for writes (see the module docstring)."""
+    ones, and record a new ledger for writes (see the module docstring).
+    ``creating``: awaited when no record is stored, before anything is
+    made; what it raises goes up, nothing made (the caller's check that the
+    managed ledger may be created, without a read of the record of its own)."""
     name = record.name
     metas, properties = await record.load()
+    if creating is not None and record.version == -1:
+        await creating()
     empties = []
     fenced: set[int] = set()  # ledgers this recovery fenced: dropped, their fence stays
     for meta in metas:

@@ -71,14 +71,17 @@ async def applied_by_namespace(store: MetadataStore, names: Iterable[TopicName]
         by_namespace.setdefault(name.namespace_name, []).append(name)
     for namespace, members in by_namespace.items():
         try:
-            found = await _read_namespace(store, namespace, members)
+            found = await read_namespace(store, namespace, members)
         except Exception as exc:  # this namespace's read failed: the others still go
             yield namespace, exc
             continue
         yield namespace, found
 
 
-async def _read_namespace(store: MetadataStore, namespace: str, members: list[TopicName]) -> dict[TopicName, dict]:
+async def read_namespace(store: MetadataStore, namespace: str, members: list[TopicName]) -> dict[TopicName, dict]:
+    """The policies in force for each of ``members`` (topics of ``namespace``):
+    its record, and the topics' documents one read each for up to
+    :data:`GETS_UP_TO` distinct topics, else by range. Raises what the store raises."""
     policies = await resources.namespace_policies(store, namespace)
     bases = {policy_keys.topic_policies_child(name): name for name in members}
     if len(bases) <= GETS_UP_TO:

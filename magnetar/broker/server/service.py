@@ -12,12 +12,18 @@ bundle's topics through :meth:`unload_bundle` the moment the bundle is no
 longer ours, and moves bundles through :meth:`release_bundle` and
 :meth:`hand_over_bundle`. The service alone keeps which bundles it released
 and holds (their topics, by bundle) until they are handed over.
+
+A load reads the policies in force once, with the other loads of its
+namespace asked at the same time (:mod:`..namespaces.load_policies`), and
+applies a change noted while it loaded once the topic is loaded (the
+watch's refresh passes by a topic not loaded yet).
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 import asyncio
+import collections
 import logging
 import secrets
 from typing import Callable
@@ -42,7 +48,8 @@ from magnetar.broker.namespaces.resources import POLICIES as POLICIES_ROOT  # na
 from magnetar.broker.durations import DurationCounts
 from magnetar.broker.policies.dispatch_rate import dispatch_rates_for
 from magnetar.broker.policies.publish_rate import limiter_for
-from magnetar.broker.namespaces.applied import applied_by_namespace, applied_policies
+from magnetar.broker.namespaces.applied import applied_by_namespace
+from magnetar.broker.namespaces.load_policies import LoadPolicies
 from magnetar.broker.namespaces.policy_keys import EVERY_TOPIC, changed_policies
 from magnetar.broker.namespaces.resources import namespace_policies
 from magnetar.broker.namespaces.resources import TOPIC_POLICIES  # topic-level policies live below it
@@ -94,6 +101,11 @@ class BrokerService:
         #: Whose policies changed since the refresher's last pass (policy_keys.changed_policies).
         self._policy_changes: set[tuple[str | None, str | None]] = set()
         self._policy_refresher: asyncio.Task | None = None
+        #: Policy changes noted, by namespace (None: every namespace's): a
+        #: load compares them before its read and once loaded (_load).
+        self._policy_notes: collections.Counter[str | None] = collections.Counter()
+        #: The policies a load applies, read with the other loads of its namespace at once.
+        self._load_policies = LoadPolicies(store)
         self._policy_watch = store.watch(POLICIES_ROOT, self._on_policy_change)
         self._topic_policy_watch = store.watch(TOPIC_POLICIES, self._on_policy_change)
         self.closing = False
@@ -162,9 +174,14 @@ class BrokerService:
         fut = asyncio.get_running_loop().create_future()
         self._loading[key] = fut
         try:
+            noted = self._notes_of(name)
+            # Read before the slot: the loads of a burst (a bundle taken over,
+            # first uses after a start) ask at once, so their namespace's
+            # policies are read together, not a few at a time as slots free.
+            policies = await self._load_policies.policies(name)
             async with self._load_slots:  # bounded: a burst of first uses after a start
                 topic = await self._load(name, self.config.allow_auto_topic_creation if create is None else create,
-                                         moving)
+                                         moving, policies, noted)
         except BaseException as exc:
             fut.set_exception(exc)
             fut.exception()  # retrieved: waiters re-raise it themselves
@@ -213,13 +230,16 @@ class BrokerService:
             log.info("serving non-persistent topic %s", name)
         return topic
 
-    async def _load(self, name: TopicName, create: bool, moving: MovingTopic | None = None) -> Topic:
+    async def _load(self, name: TopicName, create: bool, moving: MovingTopic | None, policies: dict,
+                    noted: int) -> Topic:
+        """Load ``name`` with ``policies`` (the policies in force, read when
+        :attr:`_policy_notes` counted ``noted`` changes for it)."""
         ml_name = name.managed_ledger_name
-        if not await self.factory.exists(ml_name):
-            await check_creatable(self.store, name, create)  # namespace exists, partition rules
-        policies = await self.topic_policies(name)
-        ledger = await self.factory.open(ml_name, retention=retention_policy(policies))
-        topic = await Topic.load(self, name, ledger, moving)
+        # A topic not stored yet is checked before it is made (namespace
+        # exists, partition rules), in the open's own read of its record.
+        ledger = await self.factory.open(ml_name, retention=retention_policy(policies),
+                                         creating=lambda: check_creatable(self.store, name, create))
+        topic = await Topic.load(self, name, ledger, moving, dedup_enabled=self._dedup_enabled(policies))
         if ledger.state != "open":
             # The load outlived its managed ledger instance: another broker
             # opened it meanwhile (a load slowed by a flapping store, the
@@ -234,6 +254,11 @@ class BrokerService:
         if hold > 0 and self.cluster is not None and self.cluster.arrived_within(name, ARRIVAL_WINDOW_S):
             topic.dispatch_hold_until = asyncio.get_running_loop().time() + hold
         self.topics[str(name)] = topic
+        if self._notes_of(name) != noted:
+            # A change noted after the read began may not be in what was
+            # applied, and the refresh it started may have passed this topic
+            # by (not loaded yet): refresh it now that it is.
+            self._refresh_soon((name.namespace_name, name.partitioned_base.local))
         # The record version and the instance tell, after the fact, which
         # view of the managed ledger a load was built on.
         log.info("loaded topic %s (next offset %d, epoch %d, ledger record version %d, instance %x)",
@@ -267,13 +292,9 @@ class BrokerService:
         """See :func:`.resources.namespace_policies` (None values: unset)."""
         return await namespace_policies(self.store, namespace)
 
-    async def topic_policies(self, name: TopicName) -> dict:
-        """The policies in force for ``name``: its own over its namespace's (:mod:`..namespaces.applied`)."""
-        return await applied_policies(self.store, name)
-
-    async def deduplication_enabled(self, name: TopicName) -> bool:
-        """The topic's or its namespace's ``deduplicationEnabled`` policy, else the broker default."""
-        value = (await self.topic_policies(name)).get("deduplicationEnabled")
+    def _dedup_enabled(self, policies: dict) -> bool:
+        """The ``deduplicationEnabled`` policy in ``policies`` (the topic's or its namespace's), else the broker default."""
+        value = policies.get("deduplicationEnabled")
         return self.config.deduplication_enabled if value is None else bool(value)
 
     @staticmethod
@@ -298,6 +319,15 @@ class BrokerService:
         scope = changed_policies(note.key)
         if scope is None:
             return
+        self._policy_notes[scope[0]] += 1
+        self._refresh_soon(scope)
+
+    def _notes_of(self, name: TopicName) -> int:
+        """How many policy changes that may concern ``name`` were noted so far."""
+        return self._policy_notes[name.namespace_name] + self._policy_notes[None]
+
+    def _refresh_soon(self, scope: tuple[str | None, str | None]) -> None:
+        """Refresh the loaded topics ``scope`` names (:func:`.changed_policies`), in the refresher task."""
         self._policy_changes.add(scope)
         if self._policy_refresher is None or self._policy_refresher.done():
             self._policy_refresher = asyncio.get_running_loop().create_task(self._refresh_changed(),
@@ -344,8 +374,7 @@ class BrokerService:
                 continue
             for name, policies in applied.items():
                 topic = by_name[name]
-                value = policies.get("deduplicationEnabled")
-                topic.dedup.enabled = self.config.deduplication_enabled if value is None else bool(value)
+                topic.dedup.enabled = self._dedup_enabled(policies)
                 topic.ledger.set_retention(retention_policy(policies))
                 self._apply_policies(topic, policies)
         if failed is not None and raise_unread:

@@ -109,8 +109,6 @@ class TopicHost(Protocol):
     #: The compacted views (``topics.compaction.Compactor``).
     compactor: CompactedReads
 
-    async def deduplication_enabled(self, name: TopicName) -> bool: ...
-
     def notify_producer_closed(self, producer: Producer) -> None:
         """Tell the producer's client the broker closed it (it reconnects)."""
 
@@ -203,11 +201,13 @@ class Topic(ProducerAdmission):
     # -- loading -------------------------------------------------------------
     @classmethod
     async def load(cls, service: TopicHost, name: TopicName, ledger: ManagedLedger,
-                   moving: MovingTopic | None = None) -> "Topic":
+                   moving: MovingTopic | None = None, *, dedup_enabled: bool) -> "Topic":
         """The topic on ``ledger`` (open). ``moving``: what the source of a
         bundle move said of it (``topics/moving.py``): its next offset is
         taken from there when ``ledger``'s last entry is the one it names,
-        instead of reading that entry (on object storage, a GET)."""
+        instead of reading that entry (on object storage, a GET).
+        ``dedup_enabled``: its deduplication policy, from the policies the
+        caller read for the load (read once per load, not again here)."""
         topic = cls(service, name, ledger)
         topic.topic_epoch = int(ledger.properties.get(TOPIC_EPOCH, "0"))
         if TERMINATED_AT in ledger.properties:
@@ -235,7 +235,7 @@ class Topic(ProducerAdmission):
         for cursor_name, cursor in ledger.cursors.items():
             if not is_replicator_cursor(cursor_name):
                 topic.subscriptions[cursor_name] = Subscription(topic, cursor_name, cursor, durable=True)
-        topic.dedup.enabled = await service.deduplication_enabled(name)
+        topic.dedup.enabled = dedup_enabled
         await topic.dedup.recover(ledger)
         return topic
 

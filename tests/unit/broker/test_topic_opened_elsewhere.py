@@ -64,12 +64,12 @@ async def test_a_load_that_outlives_its_ledger_instance_is_not_served(tmp_path, 
     real_load = Topic.load.__func__
     gate, entered, instances = asyncio.Event(), asyncio.Event(), []
 
-    async def paused_load(cls, service, topic_name, ledger, moving=None):
+    async def paused_load(cls, service, topic_name, ledger, moving=None, **kwargs):
         if service is owner and not gate.is_set():
             instances.append(ledger)
             entered.set()
             await gate.wait()
-        return await real_load(cls, service, topic_name, ledger, moving)
+        return await real_load(cls, service, topic_name, ledger, moving, **kwargs)
 
     monkeypatch.setattr(Topic, "load", classmethod(paused_load))
     try:
