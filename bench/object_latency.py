@@ -52,7 +52,7 @@ import urllib.request
 from dataclasses import replace
 from pathlib import Path
 
-from bench import broker_timeline, gc_census, send_series
+from bench import broker_timeline, gc_census, send_series, send_windows
 from bench.sampling import PeriodicSampler
 from bench.object_storage import commit_phases, etcd_per_topic, phase_figures
 from magnetar.perf.runner import run
@@ -85,11 +85,14 @@ def counters(cluster: LocalCluster) -> dict:
             "broker_fsyncs": sum(float(v) for v in re.findall(r"^magnetar_file_fsyncs_total\{[^}]*\} (\S+)$",
                                                                broker, re.M)),
             "gets": _value(broker, "magnetar_object_gets_total"),
-            "etcd_fsyncs": _value(etcd, "etcd_disk_wal_fsync_duration_seconds_count")}
+            "etcd_fsyncs": _value(etcd, "etcd_disk_wal_fsync_duration_seconds_count"),
+            "etcd_txns": _value(etcd, "etcd_mvcc_txn_total"),
+            "etcd_writes": _value(etcd, "etcd_server_proposals_committed_total"),
+            "rss": _value(broker, "process_resident_memory_bytes")}
 
 
 def rates(before: dict, after: dict, seconds: float) -> dict:
-    return {f"{k}_per_s": round((after[k] - before[k]) / seconds, 1) for k in before if k != "t"}
+    return {f"{k}_per_s": round((after[k] - before[k]) / seconds, 1) for k in before if k not in ("t", "rss")}
 
 
 def create_namespace(cluster: LocalCluster, namespace: str, profile: str) -> None:
@@ -180,7 +183,8 @@ def measure(spec: WorkloadSpec, cluster: LocalCluster, label: str, log, every: f
            "broker": result.get("broker"),
            # When the clock started (not ``ended`` less the seconds: closing 10,000 producers takes a while).
            "sending": (began[0], began[0] + seconds) if began else (ended - seconds, ended),
-           **{k: p[k] for k in ("series_t0", "series") if k in p}, "machine": machines[0] if machines else None}
+           **{k: p[k] for k in ("series_t0", "series", "series_wide") if k in p},
+           "machine": machines[0] if machines else None, "samples": sampler.samples}
     try:
         out["commit_phases"] = phase_figures(phases_before, commit_phases(cluster))
     except OSError as error:  # a broker too busy to answer (a burst of rollovers at 10,000 topics did)
@@ -256,7 +260,8 @@ def run_config(name: str, args, log, root: str | None = None, tree: str = "this 
         try:
             log(f"[{name}, {tree}] {cluster.members[0].service_url}")
             base = WorkloadSpec(service_url=cluster.members[0].service_url, size=100, batching=False,
-                                duration=args.seconds, max_pending=1000, series_s=args.series_every)
+                                duration=args.seconds, max_pending=1000, series_s=args.series_every,
+                                series_wide_s=args.windows if args.series_every else 0.0)
             if not args.skip_latency and not args.skip_one_topic:
                 out["one_topic"] = measure(replace(base, topic=f"one-{name}", topics=1, rate=1000), cluster,
                                            "one topic", log, args.scrape_every)
@@ -322,6 +327,13 @@ def series_of(out: dict, broker: dict | None, args, log) -> None:
                                     "commits": [c for c in broker["commits"] if t0 <= c["began"] <= t1],
                                     "events": [e for e in broker["events"] if t0 <= e[1] <= t1]}
             rollovers(w, args.series_every, log, out["tree"])
+        if w.get("series_wide"):
+            send_windows.annotate(w["series_wide"], w["series_t0"], args.windows, w.get("samples"),
+                                  broker and broker["lags"], broker and broker["events"], machine)
+            log(f"  [{w['label']}, {out['tree']}] by {args.windows:g} s windows of send time (ms; rates per s; "
+                f"broker CPU % of a core, machine busy %):")
+            for line in send_windows.table(w["series_wide"]):
+                log("    " + line)
         lines = send_series.table(w["series"], -1 if args.series_all else args.series_above)
         shown = "every bucket" if args.series_all else f"the buckets whose p99 is above {args.series_above:g} ms"
         log(f"  [{w['label']}, {out['tree']}] series by send time, {args.series_every:g} s buckets, "
@@ -331,6 +343,7 @@ def series_of(out: dict, broker: dict | None, args, log) -> None:
     for key in ("one_topic", "many_topics", "cost"):
         if out.get(key):
             out[key].pop("machine", None)
+            out[key].pop("samples", None)
 
 
 def rollovers(w: dict, width: float, log, tree: str) -> None:
@@ -463,6 +476,10 @@ def main() -> None:
     parser.add_argument("--series-above", type=float, default=50.0,
                         help="print the series' buckets whose p99 is above this many ms (all are in --json)")
     parser.add_argument("--series-all", action="store_true", help="print every bucket of the series")
+    parser.add_argument("--windows", type=float, default=0.0, metavar="SECONDS",
+                        help="also cut each sending in windows this wide (60: per minute), each with its exact "
+                             "p50/p99/max beside PUTs/s, GETs/s, transactions/s, RSS, loop lag, seals and "
+                             "compactions (bench/send_windows.py)")
     parser.add_argument("--sections-per-ledger", type=int, default=0, metavar="N",
                         help="the brokers' object_sections_per_ledger (default: theirs, 1,000): at 10,000 topics "
                              "and 20,000 msg/s a ledger gets ~2 sections/s, so 50-100 rolls them within a minute")

@@ -372,6 +372,8 @@ def _result(spec, command, driver, started_at, wall, t0, prod, cons, timeline, e
     if produced is not None and spec.series_s:
         # By send time from the clock's start (``series_t0``, monotonic: a bench aligns its own records on it).
         produced.update(series_t0=t0, series=buckets(prod.series, t0, spec.series_s))
+        if spec.series_wide_s:
+            produced["series_wide"] = buckets(prod.series, t0, spec.series_wide_s)
     cons_cpu = _cpu(cons, t0)
     saturated = any(c >= SATURATED_PERCENT for c in prod_cpu + cons_cpu) or (
         machine_busy is not None and machine_busy >= 95.0)

@@ -66,6 +66,9 @@ class WorkloadSpec:
     #: Seconds per bucket of the sending's series by send time (:mod:`.series`;
     #: the official client's producers only); 0 = no series.
     series_s: float = 0.0
+    #: A second, coarser cut of the same series (e.g. 60: per minute, exact
+    #: percentiles from the samples); 0 = none. Needs ``series_s``.
+    series_wide_s: float = 0.0
     #: Extra driver-specific settings (e.g. the NATS driver's stream names).
     extra: dict = field(default_factory=dict)
 

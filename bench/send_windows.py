@@ -1,0 +1,85 @@
+"""A long sending cut in wide windows (a minute each, ``--windows``): the
+latency of each beside what the broker did in it, to compare a run's
+minutes before its ledgers roll over with the minutes after.
+
+Per window, on the bench's clock (``time.monotonic()``):
+
+- the client's side: messages sent, latency samples, their p50/p99/max
+  (exact: :func:`magnetar.perf.series.buckets` cut at the window's width)
+  and how many were above 100 ms;
+- the broker's counters read by the bench's sampler (``/metrics`` every few
+  seconds): PUTs/s, GETs/s, the committer's transactions/s, etcd's
+  transactions/s (``etcd_mvcc_txn_total``: every broker's, reads included)
+  and writes/s (``etcd_server_proposals_committed_total``: every change,
+  rollovers' and compactions' too), between the first and last reading
+  inside the window; the broker's RSS at the window's last reading;
+- ``--broker-timeline``'s records: the event loop's worst lag, the seals
+  and compactions that ended in it;
+- the broker's CPU (% of a core) and the machine's busy share
+  (:class:`bench.send_series.Machine`).
+
+Failure modes: a column without its records is None (printed ``-``).
+"""
+from __future__ import annotations
+
+from magnetar.perf.series import bucket_index
+
+#: Counters read by the bench's sampler, as rates per second in each window.
+RATES = (("puts", "PUT/s"), ("gets", "GET/s"), ("txns", "txn/s"), ("etcd_txns", "etcdtx/s"),
+         ("etcd_writes", "etcdwr/s"))
+
+
+def annotate(windows: list[dict], t0: float, width: float, samples: list | None = None,
+             lags: list | None = None, events: list | None = None, machine=None) -> None:
+    """Adds the broker's columns to each of ``windows`` (buckets of
+    ``width`` s from ``t0``, as :func:`magnetar.perf.series.buckets` made
+    them); ``samples``: the sampler's ``(t, counters)`` pairs."""
+    n = len(windows)
+    for i, w in enumerate(windows):
+        begin, end = t0 + i * width, t0 + (i + 1) * width
+        if samples is not None:
+            inside = [s for s in samples if begin <= s[0] <= end]
+            if len(inside) >= 2:
+                (ta, a), (tb, b) = inside[0], inside[-1]
+                for key, _ in RATES:
+                    if key in a and key in b:
+                        w[f"{key}_per_s"] = round((b[key] - a[key]) / (tb - ta), 1)
+            if inside and inside[-1][1].get("rss"):
+                w["rss_mb"] = round(inside[-1][1]["rss"] / (1 << 20))
+        if machine is not None:
+            cpu = machine.between(begin, end) or {}
+            w["broker_cpu"], w["machine_busy"] = cpu.get("broker"), cpu.get("machine")
+    if lags is not None:
+        for w in windows:
+            w["lag_ms"] = 0.0
+        for meant, ms in lags:
+            i = bucket_index(meant, t0, width)
+            if 0 <= i < n and ms > windows[i]["lag_ms"]:
+                windows[i]["lag_ms"] = round(ms, 1)
+    if events is not None:
+        for w in windows:
+            w.update(seals=0, compactions=0)
+        for kind, t in events:
+            i = bucket_index(t, t0, width)
+            if 0 <= i < n and kind in ("seal", "compact"):
+                windows[i]["seals" if kind == "seal" else "compactions"] += 1
+
+
+def table(windows: list[dict]) -> list[str]:
+    """Lines of a table with one row per window."""
+    def cell(value, width: int, digits: int = 1) -> str:
+        return f"{'-':>{width}}" if value is None else f"{value:>{width}.{digits}f}"
+
+    head = (f"{'t s':>5} {'sent/s':>7} {'p50':>6} {'p99':>7} {'max':>7} {'>100':>5} | "
+            + " ".join(f"{label:>8}" for _, label in RATES)
+            + f" | {'rss MB':>6} {'lag':>6} {'seals':>5} {'cmpct':>5} {'brkCPU':>6} {'busy':>4}")
+    lines = [head]
+    for i, w in enumerate(windows):
+        width = (windows[1]["t"] - windows[0]["t"]) if len(windows) > 1 else 60.0
+        lines.append(
+            f"{w['t']:>5.0f} {w['sent'] / width:>7.0f} {cell(w['p50_ms'], 6)} {cell(w['p99_ms'], 7)} "
+            f"{cell(w['max_ms'], 7)} {w.get('over_100', 0):>5} | "
+            + " ".join(cell(w.get(f"{key}_per_s"), 8) for key, _ in RATES)
+            + f" | {cell(w.get('rss_mb'), 6, 0)} {cell(w.get('lag_ms'), 6)} {w.get('seals', '-'):>5} "
+              f"{w.get('compactions', '-'):>5} {cell(w.get('broker_cpu'), 6, 0)} {cell(w.get('machine_busy'), 4, 0)}")
+    return lines
