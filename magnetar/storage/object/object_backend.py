@@ -209,6 +209,8 @@ class ObjectBackend:
         # the index and the store, not the bytes kept.
         if ledger.error is not None:
             self.kept.drop(ledger.ledger_id)
+        else:
+            ledger.sealed_whole = True  # its sections are its index while the record is at its epoch
         ledger.fence()
         self._epochs.pop(ledger.ledger_id, None)
         self._compact_later(ledger)
@@ -256,7 +258,7 @@ class ObjectBackend:
             await asyncio.sleep(COMPACT_AFTER_S if ledger.epoch is not None else OPENED_COMPACT_AFTER_S)
             chunks = await compact_ledger(self.store, self.objects, ledger.ledger_id, list(ledger.sections),
                                           lockstep, self.committer.budget,
-                                          kept=kept, epoch=ledger.epoch if kept is not None else None,
+                                          kept=kept, epoch=ledger.epoch if ledger.sealed_whole else None,
                                           scans=self.records)
         except StorageError as exc:
             log.warning("%s (it is compacted when next sealed or opened)", exc)
@@ -533,10 +535,15 @@ class _Taking:
         self.lockstep, self.pending, self.ledger_id = lockstep, pending, ledger_id
 
     async def fetch(self, ranges: list[tuple[str, int, int]]) -> list[bytes]:
-        try:
-            return await self.lockstep.fetch(ranges)
-        finally:
+        def taken() -> None:
             self.pending.taken(self.ledger_id, {key for key, _, _ in ranges})
+        try:
+            # Taken as soon as they are asked of the GETs, not once they all
+            # came: a round's members ask for every object at once, and until
+            # taken each object's bytes stay kept for them (see range_gets).
+            return await self.lockstep.fetch(ranges, taken)
+        finally:
+            taken()
 
     def leave(self) -> None:
         self.lockstep.leave()

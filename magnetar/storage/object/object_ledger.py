@@ -92,6 +92,10 @@ class ObjectLedger:
         self.idle: asyncio.Event | None = None  # set when nothing of it is pending
         self.pending = 0  # its batches queued or committing (the committer counts them)
         self.compacted = False  # sections are per-ledger chunks
+        #: Sealed by its writer with every commit of it successful: its
+        #: sections are its index while the ledger record is at ``epoch``
+        #: (its compaction reads neither the index nor, with kept bytes, the store).
+        self.sealed_whole = False
         self.gather_s = 0.0  # how long its batches may wait for others (its storage profile)
         #: What its backend keeps of it for its compaction, dropped when it
         #: closes (a reference, not a closure per ledger: four objects each

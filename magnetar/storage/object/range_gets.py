@@ -189,11 +189,20 @@ class RangeGets:
             return
         # Over: least recently used first among the bytes no compaction waits
         # for; then, past keep_pending_bytes, the newest (see KEEP_PENDING_BYTES).
-        for other in [k for k in self._kept if not self._pending(k)]:
+        # Only as far as needed: a compaction round streams gigabytes through
+        # here, and a pass over every kept object per GET was seconds a round.
+        over, going = self._kept_bytes - self.keep_bytes, []
+        for other, (_, held) in self._kept.items():
+            if over <= 0:
+                break
+            if not self._pending(other):
+                going.append(other)
+                over -= len(held)
+        for other in going:
             _, dropped = self._kept.pop(other)
             self._kept_bytes -= len(dropped)
-            if self._kept_bytes <= self.keep_bytes:
-                return
+        if self._kept_bytes <= self.keep_bytes:
+            return
         while self._kept_bytes > self.keep_pending_bytes:
             _, (_, dropped) = self._kept.popitem(last=True)
             self._kept_bytes -= len(dropped)
@@ -239,10 +248,13 @@ class Lockstep:
         self.members -= 1
         self._release_if_all()
 
-    async def fetch(self, ranges: list[tuple[str, int, int]]) -> list[bytes]:
-        """The bytes of each ``(key, start, end)``, in order."""
+    async def fetch(self, ranges: list[tuple[str, int, int]],
+                    queued: Callable[[], None] | None = None) -> list[bytes]:
+        """The bytes of each ``(key, start, end)``, in order; ``queued`` is
+        called once they are all asked of the :class:`RangeGets` (served,
+        under way or due at its next flush)."""
         fut = asyncio.get_running_loop().create_future()
-        self._arrived.append((ranges, fut))
+        self._arrived.append((ranges, fut, queued))
         self._release_if_all()
         return await fut
 
@@ -251,8 +263,10 @@ class Lockstep:
             return
         batch, self._arrived = self._arrived, []
         loop = asyncio.get_running_loop()
-        for ranges, fut in batch:
+        for ranges, fut, queued in batch:
             parts = [self.gets.get(key, start, end) for key, start, end in ranges]
+            if queued is not None:
+                queued()
             loop.create_task(_settle(fut, parts))
 
 
