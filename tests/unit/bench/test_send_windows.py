@@ -1,0 +1,36 @@
+"""bench/send_windows.py: a long sending's minutes beside the broker's
+counters, loop lag, seals and compactions, on one clock."""
+from __future__ import annotations
+
+from bench import send_windows
+from magnetar.perf.series import SeriesLog, buckets
+
+
+def test_each_window_has_its_exact_latency_and_the_broker_s_rates_in_it():
+    t0 = 100.0
+    log = SeriesLog()
+    for i in range(100):  # window 0: 1..100 ms; window 1: 1,001..1,100 ms
+        log.add_sample(t0 + 1 + i * 0.5, (i + 1) * 1000)
+        log.add_sample(t0 + 61 + i * 0.5, (i + 1001) * 1000)
+    windows = buckets(log, t0, 60.0)
+    samples = [(t0 + 1, {"puts": 0, "gets": 0, "rss": 1 << 20}), (t0 + 59, {"puts": 58, "gets": 0, "rss": 2 << 20}),
+               (t0 + 61, {"puts": 60, "gets": 0, "rss": 3 << 20}), (t0 + 119, {"puts": 70, "gets": 290, "rss": 5 << 20})]
+    lags = [(t0 + 30, 12.0), (t0 + 70, 400.0), (t0 + 80, 9.0)]
+    events = [("seal", t0 + 65), ("seal", t0 + 66), ("compact", t0 + 90), ("seal", t0 - 5)]
+    send_windows.annotate(windows, t0, 60.0, samples, lags, events)
+    first, second = windows
+    assert (first["p50_ms"], first["p99_ms"], first["max_ms"]) == (50.0, 99.0, 100.0)
+    assert (second["p50_ms"], second["max_ms"]) == (1050.0, 1100.0)
+    assert (first["puts_per_s"], second["puts_per_s"], second["gets_per_s"]) == (1.0, 0.2, 5.0)
+    assert (first["rss_mb"], second["rss_mb"]) == (2, 5)
+    assert (first["lag_ms"], second["lag_ms"]) == (12.0, 400.0)
+    assert (first["seals"], second["seals"], second["compactions"]) == (0, 2, 1)
+    lines = send_windows.table(windows)
+    assert len(lines) == 3 and "1100.0" in lines[2]
+
+
+def test_a_window_without_records_prints_dashes():
+    windows = [{"t": 0.0, "sent": 0, "samples": 0, "p50_ms": None, "p99_ms": None, "max_ms": None}]
+    send_windows.annotate(windows, 0.0, 60.0, samples=[])
+    assert "puts_per_s" not in windows[0]
+    assert " - " in send_windows.table(windows)[1]
