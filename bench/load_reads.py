@@ -35,46 +35,7 @@ from magnetar.metadata import MemoryMetadataStore, MetadataStore
 from magnetar.protocol import pb
 from magnetar.protocol.frames import PayloadBlock, checksummed_block
 from magnetar.storage import ManagedLedgerFactory
-
-
-class _ReadKeys(MetadataStore):
-    """``inner`` with its read requests' keys kept in ``read_keys``."""
-
-    def __init__(self, inner: MetadataStore) -> None:
-        self.inner, self.read_keys = inner, []
-
-    async def get(self, key):
-        self.read_keys.append(key)
-        return await self.inner.get(key)
-
-    async def children(self, key):
-        self.read_keys.append(key)
-        return await self.inner.children(key)
-
-    async def children_records(self, key, start="", limit=64):
-        self.read_keys.append(key)
-        return await self.inner.children_records(key, start, limit)
-
-    async def put(self, key, value, expected_version=None, *, session=None):
-        return await self.inner.put(key, value, expected_version, session=session)
-
-    async def delete(self, key, expected_version=None):
-        await self.inner.delete(key, expected_version)
-
-    async def increment(self, key, delta=1):
-        return await self.inner.increment(key, delta)
-
-    async def transaction(self, compares, writes, *, versions=True):
-        return await self.inner.transaction(compares, writes, versions=versions)
-
-    def watch(self, prefix, callback):
-        return self.inner.watch(prefix, callback)
-
-    async def create_session(self, ttl_s=10.0):
-        return await self.inner.create_session(ttl_s)
-
-    async def close(self):
-        await self.inner.close()
+from magnetar_harness.read_tap import ReadTap
 
 
 def kind(key: str) -> str:
@@ -104,7 +65,7 @@ async def _store_one(service: BrokerService, name, cursors: int) -> None:
 
 
 async def main(topics: int, namespaces: int, cursors: int, with_own: int) -> None:
-    store = _ReadKeys(MemoryMetadataStore())
+    store = ReadTap(MemoryMetadataStore())
     data_dir = tempfile.mkdtemp(prefix="load-reads-")
     await resources.bootstrap(store, BrokerConfig(data_dir=data_dir).cluster_name, {})
     spaces = [f"public/ns{k}" for k in range(namespaces)]

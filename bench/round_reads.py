@@ -35,48 +35,9 @@ from magnetar.broker.namespaces import resources
 from magnetar.broker.policies.expiry import MessageExpiry
 from magnetar.broker.server.service import BrokerService
 from magnetar.broker.topic_name import parse
-from magnetar.metadata import MemoryMetadataStore, MetadataStore
+from magnetar.metadata import MemoryMetadataStore
 from magnetar.storage import ManagedLedgerFactory
-
-
-class CountingStore(MetadataStore):
-    """``inner`` with its read requests counted in ``reads``."""
-
-    def __init__(self, inner: MetadataStore) -> None:
-        self.inner, self.reads = inner, 0
-
-    async def get(self, key):
-        self.reads += 1
-        return await self.inner.get(key)
-
-    async def children(self, key):
-        self.reads += 1
-        return await self.inner.children(key)
-
-    async def children_records(self, key, start="", limit=64):
-        self.reads += 1
-        return await self.inner.children_records(key, start, limit)
-
-    async def put(self, key, value, expected_version=None, *, session=None):
-        return await self.inner.put(key, value, expected_version, session=session)
-
-    async def delete(self, key, expected_version=None):
-        await self.inner.delete(key, expected_version)
-
-    async def increment(self, key, delta=1):
-        return await self.inner.increment(key, delta)
-
-    async def transaction(self, compares, writes, *, versions=True):
-        return await self.inner.transaction(compares, writes, versions=versions)
-
-    def watch(self, prefix, callback):
-        return self.inner.watch(prefix, callback)
-
-    async def create_session(self, ttl_s=10.0):
-        return await self.inner.create_session(ttl_s)
-
-    async def close(self):
-        await self.inner.close()
+from magnetar_harness.read_tap import ReadTap
 
 
 def _stand_in(name) -> SimpleNamespace:
@@ -86,7 +47,7 @@ def _stand_in(name) -> SimpleNamespace:
                            replicators={"elsewhere": None}, marker_handler=True)  # replicating already
 
 
-async def _settled(store: CountingStore) -> None:
+async def _settled(store: ReadTap) -> None:
     """Until the refresh tasks a change started are done (all in this loop: no I/O)."""
     stable, last = 0, -1
     while stable < 200:
@@ -95,7 +56,7 @@ async def _settled(store: CountingStore) -> None:
 
 
 async def main(topics: int, namespaces: int, with_own: int) -> None:
-    store = CountingStore(MemoryMetadataStore())
+    store = ReadTap(MemoryMetadataStore())
     config = BrokerConfig(data_dir=tempfile.mkdtemp(prefix="round-reads-"))
     await resources.bootstrap(store, config.cluster_name, {})
     names = [f"public/ns{k}" for k in range(namespaces)]

@@ -18,16 +18,16 @@ from magnetar.broker.subscriptions import cursor_ops
 from magnetar.broker.topic_name import parse
 from magnetar.metadata import EtcdMetadataStore, MemoryMetadataStore, MetadataError
 
+from magnetar_harness.read_tap import ReadTap
 from tests.helpers import wait_until
 
 from .harness import close_service, make_service, producer, send_of
-from .test_round_reads import CountingStore
 
 TOPICS = 200
 CURSORS = 3
 
 
-def _policy_reads(store: CountingStore) -> list[str]:
+def _policy_reads(store: ReadTap) -> list[str]:
     return [k for k in store.read_keys if k.startswith((resources.POLICIES, resources.TOPIC_POLICIES))]
 
 
@@ -49,7 +49,7 @@ async def test_loading_a_namespace_s_topics_at_once_reads_its_policies_a_few_tim
     dedup snapshot. Before: 4 policy reads per topic (the load's 2, then 2
     for deduplication), the managed ledger's record twice (whether it
     exists, then the open's), and a listing plus a read per cursor."""
-    store = CountingStore(inner_store)
+    store = ReadTap(inner_store)
     service = await make_service(tmp_path, store)
     await resources.create_namespace(store, "public/a", {"max_producers_per_topic": 9})
     names = [parse(f"persistent://public/a/t{i}") for i in range(TOPICS)]
@@ -85,7 +85,7 @@ async def test_loading_a_namespace_s_topics_at_once_reads_its_policies_a_few_tim
 
 
 async def test_a_lone_load_reads_its_policies_once_after_it_asks(tmp_path):
-    store = CountingStore(MemoryMetadataStore())
+    store = ReadTap(MemoryMetadataStore())
     service = await make_service(tmp_path, store)
     try:
         await resources.create_namespace(store, "public/a")
@@ -106,7 +106,7 @@ async def test_a_change_noted_while_a_topic_loads_is_applied_once_it_is_loaded(t
     """The change lands after the load read its policies and before the topic
     is among the loaded ones, so the refresh the change starts passes it by
     (before: the topic kept the policies it was loaded with)."""
-    store = CountingStore(MemoryMetadataStore())
+    store = ReadTap(MemoryMetadataStore())
     service = await make_service(tmp_path, store)
     try:
         await resources.create_namespace(store, "public/a")
@@ -127,7 +127,7 @@ async def test_a_change_noted_while_a_topic_loads_is_applied_once_it_is_loaded(t
 
 
 async def test_a_failed_read_fails_the_loads_it_answers_and_the_next_reads_afresh(tmp_path):
-    store = CountingStore(MemoryMetadataStore())
+    store = ReadTap(MemoryMetadataStore())
     service = await make_service(tmp_path, store)
     try:
         await resources.create_namespace(store, "public/a")

@@ -22,64 +22,15 @@ from magnetar.broker.policies.inactive import InactiveTopics
 from magnetar.broker.subscriptions import cursor_ops
 from magnetar.broker.topic_name import parse
 from magnetar.broker.topics.stats_sampling import sample_all
-from magnetar.metadata import EtcdMetadataStore, MemoryMetadataStore, MetadataError, MetadataStore
+from magnetar.metadata import EtcdMetadataStore, MemoryMetadataStore, MetadataStore
 
+from magnetar_harness.read_tap import ReadTap
 from tests.helpers import wait_until
 
 from .harness import close_service, make_service, producer, send_of
 
 TOPICS_PER_NAMESPACE = 1_000
 NAMESPACES = ("public/a", "public/b")
-
-
-class CountingStore(MetadataStore):
-    """``inner`` with its read requests counted (``reads``, the keys in
-    ``read_keys``); reads of a key under ``failing`` raise MetadataError."""
-
-    def __init__(self, inner: MetadataStore) -> None:
-        self.inner = inner
-        self.reads = 0
-        self.read_keys: list[str] = []
-        self.failing: str | None = None
-
-    def _read(self, key: str) -> None:
-        if self.failing is not None and key.startswith(self.failing):
-            raise MetadataError(f"{key}: etcd unreachable (test)")
-        self.reads += 1
-        self.read_keys.append(key)
-
-    async def get(self, key):
-        self._read(key)
-        return await self.inner.get(key)
-
-    async def children(self, key):
-        self._read(key)
-        return await self.inner.children(key)
-
-    async def children_records(self, key, start="", limit=64):
-        self._read(key)
-        return await self.inner.children_records(key, start, limit)
-
-    async def put(self, key, value, expected_version=None, *, session=None):
-        return await self.inner.put(key, value, expected_version, session=session)
-
-    async def delete(self, key, expected_version=None):
-        await self.inner.delete(key, expected_version)
-
-    async def increment(self, key, delta=1):
-        return await self.inner.increment(key, delta)
-
-    async def transaction(self, compares, writes, *, versions=True):
-        return await self.inner.transaction(compares, writes, versions=versions)
-
-    def watch(self, prefix, callback):
-        return self.inner.watch(prefix, callback)
-
-    async def create_session(self, ttl_s=10.0):
-        return await self.inner.create_session(ttl_s)
-
-    async def close(self):
-        await self.inner.close()
 
 
 async def _namespaces(store: MetadataStore) -> None:
@@ -93,7 +44,7 @@ def _names(count: int = TOPICS_PER_NAMESPACE) -> list:
 
 
 async def test_an_expiry_round_reads_by_namespace_not_by_topic():
-    store = CountingStore(MemoryMetadataStore())
+    store = ReadTap(MemoryMetadataStore())
     await _namespaces(store)
     await resources.set_topic_policy(store, parse("persistent://public/b/t7"), "message_ttl_in_seconds", 60)
     topics = {str(n): SimpleNamespace(name=n, closed=False, subscriptions={}) for n in _names()}
@@ -123,7 +74,7 @@ async def test_the_policies_read_by_namespace_are_those_read_topic_by_topic(monk
     the defaults; both ways of reading topic documents (a read each for few
     topics, pages of range reads for many) agree with :func:`applied_policies`,
     on etcd too (its range reads by page)."""
-    store = CountingStore(inner_store)
+    store = ReadTap(inner_store)
     await _namespaces(store)
     names = _names(30) + [parse("persistent://public/a/p-partition-0"), parse("persistent://public/a/p-partition-1"),
                           parse("persistent://public/b/odd:name=x"), parse("persistent://public/gone/t0")]
@@ -163,7 +114,7 @@ async def _topic_with_backlog(service, name: str):
 
 
 async def test_a_topic_level_ttl_set_after_a_round_is_applied_at_the_next(tmp_path, monkeypatch, caplog):
-    store = CountingStore(MemoryMetadataStore())
+    store = ReadTap(MemoryMetadataStore())
     service = await make_service(tmp_path, store)
     try:
         await resources.create_namespace(store, "public/slow", {"message_ttl_in_seconds": 86_400})
@@ -192,7 +143,7 @@ async def test_a_topic_level_ttl_set_after_a_round_is_applied_at_the_next(tmp_pa
 
 
 async def test_the_refresh_after_a_policy_change_reads_only_what_changed(tmp_path):
-    store = CountingStore(MemoryMetadataStore())
+    store = ReadTap(MemoryMetadataStore())
     service = await make_service(tmp_path, store)
     try:
         await resources.create_namespace(store, "public/a")
@@ -232,7 +183,7 @@ def test_a_change_concerns_its_namespace_its_topic_or_no_topic():
 async def test_the_quota_inactive_and_stats_rounds_read_no_metadata(tmp_path):
     """They act on what the topic holds (its quotas came with its policies,
     at load and on a change): nothing to batch."""
-    store = CountingStore(MemoryMetadataStore())
+    store = ReadTap(MemoryMetadataStore())
     service = await make_service(tmp_path, store, broker_delete_inactive_topics_enabled=True, topic_idle_unload_s=1.0)
     try:
         quota = {"destination_storage": {"limitSize": 1, "limitTime": -1, "policy": "producer_request_hold"}}
@@ -257,7 +208,7 @@ async def test_geo_replications_passes_read_by_namespace_and_still_load_and_reco
     still loads a stored topic of a replicated namespace, not another's."""
     from magnetar.replication.manager import GeoReplication
 
-    store = CountingStore(MemoryMetadataStore())
+    store = ReadTap(MemoryMetadataStore())
     service = await make_service(tmp_path, store)
     geo = GeoReplication(service, service.config)
     try:
