@@ -13,13 +13,13 @@ producer is created and sends.
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
-import pulsar
 import pytest
 
 from magnetar.broker.cluster.bundles import bundle_of
@@ -49,15 +49,46 @@ def cluster(tmp_path, etcd):
     c.stop()
 
 
-class _Lines(logging.Handler):
-    """The official client's log lines (its C++ logger, forwarded to Python)."""
+#: The official client in a process of its own: its C++ core's logger is
+#: process-wide and the first client's wins, so in a test process where an
+#: earlier test made a client with a quiet logger this one's lines (the
+#: lookup's retries, at INFO) would never be seen. Prints every log line,
+#: then ``RESULT sent`` or ``RESULT error ...``.
+_OFFICIAL = r"""
+import logging, sys
+import pulsar
 
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.lines: list[str] = []
+class Lines(logging.Handler):
+    def emit(self, record):
+        print(record.getMessage(), flush=True)
 
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
+log = logging.getLogger("official")
+log.setLevel(logging.DEBUG)
+log.addHandler(Lines())
+log.propagate = False
+client = pulsar.Client(sys.argv[1], operation_timeout_seconds=30, logger=log)
+try:
+    producer = client.create_producer(sys.argv[2])
+    producer.send(b"after the bundle settled")
+    print("RESULT sent", flush=True)
+except Exception as exc:
+    print(f"RESULT error {exc!r}", flush=True)
+client.close()
+"""
+
+
+def _start_official(service_url: str, topic: str) -> tuple[subprocess.Popen, list[str]]:
+    """The official client's producer in its own process; its output lines, as they come."""
+    proc = subprocess.Popen([sys.executable, "-c", _OFFICIAL, service_url, topic],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+
+    def read() -> None:
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+
+    threading.Thread(target=read, daemon=True).start()
+    return proc, lines
 
 
 async def test_a_lookup_of_a_bundle_in_flight_is_answered_in_time_and_the_official_client_retries(cluster, etcd):
@@ -82,41 +113,28 @@ async def test_a_lookup_of_a_bundle_in_flight_is_answered_in_time_and_the_offici
         assert f"Assigning on {b.broker_id}" in str(raised.value)
 
         # The official client: its lookup gets the same answer and is retried, not failed.
-        lines = _Lines()
-        logger = logging.getLogger("test_lookup_in_flight.official")
-        logger.setLevel(logging.DEBUG)
-        logger.addHandler(lines)
-        official = pulsar.Client(a.service_url, operation_timeout_seconds=30, logger=logger)
-        created: dict[str, object] = {}
-
-        def produce() -> None:
-            try:
-                producer = official.create_producer(TOPIC)
-                producer.send(b"after the bundle settled")
-                created["producer"] = producer
-            except Exception as exc:  # noqa: BLE001 - reported by the assertion below
-                created["error"] = exc
-
-        thread = threading.Thread(target=produce, daemon=True)
-        thread.start()
-        await asyncio.to_thread(wait_for, lambda: any("Failed lookup" in line for line in lines.lines), 15, 0.1,
+        official, lines = _start_official(a.service_url, TOPIC)
+        await asyncio.to_thread(wait_for, lambda: any("Failed lookup" in line for line in lines), 15, 0.1,
                                 "the official client's lookup answered ServiceNotReady")
-        await asyncio.to_thread(wait_for, lambda: any("Reschedule" in line for line in lines.lines), 15, 0.1,
+        await asyncio.to_thread(wait_for, lambda: any("Reschedule" in line for line in lines), 15, 0.1,
                                 "the official client to reschedule its lookup")
         assert channel.get(bundle).state == ASSIGNING, "the bundle settled while B was paused"
         assert time.monotonic() - paused_at < SESSION_TTL_S - 5  # B was live all along
         os.kill(b.pid, signal.SIGCONT)
-        await asyncio.to_thread(thread.join, 40)
-        assert "producer" in created, f"the official client failed: {created.get('error')!r}\n" + \
-            "\n".join(lines.lines[-30:])
+        result = await asyncio.to_thread(wait_for, lambda: [x for x in lines if x.startswith("RESULT")], 40, 0.1,
+                                         "the official client's producer to be created and send")
+        assert result == ["RESULT sent"], "\n".join(lines[-30:])
         assert channel.get(bundle).state == OWNED and channel.get(bundle).broker == b.broker_id
-        # A kept the official client's connection: the text tells it the bundle is moving.
-        assert not any("Connection closed" in line or "Connection disconnected" in line for line in lines.lines), \
-            "\n".join(lines.lines)
+        # A kept the official client's connection until it sent (its close comes after):
+        # the text tells it the bundle is moving.
+        before = lines[:lines.index("RESULT sent")]
+        assert not any("Connection closed" in line or "Connection disconnected" in line for line in before), \
+            "\n".join(before)
     finally:
         os.kill(b.pid, signal.SIGCONT)
-        if official is not None:
-            official.close()
+        if official is not None and official.poll() is None:
+            official.kill()
+            official.wait()
         await client.close()
         channel.close()
         await store.close()
