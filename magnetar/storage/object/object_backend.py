@@ -137,7 +137,7 @@ class ObjectBackend:
         #: Sections that compactions from the store will fetch: a GET of their object reads them too.
         self.pending = PendingSections()
         #: Reads of commit objects, coalesced per object (cold reads, compactions).
-        self.gets = RangeGets(objects, pending=self.pending.ranges)
+        self.gets = RangeGets(objects, pending=self.pending)
         self._lockstep = Lockstep(self.gets)
         self._epochs: dict[int, int] = {}  # ledgers this backend writes -> their epoch
         self._compacting: dict[int, asyncio.Task] = {}
