@@ -22,7 +22,8 @@ PATH = "/admin/data-format"
 KINDS = {
     "segment_files": 1,          # <ledger>.log records and the MGLX .idx (its own version field too)
     "journal": 1,                # journal/<process>/<seq>.jnl files (MGJL head with the format)
-    "object_layout": 2,          # commit objects, chunks and their index records (/object-ledgers; 2: /object-commits)
+    "object_layout": 3,          # commit objects, chunks and their index records (/object-ledgers; 2: /object-commits;
+                                 # 3: ledger index objects, ledgers/<id>/index)
     "managed_ledgers": 1,        # /managed-ledgers/<name> records ("format")
     "cursors": 1,                # cursor records ("format")
     "dedup_snapshots": 1,        # producer sequence snapshots ("format")

@@ -101,7 +101,11 @@ class StorageConfig:
         of topics it carries) or 1 (a compare and a record per ledger per
         commit, what brokers before format 2 read). Existing ledgers keep
         theirs. The first format-2 ledger raises the data set's
-        ``object_layout`` to 2: older brokers refuse it from then on.
+        ``object_layout`` to 2: older brokers refuse it from then on. 3 (the
+        default): format 2, and a sealed ledger of small sections compacted
+        from the store gets an index object instead of chunks (no data
+        moved; docs/object-storage.md); the first such ledger raises
+        ``object_layout`` to 3.
     object_sections_per_ledger: an object ledger asks to be rolled over
         once it holds this many sections (one per commit that carried its
         entries; it bounds an open ledger's index in memory and in the
@@ -131,7 +135,7 @@ class StorageConfig:
     object_commit_interval_ms: int = 250
     object_commit_max_bytes: int = 8 * 1024 * 1024
     object_put_budget_per_s: float = 250.0
-    object_layout: int = 2
+    object_layout: int = 3
     object_sections_per_ledger: int = 1000
     max_open_ledger_files: int = 0
     journal: bool = True
@@ -159,8 +163,8 @@ class StorageConfig:
         _positive(self, "object_commit_interval_ms")
         _positive(self, "object_commit_max_bytes")
         _non_negative(self, "object_put_budget_per_s")
-        if self.object_layout not in (1, 2):
-            raise ValueError(f"object_layout must be 1 or 2; got {self.object_layout!r}")
+        if self.object_layout not in (1, 2, 3):
+            raise ValueError(f"object_layout must be 1, 2 or 3; got {self.object_layout!r}")
         sections = self.object_sections_per_ledger
         if isinstance(sections, bool) or not isinstance(sections, int) or not (
                 MIN_SECTIONS_PER_LEDGER <= sections <= MAX_SECTIONS_PER_LEDGER):

@@ -22,13 +22,16 @@ chunk, their sections are fetched together, one ranged GET per commit
 object for all of them. A writer's own ledger, sealed with every commit
 of it successful, is compacted from the bytes it kept
 (:mod:`.kept_sections`): no GET, and no read of the index while the ledger
-record is still at the writer's epoch.
+record is still at the writer's epoch. A ledger of small sections
+compacted from the store (``indexed``) moves no data: its section list
+becomes one index object and the marker names it (:mod:`.ledger_index`).
 
 **Collection** (:func:`collect_orphans`): format-2 commit records whose
 ledgers are all compacted or deleted go, those with some of them are
 rewritten without them (:func:`~.commit_records.sweep_records`); a commit
-object is garbage when no ``s/`` record and no commit record names it (its ledgers were compacted or deleted, or its
-commit failed: a zombie's, a crashed write's), once it is older than
+object is garbage when no ``s/`` record and no commit record names it
+and no indexed ledger's span covers it (its ledgers were compacted into
+chunks or deleted, or its commit failed: a zombie's, a crashed write's), once it is older than
 ``COLLECT_AFTER_S`` (commits give up after ``MAX_COMMIT_AGE_S``, far less,
 so no transaction can still come to name it). Chunk objects of a deleted
 ledger are deleted with it; those its index never named (a compaction that
@@ -51,6 +54,7 @@ from ..errors import StorageError
 from .commit_records import RecordScans, read_records, sweep_records
 from .put_budget import PutBudget
 from .range_gets import Lockstep
+from .ledger_index import encode_index, index_object, indexed_marker, marker_index, spanned, spans
 from .index import (
     ROOT, Section, chunk_key, chunk_object, chunk_object_ledger, commit_object_time_ms, compacted_key, contiguous,
     ledger_key, ledger_layout, new_section, read_sections, section_key, write_in_chunks,
@@ -65,11 +69,17 @@ COLLECT_AFTER_S = 600.0
 async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: int,
                          sections: list[Section], lockstep: Lockstep | None = None,
                          budget: PutBudget | None = None, *, kept: list[bytes] | None = None,
-                         epoch: int | None = None, scans: RecordScans | None = None) -> list[Section]:
+                         epoch: int | None = None, scans: RecordScans | None = None,
+                         indexed: bool = False) -> list[Section]:
     """Rewrite the sealed ledger's ``sections`` (contiguous, as committed)
     into chunks; return the chunks' sections (``[]``, changing nothing in
     the index, if the ledger was deleted or fenced meanwhile: every write
     compares the ledger record). See the module docstring.
+
+    ``indexed``: move no data: write ``sections`` as the ledger's index
+    object (:mod:`.ledger_index`), one PUT (a background token of
+    ``budget``), then the marker naming it and the commit objects it
+    spans; return ``sections`` (its entries stay where they are).
 
     With ``lockstep`` (the caller joined it, and leaves it after), its
     reads go with those of the other compactions running beside it (each
@@ -120,6 +130,19 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
             return []
         still = [Compare(ledger_key(ledger_id), record.version)]
         uncompacted = still + [Compare(compacted_key(ledger_id), -1)]
+        if indexed:
+            key = index_object(ledger_id)
+            blob = encode_index(sections)
+            if budget is not None and budget.limited:
+                await budget.acquire_background()
+            await objects.put(key, blob, if_absent=False)  # the same list if a run before us got here
+            marker = indexed_marker(sections[-1].end(), key, spans(sections))
+            # No c/ records: the marker names the index object, written before it.
+            await _finish(store, ledger_id, layout, sections, [Put(compacted_key(ledger_id), marker)],
+                          uncompacted, still)
+            log.info("compacted ledger %d: %d sections into index object %s (%d bytes), no data moved",
+                     ledger_id, len(sections), key, len(blob))
+            return list(sections)
         chunks: list[Section] = []
         at = 0  # index in ``sections`` of the group's first
         for group in _groups(sections):
@@ -140,12 +163,7 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
         puts = [Put(chunk_key(ledger_id, c.first), c.encode()) for c in chunks]
         entries = chunks[-1].end() if chunks else 0
         puts.append(Put(compacted_key(ledger_id), f'{{"entries":{entries}}}'.encode()))  # last: the switch
-        # Format 2: its sections are in commit records, released by the collector.
-        deletes = [Delete(section_key(ledger_id, s.first)) for s in sections] if layout == 1 else []
-        # The marker goes last of the puts: the deletes come after it, so they
-        # compare the ledger record only.
-        for writes, compares in ((puts, uncompacted), (deletes, still)):
-            await write_in_chunks(store, compares, writes)
+        await _finish(store, ledger_id, layout, sections, puts, uncompacted, still)
     except TransactionFailed:
         log.info("ledger %d was deleted or fenced while being compacted: left as it is", ledger_id)
         return []
@@ -153,6 +171,17 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
         raise StorageError(f"compacting ledger {ledger_id} failed: {exc}") from exc
     log.info("compacted ledger %d: %d sections into %d chunks", ledger_id, len(sections), len(chunks))
     return chunks
+
+
+async def _finish(store: MetadataStore, ledger_id: int, layout: int, sections: list[Section], puts: list,
+                  uncompacted: list, still: list) -> None:
+    """Write ``puts`` (the marker last) while the ledger is uncompacted, then
+    delete a format-1 ledger's section records (format 2: its sections are
+    in commit records, released by the collector). The deletes come after
+    the marker, so they compare the ledger record only."""
+    deletes = [Delete(section_key(ledger_id, s.first)) for s in sections] if layout == 1 else []
+    for writes, compares in ((puts, uncompacted), (deletes, still)):
+        await write_in_chunks(store, compares, writes)
 
 
 async def _recorded(store: MetadataStore, ledger_id: int, layout: int, doc: dict,
@@ -204,6 +233,9 @@ async def collect_orphans(store: MetadataStore, objects: ObjectStore, *, older_t
             named.update(Section.decode(int(n), r.value).key for n, r in zip(names, records) if r is not None)
         # Format 2's commit records: released or consolidated; the objects they still name stay.
         named |= await sweep_records(store)
+        # Read after the sweep: a ledger whose records it released was
+        # compacted before it looked, so its marker is read here.
+        named |= spanned(sorted(info.key for info in listed), await _index_spans(store, ledgers))
         gone = []
         for info in listed:
             written = commit_object_time_ms(info.key)
@@ -223,6 +255,23 @@ async def collect_orphans(store: MetadataStore, objects: ObjectStore, *, older_t
     if gone:
         log.info("deleted %d orphaned objects", len(gone))
     return gone
+
+
+#: Markers the collector reads at once.
+_MARKER_READS = 256
+
+
+async def _index_spans(store: MetadataStore, ledgers: list[str]) -> list[list[str]]:
+    """The commit object spans the markers of indexed ledgers name (their entries are in them)."""
+    out: list[list[str]] = []
+    ids = [int(lid) for lid in ledgers if lid.isdigit()]
+    for i in range(0, len(ids), _MARKER_READS):
+        markers = await asyncio.gather(*(store.get(compacted_key(lid)) for lid in ids[i:i + _MARKER_READS]))
+        for marker in markers:
+            doc = marker_index(marker.value) if marker is not None else None
+            if doc is not None:
+                out.extend(tuple(span) for span in doc.get("spans", ()))
+    return out
 
 
 async def delete_chunks(objects: ObjectStore, chunks: list[Section]) -> None:

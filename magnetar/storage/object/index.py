@@ -20,7 +20,9 @@ Layout (JSON values):
 Objects (keys under the object store's prefix):
 ``data/<session>/<unix ms:013d>-<seq:08d>``, one per commit, holding
 sections of many ledgers (the time lets the collector leave young objects
-alone); ``ledgers/<id:020d>/<first:012d>``, a compacted ledger's chunks.
+alone); ``ledgers/<id:020d>/<first:012d>``, a compacted ledger's chunks;
+``ledgers/<id:020d>/index``, the section list of a ledger compacted
+without moving its data (:mod:`.ledger_index`: its marker names it).
 No I/O here.
 """
 from __future__ import annotations

@@ -57,11 +57,16 @@ from .compaction_rounds import CompactionRounds
 from .commit_records import RecordScans
 from .index import (
     LAYOUT_FORMAT, ROOT, Section, check_ledger_record, compacted_key, contiguous, ledger_key, ledger_layout,
-    ledger_record, read_sections, write_in_chunks,
+    ledger_record, new_section, read_sections, write_in_chunks,
 )
+from .ledger_index import decode_index, marker_index, small_sections
 from .writer_fence import WriterFence, fence_ledger
 
 log = logging.getLogger(__name__)
+
+#: ``layout`` 3: format-2 ledgers whose compaction from the store, for small
+#: sections, writes an index object instead of chunks (:mod:`.ledger_index`).
+INDEXED_LAYOUT = 3
 
 #: A sealed ledger's compaction begins this long after its seal: ledgers
 #: sealed together (many topics rolled over by the same commits, a
@@ -98,7 +103,9 @@ class ObjectBackend:
     ``object_storage_profile``). ``put_budget_per_s``: commits begun per
     second at most (:mod:`.put_budget`; 0: no budget). ``read_cache_bytes``:
     the section cache's size, inside ``cache_budget`` when given.
-    ``layout``: the index layout format of the ledgers it creates (1 or 2);
+    ``layout``: the index layout format of the ledgers it creates (1 or 2;
+    3: format 2, and ledgers of small sections compacted from the store get
+    an index object, not chunks: :mod:`.ledger_index`);
     ``session_ttl_s``: the TTL of the metadata session a format-2 writer's
     fence is tied to. ``sections_per_ledger``: a ledger it creates is
     ``full`` at this many sections at most (None: ``MAX_SECTIONS_PER_LEDGER``;
@@ -114,8 +121,8 @@ class ObjectBackend:
                  profile: str = "cost", put_budget_per_s: float = 0, layout: int = LAYOUT_FORMAT,
                  session_ttl_s: float = 10.0, sections_per_ledger: int | None = None,
                  rng: random.Random | None = None) -> None:
-        if layout not in (1, 2):
-            raise ValueError(f"object layout format must be 1 or 2; got {layout!r}")
+        if layout not in (1, 2, INDEXED_LAYOUT):
+            raise ValueError(f"object layout format must be 1, 2 or 3; got {layout!r}")
         self.layout = layout
         self.sections_per_ledger = sections_per_ledger
         self._rng = rng or random.Random()
@@ -145,6 +152,7 @@ class ObjectBackend:
         self.rounds = CompactionRounds(self._compact_round)
         self._collect_interval_s = collect_interval_s
         self._collector: asyncio.Task | None = None
+        self._indexed_format = False  # the data set's object_layout says 3 (raised by us, once)
 
     # ---------------------------------------------------------------- writes
 
@@ -153,7 +161,7 @@ class ObjectBackend:
             self._collector = asyncio.get_running_loop().create_task(self._collect_periodically())
         writer = None
         try:
-            if self.layout == 2:
+            if self.layout >= 2:
                 writer = await self._current_writer()
                 value = ledger_record("open", writer.writer, layout=2, since=writer.next_seq)
             else:
@@ -237,12 +245,14 @@ class ObjectBackend:
                 self._start_compaction(ledger, None)
 
     def _start_compaction(self, ledger: ObjectLedger, kept: list[bytes] | None) -> None:
-        lockstep = None if kept is not None else self._lockstep
+        # From the store, small sections: its index becomes an object, no data moves (:mod:`.ledger_index`).
+        indexed = kept is None and self.layout >= INDEXED_LAYOUT and small_sections(ledger.sections, ledger.size)
+        lockstep = None if kept is not None or indexed else self._lockstep
         if lockstep is not None:
             lockstep.join()  # now: ledgers sealed together are all members before any of them fetches
             self.pending.add(ledger.ledger_id, ledger.sections)
             lockstep = _Taking(lockstep, self.pending, ledger.ledger_id)
-        task = asyncio.get_running_loop().create_task(self._compact(ledger, lockstep, kept))
+        task = asyncio.get_running_loop().create_task(self._compact(ledger, lockstep, kept, indexed))
         self._compacting[ledger.ledger_id] = task
         task.add_done_callback(lambda _: self._compaction_ended(ledger.ledger_id, lockstep))
 
@@ -252,14 +262,22 @@ class ObjectBackend:
         if lockstep is not None:
             lockstep.leave()  # here, not in the task: one cancelled before it began ran no ``finally``
 
-    async def _compact(self, ledger: ObjectLedger, lockstep: "_Taking | None", kept: list[bytes] | None) -> None:
+    async def _compact(self, ledger: ObjectLedger, lockstep: "_Taking | None", kept: list[bytes] | None,
+                       indexed: bool = False) -> None:
         try:
             # seals (loads) that come together join the same lockstep
             await asyncio.sleep(COMPACT_AFTER_S if ledger.epoch is not None else OPENED_COMPACT_AFTER_S)
+            if indexed and not self._indexed_format:
+                try:
+                    # Before the first indexed marker: brokers that know only chunks refuse the data set.
+                    await raise_format(self.store, "object_layout", INDEXED_LAYOUT)
+                except MetadataError as exc:
+                    raise StorageError(f"raising the data set's object layout failed: {exc}") from exc
+                self._indexed_format = True
             chunks = await compact_ledger(self.store, self.objects, ledger.ledger_id, list(ledger.sections),
                                           lockstep, self.committer.budget,
                                           kept=kept, epoch=ledger.epoch if ledger.sealed_whole else None,
-                                          scans=self.records)
+                                          scans=self.records, indexed=indexed)
         except StorageError as exc:
             log.warning("%s (it is compacted when next sealed or opened)", exc)
             return
@@ -319,22 +337,37 @@ class ObjectBackend:
         return ledger
 
     async def _load_sections(self, ledger_id: int) -> tuple[list[Section], bool]:
-        """The ledger's sections (its chunks once compacted) and whether compacted.
+        """The ledger's sections (its chunks once compacted, or the sections
+        its index object lists) and whether compacted.
 
         Its owner may be compacting it meanwhile (a move seals the ledger,
         then compacts it): the marker is written after every chunk record
-        and before any section record is deleted, so sections read while
-        the marker was still absent afterwards are complete; if it appeared
-        meanwhile, the chunks are."""
+        (the index object) and before any section record is deleted, so
+        sections read while the marker was still absent afterwards are
+        complete; if it appeared meanwhile, the chunks (index object) are."""
         try:
-            compacted = await self.store.get(compacted_key(ledger_id)) is not None
-            sections = await self._read_index(ledger_id, "c" if compacted else "s")
-            if not compacted and await self.store.get(compacted_key(ledger_id)) is not None:
-                compacted = True  # compacted while we read: its section records may be half deleted
-                sections = await self._read_index(ledger_id, "c")
+            marker = await self.store.get(compacted_key(ledger_id))
+            if marker is not None:
+                return await self._compacted_sections(ledger_id, marker.value), True
+            sections = await self._read_index(ledger_id, "s")
+            marker = await self.store.get(compacted_key(ledger_id))
+            if marker is not None:  # compacted while we read: its section records may be half deleted
+                return await self._compacted_sections(ledger_id, marker.value), True
         except MetadataError as exc:
             raise StorageError(f"reading the index of ledger {ledger_id} failed: {exc}") from exc
-        return sections, compacted
+        return sections, False
+
+    async def _compacted_sections(self, ledger_id: int, marker: bytes) -> list[Section]:
+        """A compacted ledger's chunks, or its index object's sections if the marker names one."""
+        doc = marker_index(marker)
+        if doc is None:
+            return await self._read_index(ledger_id, "c")
+        try:
+            return decode_index(doc["index"], await self.objects.get(doc["index"]))
+        except ObjectNotFound as exc:  # written before the marker, deleted after it: the ledger is being deleted
+            raise StorageError(f"ledger {ledger_id}: its index object {doc['index']} is gone") from exc
+        except ObjectStoreError as exc:
+            raise StorageError(f"reading the index object of ledger {ledger_id} failed: {exc}") from exc
 
     async def _read_index(self, ledger_id: int, kind: str) -> list[Section]:
         """The ledger's sections (``s``) or chunks (``c``) as recorded now:
@@ -457,6 +490,8 @@ class ObjectBackend:
                     # Another writer (or ours, without its handle here) may hold it:
                     # fenced like a takeover, so no receipt of it follows the deletion.
                     await fence_ledger(self.store, base, str(doc["writer"]), self._fenced_record)
+            marker = await self.store.get(compacted_key(ledger_id))
+            indexed = marker_index(marker.value) if marker is not None else None
             chunk_names = await self.store.children(f"{base}/c")
             chunks = [Section.decode(int(n), r.value) for n, r in zip(chunk_names, await asyncio.gather(
                 *(self.store.get(f"{base}/c/{n}") for n in chunk_names))) if r is not None]
@@ -467,6 +502,8 @@ class ObjectBackend:
             await self.store.transaction([], [Delete(base)])
         except MetadataError as exc:
             raise StorageError(f"deleting ledger {ledger_id} failed: {exc}") from exc
+        if indexed is not None:  # its entries stay in commit objects: no span names them now
+            chunks.append(new_section(0, 0, indexed["index"], 0, 0))
         await delete_chunks(self.objects, chunks)  # its commit objects go to the collector
 
     async def stored_ledger_ids(self) -> set[int]:
