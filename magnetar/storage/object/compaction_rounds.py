@@ -14,8 +14,9 @@ of the window once for all the ledgers sealed in it. A round waits at most
 ``COMPACT_ROUND_S`` after its first seal (what its ledgers' sections cost
 meanwhile: they stay in memory and in the index a little longer). Ledgers
 a writer compacts from the bytes it kept (:mod:`.kept_sections`) read
-nothing and do not wait; neither do ledgers opened from the store (a
-takeover's, whose loads already come together).
+nothing and do not wait; neither do ledgers compacted into an index object
+(:mod:`.ledger_index`), nor ledgers opened from the store (a takeover's,
+whose loads already come together).
 
 No I/O here: :meth:`CompactionRounds.add` queues, and the round's start
 (a callback) begins the compactions. Failure modes: none of its own; a

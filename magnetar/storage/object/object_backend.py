@@ -234,10 +234,17 @@ class ObjectBackend:
         if (ledger.compacted or not ledger.sections or ledger.ledger_id in self._compacting
                 or ledger.ledger_id in self.rounds):
             return
-        if kept is None and ledger.epoch is not None:
+        if kept is None and ledger.epoch is not None and not self._indexed(ledger, kept):
             self.rounds.add(ledger)
             return
         self._start_compaction(ledger, kept)
+
+    def _indexed(self, ledger: ObjectLedger, kept: list[bytes] | None) -> bool:
+        """Compacted into an index object (:mod:`.ledger_index`): from the
+        store, small sections. It reads nothing, so it waits for no round:
+        spread as its seals are (a round's 1,200 at once queued their PUTs
+        behind the budget's background share, and their transactions at once)."""
+        return kept is None and self.layout >= INDEXED_LAYOUT and small_sections(ledger.sections, ledger.size)
 
     def _compact_round(self, ledgers: list[ObjectLedger]) -> None:
         for ledger in ledgers:  # all join the lockstep before any of them fetches
@@ -245,8 +252,7 @@ class ObjectBackend:
                 self._start_compaction(ledger, None)
 
     def _start_compaction(self, ledger: ObjectLedger, kept: list[bytes] | None) -> None:
-        # From the store, small sections: its index becomes an object, no data moves (:mod:`.ledger_index`).
-        indexed = kept is None and self.layout >= INDEXED_LAYOUT and small_sections(ledger.sections, ledger.size)
+        indexed = self._indexed(ledger, kept)
         lockstep = None if kept is not None or indexed else self._lockstep
         if lockstep is not None:
             lockstep.join()  # now: ledgers sealed together are all members before any of them fetches

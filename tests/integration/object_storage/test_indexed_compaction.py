@@ -255,3 +255,13 @@ def test_an_index_object_of_another_version_or_damaged_is_refused_with_its_key()
         decode_index("k", b"\x02" + blob[1:])
     with pytest.raises(CorruptLedgerError, match="ledger index object k is damaged"):
         decode_index("k", blob[:-3])
+
+
+def test_spans_are_merged_per_session_and_keep_only_their_keys():
+    from magnetar.storage.object.ledger_index import spanned
+    keys = sorted(f"data/{s}/{t:013d}-{t:08d}" for s in ("a", "b") for t in range(10))
+    a, b = (lambda t: f"data/a/{t:013d}-{t:08d}"), (lambda t: f"data/b/{t:013d}-{t:08d}")
+    assert spanned(keys, [(a(2), a(4)), (a(3), a(6)), (b(8), b(9)), (a(9), a(9))]) == {
+        a(2), a(3), a(4), a(5), a(6), a(9), b(8), b(9)}
+    assert spanned(keys, []) == set()
+    assert len(spanned(keys, [(a(0), a(9))] * 10_000)) == 10
