@@ -180,11 +180,8 @@ class Roller:
             except BaseException:
                 if beside is None:
                     self._prepared_ids.remove(ledger_id)
-                else:
-                    # The transaction may have created it (unknown outcome,
-                    # cancelled): still named, a later recovery deletes it;
-                    # the next ledger gets another id.
-                    self.spare_id = None
+                # else the transaction may have created it (unknown outcome,
+                # cancelled): still named, a later recovery deletes it.
                 raise
         return handle if beside is not None else await self._backend.create(ledger_id)
 
