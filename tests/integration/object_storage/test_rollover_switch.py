@@ -35,11 +35,11 @@ async def _at_a_blocked_rollover(ml) -> tuple[asyncio.Event, list, list, object]
     real_save = ml._save
     blocked = asyncio.Event()
 
-    async def held_save(docs, properties, beside=None):
+    async def held_save(docs, properties):
         if ml._appends._rolling:  # the rollover's, not the one naming the ledger prepared ahead
             blocked.set()
             await release.wait()
-        return await real_save(docs, properties, beside)
+        await real_save(docs, properties)
 
     ml._save = held_save
     old = ml._appends.current
