@@ -277,10 +277,16 @@ async def _index_spans(store: MetadataStore, ledgers: list[str]) -> list[list[st
 async def delete_chunks(objects: ObjectStore, chunks: list[Section]) -> None:
     """Delete a deleted ledger's chunk objects (they are its alone)."""
     for c in chunks:
-        try:
-            await objects.delete(c.key)
-        except ObjectNotFound:
-            pass
-        except ObjectStoreError as exc:
-            raise StorageError(f"deleting object {c.key} failed: {exc}") from exc
+        await delete_object(objects, c.key)
+
+
+async def delete_object(objects: ObjectStore, key: str) -> None:
+    """Delete a deleted ledger's own object ``key`` (a chunk, its index
+    object); one not found is gone already. StorageError if the store fails."""
+    try:
+        await objects.delete(key)
+    except ObjectNotFound:
+        pass
+    except ObjectStoreError as exc:
+        raise StorageError(f"deleting object {key} failed: {exc}") from exc
 

@@ -17,7 +17,8 @@ index, which holds every entry any writer ever acknowledged. Transfers and
 failovers move no data: the new owner reads the index.
 
 A sealed ledger is compacted in the background into per-ledger chunk
-objects (:mod:`.compactor`); commit objects nobody names any more
+objects or an index object (:mod:`.compactor`, scheduled by
+:mod:`.compactions`); commit objects nobody names any more
 are deleted by the collector, which every backend runs every
 ``collect_interval_s``. Deleting a ledger deletes its index records and its
 chunk objects.
@@ -45,41 +46,26 @@ from ..errors import CorruptLedgerError, StorageError
 from ..framing import HEADER_SIZE, parse_frames
 from .profiles import check_profile, gather_s
 from .put_budget import PutBudget
-from .range_gets import Lockstep, RangeGets
+from .range_gets import RangeGets
 from .pending_sections import PendingSections
 from .section_cache import SectionCache
 from .commit import Committer
 from . import object_ledger
 from .object_ledger import ObjectLedger, draw_max_sections
 from .kept_sections import KeptSections
-from .compactor import collect_orphans, compact_ledger, delete_chunks
+from .compactor import collect_orphans, delete_chunks, delete_object
 from .compaction_rounds import CompactionRounds
+from .compactions import INDEXED_LAYOUT, Compactions
 from .commit_records import RecordScans
 from .index import (
     LAYOUT_FORMAT, ROOT, Section, check_ledger_record, compacted_key, contiguous, ledger_key, ledger_layout,
-    ledger_record, new_section, read_sections, write_in_chunks,
+    ledger_record, read_sections, write_in_chunks,
 )
-from .ledger_index import decode_index, marker_index, small_sections
+from .ledger_index import decode_index, marker_index
 from .writer_fence import WriterFence, fence_ledger
 
 log = logging.getLogger(__name__)
 
-#: ``layout`` 3: format-2 ledgers whose compaction from the store, for small
-#: sections, writes an index object instead of chunks (:mod:`.ledger_index`).
-INDEXED_LAYOUT = 3
-
-#: A sealed ledger's compaction begins this long after its seal: ledgers
-#: sealed together (many topics rolled over by the same commits, a
-#: takeover) compact in one lockstep and share their GETs.
-COMPACT_AFTER_S = 0.05
-#: The same for a ledger this broker opened from the store (a topic loaded
-#: after a restart or a move, by a reader or a recovery): topics are loaded
-#: one by one as their clients come (a Spark job's planning asks each
-#: partition in turn, a few hundred ms apart), and the ledgers loaded within
-#: this long compact in one lockstep, each commit object they share read
-#: once. Readers meanwhile read those objects once for all of them too (see
-#: :mod:`.pending_sections`).
-OPENED_COMPACT_AFTER_S = 1.0
 #: A read (of more than one entry) that misses the section cache also
 #: fetches the ledger's next sections, up to this many bytes and sections
 #: (one turn: coalesced with the other ledgers' reads of the same objects,
@@ -145,14 +131,12 @@ class ObjectBackend:
         self.pending = PendingSections()
         #: Reads of commit objects, coalesced per object (cold reads, compactions).
         self.gets = RangeGets(objects, pending=self.pending)
-        self._lockstep = Lockstep(self.gets)
         self._epochs: dict[int, int] = {}  # ledgers this backend writes -> their epoch
-        self._compacting: dict[int, asyncio.Task] = {}
-        #: Sealed ledgers waiting to be compacted from the store together.
-        self.rounds = CompactionRounds(self._compact_round)
+        #: The sealed ledgers' compactions: when, how, running.
+        self.compactions = Compactions(store, objects, layout=layout, kept=self.kept, pending=self.pending,
+                                       gets=self.gets, budget=self.committer.budget, records=self.records)
         self._collect_interval_s = collect_interval_s
         self._collector: asyncio.Task | None = None
-        self._indexed_format = False  # the data set's object_layout says 3 (raised by us, once)
 
     # ---------------------------------------------------------------- writes
 
@@ -225,70 +209,17 @@ class ObjectBackend:
         return ledger.entry_count, ledger.size
 
     def _compact_later(self, ledger: ObjectLedger) -> None:
-        """Compact the sealed ``ledger`` in the background: from the bytes
-        this writer kept of all its sections if it did (no GET), else from
-        the store, in lockstep with the others sealed with it: those this
-        writer sealed in the next round (:mod:`.compaction_rounds`), those
-        opened from the store at once."""
-        kept = self.kept.take(ledger.ledger_id, len(ledger.sections))
-        if (ledger.compacted or not ledger.sections or ledger.ledger_id in self._compacting
-                or ledger.ledger_id in self.rounds):
-            return
-        if kept is None and ledger.epoch is not None and not self._indexed(ledger, kept):
-            self.rounds.add(ledger)
-            return
-        self._start_compaction(ledger, kept)
+        """Compact the sealed ``ledger`` in the background (:mod:`.compactions`)."""
+        self.compactions.later(ledger)
 
-    def _indexed(self, ledger: ObjectLedger, kept: list[bytes] | None) -> bool:
-        """Compacted into an index object (:mod:`.ledger_index`): from the
-        store, small sections. It reads nothing, so it waits for no round:
-        spread as its seals are (a round's 1,200 at once queued their PUTs
-        behind the budget's background share, and their transactions at once)."""
-        return kept is None and self.layout >= INDEXED_LAYOUT and small_sections(ledger.sections, ledger.size)
+    @property
+    def rounds(self) -> CompactionRounds:
+        """The writer's sealed ledgers waiting for their compaction round."""
+        return self.compactions.rounds
 
-    def _compact_round(self, ledgers: list[ObjectLedger]) -> None:
-        for ledger in ledgers:  # all join the lockstep before any of them fetches
-            if not ledger.compacted and ledger.ledger_id not in self._compacting:
-                self._start_compaction(ledger, None)
-
-    def _start_compaction(self, ledger: ObjectLedger, kept: list[bytes] | None) -> None:
-        indexed = self._indexed(ledger, kept)
-        lockstep = None if kept is not None or indexed else self._lockstep
-        if lockstep is not None:
-            lockstep.join()  # now: ledgers sealed together are all members before any of them fetches
-            self.pending.add(ledger.ledger_id, ledger.sections)
-            lockstep = _Taking(lockstep, self.pending, ledger.ledger_id)
-        task = asyncio.get_running_loop().create_task(self._compact(ledger, lockstep, kept, indexed))
-        self._compacting[ledger.ledger_id] = task
-        task.add_done_callback(lambda _: self._compaction_ended(ledger.ledger_id, lockstep))
-
-    def _compaction_ended(self, ledger_id: int, lockstep: "_Taking | None") -> None:
-        self._compacting.pop(ledger_id, None)
-        self.pending.drop(ledger_id)
-        if lockstep is not None:
-            lockstep.leave()  # here, not in the task: one cancelled before it began ran no ``finally``
-
-    async def _compact(self, ledger: ObjectLedger, lockstep: "_Taking | None", kept: list[bytes] | None,
-                       indexed: bool = False) -> None:
-        try:
-            # seals (loads) that come together join the same lockstep
-            await asyncio.sleep(COMPACT_AFTER_S if ledger.epoch is not None else OPENED_COMPACT_AFTER_S)
-            if indexed and not self._indexed_format:
-                try:
-                    # Before the first indexed marker: brokers that know only chunks refuse the data set.
-                    await raise_format(self.store, "object_layout", INDEXED_LAYOUT)
-                except MetadataError as exc:
-                    raise StorageError(f"raising the data set's object layout failed: {exc}") from exc
-                self._indexed_format = True
-            chunks = await compact_ledger(self.store, self.objects, ledger.ledger_id, list(ledger.sections),
-                                          lockstep, self.committer.budget,
-                                          kept=kept, epoch=ledger.epoch if ledger.sealed_whole else None,
-                                          scans=self.records, indexed=indexed)
-        except StorageError as exc:
-            log.warning("%s (it is compacted when next sealed or opened)", exc)
-            return
-        if chunks:
-            ledger.use(chunks, compacted=True)
+    @property
+    def _compacting(self) -> dict[int, asyncio.Task]:
+        return self.compactions.running
 
     # ------------------------------------------------------- fence, recover
 
@@ -480,11 +411,7 @@ class ObjectBackend:
             ledger.fence()
         self._epochs.pop(ledger_id, None)
         self.kept.drop(ledger_id)
-        self.rounds.discard(ledger_id)
-        task = self._compacting.get(ledger_id)
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        await self.compactions.discard(ledger_id)
         base = ledger_key(ledger_id)
         try:
             record = await self.store.get(base)
@@ -508,9 +435,9 @@ class ObjectBackend:
             await self.store.transaction([], [Delete(base)])
         except MetadataError as exc:
             raise StorageError(f"deleting ledger {ledger_id} failed: {exc}") from exc
-        if indexed is not None:  # its entries stay in commit objects: no span names them now
-            chunks.append(new_section(0, 0, indexed["index"], 0, 0))
         await delete_chunks(self.objects, chunks)  # its commit objects go to the collector
+        if indexed is not None:  # its entries stay in commit objects: no span names them now
+            await delete_object(self.objects, indexed["index"])
 
     async def stored_ledger_ids(self) -> set[int]:
         try:
@@ -529,10 +456,9 @@ class ObjectBackend:
                 log.warning("%s", exc)
 
     def _stop_background(self) -> None:
-        self.rounds.stop()
-        for task in [self._collector, *self._compacting.values()]:
-            if task is not None:
-                task.cancel()
+        self.compactions.stop()
+        if self._collector is not None:
+            self._collector.cancel()
 
     def stats(self) -> BackendStats:
         """Counters ``puts`` (objects written), ``transactions`` (metadata
@@ -568,28 +494,6 @@ class ObjectBackend:
     def abandon(self) -> None:
         self._stop_background()
         self.committer.abandon()
-
-
-class _Taking:
-    """The lockstep as one compaction uses it: the objects it fetched are
-    no longer pending for its ledger (their kept bytes may go)."""
-
-    def __init__(self, lockstep: Lockstep, pending: PendingSections, ledger_id: int) -> None:
-        self.lockstep, self.pending, self.ledger_id = lockstep, pending, ledger_id
-
-    async def fetch(self, ranges: list[tuple[str, int, int]]) -> list[bytes]:
-        def taken() -> None:
-            self.pending.taken(self.ledger_id, {key for key, _, _ in ranges})
-        try:
-            # Taken as soon as they are asked of the GETs, not once they all
-            # came: a round's members ask for every object at once, and until
-            # taken each object's bytes stay kept for them (see range_gets).
-            return await self.lockstep.fetch(ranges, taken)
-        finally:
-            taken()
-
-    def leave(self) -> None:
-        self.lockstep.leave()
 
 
 def _quiet(task: asyncio.Task) -> None:

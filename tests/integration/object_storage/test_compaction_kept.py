@@ -49,9 +49,9 @@ async def test_a_sealed_ledger_is_compacted_from_the_bytes_its_writer_kept(tmp_p
 
 async def test_a_ledger_fenced_before_its_compaction_is_compacted_from_the_store(tmp_path, etcd_store,
                                                                                   objects_url, monkeypatch):
-    import magnetar.storage.object.object_backend as object_backend
+    from magnetar.storage.object import compactions
 
-    monkeypatch.setattr(object_backend, "COMPACT_AFTER_S", 0.5)  # room to fence between the seal and the compaction
+    monkeypatch.setattr(compactions, "COMPACT_AFTER_S", 0.5)  # room to fence between the seal and the compaction
     counted = CountedStore(open_object_store(objects_url))
     factory, backend = _factory(tmp_path, etcd_store, counted)
     ml, lid = await _written(factory, "t/fenced")

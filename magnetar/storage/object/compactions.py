@@ -1,0 +1,176 @@
+"""When and how the object backend compacts its sealed ledgers: the
+scheduling around :func:`~.compactor.compact_ledger`.
+
+For each sealed ledger (sealed by its writer, or opened from the store by a
+recovery or a load) :meth:`Compactions.later` decides once, and the
+compaction it starts is told the decision:
+
+- **kept**: its writer kept the bytes of all its sections
+  (:mod:`.kept_sections`): compacted into chunks from them
+  ``COMPACT_AFTER_S`` after the seal, no GET;
+- **indexed**: from the store, small sections, ``layout`` 3
+  (:mod:`.ledger_index`): its section list becomes an index object; it
+  reads nothing, so it waits for no round;
+- **from the store**: its writer's go to the next round
+  (:mod:`.compaction_rounds`), compacted in one lockstep with the others
+  sealed in it (each commit object read by one GET for all); a ledger
+  opened from the store starts ``OPENED_COMPACT_AFTER_S`` after its load
+  (loads that come together share the lockstep), its sections *pending*
+  meanwhile (:mod:`.pending_sections`).
+
+A ledger compacted already, empty, or whose compaction is running or
+waiting is left alone. :meth:`Compactions.discard` (a deletion) takes it out
+of its round and cancels its compaction; :meth:`Compactions.stop` (the
+backend closes) cancels them all: each is compacted when next sealed or
+opened. Failure modes: a compaction that fails (``StorageError``: the
+stores) is logged and left for the next seal or open; nothing is lost, as
+readers switch to the compacted form only at the marker.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from ...formats import raise_format
+from ...metadata.store import MetadataError, MetadataStore
+from ...objectstore.store import ObjectStore
+from ..errors import StorageError
+from .commit_records import RecordScans
+from .compaction_rounds import CompactionRounds
+from .compactor import compact_ledger
+from .kept_sections import KeptSections
+from .ledger_index import small_sections
+from .object_ledger import ObjectLedger
+from .pending_sections import PendingSections
+from .put_budget import PutBudget
+from .range_gets import Lockstep, RangeGets
+
+log = logging.getLogger(__name__)
+
+#: ``layout`` 3: format-2 ledgers whose compaction from the store, for small
+#: sections, writes an index object instead of chunks (:mod:`.ledger_index`).
+INDEXED_LAYOUT = 3
+
+#: A sealed ledger's compaction begins this long after its seal: ledgers
+#: sealed together (many topics rolled over by the same commits, a
+#: takeover) compact in one lockstep and share their GETs.
+COMPACT_AFTER_S = 0.05
+#: The same for a ledger this broker opened from the store (a topic loaded
+#: after a restart or a move, by a reader or a recovery): topics are loaded
+#: one by one as their clients come (a Spark job's planning asks each
+#: partition in turn, a few hundred ms apart), and the ledgers loaded within
+#: this long compact in one lockstep, each commit object they share read
+#: once. Readers meanwhile read those objects once for all of them too (see
+#: :mod:`.pending_sections`).
+OPENED_COMPACT_AFTER_S = 1.0
+
+
+class Compactions:
+    """The compactions of one backend's sealed ledgers (module docstring).
+    ``running``: ledger id -> its compaction's task; ``rounds``: the writer's
+    ledgers waiting for their round."""
+
+    def __init__(self, store: MetadataStore, objects: ObjectStore, *, layout: int, kept: KeptSections,
+                 pending: PendingSections, gets: RangeGets, budget: PutBudget, records: RecordScans) -> None:
+        self.store, self.objects, self.layout = store, objects, layout
+        self.kept, self.pending, self.budget, self.records = kept, pending, budget, records
+        self._lockstep = Lockstep(gets)
+        self.running: dict[int, asyncio.Task] = {}
+        #: Sealed ledgers waiting to be compacted from the store together.
+        self.rounds = CompactionRounds(self._round)
+        self._indexed_format = False  # the data set's object_layout says 3 (raised by us, once)
+
+    def later(self, ledger: ObjectLedger) -> None:
+        """Compact the sealed ``ledger`` in the background, as the module docstring says."""
+        kept = self.kept.take(ledger.ledger_id, len(ledger.sections))
+        if (ledger.compacted or not ledger.sections or ledger.ledger_id in self.running
+                or ledger.ledger_id in self.rounds):
+            return
+        # Indexed: it reads nothing, so it waits for no round: spread as its
+        # seals are (a round's 1,200 at once queued their PUTs behind the
+        # budget's background share, and their transactions at once).
+        indexed = kept is None and self.layout >= INDEXED_LAYOUT and small_sections(ledger.sections, ledger.size)
+        if kept is None and ledger.epoch is not None and not indexed:
+            self.rounds.add(ledger)
+            return
+        self._start(ledger, kept, indexed)
+
+    def _round(self, ledgers: list[ObjectLedger]) -> None:
+        for ledger in ledgers:  # all join the lockstep before any of them fetches
+            if not ledger.compacted and ledger.ledger_id not in self.running:
+                self._start(ledger, None, False)  # a round holds only ledgers not indexed
+
+    def _start(self, ledger: ObjectLedger, kept: list[bytes] | None, indexed: bool) -> None:
+        lockstep = None if kept is not None or indexed else self._lockstep
+        if lockstep is not None:
+            lockstep.join()  # now: ledgers sealed together are all members before any of them fetches
+            self.pending.add(ledger.ledger_id, ledger.sections)
+            lockstep = _Taking(lockstep, self.pending, ledger.ledger_id)
+        task = asyncio.get_running_loop().create_task(self._compact(ledger, lockstep, kept, indexed))
+        self.running[ledger.ledger_id] = task
+        task.add_done_callback(lambda _: self._ended(ledger.ledger_id, lockstep))
+
+    def _ended(self, ledger_id: int, lockstep: "_Taking | None") -> None:
+        self.running.pop(ledger_id, None)
+        self.pending.drop(ledger_id)
+        if lockstep is not None:
+            lockstep.leave()  # here, not in the task: one cancelled before it began ran no ``finally``
+
+    async def _compact(self, ledger: ObjectLedger, lockstep: "_Taking | None", kept: list[bytes] | None,
+                       indexed: bool) -> None:
+        try:
+            # seals (loads) that come together join the same lockstep
+            await asyncio.sleep(COMPACT_AFTER_S if ledger.epoch is not None else OPENED_COMPACT_AFTER_S)
+            if indexed and not self._indexed_format:
+                try:
+                    # Before the first indexed marker: brokers that know only chunks refuse the data set.
+                    await raise_format(self.store, "object_layout", INDEXED_LAYOUT)
+                except MetadataError as exc:
+                    raise StorageError(f"raising the data set's object layout failed: {exc}") from exc
+                self._indexed_format = True
+            chunks = await compact_ledger(self.store, self.objects, ledger.ledger_id, list(ledger.sections),
+                                          lockstep, self.budget,
+                                          kept=kept, epoch=ledger.epoch if ledger.sealed_whole else None,
+                                          scans=self.records, indexed=indexed)
+        except StorageError as exc:
+            log.warning("%s (it is compacted when next sealed or opened)", exc)
+            return
+        if chunks:
+            ledger.use(chunks, compacted=True)
+
+    async def discard(self, ledger_id: int) -> None:
+        """Compact ``ledger_id`` no more (it is being deleted): out of its
+        round, its compaction cancelled and over when this returns."""
+        self.rounds.discard(ledger_id)
+        task = self.running.get(ledger_id)
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    def stop(self) -> None:
+        """Cancel every compaction, running or waiting (the backend closes)."""
+        self.rounds.stop()
+        for task in self.running.values():
+            task.cancel()
+
+
+class _Taking:
+    """The lockstep as one compaction uses it: the objects it fetched are
+    no longer pending for its ledger (their kept bytes may go)."""
+
+    def __init__(self, lockstep: Lockstep, pending: PendingSections, ledger_id: int) -> None:
+        self.lockstep, self.pending, self.ledger_id = lockstep, pending, ledger_id
+
+    async def fetch(self, ranges: list[tuple[str, int, int]]) -> list[bytes]:
+        def taken() -> None:
+            self.pending.taken(self.ledger_id, {key for key, _, _ in ranges})
+        try:
+            # Taken as soon as they are asked of the GETs, not once they all
+            # came: a round's members ask for every object at once, and until
+            # taken each object's bytes stay kept for them (see range_gets).
+            return await self.lockstep.fetch(ranges, taken)
+        finally:
+            taken()
+
+    def leave(self) -> None:
+        self.lockstep.leave()
