@@ -10,7 +10,9 @@ compaction it starts is told the decision:
   ``COMPACT_AFTER_S`` after the seal, no GET;
 - **indexed**: from the store, small sections, ``layout`` 3
   (:mod:`.ledger_index`): its section list becomes an index object; it
-  reads nothing, so it waits for no round;
+  reads nothing, so it waits for no round, and its marker goes in a
+  transaction shared with the markers of others indexed about then
+  (:mod:`.marker_batches`);
 - **from the store**: its writer's go to the next round
   (:mod:`.compaction_rounds`), compacted in one lockstep with the others
   sealed in it (each commit object read by one GET for all); a ledger
@@ -40,6 +42,7 @@ from .compaction_rounds import CompactionRounds
 from .compactor import compact_ledger
 from .kept_sections import KeptSections
 from .ledger_index import small_sections
+from .marker_batches import MarkerBatches
 from .object_ledger import ObjectLedger
 from .pending_sections import PendingSections
 from .put_budget import PutBudget
@@ -68,7 +71,8 @@ OPENED_COMPACT_AFTER_S = 1.0
 class Compactions:
     """The compactions of one backend's sealed ledgers (module docstring).
     ``running``: ledger id -> its compaction's task; ``rounds``: the writer's
-    ledgers waiting for their round."""
+    ledgers waiting for their round; ``markers``: the shared marker
+    transactions of indexed ledgers."""
 
     def __init__(self, store: MetadataStore, objects: ObjectStore, *, layout: int, kept: KeptSections,
                  pending: PendingSections, gets: RangeGets, budget: PutBudget, records: RecordScans) -> None:
@@ -78,6 +82,7 @@ class Compactions:
         self.running: dict[int, asyncio.Task] = {}
         #: Sealed ledgers waiting to be compacted from the store together.
         self.rounds = CompactionRounds(self._round)
+        self.markers = MarkerBatches(store)
         self._indexed_format = False  # the data set's object_layout says 3 (raised by us, once)
 
     def later(self, ledger: ObjectLedger) -> None:
@@ -131,7 +136,8 @@ class Compactions:
             chunks = await compact_ledger(self.store, self.objects, ledger.ledger_id, list(ledger.sections),
                                           lockstep, self.budget,
                                           kept=kept, epoch=ledger.epoch if ledger.sealed_whole else None,
-                                          scans=self.records, indexed=indexed)
+                                          scans=self.records, indexed=indexed,
+                                          markers=self.markers if indexed else None)
         except StorageError as exc:
             log.warning("%s (it is compacted when next sealed or opened)", exc)
             return
@@ -152,6 +158,7 @@ class Compactions:
         self.rounds.stop()
         for task in self.running.values():
             task.cancel()
+        self.markers.stop()
 
 
 class _Taking:

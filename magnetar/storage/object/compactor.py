@@ -24,7 +24,9 @@ of it successful, is compacted from the bytes it kept
 (:mod:`.kept_sections`): no GET, and no read of the index while the ledger
 record is still at the writer's epoch. A ledger of small sections
 compacted from the store (``indexed``) moves no data: its section list
-becomes one index object and the marker names it (:mod:`.ledger_index`).
+becomes one index object and the marker names it (:mod:`.ledger_index`);
+the markers of ledgers indexed about the same time share a transaction
+(:mod:`.marker_batches`).
 
 **Collection** (:func:`collect_orphans`): format-2 commit records whose
 ledgers are all compacted or deleted go, those with some of them are
@@ -52,6 +54,7 @@ from ...metadata.store import Compare, Delete, MetadataError, MetadataStore, Put
 from ...objectstore.store import ObjectNotFound, ObjectStore, ObjectStoreError
 from ..errors import StorageError
 from .commit_records import RecordScans, read_records, sweep_records
+from .marker_batches import MarkerBatches
 from .put_budget import PutBudget
 from .range_gets import Lockstep
 from .ledger_index import encode_index, index_object, indexed_marker, marker_index, spanned, spans
@@ -70,7 +73,7 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
                          sections: list[Section], lockstep: Lockstep | None = None,
                          budget: PutBudget | None = None, *, kept: list[bytes] | None = None,
                          epoch: int | None = None, scans: RecordScans | None = None,
-                         indexed: bool = False) -> list[Section]:
+                         indexed: bool = False, markers: "MarkerBatches | None" = None) -> list[Section]:
     """Rewrite the sealed ledger's ``sections`` (contiguous, as committed)
     into chunks; return the chunks' sections (``[]``, changing nothing in
     the index, if the ledger was deleted or fenced meanwhile: every write
@@ -79,7 +82,9 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
     ``indexed``: move no data: write ``sections`` as the ledger's index
     object (:mod:`.ledger_index`), one PUT (a background token of
     ``budget``), then the marker naming it and the commit objects it
-    spans; return ``sections`` (its entries stay where they are).
+    spans; return ``sections`` (its entries stay where they are). With
+    ``markers`` that marker goes in a transaction shared with other
+    ledgers' (:mod:`.marker_batches`), else in one of its own.
 
     With ``lockstep`` (the caller joined it, and leaves it after), its
     reads go with those of the other compactions running beside it (each
@@ -139,7 +144,7 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
             marker = indexed_marker(sections[-1].end(), key, spans(sections))
             # No c/ records: the marker names the index object, written before it.
             await _finish(store, ledger_id, layout, sections, [Put(compacted_key(ledger_id), marker)],
-                          uncompacted, still)
+                          uncompacted, still, markers)
             log.info("compacted ledger %d: %d sections into index object %s (%d bytes), no data moved",
                      ledger_id, len(sections), key, len(blob))
             return list(sections)
@@ -174,14 +179,19 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
 
 
 async def _finish(store: MetadataStore, ledger_id: int, layout: int, sections: list[Section], puts: list,
-                  uncompacted: list, still: list) -> None:
-    """Write ``puts`` (the marker last) while the ledger is uncompacted, then
-    delete a format-1 ledger's section records (format 2: its sections are
-    in commit records, released by the collector). The deletes come after
-    the marker, so they compare the ledger record only."""
+                  uncompacted: list, still: list, markers: "MarkerBatches | None" = None) -> None:
+    """Write ``puts`` (the marker last) while the ledger is uncompacted
+    (with ``markers``, ``puts`` is the marker alone: a shared transaction),
+    then delete a format-1 ledger's section records (format 2: its sections
+    are in commit records, released by the collector). The deletes come
+    after the marker, so they compare the ledger record only."""
+    if markers is not None:
+        [marker] = puts
+        await markers.write(uncompacted, marker)
+    else:
+        await write_in_chunks(store, uncompacted, puts)
     deletes = [Delete(section_key(ledger_id, s.first)) for s in sections] if layout == 1 else []
-    for writes, compares in ((puts, uncompacted), (deletes, still)):
-        await write_in_chunks(store, compares, writes)
+    await write_in_chunks(store, still, deletes)
 
 
 async def _recorded(store: MetadataStore, ledger_id: int, layout: int, doc: dict,
