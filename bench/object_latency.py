@@ -392,38 +392,85 @@ def census_of(path: str, out: dict, args, log) -> None:
     log(f"  [{out['tree']}] whole run: " + gc_census.brief(summary).split("\n")[0] + f" (file {path})")
 
 
-def cold_read(storage: str, args, log) -> dict:
+def ledger_objects(cluster: LocalCluster) -> dict:
+    """Of the compacted ledgers in the cluster's store: how many have an
+    index object (their entries stay in the commit objects) and how many
+    chunk objects there are; and the commit objects (none on files)."""
+    if cluster.objectstore_endpoint is None:
+        return {}
+    import asyncio
+    from magnetar.objectstore.s3 import open_object_store
+
+    async def listing() -> dict:
+        store = open_object_store(f"s3://{cluster.objectstore_bucket}/{cluster.name}"
+                                  f"?endpoint={cluster.objectstore_endpoint}")
+        try:
+            keys = [o.key for o in await store.list("ledgers/")]
+            commits = len(await store.list("data/"))
+        finally:
+            await store.close()
+        indexed = sum(1 for k in keys if k.endswith("/index"))
+        return {"indexed": indexed, "chunks": len(keys) - indexed, "commit_objects": commits}
+    return asyncio.run(listing())
+
+
+def compacted(cluster: LocalCluster, ledgers: int, timeout: float = 60.0) -> dict:
+    """:func:`ledger_objects` once at least ``ledgers`` are compacted (index
+    objects or chunk objects), or at ``timeout`` (the compactions of the
+    topics just unloaded: part of the write, not of the read)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = ledger_objects(cluster)
+        if not found or found["indexed"] + found["chunks"] >= ledgers or time.monotonic() > deadline:
+            return found
+        time.sleep(0.5)
+
+
+def cold_read(storage: str, args, log, root: str | None = None, tree: str = "this tree") -> dict:
     """``--cold-topics`` topics written together (``--cold-messages`` in all,
-    100 bytes, batching off, at the client's max rate), unloaded (their next
-    owner's caches are empty), then read from the earliest by one consumer
-    each: entries/s and MB/s, and (object) the GETs it took."""
+    100 bytes, batching off as the Python client's default, at ``--cold-rate``
+    msg/s in all or the client's max rate), unloaded (their next owner's
+    caches are empty), then read from the earliest by one consumer each:
+    entries/s and MB/s, and (object) the GETs it took and how the ledgers
+    were compacted. Many topics at a modest rate (``--cold-topics 1000
+    --cold-rate 10000``: ~one entry per section, a section of each topic in
+    each commit object, more bytes than the writer keeps) is the shape whose
+    ledgers get an index object (layout 3) and are read from the commit
+    objects; a few topics at the max rate get large sections, kept by the
+    writer and compacted into chunks. ``root``: a checkout whose broker runs it (None: this tree's)."""
     config = "[storage]\n" if storage == "object" else None
     with tempfile.TemporaryDirectory(prefix=f"magnetar-cold-{storage}-") as tmp:
         cluster = LocalCluster(Path(tmp) / "c", brokers=1, storage=storage, session_ttl=60.0,
-                               broker_config=config).start(timeout=180)
+                               broker_config=config, root=root).start(timeout=180)
         try:
             spec = WorkloadSpec(service_url=cluster.members[0].service_url, size=100, batching=False,
                                 topic="cold", topics=args.cold_topics, messages=args.cold_messages,
-                                duration=600, max_pending=1000)
+                                duration=600, max_pending=1000, rate=args.cold_rate)
             written = run(spec, produce=True, consume=False, command="cold write", setup_timeout=600)
             produced = (written["produce"] or {}).get("messages", 0)
-            time.sleep(2)  # the last ledgers' compactions (object) are part of the write, not of the read
+            time.sleep(2)
             for name in spec.topic_names():
                 url = cluster.members[0].admin_url + f"/admin/v2/persistent/public/default/{name}/unload"
                 urllib.request.urlopen(urllib.request.Request(url, method="PUT", data=b""), timeout=60).read()
+            layout = compacted(cluster, args.cold_topics)  # a ledger per topic at least
             before = counters(cluster)
             reader = replace(spec, subscriptions=["cold"], initial_position="earliest", messages=produced,
-                             receive_mode="batch", receiver_queue=5000)
+                             receive_mode="batch", receiver_queue=5000,
+                             # two processes (a core each), as at 8 topics: one per 4 consumers at
+                             # 1,000 topics was 250 processes, whose connections timed out in setup
+                             consumer_workers=min(2, args.cold_topics))
             result = run(reader, produce=False, consume=True, command="cold read", setup_timeout=600)
             after = counters(cluster)
         finally:
             cluster.stop()
     c = result["consume"] or {}
-    out = {"storage": storage, "topics": args.cold_topics, "messages": produced, "read": c.get("messages"),
+    out = {"storage": storage, "tree": tree, "topics": args.cold_topics, "messages": produced, "read": c.get("messages"),
            "msg_per_s": c.get("msg_per_s"), "mb_per_s": c.get("mb_per_s"), "gets": after["gets"] - before["gets"],
-           "load_avg": os.getloadavg()[0], "errors": result["errors"]}
-    log(f"  cold read [{storage}]: {out['read']:,} of {produced:,} entries over {args.cold_topics} topics: "
-        f"{out['msg_per_s'] or 0:,.0f} entries/s, {out['mb_per_s']} MB/s, GETs {out['gets']:.0f} | "
+           "load_avg": os.getloadavg()[0], "errors": result["errors"], **layout}
+    shape = (f" | ledgers indexed {layout['indexed']}, chunk objects {layout['chunks']}, "
+             f"commit objects {layout['commit_objects']}" if layout else "")
+    log(f"  cold read [{storage}, {tree}]: {out['read']:,} of {produced:,} entries over {args.cold_topics} topics: "
+        f"{out['msg_per_s'] or 0:,.0f} entries/s, {out['mb_per_s']} MB/s, GETs {out['gets']:.0f}{shape} | "
         f"load {out['load_avg']:.1f}")
     return out
 
@@ -443,9 +490,12 @@ def main() -> None:
                         help="during the etcd run, count keys per topic this often too")
     parser.add_argument("--skip-latency", action="store_true", help="only the etcd run")
     parser.add_argument("--skip-one-topic", action="store_true", help="no one-topic workload")
-    parser.add_argument("--cold-read", action="store_true", help="only the cold read, files then objects")
+    parser.add_argument("--cold-read", action="store_true", help="only the cold read, files then objects (then objects on --peer)")
     parser.add_argument("--cold-topics", type=int, default=8)
     parser.add_argument("--cold-messages", type=int, default=100_000)
+    parser.add_argument("--cold-rate", type=float, default=0,
+                        help="msg/s in all while the cold topics are written (0: as fast as the client sends); "
+                             "many topics at a modest rate get one entry per section: indexed ledgers")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--configs", default="interval,profiles")
     parser.add_argument("--json")
@@ -490,8 +540,10 @@ def main() -> None:
     args.censuses = []
     log = lambda line: print(line, flush=True)  # noqa: E731
     if args.cold_read:
-        results = {"cold_read": [cold_read(storage, args, log) for _ in range(args.repeats)
-                                 for storage in ("file", "object")]}
+        peer = [("object", str(Path(args.peer).resolve()), "peer")] if args.peer else []
+        results = {"cold_read": [cold_read(storage, args, log, root, tree) for _ in range(args.repeats)
+                                 for storage, root, tree in [("file", None, "this tree"),
+                                                             ("object", None, "this tree"), *peer]]}
     else:
         trees = [(None, "this tree")] + ([(str(Path(args.peer).resolve()), "peer")] if args.peer else [])
         results = {}

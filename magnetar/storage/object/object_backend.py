@@ -48,6 +48,7 @@ from .profiles import check_profile, gather_s
 from .put_budget import PutBudget
 from .range_gets import RangeGets
 from .pending_sections import PendingSections
+from .read_windows import Pending, ReadWindows, WINDOW_SECTIONS
 from .section_cache import SectionCache
 from .commit import Committer
 from . import object_ledger
@@ -130,7 +131,9 @@ class ObjectBackend:
         #: Sections that compactions from the store will fetch: a GET of their object reads them too.
         self.pending = PendingSections()
         #: Reads of commit objects, coalesced per object (cold reads, compactions).
-        self.gets = RangeGets(objects, pending=self.pending)
+        #: Sections cold readers read next: a GET of their object reads them too (.read_windows).
+        self.windows = ReadWindows()
+        self.gets = RangeGets(objects, pending=Pending(self.pending, self.windows))
         self._epochs: dict[int, int] = {}  # ledgers this backend writes -> their epoch
         #: The sealed ledgers' compactions: when, how, running.
         self.compactions = Compactions(store, objects, layout=layout, kept=self.kept, pending=self.pending,
@@ -375,6 +378,8 @@ class ObjectBackend:
         (a cold reader goes on to them next; see READ_AHEAD_*)."""
         budget = min(READ_AHEAD_BYTES, self.cache.max_bytes // 4)
         loop = asyncio.get_running_loop()
+        # announced first: the GETs below (and the other readers') cover and keep them
+        self.windows.ahead(ledger.ledger_id, ledger.sections[i:i + WINDOW_SECTIONS])
         for section in ledger.sections[i:i + READ_AHEAD_SECTIONS]:
             budget -= section.length
             if budget < 0:
@@ -387,6 +392,7 @@ class ObjectBackend:
     async def _fetch(self, ledger: ObjectLedger, section: Section) -> list[bytes]:
         try:
             buf = await self.gets.get(section.key, section.offset, section.offset + section.length)
+            self.windows.taken(ledger.ledger_id, section.key)
         except ObjectNotFound as exc:
             raise _ObjectGone(
                 f"ledger {ledger.ledger_id}: object {section.key} of entries {section.first}.. is gone") from exc
