@@ -139,6 +139,8 @@ _WATCH_PROBE_S = 1.5
 _WATCH_SILENCE_S = 4.5
 #: The watch id of etcd's answer to a progress request (it is for every watch of the stream).
 _PROGRESS_ANSWER = -1
+#: How long close() waits for the watch loop to end before closing the channel under it.
+_WATCH_CLOSE_S = 5.0
 
 
 def _no_leader(exc: grpc.aio.AioRpcError) -> bool:
@@ -357,6 +359,8 @@ class EtcdMetadataStore(MetadataStore):
         )
         self._watch_from = [0] * len(self._watch_ranges)
         self._watch_task: asyncio.Task[None] | None = None
+        #: The watch stream now open (close() cancels it: its read ends at once).
+        self._watch_call: Any = None
         self._counter_locks: dict[str, asyncio.Lock] = {}
 
     @classmethod
@@ -680,11 +684,16 @@ class EtcdMetadataStore(MetadataStore):
             # peers) ends the stream, so the watch does not go silent there
             # while the others go on; the next stream goes to another member.
             call = self._watch_stub.Watch(requests(), wait_for_ready=True, metadata=_REQUIRE_LEADER)
+            self._watch_call = call
             opened = 0
             try:
                 while True:
                     try:
                         answer = await asyncio.wait_for(call.read(), _WATCH_SILENCE_S)
+                    except asyncio.CancelledError:
+                        if self._closed:  # close() cancelled the call: the read ends so, not by a task cancel
+                            return
+                        raise
                     except TimeoutError:
                         # Not even an answer to a progress request: the member
                         # is out of reach (cut off), though gRPC's ping has not
@@ -693,7 +702,11 @@ class EtcdMetadataStore(MetadataStore):
                                     "again from revision %s on the next member", _WATCH_SILENCE_S,
                                     ", ".join(str(r) for r in self._watch_from))
                         break
-                    if answer is grpc.aio.EOF:
+                    if answer is grpc.aio.EOF or self._closed:
+                        # Closed: checked here as well as by cancellation, which
+                        # Python 3.11's wait_for loses when the read completes
+                        # in the same pass as the cancel (the stream would be
+                        # read on, until etcd ended it).
                         break
                     if answer.watch_id == _PROGRESS_ANSWER:
                         # The member is there. Its revision is not used: etcd
@@ -787,8 +800,14 @@ class EtcdMetadataStore(MetadataStore):
             self._closing.set()
             self._watches.clear()
             if self._watch_task is not None:
+                # Cancelling the stream ends the read the loop waits on
+                # whatever becomes of the task's own cancel (see _watch_loop).
+                if self._watch_call is not None:
+                    self._watch_call.cancel()
                 self._watch_task.cancel()
-                await asyncio.gather(self._watch_task, return_exceptions=True)
+                done, _ = await asyncio.wait({self._watch_task}, timeout=_WATCH_CLOSE_S)
+                if not done:  # never so far: closing the channel below ends its stream anyway
+                    log.warning("etcd watch did not end within %g s of close; closing its channel", _WATCH_CLOSE_S)
             if self._channel is not None:
                 await self._channel.close()
                 self._channel = None

@@ -135,6 +135,53 @@ async def test_close_is_not_a_loss(two_stores):
     assert ended and not session.expired
 
 
+class _LostCancel(asyncio.Future):
+    """Done when ``task`` is; its cancel() reaches nothing, as a cancel
+    that Python 3.11's ``wait_for`` swallowed."""
+
+    def __init__(self, task: asyncio.Task) -> None:
+        super().__init__()
+        task.add_done_callback(lambda t: self.done() or self.set_result(None))
+
+    def cancel(self, msg=None) -> bool:
+        return False
+
+
+async def test_close_ends_the_watch_even_if_its_task_never_sees_the_cancel(etcd_url):
+    """Python 3.11's wait_for loses a cancel that arrives in the pass its
+    read completes in: the watch task then read on while changes kept
+    coming, and close() (so a broker's clean stop) waited until etcd
+    ended the stream (minutes, in a rolling restart under load). Here the
+    cancel is lost every time: close must end the watch all the same."""
+    store = await EtcdMetadataStore.open(etcd_url)
+    writer = await EtcdMetadataStore.open(etcd_url)
+    seen: list[Notification] = []
+    store.watch("/w", seen.append)
+    writing = True
+
+    async def write() -> None:
+        k = 0
+        while writing:
+            await writer.put(f"/w/{k}", b"v", -1)
+            k += 1
+
+    writes = asyncio.create_task(write())
+    try:
+        deadline = time.monotonic() + 10
+        while not seen and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert seen, "the watch saw no change"
+        store._watch_task = _LostCancel(store._watch_task)  # the cancel 3.11's wait_for can lose
+        closing = asyncio.ensure_future(store.close())
+        done, _ = await asyncio.wait({closing}, timeout=3)
+        assert done, "close() still waits on the watch while changes stream in"
+        closing.result()
+    finally:
+        writing = False
+        await writes
+        await writer.close()
+
+
 async def test_session_survives_well_past_its_ttl_with_keepalive(two_stores, wait_until):
     store, observer = two_stores
     session = await store.create_session(ttl_s=2)
