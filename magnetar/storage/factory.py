@@ -1,8 +1,8 @@
 """The managed ledger factory: opens managed ledgers (one instance per name),
 owns the storage backend (:class:`~.backend.LedgerBackend`; segment files
 by default, :mod:`.file`; :mod:`.object` by choice),
-allocates ledger ids, lists, deletes, and removes orphaned ledgers at a
-standalone broker's start-up.
+allocates ledger ids (in blocks: :mod:`.ledger_ids`), lists, deletes, and
+removes orphaned ledgers at a standalone broker's start-up.
 """
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ from .backend import LedgerBackend
 from .file import FileBackend
 from .flush_pass import FlushPass
 from .managed_ledger import ManagedLedger
-from .ledger_meta import LEDGER_ID_COUNTER, ROOT, check_name
+from .ledger_ids import LedgerIds
+from .ledger_meta import ROOT, check_name
 
 log = logging.getLogger(__name__)
 
@@ -44,13 +45,16 @@ class ManagedLedgerFactory:
     """
 
     def __init__(self, data_dir: Path, store: MetadataStore, config: StorageConfig | None = None, *,
-                 backend: LedgerBackend | None = None, cache_budget: CacheBudget | None = None) -> None:
+                 backend: LedgerBackend | None = None, cache_budget: CacheBudget | None = None,
+                 ledger_ids: LedgerIds | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.store = store
         self.config = config or StorageConfig()
         self.backend: LedgerBackend = backend or FileBackend(self.data_dir, self.config)
         #: What the managed ledgers' tail caches hold together, at most.
         self.cache_budget = cache_budget or CacheBudget(self.config.cache_budget_bytes)
+        #: Where new ledgers' ids come from: blocks of the store's counter, handed out here.
+        self.ledger_ids = ledger_ids or LedgerIds(store)
         self._open: dict[str, ManagedLedger] = {}
         #: Every managed ledger's appends go to the backend together, once per loop pass.
         self._flushes: FlushPass | None = None
@@ -148,11 +152,9 @@ class ManagedLedgerFactory:
         if self._open.get(ml.name) is ml:
             del self._open[ml.name]
 
-    async def _new_ledger_id(self) -> int:
-        try:
-            return await self.store.increment(LEDGER_ID_COUNTER)
-        except MetadataError as exc:
-            raise StorageError(f"allocating a ledger id failed: {exc}") from exc
+    async def _new_ledger_id(self, above: int = 0) -> int:
+        """A new ledger id greater than ``above`` (:class:`~.ledger_ids.LedgerIds`)."""
+        return await self.ledger_ids.next(above)
 
     async def close(self) -> None:
         """Close every open managed ledger (a clean shutdown), then stop the backend."""

@@ -83,7 +83,7 @@ class ManagedLedger:
     """
 
     def __init__(self, name: str, *, config: StorageConfig, store: MetadataStore, backend: LedgerBackend,
-                 cache_budget: CacheBudget | None, new_ledger_id: Callable[[], Awaitable[int]],
+                 cache_budget: CacheBudget | None, new_ledger_id: Callable[[int], Awaitable[int]],
                  on_closed: Callable[["ManagedLedger"], None], flushes: FlushPass | None = None) -> None:
         self.name = name
         #: Write latency and entry size counts (the broker's metrics read them).

@@ -53,7 +53,7 @@ class Recovered:
 
 
 async def recover(record: ManagedLedgerRecord, backend: LedgerBackend,
-                  new_ledger_id: Callable[[], Awaitable[int]],
+                  new_ledger_id: Callable[[int], Awaitable[int]],
                   creating: Callable[[], Awaitable[None]] | None = None) -> Recovered:
     """Load the record, fence and seal every ledger left open, drop empty
     ones, and record a new ledger for writes (see the module docstring).
@@ -96,7 +96,10 @@ async def recover(record: ManagedLedgerRecord, backend: LedgerBackend,
     named = {m.ledger_id for m in metas} | {m.ledger_id for m in empties}
     # Still named as prepared by the record written below, until deleted.
     record.prepared.extend(i for i in record.found_prepared if i not in named and i not in record.prepared)
-    new_id = await new_ledger_id()
+    # Greater than every id it names: positions are ordered by ledger id, across owners too.
+    above = max([m.ledger_id for m in metas + empties] + list(record.found_prepared) + list(record.prepared),
+                default=0)
+    new_id = await new_ledger_id(above)
     new_ledger = await backend.create(new_id)
     new_meta = LedgerMeta(new_id, created=time.time())
     try:

@@ -85,7 +85,7 @@ class Roller:
     """Rollovers and the close-time seal of one managed ledger."""
 
     def __init__(self, ml: RolledLedger, ledgers: LedgerList, backend: LedgerBackend, lock: asyncio.Lock,
-                 new_ledger_id: Callable[[], Awaitable[int]], loop: asyncio.AbstractEventLoop,
+                 new_ledger_id: Callable[[int], Awaitable[int]], loop: asyncio.AbstractEventLoop,
                  prepared_ids: list[int]) -> None:
         self._ml = ml
         #: The record's ``prepared`` ids (``ManagedLedgerRecord.prepared``): written with every save.
@@ -110,11 +110,18 @@ class Roller:
     async def _fetch_spare_id(self) -> None:
         try:
             if self.spare_id is None:
-                self.spare_id = await self._new_ledger_id()
+                self.spare_id = await self._new_ledger_id(self._above())
         except StorageError as exc:
             log.warning("%s: could not fetch a ledger id ahead: %s", self._ml.name, exc)
         finally:
             self._spare_task = None
+
+    def _above(self) -> int:
+        """The largest ledger id the managed ledger names (listed or
+        prepared): its next ledger's id must be greater (positions are
+        ordered by ledger id)."""
+        ids = self._ledgers.ids
+        return max(ids[-1] if ids else 0, max(self._prepared_ids, default=0))
 
     def prepare_ahead(self) -> None:
         """Create the next ledger in the background (if not done or under
@@ -129,7 +136,7 @@ class Roller:
             if self.spare_id is None and self._spare_task is not None:
                 await asyncio.shield(self._spare_task)
             if self.spare_id is None:
-                self.spare_id = await self._new_ledger_id()
+                self.spare_id = await self._new_ledger_id(self._above())
             ledger_id = self.spare_id
             await self._name_prepared(ledger_id)
             handle = await self._backend.create(ledger_id)
@@ -200,7 +207,7 @@ class Roller:
                 if self._spare_task is not None:
                     await asyncio.shield(self._spare_task)
                 if self.spare_id is None:
-                    self.spare_id = await self._new_ledger_id()
+                    self.spare_id = await self._new_ledger_id(self._above())
             new_id = self.spare_id
             new_ledger = await self._backend.create(new_id)
         try:

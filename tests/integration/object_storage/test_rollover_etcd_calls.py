@@ -1,0 +1,68 @@
+"""What one rollover writes to etcd on the object backend, at steady state
+(issue 41): at 10,000 topics ledgers roll over ~40 times a second and every
+rollover's etcd writes come on top of the commits' own transactions. Real
+etcd, real SeaweedFS, the storage layer alone, through a counting wrapper
+(magnetar_harness/read_tap.py)."""
+from __future__ import annotations
+
+import asyncio
+
+from magnetar.objectstore.s3 import open_object_store
+from magnetar.storage import ManagedLedgerFactory, StorageConfig
+from magnetar.storage.cache import CacheBudget
+from magnetar.storage.ledger_meta import LEDGER_ID_COUNTER, ROOT
+from magnetar.storage.object import object_ledger
+from magnetar.storage.object.object_backend import ObjectBackend
+from magnetar_harness.read_tap import ReadTap
+
+TOPICS = 4
+WARM_ROLLOVERS = 8  # per topic: blocks of ids have grown by then
+MEASURED_ROLLOVERS = 10  # per topic
+
+
+def _ledger_count(ml) -> int:
+    return sum(1 for _ in ml._ledgers)
+
+
+async def _append_until(ml, rollovers: int) -> None:
+    """Append one entry at a time (one section per commit) until ``ml`` has
+    rolled over ``rollovers`` more times (no retention: its ledgers stay)."""
+    target = _ledger_count(ml) + rollovers
+    for _ in range(rollovers * 20):
+        if _ledger_count(ml) >= target:
+            return
+        await ml.append(b"x" * 64)
+    raise AssertionError(f"{ml.name}: {rollovers} rollovers did not happen in {rollovers * 20} appends")
+
+
+async def test_a_rollover_at_steady_state_writes_the_record_twice_and_the_ledger_once(
+        tmp_path, etcd_store, objects_url, monkeypatch):
+    monkeypatch.setattr(object_ledger, "MAX_SECTIONS_PER_LEDGER", 4)  # prepared ahead at 2 sections, full at 4
+    monkeypatch.setattr(object_ledger, "ROLLOVER_SPREAD", 0)
+    store = ReadTap(etcd_store)
+    cfg = StorageConfig()
+    budget = CacheBudget(cfg.cache_budget_bytes)
+    backend = ObjectBackend(store, open_object_store(objects_url), profile="latency", cache_budget=budget,
+                            collect_interval_s=None)
+    factory = ManagedLedgerFactory(tmp_path / "unused", store, cfg, backend=backend, cache_budget=budget)
+    mls = [await factory.open(f"t/roll-{i}") for i in range(TOPICS)]
+    await asyncio.gather(*(_append_until(ml, WARM_ROLLOVERS) for ml in mls))
+    before = len(store.writes)
+    counts_before = [_ledger_count(ml) for ml in mls]
+    await asyncio.gather(*(_append_until(ml, MEASURED_ROLLOVERS) for ml in mls))
+    rollovers = sum(_ledger_count(ml) - n for ml, n in zip(mls, counts_before))
+    writes = store.writes[before:]
+    increments = [w for w in writes if w[0] == "increment" and w[1] == LEDGER_ID_COUNTER]
+    ml_keys = {f"{ROOT}/{ml.name}" for ml in mls}
+    record_writes = [w for w in writes if w[0] == "put" and w[1] in ml_keys]
+    ledger_creates = [w for w in writes if w[0] == "put" and w[1] not in ml_keys]
+    # Per rollover: the record naming the next ledger prepared, the ledger's
+    # own record, the record naming it open (and the old one closed).
+    assert len(record_writes) == 2 * rollovers, record_writes
+    assert len(ledger_creates) == rollovers, ledger_creates
+    # Ids come in blocks: an increment (two etcd round trips) per many
+    # rollovers, not one per rollover as before (2 of the 5 calls of a rollover).
+    assert len(increments) * 2 <= rollovers / 4, (len(increments), rollovers)
+    etcd_calls = len(record_writes) + len(ledger_creates) + 2 * len(increments)
+    assert etcd_calls / rollovers < 3.5, (etcd_calls, rollovers)
+    await factory.close()
