@@ -102,11 +102,31 @@ class LedgerHandle(Protocol):
         ...
 
 
+@dataclass
+class CreateBeside:
+    """A ledger's creation as metadata writes for the managed ledger's
+    record transaction (:meth:`LedgerBackend.create_beside`): ``compares``
+    and ``writes`` go into it after the record's own; ``finish`` takes
+    the new versions of ``writes`` once it succeeded and returns the handle."""
+
+    compares: list
+    writes: list
+    finish: Callable[[list], LedgerHandle]
+
+
 class LedgerBackend(Protocol):
     """Writes, reads, fences and deletes the bytes of ledgers."""
 
     async def create(self, ledger_id: int) -> LedgerHandle:
         """A new, empty, writable ledger. Ids never repeat."""
+        ...
+
+    async def create_beside(self, ledger_id: int) -> CreateBeside | None:
+        """The new ledger ``ledger_id`` as writes to the metadata store, for
+        the caller to apply in one transaction with its own (a rollover's
+        record naming the ledger prepared: one etcd transaction instead of
+        two); None when the backend keeps no record of its own there (then
+        :meth:`create`). Raises ``StorageError``."""
         ...
 
     def submit(self, ledger: LedgerHandle, datas: Sequence[bytes], callback: WriteCallback,

@@ -40,6 +40,7 @@ from typing import Callable
 
 from ..metadata.store import (BadVersion, Compare, Delete, KeyNotFound, MetadataError, MetadataStore, Put,
                               TransactionFailed)
+from .backend import CreateBeside, LedgerHandle
 from .errors import ManagedLedgerFencedError, StorageError
 from ..formats import check_format
 from .ledger_meta import ROOT, LedgerMeta
@@ -82,18 +83,34 @@ class ManagedLedgerRecord:
         self.found_prepared = [int(i) for i in doc.get("prepared", [])]
         return [LedgerMeta.from_doc(d) for d in doc.get("ledgers", [])], dict(doc.get("properties", {}))
 
-    async def save(self, ledger_docs: list[dict], properties: dict[str, str]) -> None:
-        """Compare-and-set the record. Caller holds :attr:`lock`."""
+    async def save(self, ledger_docs: list[dict], properties: dict[str, str],
+                   beside: CreateBeside | None = None) -> LedgerHandle | None:
+        """Compare-and-set the record. Caller holds :attr:`lock`.
+
+        ``beside``: a ledger's creation (``LedgerBackend.create_beside``)
+        applied in the same transaction; its handle is returned. A ledger
+        record already there raises ``StorageError`` (nothing written)."""
         doc = {"format": FORMAT, "ledgers": ledger_docs, "properties": properties}
         if self.prepared:
             doc["prepared"] = list(self.prepared)
         value = json.dumps(doc, separators=(",", ":")).encode()
         try:
-            self.version = await self.store.put(self.key, value, self.version)
+            if beside is None:
+                self.version = await self.store.put(self.key, value, self.version)
+                return None
+            versions = await self.store.transaction([Compare(self.key, self.version), *beside.compares],
+                                                    [Put(self.key, value), *beside.writes])
+        except TransactionFailed as exc:  # before BadVersion, its base
+            if self.key in exc.keys:
+                raise ManagedLedgerFencedError(
+                    f"managed ledger {self.name!r} was changed elsewhere: {exc}") from exc
+            raise StorageError(f"writing metadata of {self.name!r} failed: {exc} (two writers?)") from exc
         except (BadVersion, KeyNotFound) as exc:
             raise ManagedLedgerFencedError(f"managed ledger {self.name!r} was changed elsewhere: {exc}") from exc
         except MetadataError as exc:
             raise StorageError(f"writing metadata of {self.name!r} failed: {exc}") from exc
+        self.version = versions[0]
+        return beside.finish(versions[1:])
 
     async def put_beside(self, key: str, value: bytes, version: int) -> int:
         """Compare-and-set ``key`` (a cursor of this managed ledger; ``version``

@@ -47,7 +47,7 @@ from typing import Awaitable, Callable
 
 from ..metadata.store import MetadataError, MetadataStore
 from .append_path import AppendPath
-from .backend import LedgerBackend
+from .backend import CreateBeside, LedgerBackend, LedgerHandle
 from .cache import CacheBudget, TailCache
 from .config import RetentionPolicy, StorageConfig
 from .cursor import ManagedCursor
@@ -330,12 +330,13 @@ class ManagedLedger:
         self._record.watch(self._on_record_change)
         self._schedule_trim()
 
-    async def _save(self, ledger_docs: list[dict], properties: dict[str, str]) -> None:
-        """Write the record (:meth:`.ledger_record.ManagedLedgerRecord.save`;
-        caller holds its lock). A conflict fences this instance: the
-        current ledger refuses further batches."""
+    async def _save(self, ledger_docs: list[dict], properties: dict[str, str],
+                    beside: CreateBeside | None = None) -> LedgerHandle | None:
+        """Write the record (:meth:`.ledger_record.ManagedLedgerRecord.save`,
+        with a ledger's creation ``beside`` it; caller holds its lock). A
+        conflict fences this instance: the current ledger refuses further batches."""
         with self._fenced_on_conflict():
-            await self._record.save(ledger_docs, properties)
+            return await self._record.save(ledger_docs, properties, beside)
 
     def _check_not_fenced(self) -> None:
         if self._appends.state is FENCED:

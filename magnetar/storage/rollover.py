@@ -13,10 +13,12 @@ and the managed ledger switches appends to it at once, holding their
 receipts until the record names it. What appends do meanwhile (switched,
 or waiting to be re-issued in order) and the state the result goes into
 are the managed ledger's (``append_path``). A ledger prepared and never
-used is deleted at close (:meth:`Roller.discard_prepared`). Before it is
-created, the record names it under ``prepared`` (one compare-and-set, in
-the background): one left by a crash or by an owner taken over is deleted
-by the next owner's recovery (:mod:`.recovery`).
+used is deleted at close (:meth:`Roller.discard_prepared`). By the time
+it exists, the record names it under ``prepared`` (in the background: on
+the object backend one etcd transaction writes the record and creates the
+ledger's, ``LedgerBackend.create_beside``; on files the record's
+compare-and-set comes first): one left by a crash or by an owner taken
+over is deleted by the next owner's recovery (:mod:`.recovery`).
 
 Failure modes: a ledger whose index cannot be written is recorded closed
 without one (reading it scans the file). If the new ledger cannot be
@@ -32,8 +34,8 @@ import time
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Protocol
 
-from .backend import LedgerBackend, LedgerHandle
-from .errors import StorageError
+from .backend import CreateBeside, LedgerBackend, LedgerHandle
+from .errors import ManagedLedgerFencedError, StorageError
 from .ledger_list import LedgerList
 from .ledger_meta import LedgerMeta
 
@@ -51,8 +53,10 @@ class RolledLedger(Protocol):
         """Raise ``ManagedLedgerFencedError`` if another owner took over."""
         ...
 
-    async def _save(self, ledger_docs: list[dict], properties: dict[str, str]) -> None:
-        """Compare-and-set the record (the caller holds its lock)."""
+    async def _save(self, ledger_docs: list[dict], properties: dict[str, str],
+                    beside: "CreateBeside | None" = None) -> "LedgerHandle | None":
+        """Compare-and-set the record, with a ledger's creation ``beside``
+        it (its handle returned); the caller holds its lock."""
         ...
 
 
@@ -94,6 +98,8 @@ class Roller:
         self._backend = backend
         self._lock = lock  # the record's
         self._new_ledger_id = new_ledger_id
+        #: The largest id :meth:`_next_id` got.
+        self._last_id = 0
         self._loop = loop
         #: The next ledger's id, fetched ahead of time; None until fetched.
         self.spare_id: int | None = None
@@ -110,7 +116,7 @@ class Roller:
     async def _fetch_spare_id(self) -> None:
         try:
             if self.spare_id is None:
-                self.spare_id = await self._new_ledger_id(self._above())
+                self.spare_id = await self._next_id()
         except StorageError as exc:
             log.warning("%s: could not fetch a ledger id ahead: %s", self._ml.name, exc)
         finally:
@@ -121,7 +127,14 @@ class Roller:
         prepared): its next ledger's id must be greater (positions are
         ordered by ledger id)."""
         ids = self._ledgers.ids
-        return max(ids[-1] if ids else 0, max(self._prepared_ids, default=0))
+        return max(ids[-1] if ids else 0, max(self._prepared_ids, default=0), self._last_id)
+
+    async def _next_id(self) -> int:
+        """The next ledger's id (see :meth:`_above`); StorageError if none can be had."""
+        ledger_id = await self._new_ledger_id(self._above())
+        # Also above a ledger switched to and not listed yet (nor prepared any more).
+        self._last_id = max(self._last_id, ledger_id)
+        return ledger_id
 
     def prepare_ahead(self) -> None:
         """Create the next ledger in the background (if not done or under
@@ -136,10 +149,9 @@ class Roller:
             if self.spare_id is None and self._spare_task is not None:
                 await asyncio.shield(self._spare_task)
             if self.spare_id is None:
-                self.spare_id = await self._new_ledger_id(self._above())
+                self.spare_id = await self._next_id()
             ledger_id = self.spare_id
-            await self._name_prepared(ledger_id)
-            handle = await self._backend.create(ledger_id)
+            handle = await self._name_prepared(ledger_id)
             self.spare_id = None
             self.prepared = Prepared(LedgerMeta(ledger_id, created=time.time()), handle)
         except StorageError as exc:
@@ -147,19 +159,31 @@ class Roller:
         finally:
             self._prepare_task = None
 
-    async def _name_prepared(self, ledger_id: int) -> None:
-        """Write the record naming ``ledger_id`` as prepared, before the
-        ledger exists: from then until a rollover names it among the
-        ledgers, a crash leaves it to the next owner's recovery. Raises
-        what the record's save raises (the ledger is then not created)."""
+    async def _name_prepared(self, ledger_id: int) -> LedgerHandle:
+        """Create ledger ``ledger_id`` with the record naming it prepared:
+        from then until a rollover names it among the ledgers, a crash
+        leaves it to the next owner's recovery. A backend with a ledger
+        record in the metadata store creates it in the record's own
+        transaction (``LedgerBackend.create_beside``: one etcd write, not
+        two); otherwise the record is written first, then the ledger made.
+        Raises what the record's save raises (the ledger is then not
+        created, or, its outcome unknown, left named as prepared)."""
+        beside = await self._backend.create_beside(ledger_id)
         async with self._lock:
             self._ml._check_not_fenced()
             self._prepared_ids.append(ledger_id)
             try:
-                await self._ml._save(self._ledgers.docs(), self._ml._properties)
-            except BaseException:
-                self._prepared_ids.remove(ledger_id)
+                handle = await self._ml._save(self._ledgers.docs(), self._ml._properties, beside)
+            except ManagedLedgerFencedError:
+                self._prepared_ids.remove(ledger_id)  # nothing written
                 raise
+            except BaseException:
+                if beside is None:
+                    self._prepared_ids.remove(ledger_id)
+                # else the transaction may have created it (unknown outcome,
+                # cancelled): still named, a later recovery deletes it.
+                raise
+        return handle if beside is not None else await self._backend.create(ledger_id)
 
     def take_prepared(self) -> "Prepared | None":
         """The ledger created ahead, now the caller's (None: none ready)."""
@@ -207,7 +231,7 @@ class Roller:
                 if self._spare_task is not None:
                     await asyncio.shield(self._spare_task)
                 if self.spare_id is None:
-                    self.spare_id = await self._new_ledger_id(self._above())
+                    self.spare_id = await self._next_id()
             new_id = self.spare_id
             new_ledger = await self._backend.create(new_id)
         try:

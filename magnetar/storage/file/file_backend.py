@@ -82,6 +82,9 @@ class FileBackend:
         self.writer = GroupCommitWriter(config.sync_policy, config.sync_interval_ms, durability=durability,
                                         taken_over=self._taken_over, direct_writer=direct_writer)
 
+    async def create_beside(self, ledger_id: int) -> None:
+        return None  # a ledger is a file: nothing to write beside the record
+
     async def create(self, ledger_id: int) -> Ledger:
         return await self.writer.call(Ledger.create, self.ledger_dir, ledger_id, self.handles)
 

@@ -38,9 +38,10 @@ import random
 from bisect import bisect_right
 
 from ...formats import raise_format
-from ...metadata.store import Delete, KeyNotFound, BadVersion, MetadataError, MetadataSession, MetadataStore
+from ...metadata.store import (BadVersion, Compare, Delete, KeyNotFound, MetadataError, MetadataSession,
+                               MetadataStore, Put)
 from ...objectstore.store import ObjectNotFound, ObjectStore, ObjectStoreError
-from ..backend import READ_CHUNK_BYTES, BackendStats, WriteCallback
+from ..backend import READ_CHUNK_BYTES, BackendStats, CreateBeside, WriteCallback
 from ..cache import CacheBudget
 from ..errors import CorruptLedgerError, StorageError
 from ..framing import HEADER_SIZE, parse_frames
@@ -144,20 +145,36 @@ class ObjectBackend:
     # ---------------------------------------------------------------- writes
 
     async def create(self, ledger_id: int) -> ObjectLedger:
-        if self._collector is None and self._collect_interval_s:
-            self._collector = asyncio.get_running_loop().create_task(self._collect_periodically())
-        writer = None
+        writer, value = await self._new_record(ledger_id)
         try:
-            if self.layout >= 2:
-                writer = await self._current_writer()
-                value = ledger_record("open", writer.writer, layout=2, since=writer.next_seq)
-            else:
-                value = ledger_record("open", self.committer.session)
             epoch = await self.store.put(ledger_key(ledger_id), value, -1)
         except BadVersion as exc:
             raise StorageError(f"ledger {ledger_id} exists already (two writers?)") from exc
         except MetadataError as exc:
             raise StorageError(f"creating ledger {ledger_id} failed: {exc}") from exc
+        return self._created(ledger_id, epoch, writer)
+
+    async def create_beside(self, ledger_id: int) -> CreateBeside:
+        # The ledger's record, created (version -1: it must not exist) in the caller's transaction.
+        writer, value = await self._new_record(ledger_id)
+        key = ledger_key(ledger_id)
+        return CreateBeside([Compare(key, -1)], [Put(key, value)],
+                            lambda versions: self._created(ledger_id, versions[0], writer))
+
+    async def _new_record(self, ledger_id: int) -> tuple[WriterFence | None, bytes]:
+        """The writer fence (format 2 and later) and the record of a new ledger."""
+        if self._collector is None and self._collect_interval_s:
+            self._collector = asyncio.get_running_loop().create_task(self._collect_periodically())
+        try:
+            if self.layout >= 2:
+                writer = await self._current_writer()
+                return writer, ledger_record("open", writer.writer, layout=2, since=writer.next_seq)
+            return None, ledger_record("open", self.committer.session)
+        except MetadataError as exc:
+            raise StorageError(f"creating ledger {ledger_id} failed: {exc}") from exc
+
+    def _created(self, ledger_id: int, epoch: int, writer: WriterFence | None) -> ObjectLedger:
+        """The handle of a ledger whose record was just created at ``epoch``."""
         self._epochs[ledger_id] = epoch
         self.kept.start(ledger_id)
         maximum = self.sections_per_ledger or object_ledger.MAX_SECTIONS_PER_LEDGER

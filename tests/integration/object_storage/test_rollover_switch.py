@@ -35,11 +35,11 @@ async def _at_a_blocked_rollover(ml) -> tuple[asyncio.Event, list, list, object]
     real_save = ml._save
     blocked = asyncio.Event()
 
-    async def held_save(docs, properties):
+    async def held_save(docs, properties, beside=None):
         if ml._appends._rolling:  # the rollover's, not the one naming the ledger prepared ahead
             blocked.set()
             await release.wait()
-        await real_save(docs, properties)
+        return await real_save(docs, properties, beside)
 
     ml._save = held_save
     old = ml._appends.current
