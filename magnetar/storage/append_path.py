@@ -466,8 +466,12 @@ class AppendPath:
         if self._unrecorded is not None:
             self._rolling = False
             self._rollover_task = None
+            failed_meanwhile = self._parked
             self._recorded()
-            failed_meanwhile, self._parked = self._parked, False
+            # The batches it told may have started the next rollover, parking
+            # appends for it (no ledger ready): they stay parked until its end.
+            if not self._rolling:
+                self._parked = False
             if failed_meanwhile and self.state is not OPEN:  # closing: nothing more goes in
                 waiting, self._waiting = self._waiting, []
                 waiters.fail([w for _, w in waiting], self.refusal())
