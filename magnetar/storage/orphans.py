@@ -7,7 +7,9 @@ with 100,000 topics that is 100,000 reads, too slow to do before serving.
 
 So the sweep is split in two. :func:`mark` runs at start-up, before any
 managed ledger is opened, and takes one number from the ledger id counter:
-every ledger id below it was allocated by an earlier run. :func:`sweep` runs
+every ledger id below it was allocated by an earlier run (ids come in
+blocks, :mod:`.ledger_ids`, and this run's factory reserves its first after
+the mark, so every id it hands out is above it). :func:`sweep` runs
 later, beside open managed ledgers, and considers only files below the mark.
 That is safe because no managed ledger ever starts naming a ledger it did not
 name at start-up, except new ones (ids above the mark); a file below the mark

@@ -180,8 +180,11 @@ class Roller:
             except BaseException:
                 if beside is None:
                     self._prepared_ids.remove(ledger_id)
-                # else the transaction may have created it (unknown outcome,
-                # cancelled): still named, a later recovery deletes it.
+                else:
+                    # The transaction may have created it (unknown outcome,
+                    # cancelled): still named, a later recovery deletes it;
+                    # the next ledger gets another id.
+                    self.spare_id = None
                 raise
         return handle if beside is not None else await self._backend.create(ledger_id)
 

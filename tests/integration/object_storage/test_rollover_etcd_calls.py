@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import asyncio
 
+from magnetar.metadata import MetadataError
+
 from magnetar.objectstore.s3 import open_object_store
-from magnetar.storage import ManagedLedgerFactory, StorageConfig
+from magnetar.storage import ManagedLedgerFactory, StorageConfig, StorageError
 from magnetar.storage.cache import CacheBudget
 from magnetar.storage.ledger_meta import LEDGER_ID_COUNTER, ROOT
 from magnetar.storage.object import object_ledger
 from magnetar.storage.object.index import ROOT as LEDGERS
 from magnetar.storage.object.object_backend import ObjectBackend
 from magnetar_harness.read_tap import ReadTap
+from tests.helpers import wait_until
 
 TOPICS = 4
 WARM_ROLLOVERS = 8  # per topic: blocks of ids have grown by then
@@ -74,3 +77,59 @@ async def test_a_rollover_at_steady_state_makes_two_etcd_writes(
     etcd_calls = len(prepares) + len(record_puts) + 2 * len(increments)
     assert etcd_calls / rollovers < 2.5, (etcd_calls, rollovers)  # before: 5
     await factory.close()
+
+
+class UnknownOutcome(ReadTap):
+    """Real etcd; the first transaction that creates a ledger beside the
+    managed ledger's record is applied, then reported failed (an etcd
+    unreachable after the write: the outcome unknown to the broker)."""
+
+    def __init__(self, inner) -> None:
+        super().__init__(inner)
+        self.lost: str | None = None
+
+    async def transaction(self, compares, writes, *, versions=True):
+        versions_ = await super().transaction(compares, writes, versions=versions)
+        keys = [w.key for w in writes]
+        if self.lost is None and len(keys) == 2 and keys[0].startswith(ROOT) and keys[1].startswith(LEDGERS):
+            self.lost = keys[1]
+            raise MetadataError("etcd unreachable (test), after the write")
+        return versions_
+
+
+async def test_a_prepare_of_unknown_outcome_leaves_the_ledger_to_the_next_owner(
+        tmp_path, etcd_store, objects_url, monkeypatch):
+    """Whether the ledger exists is unknown, so the id stays named as
+    prepared; the record moved on without this owner knowing its version,
+    so it fences itself (as after any record write of unknown outcome) and
+    the next owner's recovery deletes the ledger."""
+    monkeypatch.setattr(object_ledger, "MAX_SECTIONS_PER_LEDGER", 4)
+    monkeypatch.setattr(object_ledger, "ROLLOVER_SPREAD", 0)
+    store = UnknownOutcome(etcd_store)
+
+    def factory() -> ManagedLedgerFactory:
+        cfg = StorageConfig()
+        budget = CacheBudget(cfg.cache_budget_bytes)
+        backend = ObjectBackend(store, open_object_store(objects_url), profile="latency", cache_budget=budget,
+                                collect_interval_s=None)
+        return ManagedLedgerFactory(tmp_path / "unused", store, cfg, backend=backend, cache_budget=budget)
+
+    first = factory()
+    ml = await first.open("t/unknown")
+    for _ in range(40):
+        if store.lost is not None:
+            break
+        try:
+            await ml.append(b"x")
+        except StorageError:
+            break  # fenced already (below)
+    assert store.lost is not None
+    lost_id = int(store.lost.rsplit("/", 1)[1])
+    assert lost_id in ml._record.prepared  # still named: it may exist (it does)
+    await wait_until(lambda: ml.state == "fenced", what="the owner fenced by its record's unknown version")
+    await first.close()
+    second = factory()
+    reopened = await second.open("t/unknown")
+    assert lost_id in reopened.swept_at_open
+    assert await etcd_store.get(store.lost) is None
+    await second.close()
