@@ -71,7 +71,8 @@ async def _write_until_killed(spec: dict, ledger_id: int) -> None:
     def receipt(first: int, count: int):
         def callback(error: BaseException | None) -> None:
             if error is None:
-                print(f"acked {first} {count}", flush=True)
+                sys.stdout.write(f"acked {first} {count}\n")  # one write per receipt
+                sys.stdout.flush()
         return callback
 
     n = 0
