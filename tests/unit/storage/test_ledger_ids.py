@@ -72,6 +72,18 @@ async def test_concurrent_callers_share_one_increment_in_flight(inner_store):
     assert ids.reservations == 1  # before: 50 increments, serialized on etcd
 
 
+async def test_a_burst_of_callers_is_served_in_order_in_blocks_sized_to_it(inner_store):
+    """The rollovers of a many-topic sending ask for thousands of ids at
+    once: blocks are sized to the queue (4 increments for 1,000 callers,
+    not 1, 2, 4, ... 256: 11), and ids go out in the callers' order."""
+    store = ReadTap(inner_store)
+    ids = LedgerIds(store)
+    got = await asyncio.gather(*(ids.next() for _ in range(1000)))
+    assert got == list(range(1, 1001))
+    assert ids.reservations == 4
+    assert [c[2] for c in store.writes if c[0] == "increment"] == [256, 256, 256, 232]  # the last: the rest
+
+
 async def test_a_failed_increment_fails_its_waiters_and_the_next_call_retries(inner_store):
     store = ReadTap(inner_store)
     ids = LedgerIds(store, first_block=4)
