@@ -21,8 +21,8 @@ it too). Once installed:
   batch count (:data:`COMMIT_FIELDS`; ``time.monotonic()``).
 - **ledger events**: when each seal of an object ledger ended (a
   rollover's, a close's) and each compaction of a sealed ledger ended
-  (``ObjectBackend.seal`` and ``._compact`` wrapped, found by name as the
-  committer is): ``[kind, t]`` with kind ``seal`` or ``compact``.
+  (``ObjectBackend.seal`` and ``Compactions._compact`` wrapped, found by
+  name as the committer is): ``[kind, t]`` with kind ``seal`` or ``compact``.
 
 Every :data:`FLUSH_S` a writer thread appends one JSON line with what is
 new (``{"lags": [[t, ms], ...], "commits": [[...], ...]}``) to
@@ -153,13 +153,17 @@ class _TraceCommitters(importlib.abc.MetaPathFinder):
                     made(self, *args, **kwargs)
                     timeline.trace(self)
                 cls.__init__ = __init__
-            backend = getattr(module, "ObjectBackend", None)
-            if isinstance(backend, type) and backend.__module__ == module.__name__:
-                for method, kind in (("seal", "seal"), ("_compact", "compact")):
-                    if hasattr(backend, method):
-                        setattr(backend, method, _noting(getattr(backend, method), kind, timeline))
+            for name, method, kind in _NOTED:
+                owner = getattr(module, name, None)
+                if isinstance(owner, type) and owner.__module__ == module.__name__ and hasattr(owner, method):
+                    setattr(owner, method, _noting(getattr(owner, method), kind, timeline))
         spec.loader.exec_module = exec_module
         return spec
+
+
+#: The methods noted when they end: (class, method, kind). A compaction is
+#: run by the object backend's Compactions (storage/object/compactions.py).
+_NOTED = (("ObjectBackend", "seal", "seal"), ("Compactions", "_compact", "compact"))
 
 
 def _noting(method, kind: str, timeline: Timeline):

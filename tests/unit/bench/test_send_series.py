@@ -109,7 +109,7 @@ assert len(timeline.unended) == 1
 
 
 def test_seals_and_compactions_of_object_ledgers_are_noted_and_counted_per_bucket(tmp_path):
-    """The hook wraps ``ObjectBackend.seal`` and ``._compact`` as the broker
+    """The hook wraps ``ObjectBackend.seal`` and ``Compactions._compact`` as the broker
     imports them; each noted when it ends (failed too), then counted in the
     bucket it ended in."""
     path = tmp_path / "timeline.jsonl"
@@ -119,7 +119,8 @@ spec = importlib.util.spec_from_file_location("t", {str(ROOT / 'bench' / 'broker
 t = importlib.util.module_from_spec(spec); spec.loader.exec_module(t)
 timeline = t.install({str(path)!r})
 from magnetar.storage.object.object_backend import ObjectBackend
-assert ObjectBackend.seal.__name__ == ObjectBackend._compact.__name__ == "noted"
+from magnetar.storage.object.compactions import Compactions
+assert ObjectBackend.seal.__name__ == Compactions._compact.__name__ == "noted"
 class Ledger:
     ledger_id = 1
 async def main():
