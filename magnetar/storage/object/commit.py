@@ -53,7 +53,7 @@ That is layout format 1 (:mod:`.index`). A format-2 ledger (its handle
 names its writer's :class:`~.writer_fence.WriterFence`) is recorded instead
 in its writer's commit record, beside the format-1 chunks and at once with
 them: one transaction comparing the writer's fence for every format-2
-ledger of the commit (:func:`~.commit_records.record_sections`), with the
+ledger of the commit (:func:`~.commit_records.record_rows`), with the
 same outcomes: fenced ledgers refused, the rest committed, or an unknown
 outcome (``StorageError``).
 
@@ -79,7 +79,7 @@ from .profiles import Gathering
 from .kept_sections import KeptSections
 from .put_budget import PutBudget
 from .index import Section, commit_object, ledger_key, new_section, section_key
-from .commit_records import record_sections
+from .commit_records import encode_row, record_rows
 from .object_ledger import ObjectLedger
 
 log = logging.getLogger(__name__)
@@ -319,14 +319,17 @@ class Committer:
         parts: list[bytes] = groups.framed
         firsts, counts, offsets = groups.firsts, groups.counts, groups.offsets
         offset = 0
+        lengths = groups.lengths
         for ledger, datas in zip(groups.ledgers, groups.datas):
             framed = frames(datas)
+            n = len(framed)
             firsts.append(ledger.placed)
             counts.append(len(datas))
             offsets.append(offset)
+            lengths.append(n)
             ledger.placed += len(datas)
             parts.append(framed)
-            offset += len(framed)
+            offset += n
         groups.datas = None  # the entries are framed: no need to keep them until the receipts
         blob = b"".join(parts)
         began = time.monotonic()
@@ -343,10 +346,14 @@ class Committer:
         # not record a section after it: its batches fail with its error.
         # The others get their section, and are split by layout: format 1
         # a compare and a record per ledger, format 2 one record per writer.
+        # Format 2 (most ledgers, one writer) needs no Section per ledger:
+        # its record takes each ledger's row, encoded here once, and the
+        # receipts append the fields to the ledger's columns.
         per_ledger: list[int] = []
-        writers: dict[int, dict[int, Section]] = {}
-        last_writer, of_writer = None, None  # most ledgers share the backend's one writer
+        writers: dict[int, tuple] = {}  # id(writer) -> (writer, its ledgers, their rows)
+        last_writer, of_ids, of_rows = None, None, None  # most ledgers share the backend's one writer
         sections = groups.sections
+        lengths = groups.lengths
         for g, ledger in enumerate(groups.ledgers):
             lid = ledger.ledger_id
             first = firsts[g]
@@ -354,23 +361,21 @@ class Committer:
                 ledger.error = StorageError(f"ledger {lid}: an earlier commit did not record entries "
                                             f"{ledger.entry_count}..{first - 1}")
             if ledger.error is not None:
-                sections.append(None)
                 groups.tell(g, ledger.error)
                 continue
-            section = new_section(first, counts[g], key, offsets[g], len(parts[g]))
-            sections.append(section)
             writer = ledger.writer
             if writer is None:
                 per_ledger.append(lid)
-            elif writer is last_writer:
-                of_writer[lid] = section
-            else:
+                sections[g] = new_section(first, counts[g], key, offsets[g], lengths[g])
+                continue
+            if writer is not last_writer:
                 last_writer = writer
-                of_writer = writers.setdefault(id(writer), {})
-                of_writer[lid] = section
-        jobs = [self._record(per_ledger[i:i + LEDGERS_PER_TRANSACTION], groups, began)
+                _, of_ids, of_rows = writers.setdefault(id(writer), (writer, [], []))
+            of_ids.append(lid)
+            of_rows.append(encode_row(lid, first, counts[g], offsets[g], lengths[g]))
+        jobs = [self._record(per_ledger[i:i + LEDGERS_PER_TRANSACTION], groups, key, began)
                 for i in range(0, len(per_ledger), LEDGERS_PER_TRANSACTION)]
-        jobs += [self._record_v2(of, groups, began) for of in writers.values()]
+        jobs += [self._record_v2(writer, ids, rows, groups, key, began) for writer, ids, rows in writers.values()]
         if not jobs:
             committed = []
         elif len(jobs) == 1:  # the usual case
@@ -388,12 +393,12 @@ class Committer:
         for lid in committed:
             g = index[lid]
             ledger = all_ledgers[g]
-            section = sections[g]
             # ledger._committed(section) inlined
+            first, count, length = firsts[g], counts[g], lengths[g]
             held = ledger.sections
-            held.append(section)  # as columns: nothing the collector counts (.section_columns)
-            ledger.entry_count = section.first + section.count
-            ledger.size += section.length
+            held.add(first, count, key, offsets[g], length)  # columns: nothing the collector counts
+            ledger.entry_count = first + count
+            ledger.size += length
             if len(held) >= ledger.prepare_at:  # below it, neither changes
                 ledger.update_fullness()
             if add_kept is not None:
@@ -442,14 +447,14 @@ class Committer:
                 backoff = min(backoff * 2, 0.5)
                 key = self._next_key()  # the failed PUT may have landed: never reuse its key
 
-    async def _record(self, ids: list[int], groups: CommitGroups, began: float) -> list[int]:
-        """One transaction for these format-1 ledgers; fenced ones drop out
-        and it retries. Returns the ledgers committed; the others' batches
-        have failed (their ledger's ``error`` set)."""
+    async def _record(self, ids: list[int], groups: CommitGroups, key: str, began: float) -> list[int]:
+        """One transaction for these format-1 ledgers (their sections in
+        object ``key``); fenced ones drop out and it retries. Returns the
+        ledgers committed; the others' batches have failed (their ledger's
+        ``error`` set)."""
         ids = list(ids)
         index, ledgers, sections = groups.index, groups.ledgers, groups.sections
         while ids:
-            key = sections[index[ids[0]]].key
             if time.monotonic() - began > MAX_COMMIT_AGE_S:  # e.g. the process was paused in between
                 error = StorageError(f"object {key} is too old to commit")
                 for lid in ids:
@@ -478,26 +483,25 @@ class Committer:
             return ids
         return []
 
-    async def _record_v2(self, sections: dict[int, Section], groups: CommitGroups, began: float) -> list[int]:
-        """Format-2 ledgers of one writer (``sections``: ledger id -> its
-        section): one commit record under its fence. Returns the ledgers
-        committed; the others' batches have failed."""
-        first = next(iter(sections))
-        writer = groups.ledgers[groups.index[first]].writer
-
+    async def _record_v2(self, writer, ids: list[int], rows: list[bytes], groups: CommitGroups, key: str,
+                         began: float) -> list[int]:
+        """Format-2 ledgers ``ids`` of ``writer`` (``rows``: their sections in
+        object ``key``, :func:`~.commit_records.encode_row`): one commit
+        record under its fence. Returns the ledgers committed; the others'
+        batches have failed."""
         def fail(lids, error: StorageError) -> None:
             for lid in lids:
                 groups.fail(lid, error)
 
         if time.monotonic() - began > MAX_COMMIT_AGE_S:  # e.g. the process was paused in between
-            fail(sections, StorageError(f"object {sections[first].key} is too old to commit"))
+            fail(ids, StorageError(f"object {key} is too old to commit"))
             return []
         try:
-            committed, fenced = await record_sections(self.store, writer, sections, self._count_transaction)
+            committed, fenced = await record_rows(self.store, writer, key, ids, rows, self._count_transaction)
         except (MetadataError, ValueError) as exc:
-            error = StorageError(f"committing object {sections[first].key} failed: {exc}")
+            error = StorageError(f"committing object {key} failed: {exc}")
             log.error("%s", error)
-            fail(sections, error)
+            fail(ids, error)
             return []
         for lid in fenced:
             fail([lid], ManagedLedgerFencedError(f"ledger {lid} was fenced by a new owner"))

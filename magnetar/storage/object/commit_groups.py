@@ -26,7 +26,7 @@ class CommitGroups:
     collector to walk (docs/object-storage.md)."""
 
     __slots__ = ("callbacks", "index", "ledgers", "heads", "more", "datas", "firsts", "counts", "offsets",
-                 "framed", "sections")
+                 "lengths", "framed", "sections")
 
     def __init__(self, callbacks: list) -> None:
         self.callbacks = callbacks  # per batch; None once told (a batch is told once)
@@ -36,12 +36,15 @@ class CommitGroups:
         self.more: list[list[int] | None] = []
         self.datas: list = []  # per group: its entries, all batches'
         # Per group, once placed: its section's first entry, entries, offset
-        # in the object, framed bytes; then its Section once the key is final.
+        # in the object, length and framed bytes.
         self.firsts: list[int] = []
         self.counts: list[int] = []
         self.offsets: list[int] = []
+        self.lengths: list[int] = []
         self.framed: list[bytes] = []
-        self.sections: list[Section | None] = []
+        #: Group -> its Section, for format-1 ledgers only (their records
+        #: encode one); format 2 records rows made from the columns above.
+        self.sections: dict[int, Section] = {}
 
     def add(self, ledger: ObjectLedger, batch: int, datas) -> None:
         """Batch ``batch`` (of ``ledger``, with ``datas``) joins its ledger's group."""

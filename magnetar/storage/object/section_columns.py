@@ -51,6 +51,15 @@ class SectionColumns:
         self.offsets.append(offset)
         self.lengths.append(length)
 
+    def add(self, first: int, count: int, key: str, offset: int, length: int) -> None:
+        """:meth:`append` of the section with these fields, without making it
+        (the committer adds one to every ledger of every commit)."""
+        self.firsts.append(first)
+        self.counts.append(count)
+        self.keys.append(key)
+        self.offsets.append(offset)
+        self.lengths.append(length)
+
     def __len__(self) -> int:
         return len(self.keys)
 
