@@ -16,13 +16,20 @@ number of ledgers it carries (bench/object_commit_metadata.py measures it).
   come together (a takeover) share one read, and a recovery only ever joins
   a read that has not begun yet (so it sees every commit before its fence).
 - **Release** (:func:`sweep_records`, run by the collector): a record whose
-  ledgers are all compacted or deleted is deleted; one with some of them
-  is rewritten without them (consolidated), so records of long-open ledgers
-  shrink to those ledgers' sections. etcd then holds, per writer, at most
-  the sections of its ledgers not yet compacted (each at most
+  ledgers are all compacted or deleted is deleted; one that keeps at most
+  half its sections is rewritten without the others (consolidated), so
+  records of long-open ledgers shrink to those ledgers' sections; one that
+  keeps more than half is left as it is (a rewrite would save fewer bytes
+  than it costs a transaction). etcd then holds, per writer, at most twice
+  the sections of its ledgers not compacted at the last pass (each at most
   ``MAX_SECTIONS_PER_LEDGER``, then it rolls and is compacted), plus what
   one collector interval committed; a writer's fence key goes once its
-  session ended and no record is left.
+  session ended and no record is left. A pass costs etcd a read per page
+  of records, a listing of the ledgers, a read per named ledger's marker
+  (many at once; not those a pass on the same store object found dead in
+  records it kept) and a transaction per ``SWEEP_WRITES`` records it
+  deletes or rewrites; at 10,000 topics it meets tens of thousands of records,
+  and each call competes with the commits' own transactions.
 
 Failure modes: ``MetadataError`` (and ``ValueError`` for an oversized
 transaction) from the store; the commit's caller treats those as an
@@ -33,9 +40,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import weakref
 from typing import Callable, Iterable
 
-from ...metadata.store import BadVersion, KeyNotFound, MetadataStore, Put, TransactionFailed
+from ...metadata.store import (
+    MAX_TRANSACTION_BYTES, BadVersion, Compare, Delete, KeyNotFound, MetadataStore, Put, Record,
+    TransactionFailed,
+)
 from .index import ROOT, Section, compacted_key, new_section
 from .writer_fence import WRITERS, WriterFence, alive_key, writer_key
 
@@ -209,47 +220,133 @@ def _markers(ledgers: set[int]) -> list[bytes] | None:
     return [b"[%d," % lid for lid in ledgers]
 
 
+#: Ledgers whose compacted markers a sweep reads at once.
+SWEEP_MARKER_READS = 256
+#: Records deleted or rewritten per transaction (each a compare and a write; etcd caps a transaction at 128 ops).
+SWEEP_WRITES = 100
+
+
 async def sweep_records(store: MetadataStore) -> set[str]:
     """Delete or consolidate commit records (module docstring); delete the
     fence keys of writers whose session ended with no record left. Returns
-    the object keys the remaining records name (the collector keeps those)."""
-    named: set[str] = set()
-    live_ledgers: dict[int, bool] = {}
+    the object keys the remaining records name (the collector keeps those).
 
-    async def live(lid: int) -> bool:  # exists and not compacted (compaction and deletion are final)
-        if lid not in live_ledgers:
-            live_ledgers[lid] = (await store.get(f"{ROOT}/{lid:020d}") is not None
-                                 and await store.get(compacted_key(lid)) is None)
-        return live_ledgers[lid]
-
+    A pass reads each writer's records a page at a time, the ledgers they
+    name in one listing of ``/object-ledgers`` (taken again only when a
+    page names a ledger missing from a listing older than that page) and
+    their compacted markers ``SWEEP_MARKER_READS`` at a time, once per pass;
+    it writes in shared transactions, each record's write under a compare
+    of the version it read. A record is rewritten only when it keeps at most
+    half its sections (deleted when it keeps none). A compare that fails
+    (another collector, a concurrent rewrite) leaves that record alone; the
+    rest of its transaction is tried again. MetadataError from the store."""
+    sweep = _Sweep(store)
     writers = set(await store.children(COMMITS)) | set(await store.children(WRITERS))
     for writer in sorted(writers):
-        base = f"{COMMITS}/{writer}"
-        names = await store.children(base)
-        for name in names:
-            key = f"{base}/{name}"
-            record = await store.get(key)
-            if record is None:
-                continue
-            okey, sections = decode_record(record.value)
-            for lid in {lid for lid, _ in sections} - live_ledgers.keys():
-                await live(lid)
-            kept = [(lid, s) for lid, s in sections if live_ledgers[lid]]
-            try:
-                if not kept:
-                    await store.delete(key, record.version)
-                    continue
-                if len(kept) < len(sections):
-                    await store.put(key, encode_record(okey, kept), record.version)
-            except (BadVersion, KeyNotFound):
-                pass  # another collector got there first
-            named.add(okey)
-        if not names and await store.get(alive_key(writer)) is None:
+        if not await sweep.writer(writer) and await store.get(alive_key(writer)) is None:
             fence = await store.get(writer_key(writer))
             if fence is not None:
                 try:
                     await store.delete(writer_key(writer), fence.version)
                 except (BadVersion, KeyNotFound):
                     pass
-    return named
+    await sweep.flush()
+    _DEAD[store] = sweep.dead_kept
+    return sweep.named
 
+
+#: Per store: the dead ledgers the last pass left named in records (:class:`_Sweep`).
+_DEAD: "weakref.WeakKeyDictionary[MetadataStore, set[int]]" = weakref.WeakKeyDictionary()
+
+
+class _Sweep:
+    """One pass of :func:`sweep_records`: what it learnt of ledgers, and its writes not made yet."""
+
+    def __init__(self, store: MetadataStore) -> None:
+        self.store = store
+        self.named: set[str] = set()
+        # Exists and not compacted. Compaction and deletion are final, so the
+        # ledgers found dead in records left as they were are known dead
+        # in the next pass too (its markers are not read again).
+        self.live: dict[int, bool] = dict.fromkeys(_DEAD.get(store, ()), False)
+        self.dead_kept: set[int] = set()  # dead ledgers of records left as they are
+        self.listed: set[int] = set()
+        self.listed_at = -1  # the read counter when the listing was taken
+        self.reads = 0  # pages read so far (orders a page before or after the listing)
+        self.pending: list[tuple[Record, str, bytes | None]] = []  # record, its object, new value (None: delete)
+        self.pending_bytes = 0
+
+    async def writer(self, writer: str) -> bool:
+        """Sweep ``writer``'s records; False if it had none when first read."""
+        base = f"{COMMITS}/{writer}"
+        start, limit, largest, any_record = "", SCAN_PAGE, 1, False
+        while True:
+            page = await self.store.children_records(base, start, limit)
+            self.reads += 1
+            read_at = self.reads
+            decoded = []
+            for record in page:
+                largest = max(largest, len(record.value))
+                if record.key.rsplit("/", 1)[-1].isdigit():
+                    decoded.append((record, *decode_record(record.value)))
+            any_record = any_record or bool(page)
+            await self._learn({lid for _, _, sections in decoded for lid, _ in sections}, read_at)
+            for record, okey, sections in decoded:
+                kept = [(lid, s) for lid, s in sections if self.live[lid]]
+                if not kept:
+                    await self._write(record, okey, None)
+                    continue
+                if 2 * len(kept) <= len(sections):  # shrinks by half at least: worth a write
+                    await self._write(record, okey, encode_record(okey, kept))
+                elif len(kept) < len(sections):
+                    self.dead_kept.update(lid for lid, _ in sections if not self.live[lid])
+                self.named.add(okey)
+            if len(page) < limit:
+                return any_record
+            start = page[-1].key.rsplit("/", 1)[-1] + "\x00"  # just after it
+            limit = max(1, min(MAX_SCAN_PAGE, PAGE_BYTES // largest))
+
+    async def _learn(self, ids: set[int], read_at: int) -> None:
+        """Liveness of ``ids``, named by a page read at ``read_at``. A ledger
+        is named only once it exists, so one missing from a listing taken
+        after the page was deleted; a listing taken before it may just
+        predate the ledger: listed again."""
+        ids -= self.live.keys()
+        if not ids:
+            return
+        if ids - self.listed and self.listed_at < read_at:
+            self.listed = {int(n) for n in await self.store.children(ROOT) if n.isdigit()}
+            self.reads += 1
+            self.listed_at = self.reads
+        existing = sorted(ids & self.listed)
+        for lid in ids - self.listed:
+            self.live[lid] = False
+        for i in range(0, len(existing), SWEEP_MARKER_READS):
+            batch = existing[i:i + SWEEP_MARKER_READS]
+            markers = await asyncio.gather(*(self.store.get(compacted_key(lid)) for lid in batch))
+            for lid, marker in zip(batch, markers):
+                self.live[lid] = marker is None
+
+    async def _write(self, record: Record, okey: str, value: bytes | None) -> None:
+        size = len(record.key) * 2 + (len(value) if value is not None else 0)
+        if len(self.pending) >= SWEEP_WRITES or self.pending_bytes + size > MAX_TRANSACTION_BYTES // 2:
+            await self.flush()
+        self.pending.append((record, okey, value))
+        self.pending_bytes += size
+
+    async def flush(self) -> None:
+        """Make the pending writes, in one transaction; a record whose
+        compare fails is left as it is (its object stays named)."""
+        pending, self.pending, self.pending_bytes = self.pending, [], 0
+        while pending:
+            try:
+                await self.store.transaction(
+                    [Compare(r.key, r.version) for r, _, _ in pending],
+                    [Delete(r.key) if v is None else Put(r.key, v) for r, _, v in pending], versions=False)
+                return
+            except TransactionFailed as exc:
+                failed = set(exc.keys)
+                if not failed & {r.key for r, _, _ in pending}:
+                    failed = {r.key for r, _, _ in pending}  # not said which: leave them all
+                self.named.update(okey for r, okey, _ in pending if r.key in failed)
+                pending = [p for p in pending if p[0].key not in failed]

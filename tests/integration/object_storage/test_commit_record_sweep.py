@@ -1,0 +1,138 @@
+"""What one pass of the collector's commit-record sweep costs etcd and what
+it writes (issue 41): at 10,000 topics a pass meets tens of thousands of
+commit records, and every etcd call it makes competes with the commits'
+own transactions. Real etcd; the records, ledger records and compacted
+markers are written directly; calls counted through
+magnetar_harness/read_tap.py."""
+from __future__ import annotations
+
+from magnetar.metadata import Put
+from magnetar.storage.object.commit_records import COMMITS, decode_record, encode_record, record_key, sweep_records
+from magnetar.storage.object.index import ROOT, compacted_key, new_section
+from magnetar_harness.read_tap import ReadTap
+
+WRITER = "w-sweep"
+
+
+async def _ledgers(store, ids, compacted) -> None:
+    writes = [Put(f"{ROOT}/{lid:020d}", b"{}") for lid in ids] + [Put(compacted_key(lid), b"{}") for lid in compacted]
+    for i in range(0, len(writes), 100):
+        await store.transaction([], writes[i:i + 100])
+
+
+async def _record(store, seq: int, ids) -> None:
+    okey = f"data/obj-{seq}"
+    await store.put(record_key(WRITER, seq), encode_record(okey, [(lid, new_section(0, 1, okey, 10 * lid, 10))
+                                                                   for lid in ids]))
+
+
+async def _ledgers_of(store, seq: int) -> list[int] | None:
+    record = await store.get(record_key(WRITER, seq))
+    return None if record is None else [lid for lid, _ in decode_record(record.value)[1]]
+
+
+async def test_a_pass_reads_pages_and_writes_in_shared_transactions(etcd_store):
+    # 300 records naming one ledger each, every other ledger compacted.
+    # One get per record, two per ledger and a delete per record was
+    # ~1050 calls one after the other; now a few pages, one listing, the
+    # markers (read together) and two transactions.
+    ids = list(range(1, 301))
+    await _ledgers(etcd_store, ids, ids[::2])
+    for lid in ids:
+        await _record(etcd_store, lid, [lid])
+    tap = ReadTap(etcd_store)
+    named = await sweep_records(tap)
+    assert named == {f"data/obj-{lid}" for lid in ids[1::2]}
+    assert sorted(int(n) for n in await etcd_store.children(f"{COMMITS}/{WRITER}")) == ids[1::2]
+    record_reads = [k for k in tap.read_keys if k.startswith(COMMITS + "/")]
+    assert len(record_reads) <= 4, record_reads  # pages, not a get per record
+    assert [k for k in tap.read_keys if k.startswith(ROOT + "/") and not k.endswith("/compacted")] == []
+    assert len(tap.read_keys) <= len(ids) + 8  # one marker read per ledger at most, no ledger record get
+    assert [w[0] for w in tap.writes] == ["transaction", "transaction"], tap.writes  # 150 deletes
+    # A second pass finds nothing to write.
+    tap = ReadTap(etcd_store)
+    await sweep_records(tap)
+    assert tap.writes == []
+
+
+async def test_a_record_is_rewritten_only_when_it_halves_and_deleted_when_empty(etcd_store):
+    await _ledgers(etcd_store, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], [1, 5, 6, 9])  # 11, 12: deleted (no record)
+    await _record(etcd_store, 1, [1, 2, 3, 4])  # loses 1 of 4: left alone
+    await _record(etcd_store, 2, [5, 6, 7, 8])  # loses 2 of 4: rewritten
+    await _record(etcd_store, 3, [9, 11])  # loses both: deleted
+    await _record(etcd_store, 4, [12])  # a deleted ledger only: deleted
+    versions = {seq: (await etcd_store.get(record_key(WRITER, seq))).version for seq in (1, 2)}
+    tap = ReadTap(etcd_store)  # one store across passes, as a broker's collector has
+    named = await sweep_records(tap)
+    assert named == {"data/obj-1", "data/obj-2"}
+    assert await _ledgers_of(etcd_store, 1) == [1, 2, 3, 4]
+    assert (await etcd_store.get(record_key(WRITER, 1))).version == versions[1]  # not rewritten
+    assert await _ledgers_of(etcd_store, 2) == [7, 8]
+    assert await _ledgers_of(etcd_store, 3) is None and await _ledgers_of(etcd_store, 4) is None
+    # The next pass knows ledger 1 (left named in record 1) is compacted: its marker is not read again.
+    tap.read_keys = []
+    assert await sweep_records(tap) == {"data/obj-1", "data/obj-2"}
+    assert compacted_key(1) not in tap.read_keys and compacted_key(2) in tap.read_keys
+    assert tap.writes[-1][0] == "transaction"  # the first pass's rewrite and deletes, in one
+    assert len(tap.writes) == 1
+
+
+class _MovesARecord(ReadTap):
+    """Changes ``key`` just before the sweep's first transaction, as another
+    collector or a concurrent rewrite would between its read and its write."""
+
+    def __init__(self, inner, key: str) -> None:
+        super().__init__(inner)
+        self.key = key
+        self.moved = False
+
+    async def transaction(self, compares, writes, *, versions=True):
+        if not self.moved and any(w.key == self.key for w in writes):
+            self.moved = True
+            await self.inner.put(self.key, encode_record("data/obj-moved", [(1, new_section(0, 1, "data/obj-moved", 0, 1))]))
+        return await super().transaction(compares, writes, versions=versions)
+
+
+async def test_a_record_changed_meanwhile_is_left_alone_and_the_others_still_written(etcd_store):
+    ids = list(range(1, 11))
+    await _ledgers(etcd_store, ids, ids)  # all compacted: every record goes
+    for lid in ids:
+        await _record(etcd_store, lid, [lid])
+    tap = _MovesARecord(etcd_store, record_key(WRITER, 4))
+    named = await sweep_records(tap)
+    assert tap.moved
+    assert "data/obj-4" in named  # not known to be gone: its object stays
+    assert sorted(int(n) for n in await etcd_store.children(f"{COMMITS}/{WRITER}")) == [4]
+    record = await etcd_store.get(record_key(WRITER, 4))
+    assert decode_record(record.value)[0] == "data/obj-moved"
+    assert [w[0] for w in tap.writes] == ["transaction", "transaction"]  # the failed one, then the rest
+
+
+class _CreatesALedgerAfterTheListing(ReadTap):
+    """Creates ledger 999 and a record naming it (after the pages read so
+    far) just after the sweep's first listing of the ledgers."""
+
+    def __init__(self, inner) -> None:
+        super().__init__(inner)
+        self.listings = 0
+
+    async def children(self, key):
+        names = await super().children(key)
+        if key == ROOT:
+            self.listings += 1
+            if self.listings == 1:
+                await _ledgers(self.inner, [999], [])
+                await _record(self.inner, 500, [999])
+        return names
+
+
+async def test_a_ledger_newer_than_the_listing_is_not_taken_for_deleted(etcd_store):
+    # 100 records: more than the first page, which has the ledgers listed.
+    await _ledgers(etcd_store, [1], [])
+    for seq in range(100):
+        await _record(etcd_store, seq, [1])
+    tap = _CreatesALedgerAfterTheListing(etcd_store)
+    named = await sweep_records(tap)
+    assert tap.listings == 2  # a later page named a ledger the listing had not seen: listed again
+    assert await _ledgers_of(etcd_store, 500) == [999] and "data/obj-500" in named
+    assert tap.writes == []
