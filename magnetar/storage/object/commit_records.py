@@ -26,8 +26,8 @@ number of ledgers it carries (bench/object_commit_metadata.py measures it).
   one collector interval committed; a writer's fence key goes once its
   session ended and no record is left. A pass costs etcd a read per page
   of records, a listing of the ledgers, a read per named ledger's marker
-  (many at once; not those a pass on the same store object found dead in
-  records it kept) and a transaction per ``SWEEP_WRITES`` records it
+  (or its record, if the listing lacks it; many at once; not for those a
+  pass on the same store object found dead in records it kept) and a transaction per ``SWEEP_WRITES`` records it
   deletes or rewrites; at 10,000 topics it meets tens of thousands of records,
   and each call competes with the commits' own transactions.
 
@@ -47,7 +47,7 @@ from ...metadata.store import (
     MAX_TRANSACTION_BYTES, BadVersion, Compare, Delete, KeyNotFound, MetadataStore, Put, Record,
     TransactionFailed,
 )
-from .index import ROOT, Section, compacted_key, new_section
+from .index import ROOT, Section, compacted_key, ledger_key, new_section
 from .writer_fence import WRITERS, WriterFence, alive_key, writer_key
 
 log = logging.getLogger(__name__)
@@ -231,10 +231,13 @@ async def sweep_records(store: MetadataStore) -> set[str]:
     fence keys of writers whose session ended with no record left. Returns
     the object keys the remaining records name (the collector keeps those).
 
-    A pass reads each writer's records a page at a time, the ledgers they
-    name in one listing of ``/object-ledgers`` (taken again only when a
-    page names a ledger missing from a listing older than that page) and
-    their compacted markers ``SWEEP_MARKER_READS`` at a time, once per pass;
+    A pass reads each writer's records a page at a time, then what it
+    needs of the ledgers they name (once per pass), ``SWEEP_MARKER_READS``
+    reads at a time: the marker of each ledger in one listing of
+    ``/object-ledgers``, the record of each missing from it. A ledger is
+    taken for dead only on what was read after the records naming it (its
+    marker there, its record gone; both final): never for being missing
+    from a listing, which may be older than the ledger;
     it writes in shared transactions, each record's write under a compare
     of the version it read. A record is rewritten only when it keeps at most
     half its sections (deleted when it keeps none). A compare that fails
@@ -270,9 +273,7 @@ class _Sweep:
         # in the next pass too (its markers are not read again).
         self.live: dict[int, bool] = dict.fromkeys(_DEAD.get(store, ()), False)
         self.dead_kept: set[int] = set()  # dead ledgers of records left as they are
-        self.listed: set[int] = set()
-        self.listed_at = -1  # the read counter when the listing was taken
-        self.reads = 0  # pages read so far (orders a page before or after the listing)
+        self.listed: set[int] | None = None  # /object-ledgers, listed once at the first page's ledgers
         self.pending: list[tuple[Record, str, bytes | None]] = []  # record, its object, new value (None: delete)
         self.pending_bytes = 0
 
@@ -282,15 +283,13 @@ class _Sweep:
         start, limit, largest, any_record = "", SCAN_PAGE, 1, False
         while True:
             page = await self.store.children_records(base, start, limit)
-            self.reads += 1
-            read_at = self.reads
             decoded = []
             for record in page:
                 largest = max(largest, len(record.value))
                 if record.key.rsplit("/", 1)[-1].isdigit():
                     decoded.append((record, *decode_record(record.value)))
             any_record = any_record or bool(page)
-            await self._learn({lid for _, _, sections in decoded for lid, _ in sections}, read_at)
+            await self._learn({lid for _, _, sections in decoded for lid, _ in sections})
             for record, okey, sections in decoded:
                 kept = [(lid, s) for lid, s in sections if self.live[lid]]
                 if not kept:
@@ -306,26 +305,27 @@ class _Sweep:
             start = page[-1].key.rsplit("/", 1)[-1] + "\x00"  # just after it
             limit = max(1, min(MAX_SCAN_PAGE, PAGE_BYTES // largest))
 
-    async def _learn(self, ids: set[int], read_at: int) -> None:
-        """Liveness of ``ids``, named by a page read at ``read_at``. A ledger
-        is named only once it exists, so one missing from a listing taken
-        after the page was deleted; a listing taken before it may just
-        predate the ledger: listed again."""
+    async def _learn(self, ids: set[int]) -> None:
+        """Liveness of ``ids``, named by the page just read. A ledger is
+        taken for dead only on proof read after that page, so after the
+        records naming it were written: its compacted marker, or its record
+        absent. The listing of ``/object-ledgers`` (one per pass) only
+        spares reads: a ledger in it has its marker read, one missing from
+        it (deleted, or created after the listing) its record (one created
+        meanwhile is live, compacted or not: kept one more pass at most)."""
         ids -= self.live.keys()
         if not ids:
             return
-        if ids - self.listed and self.listed_at < read_at:
+        if self.listed is None:
             self.listed = {int(n) for n in await self.store.children(ROOT) if n.isdigit()}
-            self.reads += 1
-            self.listed_at = self.reads
-        existing = sorted(ids & self.listed)
-        for lid in ids - self.listed:
-            self.live[lid] = False
-        for i in range(0, len(existing), SWEEP_MARKER_READS):
-            batch = existing[i:i + SWEEP_MARKER_READS]
-            markers = await asyncio.gather(*(self.store.get(compacted_key(lid)) for lid in batch))
-            for lid, marker in zip(batch, markers):
-                self.live[lid] = marker is None
+        reads = [(lid, compacted_key(lid), False) for lid in sorted(ids & self.listed)]
+        reads += [(lid, ledger_key(lid), True) for lid in sorted(ids - self.listed)]
+        for i in range(0, len(reads), SWEEP_MARKER_READS):
+            batch = reads[i:i + SWEEP_MARKER_READS]
+            found = await asyncio.gather(*(self.store.get(key) for _, key, _ in batch))
+            for (lid, _, is_ledger), record in zip(batch, found):
+                # The ledger's record there: it exists; its marker there: compacted.
+                self.live[lid] = (record is not None) if is_ledger else (record is None)
 
     async def _write(self, record: Record, okey: str, value: bytes | None) -> None:
         size = len(record.key) * 2 + (len(value) if value is not None else 0)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from magnetar.metadata import Put
 from magnetar.storage.object.commit_records import COMMITS, decode_record, encode_record, record_key, sweep_records
-from magnetar.storage.object.index import ROOT, compacted_key, new_section
+from magnetar.storage.object.index import ROOT, compacted_key, ledger_key, new_section
 from magnetar_harness.read_tap import ReadTap
 
 WRITER = "w-sweep"
@@ -133,6 +133,40 @@ async def test_a_ledger_newer_than_the_listing_is_not_taken_for_deleted(etcd_sto
         await _record(etcd_store, seq, [1])
     tap = _CreatesALedgerAfterTheListing(etcd_store)
     named = await sweep_records(tap)
-    assert tap.listings == 2  # a later page named a ledger the listing had not seen: listed again
+    assert tap.listings == 1
+    assert ledger_key(999) in tap.read_keys  # missing from the listing: its record read, found
     assert await _ledgers_of(etcd_store, 500) == [999] and "data/obj-500" in named
     assert tap.writes == []
+
+
+class _ListsWithout(ReadTap):
+    """Lists ``/object-ledgers`` without ledger ``lid``: a listing that
+    does not show a ledger the records read before it name (a store whose
+    listing lags its reads)."""
+
+    def __init__(self, inner, lid: int) -> None:
+        super().__init__(inner)
+        self.hidden = f"{lid:020d}"
+
+    async def children(self, key):
+        names = await super().children(key)
+        return [n for n in names if n != self.hidden] if key == ROOT else names
+
+
+async def test_a_ledger_missing_from_the_listing_is_dead_only_once_its_record_is_read_gone(etcd_store):
+    # 4b3221d took a ledger missing from a listing taken after the page
+    # naming it for deleted: right only while the listing shows every
+    # ledger that existed when the page was read. The proof now is a read
+    # of the ledger's record (the listing only spares reads).
+    await _ledgers(etcd_store, [1, 999], [])
+    await _record(etcd_store, 0, [999])
+    for seq in range(1, 100):
+        await _record(etcd_store, seq, [1])
+    tap = _ListsWithout(etcd_store, 999)
+    named = await sweep_records(tap)
+    assert await _ledgers_of(etcd_store, 0) == [999] and "data/obj-0" in named  # 4b3221d: deleted, unnamed
+    assert ledger_key(999) in tap.read_keys and tap.writes == []
+    # Deleted since: its record read, found gone; the commit record goes.
+    await etcd_store.delete(ledger_key(999))
+    assert "data/obj-0" not in await sweep_records(_ListsWithout(etcd_store, 999))
+    assert await _ledgers_of(etcd_store, 0) is None
