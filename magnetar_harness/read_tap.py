@@ -9,7 +9,7 @@ from magnetar.metadata import MetadataError, MetadataStore
 
 class ReadTap(MetadataStore):
     """``inner`` with its read requests (``get``, ``children``,
-    ``children_records``) counted in ``reads``, their keys kept in
+    ``children_records``, ``keys_below``) counted in ``reads``, their keys kept in
     ``read_keys``; a read of a key under ``failing`` (a prefix) raises
     MetadataError instead, as an unreachable etcd would. Writes (``put``,
     ``delete``, ``increment``, ``transaction``) are kept in ``writes`` as
@@ -40,6 +40,10 @@ class ReadTap(MetadataStore):
     async def children(self, key):
         self._read(key)
         return await self.inner.children(key)
+
+    async def keys_below(self, key):
+        self._read(key)
+        return await self.inner.keys_below(key)
 
     async def children_records(self, key, start="", limit=64):
         self._read(key)

@@ -599,6 +599,14 @@ class EtcdMetadataStore(MetadataStore):
                 names.add(rest.split("/", 1)[0])
         return sorted(names)
 
+    async def keys_below(self, key: str) -> list[str]:
+        """One range request, keys only (the contract's ``get`` per key)."""
+        check_key(key)
+        low = self._data_key(key.rstrip("/") + "/")
+        request = rpc.RangeRequest(key=low, range_end=_range_end(low), keys_only=True)
+        answer = await self._call(self._kv.Range, request, idempotent=True)
+        return sorted(rest for rest in (bytes(kv.key)[len(low):].decode() for kv in answer.kvs) if rest)
+
     async def children_records(self, key: str, start: str = "", limit: int = 64) -> list[Record]:
         """One range request per page (the contract's ``get`` per child
         costs a round trip and a gRPC call each); keys deeper than a child

@@ -76,6 +76,11 @@ class RoutedStore(MetadataStore):
             return await super().children_records(key, start, limit)
         return await self._store(key).children_records(key, start, limit)
 
+    async def keys_below(self, key: str) -> list[str]:
+        if self._above_shared(key):
+            return await super().keys_below(key)
+        return await self._store(key).keys_below(key)
+
     async def increment(self, key: str, delta: int = 1) -> int:
         return await self._store(key).increment(key, delta)
 

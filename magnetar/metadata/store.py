@@ -371,6 +371,27 @@ class MetadataStore(abc.ABC):
             found += [r for r in await asyncio.gather(*(self.get(f"{base}/{n}") for n in batch)) if r is not None]
         return found
 
+    async def keys_below(self, key: str) -> list[str]:
+        """Every key below ``key`` (not ``key`` itself), as its path from
+        ``key`` (``"a/b"`` for ``key/a/b``), sorted: keys only, no values,
+        for a scan that needs only which keys exist (the collector's of
+        object storage's ledgers). Here a ``children`` listing and a ``get``
+        per key; a store that reads a key range without values in one
+        request (etcd) does so. Keys written meanwhile may or may not be
+        listed."""
+        check_key(key)
+        base = key.rstrip("/")
+        found: list[str] = []
+
+        async def walk(at: str, path: str) -> None:
+            for name in await self.children(at or "/"):
+                if await self.get(f"{at}/{name}") is not None:
+                    found.append(path + name)
+                await walk(f"{at}/{name}", f"{path}{name}/")
+
+        await walk(base, "")
+        return sorted(found)
+
     async def __aenter__(self) -> "MetadataStore":
         return self
 

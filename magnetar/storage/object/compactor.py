@@ -227,9 +227,16 @@ async def collect_orphans(store: MetadataStore, objects: ObjectStore, *, older_t
         # object in the listing, one deleted in between is garbage anyway.
         listed = await objects.list("data/")
         chunks = await objects.list("ledgers/")
-        ledgers = await store.children(ROOT)
+        # One listing of the index's keys (no values): the ledgers, and which
+        # of them have section records (format 1; a listing per ledger was
+        # one etcd call per ledger and pass). A section record written after
+        # it names an object listed before it only while that commit is in
+        # flight: younger than COLLECT_AFTER_S, so kept (as before).
+        keys = [k.split("/") for k in await store.keys_below(ROOT)]
+        ledgers = sorted({k[0] for k in keys})
+        sectioned = sorted({k[0] for k in keys if len(k) > 2 and k[1] == "s"})
         named: set[str] = set()
-        for lid in ledgers:
+        for lid in sectioned:
             base = f"{ROOT}/{lid}/s"
             names = await store.children(base)
             if names and lid.isdigit() and await store.get(compacted_key(int(lid))) is not None:

@@ -170,3 +170,19 @@ async def test_a_ledger_missing_from_the_listing_is_dead_only_once_its_record_is
     await etcd_store.delete(ledger_key(999))
     assert "data/obj-0" not in await sweep_records(_ListsWithout(etcd_store, 999))
     assert await _ledgers_of(etcd_store, 0) is None
+
+
+async def test_a_collection_lists_the_ledgers_keys_once_not_each_ledgers_section_records(etcd_store, objects):
+    # A listing of each ledger's s/ keys was one etcd call per ledger and
+    # pass (10,000s at 10,000 topics); one keys-only listing says which
+    # ledgers have section records (format 1) at all.
+    from magnetar.storage.object.compactor import collect_orphans
+    from magnetar.storage.object.index import Section, section_key
+
+    ids = list(range(1, 51))
+    await _ledgers(etcd_store, ids, ids[::2])
+    await etcd_store.put(section_key(8, 0), Section(0, 1, "data/f1/0000000000000-00000001", 0, 10).encode())
+    await objects.put("data/f1/0000000000000-00000001", b"a format-1 ledger's section")
+    tap = ReadTap(etcd_store)
+    assert await collect_orphans(tap, objects) == []  # named by ledger 8's section record
+    assert [k for k in tap.read_keys if k.endswith("/s")] == [f"{ROOT}/{8:020d}/s"]

@@ -178,6 +178,18 @@ async def test_children_records_pages_in_name_order(store):
         await store.children_records("/r", "", 0)
 
 
+async def test_keys_below_lists_every_key_under_a_key_without_values(store):
+    for key in ["/k/b/c/d", "/k/a", "/k/b", "/k/b/x", "/kk/a", "/k"]:
+        await store.put(key, b"v")
+    assert await store.keys_below("/k") == ["a", "b", "b/c/d", "b/x"]  # not /k itself, not /kk; /k/b/c has no key
+    assert await store.keys_below("/k/b") == ["c/d", "x"]
+    assert await store.keys_below("/missing") == []
+    # a key whose children come from two stores (the routed backend's /a)
+    for key in ["/a/a-b", "/a/b", "/a/b/x", "/a/c/d"]:
+        await store.put(key, b"")
+    assert await store.keys_below("/a") == ["a-b", "b", "b/x", "c/d"]
+
+
 async def test_root_key_is_not_its_own_child(store):
     await store.put("/", b"root")
     await store.put("/a", b"")
