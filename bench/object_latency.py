@@ -426,6 +426,84 @@ def compacted(cluster: LocalCluster, ledgers: int, timeout: float = 60.0) -> dic
         time.sleep(0.5)
 
 
+def _admin(cluster: LocalCluster, path: str) -> dict:
+    url = cluster.members[0].admin_url + f"/admin/v2/persistent/public/default/{path}"
+    return json.loads(urllib.request.urlopen(url, timeout=60).read())
+
+
+def topics_alone(cluster: LocalCluster, spec: WorkloadSpec, count: int) -> list[dict]:
+    """``count`` of the written topics, spread over them: name, entries, ledger ids."""
+    names = spec.topic_names()
+    out = []
+    for name in [names[i * len(names) // count] for i in range(count)]:
+        stats = _admin(cluster, f"{name}/internalStats")
+        out.append({"topic": name, "entries": stats["numberOfEntries"],
+                    "ledgers": [info["ledgerId"] for info in stats["ledgers"] if info["entries"]]})
+    return out
+
+
+def read_alone(cluster: LocalCluster, spec: WorkloadSpec, alone: list[dict], log, storage: str,
+               tree: str) -> list[dict]:
+    """Each of ``alone`` read cold from the earliest by one consumer (the
+    official client, in this process), nothing else read meanwhile, one after
+    another: entries/s from the subscription's answer to the last entry (a
+    few hundred entries read in a few ms is not a rate the perf runner's
+    first-to-last receive can time), the whole read's ms from the subscribe
+    (the topic's load included), GETs, and (object) whether its ledgers
+    were indexed (index objects) or chunked."""
+    import pulsar
+    from magnetar.storage.object.ledger_index import index_object
+
+    keys = set()
+    if cluster.objectstore_endpoint is not None:
+        import asyncio
+        from magnetar.objectstore.s3 import open_object_store
+
+        async def listing() -> set:
+            store = open_object_store(f"s3://{cluster.objectstore_bucket}/{cluster.name}"
+                                      f"?endpoint={cluster.objectstore_endpoint}")
+            try:
+                return {o.key for o in await store.list("ledgers/")}
+            finally:
+                await store.close()
+        keys = asyncio.run(listing())
+    out = []
+    client = pulsar.Client(spec.service_url)
+    try:
+        for one in alone:
+            shape = ("indexed" if any(index_object(lid) in keys for lid in one["ledgers"])
+                     else "chunks") if keys else "files"
+            before = counters(cluster)
+            began = time.monotonic()
+            consumer = client.subscribe(f"persistent://public/default/{one['topic']}", "alone",
+                                        initial_position=pulsar.InitialPosition.Earliest, receiver_queue_size=5000)
+            subscribed = time.monotonic()
+            read = 0
+            try:
+                while read < one["entries"]:
+                    consumer.receive(timeout_millis=60_000)
+                    read += 1
+            except Exception as exc:  # noqa: BLE001 (a timeout: reported as what was read)
+                log(f"  cold read alone {one['topic']}: {exc!r} after {read} entries")
+            done = time.monotonic()
+            consumer.close()
+            after = counters(cluster)
+            row = {"topic": one["topic"], "entries": one["entries"], "read": read, "shape": shape,
+                   "msg_per_s": round(read / (done - subscribed), 1) if done > subscribed else None,
+                   "ms": round((done - began) * 1000, 1), "gets": after["gets"] - before["gets"]}
+            out.append(row)
+            log(f"  cold read alone [{storage}, {tree}] {row['topic']} ({shape}): {read} of {row['entries']} "
+                f"entries, {row['msg_per_s'] or 0:,.0f} entries/s after the subscribe, {row['ms']} ms from it, "
+                f"GETs {row['gets']:.0f}")
+    finally:
+        client.close()
+    rates = sorted(r["msg_per_s"] or 0 for r in out)
+    if rates:
+        log(f"  cold read alone [{storage}, {tree}]: median {rates[len(rates) // 2]:,.0f} entries/s over "
+            f"{len(rates)} topics | load {os.getloadavg()[0]:.1f}")
+    return out
+
+
 def cold_read(storage: str, args, log, root: str | None = None, tree: str = "this tree") -> dict:
     """``--cold-topics`` topics written together (``--cold-messages`` in all,
     100 bytes, batching off as the Python client's default, at ``--cold-rate``
@@ -449,10 +527,16 @@ def cold_read(storage: str, args, log, root: str | None = None, tree: str = "thi
             written = run(spec, produce=True, consume=False, command="cold write", setup_timeout=600)
             produced = (written["produce"] or {}).get("messages", 0)
             time.sleep(2)
+            # --cold-one: the topics read alone, their entries and ledgers (read before they are unloaded)
+            alone = topics_alone(cluster, spec, args.cold_one) if args.cold_one else []
             for name in spec.topic_names():
                 url = cluster.members[0].admin_url + f"/admin/v2/persistent/public/default/{name}/unload"
                 urllib.request.urlopen(urllib.request.Request(url, method="PUT", data=b""), timeout=60).read()
             layout = compacted(cluster, args.cold_topics)  # a ledger per topic at least
+            if args.cold_one:
+                ones = read_alone(cluster, spec, alone, log, storage, tree)
+                return {"storage": storage, "tree": tree, "topics": args.cold_topics, "messages": produced,
+                        "alone": ones, "load_avg": os.getloadavg()[0], **layout}
             before = counters(cluster)
             reader = replace(spec, subscriptions=["cold"], initial_position="earliest", messages=produced,
                              receive_mode="batch", receiver_queue=5000,
@@ -496,6 +580,9 @@ def main() -> None:
     parser.add_argument("--cold-rate", type=float, default=0,
                         help="msg/s in all while the cold topics are written (0: as fast as the client sends); "
                              "many topics at a modest rate get one entry per section: indexed ledgers")
+    parser.add_argument("--cold-one", type=int, default=0, metavar="K",
+                        help="with --cold-read: read K of the written topics alone, one after another (each "
+                             "its own consumer, nothing else read meanwhile), instead of all of them together")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--configs", default="interval,profiles")
     parser.add_argument("--json")

@@ -111,6 +111,13 @@ class StorageConfig:
         entries; it bounds an open ledger's index in memory and in the
         metadata store). An integer from 10 to 100,000; 1,000 by default.
         Lower it only to see rollovers sooner (a bench).
+    object_spill_max_bytes: bytes of its commit objects a broker keeps
+        on local disk (``<data dir>/object-spill/``, emptied at start; a
+        cache, never synced) so that each ledger it seals is compacted into
+        chunks from them, no GET (docs/object-storage.md, "Compaction"): 2
+        GiB by default, about 15 minutes of 10,000 topics at 20,000 msg/s of
+        100-byte entries. 0: keep 16 MiB in memory instead (most ledgers of
+        many topics are then compacted from the store or indexed).
     max_open_ledger_files: segment files open at once (``handles.py``): the
         least recently used idle ones are closed and opened again on use, so
         open files stay bounded whatever the number of topics. 0 (the
@@ -137,6 +144,7 @@ class StorageConfig:
     object_put_budget_per_s: float = 250.0
     object_layout: int = 3
     object_sections_per_ledger: int = 1000
+    object_spill_max_bytes: int = 2 * 1024 * 1024 * 1024
     max_open_ledger_files: int = 0
     journal: bool = True
     journal_checkpoint_interval_ms: int = 10_000
@@ -170,6 +178,7 @@ class StorageConfig:
                 MIN_SECTIONS_PER_LEDGER <= sections <= MAX_SECTIONS_PER_LEDGER):
             raise ValueError(f"object_sections_per_ledger must be an integer from {MIN_SECTIONS_PER_LEDGER} "
                              f"to {MAX_SECTIONS_PER_LEDGER}; got {sections!r}")
+        _non_negative(self, "object_spill_max_bytes")
         if self.object_storage_profile not in STORAGE_PROFILES:
             raise ValueError(f"object_storage_profile must be one of {', '.join(STORAGE_PROFILES)}; "
                              f"got {self.object_storage_profile!r}")

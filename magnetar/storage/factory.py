@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 
 #: Managed ledgers closed at once by :meth:`ManagedLedgerFactory.close`.
 CLOSE_CONCURRENCY = 64
+#: Under a broker's data directory: the object backend's spill (its commit objects kept for compaction).
+SPILL_DIR = "object-spill"
 #: How long an open waits for a close of the same managed ledger already under way.
 CLOSING_WAIT_S = 5.0
 
@@ -299,7 +301,7 @@ def _is_ml_record(value: bytes) -> bool:
 
 
 async def open_factory(data_dir: Path, store: MetadataStore, config: StorageConfig, *,
-                       session_ttl_s: float = 10.0) -> ManagedLedgerFactory:
+                       session_ttl_s: float = 10.0, own_dir: Path | None = None) -> ManagedLedgerFactory:
     """The factory ``config.backend`` asks for: segment files under
     ``data_dir`` (``"file"``), or ledgers in the object store at
     ``config.object_store_url`` with their index in ``store``
@@ -309,7 +311,10 @@ async def open_factory(data_dir: Path, store: MetadataStore, config: StorageConf
 
     ``session_ttl_s``: the TTL of an object backend's writer session
     (the broker's own session TTL: a writer fence lives as long as a broker
-    would, :mod:`.object.writer_fence`).
+    would, :mod:`.object.writer_fence`). ``own_dir``: the broker's own data
+    directory (None: ``data_dir``), never shared with another broker: an
+    object backend keeps its spill under it (``SPILL_DIR``, emptied at
+    start; ``config.object_spill_max_bytes``, 0: none).
 
     A new backend is one more branch here (``config.backend`` names it).
     """
@@ -330,5 +335,7 @@ async def open_factory(data_dir: Path, store: MetadataStore, config: StorageConf
                             read_cache_bytes=config.read_cache_bytes, cache_budget=budget,
                             profile=config.object_storage_profile,
                             put_budget_per_s=config.object_put_budget_per_s, layout=config.object_layout,
-                            session_ttl_s=session_ttl_s, sections_per_ledger=config.object_sections_per_ledger)
+                            session_ttl_s=session_ttl_s, sections_per_ledger=config.object_sections_per_ledger,
+                            spill_dir=Path(own_dir or data_dir) / SPILL_DIR,
+                            spill_max_bytes=config.object_spill_max_bytes)
     return ManagedLedgerFactory(data_dir, store, config, backend=backend, cache_budget=budget)

@@ -139,7 +139,8 @@ class Broker:
         storage.mkdir(parents=True, exist_ok=True)
         try:
             self.factory = await open_factory(storage, self.store, config.storage,
-                                              session_ttl_s=config.cluster_session_ttl_s)
+                                              session_ttl_s=config.cluster_session_ttl_s,
+                                              own_dir=config.data_path)  # storage_dir may be shared
         except StorageError as exc:
             await self.store.close()
             raise StartupError(str(exc)) from None

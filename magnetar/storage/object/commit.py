@@ -76,7 +76,7 @@ from ..framing import HEADER_SIZE, frames
 from .commit_groups import CommitGroups, tell_batch
 from .commit_timings import CommitTimings
 from .profiles import Gathering
-from .kept_sections import KeptSections
+from .kept_sections import SectionKeeper
 from .put_budget import PutBudget
 from .index import Section, commit_object, ledger_key, new_section, section_key
 from .commit_records import encode_row, record_rows
@@ -101,7 +101,7 @@ class Committer:
 
     def __init__(self, store: MetadataStore, objects: ObjectStore, *, interval_s: float, max_bytes: int,
                  put_timeout_s: float = 10.0, session: str | None = None,
-                 budget: PutBudget | None = None, kept: KeptSections | None = None) -> None:
+                 budget: PutBudget | None = None, kept: SectionKeeper | None = None) -> None:
         self.store = store
         self.objects = objects
         self.interval_s = interval_s  # the ``cost`` profile's gather
@@ -336,6 +336,11 @@ class Committer:
         key = await self._put(self._next_key(), blob, groups)
         put_done = time.monotonic()
         self.timings.observe("put", put_done - began)
+        if key is not None and self.kept is not None:
+            try:
+                self.kept.wrote(key, blob)  # the keeper's copy (on disk: .spilled_sections)
+            except Exception:  # it keeps less; the commit goes on
+                log.exception("keeping commit object %s for compaction failed", key)
         if previous is not None:
             await asyncio.shield(previous)  # transactions in commit order: ours follows the previous one's
         txn_began = time.monotonic()
@@ -388,7 +393,7 @@ class Committer:
         # ledger but its batches' own callbacks: this runs for every ledger
         # of every commit, thousands per commit at 10,000 written topics).
         kept = self.kept
-        add_kept = kept.add if kept is not None else None
+        add_kept = kept.add if kept is not None and kept.per_section else None
         index, all_ledgers, heads, more_of = groups.index, groups.ledgers, groups.heads, groups.more
         for lid in committed:
             g = index[lid]

@@ -5,9 +5,11 @@ For each sealed ledger (sealed by its writer, or opened from the store by a
 recovery or a load) :meth:`Compactions.later` decides once, and the
 compaction it starts is told the decision:
 
-- **kept**: its writer kept the bytes of all its sections
-  (:mod:`.kept_sections`): compacted into chunks from them
-  ``COMPACT_AFTER_S`` after the seal, no GET;
+- **kept**: its writer kept the bytes of all its sections (in memory,
+  :mod:`.kept_sections`, or in its spill on disk, :mod:`.spilled_sections`):
+  compacted into chunks from them ``COMPACT_AFTER_S`` after the seal, no
+  GET; kept bytes that turn out gone or damaged when read (the spill's
+  CRC check) fall back to the next two, decided then;
 - **indexed**: from the store, small sections, ``layout`` 3
   (:mod:`.ledger_index`): its section list becomes an index object; it
   reads nothing, so it waits for no round, and its marker goes in a
@@ -40,7 +42,7 @@ from ..errors import StorageError
 from .commit_records import RecordScans
 from .compaction_rounds import CompactionRounds
 from .compactor import compact_ledger
-from .kept_sections import KeptSections
+from .kept_sections import KeptBytes, SectionKeeper
 from .ledger_index import small_sections
 from .marker_batches import MarkerBatches
 from .object_ledger import ObjectLedger
@@ -74,7 +76,7 @@ class Compactions:
     ledgers waiting for their round; ``markers``: the shared marker
     transactions of indexed ledgers."""
 
-    def __init__(self, store: MetadataStore, objects: ObjectStore, *, layout: int, kept: KeptSections,
+    def __init__(self, store: MetadataStore, objects: ObjectStore, *, layout: int, kept: SectionKeeper,
                  pending: PendingSections, gets: RangeGets, budget: PutBudget, records: RecordScans) -> None:
         self.store, self.objects, self.layout = store, objects, layout
         self.kept, self.pending, self.budget, self.records = kept, pending, budget, records
@@ -87,25 +89,32 @@ class Compactions:
 
     def later(self, ledger: ObjectLedger) -> None:
         """Compact the sealed ``ledger`` in the background, as the module docstring says."""
-        kept = self.kept.take(ledger.ledger_id, len(ledger.sections))
+        kept = self.kept.take(ledger)
         if (ledger.compacted or not ledger.sections or ledger.ledger_id in self.running
                 or ledger.ledger_id in self.rounds):
+            return
+        if kept is not None:
+            self._start(ledger, kept, False)
             return
         # Indexed: it reads nothing, so it waits for no round: spread as its
         # seals are (a round's 1,200 at once queued their PUTs behind the
         # budget's background share, and their transactions at once).
-        indexed = kept is None and self.layout >= INDEXED_LAYOUT and small_sections(ledger.sections, ledger.size)
-        if kept is None and ledger.epoch is not None and not indexed:
+        indexed = self._indexed(ledger)
+        if ledger.epoch is not None and not indexed:
             self.rounds.add(ledger)
             return
-        self._start(ledger, kept, indexed)
+        self._start(ledger, None, indexed)
+
+    def _indexed(self, ledger: ObjectLedger) -> bool:
+        """Whether ``ledger``, compacted from the store, gets an index object."""
+        return self.layout >= INDEXED_LAYOUT and small_sections(ledger.sections, ledger.size)
 
     def _round(self, ledgers: list[ObjectLedger]) -> None:
         for ledger in ledgers:  # all join the lockstep before any of them fetches
             if not ledger.compacted and ledger.ledger_id not in self.running:
                 self._start(ledger, None, False)  # a round holds only ledgers not indexed
 
-    def _start(self, ledger: ObjectLedger, kept: list[bytes] | None, indexed: bool) -> None:
+    def _start(self, ledger: ObjectLedger, kept: KeptBytes | None, indexed: bool) -> None:
         lockstep = None if kept is not None or indexed else self._lockstep
         if lockstep is not None:
             lockstep.join()  # now: ledgers sealed together are all members before any of them fetches
@@ -113,19 +122,31 @@ class Compactions:
             lockstep = _Taking(lockstep, self.pending, ledger.ledger_id)
         task = asyncio.get_running_loop().create_task(self._compact(ledger, lockstep, kept, indexed))
         self.running[ledger.ledger_id] = task
-        task.add_done_callback(lambda _: self._ended(ledger.ledger_id, lockstep))
+        task.add_done_callback(lambda done: self._ended(ledger.ledger_id, lockstep, done))
 
-    def _ended(self, ledger_id: int, lockstep: "_Taking | None") -> None:
-        self.running.pop(ledger_id, None)
-        self.pending.drop(ledger_id)
+    def _ended(self, ledger_id: int, lockstep: "_Taking | None", task: asyncio.Task) -> None:
+        if self.running.get(ledger_id) is task:  # not a later compaction of it (a round after a fallback)
+            del self.running[ledger_id]
+            self.pending.drop(ledger_id)
         if lockstep is not None:
             lockstep.leave()  # here, not in the task: one cancelled before it began ran no ``finally``
 
-    async def _compact(self, ledger: ObjectLedger, lockstep: "_Taking | None", kept: list[bytes] | None,
+    async def _compact(self, ledger: ObjectLedger, lockstep: "_Taking | None", kept: KeptBytes | None,
                        indexed: bool) -> None:
         try:
             # seals (loads) that come together join the same lockstep
             await asyncio.sleep(COMPACT_AFTER_S if ledger.epoch is not None else OPENED_COMPACT_AFTER_S)
+            parts = None
+            if kept is not None:
+                parts = await kept.parts()  # off the loop for the spill; None: gone or damaged
+                if parts is None:  # as if never kept (kept: its writer's, so not opened from the store)
+                    indexed = self._indexed(ledger)
+                    log.info("ledger %d: its kept bytes are gone or damaged: %s", ledger.ledger_id,
+                             "indexed" if indexed else "compacted from the store in the next round")
+                    if not indexed:
+                        self.running.pop(ledger.ledger_id, None)  # out before its round can come
+                        self.rounds.add(ledger)
+                        return
             if indexed and not self._indexed_format:
                 try:
                     # Before the first indexed marker: brokers that know only chunks refuse the data set.
@@ -135,9 +156,9 @@ class Compactions:
                 self._indexed_format = True
             chunks = await compact_ledger(self.store, self.objects, ledger.ledger_id, list(ledger.sections),
                                           lockstep, self.budget,
-                                          kept=kept, epoch=ledger.epoch if ledger.sealed_whole else None,
+                                          kept=parts, epoch=ledger.epoch if ledger.sealed_whole else None,
                                           scans=self.records, indexed=indexed,
-                                          markers=self.markers if indexed else None)
+                                          markers=self.markers if indexed or parts is not None else None)
         except StorageError as exc:
             log.warning("%s (it is compacted when next sealed or opened)", exc)
             return

@@ -54,7 +54,7 @@ from ...metadata.store import Compare, Delete, MetadataError, MetadataStore, Put
 from ...objectstore.store import ObjectNotFound, ObjectStore, ObjectStoreError
 from ..errors import StorageError
 from .commit_records import RecordScans, read_records, sweep_records
-from .marker_batches import MarkerBatches
+from .marker_batches import PUTS_PER_MARKER, MarkerBatches
 from .put_budget import PutBudget
 from .range_gets import Lockstep
 from .ledger_index import encode_index, index_object, indexed_marker, marker_index, spanned, spans
@@ -84,7 +84,8 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
     ``budget``), then the marker naming it and the commit objects it
     spans; return ``sections`` (its entries stay where they are). With
     ``markers`` that marker goes in a transaction shared with other
-    ledgers' (:mod:`.marker_batches`), else in one of its own.
+    ledgers' (:mod:`.marker_batches`), else in one of its own; so do a
+    ledger's chunk records and marker when compacted from ``kept``.
 
     With ``lockstep`` (the caller joined it, and leaves it after), its
     reads go with those of the other compactions running beside it (each
@@ -168,7 +169,10 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
         puts = [Put(chunk_key(ledger_id, c.first), c.encode()) for c in chunks]
         entries = chunks[-1].end() if chunks else 0
         puts.append(Put(compacted_key(ledger_id), f'{{"entries":{entries}}}'.encode()))  # last: the switch
-        await _finish(store, ledger_id, layout, sections, puts, uncompacted, still)
+        # From kept bytes (a writer's, sealed whole: at 10,000 topics ~32 a second), the chunk
+        # records and marker share transactions with other markers, as indexed ones do.
+        await _finish(store, ledger_id, layout, sections, puts, uncompacted, still,
+                      markers if kept is not None else None)
     except TransactionFailed:
         log.info("ledger %d was deleted or fenced while being compacted: left as it is", ledger_id)
         return []
@@ -181,13 +185,12 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
 async def _finish(store: MetadataStore, ledger_id: int, layout: int, sections: list[Section], puts: list,
                   uncompacted: list, still: list, markers: "MarkerBatches | None" = None) -> None:
     """Write ``puts`` (the marker last) while the ledger is uncompacted
-    (with ``markers``, ``puts`` is the marker alone: a shared transaction),
+    (with ``markers``, a few of them: in a transaction shared with other ledgers'),
     then delete a format-1 ledger's section records (format 2: its sections
     are in commit records, released by the collector). The deletes come
     after the marker, so they compare the ledger record only."""
-    if markers is not None:
-        [marker] = puts
-        await markers.write(uncompacted, marker)
+    if markers is not None and len(puts) <= PUTS_PER_MARKER:
+        await markers.write(uncompacted, puts)
     else:
         await write_in_chunks(store, uncompacted, puts)
     deletes = [Delete(section_key(ledger_id, s.first)) for s in sections] if layout == 1 else []

@@ -1,5 +1,6 @@
-"""The ``compacted`` markers of indexed ledgers, written together: one
-metadata transaction for the markers of many ledgers.
+"""The ``compacted`` markers of indexed ledgers (and of ledgers chunked
+from their writer's kept bytes, with their chunk records), written
+together: one metadata transaction for the markers of many ledgers.
 
 A ledger compacted into an index object (:mod:`.ledger_index`) costs etcd
 one transaction: its marker, under a compare of its ledger record's
@@ -42,6 +43,10 @@ from ...metadata.store import MAX_TRANSACTION_BYTES, Compare, MetadataError, Met
 #: Ledgers per marker transaction: each compares two keys (its record's
 #: version, the marker absent), and etcd allows 128 compares by default.
 MARKERS_PER_TRANSACTION = 64
+#: Puts per marker transaction at most (etcd allows 128 operations by default),
+#: and per marker: a chunked ledger's chunk records and its marker.
+PUTS_PER_TRANSACTION = 128
+PUTS_PER_MARKER = 8
 #: Bytes of keys and values per marker transaction at most (a marker is a
 #: few hundred bytes: this bounds the odd one with many spans).
 BYTES_PER_TRANSACTION = MAX_TRANSACTION_BYTES // 2
@@ -52,11 +57,11 @@ SPACING_S = 0.2
 @dataclass
 class _Marker:
     compares: list[Compare]
-    put: Put
+    puts: list[Put]  # the marker last (a chunked ledger's chunk records before it)
     done: asyncio.Future = field(repr=False)
 
     def size(self) -> int:
-        return len(self.put.key) + len(self.put.value) + sum(len(c.key) for c in self.compares)
+        return sum(len(p.key) + len(p.value) for p in self.puts) + sum(len(c.key) for c in self.compares)
 
 
 class MarkerBatches:
@@ -77,13 +82,17 @@ class MarkerBatches:
         """Markers waiting for a transaction (not those in flight)."""
         return len(self._queue)
 
-    async def write(self, compares: list[Compare], put: Put) -> None:
-        """Put ``put`` (a marker) if every one of ``compares`` holds, in a
+    async def write(self, compares: list[Compare], put: Put | list[Put]) -> None:
+        """Put ``put`` (a marker, or a chunked ledger's chunk records and its
+        marker last: at most ``PUTS_PER_MARKER``) if every one of ``compares`` holds, in a
         transaction shared with other markers. TransactionFailed (naming
         the keys of ``compares`` that failed) if one does not: nothing of
         it written; MetadataError if the store failed (it may have been)."""
         loop = asyncio.get_running_loop()
-        marker = _Marker(list(compares), put, loop.create_future())
+        puts = [put] if isinstance(put, Put) else list(put)
+        if len(puts) > PUTS_PER_MARKER:
+            raise ValueError(f"{len(puts)} puts for one marker: at most {PUTS_PER_MARKER}")
+        marker = _Marker(list(compares), puts, loop.create_future())
         self._queue.append(marker)
         if self._flusher is None:
             self._flusher = loop.create_task(self._flush())
@@ -127,23 +136,27 @@ class MarkerBatches:
         groups: list[list[_Marker]] = []
         seen: set[str] = set()
         size = 0
+        puts = 0
         for marker in batch:
-            if marker.put.key in seen:
+            keys = {p.key for p in marker.puts}
+            if keys & seen:
                 self._queue.append(marker)
                 continue
-            seen.add(marker.put.key)
-            if not groups or len(groups[-1]) >= MARKERS_PER_TRANSACTION or size + marker.size() > BYTES_PER_TRANSACTION:
+            seen |= keys
+            if (not groups or len(groups[-1]) >= MARKERS_PER_TRANSACTION or size + marker.size() > BYTES_PER_TRANSACTION
+                    or puts + len(marker.puts) > PUTS_PER_TRANSACTION):
                 groups.append([])
-                size = 0
+                size = puts = 0
             groups[-1].append(marker)
             size += marker.size()
+            puts += len(marker.puts)
         return groups
 
     async def _commit(self, group: list[_Marker]) -> None:
         while group:
             self.transactions += 1
             try:
-                await self.store.transaction([c for m in group for c in m.compares], [m.put for m in group],
+                await self.store.transaction([c for m in group for c in m.compares], [p for m in group for p in m.puts],
                                              versions=False)
             except TransactionFailed as exc:
                 failed = set(exc.keys)

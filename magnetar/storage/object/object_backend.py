@@ -54,7 +54,8 @@ from .section_cache import SectionCache
 from .commit import Committer
 from . import object_ledger
 from .object_ledger import ObjectLedger, draw_max_sections
-from .kept_sections import KeptSections
+from .kept_sections import KeptSections, SectionKeeper
+from .spilled_sections import SpilledSections
 from .compactor import collect_orphans, delete_chunks, delete_object
 from .compaction_rounds import CompactionRounds
 from .compactions import INDEXED_LAYOUT, Compactions
@@ -100,6 +101,10 @@ class ObjectBackend:
     the broker passes its ``object_sections_per_ledger``), each at its own
     point below it (:func:`~.object_ledger.draw_max_sections`: ledgers
     filled together roll over apart). ``rng``: where those are drawn.
+    ``spill_dir`` (with ``spill_max_bytes`` > 0): where the writer keeps
+    its commit objects for its ledgers' compaction (:mod:`.spilled_sections`:
+    every ledger sealed whole compacted into chunks from them; emptied
+    now); None: in memory, 16 MiB (:mod:`.kept_sections`).
     """
 
     def __init__(self, store: MetadataStore, objects: ObjectStore, *, commit_interval_ms: float = 20,
@@ -108,7 +113,7 @@ class ObjectBackend:
                  session: str | None = None, collect_interval_s: float | None = 300.0,
                  profile: str = "cost", put_budget_per_s: float = 0, layout: int = LAYOUT_FORMAT,
                  session_ttl_s: float = 10.0, sections_per_ledger: int | None = None,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, spill_dir=None, spill_max_bytes: int = 0) -> None:
         if layout not in (1, 2, INDEXED_LAYOUT):
             raise ValueError(f"object layout format must be 1, 2 or 3; got {layout!r}")
         self.layout = layout
@@ -124,7 +129,8 @@ class ObjectBackend:
         self.objects = objects
         self.profile = check_profile(profile)
         #: Committed sections' bytes of the ledgers this backend writes, for their compaction.
-        self.kept = KeptSections()
+        self.kept: SectionKeeper = (SpilledSections(spill_dir, spill_max_bytes)
+                                    if spill_dir is not None and spill_max_bytes > 0 else KeptSections())
         self.committer = Committer(store, objects, interval_s=commit_interval_ms / 1000,
                                    max_bytes=commit_max_bytes, put_timeout_s=put_timeout_s, session=session,
                                    budget=PutBudget(put_budget_per_s), kept=self.kept)

@@ -30,7 +30,7 @@ import random
 
 from ..errors import LedgerFencedError, StorageError
 from .index import Section
-from .kept_sections import KeptSections
+from .kept_sections import SectionKeeper
 from .section_columns import SectionColumns
 from .writer_fence import WriterFence
 
@@ -100,7 +100,7 @@ class ObjectLedger:
         #: What its backend keeps of it for its compaction, dropped when it
         #: closes (a reference, not a closure per ledger: four objects each
         #: for the collector at 10,000 written topics).
-        self.kept: KeptSections | None = None
+        self.kept: SectionKeeper | None = None
         #: Layout format 2: the writer fence its commits compare (None: format 1, or only read).
         self.writer: WriterFence | None = None
 

@@ -1,0 +1,267 @@
+"""A writer's commit objects kept on local disk, so that every ledger it
+seals is compacted into chunks from them: no GET, no index object.
+
+The memory keeper (:mod:`.kept_sections`) holds 16 MiB: at 10,000 written
+topics it keeps almost no ledger whole, so nearly every one was indexed
+(:mod:`.ledger_index`), and a lone consumer's cold backfill of an indexed
+ledger costs a ranged GET per section, one per entry at that shape
+(docs/object-storage.md, "What is not done yet"). Here every commit's
+whole object is appended to a **spill segment** under the broker's data
+directory (one ``pwrite`` per commit, no fsync: a cache, never needed for
+durability; the commit never waits for it, and a failure to write only
+keeps less), and an array indexed by the commit's sequence number (from
+its key: 8 bytes a commit, not a dict entry and a string each, which at
+10,000 topics and 2 GiB came to ~250,000 commits and tens of MB) names
+where each commit object begins. A ledger's
+sections are in memory already (its ``SectionColumns``: key, offset,
+length), so its bytes are one ``pread`` per section: nothing is held per
+section.
+
+Bounds: segments of ``segment_bytes``, the oldest deleted once they hold
+more than ``max_bytes`` in all; a ledger larger than ``ledger_max_bytes``
+is not taken (its sections are large: compacted from the store, a GET per
+large section, as before). The directory is emptied at start: nothing in
+it belongs to anyone after a restart (a new session, new object keys).
+
+:meth:`SpilledSections.take` hands a sealed ledger's compaction a reader
+(:class:`SpillRead`) whose ``parts`` reads the sections in a thread (page
+cache reads, but a disk may block) and checks each entry's CRC32C and the
+section's length: a section whose segment is gone (past the bound), or
+whose bytes are short or damaged, makes the whole ledger "not kept" (None),
+and its compaction takes today's path (indexed or from the store). No
+exception leaves this module but for a bug: an ``OSError`` writing is logged
+and that segment given up.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+from array import array
+from collections import OrderedDict
+from pathlib import Path
+from ..framing import HEADER_SIZE, parse_frames
+from .kept_sections import LEDGER_KEEP_BYTES, KeptBytes, SealedLedger
+
+log = logging.getLogger(__name__)
+
+#: A spill segment's size (the last commit written to it may pass it).
+SEGMENT_BYTES = 64 * 1024 * 1024
+#: Where a commit object begins, packed: segment << OFFSET_BITS | offset.
+OFFSET_BITS = 40
+_OFFSET_MASK = (1 << OFFSET_BITS) - 1
+_GONE = array("q", [-1])
+
+
+class SpilledSections:
+    """The disk keeper (:class:`~.kept_sections.SectionKeeper`; the module docstring)."""
+
+    per_section = False  # a section's bytes are found from its ledger's section list
+
+    def __init__(self, directory: Path, max_bytes: int, *, segment_bytes: int = SEGMENT_BYTES,
+                 ledger_max_bytes: int = LEDGER_KEEP_BYTES) -> None:
+        self.directory = Path(directory)
+        self.max_bytes = max_bytes
+        # At least four segments fit the bound: deleting one gives up a quarter at most.
+        self.segment_bytes = max(1, min(segment_bytes, max_bytes // 4))
+        self.ledger_max_bytes = ledger_max_bytes
+        self.bytes = 0  # in the segments on disk
+        #: Counters: ledgers whose bytes were read whole, and those that fell back (gone, damaged, too large).
+        self.taken = 0
+        self.missed = 0
+        self._ledgers: set[int] = set()  # started here, not taken or dropped
+        #: The commit objects' keys are ``<prefix>/<ms>-<seq>``, one prefix (the
+        #: committer's session); where commit ``seq`` begins is ``_pos[seq - _base]`` (-1: not here).
+        self._prefix: str | None = None
+        self._base = 0
+        self._pos = array("q")
+        self._segments: OrderedDict[int, array] = OrderedDict()  # segment -> its commits' seqs, oldest first
+        self._sizes: dict[int, int] = {}  # segment -> bytes written to it
+        self._fd: int | None = None  # the segment written now (the last of ``_segments``)
+        self._size = 0  # of that segment
+        self._next = 0  # the next segment's number: never reused in a keeper's life
+        self._failing = False  # a write failed: said once until one succeeds
+        self._wipe()
+
+    def _path(self, segment: int) -> Path:
+        return self.directory / f"{segment:08d}.spill"
+
+    def _wipe(self) -> None:
+        """Empty the directory (a new session: nothing in it is anyone's)."""
+        try:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            log.warning("object spill directory %s: %s (ledgers are compacted from the store)", self.directory, exc)
+
+    # ------------------------------------------------------------ writes
+
+    def start(self, ledger_id: int) -> None:
+        self._ledgers.add(ledger_id)
+
+    def add(self, ledger_id: int, framed: bytes) -> None:
+        pass  # per_section is False: never called by the committer
+
+    def wrote(self, key: str, blob: bytes) -> None:
+        """Append commit object ``key``'s bytes; errors are logged, never raised."""
+        if not self._ledgers:
+            return  # nothing of it would be taken (no ledger of ours open)
+        if self._prefix is None:
+            self._prefix = key.rpartition("/")[0]
+        seq = self._seq(key)
+        if seq is None or seq < self._base:
+            return  # not a key of ours (never: one committer), or older than what is kept
+        try:
+            if self._fd is None or (self._size and self._size + len(blob) > self.segment_bytes):
+                self._roll()
+            os.pwrite(self._fd, blob, self._size)  # at an explicit offset: a short write can't shift the next
+            segment = next(reversed(self._segments))
+            pos, i = self._pos, seq - self._base
+            if i >= len(pos):  # commits end out of order (pipelined PUTs), and retries skip seqs
+                pos.extend(_GONE * (i + 1 - len(pos)))
+            pos[i] = (segment << OFFSET_BITS) | self._size
+            self._segments[segment].append(seq)
+            self._size += len(blob)
+            self._sizes[segment] = self._size
+            self.bytes += len(blob)
+            self._failing = False
+        except OSError as exc:
+            if not self._failing:
+                log.warning("object spill %s: %s (ledgers are compacted from the store meanwhile)",
+                            self.directory, exc)
+            self._failing = True
+            self._close_fd()  # the next commit begins a new segment
+            return
+        while self.bytes > self.max_bytes and len(self._segments) > 1:
+            self._delete_oldest()
+
+    def _roll(self) -> None:
+        self._close_fd()
+        segment = self._next
+        self._next += 1
+        self.directory.mkdir(parents=True, exist_ok=True)  # removed under us: made again
+        self._fd = os.open(self._path(segment), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        self._segments[segment] = array("q")
+        self._sizes[segment] = 0
+        self._size = 0
+
+    def _close_fd(self) -> None:
+        if self._fd is not None:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+            self._fd = None
+
+    def _seq(self, key: str) -> int | None:
+        prefix, _, name = key.rpartition("/")
+        if prefix != self._prefix:
+            return None
+        _, dash, seq = name.rpartition("-")
+        return int(seq) if dash and seq.isdigit() else None
+
+    def _delete_oldest(self) -> None:
+        segment, seqs = self._segments.popitem(last=False)
+        pos, base = self._pos, self._base
+        for seq in seqs:
+            pos[seq - base] = -1
+        dead = 0  # the commits before the oldest kept one: trimmed (a segment's worth each time)
+        while dead < len(pos) and pos[dead] < 0:
+            dead += 1
+        if dead:
+            del pos[:dead]
+            self._base += dead
+        self.bytes -= self._sizes.pop(segment)
+        try:
+            os.unlink(self._path(segment))  # a read under way keeps its open file
+        except OSError:
+            pass  # gone already
+
+    # ------------------------------------------------------------- takes
+
+    def take(self, ledger: SealedLedger) -> KeptBytes | None:
+        """A reader of the sealed ``ledger``'s sections, if it was started here,
+        is within ``ledger_max_bytes`` and every commit object it is in is still
+        spilled (else None: counted in ``missed``)."""
+        lid = ledger.ledger_id
+        if lid not in self._ledgers:
+            return None
+        self._ledgers.discard(lid)
+        sections = ledger.sections
+        if ledger.size > self.ledger_max_bytes or not len(sections):
+            self.missed += 1
+            return None
+        pos, base, seq_of = self._pos, self._base, self._seq
+        plan: list[tuple[int, int, int, int]] = []  # (segment, position, length, entries) per section
+        last_key, at = None, -1
+        for key, offset, length, count in zip(sections.keys, sections.offsets, sections.lengths, sections.counts):
+            if key is not last_key:  # a ledger's sections may share a commit object (not at many topics)
+                last_key = key
+                seq = seq_of(key)
+                i = -1 if seq is None else seq - base
+                at = pos[i] if 0 <= i < len(pos) else -1
+            if at < 0:  # its segment went past the bound (or its write failed)
+                self.missed += 1
+                return None
+            plan.append((at >> OFFSET_BITS, (at & _OFFSET_MASK) + offset, length, count))
+        return SpillRead(self, plan)
+
+    def drop(self, ledger_id: int) -> None:
+        self._ledgers.discard(ledger_id)
+
+    def clear(self) -> None:
+        self._close_fd()
+        self._ledgers.clear()
+        self._prefix = None
+        self._base = 0
+        self._pos = array("q")
+        self._segments.clear()
+        self._sizes.clear()
+        self.bytes = 0
+        self._wipe()
+
+
+class SpillRead:
+    """One sealed ledger's sections in the spill (:class:`~.kept_sections.KeptBytes`)."""
+
+    __slots__ = ("keeper", "plan")
+
+    def __init__(self, keeper: SpilledSections, plan: list[tuple[int, int, int, int]]) -> None:
+        self.keeper, self.plan = keeper, plan
+
+    async def parts(self) -> list[bytes] | None:
+        keeper = self.keeper
+        paths = {segment: keeper._path(segment) for segment in {s for s, _, _, _ in self.plan}}
+        parts = await asyncio.to_thread(read_sections, paths, self.plan)
+        if parts is None:
+            keeper.missed += 1
+        else:
+            keeper.taken += 1
+        return parts
+
+
+def read_sections(paths: dict[int, Path], plan: list[tuple[int, int, int, int]]) -> list[bytes] | None:
+    """Each planned section's bytes, every entry's CRC32C and the section's
+    length checked; None if a segment is gone or any section is short or
+    damaged. Blocking: run in a thread."""
+    fds: dict[int, int] = {}
+    try:
+        out = []
+        for segment, position, length, count in plan:
+            fd = fds.get(segment)
+            if fd is None:
+                fd = fds[segment] = os.open(paths[segment], os.O_RDONLY)
+            buf = os.pread(fd, length, position)
+            if len(buf) != length:
+                return None
+            entries = parse_frames(buf, count)  # ValueError on a short or bad record
+            if sum(map(len, entries)) + HEADER_SIZE * count != length:
+                return None  # more bytes than its entries: not this section
+            out.append(buf)
+        return out
+    except (OSError, ValueError):
+        return None
+    finally:
+        for fd in fds.values():
+            os.close(fd)
