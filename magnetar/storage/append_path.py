@@ -267,7 +267,9 @@ class AppendPath:
         nbytes = (len(datas[0]) if len(datas) == 1 else sum(map(len, datas))) + HEADER_SIZE * len(datas)
         batch = AppendBatch(self, meta.ledger_id, first, self._buf_futures, nbytes, self._loop.time())
         self._buf_futures.clear()
-        self._cache.put_many(meta.ledger_id, first, datas)
+        cache = self._cache
+        if self._listeners or cache.read_recently():  # someone reads the tail (storage/cache.py)
+            cache.put_many(meta.ledger_id, first, datas)
         self._inflight.append(batch)
         return self.current, datas, nbytes, batch
 

@@ -10,6 +10,15 @@ the cache, in slices, rather than an entry's worth of Python per entry put.
 It may hold entries that are not yet durable; the managed ledger never reads
 past its last confirmed entry, and calls :meth:`truncate` when writes fail.
 
+Only while someone reads: a managed ledger fills its cache while someone
+follows it (a subscription, a replicator, a fetch waiting at the tail:
+its entry listeners) or read its cache in the last
+:data:`READ_KEEPS_FILLING_S` (a reader polling without waiting). A topic
+only written to (read later, by a backfill) caches nothing: at 10,000 such
+topics the puts and the shared budget's bookkeeping were 6 % of the
+broker's loop, for entries nobody read before they were evicted. Pulsar's
+managed ledger likewise caches entries only while it has active cursors.
+
 The caches of one storage factory (one broker) also share a
 :class:`CacheBudget`: past it, the caches written to least recently give
 up their entries first. Without it, each topic's cache is bounded but their sum is
@@ -18,7 +27,12 @@ tails of topics nobody reads.
 """
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
+
+#: A read of the cache this recently (seconds) keeps it filling though
+#: nobody listens for new entries (see the module docstring).
+READ_KEEPS_FILLING_S = 30.0
 
 
 class _Run(list):
@@ -81,6 +95,12 @@ class TailCache:
         self._runs: dict[int, _Run] = {}  # ledger id -> run; insertion order = age
         self._last_id = -1
         self._last: _Run | None = None
+        #: ``time.monotonic()`` of the last :meth:`get` (-inf: never read).
+        self.read_at = float("-inf")
+
+    def read_recently(self) -> bool:
+        """Whether :meth:`get` was called in the last :data:`READ_KEEPS_FILLING_S`."""
+        return time.monotonic() - self.read_at < READ_KEEPS_FILLING_S
 
     def put_many(self, ledger_id: int, first: int, datas: list[bytes]) -> None:
         """Cache ``datas`` as entries ``first, first+1...`` of the ledger. A
@@ -108,7 +128,9 @@ class TailCache:
 
     def get(self, ledger_id: int, first: int, last: int) -> list[bytes]:
         """Cached entries from ``first`` on, up to ``last`` (inclusive), if
-        ``first`` is cached; else ``[]``."""
+        ``first`` is cached; else ``[]``. Keeps the cache filling for a while
+        (:meth:`read_recently`)."""
+        self.read_at = time.monotonic()
         run = self._runs.get(ledger_id)
         if run is None or not run.first <= first < run.end():
             return []

@@ -42,6 +42,10 @@ class EntryListeners:
         """Callbacks registered now."""
         return len(self._callbacks) if self._callbacks is not None else 0
 
+    def __bool__(self) -> bool:
+        """Whether a callback is registered (the append path asks at each hand-over)."""
+        return bool(self._callbacks)
+
     def wake(self) -> None:
         """New entries are confirmed: call every callback soon, once."""
         if not self._scheduled and self._callbacks:

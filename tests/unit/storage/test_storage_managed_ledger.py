@@ -62,8 +62,9 @@ async def test_reads_from_files_without_cache(factories):
 
 async def test_small_cache_mixes_cache_and_file_reads(factories):
     ml = await factories(max_entries_per_ledger=50, read_cache_bytes=100).open("t")
+    ml.add_listener(lambda: None)  # someone follows the topic: its tail is cached
     await append_all(ml, 120)
-    assert ml._cache.bytes <= 100
+    assert 0 < ml._cache.bytes <= 100
     assert await read_all(ml) == [payload(i) for i in range(120)]
 
 
@@ -74,11 +75,40 @@ async def test_the_managed_ledgers_of_one_factory_share_the_cache_budget(factori
     factory = factories(read_cache_bytes=100_000, cache_budget_bytes=2_000)
     ledgers = [await factory.open(f"t{i}") for i in range(10)]
     for ml in ledgers:
+        ml.add_listener(lambda: None)  # followed: cached
         await append_all(ml, 40)
     assert factory.cache_budget.bytes == sum(ml._cache.bytes for ml in ledgers) <= 2_000 + 2_000 // 8
     assert ledgers[0]._cache.bytes == 0 and ledgers[-1]._cache.bytes > 0
     for ml in (ledgers[0], ledgers[-1]):
         assert await read_all(ml) == [payload(i) for i in range(40)]
+
+
+async def test_the_tail_is_cached_only_while_someone_reads_it(factories, monkeypatch):
+    """A topic only written to caches nothing (a backfill reads it later,
+    from storage); one followed (an entry listener: a subscription, a
+    replicator, a fetch at the tail) caches its tail; a read keeps the cache
+    filling for READ_KEEPS_FILLING_S after it, then it stops."""
+    from magnetar.storage import cache as cache_module
+
+    factory = factories(read_cache_bytes=100_000)
+    written = await factory.open("written")
+    await append_all(written, 20)
+    assert written._cache.bytes == 0 and factory.cache_budget.bytes == 0
+    assert await read_all(written) == [payload(i) for i in range(20)]  # from the files
+
+    followed = await factory.open("followed")
+    unlisten = followed.add_listener(lambda: None)
+    await append_all(followed, 20)
+    assert followed._cache.bytes == sum(len(payload(i)) for i in range(20))
+    unlisten()
+
+    # ``written`` was read just now: its next entries are cached, for a while.
+    await append_all(written, 5, start=20)
+    assert written._cache.bytes == sum(len(payload(i)) for i in range(20, 25))
+    monkeypatch.setattr(cache_module, "READ_KEEPS_FILLING_S", 0.0)  # that while is over
+    await append_all(written, 5, start=25)
+    assert written._cache.bytes == sum(len(payload(i)) for i in range(20, 25))  # nothing more
+    assert await read_all(written) == [payload(i) for i in range(30)]
 
 
 async def test_next_position_and_first_position(factories):
