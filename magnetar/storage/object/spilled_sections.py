@@ -14,7 +14,7 @@ its key: 8 bytes a commit, not a dict entry and a string each, which at
 10,000 topics and 2 GiB came to ~250,000 commits and tens of MB) names
 where each commit object begins. A ledger's
 sections are in memory already (its ``SectionColumns``: key, offset,
-length), so its bytes are one ``pread`` per section: nothing is held per
+length), so its bytes are a slice of a mapped segment per section: nothing is held per
 section.
 
 Bounds: segments of ``segment_bytes``, the oldest deleted once they hold
@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import mmap
 import os
 import shutil
 from array import array
@@ -82,6 +83,10 @@ class SpilledSections:
         self._size = 0  # of that segment
         self._next = 0  # the next segment's number: never reused in a keeper's life
         self._failing = False  # a write failed: said once until one succeeds
+        #: segment -> its map, made by the first read of it (a worker thread)
+        #: and kept until the segment is deleted: a map per read cost an
+        #: ``open``, ``mmap`` and ``munmap`` per segment per ledger.
+        self.maps: dict[int, mmap.mmap] = {}
         self._wipe()
 
     def _path(self, segment: int) -> Path:
@@ -173,8 +178,9 @@ class SpilledSections:
             del pos[:dead]
             self._base += dead
         self.bytes -= self._sizes.pop(segment)
+        _unmap(self.maps.pop(segment, None))  # a read under way finds it closed: not kept
         try:
-            os.unlink(self._path(segment))  # a read under way keeps its open file
+            os.unlink(self._path(segment))
         except OSError:
             pass  # gone already
 
@@ -212,6 +218,9 @@ class SpilledSections:
 
     def clear(self) -> None:
         self._close_fd()
+        for view in list(self.maps.values()):
+            _unmap(view)
+        self.maps.clear()
         self._ledgers.clear()
         self._prefix = None
         self._base = 0
@@ -233,7 +242,9 @@ class SpillRead:
     async def parts(self) -> list[bytes] | None:
         keeper = self.keeper
         paths = {segment: keeper._path(segment) for segment in {s for s, _, _, _ in self.plan}}
-        parts = await asyncio.to_thread(read_sections, paths, self.plan)
+        parts = await asyncio.to_thread(read_sections, paths, self.plan, keeper.maps)
+        for segment in [s for s in keeper.maps if s not in keeper._sizes]:
+            _unmap(keeper.maps.pop(segment))  # mapped by the read as it was being deleted
         if parts is None:
             keeper.missed += 1
         else:
@@ -241,18 +252,36 @@ class SpillRead:
         return parts
 
 
-def read_sections(paths: dict[int, Path], plan: list[tuple[int, int, int, int]]) -> list[bytes] | None:
+def read_sections(paths: dict[int, Path], plan: list[tuple[int, int, int, int]],
+                  maps: dict[int, mmap.mmap] | None = None) -> list[bytes] | None:
     """Each planned section's bytes, every entry's CRC32C and the section's
     length checked; None if a segment is gone or any section is short or
-    damaged. Blocking: run in a thread."""
-    fds: dict[int, int] = {}
+    damaged. Blocking: run in a thread. ``maps``: segment -> its map, shared
+    with later reads (the keeper's; a map is made here when missing or
+    shorter than a section needs: the segment written now grows).
+
+    The sections are sliced from mapped segments, not read with a ``pread``
+    each: every ``pread`` gives up the GIL and must take it back from the
+    busy event loop, which waits out the switch interval (5 ms) each time,
+    so a ledger of 1,000 sections took seconds to read at 10,000 written
+    topics (py-spy: most of the worker threads' samples in ``pread``). A
+    slice holds the GIL throughout (the segments were written in the last
+    minutes: page cache)."""
+    if maps is None:
+        maps = {}
     try:
         out = []
         for segment, position, length, count in plan:
-            fd = fds.get(segment)
-            if fd is None:
-                fd = fds[segment] = os.open(paths[segment], os.O_RDONLY)
-            buf = os.pread(fd, length, position)
+            view = maps.get(segment)
+            if view is None or view.closed or len(view) < position + length:
+                with open(paths[segment], "rb") as file:
+                    fresh = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+                if view is not None and not view.closed and maps.get(segment) is view:
+                    maps[segment] = fresh  # the old map stays for a read that holds it; freed with it
+                else:
+                    maps.setdefault(segment, fresh)
+                view = fresh
+            buf = view[position:position + length]
             if len(buf) != length:
                 return None
             entries = parse_frames(buf, count)  # ValueError on a short or bad record
@@ -260,8 +289,13 @@ def read_sections(paths: dict[int, Path], plan: list[tuple[int, int, int, int]])
                 return None  # more bytes than its entries: not this section
             out.append(buf)
         return out
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # gone, closed by a deletion, or empty (mmap of 0 bytes)
         return None
-    finally:
-        for fd in fds.values():
-            os.close(fd)
+
+
+def _unmap(view: mmap.mmap | None) -> None:
+    if view is not None:
+        try:
+            view.close()
+        except (BufferError, ValueError):  # exported, or closed already
+            pass

@@ -107,3 +107,23 @@ def test_commits_spilled_out_of_order_are_each_found(tmp_path):
                                new_section(1, 1, commit_object("s", 1, 2), 0, len(second))])
     reader = keeper.take(SimpleNamespace(ledger_id=1, sections=sections, size=len(first) + len(second)))
     assert asyncio.run(reader.parts()) == [first, second]
+
+
+def test_a_ledger_s_sections_are_read_without_a_syscall_each(tmp_path, monkeypatch):
+    """A ``pread`` per section gave up the GIL and waited for the busy event
+    loop to hand it back, up to the 5 ms switch interval each: a ledger of
+    1,000 sections took seconds. The sections are sliced from mapped segments."""
+    import os
+
+    keeper = SpilledSections(tmp_path / "s", 1 << 20)
+    keeper.start(1)
+    spilled, sections = [], []
+    for k in range(50):
+        one = frames([b"entry%d" % k])
+        sections.append(one)
+        spilled.append((*commit(keeper, {1: one, 2: frames([b"x"])}), 1))
+    reads = []
+    real = os.pread
+    monkeypatch.setattr(os, "pread", lambda *a: reads.append(a) or real(*a))
+    assert asyncio.run(keeper.take(ledger(1, spilled)).parts()) == sections
+    assert reads == []
