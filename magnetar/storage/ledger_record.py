@@ -10,6 +10,11 @@ Layout (JSON):
   from its file. ``prepared`` (optional): ids of ledgers this managed
   ledger created ahead and no ``ledgers`` entry names yet; a recovery
   deletes them (:mod:`.recovery`: the prepared-ledger sweep).
+  ``highest_id`` (optional): the largest ledger id the record ever named,
+  written while no ledger or prepared id it names now is that large (an
+  empty ledger dropped at close). Cursors keep naming such a ledger
+  (``(id, -1)``), so the next owner's ledger must be above it: ledger ids
+  come from per-broker blocks (:mod:`.ledger_ids`), not one growing counter.
 - ``/managed-ledgers/<name>/cursors/<quoted name>``: one cursor (see
   :mod:`.cursor`); the name is percent-encoded with no safe characters, so
   any name maps to one key segment.
@@ -68,6 +73,9 @@ class ManagedLedgerRecord:
         self.prepared: list[int] = []
         #: The ``prepared`` ids :meth:`load` found (a previous owner's).
         self.found_prepared: list[int] = []
+        #: The largest ledger id any version of the record this instance
+        #: read or wrote named (``highest_id`` in the module docstring).
+        self.highest_id = 0
         self.lock = asyncio.Lock()
         self._watch = None
 
@@ -81,7 +89,9 @@ class ManagedLedgerRecord:
         check_format("managed ledger record", self.key, doc.get("format", 1), FORMAT)
         self.version = record.version
         self.found_prepared = [int(i) for i in doc.get("prepared", [])]
-        return [LedgerMeta.from_doc(d) for d in doc.get("ledgers", [])], dict(doc.get("properties", {}))
+        metas = [LedgerMeta.from_doc(d) for d in doc.get("ledgers", [])]
+        self.highest_id = max([int(doc.get("highest_id", 0)), *self.found_prepared, *(m.ledger_id for m in metas)])
+        return metas, dict(doc.get("properties", {}))
 
     async def save(self, ledger_docs: list[dict], properties: dict[str, str],
                    beside: CreateBeside | None = None) -> LedgerHandle | None:
@@ -93,10 +103,15 @@ class ManagedLedgerRecord:
         doc = {"format": FORMAT, "ledgers": ledger_docs, "properties": properties}
         if self.prepared:
             doc["prepared"] = list(self.prepared)
+        named = max([0, *self.prepared, *(int(d["id"]) for d in ledger_docs)])
+        highest = max(self.highest_id, named)
+        if highest > named:
+            doc["highest_id"] = highest
         value = json.dumps(doc, separators=(",", ":")).encode()
         try:
             if beside is None:
                 self.version = await self.store.put(self.key, value, self.version)
+                self.highest_id = highest
                 return None
             versions = await self.store.transaction([Compare(self.key, self.version), *beside.compares],
                                                     [Put(self.key, value), *beside.writes])
@@ -109,6 +124,7 @@ class ManagedLedgerRecord:
             raise ManagedLedgerFencedError(f"managed ledger {self.name!r} was changed elsewhere: {exc}") from exc
         except MetadataError as exc:
             raise StorageError(f"writing metadata of {self.name!r} failed: {exc}") from exc
+        self.highest_id = highest
         self.version = versions[0]
         return beside.finish(versions[1:])
 

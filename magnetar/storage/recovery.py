@@ -96,9 +96,11 @@ async def recover(record: ManagedLedgerRecord, backend: LedgerBackend,
     named = {m.ledger_id for m in metas} | {m.ledger_id for m in empties}
     # Still named as prepared by the record written below, until deleted.
     record.prepared.extend(i for i in record.found_prepared if i not in named and i not in record.prepared)
-    # Greater than every id it names: positions are ordered by ledger id, across owners too.
-    above = max([m.ledger_id for m in metas + empties] + list(record.found_prepared) + list(record.prepared),
-                default=0)
+    # Greater than every id it names, or ever named (cursors may name an
+    # empty ledger dropped at close): positions are ordered by ledger id,
+    # across owners too.
+    above = max([m.ledger_id for m in metas + empties] + list(record.found_prepared) + list(record.prepared)
+                + [record.highest_id])
     new_id = await new_ledger_id(above)
     new_ledger = await backend.create(new_id)
     new_meta = LedgerMeta(new_id, created=time.time())

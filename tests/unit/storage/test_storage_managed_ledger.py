@@ -375,3 +375,27 @@ async def test_close_completes_pending_appends(factories):
     assert all(f.done() and not f.exception() for f in futures)
     ml2 = await factories().open("t")
     assert await read_all(ml2) == [payload(i) for i in range(100)]
+
+
+async def test_a_cursor_on_an_empty_ledger_dropped_at_close_still_sees_the_next_owners_entries(factories):
+    """Ledger ids come from per-broker blocks, so the next owner's block may
+    lie below an id the managed ledger named. Its close dropped its empty
+    ledger from the record, yet the cursor still names ``(id, -1)``: the next
+    owner's ledger must be above it, or every entry it writes sorts before
+    the mark-delete position (backlog 0, nothing delivered: a partitioned
+    topic's subscription lost three partitions after a bundle move)."""
+    old, new = factories(), factories()
+    new.ledger_ids.block = 8
+    await new.ledger_ids.next()  # the new owner holds ids 2..8 from now on
+    ml = await old.open("t")  # its ledger: 9
+    cursor = await ml.open_cursor("sub", "earliest")
+    named = cursor.mark_delete_position
+    assert named.ledger_id > new.ledger_ids._next
+    await ml.close()
+    moved = await new.open("t")
+    cursor = await moved.open_cursor("sub", "earliest")
+    assert cursor.mark_delete_position == named
+    pos = await moved.append(b"after the move")
+    assert pos > named
+    assert cursor.backlog() == 1
+    assert [e.data for e in await cursor.read_entries(10)] == [b"after the move"]
