@@ -55,9 +55,10 @@ cluster: $(CLUSTER_STAMP)
 # Two worker processes, a test file each at a time (a module's shared broker stays
 # in one process): most tests wait on brokers, etcd or SeaweedFS rather than compute.
 # TEST_WORKERS=0 runs them in this process (pytest-xdist's -n 0).
+# --durations=30: every run's log names its slowest tests (the suite must stay under 25 min on 2 cores).
 TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=30
 
 # The edit loop: the unit tests and the fast integration tests (one broker each,
 # no cluster, no kill loops); `make test` stays the whole suite.

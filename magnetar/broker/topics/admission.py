@@ -4,7 +4,7 @@ slot a topic keeps for its holder while both move to another broker.
 
 A mixin of :class:`.topic.Topic` (it uses the topic's ``producers``,
 ``waiting``, ``exclusive_producer``, ``reserved_for``, ``topic_epoch``,
-``ledger`` and ``_admission`` lock): the rules live here, the append path
+``ledger``, ``_appending`` and ``_admission`` lock): the rules live here, the append path
 that enforces them per entry in ``topic.py``. Failure modes are those of
 :meth:`ProducerAdmission.add_producer`.
 """
@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 
-from magnetar.broker.errors import BrokerError, PersistenceError, ProducerBusy, ProducerFenced
+from magnetar.broker.errors import BrokerError, PersistenceError, ProducerBusy, ProducerFenced, ServiceNotReady
 from magnetar.broker.policies import backlog_quota
 
 from .producer import AccessMode, Producer
@@ -26,6 +26,9 @@ TOPIC_EPOCH = "topic_epoch"
 #: Managed ledger property set by release(): the name of the exclusive
 #: producer that held the topic when it left for another broker (PIP-307).
 EXCLUSIVE_IN_TRANSIT = "exclusive_in_transit"
+#: How long an exclusive producer's admission waits for the sends of the
+#: producers before it to be stored (:meth:`ProducerAdmission._earlier_sends_settled`).
+EARLIER_SENDS_WAIT_S = 30.0
 #: How long a topic that arrived by a move keeps its exclusive slot for that
 #: producer, which is being sent here at the same moment as everyone else.
 TRANSIT_RESERVATION_S = 10.0
@@ -118,6 +121,7 @@ class ProducerAdmission:
         epoch = requested if requested is not None and requested >= self.topic_epoch else self.topic_epoch + 1
         self.exclusive_producer = producer  # reserve the slot before the await
         try:
+            await self._earlier_sends_settled()
             if epoch != self.topic_epoch:
                 await self.ledger.set_properties({TOPIC_EPOCH: str(epoch)})
         except BaseException:  # a cancelled admission too: the slot must not stay reserved
@@ -135,6 +139,28 @@ class ProducerAdmission:
                 self.exclusive_producer = None
             raise ProducerFenced(f"producer {producer.name} left while it was being admitted")
         self._attach(producer)
+
+    async def _earlier_sends_settled(self) -> None:
+        """Return once every send appended so far is stored or failed.
+
+        An exclusive producer is granted only then. A leader bootstraps by
+        reading the log to its end (GetLastMessageId, then a reader): a send
+        of the producer before it (a crashed leader's, in flight when its
+        connection dropped) stored after that read would be missed by the
+        new leader's state, and land among its own writes. Appends settle in
+        order, so the last one settled means all have. Raises
+        ``ServiceNotReady`` (the client retries) if storage has not answered
+        in ``EARLIER_SENDS_WAIT_S``."""
+        appending = self._appending
+        if not appending:
+            return
+        done = asyncio.get_running_loop().create_future()
+        appending[-1].follow(lambda _send: done.done() or done.set_result(None))
+        try:
+            await asyncio.wait_for(done, EARLIER_SENDS_WAIT_S)
+        except TimeoutError:
+            raise ServiceNotReady(f"{self.name}: the sends of the producer before are still being stored; "
+                                  f"retry") from None
 
     def _detach_exclusive(self, producer: Producer) -> None:
         """Undo :meth:`_take_exclusive` for a producer whose client is gone."""
