@@ -73,8 +73,8 @@ OPENED_COMPACT_AFTER_S = 1.0
 #: others wait before reading them: a compaction waits for the PUT budget
 #: with its bytes in hand, and at 10,000 topics compactions fall behind the
 #: seals (941 for 1,942), so every ledger waiting held its bytes (the
-#: broker's heap grew by about 2 GB in the seal phase). The budget lets
-#: through a few PUTs at a time; this many keep it busy.
+#: broker's heap reached 1.9-2.8 GB as the sending ended). The budget
+#: paces PUTs by rate, so a few compactions in hand keep it busy.
 KEPT_AT_ONCE = 16
 
 
