@@ -398,20 +398,9 @@ def ledger_objects(cluster: LocalCluster) -> dict:
     chunk objects there are; and the commit objects (none on files)."""
     if cluster.objectstore_endpoint is None:
         return {}
-    import asyncio
-    from magnetar.objectstore.s3 import open_object_store
-
-    async def listing() -> dict:
-        store = open_object_store(f"s3://{cluster.objectstore_bucket}/{cluster.name}"
-                                  f"?endpoint={cluster.objectstore_endpoint}")
-        try:
-            keys = [o.key for o in await store.list("ledgers/")]
-            commits = len(await store.list("data/"))
-        finally:
-            await store.close()
-        indexed = sum(1 for k in keys if k.endswith("/index"))
-        return {"indexed": indexed, "chunks": len(keys) - indexed, "commit_objects": commits}
-    return asyncio.run(listing())
+    keys = cluster.object_keys("ledgers/")
+    indexed = sum(1 for k in keys if k.endswith("/index"))
+    return {"indexed": indexed, "chunks": len(keys) - indexed, "commit_objects": len(cluster.object_keys("data/"))}
 
 
 def compacted(cluster: LocalCluster, ledgers: int, timeout: float = 60.0) -> dict:
@@ -454,19 +443,7 @@ def read_alone(cluster: LocalCluster, spec: WorkloadSpec, alone: list[dict], log
     import pulsar
     from magnetar.storage.object.ledger_index import index_object
 
-    keys = set()
-    if cluster.objectstore_endpoint is not None:
-        import asyncio
-        from magnetar.objectstore.s3 import open_object_store
-
-        async def listing() -> set:
-            store = open_object_store(f"s3://{cluster.objectstore_bucket}/{cluster.name}"
-                                      f"?endpoint={cluster.objectstore_endpoint}")
-            try:
-                return {o.key for o in await store.list("ledgers/")}
-            finally:
-                await store.close()
-        keys = asyncio.run(listing())
+    keys = set(cluster.object_keys("ledgers/"))
     out = []
     client = pulsar.Client(spec.service_url)
     try:

@@ -26,7 +26,6 @@ record results with the command line, the machine and its load.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import re
 import statistics
@@ -57,18 +56,7 @@ def object_gets(cluster: LocalCluster) -> tuple[int, int]:
 
 def commit_objects(cluster: LocalCluster) -> set[str]:
     """Keys of the commit objects in the cluster's store (none on files)."""
-    if cluster.objectstore_endpoint is None:
-        return set()
-    from magnetar.objectstore.s3 import open_object_store
-
-    async def listing() -> set[str]:
-        store = open_object_store(f"s3://{cluster.objectstore_bucket}/{cluster.name}"
-                                  f"?endpoint={cluster.objectstore_endpoint}")
-        try:
-            return {o.key for o in await store.list("data/")}
-        finally:
-            await store.close()
-    return asyncio.run(listing())
+    return set(cluster.object_keys("data/"))
 
 
 def restart(cluster: LocalCluster, timeout: float = 120.0) -> None:

@@ -159,3 +159,21 @@ class LocalCluster:
             except (urllib.error.URLError, ConnectionError):
                 continue
         raise AssertionError("no broker answers")
+
+    def object_keys(self, prefix: str) -> list[str]:
+        """Keys under ``prefix`` in the cluster's bucket, relative to the
+        cluster's own prefix there ([] on files: no object store)."""
+        if self.objectstore_endpoint is None:
+            return []
+        import asyncio
+
+        from magnetar.objectstore.s3 import open_object_store
+
+        async def listing() -> list[str]:
+            store = open_object_store(f"s3://{self.objectstore_bucket}/{self.name}"
+                                      f"?endpoint={self.objectstore_endpoint}")
+            try:
+                return [o.key for o in await store.list(prefix)]
+            finally:
+                await store.close()
+        return asyncio.run(listing())

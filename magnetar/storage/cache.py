@@ -33,6 +33,7 @@ from collections import OrderedDict
 #: A read of the cache this recently (seconds) keeps it filling though
 #: nobody listens for new entries (see the module docstring).
 READ_KEEPS_FILLING_S = 30.0
+_NEVER = float("-inf")
 
 
 class _Run(list):
@@ -96,11 +97,14 @@ class TailCache:
         self._last_id = -1
         self._last: _Run | None = None
         #: ``time.monotonic()`` of the last :meth:`get` (-inf: never read).
-        self.read_at = float("-inf")
+        self.read_at = _NEVER
 
     def read_recently(self) -> bool:
         """Whether :meth:`get` was called in the last :data:`READ_KEEPS_FILLING_S`."""
-        return time.monotonic() - self.read_at < READ_KEEPS_FILLING_S
+        read_at = self.read_at
+        # Never read (most of many written topics): no clock read. Asked at
+        # every hand-over, it was 1-2 % of the loop at 10,000 written topics.
+        return read_at != _NEVER and time.monotonic() - read_at < READ_KEEPS_FILLING_S
 
     def put_many(self, ledger_id: int, first: int, datas: list[bytes]) -> None:
         """Cache ``datas`` as entries ``first, first+1...`` of the ledger. A

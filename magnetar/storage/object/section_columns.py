@@ -82,8 +82,9 @@ class SectionColumns:
         return self._at(i)
 
     def __iter__(self) -> Iterator[Section]:
-        for i in range(len(self.keys)):
-            yield self._at(i)
+        # Column by column, not index by index: a compaction lists a rolled-over
+        # ledger's 1,000 sections, ~40 a second at 10,000 topics.
+        return map(new_section, self.firsts, self.counts, self.keys, self.offsets, self.lengths)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, SectionColumns):

@@ -24,11 +24,13 @@ large section, as before). The directory is emptied at start: nothing in
 it belongs to anyone after a restart (a new session, new object keys).
 
 :meth:`SpilledSections.take` hands a sealed ledger's compaction a reader
-(:class:`SpillRead`) whose ``parts`` reads the sections in a thread (page
-cache reads, but a disk may block) and checks each entry's CRC32C and the
-section's length: a section whose segment is gone (past the bound), or
-whose bytes are short or damaged, makes the whole ledger "not kept" (None),
-and its compaction takes today's path (indexed or from the store). No
+(:class:`SpillRead`) whose ``parts`` finds each section's place (when the
+compaction reads, not at the seal: nothing is held per section while it
+waits), reads the sections in a thread (page cache reads, but a disk may
+block) and checks each entry's CRC32C and the section's length: a section
+whose segment is gone (past the bound), or whose bytes are short or
+damaged, makes the whole ledger "not kept" (None), and its compaction takes
+today's path (indexed or from the store). No
 exception leaves this module but for a bug: an ``OSError`` writing is logged
 and that segment given up.
 """
@@ -39,11 +41,14 @@ import logging
 import mmap
 import os
 import shutil
+import sys
 from array import array
 from collections import OrderedDict
+from functools import lru_cache
 from pathlib import Path
 from ..framing import HEADER_SIZE, parse_frames
 from .kept_sections import LEDGER_KEEP_BYTES, KeptBytes, SealedLedger
+from .section_columns import SectionColumns
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +58,24 @@ SEGMENT_BYTES = 64 * 1024 * 1024
 OFFSET_BITS = 40
 _OFFSET_MASK = (1 << OFFSET_BITS) - 1
 _GONE = array("q", [-1])
+
+
+#: Commit keys whose sequence numbers :func:`_key_seq` remembers (~200
+#: bytes each, the key shared with the sections naming it): a commit carries
+#: a section of hundreds of ledgers, which roll over within minutes of
+#: each other, so most of a ledger's keys were parsed by the reads before.
+KEYS_REMEMBERED = 1 << 15
+
+
+@lru_cache(maxsize=KEYS_REMEMBERED)
+def _key_seq(key: str) -> tuple[str, int | None]:
+    """Commit object ``key``'s prefix and sequence number (``<prefix>/<name>-<seq>``;
+    None if it has none). Parsed once per key: a read does this for each of
+    its ledger's sections (1,000 at a rollover), and parsing each anew was
+    most of its time on the loop at 10,000 topics."""
+    prefix, _, name = key.rpartition("/")
+    _, dash, seq = name.rpartition("-")
+    return sys.intern(prefix), (int(seq) if dash and seq.isdigit() else None)
 
 
 class SpilledSections:
@@ -160,11 +183,8 @@ class SpilledSections:
             self._fd = None
 
     def _seq(self, key: str) -> int | None:
-        prefix, _, name = key.rpartition("/")
-        if prefix != self._prefix:
-            return None
-        _, dash, seq = name.rpartition("-")
-        return int(seq) if dash and seq.isdigit() else None
+        prefix, seq = _key_seq(key)
+        return seq if prefix == self._prefix else None
 
     def _delete_oldest(self) -> None:
         segment, seqs = self._segments.popitem(last=False)
@@ -187,9 +207,10 @@ class SpilledSections:
     # ------------------------------------------------------------- takes
 
     def take(self, ledger: SealedLedger) -> KeptBytes | None:
-        """A reader of the sealed ``ledger``'s sections, if it was started here,
-        is within ``ledger_max_bytes`` and every commit object it is in is still
-        spilled (else None: counted in ``missed``)."""
+        """A reader of the sealed ``ledger``'s sections, if it was started here
+        and is within ``ledger_max_bytes`` (else None: counted in ``missed``).
+        Whether every commit object it is in is still spilled is found when
+        it reads (:meth:`SpillRead.parts`)."""
         lid = ledger.ledger_id
         if lid not in self._ledgers:
             return None
@@ -198,20 +219,29 @@ class SpilledSections:
         if ledger.size > self.ledger_max_bytes or not len(sections):
             self.missed += 1
             return None
-        pos, base, seq_of = self._pos, self._base, self._seq
-        plan: list[tuple[int, int, int, int]] = []  # (segment, position, length, entries) per section
+        # Where each section lies is looked up by the read, not here: a plan
+        # made at the seal lived until the compaction, a tuple per section,
+        # and a broker closing after 10,000 written topics seals them all at
+        # once (its heap grew by a GB while it stopped), most of them
+        # compactions it then cancels.
+        return SpillRead(self, sections)
+
+    def _plan(self, sections: SectionColumns) -> list[tuple[int, int, int, int]] | None:
+        """(segment, position, length, entries) of each section; None if one's
+        commit object is no longer spilled (past the bound, or its write failed)."""
+        pos, base, ours = self._pos, self._base, self._prefix
+        plan: list[tuple[int, int, int, int]] = []
         last_key, at = None, -1
         for key, offset, length, count in zip(sections.keys, sections.offsets, sections.lengths, sections.counts):
             if key is not last_key:  # a ledger's sections may share a commit object (not at many topics)
                 last_key = key
-                seq = seq_of(key)
-                i = -1 if seq is None else seq - base
+                prefix, seq = _key_seq(key)
+                i = -1 if seq is None or prefix != ours else seq - base
                 at = pos[i] if 0 <= i < len(pos) else -1
-            if at < 0:  # its segment went past the bound (or its write failed)
-                self.missed += 1
+            if at < 0:
                 return None
             plan.append((at >> OFFSET_BITS, (at & _OFFSET_MASK) + offset, length, count))
-        return SpillRead(self, plan)
+        return plan
 
     def drop(self, ledger_id: int) -> None:
         self._ledgers.discard(ledger_id)
@@ -234,15 +264,19 @@ class SpilledSections:
 class SpillRead:
     """One sealed ledger's sections in the spill (:class:`~.kept_sections.KeptBytes`)."""
 
-    __slots__ = ("keeper", "plan")
+    __slots__ = ("keeper", "sections")
 
-    def __init__(self, keeper: SpilledSections, plan: list[tuple[int, int, int, int]]) -> None:
-        self.keeper, self.plan = keeper, plan
+    def __init__(self, keeper: SpilledSections, sections: SectionColumns) -> None:
+        self.keeper, self.sections = keeper, sections
 
     async def parts(self) -> list[bytes] | None:
         keeper = self.keeper
-        paths = {segment: keeper._path(segment) for segment in {s for s, _, _, _ in self.plan}}
-        parts = await asyncio.to_thread(read_sections, paths, self.plan, keeper.maps)
+        plan = keeper._plan(self.sections)  # on the loop: the writes move the positions
+        if plan is None:
+            keeper.missed += 1
+            return None
+        paths = {segment: keeper._path(segment) for segment in {s for s, _, _, _ in plan}}
+        parts = await asyncio.to_thread(read_sections, paths, plan, keeper.maps)
         for segment in [s for s in keeper.maps if s not in keeper._sizes]:
             _unmap(keeper.maps.pop(segment))  # mapped by the read as it was being deleted
         if parts is None:

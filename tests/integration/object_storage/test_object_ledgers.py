@@ -26,6 +26,16 @@ def open_factory(tmp_path, store, objects_url, *, interval_ms=20, **config) -> M
     return ManagedLedgerFactory(tmp_path / "unused", store, cfg, backend=backend, cache_budget=budget)
 
 
+async def reads_back_elsewhere(tmp_path, etcd_store, objects_url, name: str, datas: list[bytes], acked: list) -> None:
+    """Every entry of ``name`` reads back, at the positions acknowledged, from
+    a factory that never wrote it (no cache: from the store)."""
+    again = open_factory(tmp_path, etcd_store, objects_url, read_cache_bytes=0)
+    ml = await again.open(name)
+    entries = await ml.read_entries(ml.first_position(), 100)
+    assert [e.data for e in entries] == datas
+    assert [e.position for e in entries] == acked
+    await again.close()
+
 async def test_appends_read_back_from_objects_across_rollovers(tmp_path, etcd_store, objects_url, objects):
     factory = open_factory(tmp_path, etcd_store, objects_url, max_entries_per_ledger=50, read_cache_bytes=0)
     ml = await factory.open("t/a")
@@ -183,12 +193,7 @@ async def test_sealed_ledgers_are_compacted_and_orphaned_objects_collected(tmp_p
     assert gone and set(gone) <= before
     assert await collect_orphans(etcd_store, objects, older_than_s=0) == []
     await factory.close()
-    again = open_factory(tmp_path, etcd_store, objects_url, read_cache_bytes=0)
-    ml = await again.open("t/k")
-    entries = await ml.read_entries(ml.first_position(), 100)
-    assert [e.data for e in entries] == [f"k{i}".encode() for i in range(35)]
-    assert [e.position for e in entries] == acked
-    await again.close()
+    await reads_back_elsewhere(tmp_path, etcd_store, objects_url, "t/k", [f"k{i}".encode() for i in range(35)], acked)
 
 
 async def test_a_ledger_sealed_by_the_last_append_is_collected_once_compacted(tmp_path, etcd_store, objects_url,
@@ -223,12 +228,8 @@ async def test_a_ledger_sealed_by_the_last_append_is_collected_once_compacted(tm
     assert set(await collect_orphans(etcd_store, objects, older_than_s=0)) == last_objects
     assert await collect_orphans(etcd_store, objects, older_than_s=0) == []
     await factory.close()
-    again = open_factory(tmp_path, etcd_store, objects_url, read_cache_bytes=0)
-    ml = await again.open("t/last")
-    entries = await ml.read_entries(ml.first_position(), 100)
-    assert [e.data for e in entries] == [f"f{i}".encode() for i in range(10)]
-    assert [e.position for e in entries] == acked
-    await again.close()
+    await reads_back_elsewhere(tmp_path, etcd_store, objects_url, "t/last", [f"f{i}".encode() for i in range(10)],
+                               acked)
 
 
 async def test_section_records_a_compaction_left_after_its_marker_are_collected(tmp_path, etcd_store, objects_url,

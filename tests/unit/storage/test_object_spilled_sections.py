@@ -1,7 +1,7 @@
 """The disk keeper (storage/object/spilled_sections.py): a sealed ledger's
 sections read back from the commit objects spilled, each entry's CRC
-checked; a ledger not started here, too large, partly past the byte bound
-or damaged is not taken (None), and nothing raises."""
+checked; a ledger not started here or too large is not taken (None), one
+partly past the byte bound or damaged reads as None, and nothing raises."""
 from __future__ import annotations
 
 import asyncio
@@ -74,7 +74,7 @@ def test_damage_a_bound_or_a_deleted_segment_means_not_kept(tmp_path):
     keeper.start(4)
     assert asyncio.run(keeper.take(SimpleNamespace(ledger_id=4, sections=ledger(3, later[-3:]).sections,
                                                    size=900)).parts()) == [frames([b"w" * 300])] * 3
-    assert keeper.take(ledger(3, early)) is None and keeper.missed == 3
+    assert asyncio.run(keeper.take(ledger(3, early)).parts()) is None and keeper.missed == 3
 
 
 def where(keeper: SpilledSections, seq: int) -> int:
@@ -127,3 +127,29 @@ def test_a_ledger_s_sections_are_read_without_a_syscall_each(tmp_path, monkeypat
     monkeypatch.setattr(os, "pread", lambda *a: reads.append(a) or real(*a))
     assert asyncio.run(keeper.take(ledger(1, spilled)).parts()) == sections
     assert reads == []
+
+
+def test_a_take_holds_nothing_per_section_until_its_read(tmp_path):
+    """A broker closing after 10,000 written topics seals every ledger at
+    once, and each seal takes its ledger's reader; most of those compactions
+    are then cancelled. A plan made at the take (a tuple per section) held a
+    GB of heap while the broker stopped: the places are found at the read."""
+    import tracemalloc
+
+    keeper = SpilledSections(tmp_path / "s", 1 << 24)
+    keeper.start(1)
+    spilled, sections = [], []
+    for k in range(1000):
+        one = frames([b"e%d" % k])
+        sections.append(one)
+        spilled.append((*commit(keeper, {1: one}), 1))
+    sealed = ledger(1, spilled)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        reader = keeper.take(sealed)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < 2_000, f"{held} bytes held by a take of 1,000 sections"
+    assert asyncio.run(reader.parts()) == sections and keeper.taken == 1
