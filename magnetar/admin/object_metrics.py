@@ -9,6 +9,11 @@ for it, then one metadata transaction per 128 ledgers in it, so
 ``object_commit_interval_ms`` with only ``cost`` topics; docs/object-storage.md);
 ``magnetar_object_gets_total`` counts the ranged GETs of reads and compactions
 (``magnetar_object_chunk_gets_total``: those of compacted chunk objects).
+``magnetar_object_compactions_total{source}`` counts the sealed ledgers
+compacted (from kept bytes, into an index object, or from the store),
+``magnetar_object_compactions_pending`` those waiting (a level that grows
+while compactions fall behind the rollovers) and
+``magnetar_object_kept_bytes`` the commit bytes kept for them.
 The broker makes no fsync on object storage: etcd's own ``/metrics`` count
 the WAL fsyncs the transactions cost (``etcd_disk_wal_fsync_duration_seconds``). ``magnetar_object_commit_phase_seconds{phase}``
 says where a commit's time goes (gather, put, wait, transaction, receipts,
@@ -19,7 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from magnetar.admin.backend_stats import backend_stats
 
@@ -51,6 +56,23 @@ class ObjectStorageCollector:
         yield CounterMetricFamily("magnetar_object_put_budget_wait_seconds",
                                   "Time commits waited for a token of the PUT budget (object_put_budget_per_s)",
                                   value=counters["budget_wait_s"])
+        compacted = CounterMetricFamily("magnetar_object_compactions",
+                                        "Sealed ledgers compacted, by where their bytes came from: kept (this "
+                                        "writer's commits, no GET), indexed (an index object, no data moved), "
+                                        "store (chunks from GETs)", labels=["source"])
+        for source in ("kept", "indexed", "store"):
+            compacted.add_metric([source], counters.get(f"compacted_{source}", 0))
+        yield compacted
+        yield CounterMetricFamily("magnetar_object_compactions_failed",
+                                  "Compactions that failed (the ledger is compacted when next sealed or opened)",
+                                  value=counters.get("compactions_failed", 0))
+        yield GaugeMetricFamily("magnetar_object_compactions_pending",
+                                "Sealed ledgers whose compaction is running or waiting: growing, compactions "
+                                "fall behind the rollovers", value=counters.get("compactions_pending", 0))
+        yield GaugeMetricFamily("magnetar_object_kept_bytes",
+                                "Commit bytes kept for the compaction of this writer's ledgers (in memory, or "
+                                "in the spill on local disk: object_spill_max_bytes)",
+                                value=counters.get("kept_bytes", 0))
         phases = HistogramMetricFamily("magnetar_object_commit_phase_seconds",
                                        "Time of each phase of a commit (total: first batch to last receipt)",
                                        labels=["phase"])

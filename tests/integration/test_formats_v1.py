@@ -1,7 +1,10 @@
 """Data written by an earlier Magnetar is read by today's: the v1 fixtures
 (tests/fixtures/formats/v1, written by 6f22db8 with make_v1.py, before
 records carried a ``format`` field; v2/object: object storage's layout
-format 2, commit records and writer fences) are opened by a broker of this code,
+format 2, commit records and writer fences; v3, written by make_v3.py: on
+files a broker killed with its journal not yet in its segment files, on
+object storage layout 3, ledgers compacted into chunk objects and into
+index objects) are opened by a broker of this code,
 which reads every message, cursor, policy, schema and producer sequence
 back (files: a standalone broker; object storage: a cluster member on a
 fresh etcd and SeaweedFS loaded with the fixture). And a broker that meets
@@ -9,6 +12,7 @@ a format newer than it knows stops with one line and changes nothing."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import json
 import shutil
@@ -30,11 +34,26 @@ from tests.fixtures.formats.make_v1 import CLUSTER
 V1 = Path(__file__).resolve().parents[1] / "fixtures" / "formats" / "v1"
 #: Object storage's layout format 2 (commit records, writer fences), written by make_v1.make_object.
 V2 = V1.parent / "v2"
+#: Journal files on files; object layout 3 (chunk and index objects): make_v3.py.
+V3 = V1.parent / "v3"
 
 
-def test_a_v1_data_directory_on_files_reads_back(tmp_path):
+def test_the_v3_fixtures_hold_what_they_stand_for():
+    """A journal with entries on files; both kinds of compacted ledgers on object storage."""
+    assert any(p.stat().st_size for p in (V3 / "files" / "journal").rglob("*.jnl"))
+    keys = json.loads((V3 / "object" / "metadata.json").read_text())["keys"]
+    markers = [json.loads(base64.b64decode(v)) for k, v in keys.items() if k.endswith("/compacted")]
+    assert any("index" in m for m in markers) and any("index" not in m for m in markers), markers
+    objects = {p.relative_to(V3 / "object" / "objects").as_posix()
+               for p in (V3 / "object" / "objects").rglob("*") if p.is_file()}
+    ledgers = [k for k in objects if k.startswith("ledgers/")]
+    assert any(k.endswith("/index") for k in ledgers) and any(k.rpartition("/")[2].isdigit() for k in ledgers)
+
+
+@pytest.mark.parametrize("fixture", [V1, V3], ids=["v1", "v3"])
+def test_a_data_directory_on_files_reads_back(tmp_path, fixture):
     data = tmp_path / "data"
-    shutil.copytree(V1 / "files", data)  # opening recovers and writes: never the fixture itself
+    shutil.copytree(fixture / "files", data)  # opening recovers and writes: never the fixture itself
     broker = standalone_broker(data).start()
     try:
         check(broker.service_url, broker.admin_url)
@@ -42,7 +61,7 @@ def test_a_v1_data_directory_on_files_reads_back(tmp_path):
         assert broker.stop() == 0
 
 
-@pytest.mark.parametrize("fixture", [V1, V2], ids=["v1", "v2"])
+@pytest.mark.parametrize("fixture", [V1, V2, V3], ids=["v1", "v2", "v3"])
 def test_a_data_set_on_object_storage_reads_back(tmp_path, fixture):
     etcd = EtcdServer(tmp_path / "etcd").start()
     seaweed = start_seaweed(tmp_path / "seaweed")

@@ -61,6 +61,8 @@ class SectionKeeper(Protocol):
 
     #: Whether :meth:`add` wants each committed section (the committer skips the call if not).
     per_section: bool
+    #: Bytes kept now (at /metrics).
+    bytes: int
 
     def start(self, ledger_id: int) -> None:
         """Keep the sections of a ledger just created (none committed yet)."""

@@ -494,11 +494,21 @@ class ObjectBackend:
         transactions that committed them, retries included), ``commits``,
         ``gets`` (ranged GETs of reads and compactions; ``chunk_gets`` of
         them of compacted chunk objects), ``budget_wait_s``
-        (time commits waited for the PUT budget);
+        (time commits waited for the PUT budget); ``compacted_kept``,
+        ``compacted_indexed``, ``compacted_store`` and ``compactions_failed``
+        (:class:`~.compactions.Compactions`); and two levels, not counters:
+        ``compactions_pending`` (sealed ledgers whose compaction is running
+        or waiting, a round's included) and ``kept_bytes`` (commit bytes kept
+        for them, in memory or in the spill);
         a histogram per phase of a commit (:mod:`.commit_timings`)."""
-        c = self.committer
+        c, compactions = self.committer, self.compactions
         return BackendStats("object", {"puts": c.puts, "transactions": c.transactions, "commits": c.commits,
-                                       "gets": self.gets.gets, "chunk_gets": self.gets.chunk_gets, "budget_wait_s": c.budget.waited_s},
+                                       "gets": self.gets.gets, "chunk_gets": self.gets.chunk_gets,
+                                       "budget_wait_s": c.budget.waited_s,
+                                       **{f"compacted_{k}": n for k, n in compactions.compacted.items()},
+                                       "compactions_failed": compactions.failed,
+                                       "compactions_pending": len(compactions.running) + len(compactions.rounds),
+                                       "kept_bytes": self.kept.bytes},
                             c.timings.phases)
 
     async def close(self) -> None:

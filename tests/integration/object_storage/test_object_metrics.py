@@ -1,7 +1,8 @@
 """``magnetar_object_puts_total`` at a broker's /metrics counts the objects
 it wrote: entries of many topics sent together cost one PUT per commit
-interval, not one per topic (a real broker on a real SeaweedFS and etcd,
-the official client)."""
+interval, not one per topic; the compactions of its sealed ledgers are
+counted by source, beside those pending and the bytes kept for them (a
+real broker on a real SeaweedFS and etcd, the official client)."""
 from __future__ import annotations
 
 import re
@@ -11,6 +12,7 @@ import pulsar
 import pytest
 
 from magnetar_harness.cluster import LocalCluster
+from magnetar_harness.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(300)
 TOPICS = 40
@@ -50,3 +52,31 @@ def test_puts_are_counted_and_many_topics_share_one_put_per_interval(tmp_path):
         client.close()
     finally:
         assert cluster.stop() == 0
+
+
+def test_compactions_are_counted_by_source_beside_those_pending_and_the_bytes_kept(tmp_path):
+    """Ledgers of 10 sections (the smallest bound): 60 sends one by one roll
+    a topic over several times; each sealed ledger is compacted from the
+    bytes its writer kept (the spill), none from the store."""
+    config = "[storage]\nobject_sections_per_ledger = 10\n"
+    cluster = LocalCluster(tmp_path / "c", brokers=1, storage="object", broker_config=config).start()
+    try:
+        broker = cluster.members[0]
+        client = pulsar.Client(broker.service_url, operation_timeout_seconds=30)
+        assert counter(broker, 'magnetar_object_compactions_total{source="kept"}') == 0
+        producer = client.create_producer("persistent://public/default/compacted", batching_enabled=False)
+        for i in range(60):
+            producer.send(b"entry-%d" % i)  # one at a time: a commit, so a section, each
+        assert counter(broker, "magnetar_object_kept_bytes") > 0  # the open ledger's commits
+        kept = wait_for(lambda: counter(broker, 'magnetar_object_compactions_total{source="kept"}') >= 3,
+                        timeout=60, what="three sealed ledgers compacted from kept bytes")
+        assert kept
+        wait_for(lambda: counter(broker, "magnetar_object_compactions_pending") == 0, timeout=60,
+                 what="no compaction pending")
+        assert counter(broker, 'magnetar_object_compactions_total{source="store"}') == 0
+        assert counter(broker, 'magnetar_object_compactions_total{source="indexed"}') == 0
+        assert counter(broker, "magnetar_object_compactions_failed_total") == 0
+        client.close()
+    finally:
+        assert cluster.stop() == 0
+
