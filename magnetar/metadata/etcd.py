@@ -600,12 +600,32 @@ class EtcdMetadataStore(MetadataStore):
         return sorted(names)
 
     async def keys_below(self, key: str) -> list[str]:
-        """One range request, keys only (the contract's ``get`` per key)."""
+        """Range requests of keys only (the contract's ``get`` per key), a
+        page of at most ``KEYS_PER_RANGE`` each, fewer while an answer is over
+        gRPC's message size (4 MiB: ~45,000 keys of the object ledgers'
+        index, 15,000 compacted ledgers' record, marker and chunk record,
+        which 10,000 topics keeping a few ledgers each pass; one request
+        for all fails there)."""
         check_key(key)
         low = self._data_key(key.rstrip("/") + "/")
-        request = rpc.RangeRequest(key=low, range_end=_range_end(low), keys_only=True)
-        answer = await self._call(self._kv.Range, request, idempotent=True)
-        return sorted(rest for rest in (bytes(kv.key)[len(low):].decode() for kv in answer.kvs) if rest)
+        end = _range_end(low)
+        at = low
+        found: list[str] = []
+        step = KEYS_PER_RANGE
+        while True:
+            request = rpc.RangeRequest(key=at, range_end=end, keys_only=True, limit=step)
+            try:
+                answer = await self._call(self._kv.Range, request, idempotent=True)
+            except _TooLarge:
+                if step == 1:
+                    raise
+                step //= 2
+                continue
+            keys = [bytes(kv.key) for kv in answer.kvs]
+            found.extend(k[len(low):].decode() for k in keys)
+            if not answer.more or not keys:
+                return sorted(rest for rest in found if rest)
+            at = keys[-1] + b"\x00"  # the next key after the page's last
 
     async def children_records(self, key: str, start: str = "", limit: int = 64) -> list[Record]:
         """One range request per page (the contract's ``get`` per child
@@ -823,6 +843,10 @@ class EtcdMetadataStore(MetadataStore):
 
 class _LeaseGone(Exception):
     """etcd answered 'requested lease not found'."""
+
+
+#: Keys per range request of :meth:`EtcdMetadataStore.keys_below` (~100 bytes each).
+KEYS_PER_RANGE = 10_000
 
 
 class _TooLarge(MetadataError):

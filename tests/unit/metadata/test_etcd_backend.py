@@ -426,3 +426,23 @@ async def test_a_page_of_records_over_grpc_s_message_size_is_read_in_parts(two_s
     page = await store.children_records("/big", "", 8)
     assert [r.key for r in page] == [f"/big/{i:02d}" for i in range(8)]
     assert all(r.value == value + bytes([i]) for i, r in enumerate(page))
+
+
+async def test_keys_below_pages_past_the_channel_s_message_size(etcd_url, monkeypatch):
+    """The object ledgers' index of 10,000 topics keeping a few ledgers each
+    is more keys than one gRPC answer may carry (4 MiB): keys_below pages,
+    and halves its page while an answer is too large. Here the channel takes
+    8 KiB; 400 keys are ~20 KiB."""
+    from magnetar.metadata import etcd
+
+    monkeypatch.setattr(etcd, "_CHANNEL_OPTIONS", etcd._CHANNEL_OPTIONS + [("grpc.max_receive_message_length", 8192)])
+    store = await EtcdMetadataStore.open(etcd_url)
+    try:
+        names = [f"{i:020d}/compacted" for i in range(400)]
+        await asyncio.gather(*(store.put(f"/big/{name}", b"") for name in names))
+        await store.put("/bigger/not-below", b"")
+        assert await store.keys_below("/big") == sorted(names)
+        monkeypatch.setattr(etcd, "KEYS_PER_RANGE", 7)  # pages that end inside a ledger's keys
+        assert await store.keys_below("/big") == sorted(names)
+    finally:
+        await store.close()
