@@ -613,19 +613,26 @@ class EtcdMetadataStore(MetadataStore):
         found: list[str] = []
         step = KEYS_PER_RANGE
         while True:
-            request = rpc.RangeRequest(key=at, range_end=end, keys_only=True, limit=step)
-            try:
-                answer = await self._call(self._kv.Range, request, idempotent=True)
-            except _TooLarge:
-                if step == 1:
-                    raise
-                step //= 2
-                continue
+            answer, step = await self._page(at, end, step, keys_only=True)
             keys = [bytes(kv.key) for kv in answer.kvs]
             found.extend(k[len(low):].decode() for k in keys)
             if not answer.more or not keys:
                 return sorted(rest for rest in found if rest)
             at = keys[-1] + b"\x00"  # the next key after the page's last
+
+    async def _page(self, at: bytes, end: bytes, step: int, *, keys_only: bool = False) -> tuple[Any, int]:
+        """One range request of at most ``step`` keys from ``at`` (before
+        ``end``), ``step`` halved while the answer is over gRPC's message
+        size: the answer and the step that fitted. ``_TooLarge`` if a single
+        record does not fit; MetadataError as any call."""
+        while True:
+            request = rpc.RangeRequest(key=at, range_end=end, limit=step, keys_only=keys_only)
+            try:
+                return await self._call(self._kv.Range, request, idempotent=True), step
+            except _TooLarge:
+                if step == 1:
+                    raise
+                step //= 2
 
     async def children_records(self, key: str, start: str = "", limit: int = 64) -> list[Record]:
         """One range request per page (the contract's ``get`` per child
@@ -638,16 +645,9 @@ class EtcdMetadataStore(MetadataStore):
         end = _range_end(low)
         at = low + start.encode()
         found: list[Record] = []
-        step = limit  # records per request: halved while an answer is over gRPC's message size
+        step = limit  # records per request (fewer while an answer is over gRPC's message size)
         while len(found) < limit:
-            request = rpc.RangeRequest(key=at, range_end=end, limit=min(step, limit - len(found)))
-            try:
-                answer = await self._call(self._kv.Range, request, idempotent=True)
-            except _TooLarge:
-                if step == 1:
-                    raise
-                step //= 2
-                continue
+            answer, step = await self._page(at, end, min(step, limit - len(found)))
             for kv in answer.kvs:
                 name = bytes(kv.key)[len(low):].decode()
                 if name and "/" not in name:

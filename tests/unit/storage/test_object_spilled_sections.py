@@ -37,6 +37,19 @@ def ledger(lid: int, spilled: list[tuple[str, dict, int]]) -> SimpleNamespace:
     return SimpleNamespace(ledger_id=lid, sections=columns, size=columns.total_length())
 
 
+def spill_ledger(keeper: SpilledSections, lid: int, commits: int, beside: dict | None = None) -> tuple[list, list]:
+    """Start ledger ``lid`` and spill ``commits`` commit objects holding a
+    one-entry section of it each (and ``beside``'s sections): (what
+    :func:`ledger` takes, the sections' framed bytes)."""
+    keeper.start(lid)
+    spilled, sections = [], []
+    for k in range(commits):
+        one = frames([b"entry%d" % k])
+        sections.append(one)
+        spilled.append((*commit(keeper, {lid: one, **(beside or {})}), 1))
+    return spilled, sections
+
+
 def test_a_sealed_ledger_reads_back_from_the_spill_and_only_once(tmp_path):
     keeper = SpilledSections(tmp_path / "s", 1 << 20)
     keeper.start(1)
@@ -116,12 +129,7 @@ def test_a_ledger_s_sections_are_read_without_a_syscall_each(tmp_path, monkeypat
     import os
 
     keeper = SpilledSections(tmp_path / "s", 1 << 20)
-    keeper.start(1)
-    spilled, sections = [], []
-    for k in range(50):
-        one = frames([b"entry%d" % k])
-        sections.append(one)
-        spilled.append((*commit(keeper, {1: one, 2: frames([b"x"])}), 1))
+    spilled, sections = spill_ledger(keeper, 1, 50, beside={2: frames([b"x"])})
     reads = []
     real = os.pread
     monkeypatch.setattr(os, "pread", lambda *a: reads.append(a) or real(*a))
@@ -137,12 +145,7 @@ def test_a_take_holds_nothing_per_section_until_its_read(tmp_path):
     import tracemalloc
 
     keeper = SpilledSections(tmp_path / "s", 1 << 24)
-    keeper.start(1)
-    spilled, sections = [], []
-    for k in range(1000):
-        one = frames([b"e%d" % k])
-        sections.append(one)
-        spilled.append((*commit(keeper, {1: one}), 1))
+    spilled, sections = spill_ledger(keeper, 1, 1000)
     sealed = ledger(1, spilled)
     tracemalloc.start()
     try:
