@@ -255,6 +255,9 @@ def run_config(name: str, args, log, root: str | None = None, tree: str = "this 
         # Fewer sections per ledger: the many topics' rollovers (every ~500 s at 1,000) within a short sending.
         sections = (f"object_sections_per_ledger = {args.sections_per_ledger}\n"
                     if args.sections_per_ledger else "")
+        # The collector's passes (every 150-450 s by default) sooner and more often: each lands in the sending.
+        if args.collect_every:
+            sections += f"object_collect_interval_s = {args.collect_every}\n"
         cluster = LocalCluster(Path(tmp) / "c", brokers=1, storage="object", session_ttl=60.0,
                                broker_config=metrics + CONFIGS[name] + sections, root=root, env=env).start(timeout=180)
         try:
@@ -597,6 +600,9 @@ def main() -> None:
     parser.add_argument("--sections-per-ledger", type=int, default=0, metavar="N",
                         help="the brokers' object_sections_per_ledger (default: theirs, 1,000): at 10,000 topics "
                              "and 20,000 msg/s a ledger gets ~2 sections/s, so 50-100 rolls them within a minute")
+    parser.add_argument("--collect-every", type=float, default=0, metavar="S",
+                        help="the brokers' object_collect_interval_s (default: theirs, 300: a pass every 150-450 s, "
+                             "so in a 300 s sending one lands at a random minute or none does)")
     parser.add_argument("--broker-timeline", action="store_true",
                         help="the broker's event-loop lag and its commits' phases in the series "
                              "(bench/broker_timeline.py: a probe callback on the broker's loop every 20 ms)")

@@ -111,6 +111,12 @@ class StorageConfig:
         entries; it bounds an open ledger's index in memory and in the
         metadata store). An integer from 10 to 100,000; 1,000 by default.
         Lower it only to see rollovers sooner (a bench).
+    object_collect_interval_s: seconds between two passes of the
+        broker's collector (each drawn at random from half to one and a
+        half of it, so brokers keep out of step): it releases commit
+        records whose ledgers were compacted or deleted and deletes
+        orphaned objects (docs/object-storage.md, "Collection"). 300 by
+        default; above 0.
     object_spill_max_bytes: bytes of its commit objects a broker keeps
         on local disk (``<data dir>/object-spill/``, emptied at start; a
         cache, never synced) so that each ledger it seals is compacted into
@@ -144,6 +150,7 @@ class StorageConfig:
     object_put_budget_per_s: float = 250.0
     object_layout: int = 3
     object_sections_per_ledger: int = 1000
+    object_collect_interval_s: float = 300.0
     object_spill_max_bytes: int = 2 * 1024 * 1024 * 1024
     max_open_ledger_files: int = 0
     journal: bool = True
@@ -179,6 +186,7 @@ class StorageConfig:
             raise ValueError(f"object_sections_per_ledger must be an integer from {MIN_SECTIONS_PER_LEDGER} "
                              f"to {MAX_SECTIONS_PER_LEDGER}; got {sections!r}")
         _non_negative(self, "object_spill_max_bytes")
+        _positive(self, "object_collect_interval_s")
         if self.object_storage_profile not in STORAGE_PROFILES:
             raise ValueError(f"object_storage_profile must be one of {', '.join(STORAGE_PROFILES)}; "
                              f"got {self.object_storage_profile!r}")

@@ -337,5 +337,6 @@ async def open_factory(data_dir: Path, store: MetadataStore, config: StorageConf
                             put_budget_per_s=config.object_put_budget_per_s, layout=config.object_layout,
                             session_ttl_s=session_ttl_s, sections_per_ledger=config.object_sections_per_ledger,
                             spill_dir=Path(own_dir or data_dir) / SPILL_DIR,
-                            spill_max_bytes=config.object_spill_max_bytes)
+                            spill_max_bytes=config.object_spill_max_bytes,
+                            collect_interval_s=config.object_collect_interval_s)
     return ManagedLedgerFactory(data_dir, store, config, backend=backend, cache_budget=budget)

@@ -45,12 +45,15 @@ def test_an_object_backend_on_a_cluster(tmp_path):
 async def test_sections_per_ledger_reach_the_object_backend_a_broker_opens(tmp_path):
     from magnetar.storage.factory import open_factory
     path = tmp_path / "c.toml"
-    path.write_text(f'[storage]\nbackend = "object"\nobject_store_url = "{URL}"\nobject_sections_per_ledger = 50\n')
+    path.write_text(f'[storage]\nbackend = "object"\nobject_store_url = "{URL}"\nobject_sections_per_ledger = 50\n'
+                    'object_collect_interval_s = 42.5\n')
     config = load_config(path, ETCD)
     assert config.storage.object_sections_per_ledger == 50
+    assert StorageConfig().object_collect_interval_s == 300  # the default
     factory = await open_factory(tmp_path, None, config.storage)  # no request made: nothing to close but the client
     try:
         assert factory.backend.sections_per_ledger == 50
+        assert factory.backend._collect_interval_s == 42.5
     finally:
         await factory.backend.objects.close()
 
@@ -66,6 +69,7 @@ async def test_sections_per_ledger_reach_the_object_backend_a_broker_opens(tmp_p
         ({"object_commit_max_bytes": 6 * 1024**3}, "S3's largest PUT"),
         ({"object_sections_per_ledger": 9}, "object_sections_per_ledger must be an integer from 10 to 100000; got 9"),
         ({"object_sections_per_ledger": 100_001}, "object_sections_per_ledger must be an integer from 10 to 100000"),
+        ({"object_collect_interval_s": 0}, "object_collect_interval_s must be > 0; got 0"),
     ],
 )
 def test_bad_storage_settings_are_one_clear_line(storage, says):
