@@ -20,10 +20,12 @@ number of ledgers it carries (bench/object_commit_metadata.py measures it).
   half its sections is rewritten without the others (consolidated), so
   records of long-open ledgers shrink to those ledgers' sections; one that
   keeps more than half is left as it is (a rewrite would save fewer bytes
-  than it costs a transaction). etcd then holds, per writer, at most twice
+  than it costs a transaction). A record whose object is younger than
+  the collector's age bound is left undecoded until it is older (its
+  object could not be deleted yet anyway). etcd then holds, per writer, at most twice
   the sections of its ledgers not compacted at the last pass (each at most
   ``MAX_SECTIONS_PER_LEDGER``, then it rolls and is compacted), plus what
-  one collector interval committed; a writer's fence key goes once its
+  one collector interval and the age bound committed; a writer's fence key goes once its
   session ended and no record is left. A pass costs etcd a read per page
   of records, one keys-only listing of the ledgers (their markers with
   them), a read of each named ledger's record the listing lacks (many at
@@ -40,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 import weakref
 from typing import Callable, Iterable
 
@@ -47,7 +50,7 @@ from ...metadata.store import (
     MAX_TRANSACTION_BYTES, BadVersion, Compare, Delete, KeyNotFound, MetadataStore, Put, Record,
     TransactionFailed,
 )
-from .index import ROOT, Section, ledger_key, new_section
+from .index import ROOT, Section, commit_object_time_ms, ledger_key, new_section
 from .writer_fence import WRITERS, WriterFence, alive_key, writer_key
 
 log = logging.getLogger(__name__)
@@ -226,10 +229,20 @@ SWEEP_MARKER_READS = 256
 SWEEP_WRITES = 100
 
 
-async def sweep_records(store: MetadataStore) -> set[str]:
+async def sweep_records(store: MetadataStore, *, young_s: float = 0.0, now: float | None = None) -> set[str]:
     """Delete or consolidate commit records (module docstring); delete the
     fence keys of writers whose session ended with no record left. Returns
     the object keys the remaining records name (the collector keeps those).
+
+    ``young_s``: a record whose object was written less than this long
+    before ``now`` (``time.time()`` if None; the time is in the object's
+    key) is left as it is and its object named, its rows not decoded. The
+    collector passes its own age bound (``COLLECT_AFTER_S``): such an
+    object is not deletable yet anyway, and at 10,000 written topics most
+    records are that young; decoding every row of every record was ~60 s
+    of a loop already 85 % busy, and tipped the commits into the few,
+    large, slow ones (issue 41). Their ledgers' dead rows are released
+    at a later pass, once the object is old enough.
 
     A pass reads each writer's records a page at a time (each record's
     rows as JSON lists, no section objects), then what it needs of the
@@ -246,6 +259,8 @@ async def sweep_records(store: MetadataStore) -> set[str]:
     (another collector, a concurrent rewrite) leaves that record alone; the
     rest of its transaction is tried again. MetadataError from the store."""
     sweep = _Sweep(store)
+    if young_s > 0:
+        sweep.young_after_ms = int(((time.time() if now is None else now) - young_s) * 1000)
     writers = set(await store.children(COMMITS)) | set(await store.children(WRITERS))
     for writer in sorted(writers):
         if not await sweep.writer(writer) and await store.get(alive_key(writer)) is None:
@@ -258,6 +273,26 @@ async def sweep_records(store: MetadataStore) -> set[str]:
     await sweep.flush()
     _DEAD[store] = sweep.dead_kept
     return sweep.named
+
+
+def young_object(value: bytes, after_ms: int) -> str | None:
+    """The object a commit record names if it was written after
+    ``after_ms`` (unix ms, from its key), read off the record's head
+    (``{"o":"<key>",``: :func:`encode_rows`) without decoding its rows;
+    else None (older, or a head this does not know: decode it)."""
+    if not value.startswith(b'{"o":"'):
+        return None
+    end = value.find(b'"', 6)
+    if end < 0:
+        return None
+    try:
+        key = value[6:end].decode("ascii")
+    except UnicodeDecodeError:
+        return None
+    if "\\" in key:  # escaped: not a key this writes
+        return None
+    written = commit_object_time_ms(key)
+    return key if written is not None and written > after_ms else None
 
 
 #: Per store: the dead ledgers the last pass left named in records (:class:`_Sweep`).
@@ -279,6 +314,10 @@ class _Sweep:
         self.compacted: set[int] = set()  # of those, the ledgers with a marker then
         self.pending: list[tuple[Record, str, bytes | None]] = []  # record, its object, new value (None: delete)
         self.pending_bytes = 0
+        #: Records naming an object written after this (unix ms) are left
+        #: as they are, undecoded (None: every record decoded).
+        self.young_after_ms: int | None = None
+        self.young = 0  # records so left, this pass
 
     async def writer(self, writer: str) -> bool:
         """Sweep ``writer``'s records; False if it had none when first read."""
@@ -287,9 +326,16 @@ class _Sweep:
         while True:
             page = await self.store.children_records(base, start, limit)
             decoded = []
+            young_after = self.young_after_ms
             for record in page:
                 largest = max(largest, len(record.value))
                 if record.key.rsplit("/", 1)[-1].isdigit():
+                    if young_after is not None:
+                        okey = young_object(record.value, young_after)
+                        if okey is not None:
+                            self.named.add(okey)
+                            self.young += 1
+                            continue
                     # Its rows as JSON's lists, no Section each (decode_record):
                     # at 10,000 topics a pass meets ~40,000 records of ~200
                     # rows, and making the sections was 60 % of its time.

@@ -252,7 +252,7 @@ async def collect_orphans(store: MetadataStore, objects: ObjectStore, *, older_t
             records = await asyncio.gather(*(store.get(f"{base}/{n}") for n in names))
             named.update(Section.decode(int(n), r.value).key for n, r in zip(names, records) if r is not None)
         # Format 2's commit records: released or consolidated; the objects they still name stay.
-        named |= await sweep_records(store)
+        named |= await sweep_records(store, young_s=older_than_s, now=now)
         # Listed after the sweep: a ledger whose records it released was
         # compacted before it looked, and a marker is final, so its marker is
         # in this listing. Only the markers of ledgers with no chunk record
