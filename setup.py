@@ -9,8 +9,10 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=[
-        Extension("magnetar.protocol._hot", ["magnetar/protocol/_hot.c", "magnetar/protocol/_hot_fetch.c"],
-                  depends=["magnetar/protocol/_crc32c.h", "magnetar/protocol/_hot_fetch.h"],
+        Extension("magnetar.protocol._hot", ["magnetar/protocol/_hot.c", "magnetar/protocol/_hot_fetch.c",
+                                             "magnetar/protocol/_hot_gather.c"],
+                  depends=["magnetar/protocol/_crc32c.h", "magnetar/protocol/_hot_fetch.h",
+                           "magnetar/protocol/_hot_gather.h"],
                   optional=True,
                   extra_compile_args=["-O2", "-std=c11", "-Wall"]),
         # A group commit's per-ledger system calls in one call per round (storage/file/round_io.py

@@ -17,6 +17,7 @@
 
 #include "_crc32c.h"
 #include "_hot_fetch.h"
+#include "_hot_gather.h"
 
 /* SendCommandView (a tuple subclass from fast_send.py), set by register_send_view;
    Frame and PayloadBlock (tuple subclasses from frames.py), set by register_frame_types. */
@@ -780,6 +781,8 @@ static PyMethodDef methods[] = {
      "A FETCH_ENTRIES_RESPONSE's body from read runs (see _hot_fetch.c)."},
     {"bytes_within", (PyCFunction)(void (*)(void))hot_bytes_within, METH_FASTCALL,
      "How many entries a byte-bounded read keeps (see _hot_fetch.c)."},
+    {"gather_sections", (PyCFunction)(void (*)(void))hot_gather_sections, METH_FASTCALL,
+     "A sealed ledger's kept sections, back to back and checked (see _hot_gather.c)."},
     {"untrack_atoms", (PyCFunction)untrack_atoms, METH_O,
      "The tuple itself, out of the cyclic collector's sight when it holds only atoms (see _hot.c)."},
     {NULL, NULL, 0, NULL},
@@ -794,5 +797,6 @@ PyMODINIT_FUNC
 PyInit__hot(void)
 {
     crc32c_init();
+    hot_gather_init();
     return PyModule_Create(&module);
 }

@@ -182,11 +182,14 @@ class Compactions:
             except MetadataError as exc:
                 raise StorageError(f"raising the data set's object layout failed: {exc}") from exc
             self._indexed_format = True
-        chunks = await compact_ledger(self.store, self.objects, ledger.ledger_id, list(ledger.sections),
+        # The ledger's own columns (it is sealed: they change no more), and
+        # its writer's layout: compacted from kept bytes, that reads nothing.
+        chunks = await compact_ledger(self.store, self.objects, ledger.ledger_id, ledger.sections,
                                       lockstep, self.budget,
                                       kept=parts, epoch=ledger.epoch if ledger.sealed_whole else None,
                                       scans=self.records, indexed=indexed,
-                                      markers=self.markers if indexed or parts is not None else None)
+                                      markers=self.markers if indexed or parts is not None else None,
+                                      layout=(1 if ledger.writer is None else 2) if ledger.sealed_whole else None)
         if chunks:
             self.compacted["kept" if parts is not None else "indexed" if indexed else "store"] += 1
         return chunks

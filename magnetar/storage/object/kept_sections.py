@@ -26,7 +26,7 @@ backend's wiring chooses (``object_spill_max_bytes``).
 """
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, Sequence
 
 from .section_columns import SectionColumns
 
@@ -47,10 +47,13 @@ LEDGER_KEEP_BYTES = 4 * 1024 * 1024
 class KeptBytes(Protocol):
     """A sealed ledger's kept bytes, handed to its compaction."""
 
-    async def parts(self) -> list[bytes] | None:
-        """The framed bytes of each of the ledger's sections, in order, or
-        None if they cannot be had whole (its compaction reads the store or
-        indexes the ledger instead). Never raises for a missing or damaged copy."""
+    async def parts(self) -> "Sequence[bytes] | None":
+        """The framed bytes of each of the ledger's sections, in order (an
+        item per section; a slice is a list of bytes-like objects that
+        join to those sections' bytes, not necessarily one per section),
+        or None if they cannot be had whole (its compaction reads the store
+        or indexes the ledger instead). Never raises for a missing or
+        damaged copy."""
 
 
 class SectionKeeper(Protocol):

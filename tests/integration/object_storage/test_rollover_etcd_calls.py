@@ -133,3 +133,45 @@ async def test_a_prepare_of_unknown_outcome_leaves_the_ledger_to_the_next_owner(
     assert lost_id in reopened.swept_at_open
     assert await etcd_store.get(store.lost) is None
     await second.close()
+
+
+async def test_a_ledger_compacted_from_its_writers_kept_bytes_reads_nothing_from_etcd(
+        tmp_path, etcd_store, objects_url, monkeypatch):
+    """A writer's own sealed ledger (every commit of it successful, the
+    record still at its epoch) is compacted from the bytes it kept with no
+    etcd read: its writes compare the record's version and the marker's
+    absence instead. At 10,000 topics ~30 ledgers are compacted a second,
+    and the two gets each were a tenth of a compaction's time on the loop."""
+    from magnetar.storage.object.index import compacted_key, ledger_key
+
+    monkeypatch.setattr(object_ledger, "MAX_SECTIONS_PER_LEDGER", 4)
+    monkeypatch.setattr(object_ledger, "ROLLOVER_SPREAD", 0)
+    store = ReadTap(etcd_store)
+    cfg = StorageConfig()
+    budget = CacheBudget(cfg.cache_budget_bytes)
+    backend = ObjectBackend(store, open_object_store(objects_url), profile="latency", cache_budget=budget,
+                            collect_interval_s=None)
+    factory = ManagedLedgerFactory(tmp_path / "unused", store, cfg, backend=backend, cache_budget=budget)
+    mls = [await factory.open(f"t/kept-{i}") for i in range(TOPICS)]
+    written = {ml.name: [] for ml in mls}
+
+    async def write(ml, n: int) -> None:
+        for i in range(n):
+            written[ml.name].append(f"{ml.name}/{i}".encode())
+            await ml.append(written[ml.name][-1])
+
+    await asyncio.gather(*(write(ml, 14) for ml in mls))  # 3 rollovers each at 4 sections
+    compactions = backend.compactions
+    await wait_until(lambda: compactions.compacted["kept"] >= 3 * TOPICS and not compactions.running,
+                     what="every sealed ledger compacted from its kept bytes")
+    assert compactions.compacted == {"kept": 3 * TOPICS, "indexed": 0, "store": 0}
+    sealed = [lid for ml in mls for lid in list(ml._ledgers.metas)[:-1]]
+    assert len(sealed) == 3 * TOPICS
+    for lid in sealed:
+        assert await etcd_store.get(compacted_key(lid)) is not None
+    touched = {ledger_key(lid) for lid in sealed} | {compacted_key(lid) for lid in sealed}
+    assert [k for k in store.read_keys if k in touched] == []  # before: a get of each, per compaction
+    for ml in mls:  # read back from the chunks
+        entries = await ml.read_entries(ml.first_position(), 100)
+        assert [e.data for e in entries] == written[ml.name]
+    await factory.close()
