@@ -783,6 +783,8 @@ static PyMethodDef methods[] = {
      "How many entries a byte-bounded read keeps (see _hot_fetch.c)."},
     {"gather_sections", (PyCFunction)(void (*)(void))hot_gather_sections, METH_FASTCALL,
      "A sealed ledger's kept sections, back to back and checked (see _hot_gather.c)."},
+    {"spill_places", (PyCFunction)(void (*)(void))hot_spill_places, METH_FASTCALL,
+     "Where each section's commit object begins in the spill (see _hot_gather.c)."},
     {"untrack_atoms", (PyCFunction)untrack_atoms, METH_O,
      "The tuple itself, out of the cyclic collector's sight when it holds only atoms (see _hot.c)."},
     {NULL, NULL, 0, NULL},

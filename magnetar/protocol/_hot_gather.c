@@ -178,3 +178,85 @@ done:
         PyBuffer_Release(&cols[c]);
     return result;
 }
+
+/* spill_places(keys, prefix, pos, base) -> bytes | None: where each
+ * section's commit object begins in the spill, as native int64s (an
+ * array('q')'s bytes): for key i, "<prefix>/<name>-<seq>" (no '/' in the
+ * name, seq all ASCII digits), pos[seq - base]. None if a key is not of
+ * that form or not under `prefix`, its seq is outside pos, or its place
+ * is negative (not spilled). keys: a list of str; pos: array('q').
+ * Twin: storage/object/spilled_sections.py spill_places_python. */
+static int
+key_seq(PyObject *key, const char *prefix, Py_ssize_t plen, int64_t *seq)
+{
+    if (!PyUnicode_Check(key) || !PyUnicode_IS_COMPACT_ASCII(key))
+        return 0;
+    const char *k = (const char *)PyUnicode_1BYTE_DATA(key);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(key);
+    if (n <= plen + 1 || k[plen] != '/' || memcmp(k, prefix, (size_t)plen) != 0)
+        return 0;
+    Py_ssize_t dash = -1;
+    for (Py_ssize_t j = plen + 1; j < n; j++) {
+        if (k[j] == '/')
+            return 0;  /* the prefix is all before the last '/' */
+        if (k[j] == '-')
+            dash = j;
+    }
+    if (dash < 0 || n - dash - 1 < 1 || n - dash - 1 > 18)
+        return 0;
+    int64_t v = 0;
+    for (Py_ssize_t j = dash + 1; j < n; j++) {
+        if (k[j] < '0' || k[j] > '9')
+            return 0;
+        v = v * 10 + (k[j] - '0');
+    }
+    *seq = v;
+    return 1;
+}
+
+PyObject *
+hot_spill_places(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyList_Check(args[0]) || !PyUnicode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "spill_places(keys: list, prefix: str, pos: array('q'), base: int)");
+        return NULL;
+    }
+    int64_t base = PyLong_AsLongLong(args[3]);
+    if (base == -1 && PyErr_Occurred())
+        return NULL;
+    Py_buffer pos;
+    if (column(args[2], &pos) < 0)
+        return NULL;
+    PyObject *keys = args[0], *result = NULL;
+    Py_ssize_t plen;
+    const char *prefix = PyUnicode_AsUTF8AndSize(args[1], &plen);
+    Py_ssize_t n = PyList_GET_SIZE(keys), npos = pos.len / 8;
+    const int64_t *at = pos.buf;
+    if (prefix == NULL)
+        goto done;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n * 8);
+    if (out == NULL)
+        goto done;
+    int64_t *places = (int64_t *)PyBytes_AS_STRING(out);
+    PyObject *last = NULL;  /* a ledger's sections may share a commit object (not at many topics) */
+    int64_t place = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *key = PyList_GET_ITEM(keys, i);
+        if (key != last) {
+            int64_t seq;
+            last = key;
+            if (!key_seq(key, prefix, plen, &seq) || seq < base || seq - base >= npos
+                    || (place = at[seq - base]) < 0) {
+                Py_DECREF(out);
+                result = Py_None;
+                Py_INCREF(result);
+                goto done;
+            }
+        }
+        places[i] = place;
+    }
+    result = out;
+done:
+    PyBuffer_Release(&pos);
+    return result;
+}

@@ -6,5 +6,6 @@
 
 void hot_gather_init(void);
 PyObject *hot_gather_sections(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *hot_spill_places(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 #endif

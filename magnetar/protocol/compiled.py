@@ -8,7 +8,8 @@ ones (``fast_send.parse_send``, ``frames.send_frame_python``,
 ``storage.framing.parse_frames_python``, ``fetch_payload.fetch_payload_python``,
 ``storage.read_budget.bytes_within_python``,
 ``storage.untracked.untrack_atoms_python``,
-``storage.object.spilled_sections.gather_sections_python``), which the callers use when ``hot`` is None:
+``storage.object.spilled_sections.gather_sections_python``,
+``storage.object.spilled_sections.spill_places_python``), which the callers use when ``hot`` is None:
 the extension was not built, or ``MAGNETAR_PURE_PYTHON=1`` asks for Python
 (to compare costs, or to test the twins).
 """
@@ -23,7 +24,7 @@ from types import ModuleType
 #: rather than breaking the import.
 FUNCTIONS = ("register_send_view", "register_frame_types", "parse_send", "send_frame", "send_frames",
              "receipt_frame", "build_entry", "crc32c", "receipt_runs", "parse_frames", "fetch_payload", "bytes_within",
-             "untrack_atoms", "gather_sections")
+             "untrack_atoms", "gather_sections", "spill_places")
 
 hot: ModuleType | None = None
 if os.environ.get("MAGNETAR_PURE_PYTHON", "") not in ("1", "true", "yes"):

@@ -5,6 +5,7 @@ partly past the byte bound or damaged reads as None, and nothing raises."""
 from __future__ import annotations
 
 import asyncio
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -235,9 +236,11 @@ def test_a_read_finds_the_places_with_no_python_step_per_section(tmp_path):
     """The places of a sealed ledger's sections are found on the event loop
     (the writes move them): a loop step per section was ~1.5 ms of it per
     compaction at 10,000 written topics. Counted in Python line events, a
-    ledger of 1,000 sections costs what one of 10 does."""
-    import sys
-
+    ledger of 1,000 sections costs what one of 10 does (compiled; the twin
+    steps per section)."""
+    from magnetar.protocol.compiled import hot
+    if hot is None:
+        return  # test_the_compiled_hot_path_is_built says why
     keeper = SpilledSections(tmp_path / "s", 1 << 24)
     steps = []
     for lid, commits in ((1, 10), (2, 1000)):
@@ -259,3 +262,45 @@ def test_a_read_finds_the_places_with_no_python_step_per_section(tmp_path):
         assert places is not None and len(places) == commits
         steps.append(lines)
     assert steps[0] == steps[1], steps
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_the_compiled_places_and_their_twin_agree(data):
+    """Keys of the spill's form, some not (another prefix, no seq, a seq
+    outside the positions, a place not spilled, a '/' in the name, not
+    ASCII): both give every section's place, or None."""
+    from array import array
+
+    from magnetar.protocol.compiled import hot
+    from magnetar.storage.object.spilled_sections import spill_places_python
+
+    base = data.draw(st.integers(0, 5))
+    pos = array("q", data.draw(st.lists(st.sampled_from([-1, 0, 7, 1 << 41, 12345]), min_size=1, max_size=8)))
+    good = st.integers(base, base + len(pos) - 1).map(lambda seq: f"data/s1/1700000000000-{seq:08d}")
+    odd = st.sampled_from(["data/s2/1-00000001", "data/s1/1700000000000", "data/s1/x-1a", "data/s1/a/b-1",
+                           "data/s1/é-1", f"data/s1/1-{base + 99}", f"data/s1/1-{max(0, base - 1)}", "data/s1",
+                           "data/s1/-", "data/s1/1-" + "9" * 19])
+    keys = data.draw(st.lists(st.one_of(good, good, good, odd), max_size=10))
+    keys = [sys.intern(k) for k in keys]  # shared objects, as a commit's key is between its ledgers
+    want = spill_places_python(keys, "data/s1", pos, base)
+    if hot is not None:
+        got = hot.spill_places(keys, "data/s1", pos, base)
+        assert (None if got is None else array("q", got)) == want, (keys, list(pos), base)
+    for k, key in zip(range(len(keys)), keys):  # what the twin says, said by hand
+        if want is not None:
+            assert want[k] == pos[int(key.rsplit("-", 1)[1]) - base]
+
+
+def test_the_compiled_places_refuse_what_is_not_their_arguments():
+    from array import array
+
+    from magnetar.protocol.compiled import hot
+    if hot is None:
+        return  # test_the_compiled_hot_path_is_built says why
+    with pytest.raises(TypeError):
+        hot.spill_places(("data/s/1-1",), "data/s", array("q", [0]), 0)  # a tuple, not a list
+    with pytest.raises(TypeError):
+        hot.spill_places(["data/s/1-1"], "data/s", [0], 0)
+    assert hot.spill_places([b"data/s/1-1"], "data/s", array("q", [0]), 0) is None  # bytes: not a key
+    assert hot.spill_places([], "data/s", array("q"), 0) == b""
