@@ -41,16 +41,23 @@ async def _append_until(ml, rollovers: int) -> None:
     raise AssertionError(f"{ml.name}: {rollovers} rollovers did not happen in {rollovers * 20} appends")
 
 
-async def test_a_rollover_at_steady_state_makes_two_etcd_writes(
-        tmp_path, etcd_store, objects_url, monkeypatch):
-    monkeypatch.setattr(object_ledger, "MAX_SECTIONS_PER_LEDGER", 4)  # prepared ahead at 2 sections, full at 4
+def _rolling_every_4(etcd_store, objects_url, tmp_path, monkeypatch):
+    """(the counting store, the backend, the factory): ledgers full at 4
+    sections (prepared ahead at 2), no spread, no collector."""
+    monkeypatch.setattr(object_ledger, "MAX_SECTIONS_PER_LEDGER", 4)
     monkeypatch.setattr(object_ledger, "ROLLOVER_SPREAD", 0)
     store = ReadTap(etcd_store)
     cfg = StorageConfig()
     budget = CacheBudget(cfg.cache_budget_bytes)
     backend = ObjectBackend(store, open_object_store(objects_url), profile="latency", cache_budget=budget,
                             collect_interval_s=None)
-    factory = ManagedLedgerFactory(tmp_path / "unused", store, cfg, backend=backend, cache_budget=budget)
+    return store, backend, ManagedLedgerFactory(tmp_path / "unused", store, cfg, backend=backend,
+                                                cache_budget=budget)
+
+
+async def test_a_rollover_at_steady_state_makes_two_etcd_writes(
+        tmp_path, etcd_store, objects_url, monkeypatch):
+    store, backend, factory = _rolling_every_4(etcd_store, objects_url, tmp_path, monkeypatch)
     mls = [await factory.open(f"t/roll-{i}") for i in range(TOPICS)]
     await asyncio.gather(*(_append_until(ml, WARM_ROLLOVERS) for ml in mls))
     before = len(store.writes)
@@ -144,14 +151,7 @@ async def test_a_ledger_compacted_from_its_writers_kept_bytes_reads_nothing_from
     and the two gets each were a tenth of a compaction's time on the loop."""
     from magnetar.storage.object.index import compacted_key, ledger_key
 
-    monkeypatch.setattr(object_ledger, "MAX_SECTIONS_PER_LEDGER", 4)
-    monkeypatch.setattr(object_ledger, "ROLLOVER_SPREAD", 0)
-    store = ReadTap(etcd_store)
-    cfg = StorageConfig()
-    budget = CacheBudget(cfg.cache_budget_bytes)
-    backend = ObjectBackend(store, open_object_store(objects_url), profile="latency", cache_budget=budget,
-                            collect_interval_s=None)
-    factory = ManagedLedgerFactory(tmp_path / "unused", store, cfg, backend=backend, cache_budget=budget)
+    store, backend, factory = _rolling_every_4(etcd_store, objects_url, tmp_path, monkeypatch)
     mls = [await factory.open(f"t/kept-{i}") for i in range(TOPICS)]
     written = {ml.name: [] for ml in mls}
 
