@@ -87,11 +87,12 @@ def machine_ticks() -> tuple[int, int, int]:
     return total - idle - iowait, iowait, total
 
 
-def run_queue_ns(pid: int) -> int | None:
-    """Nanoseconds ``pid``'s main thread (a broker's event loop) spent
-    runnable but not running (/proc/<pid>/schedstat), None if gone."""
+def loop_thread_ns(pid: int) -> tuple[int, int] | None:
+    """Nanoseconds ``pid``'s main thread (a broker's event loop) spent on a
+    core and runnable but not running (/proc/<pid>/schedstat), None if gone."""
     try:
-        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[1])
+        fields = Path(f"/proc/{pid}/schedstat").read_text().split()
+        return int(fields[0]), int(fields[1])
     except (OSError, IndexError, ValueError):
         return None
 
@@ -119,7 +120,7 @@ class Machine:
     of processes, the machine's, the runnable count, and the stalls:
     ``waiting``'s main thread's run-queue wait, the kernel's CPU ``some``
     and IO ``full`` pressure, into ``m.samples`` (``(t, {group: ticks},
-    (busy, iowait, total), runnable, (wait ns, cpu µs, io µs))``)."""
+    (busy, iowait, total), runnable, (wait ns, cpu µs, io µs, on-core ns))``)."""
 
     def __init__(self, groups: dict[str, list[int]], waiting: int | None = None) -> None:
         self.groups = groups
@@ -142,8 +143,9 @@ class Machine:
     def _read(self) -> tuple:
         groups = {name: sum(t for t in map(cpu_ticks, pids) if t is not None)
                   for name, pids in self.groups.items()}
-        stalls = (run_queue_ns(self.waiting) if self.waiting else None, pressure_us("cpu", "some"),
-                  pressure_us("io", "full"))
+        loop = loop_thread_ns(self.waiting) if self.waiting else None
+        stalls = (loop[1] if loop else None, pressure_us("cpu", "some"), pressure_us("io", "full"),
+                  loop[0] if loop else None)
         return groups, machine_ticks(), runnable(), stalls
 
     def between(self, begin: float, end: float) -> dict | None:
@@ -162,8 +164,10 @@ class Machine:
         out.update(others=max(0, round(100 * busy * self.cores - sum(out.values()))), machine=round(100 * busy),
                    iowait=round(100 * (m1[1] - m0[1]) / total), runnable=max(s[3] for s in inside))
         # Stalls, ms per second: the loop's thread waiting for a core; any task waiting (PSI cpu some);
-        # every task stalled on IO (PSI io full).
-        for name, at, scale in (("rq_wait", 0, 1e-6), ("psi_cpu", 1, 1e-3), ("psi_io", 2, 1e-3)):
+        # every task stalled on IO (PSI io full). And the loop's thread on a core (% of one): with its
+        # wait, what a profiler's "busy" of that thread splits into.
+        for name, at, scale in (("rq_wait", 0, 1e-6), ("psi_cpu", 1, 1e-3), ("psi_io", 2, 1e-3),
+                                ("loop_cpu", 3, 1e-7)):
             if s0[at] is not None and s1[at] is not None:
                 out[name] = round((s1[at] - s0[at]) * scale / seconds)
         return out

@@ -64,6 +64,8 @@ def test_the_machine_reads_its_processes_cpu():
     found = machine.between(t[0][0], t[-1][0])
     assert found is not None and found["me"] * (t[-1][0] - t[0][0]) / 100 >= 0.2, found
     assert 0 <= found["machine"] <= 100 and found["runnable"] >= 0 and found["rq_wait"] >= 0
+    # The spinning thread is the "waiting" pid's main thread: its time on a core is counted.
+    assert found["loop_cpu"] * (t[-1][0] - t[0][0]) / 100 >= 0.2, found
 
 
 def test_a_loop_lag_probe_sees_a_blocked_loop(tmp_path):
