@@ -104,9 +104,9 @@ def _url(bed: HostBed, hosts: list[str]) -> str:
 
 
 async def _open(bed: HostBed, hosts: list[str]) -> EtcdMetadataStore:
-    """The store on ``hosts``; if it cannot open, an AssertionError with
-    what each member says (its watch streams, its log's tail): a silent
-    member is a fact to find, not to retry past."""
+    """The store on ``hosts``, given ``OPEN_TIMEOUT_S``. If it still cannot
+    open: an AssertionError with what each member says (its watch streams,
+    its log's tail), so that the next such failure names its cause."""
     try:
         return await EtcdMetadataStore.open(_url(bed, hosts), connect_timeout=OPEN_TIMEOUT_S)
     except MetadataError as exc:
