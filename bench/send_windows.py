@@ -18,9 +18,8 @@ Per window, on the bench's clock (``time.monotonic()``):
 - the broker's CPU (% of a core), its event loop's thread on a core
   (``loop``, % of one) and waiting for one (``rqwait``, ms per second),
   and the machine's busy share (:class:`bench.send_series.Machine`). A
-  profiler's "busy" of the loop's thread is about ``loop`` plus ``rqwait``:
-  at 10,000 written topics on the shared 2-core machine the loop ran ~75 %
-  of the time and waited for a core another 10-30 %.
+  profiler's "busy" of the loop's thread is about ``loop`` plus ``rqwait``
+  (figures at 10,000 topics: docs/object-storage.md, "What is not done yet").
 
 Failure modes: a column without its records is None (printed ``-``).
 """
