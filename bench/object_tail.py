@@ -14,7 +14,7 @@ the etcd transaction, ``gather``: arrival to the commit taking the batch,
 budget and pipeline waits included) as mean and p99 bucket; PUTs/s and
 transactions/s; the timeline: each append's time split by the commit that
 carried it (``gather``, ``room``: a pipeline slot, ``token``: the PUT
-budget, ``put``, ``wait``: the previous transaction, ``txn``, ``receipts``,
+budget, ``put``, ``wait``: the previous transaction sent, ``txn``, ``receipts``,
 ``callback``: the commit's end to the append's receipt), as means over all
 appends and over those at or past the p99, the slowest PUTs and
 transactions and when in the run they came, and the event loop's lag.

@@ -14,7 +14,8 @@ each bucket, from records a bench took on the same clock:
   many, their largest batch count, and each phase's worst (``gather``
   oldest batch to due, ``pipe`` waiting for room in the pipeline,
   ``budget`` for a token of the PUT budget, ``put``, ``wait`` for the
-  previous commit's transaction, ``txn``, ``receipts``, ``total`` oldest
+  previous commit's transaction to be sent (or for that commit to end, if
+  unchained), ``txn``, ``receipts``, ``total`` oldest
   batch to receipts);
 - ``seals``, ``compactions``: object ledgers whose seal (a rollover's, a
   close's) and whose compaction ended in it (:mod:`bench.broker_timeline`);

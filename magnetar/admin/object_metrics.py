@@ -46,6 +46,17 @@ class ObjectStorageCollector:
         yield CounterMetricFamily("magnetar_object_commit_transactions",
                                   "Metadata transactions that committed objects (tried, retries included)",
                                   value=counters["transactions"])
+        yield CounterMetricFamily("magnetar_object_commit_transactions_chained",
+                                  "Of those, sent while the previous commit's was unanswered, on the condition "
+                                  "that it landed (storage/object/commit_chain.py)",
+                                  value=counters.get("chained", 0))
+        yield CounterMetricFamily("magnetar_object_commit_chain_resends",
+                                  "Chained transactions that reached the store before the one they follow, sent "
+                                  "again once it landed", value=counters.get("chain_resends", 0))
+        yield CounterMetricFamily("magnetar_object_commit_chain_retries",
+                                  "Chained transactions whose compare failed otherwise (a fenced ledger), tried "
+                                  "again unchained once the previous commit ended",
+                                  value=counters.get("chain_retries", 0))
         yield CounterMetricFamily("magnetar_object_commits", "Commits done (one object each)",
                                   value=counters["commits"])
         yield CounterMetricFamily("magnetar_object_gets", "Ranged GETs of reads and compactions (coalesced per object)",

@@ -12,9 +12,11 @@ ledger). A batch completes with ``None`` only after that transaction
 succeeded.
 
 Pipeline: up to ``PIPELINE_DEPTH`` commits are under way at once, so the
-PUT of one overlaps the transaction of the one before; the transactions
-still run strictly one after another, in commit order, and a commit's
-receipts go out right after its own transaction. A section of a later
+PUT of one overlaps the transaction of the one before. A commit's
+transaction goes once the previous commit's has been sent, chained on it
+(:mod:`.commit_chain`: it lands only if that one did), or, when it cannot
+be chained, once every earlier commit has ended; receipts go out in commit
+order. A section of a later
 commit begins where the ledger's earlier (possibly uncommitted) section
 ends; before its transaction, a ledger whose earlier commit failed or was
 fenced is dropped from it (its batches fail with that error), so a ledger's
@@ -78,15 +80,17 @@ from .commit_timings import CommitTimings
 from .profiles import Gathering
 from .kept_sections import SectionKeeper
 from .put_budget import PutBudget
-from .index import Section, commit_object, ledger_key, new_section, section_key
-from .commit_records import encode_row, record_rows
+from .index import commit_object, ledger_key, section_key
+from .commit_chain import CommitLink, can_chain, chained_record, follow
+from .commit_records import RECORD_LEDGERS, record_rows
 from .object_ledger import ObjectLedger
+from .writer_fence import WRITERS
 
 log = logging.getLogger(__name__)
 
 LEDGERS_PER_TRANSACTION = 128  # a compare and a put each: etcd's default cap is 128 of each
 #: Commits begun and not ended, at most: the PUT of one overlaps the
-#: transaction of the one before (transactions still run one at a time).
+#: transaction of the one before (chained transactions overlap too).
 PIPELINE_DEPTH = 3
 #: A commit whose PUT began longer ago than this gives up before its
 #: transaction (no receipt): the orphan collector may delete objects older
@@ -129,6 +133,12 @@ class Committer:
         # Counters for tests, stats and the benchmark.
         self.puts = 0
         self.transactions = 0
+        #: Transactions sent while the previous one was unanswered (chained
+        #: on it); of those, the ones that overtook it and were sent again
+        #: once it landed, and the ones that went again unchained.
+        self.chained = 0
+        self.chain_resends = 0
+        self.chain_retries = 0
         self.commits = 0
         self.timings = CommitTimings()
         #: A list to keep each commit's timeline in (bench/object_tail.py),
@@ -214,7 +224,7 @@ class Committer:
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
-        previous: asyncio.Future | None = None  # resolves once the last commit begun has ended
+        previous: CommitLink | None = None  # the last commit begun
         try:
             while True:
                 if not self._queue:
@@ -258,11 +268,11 @@ class Committer:
                     stamps = {"first": started, "due": due_at, "room": room_at, "taken": taken_at,
                               "batches": len(batches[0])}
                     self.trace.append(stamps)
-                ended = loop.create_future()
-                task = loop.create_task(self._commit(batches, started, previous, ended, stamps))
+                link = CommitLink(loop)
+                task = loop.create_task(self._commit(batches, started, previous, link, stamps))
                 self._running.add(task)
                 task.add_done_callback(self._commit_ended)
-                previous = ended
+                previous = link
         finally:
             if self._running:  # close(): every commit begun ends first
                 await asyncio.gather(*self._running, return_exceptions=True)
@@ -271,15 +281,16 @@ class Committer:
         self._running.discard(task)
         self._slot.set()
 
-    async def _commit(self, batches: tuple[list, list, list], first_at: float, previous: asyncio.Future | None,
-                      ended: asyncio.Future, stamps: dict | None = None) -> None:
+    async def _commit(self, batches: tuple[list, list, list], first_at: float, previous: CommitLink | None,
+                      link: CommitLink, stamps: dict | None = None) -> None:
         """One commit, from PUT to receipts; ``batches``: its ledgers,
-        entries and callbacks (columns). ``ended`` resolves when it is
+        entries and callbacks (columns). ``link.ended`` resolves when it is
         over (its transaction done or given up), never earlier than
-        ``previous``: the next commit's transaction waits for it."""
+        ``previous.ended``: the next commit's receipts wait for it, and its
+        transaction for ``link.sent`` (:mod:`.commit_chain`)."""
         ledgers, _, callbacks = batches
         try:
-            await self._put_and_record(batches, first_at, previous, stamps)
+            await self._put_and_record(batches, first_at, previous, link, stamps)
         except Exception as exc:  # a bug here must not strand the batches, nor let a later commit leave a gap
             log.exception("object commit failed")
             error = StorageError(f"object commit failed: {exc!r}")
@@ -289,8 +300,11 @@ class Committer:
             for batch in range(len(callbacks)):
                 tell_batch(callbacks, batch, error)
         finally:
-            if previous is not None and not previous.done():  # cancelled (abandon) while waiting for it
-                previous.add_done_callback(lambda _: ended.done() or ended.set_result(None))
+            link.tell_sent(None)  # sent nothing (or the waiter is told already)
+            link.tell_answered(False)
+            ended = link.ended
+            if previous is not None and not previous.ended.done():  # cancelled (abandon) while waiting for it
+                previous.ended.add_done_callback(lambda _: ended.done() or ended.set_result(None))
             elif not ended.done():
                 ended.set_result(None)
             self._pending -= len(ledgers)
@@ -300,7 +314,7 @@ class Committer:
                     ledger.idle.set()
 
     async def _put_and_record(self, batches: tuple[list, list, list], first_at: float,
-                              previous: asyncio.Future | None, stamps: dict | None = None) -> None:
+                              previous: CommitLink | None, link: CommitLink, stamps: dict | None = None) -> None:
         # Group by ledger, in submission order (a ledger's first batch is its
         # group's head); refused ledgers fail at once.
         ledgers, datas_of, callbacks = batches
@@ -341,52 +355,66 @@ class Committer:
                 self.kept.wrote(key, blob)  # the keeper's copy (on disk: .spilled_sections)
             except Exception:  # it keeps less; the commit goes on
                 log.exception("keeping commit object %s for compaction failed", key)
-        if previous is not None:
-            await asyncio.shield(previous)  # transactions in commit order: ours follows the previous one's
+        # Transactions in commit order: ours goes once the previous one is
+        # sent (chained on it: ``after``) or every earlier commit ended.
+        after = await follow(previous)
         txn_began = time.monotonic()
         self.timings.observe("wait", txn_began - put_done)
         if key is None:
             return
-        # A ledger whose earlier commit failed or was fenced meanwhile must
-        # not record a section after it: its batches fail with its error.
-        # The others get their section, and are split by layout: format 1
-        # a compare and a record per ledger, format 2 one record per writer.
-        # Format 2 (most ledgers, one writer) needs no Section per ledger:
-        # its record takes each ledger's row, encoded here once, and the
-        # receipts append the fields to the ledger's columns.
-        per_ledger: list[int] = []
-        writers: dict[int, tuple] = {}  # id(writer) -> (writer, its ledgers, their rows)
-        last_writer, of_ids, of_rows = None, None, None  # most ledgers share the backend's one writer
-        sections = groups.sections
-        lengths = groups.lengths
-        for g, ledger in enumerate(groups.ledgers):
-            lid = ledger.ledger_id
-            first = firsts[g]
-            if ledger.error is None and first != ledger.entry_count:
-                ledger.error = StorageError(f"ledger {lid}: an earlier commit did not record entries "
-                                            f"{ledger.entry_count}..{first - 1}")
-            if ledger.error is not None:
-                groups.tell(g, ledger.error)
-                continue
-            writer = ledger.writer
-            if writer is None:
-                per_ledger.append(lid)
-                sections[g] = new_section(first, counts[g], key, offsets[g], lengths[g])
-                continue
-            if writer is not last_writer:
-                last_writer = writer
-                _, of_ids, of_rows = writers.setdefault(id(writer), (writer, [], []))
-            of_ids.append(lid)
-            of_rows.append(encode_row(lid, first, counts[g], offsets[g], lengths[g]))
-        jobs = [self._record(per_ledger[i:i + LEDGERS_PER_TRANSACTION], groups, key, began)
-                for i in range(0, len(per_ledger), LEDGERS_PER_TRANSACTION)]
-        jobs += [self._record_v2(writer, ids, rows, groups, key, began) for writer, ids, rows in writers.values()]
-        if not jobs:
-            committed = []
-        elif len(jobs) == 1:  # the usual case
-            committed = await jobs[0]
-        else:  # jobs name disjoint ledgers: their transactions may run at once
-            committed = [lid for done in await asyncio.gather(*jobs) for lid in done]
+        chained = after is not None
+        per_ledger, writers = groups.split(key, chained=chained)
+        committed = None
+        if not per_ledger and len(writers) == 1:  # the usual case: one record, maybe chained
+            writer, ids, rows = next(iter(writers.values()))
+            if can_chain(writer, ids, RECORD_LEDGERS) and time.monotonic() - began <= MAX_COMMIT_AGE_S:
+                version = writer.version
+                if chained:
+                    self.chained += 1
+                try:
+                    if await chained_record(self.store, writer, key, rows, after, previous, link,
+                                            self._count_transaction):
+                        self.chain_resends += 1
+                    committed = ids
+                except TransactionFailed as exc:  # a ledger fenced, or the one before did not land
+                    link.tell_answered(False)
+                    if chained:
+                        self.chain_retries += 1
+                    stale = version == writer.version and any(k.startswith(WRITERS) for k in exc.keys)
+                    if after is not None:
+                        await asyncio.shield(previous.ended)
+                        after = None
+                    if stale:  # no one read the fence since: learn who was fenced before going again
+                        try:
+                            await writer.refresh(self.store)
+                        except MetadataError:  # the unchained try fails its compare and reads it again
+                            pass
+                except (MetadataError, ValueError) as exc:
+                    link.tell_answered(False)  # unknown: a commit chained on it falls back
+                    error = StorageError(f"committing object {key} failed: {exc}")
+                    log.error("%s", error)
+                    for lid in ids:
+                        groups.fail(lid, error)
+                    committed = []
+        if committed is None:  # unchained: after every earlier commit, as it always was
+            link.tell_sent(None)
+            link.tell_answered(False)
+            if after is not None:
+                await asyncio.shield(previous.ended)
+                after = None
+            if chained:
+                per_ledger, writers = groups.split(key, chained=False)
+            jobs = [self._record(per_ledger[i:i + LEDGERS_PER_TRANSACTION], groups, key, began)
+                    for i in range(0, len(per_ledger), LEDGERS_PER_TRANSACTION)]
+            jobs += [self._record_v2(writer, ids, rows, groups, key, began) for writer, ids, rows in writers.values()]
+            if not jobs:
+                committed = []
+            elif len(jobs) == 1:
+                committed = await jobs[0]
+            else:  # jobs name disjoint ledgers: their transactions may run at once
+                committed = [lid for done in await asyncio.gather(*jobs) for lid in done]
+        if after is not None:  # receipts in commit order
+            await asyncio.shield(previous.ended)
         txn_done = time.monotonic()
         self.timings.observe("transaction", txn_done - txn_began)
         # The receipts: one flat pass over the ledgers committed (no call per
@@ -398,6 +426,9 @@ class Committer:
         for lid in committed:
             g = index[lid]
             ledger = all_ledgers[g]
+            if after is not None and ledger.error is not None:  # an earlier commit's outcome was unknown
+                groups.tell(g, ledger.error)
+                continue
             # ledger._committed(section) inlined
             first, count, length = firsts[g], counts[g], lengths[g]
             held = ledger.sections

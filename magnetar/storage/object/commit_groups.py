@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 
-from .index import Section
+from ..errors import StorageError
+from .commit_records import encode_row
+from .index import Section, new_section
 from .object_ledger import ObjectLedger
 
 log = logging.getLogger(__name__)
@@ -62,6 +64,41 @@ class CommitGroups:
             self.datas[g] = list(self.datas[g])
         more.append(batch)
         self.datas[g].extend(datas)
+
+    def split(self, key: str, *, chained: bool) -> tuple[list[int], dict[int, tuple]]:
+        """The ledgers still to record in object ``key``, by layout: format-1
+        ids (each given its Section in :attr:`sections`) and, per writer
+        (``id(writer) -> (writer, ids, rows)``), format-2 ids and rows.
+
+        A ledger whose earlier commit failed or was fenced fails here (it
+        must not record a section after it). Unchained, every earlier
+        commit has ended, so a ledger's section must begin at its entry
+        count; ``chained``, earlier sections may still be unanswered, and
+        the chain's compare stands for that check (:mod:`.commit_chain`)."""
+        per_ledger: list[int] = []
+        writers: dict[int, tuple] = {}
+        last_writer, of_ids, of_rows = None, None, None  # most ledgers share the backend's one writer
+        sections, firsts, counts, offsets, lengths = self.sections, self.firsts, self.counts, self.offsets, self.lengths
+        for g, ledger in enumerate(self.ledgers):
+            lid = ledger.ledger_id
+            first = firsts[g]
+            if ledger.error is None and not chained and first != ledger.entry_count:
+                ledger.error = StorageError(f"ledger {lid}: an earlier commit did not record entries "
+                                            f"{ledger.entry_count}..{first - 1}")
+            if ledger.error is not None:
+                self.tell(g, ledger.error)
+                continue
+            writer = ledger.writer
+            if writer is None:
+                per_ledger.append(lid)
+                sections[g] = new_section(first, counts[g], key, offsets[g], lengths[g])
+                continue
+            if writer is not last_writer:
+                last_writer = writer
+                _, of_ids, of_rows = writers.setdefault(id(writer), (writer, [], []))
+            of_ids.append(lid)
+            of_rows.append(encode_row(lid, first, counts[g], offsets[g], lengths[g]))
+        return per_ledger, writers
 
     def tell(self, g: int, error: BaseException | None) -> None:
         """Tell group ``g``'s batches their outcome (each once), in order."""

@@ -7,8 +7,10 @@ One commit (:mod:`.commit`) goes through:
   was busy);
 - ``put``: writing its object, retries included;
 - ``wait``: from the PUT's end until its transaction may begin (the
-  previous commit's transaction is still running: transactions go in order);
-- ``transaction``: the metadata transaction(s), retries included;
+  previous commit's transaction is sent: :mod:`.commit_chain`; or, when it
+  could not be chained, the previous commit has ended);
+- ``transaction``: the metadata transaction(s), retries included, and the
+  wait for the previous commit's receipts (receipts go in commit order);
 - ``receipts``: completing its batches (the managed ledgers' callbacks);
 - ``total``: first batch's arrival to the last receipt: what the slowest
   publish of the commit waited, less the client's and the network's part.

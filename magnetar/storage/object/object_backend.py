@@ -503,6 +503,8 @@ class ObjectBackend:
         a histogram per phase of a commit (:mod:`.commit_timings`)."""
         c, compactions = self.committer, self.compactions
         return BackendStats("object", {"puts": c.puts, "transactions": c.transactions, "commits": c.commits,
+                                       "chained": c.chained, "chain_resends": c.chain_resends,
+                                       "chain_retries": c.chain_retries,
                                        "gets": self.gets.gets, "chunk_gets": self.gets.chunk_gets,
                                        "budget_wait_s": c.budget.waited_s,
                                        **{f"compacted_{k}": n for k, n in compactions.compacted.items()},

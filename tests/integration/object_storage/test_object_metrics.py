@@ -44,6 +44,10 @@ def test_puts_are_counted_and_many_topics_share_one_put_per_interval(tmp_path):
         puts = counter(broker, "magnetar_object_puts_total") - before
         assert 1 <= puts <= 8, f"{TOPICS} topics' entries took {puts} PUTs"
         assert counter(broker, "magnetar_object_commit_transactions_total") >= puts
+        chained = counter(broker, "magnetar_object_commit_transactions_chained_total")
+        again = (counter(broker, "magnetar_object_commit_chain_resends_total")
+                 + counter(broker, "magnetar_object_commit_chain_retries_total"))
+        assert 0 <= again <= chained <= counter(broker, "magnetar_object_commit_transactions_total")
         assert counter(broker, "magnetar_object_prepared_ledgers_swept_total") == 0  # no crash left any
         # where the commits' time went: every commit's PUT and total were timed
         for phase in ("put", "total"):

@@ -5,7 +5,7 @@ refused and the record holds exactly the others."""
 from __future__ import annotations
 
 from magnetar.metadata import MemoryMetadataStore
-from magnetar.storage.object import commit as commit_module
+from magnetar.storage.object import commit_groups as groups_module
 from magnetar.storage.object.commit import Committer
 from magnetar.storage.object.commit_records import decode_record, encode_row, record_key, record_rows
 from magnetar.storage.object.object_ledger import ObjectLedger
@@ -33,8 +33,8 @@ async def test_fenced_ledgers_are_refused_and_the_record_holds_the_others():
 
 async def test_a_commit_makes_no_section_object_per_format_2_ledger(monkeypatch):
     made = []
-    real = commit_module.new_section
-    monkeypatch.setattr(commit_module, "new_section", lambda *a: made.append(a) or real(*a))
+    real = groups_module.new_section
+    monkeypatch.setattr(groups_module, "new_section", lambda *a: made.append(a) or real(*a))
 
     class Objects:
         async def put(self, key, blob, if_absent=False):
