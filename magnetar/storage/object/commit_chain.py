@@ -83,7 +83,8 @@ async def follow(previous: CommitLink | None) -> str | None:
     if previous is None or previous.ended.done():
         return None
     key = await asyncio.shield(previous.sent)
-    if key is None:
+    answered = previous.answered
+    if key is None or (answered.done() and not answered.result()):  # nothing to chain on
         await asyncio.shield(previous.ended)
         return None
     return None if previous.ended.done() else key
