@@ -6,8 +6,8 @@ Why: the committer's transactions used to run strictly one after another,
 so a commit waited for the previous commit's answer to be read by the
 event loop before sending its own. When the loop lagged, that wait grew,
 commits came fewer and larger, and larger commits made the loop lag more
-(docs/object-storage.md, "A commit's transaction waits for the one before
-it"). Chained, the wait is for the previous transaction to be *sent*.
+(docs/object-storage.md, "Chained commit transactions"). Chained, the wait
+is for the previous transaction to be *sent*.
 
 How (format-2 commits of one record, the usual case):
 
