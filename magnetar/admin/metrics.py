@@ -18,10 +18,20 @@ from .object_metrics import ObjectStorageCollector
 from .operator_metrics import OperatorCollector
 from .pulsar_metrics import PulsarCollector
 from .topic_exposition import TopicExposition
-from .topic_walk import Families
 
 if TYPE_CHECKING:
     from magnetar.broker.server.server import Broker
+
+
+class Families:
+    """Metric families already built, for ``prometheus_client.generate_latest``
+    (which only calls ``collect``)."""
+
+    def __init__(self, families: list) -> None:
+        self.families = families
+
+    def collect(self):
+        return iter(self.families)
 
 
 #: Samples of the collectors' families formatted between two turns of the event loop.
@@ -61,7 +71,7 @@ class BrokerMetrics:
         # One registry per collector, written as one chunk each, the event
         # loop running between two. The collectors that visit every loaded
         # topic (Pulsar's, the operators') build their families first with
-        # the loop running between slices of topics (topic_walk.py): at
+        # the loop running between slices of topics (broker/topic_walk.py): at
         # 10,000 topics one pass in one go held the loop tens of ms.
         # Together they write what one registry would.
         self.registries: list[CollectorRegistry] = []

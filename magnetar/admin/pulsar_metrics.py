@@ -31,7 +31,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from magnetar.broker.policies.backlog_quota import SIZE, backlog_size
 
-from .topic_walk import visit_in_slices
+from magnetar.broker.topic_walk import visit_in_slices
 
 if TYPE_CHECKING:
     from magnetar.broker.server.server import Broker
@@ -100,7 +100,7 @@ class PulsarCollector:
     namespace (the sums of its topics) instead of one per topic and
     subscription, as Pulsar does: a scrape's size follows the namespaces.
     :meth:`families` builds them with the event loop running between slices
-    of topics (:mod:`.topic_walk`); :meth:`collect` in one go."""
+    of topics (:mod:`magnetar.broker.topic_walk`); :meth:`collect` in one go."""
 
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker

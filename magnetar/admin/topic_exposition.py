@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING, AsyncIterator, Iterator
 from prometheus_client.utils import floatToGoString
 
 from .pulsar_metrics import COUNTERS, GAUGES, SUB_COUNTERS, SUB_GAUGES, PulsarCollector
-from . import topic_walk
-from .topic_walk import visit_in_slices
+from magnetar.broker import topic_walk
+from magnetar.broker.topic_walk import visit_in_slices
 
 if TYPE_CHECKING:
     from magnetar.broker.server.server import Broker
 
 #: Topics per chunk of text: the event loop runs other work between two chunks
-#: (the topics are read in slices of bounded time: topic_walk.py).
+#: (the topics are read in slices of bounded time: broker/topic_walk.py).
 CHUNK_TOPICS = 2000
 #: Rows written between two looks at the clock.
 ROWS_PER_STEP = 128
@@ -119,7 +119,7 @@ class TopicExposition:
                     column.append(value_text(value))
             cols.sub_start.append(len(cols.sub_labels))
 
-        # Slices of bounded time, not of a number of topics (topic_walk.py).
+        # Slices of bounded time, not of a number of topics (broker/topic_walk.py).
         await visit_in_slices(range(len(topics)), visit)
         await asyncio.sleep(0)
         loaded = set(names)

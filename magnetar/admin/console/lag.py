@@ -26,7 +26,7 @@ from magnetar.broker.subscriptions.subscription import SubType
 from ..errors import bad_request
 from ..params import service_of
 from ..routes import OBJECT, RouteTable, json_answer
-from ..topic_walk import visit_in_slices
+from magnetar.broker.topic_walk import visit_in_slices
 from .forward import from_every_broker, own_id
 from .listing import MAX_LIMIT, check_readable, int_query, namespaces_param, parent_of
 from .overview import readable_namespaces

@@ -29,7 +29,7 @@ from ..access import may
 from ..errors import AdminError, bad_request
 from ..params import service_of
 from ..routes import OBJECT, RouteTable, json_answer
-from ..topic_walk import visit_in_slices
+from magnetar.broker.topic_walk import visit_in_slices
 from .forward import from_every_broker, own_id
 from .history import HISTORY
 from .overview import readable_namespaces
@@ -65,7 +65,7 @@ async def local_summaries(service, namespaces: set[str], history=None, history_o
     """This broker's loaded topics of ``namespaces``: ``name -> figures``
     (with ``history``, a RateHistory: the rate ring of each partition of the
     partitioned topic ``history_of`` as well). Visits the loaded topics in
-    slices, the event loop running between (admin/topic_walk.py)."""
+    slices, the event loop running between (broker/topic_walk.py)."""
     out = {}
 
     def visit(item) -> None:

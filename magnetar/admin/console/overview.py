@@ -19,7 +19,7 @@ from magnetar.broker.namespaces import resources
 from ..access import ROLE, may
 from ..params import BROKER, service_of
 from ..routes import OBJECT, RouteTable, json_answer
-from ..topic_walk import visit_in_slices
+from magnetar.broker.topic_walk import visit_in_slices
 from .forward import own_id
 
 table = RouteTable("console")

@@ -19,10 +19,11 @@ process's own state (CPU time, /proc memory); nothing here fails but the
 memory read, which falls back to the peak RSS off Linux.
 
 The counters come from a pass over every loaded topic
-(:func:`count_by_bundle`), done in slices of :data:`SLICE_TOPICS` topics with
-the event loop running between them: in one piece, at 10,000 loaded topics,
-the pass held the loop 25-140 ms every report (its bundle placement above
-all), and the traffic queued behind it. So each topic is read at its own
+(:func:`count_by_bundle`), a pass of :mod:`magnetar.broker.topic_walk`: in
+one piece, at 10,000 loaded topics, it held the loop 25-140 ms every report
+(its bundle placement above all), and the traffic queued behind it; in
+chunks of 500 topics with a loop turn between, its bursts were still in
+the publish p99 of a broker near its capacity. So each topic is read at its own
 moment of the pass, not at one instant (a pass takes a few loop turns); a
 topic loaded during the pass is counted from the next report, one unloaded
 during it is still counted in this one. Each topic is read at about the
@@ -30,7 +31,6 @@ same moment of each pass, so its rates still cover one interval.
 """
 from __future__ import annotations
 
-import asyncio
 import bisect
 import os
 import resource
@@ -38,12 +38,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from ..topic_walk import visit_in_slices
 from .bundles import Bundle, topic_hash
-
-#: Topics counted between two yields to the event loop in a report's pass
-#: (about 0.5 ms of work each on the 2-core development machine, niced).
-SLICE_TOPICS = 500
-
 
 @dataclass
 class BundleCounters:
@@ -62,37 +58,36 @@ class BundleCounters:
         self.topics += 1
 
 
-async def count_by_bundle(topics: Sequence[Any], bounds_of: Callable[[str], list[int]],
-                          slice_topics: int = SLICE_TOPICS) -> dict[Bundle, BundleCounters]:
+async def count_by_bundle(topics: Sequence[Any], bounds_of: Callable[[str], list[int]]) -> dict[Bundle, BundleCounters]:
     """The traffic so far of ``topics`` (each with a ``name``, a
     :class:`~magnetar.broker.topic_name.TopicName`, and ``msg_in`` /
     ``bytes_in``, and ``msg_out`` / ``bytes_out`` if it dispatches), by
     bundle; ``bounds_of(namespace)``: the namespace's boundaries
     (:meth:`.layout.Layouts.bounds`).
 
-    Yields to the event loop after every ``slice_topics`` topics. A topic is
-    placed by the layout its namespace had when the pass first met that
-    namespace, so one pass never counts a topic in a bundle a split already
-    replaced beside its halves. Nothing here fails (a topic without
-    ``msg_out`` counts 0 out)."""
+    A pass of :mod:`magnetar.broker.topic_walk` (slices of about 2 ms, a
+    bounded share of a busy loop). A topic is placed by the layout its
+    namespace had when the pass first met that namespace, so one pass never
+    counts a topic in a bundle a split already replaced beside its halves.
+    Nothing here fails (a topic without ``msg_out`` counts 0 out)."""
     bounds_in_pass: dict[str, list[int]] = {}
     rows: dict[tuple[str, int], BundleCounters] = {}
-    for start in range(0, len(topics), slice_topics):
-        if start:
-            await asyncio.sleep(0)  # the traffic runs between two slices
-        for topic in topics[start:start + slice_topics]:
-            name = topic.name
-            namespace = name.namespace_name
-            bounds = bounds_in_pass.get(namespace)
-            if bounds is None:
-                bounds = bounds_in_pass[namespace] = bounds_of(namespace)
-            # The index in the layout, not a Bundle: a Bundle made and hashed
-            # per topic was most of the pass's cost.
-            key = (namespace, bisect.bisect_right(bounds, topic_hash(str(name))) - 1)
-            row = rows.get(key)
-            if row is None:
-                row = rows[key] = BundleCounters()
-            row.add(topic.msg_in, topic.bytes_in, getattr(topic, "msg_out", 0), getattr(topic, "bytes_out", 0))
+
+    def count(topic: Any) -> None:
+        name = topic.name
+        namespace = name.namespace_name
+        bounds = bounds_in_pass.get(namespace)
+        if bounds is None:
+            bounds = bounds_in_pass[namespace] = bounds_of(namespace)
+        # The index in the layout, not a Bundle: a Bundle made and hashed
+        # per topic was most of the pass's cost.
+        key = (namespace, bisect.bisect_right(bounds, topic_hash(str(name))) - 1)
+        row = rows.get(key)
+        if row is None:
+            row = rows[key] = BundleCounters()
+        row.add(topic.msg_in, topic.bytes_in, getattr(topic, "msg_out", 0), getattr(topic, "bytes_out", 0))
+
+    await visit_in_slices(topics, count)
     return {Bundle(namespace, bounds_in_pass[namespace][i], bounds_in_pass[namespace][i + 1]): row
             for (namespace, i), row in rows.items()}
 

@@ -5,14 +5,17 @@ this is that round (``stats_update_frequency_s``). Each topic, producer,
 subscription and consumer keeps an :class:`~magnetar.broker.interval_rates.IntervalRates`;
 a round hands each one its counters, so admin stats report the rates of the
 last interval (0.0 until an object's first sample). A round costs a
-few tuple builds per attached object and yields the event loop every
-:data:`CHUNK_TOPICS` topics, so 100,000 loaded topics delay traffic by one
-chunk at a time. Non-persistent topics keep no interval rates and are skipped.
+few tuple builds per attached object; it is a pass of
+:mod:`magnetar.broker.topic_walk` (slices of about 2 ms, a bounded share of
+a busy loop), each topic sampled at its own moment, so its rates still
+cover one interval. Non-persistent topics keep no interval rates and are
+skipped.
 
-A chunk was 2,000 topics until it was measured: 7-9 ms of the event loop
-each (a topic with one producer, niced, on the 2-core development machine
-with a bench beside it), five such stalls every 10 s at 10,000 topics;
-500 keeps a chunk near 2 ms (docs/object-storage.md, "The 5-s loop stall").
+The round was cut in chunks of 500 topics with one loop turn between
+(about 2 ms each, "The 5-s loop stall" in docs/object-storage.md); at
+10,000 written topics near the loop's capacity those chunks still took
+most of the loop while the round ran, and the round's burst every 10 s
+was in the publish p99 ("Passes over every topic", same file).
 """
 from __future__ import annotations
 
@@ -21,9 +24,7 @@ import time
 from typing import Any, Callable
 
 from magnetar.broker.policies.sweep import start_sweep
-
-#: Topics sampled between two yields to the event loop.
-CHUNK_TOPICS = 500
+from magnetar.broker.topic_walk import visit_in_slices
 
 
 def sample_topic(topic: Any, now: float) -> None:
@@ -41,11 +42,7 @@ def sample_topic(topic: Any, now: float) -> None:
 async def sample_all(topics: dict[str, Any], clock: Callable[[], float] = time.monotonic) -> int:
     """One round over ``topics`` (the service's loaded topics); returns how many were sampled."""
     loaded = [t for t in list(topics.values()) if hasattr(t, "interval_rates")]
-    for start in range(0, len(loaded), CHUNK_TOPICS):
-        now = clock()
-        for topic in loaded[start:start + CHUNK_TOPICS]:
-            sample_topic(topic, now)
-        await asyncio.sleep(0)
+    await visit_in_slices(loaded, lambda topic: sample_topic(topic, clock()))
     return len(loaded)
 
 

@@ -1,5 +1,5 @@
 """A scrape visits every loaded topic in slices with the event loop running
-between them (admin/topic_walk.py), and writes what one pass in one go
+between them (broker/topic_walk.py), and writes what one pass in one go
 writes: at 10,000 written topics the collectors' passes held the loop tens
 of ms per scrape, which landed in the publish p99.x at every scrape."""
 from __future__ import annotations
@@ -15,15 +15,15 @@ from prometheus_client import generate_latest
 from prometheus_client.core import CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
-from magnetar.admin import topic_walk
-from magnetar.admin.metrics import BrokerMetrics
+from magnetar.admin.metrics import BrokerMetrics, Families
 from magnetar.admin.operator_metrics import OperatorCollector
 from magnetar.admin.pulsar_metrics import PulsarCollector
 from magnetar.admin.topic_exposition import value_text
-from magnetar.admin.topic_walk import CHECK_EVERY, Families, visit_in_slices
+from magnetar.broker import topic_walk
 from magnetar.broker.durations import DurationCounts
 from magnetar.broker.interval_rates import IntervalRates
 from magnetar.broker.topic_name import parse
+from magnetar.broker.topic_walk import CHECK_EVERY, visit_in_slices
 from magnetar.storage import Position
 from magnetar.storage.entry import LedgerInfo
 from magnetar.storage.read_stats import ReadStats
@@ -158,7 +158,7 @@ def test_a_value_is_written_as_prometheus_client_writes_it(value):
 
 
 async def test_a_pass_rests_between_slices_while_the_loop_has_other_work(monkeypatch):
-    """On a busy broker a pass takes at most about a quarter of the loop's
+    """On a busy broker a pass takes at most about SHARE of the loop's
     thread: after a slice whose loop turn had other work (traffic) it
     sleeps PAUSE_RATIO times the slice. A broker near its capacity could not
     give a scrape half of the loop without a queue building up."""

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 
+from magnetar.broker import topic_walk
 from magnetar.broker.cluster.bundles import FULL
 from magnetar.broker.cluster.load_report import BundleCounters, LoadSampler, count_by_bundle, message_load
 from magnetar.broker.cluster.member import ClusterMember
@@ -61,11 +62,13 @@ class CountedTopic:
         return self._n
 
 
-async def test_a_report_pass_over_10000_topics_lets_the_event_loop_run_between_bounded_slices():
+async def test_a_report_pass_over_10000_topics_lets_the_event_loop_run_between_bounded_slices(monkeypatch):
     # In one piece, this pass held the loop 25-140 ms every 5 s at 10,000
     # topics (docs/object-storage.md, "The 5-s loop stall"). Asserted by
     # structure, not by time: how many topics the pass reads between two
-    # turns of another task on the loop.
+    # turns of another task on the loop. A pass of broker/topic_walk.py:
+    # with slices of no time at all, CHECK_EVERY topics a turn (500 before).
+    monkeypatch.setattr(topic_walk, "SLICE_S", 0.0)
     store = await MemoryMetadataStore.open()
     try:
         host = FakeHost()
@@ -89,9 +92,8 @@ async def test_a_report_pass_over_10000_topics_lets_the_event_loop_run_between_b
 
         assert reads[0] == 10_000
         marks = [0, *seen, reads[0]]
-        # At most 500 topics (about 0.5 ms of work) in one turn of the loop.
-        assert max(b - a for a, b in zip(marks, marks[1:])) <= 500
-        assert len(set(seen)) >= 10_000 // 500
+        assert max(b - a for a, b in zip(marks, marks[1:])) <= topic_walk.CHECK_EVERY
+        assert len(set(seen)) >= 10_000 // topic_walk.CHECK_EVERY
         # The same figures as placing each topic in its bundle one by one.
         expected: dict = {}
         for t in host.topics:
@@ -102,7 +104,8 @@ async def test_a_report_pass_over_10000_topics_lets_the_event_loop_run_between_b
         await store.close()
 
 
-async def test_a_pass_places_each_namespace_by_one_layout_even_if_a_split_lands_midway():
+async def test_a_pass_places_each_namespace_by_one_layout_even_if_a_split_lands_midway(monkeypatch):
+    monkeypatch.setattr(topic_walk, "SLICE_S", 0.0)  # the loop runs (and a split may land) every few topics
     calls: list[str] = []
     layouts = [[0, FULL // 2, FULL], [0, FULL // 4, FULL // 2, FULL]]
 
@@ -112,7 +115,7 @@ async def test_a_pass_places_each_namespace_by_one_layout_even_if_a_split_lands_
 
     reads = [0]
     topics = [CountedTopic(f"persistent://public/default/t-{i}", 1, reads) for i in range(50)]
-    counters = await count_by_bundle(topics, bounds_of, slice_topics=10)
+    counters = await count_by_bundle(topics, bounds_of)
     assert calls == ["public/default"]
     assert {(b.lower, b.upper) for b in counters} <= {(0, FULL // 2), (FULL // 2, FULL)}
     assert sum(c.topics for c in counters.values()) == 50
