@@ -151,8 +151,9 @@ class OperatorScrape:
         row = self.writes.get(ns)
         if row is None:
             row = self.writes[ns] = [0.0] * (_N_LAT + _N_SIZE + 4)
-        # Element-wise sums in C (map over two sequences): a loop of += per
-        # bucket was most of a scrape's pass at 10,000 topics.
+        # Element-wise sums in C (map over two sequences) rather than a
+        # Python += per bucket: a few % of the pass (45 to 42 ms over
+        # 10,000 test topics); the rest is reading each topic.
         row[:_N_WRITE_SUMS] = map(add, row, (*stats.latency, *stats.sizes, stats.entries, stats.latency_sum_ms,
                                              stats.size_sum))
         stats = topic.ledger.read_stats
