@@ -16,8 +16,11 @@ slices of at most about :data:`SLICE_S` of work, so traffic waits at most
 one slice; and when the loop has traffic to serve it rests between two
 slices (:func:`rest`), so the pass takes at most :data:`SHARE` of the
 loop's thread. The passes of one loop take turns (one at a time), so
-together they take no more than one does. An idle broker is not slowed:
-without other work in a turn there is no rest.
+together they take no more than one does. (A scrape's per-topic text,
+written after its pass with :func:`rest` between chunks, is paced the
+same way but not in turn: it is yielded to the client chunk by chunk,
+and a gate held across those yields would wait on the client.) An idle
+broker is not slowed: without other work in a turn there is no rest.
 
 What a pass sees: the topics loaded when it started (a topic unloaded
 meanwhile is still read, its objects stay valid; one loaded meanwhile is
@@ -41,7 +44,7 @@ CHECK_EVERY = 16
 #: next. At 3 (a quarter of the loop) the passes of a broker at 10,000
 #: written topics still put their bursts in the publish p99; at 9 a pass
 #: takes a tenth of a busy loop, and a scrape of 10,000 topics (~100 ms of
-#: work) about a second.
+#: work) 1.5-2.6 s on a broker at 20,000 msg/s (docs/operations.md).
 PAUSE_RATIO = 9.0
 #: The share of a busy loop's thread the passes take, together.
 SHARE = 1 / (1 + PAUSE_RATIO)
