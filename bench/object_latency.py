@@ -114,14 +114,34 @@ def scrape_every(topics: int, chosen: float | None) -> float:
     return chosen if chosen else (0.5 if topics <= 1000 else 5.0)
 
 
-def py_spy(pid: int, seconds: float, path: str) -> subprocess.Popen:
-    """py-spy records ``pid`` for ``seconds`` into ``path`` (collapsed stacks)."""
+def py_spy(pid: int, seconds: float, path: str, rate: int = 200) -> subprocess.Popen:
+    """py-spy records ``pid`` for ``seconds`` into ``path`` (collapsed stacks), ``rate`` samples a second."""
     spy = shutil.which("py-spy", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     if spy is None:
         raise SystemExit("--profile needs py-spy (in this venv or on PATH)")
-    return subprocess.Popen([spy, "record", "--pid", str(pid), "--duration", str(int(seconds)), "--rate", "200",
+    return subprocess.Popen([spy, "record", "--pid", str(pid), "--duration", str(int(seconds)), "--rate", str(rate),
                              "--format", "raw", "--output", path, "--nonblocking"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def profile_windows(text: str) -> list[tuple[float, float]]:
+    """``--profile-at``'s ``AT:SECONDS[,AT:SECONDS...]`` as ``(at, seconds)``
+    pairs (seconds into the sending, and how long); ValueError saying what
+    is wrong for anything else."""
+    windows = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        at, sep, seconds = part.partition(":")
+        try:
+            window = (float(at), float(seconds))
+        except ValueError:
+            window = None
+        if not sep or window is None or window[0] < 0 or window[1] < 1:
+            raise ValueError(f"--profile-at: {part!r} is not AT:SECONDS (AT >= 0 seconds into the sending, "
+                             f"SECONDS >= 1)")
+        windows.append(window)
+    if not windows:
+        raise ValueError("--profile-at: no window given (AT:SECONDS[,AT:SECONDS...])")
+    return windows
 
 
 def process_groups(cluster: LocalCluster) -> dict[str, list[int]]:
@@ -140,16 +160,28 @@ def process_groups(cluster: LocalCluster) -> dict[str, list[int]]:
     return groups
 
 
+def profile_windows_arg(text: str) -> list[tuple[float, float]]:
+    """:func:`profile_windows` for argparse (its error, not a traceback)."""
+    try:
+        return profile_windows(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--profile-at: ")) from None
+
+
 def measure(spec: WorkloadSpec, cluster: LocalCluster, label: str, log, every: float | None = None,
-            profile: str | None = None, mark: str | None = None) -> dict:
+            profile: str | None = None, mark: str | None = None,
+            windows: list[tuple[float, float]] | None = None, rate: int = 200) -> dict:
     """One workload; ``profile``: a path to py-spy the broker into while it
-    runs; ``mark``: a file to create when its sending starts (the collector
-    census counts from then). With ``spec.series_s``, the machine's and
-    the processes' CPU is read meanwhile (``out["machine"]``, for
-    :func:`series_of`)."""
+    runs (``.txt`` replaced by ``-at<AT>.txt`` per window of ``windows``,
+    ``(seconds into the sending, seconds)``, when given: early and late
+    stretches of one sending side by side); ``mark``: a file to create when
+    its sending starts (the collector census counts from then). With
+    ``spec.series_s``, the machine's and the processes' CPU is read
+    meanwhile (``out["machine"]``, for :func:`series_of`)."""
     phases_before = commit_phases(cluster)
     pid = cluster.members[0].pid
     spies: list[subprocess.Popen] = []
+    timers: list[threading.Timer] = []
     began: list[float] = []
     machines: list[send_series.Machine] = []
 
@@ -157,8 +189,15 @@ def measure(spec: WorkloadSpec, cluster: LocalCluster, label: str, log, every: f
         began.append(time.monotonic())
         if mark:
             Path(mark).touch()
-        if profile:
-            spies.append(py_spy(pid, spec.duration, profile))
+        if profile and windows:
+            for at, seconds in windows:
+                path = profile.removesuffix(".txt") + f"-at{at:g}.txt"
+                timer = threading.Timer(at, lambda s=seconds, p=path: spies.append(py_spy(pid, s, p, rate)))
+                timer.daemon = True
+                timer.start()
+                timers.append(timer)
+        elif profile:
+            spies.append(py_spy(pid, spec.duration, profile, rate))
         if spec.series_s:
             machines.append(send_series.Machine(process_groups(cluster), waiting=pid).__enter__())
     with PeriodicSampler(lambda: counters(cluster), scrape_every(spec.topics, every)) as sampler:
@@ -169,6 +208,8 @@ def measure(spec: WorkloadSpec, cluster: LocalCluster, label: str, log, every: f
             for machine in machines:
                 machine.__exit__()
         ended = time.monotonic()
+    for timer in timers:
+        timer.cancel()  # a window past the sending's end: not taken
     for spy in spies:
         spy.wait(60)
     p = result["produce"] or {}
@@ -273,7 +314,8 @@ def run_config(name: str, args, log, root: str | None = None, tree: str = "this 
                                                      rate=args.many_rate), cluster, "many topics", log,
                                                      args.scrape_every, profile=args.profile and
                                                      f"{args.profile}-{name}-{tree.replace(' ', '_')}.txt",
-                                                     mark=census and census + ".sending")
+                                                     mark=census and census + ".sending",
+                                                     windows=args.profile_at, rate=args.profile_rate)
             if name == "profiles" and args.etcd_minutes:
                 spec = replace(base, topic="kept", topics=args.etcd_topics, rate=args.etcd_rate,
                                duration=args.etcd_minutes * 60, subscriptions=["kept"],
@@ -575,6 +617,12 @@ def main() -> None:
                              "interleaved with this tree's (this tree first, then alternating by repeat)")
     parser.add_argument("--profile", metavar="PREFIX",
                         help="py-spy the broker during the many-topics run into PREFIX-<config>-<tree>.txt")
+    parser.add_argument("--profile-at", metavar="AT:SECONDS[,...]", type=profile_windows_arg,
+                        help="with --profile: only these windows of the many-topics sending (seconds into it, "
+                             "how long), each into PREFIX-<config>-<tree>-at<AT>.txt, e.g. 15:45,165:45 to set "
+                             "its first minutes beside its fourth")
+    parser.add_argument("--profile-rate", type=int, default=200, metavar="HZ",
+                        help="with --profile: py-spy's samples a second (200; 40 disturbs a busy broker less)")
     parser.add_argument("--gc-census", metavar="PREFIX",
                         help="time every collection of the brokers' garbage collector (bench/gc_census.py) into "
                              "PREFIX-<config>-<tree>-<n>.json and print the pauses of each sending")
@@ -607,6 +655,10 @@ def main() -> None:
                         help="the broker's event-loop lag and its commits' phases in the series "
                              "(bench/broker_timeline.py: a probe callback on the broker's loop every 20 ms)")
     args = parser.parse_args()
+    if args.profile_at and not args.profile:
+        parser.error("--profile-at needs --profile PREFIX (where the windows' stacks go)")
+    if args.profile_rate < 1:
+        parser.error("--profile-rate: at least 1 sample a second")
     args.censuses = []
     log = lambda line: print(line, flush=True)  # noqa: E731
     if args.cold_read:

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from typing import Iterable, Protocol
+from typing import Callable, Iterable, Protocol
 
 from ...objectstore.store import ObjectStore
 from .index import chunk_object_ledger
