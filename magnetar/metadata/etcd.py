@@ -413,7 +413,8 @@ class EtcdMetadataStore(MetadataStore):
             raise MetadataError(f"etcd metadata store {self.target}{self.prefix} is closed")
 
     async def _call(self, method: Any, request: Any, *, idempotent: bool, timeout: float | None = None) -> Any:
-        """One unary RPC, with a deadline; reads are retried while etcd is unreachable."""
+        """One unary RPC, with a deadline; reads (and a lease's grant, which
+        nothing holds yet) are retried while etcd is unreachable."""
         self._check_open()
         deadline = time.monotonic() + (self.op_timeout if timeout is None else timeout)
         backoff = 0.05
@@ -794,8 +795,11 @@ class EtcdMetadataStore(MetadataStore):
         if not ttl_s > 0:
             raise ValueError(f"session ttl must be > 0, not {ttl_s!r}")
         sent = time.monotonic()
+        # Sent again when its connection breaks under it (to the next member):
+        # a grant that did land is a lease nothing is attached to, which etcd
+        # drops after its TTL. etcd's own client counts LeaseGrant repeatable.
         answer = await self._call(
-            self._lease_stub.LeaseGrant, rpc.LeaseGrantRequest(TTL=max(1, math.ceil(ttl_s))), idempotent=False
+            self._lease_stub.LeaseGrant, rpc.LeaseGrantRequest(TTL=max(1, math.ceil(ttl_s))), idempotent=True
         )
         if answer.error:
             raise MetadataError(f"etcd refused a lease: {answer.error}")
