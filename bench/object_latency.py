@@ -30,6 +30,7 @@ machine is shared, compare ratios within a run.
 at 10,000 topics every ledger gets a section in about one commit in fifty
 (~2 a second) and they all fill together, so 50-100 brings their rollovers
 (and the seals and compactions after them) into a 30-90 s sending.
+``--put-budget N`` sets their ``object_put_budget_per_s`` (0: none).
 
 Each sending is also a series of 0.5 s buckets by send time (``--series-every``)
 beside the broker's collections (``--gc-census``), its loop lag and commits
@@ -66,6 +67,37 @@ CONFIGS = {
     # The same with the ledgers' index in layout format 1 (a compare and a record per ledger per commit).
     "profiles-v1": "[storage]\nobject_layout = 1\n",
 }
+
+
+def storage_settings(sections_per_ledger: int = 0, collect_every: float = 0,
+                     put_budget: float | None = None) -> str:
+    """The ``[storage]`` lines the options add to a configuration's (each
+    falsy or None one: the broker's default). Raises ``ValueError`` for a
+    negative PUT budget (0 is the broker's "no budget")."""
+    lines = ""
+    # Fewer sections per ledger: the many topics' rollovers (every ~500 s at 1,000) within a short sending.
+    if sections_per_ledger:
+        lines += f"object_sections_per_ledger = {sections_per_ledger}\n"
+    # The collector's passes (every 150-450 s by default) sooner and more often: each lands in the sending.
+    if collect_every:
+        lines += f"object_collect_interval_s = {collect_every}\n"
+    # Fewer, larger commits than the default budget (250/s) lets happen: what commits cost the machine.
+    if put_budget is not None:
+        if put_budget < 0:
+            raise ValueError(f"a PUT budget is 0 (none) or more PUTs a second, got {put_budget}")
+        lines += f"object_put_budget_per_s = {put_budget}\n"
+    return lines
+
+
+def put_budget_arg(text: str) -> float:
+    """argparse type of ``--put-budget``: a clear error, not a traceback."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of PUTs a second: {text!r}") from None
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"a PUT budget is 0 (none) or more PUTs a second, got {text!r}")
+    return value
 
 
 def _scrape(url: str) -> str:
@@ -293,12 +325,7 @@ def run_config(name: str, args, log, root: str | None = None, tree: str = "this 
         timeline = args.broker_timeline and str(Path(tmp) / "broker-timeline.jsonl")
         if timeline:
             env = {**(env or {}), **broker_timeline.hook_env(timeline)}
-        # Fewer sections per ledger: the many topics' rollovers (every ~500 s at 1,000) within a short sending.
-        sections = (f"object_sections_per_ledger = {args.sections_per_ledger}\n"
-                    if args.sections_per_ledger else "")
-        # The collector's passes (every 150-450 s by default) sooner and more often: each lands in the sending.
-        if args.collect_every:
-            sections += f"object_collect_interval_s = {args.collect_every}\n"
+        sections = storage_settings(args.sections_per_ledger, args.collect_every, args.put_budget)
         cluster = LocalCluster(Path(tmp) / "c", brokers=1, storage="object", session_ttl=60.0,
                                broker_config=metrics + CONFIGS[name] + sections, root=root, env=env).start(timeout=180)
         try:
@@ -648,6 +675,9 @@ def main() -> None:
     parser.add_argument("--sections-per-ledger", type=int, default=0, metavar="N",
                         help="the brokers' object_sections_per_ledger (default: theirs, 1,000): at 10,000 topics "
                              "and 20,000 msg/s a ledger gets ~2 sections/s, so 50-100 rolls them within a minute")
+    parser.add_argument("--put-budget", type=put_budget_arg, default=None, metavar="PUTS_PER_S",
+                        help="the brokers' object_put_budget_per_s (default: theirs, 250; 0: none): fewer, "
+                             "larger commits, to see what the commits' count costs a sending")
     parser.add_argument("--collect-every", type=float, default=0, metavar="S",
                         help="the brokers' object_collect_interval_s (default: theirs, 300: a pass every 150-450 s, "
                              "so in a 300 s sending one lands at a random minute or none does)")

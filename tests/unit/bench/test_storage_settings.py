@@ -1,0 +1,52 @@
+"""bench.object_latency's storage options: the broker settings they add, and
+their errors."""
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.object_latency import put_budget_arg, storage_settings
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_no_option_adds_nothing():
+    assert storage_settings() == ""
+
+
+def test_each_option_adds_its_setting():
+    text = storage_settings(sections_per_ledger=4000, collect_every=60, put_budget=50)
+    assert "object_sections_per_ledger = 4000\n" in text
+    assert "object_collect_interval_s = 60\n" in text
+    assert "object_put_budget_per_s = 50\n" in text
+
+
+def test_a_budget_of_zero_is_kept_as_no_budget():
+    # 0 is the broker's "no budget", not "the default": it must reach the config.
+    assert storage_settings(put_budget=0) == "object_put_budget_per_s = 0\n"
+
+
+def test_a_negative_budget_is_refused():
+    with pytest.raises(ValueError, match="PUT budget"):
+        storage_settings(put_budget=-1)
+
+
+@pytest.mark.parametrize("text", ["x", "-5", "nan", ""])
+def test_put_budget_arg_gives_a_clear_error(text):
+    with pytest.raises(argparse.ArgumentTypeError):
+        put_budget_arg(text)
+
+
+def test_put_budget_arg_reads_a_rate():
+    assert put_budget_arg("50") == 50.0
+    assert put_budget_arg("0") == 0.0
+
+
+def test_the_command_line_refuses_a_bad_budget_before_starting_anything():
+    done = subprocess.run([sys.executable, "-m", "bench.object_latency", "--put-budget", "abc"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "not a number of PUTs a second: 'abc'" in done.stderr
+    assert "Traceback" not in done.stderr
