@@ -100,6 +100,14 @@ def put_budget_arg(text: str) -> float:
     return value
 
 
+def broker_env_arg(text: str) -> tuple[str, str]:
+    """argparse type of ``--broker-env``: ``NAME=VALUE``, a clear error otherwise."""
+    name, sep, value = text.partition("=")
+    if not sep or not name or not name.replace("_", "").isalnum():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE (an environment variable), got {text!r}")
+    return name, value
+
+
 def _scrape(url: str) -> str:
     return urllib.request.urlopen(url + "/metrics", timeout=30).read().decode()
 
@@ -325,6 +333,8 @@ def run_config(name: str, args, log, root: str | None = None, tree: str = "this 
         timeline = args.broker_timeline and str(Path(tmp) / "broker-timeline.jsonl")
         if timeline:
             env = {**(env or {}), **broker_timeline.hook_env(timeline)}
+        if args.broker_env:
+            env = {**(env or {}), **dict(args.broker_env)}
         sections = storage_settings(args.sections_per_ledger, args.collect_every, args.put_budget)
         cluster = LocalCluster(Path(tmp) / "c", brokers=1, storage="object", session_ttl=60.0,
                                broker_config=metrics + CONFIGS[name] + sections, root=root, env=env).start(timeout=180)
@@ -684,6 +694,9 @@ def main() -> None:
     parser.add_argument("--broker-timeline", action="store_true",
                         help="the broker's event-loop lag and its commits' phases in the series "
                              "(bench/broker_timeline.py: a probe callback on the broker's loop every 20 ms)")
+    parser.add_argument("--broker-env", type=broker_env_arg, action="append", default=[], metavar="NAME=VALUE",
+                        help="set in the brokers' environment (repeatable), e.g. "
+                             "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 for another allocator")
     args = parser.parse_args()
     if args.profile_at and not args.profile:
         parser.error("--profile-at needs --profile PREFIX (where the windows' stacks go)")

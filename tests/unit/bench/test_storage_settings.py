@@ -50,3 +50,26 @@ def test_the_command_line_refuses_a_bad_budget_before_starting_anything():
     assert done.returncode == 2
     assert "not a number of PUTs a second: 'abc'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_broker_env_arg_reads_a_name_and_a_value():
+    from bench.object_latency import broker_env_arg
+    assert broker_env_arg("LD_PRELOAD=/usr/lib/libjemalloc.so.2") == ("LD_PRELOAD", "/usr/lib/libjemalloc.so.2")
+    # The value may itself hold '=' (MALLOC_CONF takes key:value,key:value) or be empty.
+    assert broker_env_arg("MALLOC_CONF=a=b") == ("MALLOC_CONF", "a=b")
+    assert broker_env_arg("EMPTY=") == ("EMPTY", "")
+
+
+@pytest.mark.parametrize("text", ["LD_PRELOAD", "=x", "A B=1", "A-B=1"])
+def test_broker_env_arg_gives_a_clear_error(text):
+    from bench.object_latency import broker_env_arg
+    with pytest.raises(argparse.ArgumentTypeError, match="NAME=VALUE"):
+        broker_env_arg(text)
+
+
+def test_the_command_line_refuses_a_bad_broker_env_before_starting_anything():
+    done = subprocess.run([sys.executable, "-m", "bench.object_latency", "--broker-env", "nope"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "expected NAME=VALUE" in done.stderr
+    assert "Traceback" not in done.stderr
