@@ -25,7 +25,11 @@ each bucket, from records a bench took on the same clock:
   broker's event-loop thread waiting for a core (``rq_wait``, its
   schedstat), any task waiting for one (``psi_cpu``, /proc/pressure/cpu
   some) and every task stalled on IO (``psi_io``, io full)
-  (:class:`Machine`, /proc read every :data:`MACHINE_EVERY_S`).
+  (:class:`Machine`, /proc read every :data:`MACHINE_EVERY_S`); the
+  host's steal (% of all cores: time the hypervisor gave to someone else)
+  and its speed for pure Python (``host_us``: the median of
+  :mod:`bench.host_speed`'s fixed unit, in µs; larger is slower), to tell
+  a broker that got slower from a host that did.
 
 :func:`table` prints the buckets worth a look. Failure modes: a missing
 record leaves its columns out (None), never an error.
@@ -35,6 +39,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from bench.host_speed import HostSpeed
 from bench.sampling import PeriodicSampler
 from magnetar.perf.series import bucket_index
 
@@ -80,12 +85,13 @@ def cpu_ticks(pid: int) -> int | None:
     return int(fields[11]) + int(fields[12])
 
 
-def machine_ticks() -> tuple[int, int, int]:
-    """(busy, iowait, total) clock ticks of all cores, from /proc/stat."""
+def machine_ticks() -> tuple[int, int, int, int]:
+    """(busy, iowait, total, steal) clock ticks of all cores, from /proc/stat
+    (busy counts steal: a core the hypervisor lent away was not idle)."""
     values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     idle, iowait = values[3], values[4]
     total = sum(values[:8])  # guest time is inside user already
-    return total - idle - iowait, iowait, total
+    return total - idle - iowait, iowait, total, values[7]
 
 
 def loop_thread_ns(pid: int) -> tuple[int, int] | None:
@@ -121,7 +127,8 @@ class Machine:
     of processes, the machine's, the runnable count, and the stalls:
     ``waiting``'s main thread's run-queue wait, the kernel's CPU ``some``
     and IO ``full`` pressure, into ``m.samples`` (``(t, {group: ticks},
-    (busy, iowait, total), runnable, (wait ns, cpu µs, io µs, on-core ns))``)."""
+    (busy, iowait, total, steal), runnable, (wait ns, cpu µs, io µs, on-core ns))``);
+    and runs :class:`bench.host_speed.HostSpeed` beside (``m.host``)."""
 
     def __init__(self, groups: dict[str, list[int]], waiting: int | None = None) -> None:
         self.groups = groups
@@ -129,17 +136,20 @@ class Machine:
         self.tick_s = 1 / os.sysconf("SC_CLK_TCK")
         self.cores = os.cpu_count() or 1
         self._sampler = PeriodicSampler(self._read, MACHINE_EVERY_S)
+        self.host = HostSpeed()
 
     @property
     def samples(self) -> list[tuple]:
         return [(t, *reading) for t, reading in self._sampler.samples]
 
     def __enter__(self) -> "Machine":
+        self.host.__enter__()
         self._sampler.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
         self._sampler.__exit__(*exc)
+        self.host.__exit__(*exc)
 
     def _read(self) -> tuple:
         groups = {name: sum(t for t in map(cpu_ticks, pids) if t is not None)
@@ -163,7 +173,8 @@ class Machine:
         busy = (m1[0] - m0[0]) / total
         # Everyone else's share of a core: the machine's busy cores less the groups'.
         out.update(others=max(0, round(100 * busy * self.cores - sum(out.values()))), machine=round(100 * busy),
-                   iowait=round(100 * (m1[1] - m0[1]) / total), runnable=max(s[3] for s in inside))
+                   iowait=round(100 * (m1[1] - m0[1]) / total), runnable=max(s[3] for s in inside),
+                   steal=round(100 * (m1[3] - m0[3]) / total), host_us=self.host.between(begin, end))
         # Stalls, ms per second: the loop's thread waiting for a core; any task waiting (PSI cpu some);
         # every task stalled on IO (PSI io full). And the loop's thread on a core (% of one): with its
         # wait, what a profiler's "busy" of that thread splits into.
@@ -254,5 +265,5 @@ def table(series: list[dict], above_ms: float = 50.0) -> list[str]:
             f"{cell(b['max_ms'], 6)} {b.get('over_50', 0):>4} {b.get('over_100', 0):>4} | {cell(b.get('gc_ms'), 6)} {b.get('gc', ''):<14}| {cell(b.get('lag_ms'), 5)} | "
             f"{b.get('commits', 0):>4} " + " ".join(cell(b.get(f"{p}_ms"), 5) for p in PHASES) + " | "
             f"{b.get('seals', '-'):>5} {b.get('compactions', '-'):>5} | "
-            + " ".join(f"{cpu.get(g, '-'):>7}" for g in groups))
+            + " ".join(f"{'-' if cpu.get(g) is None else cpu[g]:>7}" for g in groups))
     return lines

@@ -17,7 +17,11 @@ Per window, on the bench's clock (``time.monotonic()``):
   and compactions that ended in it;
 - the broker's CPU (% of a core), its event loop's thread on a core
   (``loop``, % of one) and waiting for one (``rqwait``, ms per second),
-  and the machine's busy share (:class:`bench.send_series.Machine`). A
+  and the machine's busy share (:class:`bench.send_series.Machine`); the
+  host's steal (% of all cores) and ``host``, its speed for pure Python
+  against the sending's fastest window (% of it, 100 the fastest:
+  :mod:`bench.host_speed`), so that a window whose broker spends more
+  per message can be told from one whose host ran slower. A
   profiler's "busy" of the loop's thread is about ``loop`` plus ``rqwait``
   (figures at 10,000 topics: docs/object-storage.md, "What is not done yet").
 
@@ -53,6 +57,11 @@ def annotate(windows: list[dict], t0: float, width: float, samples: list | None 
             cpu = machine.between(begin, end) or {}
             w["broker_cpu"], w["machine_busy"] = cpu.get("broker"), cpu.get("machine")
             w["loop_cpu"], w["rq_wait"] = cpu.get("loop_cpu"), cpu.get("rq_wait")
+            w["steal"], w["host_us"] = cpu.get("steal"), cpu.get("host_us")
+    units = [w["host_us"] for w in windows if w.get("host_us")]
+    for w in windows:
+        # The fastest window is 100: a window at 80 ran pure Python at 80 % of its speed.
+        w["host"] = round(100 * min(units) / w["host_us"]) if units and w.get("host_us") else None
     if lags is not None:
         for w in windows:
             w["lag_ms"] = 0.0
@@ -76,7 +85,7 @@ def table(windows: list[dict]) -> list[str]:
 
     head = (f"{'t s':>5} {'sent/s':>7} {'p50':>6} {'p99':>7} {'max':>7} {'>100':>5} | "
             + " ".join(f"{label:>8}" for _, label in RATES)
-            + f" | {'rss MB':>6} {'lag':>6} {'seals':>5} {'cmpct':>5} {'brkCPU':>6} {'loop':>4} {'rqwait':>6} {'busy':>4}")
+            + f" | {'rss MB':>6} {'lag':>6} {'seals':>5} {'cmpct':>5} {'brkCPU':>6} {'loop':>4} {'rqwait':>6} {'busy':>4} {'steal':>5} {'host':>4}")
     lines = [head]
     for i, w in enumerate(windows):
         width = (windows[1]["t"] - windows[0]["t"]) if len(windows) > 1 else 60.0
@@ -86,5 +95,6 @@ def table(windows: list[dict]) -> list[str]:
             + " ".join(cell(w.get(f"{key}_per_s"), 8) for key, _ in RATES)
             + f" | {cell(w.get('rss_mb'), 6, 0)} {cell(w.get('lag_ms'), 6)} {w.get('seals', '-'):>5} "
               f"{w.get('compactions', '-'):>5} {cell(w.get('broker_cpu'), 6, 0)} {cell(w.get('loop_cpu'), 4, 0)} "
-              f"{cell(w.get('rq_wait'), 6, 0)} {cell(w.get('machine_busy'), 4, 0)}")
+              f"{cell(w.get('rq_wait'), 6, 0)} {cell(w.get('machine_busy'), 4, 0)} {cell(w.get('steal'), 5, 0)} "
+              f"{cell(w.get('host'), 4, 0)}")
     return lines

@@ -64,6 +64,10 @@ def test_the_machine_reads_its_processes_cpu():
     found = machine.between(t[0][0], t[-1][0])
     assert found is not None and found["me"] * (t[-1][0] - t[0][0]) / 100 >= 0.2, found
     assert 0 <= found["machine"] <= 100 and found["runnable"] >= 0 and found["rq_wait"] >= 0
+    assert 0 <= found["steal"] <= found["machine"]
+    # The host's probe ran beside (a child process, on the same clock).
+    assert found["host_us"] is None or found["host_us"] > 0
+    assert machine.host._proc.poll() is not None
     # The spinning thread is the "waiting" pid's main thread: its time on a core is counted.
     assert found["loop_cpu"] * (t[-1][0] - t[0][0]) / 100 >= 0.2, found
 
@@ -141,3 +145,11 @@ timeline.flush()
     series = [{"t": 0.0}, {"t": 0.5}, {"t": 1.0}]
     send_series.annotate(series, t0, 0.5, events=events + [("compact", t0 + 0.1), ("compact", t0 + 0.2)])
     assert [(b["seals"], b["compactions"]) for b in series] == [(0, 2), (1, 0), (0, 0)]
+
+
+def test_a_bucket_without_a_host_reading_prints_a_dash():
+    series = [bucket(0.0, 120.0), bucket(0.5, 130.0)]
+    series[0]["cpu"] = {"broker": 60, "machine": 80, "steal": 0, "host_us": 1500}
+    series[1]["cpu"] = {"broker": 61, "machine": 81, "steal": 1, "host_us": None}  # no probe reading in it
+    lines = send_series.table(series, 50.0)
+    assert lines[1].split()[-1] == "1500" and lines[2].split()[-1] == "-"

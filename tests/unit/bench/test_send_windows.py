@@ -34,3 +34,34 @@ def test_a_window_without_records_prints_dashes():
     send_windows.annotate(windows, 0.0, 60.0, samples=[])
     assert "puts_per_s" not in windows[0]
     assert " - " in send_windows.table(windows)[1]
+
+
+class _Machine:
+    """A Machine's readings as `between` gives them: a slower host in the second window."""
+
+    def between(self, begin: float, end: float) -> dict:
+        return {"broker": 60, "machine": 80, "steal": 0 if begin < 160 else 12, "host_us": 1500 if begin < 160 else 2000}
+
+
+def test_each_window_has_the_host_s_speed_against_the_fastest_and_its_steal():
+    t0 = 100.0
+    log = SeriesLog()
+    log.add_sample(t0 + 1, 1000)
+    log.add_sample(t0 + 61, 1000)
+    windows = buckets(log, t0, 60.0)
+    send_windows.annotate(windows, t0, 60.0, machine=_Machine())
+    assert [w["host"] for w in windows] == [100, 75]  # 1,500 µs a unit against 2,000: 75 % of the speed
+    assert [w["steal"] for w in windows] == [0, 12]
+    head, first, second = send_windows.table(windows)
+    assert head.split()[-2:] == ["steal", "host"]
+    assert second.split()[-2:] == ["12", "75"]
+
+
+def test_a_window_without_host_readings_has_no_host_figure():
+    windows = [{"t": 0.0, "sent": 1, "samples": 1, "p50_ms": 1.0, "p99_ms": 1.0, "max_ms": 1.0}]
+
+    class NoProbe:
+        def between(self, begin, end):
+            return {"broker": 1, "machine": 1, "steal": 0, "host_us": None}
+    send_windows.annotate(windows, 0.0, 60.0, machine=NoProbe())
+    assert windows[0]["host"] is None and send_windows.table(windows)[1].split()[-1] == "-"
