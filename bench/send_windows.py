@@ -19,7 +19,7 @@ Per window, on the bench's clock (``time.monotonic()``):
   (``loop``, % of one) and waiting for one (``rqwait``, ms per second),
   and the machine's busy share (:class:`bench.send_series.Machine`); the
   host's steal (% of all cores) and ``host``, its speed for pure Python
-  against the sending's fastest window (% of it, 100 the fastest:
+  against the fastest window that sent (% of it, 100 the fastest:
   :mod:`bench.host_speed`), so that a window whose broker spends more
   per message can be told from one whose host ran slower. A
   profiler's "busy" of the loop's thread is about ``loop`` plus ``rqwait``
@@ -58,7 +58,8 @@ def annotate(windows: list[dict], t0: float, width: float, samples: list | None 
             w["broker_cpu"], w["machine_busy"] = cpu.get("broker"), cpu.get("machine")
             w["loop_cpu"], w["rq_wait"] = cpu.get("loop_cpu"), cpu.get("rq_wait")
             w["steal"], w["host_us"] = cpu.get("steal"), cpu.get("host_us")
-    units = [w["host_us"] for w in windows if w.get("host_us")]
+    # Against the sending's windows only: the drain after it has an idle machine.
+    units = [w["host_us"] for w in windows if w.get("host_us") and w.get("sent")]
     for w in windows:
         # The fastest window is 100: a window at 80 ran pure Python at 80 % of its speed.
         w["host"] = round(100 * min(units) / w["host_us"]) if units and w.get("host_us") else None

@@ -46,8 +46,9 @@ class _Machine:
 def test_each_window_has_the_host_s_speed_against_the_fastest_and_its_steal():
     t0 = 100.0
     log = SeriesLog()
-    log.add_sample(t0 + 1, 1000)
-    log.add_sample(t0 + 61, 1000)
+    for at in (t0 + 1, t0 + 61):
+        log.add_sent(1, at)
+        log.add_sample(at, 1000)
     windows = buckets(log, t0, 60.0)
     send_windows.annotate(windows, t0, 60.0, machine=_Machine())
     assert [w["host"] for w in windows] == [100, 75]  # 1,500 µs a unit against 2,000: 75 % of the speed
@@ -65,3 +66,15 @@ def test_a_window_without_host_readings_has_no_host_figure():
             return {"broker": 1, "machine": 1, "steal": 0, "host_us": None}
     send_windows.annotate(windows, 0.0, 60.0, machine=NoProbe())
     assert windows[0]["host"] is None and send_windows.table(windows)[1].split()[-1] == "-"
+
+
+def test_the_host_s_reference_is_the_fastest_window_that_sent():
+    # The drain after a sending (nothing sent) has an idle machine: not the reference.
+    windows = [{"t": 0.0, "sent": 5, "samples": 1, "p50_ms": 1.0, "p99_ms": 1.0, "max_ms": 1.0},
+               {"t": 60.0, "sent": 0, "samples": 0, "p50_ms": None, "p99_ms": None, "max_ms": None}]
+
+    class Probe:
+        def between(self, begin, end):
+            return {"steal": 0, "host_us": 2000 if begin < 60 else 1000}
+    send_windows.annotate(windows, 0.0, 60.0, machine=Probe())
+    assert [w["host"] for w in windows] == [100, 200]
