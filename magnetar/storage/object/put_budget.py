@@ -32,6 +32,7 @@ class PutBudget:
     def __init__(self, rate: float, burst: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.rate = rate
         self.burst = max(1.0, burst if burst is not None else rate / 10)
+        self._burst_per_rate = self.burst / rate if rate > 0 else 0.0  # kept when the rate changes
         self._clock = clock
         self._tokens = self.burst
         self._at = clock()
@@ -39,6 +40,20 @@ class PutBudget:
         #: Background takers: their own bucket (their share), and their line (one waits at a time).
         self._background: PutBudget | None = None
         self._line: asyncio.Lock | None = None
+
+    def set_rate(self, rate: float) -> None:
+        """Change the rate (:mod:`.budget_pacer`). Tokens gathered so far
+        count at the old rate; the burst keeps its ratio to the rate (at
+        least 1); background PUTs keep their share. A budget without a
+        limit stays without, and a rate of 0 or less is ignored."""
+        if not self.limited or rate <= 0 or rate == self.rate:
+            return
+        self._refill()
+        self.rate = rate
+        self.burst = max(1.0, self._burst_per_rate * rate)
+        self._tokens = min(self._tokens, self.burst)
+        if self._background is not None:
+            self._background.set_rate(rate * BACKGROUND_SHARE)
 
     @property
     def limited(self) -> bool:
