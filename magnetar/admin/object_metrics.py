@@ -67,6 +67,14 @@ class ObjectStorageCollector:
         yield CounterMetricFamily("magnetar_object_put_budget_wait_seconds",
                                   "Time commits waited for a token of the PUT budget (object_put_budget_per_s)",
                                   value=counters["budget_wait_s"])
+        yield GaugeMetricFamily("magnetar_object_put_budget_rate",
+                                "The PUT budget's rate now, in PUTs a second (0: no budget): it yields down to "
+                                "object_put_budget_floor_per_s while the loop waits for a core",
+                                value=counters.get("put_budget_rate", 0))
+        yield CounterMetricFamily("magnetar_object_loop_core_wait_seconds",
+                                  "Time the broker's loop was runnable but waited for a core, as the PUT budget's "
+                                  "pacer read it (storage/object/budget_pacer.py)",
+                                  value=counters.get("core_wait_s", 0))
         compacted = CounterMetricFamily("magnetar_object_compactions",
                                         "Sealed ledgers compacted, by where their bytes came from: kept (this "
                                         "writer's commits, no GET), indexed (an index object, no data moved), "

@@ -95,6 +95,14 @@ class StorageConfig:
         most, whatever the load (a token bucket; 0: no budget): it bounds
         the PUT bill of ``latency`` topics; under load commits grow instead
         (docs/object-storage.md has the monthly cost).
+    object_put_budget_floor_per_s: the least that budget yields to while
+        the broker's loop waits for a core a fifth of the time or more (on
+        a machine short of cores, fewer and bigger commits give back the
+        CPU each commit costs the store, etcd and the broker); it grows
+        back as the wait ends. 25 by default (a batch then waits 20 ms on
+        average for the next commit); at or above the budget: it never
+        yields. Linux only (the wait is read in /proc); elsewhere the
+        budget stays as configured.
     object_layout: the index layout format of the object ledgers a broker
         creates: 2 (a fence per writer and one metadata record per commit:
         a commit's metadata costs etcd about the same whatever the number
@@ -148,6 +156,7 @@ class StorageConfig:
     object_commit_interval_ms: int = 250
     object_commit_max_bytes: int = 8 * 1024 * 1024
     object_put_budget_per_s: float = 250.0
+    object_put_budget_floor_per_s: float = 25.0
     object_layout: int = 3
     object_sections_per_ledger: int = 1000
     object_collect_interval_s: float = 300.0
@@ -178,6 +187,7 @@ class StorageConfig:
         _positive(self, "object_commit_interval_ms")
         _positive(self, "object_commit_max_bytes")
         _non_negative(self, "object_put_budget_per_s")
+        _non_negative(self, "object_put_budget_floor_per_s")
         if self.object_layout not in (1, 2, 3):
             raise ValueError(f"object_layout must be 1, 2 or 3; got {self.object_layout!r}")
         sections = self.object_sections_per_ledger

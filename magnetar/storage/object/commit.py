@@ -27,7 +27,8 @@ When a commit begins (:mod:`.profiles`): a batch's ledger says how long it
 may wait for others (``gather_s``: 0 for the ``latency`` profile, the
 interval for ``cost``); the next commit is due at the earliest arrival +
 wait of the queued batches, then waits for room in the pipeline, then for
-a token of the broker's PUT budget (:mod:`.put_budget`). Every queued
+a token of the broker's PUT budget (:mod:`.put_budget`; its rate yields
+while the loop is short of cores, :mod:`.budget_pacer`). Every queued
 batch goes with it, so ``cost`` batches ride along with a commit a
 ``latency`` batch started, and batches queued during the waits make the
 commit bigger rather than the commits more. With only ``cost`` batches,
@@ -80,6 +81,7 @@ from .commit_timings import CommitTimings
 from .profiles import Gathering
 from .kept_sections import SectionKeeper
 from .put_budget import PutBudget
+from .budget_pacer import BudgetPacer
 from .index import commit_object, ledger_key, section_key
 from .commit_chain import CommitLink, can_chain, chained_record, follow
 from .commit_records import RECORD_LEDGERS, record_rows
@@ -105,12 +107,15 @@ class Committer:
 
     def __init__(self, store: MetadataStore, objects: ObjectStore, *, interval_s: float, max_bytes: int,
                  put_timeout_s: float = 10.0, session: str | None = None,
-                 budget: PutBudget | None = None, kept: SectionKeeper | None = None) -> None:
+                 budget: PutBudget | None = None, kept: SectionKeeper | None = None,
+                 pacer: BudgetPacer | None = None) -> None:
         self.store = store
         self.objects = objects
         self.interval_s = interval_s  # the ``cost`` profile's gather
         self.max_bytes = max_bytes
         self.budget = budget or PutBudget(0)
+        #: Sets the budget's rate from the loop's wait for a core (None: as configured).
+        self.pacer = pacer
         #: Where each committed section's bytes go for the ledger's compaction (None: nowhere).
         self.kept = kept
         self.put_timeout_s = put_timeout_s
@@ -256,6 +261,8 @@ class Committer:
                     await self._slot.wait()
                 room_at = time.monotonic()
                 if self.budget.limited and not self._stopping:
+                    if self.pacer is not None:
+                        self.pacer.commit_begun()
                     await self.budget.acquire()
                 started = self._gathering.oldest()
                 batches = (self._queue, self._queue_datas, self._queue_callbacks)

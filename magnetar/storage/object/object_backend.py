@@ -47,6 +47,7 @@ from ..errors import CorruptLedgerError, StorageError
 from ..framing import HEADER_SIZE, parse_frames
 from .profiles import check_profile, gather_s
 from .put_budget import PutBudget
+from .budget_pacer import BudgetPacer
 from .range_gets import RangeGets
 from .pending_sections import PendingSections
 from .read_windows import Pending, ReadWindows, WINDOW_SECTIONS
@@ -90,7 +91,9 @@ class ObjectBackend:
     ledger nobody chose one for (:mod:`.profiles`; ``cost`` here, so a
     backend built with an interval gathers for it; the broker passes its
     ``object_storage_profile``). ``put_budget_per_s``: commits begun per
-    second at most (:mod:`.put_budget`; 0: no budget). ``read_cache_bytes``:
+    second at most (:mod:`.put_budget`; 0: no budget);
+    ``put_budget_floor_per_s``: the least it yields to while the loop is
+    short of cores (:mod:`.budget_pacer`; None: it never yields). ``read_cache_bytes``:
     the section cache's size, inside ``cache_budget`` when given.
     ``layout``: the index layout format of the ledgers it creates (1 or 2;
     3: format 2, and ledgers of small sections compacted from the store get
@@ -111,7 +114,8 @@ class ObjectBackend:
                  commit_max_bytes: int = 8 * 1024 * 1024, read_cache_bytes: int = 32 * 1024 * 1024,
                  cache_budget: CacheBudget | None = None, put_timeout_s: float = 10.0,
                  session: str | None = None, collect_interval_s: float | None = 300.0,
-                 profile: str = "cost", put_budget_per_s: float = 0, layout: int = LAYOUT_FORMAT,
+                 profile: str = "cost", put_budget_per_s: float = 0,
+                 put_budget_floor_per_s: float | None = None, layout: int = LAYOUT_FORMAT,
                  session_ttl_s: float = 10.0, sections_per_ledger: int | None = None,
                  rng: random.Random | None = None, spill_dir=None, spill_max_bytes: int = 0) -> None:
         if layout not in (1, 2, INDEXED_LAYOUT):
@@ -131,9 +135,11 @@ class ObjectBackend:
         #: Committed sections' bytes of the ledgers this backend writes, for their compaction.
         self.kept: SectionKeeper = (SpilledSections(spill_dir, spill_max_bytes)
                                     if spill_dir is not None and spill_max_bytes > 0 else KeptSections())
+        put_budget = PutBudget(put_budget_per_s)
+        pacer = BudgetPacer(put_budget, put_budget_floor_per_s) if put_budget_floor_per_s is not None else None
         self.committer = Committer(store, objects, interval_s=commit_interval_ms / 1000,
                                    max_bytes=commit_max_bytes, put_timeout_s=put_timeout_s, session=session,
-                                   budget=PutBudget(put_budget_per_s), kept=self.kept)
+                                   budget=put_budget, kept=self.kept, pacer=pacer)
         self.cache = SectionCache(read_cache_bytes, cache_budget)
         #: Sections that compactions from the store will fetch: a GET of their object reads them too.
         self.pending = PendingSections()
@@ -495,8 +501,11 @@ class ObjectBackend:
         ``gets`` (ranged GETs of reads and compactions; ``chunk_gets`` of
         them of compacted chunk objects), ``budget_wait_s``
         (time commits waited for the PUT budget); ``compacted_kept``,
+        ``core_wait_s`` (the loop's wait for a core, as the budget's pacer
+        read it: 0 without one); ``compacted_kept``,
         ``compacted_indexed``, ``compacted_store`` and ``compactions_failed``
-        (:class:`~.compactions.Compactions`); and two levels, not counters:
+        (:class:`~.compactions.Compactions`); and three levels, not counters:
+        ``put_budget_rate`` (the PUT budget's rate now, 0: none),
         ``compactions_pending`` (sealed ledgers whose compaction is running
         or waiting, a round's included) and ``kept_bytes`` (commit bytes kept
         for them, in memory or in the spill);
@@ -507,6 +516,8 @@ class ObjectBackend:
                                        "chain_retries": c.chain_retries,
                                        "gets": self.gets.gets, "chunk_gets": self.gets.chunk_gets,
                                        "budget_wait_s": c.budget.waited_s,
+                                       "core_wait_s": c.pacer.core_wait_s if c.pacer is not None else 0,
+                                       "put_budget_rate": c.budget.rate if c.budget.limited else 0,
                                        **{f"compacted_{k}": n for k, n in compactions.compacted.items()},
                                        "compactions_failed": compactions.failed,
                                        "compactions_pending": len(compactions.running) + len(compactions.rounds),

@@ -49,6 +49,9 @@ def test_puts_are_counted_and_many_topics_share_one_put_per_interval(tmp_path):
                  + counter(broker, "magnetar_object_commit_chain_retries_total"))
         assert 0 <= again <= chained <= counter(broker, "magnetar_object_commit_transactions_total")
         assert counter(broker, "magnetar_object_prepared_ledgers_swept_total") == 0  # no crash left any
+        # the PUT budget's rate now (its pacer keeps it between the floor, 25, and the budget, 250)
+        assert 25 <= counter(broker, "magnetar_object_put_budget_rate") <= 250
+        assert counter(broker, "magnetar_object_loop_core_wait_seconds_total") >= 0
         # where the commits' time went: every commit's PUT and total were timed
         for phase in ("put", "total"):
             timed = counter(broker, f'magnetar_object_commit_phase_seconds_count{{phase="{phase}"}}')

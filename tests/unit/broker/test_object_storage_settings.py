@@ -16,6 +16,7 @@ def test_file_is_the_default_and_needs_nothing():
     assert (config.backend, config.object_store_url) == ("file", "")
     assert config.object_commit_interval_ms == 250 and config.object_commit_max_bytes == 8 * 1024 * 1024
     assert config.object_storage_profile == "latency" and config.object_put_budget_per_s == 250
+    assert config.object_put_budget_floor_per_s == 25
 
 
 @pytest.mark.parametrize("sections", [9, 0, -1000, 100_001, 50.5, True, "100"])
@@ -46,7 +47,8 @@ async def test_sections_per_ledger_reach_the_object_backend_a_broker_opens(tmp_p
     from magnetar.storage.factory import open_factory
     path = tmp_path / "c.toml"
     path.write_text(f'[storage]\nbackend = "object"\nobject_store_url = "{URL}"\nobject_sections_per_ledger = 50\n'
-                    'object_collect_interval_s = 42.5\n')
+                    'object_collect_interval_s = 42.5\nobject_put_budget_per_s = 100\n'
+                    'object_put_budget_floor_per_s = 10\n')
     config = load_config(path, ETCD)
     assert config.storage.object_sections_per_ledger == 50
     assert StorageConfig().object_collect_interval_s == 300  # the default
@@ -54,6 +56,8 @@ async def test_sections_per_ledger_reach_the_object_backend_a_broker_opens(tmp_p
     try:
         assert factory.backend.sections_per_ledger == 50
         assert factory.backend._collect_interval_s == 42.5
+        pacer = factory.backend.committer.pacer
+        assert pacer is not None and pacer.active and (pacer.floor, pacer.ceiling) == (10, 100)
     finally:
         await factory.backend.objects.close()
 
@@ -70,6 +74,7 @@ async def test_sections_per_ledger_reach_the_object_backend_a_broker_opens(tmp_p
         ({"object_sections_per_ledger": 9}, "object_sections_per_ledger must be an integer from 10 to 100000; got 9"),
         ({"object_sections_per_ledger": 100_001}, "object_sections_per_ledger must be an integer from 10 to 100000"),
         ({"object_collect_interval_s": 0}, "object_collect_interval_s must be > 0; got 0"),
+        ({"object_put_budget_floor_per_s": -5}, "object_put_budget_floor_per_s must be >= 0"),
     ],
 )
 def test_bad_storage_settings_are_one_clear_line(storage, says):
