@@ -30,7 +30,9 @@ machine is shared, compare ratios within a run.
 at 10,000 topics every ledger gets a section in about one commit in fifty
 (~2 a second) and they all fill together, so 50-100 brings their rollovers
 (and the seals and compactions after them) into a 30-90 s sending.
-``--put-budget N`` sets their ``object_put_budget_per_s`` (0: none).
+``--put-budget N`` sets their ``object_put_budget_per_s`` (0: none),
+``--put-budget-floor N`` their ``object_put_budget_floor_per_s`` (at or
+above the budget: it never yields to a loop short of cores).
 
 Each sending is also a series of 0.5 s buckets by send time (``--series-every``)
 beside the broker's collections (``--gc-census``), its loop lag and commits
@@ -70,7 +72,7 @@ CONFIGS = {
 
 
 def storage_settings(sections_per_ledger: int = 0, collect_every: float = 0,
-                     put_budget: float | None = None) -> str:
+                     put_budget: float | None = None, put_budget_floor: float | None = None) -> str:
     """The ``[storage]`` lines the options add to a configuration's (each
     falsy or None one: the broker's default). Raises ``ValueError`` for a
     negative PUT budget (0 is the broker's "no budget")."""
@@ -86,6 +88,11 @@ def storage_settings(sections_per_ledger: int = 0, collect_every: float = 0,
         if put_budget < 0:
             raise ValueError(f"a PUT budget is 0 (none) or more PUTs a second, got {put_budget}")
         lines += f"object_put_budget_per_s = {put_budget}\n"
+    # What the budget yields to while the broker's loop waits for a core (at or above it: it never yields).
+    if put_budget_floor is not None:
+        if put_budget_floor < 0:
+            raise ValueError(f"a PUT budget's floor is 0 or more PUTs a second, got {put_budget_floor}")
+        lines += f"object_put_budget_floor_per_s = {put_budget_floor}\n"
     return lines
 
 
@@ -335,7 +342,8 @@ def run_config(name: str, args, log, root: str | None = None, tree: str = "this 
             env = {**(env or {}), **broker_timeline.hook_env(timeline)}
         if args.broker_env:
             env = {**(env or {}), **dict(args.broker_env)}
-        sections = storage_settings(args.sections_per_ledger, args.collect_every, args.put_budget)
+        sections = storage_settings(args.sections_per_ledger, args.collect_every, args.put_budget,
+                                    args.put_budget_floor)
         cluster = LocalCluster(Path(tmp) / "c", brokers=1, storage="object", session_ttl=60.0,
                                broker_config=metrics + CONFIGS[name] + sections, root=root, env=env).start(timeout=180)
         try:
@@ -688,6 +696,10 @@ def main() -> None:
     parser.add_argument("--put-budget", type=put_budget_arg, default=None, metavar="PUTS_PER_S",
                         help="the brokers' object_put_budget_per_s (default: theirs, 250; 0: none): fewer, "
                              "larger commits, to see what the commits' count costs a sending")
+    parser.add_argument("--put-budget-floor", type=put_budget_arg, default=None, metavar="PUTS_PER_S",
+                        help="the brokers' object_put_budget_floor_per_s (default: theirs, 25): the least the "
+                             "budget yields to while their loop waits for a core; at or above the budget, it "
+                             "never yields (the peer of the default)")
     parser.add_argument("--collect-every", type=float, default=0, metavar="S",
                         help="the brokers' object_collect_interval_s (default: theirs, 300: a pass every 150-450 s, "
                              "so in a 300 s sending one lands at a random minute or none does)")

@@ -31,6 +31,13 @@ def test_a_budget_of_zero_is_kept_as_no_budget():
 def test_a_negative_budget_is_refused():
     with pytest.raises(ValueError, match="PUT budget"):
         storage_settings(put_budget=-1)
+    with pytest.raises(ValueError, match="floor"):
+        storage_settings(put_budget_floor=-1)
+
+
+def test_the_budget_floor_reaches_the_config_even_at_zero():
+    assert storage_settings(put_budget_floor=250) == "object_put_budget_floor_per_s = 250\n"
+    assert storage_settings(put_budget_floor=0) == "object_put_budget_floor_per_s = 0\n"
 
 
 @pytest.mark.parametrize("text", ["x", "-5", "nan", ""])
@@ -46,6 +53,7 @@ def test_put_budget_arg_reads_a_rate():
 
 @pytest.mark.parametrize("option, value, error", [
     ("--put-budget", "abc", "not a number of PUTs a second: 'abc'"),
+    ("--put-budget-floor", "-3", "0 (none) or more PUTs a second"),
     ("--broker-env", "nope", "expected NAME=VALUE"),
 ])
 def test_the_command_line_refuses_a_bad_option_before_starting_anything(option, value, error):
