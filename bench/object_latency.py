@@ -32,7 +32,7 @@ at 10,000 topics every ledger gets a section in about one commit in fifty
 (and the seals and compactions after them) into a 30-90 s sending.
 ``--put-budget N`` sets their ``object_put_budget_per_s`` (0: none),
 ``--put-budget-floor N`` their ``object_put_budget_floor_per_s`` (at or
-above the budget: it never yields to a loop short of cores).
+above the budget: the rate never moves while their loop is short of cores).
 
 Each sending is also a series of 0.5 s buckets by send time (``--series-every``)
 beside the broker's collections (``--gc-census``), its loop lag and commits
@@ -698,8 +698,8 @@ def main() -> None:
                              "larger commits, to see what the commits' count costs a sending")
     parser.add_argument("--put-budget-floor", type=put_budget_arg, default=None, metavar="PUTS_PER_S",
                         help="the brokers' object_put_budget_floor_per_s (default: theirs, 25): the least the "
-                             "budget yields to while their loop waits for a core; at or above the budget, it "
-                             "never yields (the peer of the default)")
+                             "budget goes down to, searching for the fastest commits while their loop waits for a "
+                             "core; at or above the budget, the rate never moves (the peer of the default)")
     parser.add_argument("--collect-every", type=float, default=0, metavar="S",
                         help="the brokers' object_collect_interval_s (default: theirs, 300: a pass every 150-450 s, "
                              "so in a 300 s sending one lands at a random minute or none does)")

@@ -95,14 +95,15 @@ class StorageConfig:
         most, whatever the load (a token bucket; 0: no budget): it bounds
         the PUT bill of ``latency`` topics; under load commits grow instead
         (docs/object-storage.md has the monthly cost).
-    object_put_budget_floor_per_s: the least that budget yields to while
-        the broker's loop waits for a core a fifth of the time or more (on
-        a machine short of cores, fewer and bigger commits give back the
-        CPU each commit costs the store, etcd and the broker); it grows
-        back as the wait ends. 25 by default (a batch then waits 20 ms on
-        average for the next commit); at or above the budget: it never
-        yields. Linux only (the wait is read in /proc); elsewhere the
-        budget stays as configured.
+    object_put_budget_floor_per_s: the least that budget goes down to
+        while the broker's loop waits for a core a fifth of the time or
+        more: it then searches for the commit rate where commits answer
+        fastest (fewer, bigger commits give back the CPU each commit costs
+        the store, etcd and the broker, but make batches wait longer for
+        theirs), and goes back up as the wait ends. 25 by default (a batch
+        then waits 20 ms on average for the next commit); at or above the
+        budget: the rate never moves. Linux only (the wait is read in
+        /proc); elsewhere the budget stays as configured.
     object_layout: the index layout format of the object ledgers a broker
         creates: 2 (a fence per writer and one metadata record per commit:
         a commit's metadata costs etcd about the same whatever the number

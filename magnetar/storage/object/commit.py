@@ -27,8 +27,9 @@ When a commit begins (:mod:`.profiles`): a batch's ledger says how long it
 may wait for others (``gather_s``: 0 for the ``latency`` profile, the
 interval for ``cost``); the next commit is due at the earliest arrival +
 wait of the queued batches, then waits for room in the pipeline, then for
-a token of the broker's PUT budget (:mod:`.put_budget`; its rate yields
-while the loop is short of cores, :mod:`.budget_pacer`). Every queued
+a token of the broker's PUT budget (:mod:`.put_budget`; while the loop
+is short of cores its rate searches for the fastest commits,
+:mod:`.budget_pacer`). Every queued
 batch goes with it, so ``cost`` batches ride along with a commit a
 ``latency`` batch started, and batches queued during the waits make the
 commit bigger rather than the commits more. With only ``cost`` batches,
@@ -107,15 +108,14 @@ class Committer:
 
     def __init__(self, store: MetadataStore, objects: ObjectStore, *, interval_s: float, max_bytes: int,
                  put_timeout_s: float = 10.0, session: str | None = None,
-                 budget: PutBudget | None = None, kept: SectionKeeper | None = None,
-                 pacer: BudgetPacer | None = None) -> None:
+                 budget: PutBudget | None = None, kept: SectionKeeper | None = None) -> None:
         self.store = store
         self.objects = objects
         self.interval_s = interval_s  # the ``cost`` profile's gather
         self.max_bytes = max_bytes
         self.budget = budget or PutBudget(0)
-        #: Sets the budget's rate from the loop's wait for a core (None: as configured).
-        self.pacer = pacer
+        #: Sets the budget's rate while the loop is short of cores (None: as configured; the backend sets it).
+        self.pacer: BudgetPacer | None = None
         #: Where each committed section's bytes go for the ledger's compaction (None: nowhere).
         self.kept = kept
         self.put_timeout_s = put_timeout_s

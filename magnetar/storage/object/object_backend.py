@@ -136,10 +136,12 @@ class ObjectBackend:
         self.kept: SectionKeeper = (SpilledSections(spill_dir, spill_max_bytes)
                                     if spill_dir is not None and spill_max_bytes > 0 else KeptSections())
         put_budget = PutBudget(put_budget_per_s)
-        pacer = BudgetPacer(put_budget, put_budget_floor_per_s) if put_budget_floor_per_s is not None else None
         self.committer = Committer(store, objects, interval_s=commit_interval_ms / 1000,
                                    max_bytes=commit_max_bytes, put_timeout_s=put_timeout_s, session=session,
-                                   budget=put_budget, kept=self.kept, pacer=pacer)
+                                   budget=put_budget, kept=self.kept)
+        if put_budget_floor_per_s is not None:  # judged by the commits' own latency
+            self.committer.pacer = BudgetPacer(put_budget, put_budget_floor_per_s,
+                                               self.committer.timings.phases["total"])
         self.cache = SectionCache(read_cache_bytes, cache_budget)
         #: Sections that compactions from the store will fetch: a GET of their object reads them too.
         self.pending = PendingSections()
