@@ -68,8 +68,8 @@ class ObjectStorageCollector:
                                   "Time commits waited for a token of the PUT budget (object_put_budget_per_s)",
                                   value=counters["budget_wait_s"])
         yield GaugeMetricFamily("magnetar_object_put_budget_rate",
-                                "The PUT budget's rate now, in PUTs a second (0: no budget): it yields down to "
-                                "object_put_budget_floor_per_s while the loop waits for a core",
+                                "The PUT budget's rate now, in PUTs a second (0: no budget): while the loop waits "
+                                "for a core it searches down to object_put_budget_floor_per_s",
                                 value=counters.get("put_budget_rate", 0))
         yield CounterMetricFamily("magnetar_object_loop_core_wait_seconds",
                                   "Time the broker's loop was runnable but waited for a core, as the PUT budget's "

@@ -11,8 +11,8 @@ cores its loop then waits for, and every receipt is late by the wait.
 Fewer, bigger commits give cores back, but each batch then waits longer
 for its commit (at 25 commits a second, 20 ms on average). Which wins
 depends on the machine and the load (measured 2026-12-02: at 10,000
-topics and 10,000 msg/s, 25 commits a second halved p99 on one machine
-and doubled p50 on a faster one), so :class:`BudgetPacer` does not guess:
+topics and 10,000 msg/s, 25 commits a second halved the loop's wait on
+one machine and doubled p50 on a faster one), so :class:`BudgetPacer` does not guess:
 
 - every ``every_s``, when a commit begins (an idle broker reads nothing),
   it reads how long the loop waited for a core (:mod:`.core_wait`): the

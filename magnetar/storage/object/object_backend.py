@@ -92,8 +92,9 @@ class ObjectBackend:
     backend built with an interval gathers for it; the broker passes its
     ``object_storage_profile``). ``put_budget_per_s``: commits begun per
     second at most (:mod:`.put_budget`; 0: no budget);
-    ``put_budget_floor_per_s``: the least it yields to while the loop is
-    short of cores (:mod:`.budget_pacer`; None: it never yields). ``read_cache_bytes``:
+    ``put_budget_floor_per_s``: the least its rate goes down to while the
+    loop is short of cores (:mod:`.budget_pacer`; None: the rate never
+    moves). ``read_cache_bytes``:
     the section cache's size, inside ``cache_budget`` when given.
     ``layout``: the index layout format of the ledgers it creates (1 or 2;
     3: format 2, and ledgers of small sections compacted from the store get
@@ -502,9 +503,9 @@ class ObjectBackend:
         transactions that committed them, retries included), ``commits``,
         ``gets`` (ranged GETs of reads and compactions; ``chunk_gets`` of
         them of compacted chunk objects), ``budget_wait_s``
-        (time commits waited for the PUT budget); ``compacted_kept``,
-        ``core_wait_s`` (the loop's wait for a core, as the budget's pacer
-        read it: 0 without one); ``compacted_kept``,
+        (time commits waited for the PUT budget), ``core_wait_s`` (the
+        loop's wait for a core, as the budget's pacer read it: 0 without
+        one); ``compacted_kept``,
         ``compacted_indexed``, ``compacted_store`` and ``compactions_failed``
         (:class:`~.compactions.Compactions`); and three levels, not counters:
         ``put_budget_rate`` (the PUT budget's rate now, 0: none),
