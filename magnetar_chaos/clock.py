@@ -43,6 +43,7 @@ front, one line, exit code 2.
 """
 from __future__ import annotations
 
+import fcntl
 import glob
 import os
 import random
@@ -58,6 +59,9 @@ from pathlib import Path
 LIBRARY_GLOBS = ("/usr/lib/*/faketime/libfaketime.so.1", "/usr/lib/faketime/libfaketime.so.1",
                  "/usr/local/lib/faketime/libfaketime.so.1")
 APT_PACKAGE = "libfaketime"
+#: Held while one process installs the package: test workers import this at
+#: the same time, and apt's own lock would refuse all of them but one.
+INSTALL_LOCK = Path(tempfile.gettempdir()) / "magnetar-apt.lock"
 #: Forward past the 60 s pid lease, by minutes, hours, and past the 7-day
 #: pid expiry (``pid_expiry_s``: a pid unused that long by the wall clock,
 #: its lease run out, is dropped); backward a little and a lot.
@@ -104,17 +108,29 @@ def find_library() -> str | None:
 
 def ensure_library() -> str | None:
     """libfaketime's path, installing the package with apt-get if missing and
-    root (as ``bench`` does for nats-server); None if still unavailable."""
+    root (as ``bench`` does for nats-server); None if still unavailable.
+
+    Processes that call it at once (two test workers collecting the same
+    module on a fresh machine) install it once: the others wait on
+    ``INSTALL_LOCK`` and find it installed. Before, the second one's
+    apt-get met dpkg's lock and failed, and its tests skipped. apt-get also
+    waits for dpkg's lock (another installer on the machine) up to 5 min."""
     path = find_library()
     if path is not None or os.geteuid() != 0 or shutil.which("apt-get") is None:
         return path
-    print(f"installing {APT_PACKAGE}: apt-get install -y {APT_PACKAGE}", file=sys.stderr)
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False)
-    if subprocess.run(["apt-get", "install", "-y", "-qq", APT_PACKAGE], **quiet).returncode != 0:
-        subprocess.run(["apt-get", "update", "-qq"], **quiet)  # a stale package list
-        subprocess.run(["apt-get", "install", "-y", "-qq", APT_PACKAGE], **quiet)
-    return find_library()
+    with open(INSTALL_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        path = find_library()
+        if path is not None:
+            return path
+        print(f"installing {APT_PACKAGE}: apt-get install -y {APT_PACKAGE}", file=sys.stderr)
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False)
+        install = ["apt-get", "-o", "DPkg::Lock::Timeout=300", "install", "-y", "-qq", APT_PACKAGE]
+        if subprocess.run(install, **quiet).returncode != 0:
+            subprocess.run(["apt-get", "-o", "DPkg::Lock::Timeout=300", "update", "-qq"], **quiet)  # stale lists
+            subprocess.run(install, **quiet)
+        return find_library()
 
 
 def boot_args(args: list[str]) -> list[str]:

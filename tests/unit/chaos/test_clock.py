@@ -183,3 +183,37 @@ def test_a_killed_brokers_preload_leftovers_are_removed(tmp_path):
     clock.forget_process(41, tmp_path)
     clock.forget_process(43, tmp_path)  # nothing there: no error
     assert sorted(p.name for p in tmp_path.iterdir()) == ["faketime_shm_42"]
+
+
+def test_workers_that_ensure_the_library_at_once_install_it_once(tmp_path, monkeypatch):
+    """Two test workers collecting this module on a fresh machine: one
+    installs, the other waits and finds it (before, its apt-get met dpkg's
+    lock, failed, and its tests skipped). apt-get here is a stand-in that
+    takes a second, counts its runs, and fails while another one runs."""
+    import threading
+
+    library = tmp_path / "lib" / "libfaketime.so.1"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "apt-get"
+    fake.write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        echo run >> {tmp_path}/runs
+        mkdir {tmp_path}/dpkg-lock 2>/dev/null || exit 100
+        sleep 1
+        mkdir -p {library.parent} && touch {library}
+        rmdir {tmp_path}/dpkg-lock
+        """))
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(clock, "LIBRARY_GLOBS", (str(library),))
+    monkeypatch.setattr(clock, "INSTALL_LOCK", tmp_path / "install.lock")
+    monkeypatch.setattr(clock.os, "geteuid", lambda: 0)
+    found = []
+    workers = [threading.Thread(target=lambda: found.append(clock.ensure_library())) for _ in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=60)
+    assert found == [str(library)] * 2
+    assert (tmp_path / "runs").read_text() == "run\n"  # installed once
