@@ -26,7 +26,8 @@ TTL up to whole seconds, and to its minimum, 2 s with default settings;
 ``session.ttl_s`` is what was granted) and a task sends a keep-alive every
 TTL/3 on a lease stream that reconnects by itself, and also when an answer
 does not come within TTL/6 (at least 0.5 s: its member lost its leader or is
-out of reach; the new stream goes to the next member). Ephemeral keys carry the
+out of reach; the new stream goes to the next member, on a channel to that
+member alone, since the store's round robin may pick the bad one again). Ephemeral keys carry the
 lease, so etcd deletes them when it ends. The session is *lost* (``alive``
 turns False, ``on_end`` callbacks run, ``expired`` is True) as soon as the
 local deadline passes, i.e. TTL after the last keep-alive etcd answered was
@@ -180,6 +181,22 @@ def parse_etcd_url(url: str) -> tuple[str, int, str]:
     return endpoints[0][0], endpoints[0][1], prefix
 
 
+def member_addresses(endpoints: list[tuple[str, int]]) -> tuple[str, list[str]]:
+    """The gRPC address scheme (``ipv4`` or ``ipv6``) and each member's
+    address (``ip:port``, ``[ip]:port``), resolved now, in ``endpoints``'
+    order. OSError if a name does not resolve or the names resolve to both
+    families."""
+    addresses = []
+    for host, port in endpoints:
+        info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        ip = info[4][0]
+        addresses.append((info[0], f"[{ip}]:{port}" if info[0] == socket.AF_INET6 else f"{ip}:{port}"))
+    families = {family for family, _ in addresses}
+    if len(families) > 1:
+        raise OSError("the etcd members resolve to both IPv4 and IPv6 addresses: give one family")
+    return ("ipv6" if families == {socket.AF_INET6} else "ipv4"), [a for _, a in addresses]
+
+
 def grpc_target(endpoints: list[tuple[str, int]]) -> tuple[str, list[tuple[str, Any]]]:
     """The gRPC target and extra channel options for ``endpoints``. One
     member: ``host:port`` (gRPC resolves the name, again at each
@@ -190,16 +207,8 @@ def grpc_target(endpoints: list[tuple[str, int]]) -> tuple[str, list[tuple[str, 
     if len(endpoints) == 1:
         host, port = endpoints[0]
         return f"{host}:{port}", []
-    addresses = []
-    for host, port in endpoints:
-        info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-        ip = info[4][0]
-        addresses.append((info[0], f"[{ip}]:{port}" if info[0] == socket.AF_INET6 else f"{ip}:{port}"))
-    families = {family for family, _ in addresses}
-    scheme = "ipv6" if families == {socket.AF_INET6} else "ipv4"
-    if len(families) > 1:
-        raise OSError("the etcd members resolve to both IPv4 and IPv6 addresses: give one family")
-    return f"{scheme}:" + ",".join(a for _, a in addresses), [("grpc.lb_policy_name", "round_robin")]
+    scheme, addresses = member_addresses(endpoints)
+    return f"{scheme}:" + ",".join(addresses), [("grpc.lb_policy_name", "round_robin")]
 
 
 def _range_end(prefix: bytes) -> bytes:
@@ -240,6 +249,8 @@ class EtcdSession(MetadataSession):
         self._finished = False
         self._keepalive: asyncio.Task[None] | None = None
         self._ending: asyncio.Task[None] | None = None
+        #: Which member the keep-alive stream goes to (store.keepalive_stub): the next one after each broken stream.
+        self.keepalive_turn = store._first_keepalive_turn()
 
     @property
     def alive(self) -> bool:
@@ -250,15 +261,15 @@ class EtcdSession(MetadataSession):
     def _start(self) -> None:
         self._keepalive = asyncio.get_running_loop().create_task(self._keep_alive(), name=f"keepalive {self.id}")
 
-    async def _bounded(self, awaitable: Any) -> Any:
-        """Await, but no longer than the lease's local deadline."""
-        return await asyncio.wait_for(awaitable, max(0.0, self._deadline - time.monotonic()))
+    async def _write_then_read(self, call: Any) -> Any:
+        await call.write(rpc.LeaseKeepAliveRequest(ID=self.lease_id))
+        return await call.read()
 
     async def _keep_alive(self) -> None:
         interval = self.ttl_s / 3
         # How long an answer may take on one stream (see below): short enough
-        # for three more streams before the deadline, since round robin may
-        # pick the bad member again, long enough for a busy etcd.
+        # for three more streams before the deadline (each on the next member:
+        # with three, one of them has a leader), long enough for a busy etcd.
         answer_within = min(interval, max(self.ttl_s / 6, 0.5))
         backoff = 0.05
         while True:
@@ -266,21 +277,23 @@ class EtcdSession(MetadataSession):
             try:
                 # Leader required: a member cut from its peers ends the stream
                 # (it cannot renew the lease there) and the next one goes to another.
-                call = self._store._lease_stub.LeaseKeepAlive(wait_for_ready=True, metadata=_REQUIRE_LEADER)
+                stub = self._store.keepalive_stub(self.keepalive_turn)
+                call = stub.LeaseKeepAlive(wait_for_ready=True, metadata=_REQUIRE_LEADER)
                 while True:
                     sent = time.monotonic()
                     if sent >= self._deadline:
                         break  # stalled past the deadline: lost, whatever etcd says now
-                    await self._bounded(call.write(rpc.LeaseKeepAliveRequest(ID=self.lease_id)))
                     # An answer takes milliseconds. None within TTL/6: this
                     # member cannot renew (no leader yet to forward to, or
                     # out of reach), and waiting for etcd to end the stream
                     # (3-4 s after it lost its leader) or for gRPC's ping
                     # timeout would outlast a short TTL. A new stream goes to
-                    # the next member, with time left to renew there.
-                    wait = min(self._deadline - time.monotonic(), answer_within)
+                    # the next member, with time left to renew there. The
+                    # write counts too: on a member out of reach since before
+                    # the stream began it waits for a connection that never comes.
+                    wait = min(self._deadline - sent, answer_within)
                     try:
-                        answer = await asyncio.wait_for(call.read(), max(0.0, wait))
+                        answer = await asyncio.wait_for(self._write_then_read(call), max(0.0, wait))
                     except TimeoutError:
                         if time.monotonic() < self._deadline:
                             log.info("keep-alive of %s unanswered for %.1f s: renewing on a new stream "
@@ -299,6 +312,7 @@ class EtcdSession(MetadataSession):
             finally:
                 if call is not None:
                     call.cancel()
+            self.keepalive_turn += 1
             remaining = self._deadline - time.monotonic()
             if remaining <= 0:
                 self._lose(f"no keep-alive answer from etcd within the {self.ttl_s} s TTL")
@@ -348,6 +362,11 @@ class EtcdMetadataStore(MetadataStore):
         self._kv: Any = None
         self._lease_stub: Any = None
         self._watch_stub: Any = None
+        #: With several members: each one's address, and (opened at first use)
+        #: a channel to it alone for the sessions' keep-alive streams.
+        self._member_targets: list[str] = []
+        self._member_channels: dict[int, grpc.aio.Channel] = {}
+        self._keepalive_turns = 0
         self._closed = False
         self._closing = asyncio.Event()
         self._watches = WatchRegistry(unwatched)
@@ -380,6 +399,8 @@ class EtcdMetadataStore(MetadataStore):
         store = cls(endpoints[0][0], endpoints[0][1], prefix, op_timeout=op_timeout, unwatched=unwatched)
         if len(endpoints) > 1:
             store.target = ",".join(f"{host}:{port}" for host, port in endpoints)
+            scheme, addresses = member_addresses(endpoints)
+            store._member_targets = [f"{scheme}:{address}" for address in addresses]
         store._channel = rpc.insecure_channel(target, options=_CHANNEL_OPTIONS + options)
         store._kv = rpc.KVStub(store._channel)
         store._lease_stub = rpc.LeaseStub(store._channel)
@@ -404,6 +425,29 @@ class EtcdMetadataStore(MetadataStore):
         return store
 
     # --- plumbing ------------------------------------------------------
+
+    def _first_keepalive_turn(self) -> int:
+        """Where a new session's keep-alives begin: the members in turn, so sessions spread."""
+        self._keepalive_turns += 1
+        return self._keepalive_turns - 1
+
+    def keepalive_stub(self, turn: int) -> Any:
+        """The lease stub a keep-alive stream opens on at ``turn``. With one
+        member, the store's channel. With several, member ``turn`` modulo
+        their number, on a channel to it alone: a session whose stream
+        broke (its member lost its leader, or went out of reach and its
+        connection still looks ready) must try another member next, which
+        the store's round robin does not promise (every call of the store
+        moves its turn; seen in a host test: three tries in a row, all on
+        the leaderless side, and the session was lost)."""
+        if not self._member_targets:
+            return self._lease_stub
+        member = turn % len(self._member_targets)
+        channel = self._member_channels.get(member)
+        if channel is None:
+            channel = rpc.insecure_channel(self._member_targets[member], options=_CHANNEL_OPTIONS)
+            self._member_channels[member] = channel
+        return rpc.LeaseStub(channel)
 
     def _data_key(self, key: str) -> bytes:
         return self._key_root + key.encode()
@@ -843,6 +887,9 @@ class EtcdMetadataStore(MetadataStore):
             if self._channel is not None:
                 await self._channel.close()
                 self._channel = None
+            channels, self._member_channels = list(self._member_channels.values()), {}
+            for channel in channels:
+                await channel.close()
 
 
 class _LeaseGone(Exception):
