@@ -271,6 +271,10 @@ class EtcdSession(MetadataSession):
         # for three more streams before the deadline (each on the next member:
         # with three, one of them has a leader), long enough for a busy etcd.
         answer_within = min(interval, max(self.ttl_s / 6, 0.5))
+        # While the members elect a leader, each refuses at once ("no
+        # leader"): a pause grown to a second would sleep through the first
+        # moments a new leader can renew, which a short TTL may not have.
+        longest_pause = min(1.0, answer_within / 2)
         backoff = 0.05
         while True:
             call = None
@@ -318,7 +322,7 @@ class EtcdSession(MetadataSession):
                 self._lose(f"no keep-alive answer from etcd within the {self.ttl_s} s TTL")
                 return
             await asyncio.sleep(min(backoff, remaining))
-            backoff = min(backoff * 2, 1.0)
+            backoff = min(backoff * 2, longest_pause)
 
     def _lose(self, reason: str) -> None:
         """The session is lost: report it now, then revoke the lease when etcd answers."""

@@ -152,7 +152,12 @@ async def _put(store: EtcdMetadataStore, key: str, value: bytes) -> None:
 #: broker's restart would make.
 OPEN_TIMEOUT_S = 30.0
 HEARD_WITHIN_S = 15.0
-SESSION_TTL_S = 4.0  # the chaos runs' session: shorter than etcd's 3-4 s to end a leaderless member's streams
+#: Long enough to outlive the loss of the raft leader: the last renewal may be
+#: TTL/3 old when the cut comes, the two others elect a new leader within two
+#: election timeouts (2 s here), and a try on a member still waiting for the old
+#: leader goes unanswered for TTL/6. At 4 s that left 0.1-0.7 s, and two CI
+#: runs (2026-12-02) lost a session, each with the cut member as leader.
+SESSION_TTL_S = 6.0
 
 
 @pytest.mark.parametrize("fault", ["peers-cut", "isolated"])
