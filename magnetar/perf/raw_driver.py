@@ -33,7 +33,9 @@ consecutive sequence ids), and the window holds one record per *write*
 (an unbatched burst of entries written together, with one due time), so
 a run of receipts settles whole records at once: the same samples and
 counts, recorded as "``n`` entries of this latency". End-to-end runs stamp every body of an entry with that same
-moment (wall clock), in the format :func:`.payload.stamp_of` reads.
+moment (wall clock, from one monotonic-to-wall offset per run so stamps rise
+with due times: :class:`.payload.WallClock`), in the format
+:func:`.payload.stamp_of` reads.
 
 Consumers are the official client's: :func:`consume` is
 :func:`.pulsar_driver.consume`.
@@ -64,6 +66,7 @@ from magnetar.protocol import Connection, ProtocolError, Role, Type, command, pb
 from magnetar.protocol.errors import error_name
 
 from .pacing import Pacer
+from .payload import WallClock
 from .pulsar_driver import consume  # noqa: F401  (consumers stay on the official client)
 from .raw_batch import BatchEncoder, messages_per_batch
 from .raw_plain import PlainEncoder
@@ -322,6 +325,8 @@ async def _pump(link: _Link, producer: _Producer, spec: WorkloadSpec, reporter: 
     if pacer is not None:
         quantum = max(1, min(full, round(pacer.rate * max(1, spec.batch_delay_ms) / 1000)))
     stamp = encoder.stamp
+    # One offset for the run: stamps then rise with due times (see WallClock).
+    wall = WallClock()
     sent = 0
     seq = producer.first_sequence
     while producer.failure is None:
@@ -351,7 +356,7 @@ async def _pump(link: _Link, producer: _Producer, spec: WorkloadSpec, reporter: 
         if pacer is not None:
             # The first message of the entry was due then: lateness is latency.
             due_ns = min(now_ns, int((pacer.start + sent / pacer.rate) * 1e9))
-        stamp_us = (time.time_ns() - (now_ns - due_ns)) // 1000 if stamp else None
+        stamp_us = wall.us(due_ns) if stamp else None
         if plain:
             # Unbatched: up to PLAIN_BURST entries of one message, in one write.
             producer.window.append((seq, count, 1, due_ns))
