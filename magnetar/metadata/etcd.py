@@ -197,17 +197,19 @@ def member_addresses(endpoints: list[tuple[str, int]]) -> tuple[str, list[str]]:
     return ("ipv6" if families == {socket.AF_INET6} else "ipv4"), [a for _, a in addresses]
 
 
-def grpc_target(endpoints: list[tuple[str, int]]) -> tuple[str, list[tuple[str, Any]]]:
+def grpc_target(endpoints: list[tuple[str, int]],
+                members: tuple[str, list[str]] | None = None) -> tuple[str, list[tuple[str, Any]]]:
     """The gRPC target and extra channel options for ``endpoints``. One
     member: ``host:port`` (gRPC resolves the name, again at each
-    reconnect). Several: their addresses, resolved now (gRPC has no
-    resolver for a list of names), with round-robin balancing, so a call
-    retried after a member went away or lost its quorum goes to another
-    member. OSError if a name does not resolve."""
+    reconnect). Several: their addresses (``members``, what
+    :func:`member_addresses` gave, or resolved now: gRPC has no resolver
+    for a list of names), with round-robin balancing, so a call retried
+    after a member went away or lost its quorum goes to another member.
+    OSError if a name does not resolve."""
     if len(endpoints) == 1:
         host, port = endpoints[0]
         return f"{host}:{port}", []
-    scheme, addresses = member_addresses(endpoints)
+    scheme, addresses = members if members is not None else member_addresses(endpoints)
     return f"{scheme}:" + ",".join(addresses), [("grpc.lb_policy_name", "round_robin")]
 
 
@@ -397,13 +399,15 @@ class EtcdMetadataStore(MetadataStore):
         """
         endpoints, prefix = parse_etcd_endpoints(url)
         try:
-            target, options = grpc_target(endpoints)
+            # Resolved once: the round robin and the keep-alives' members are the same addresses.
+            members = member_addresses(endpoints) if len(endpoints) > 1 else None
+            target, options = grpc_target(endpoints, members)
         except OSError as exc:
             raise MetadataError(f"etcd members of {url} do not resolve: {exc}") from None
         store = cls(endpoints[0][0], endpoints[0][1], prefix, op_timeout=op_timeout, unwatched=unwatched)
-        if len(endpoints) > 1:
+        if members is not None:
             store.target = ",".join(f"{host}:{port}" for host, port in endpoints)
-            scheme, addresses = member_addresses(endpoints)
+            scheme, addresses = members
             store._member_targets = [f"{scheme}:{address}" for address in addresses]
         store._channel = rpc.insecure_channel(target, options=_CHANNEL_OPTIONS + options)
         store._kv = rpc.KVStub(store._channel)
