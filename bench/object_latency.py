@@ -124,6 +124,30 @@ def _value(text: str, name: str) -> float:
     return float(found.group(1)) if found else 0.0
 
 
+def _sum(text: str, name: str) -> float:
+    """Every series of ``name`` added up (a histogram's ``_sum`` or ``_count`` over its labels)."""
+    return sum(float(v) for v in re.findall(rf"^{re.escape(name)}(?:\{{[^}}]*\}})? (\S+)$", text, re.M))
+
+
+#: etcd's own time per operation, as (key, metric) pairs of running sums
+#: and counts: per window, each ``<key>_s`` over its ``<key>_n`` is the mean
+#: (bench/send_windows.py ``MEANS``).
+ETCD_DURATIONS = (("etcd_fsync", "etcd_disk_wal_fsync_duration_seconds"),
+                  ("etcd_backend", "etcd_disk_backend_commit_duration_seconds"),
+                  ("etcd_apply", "etcd_server_apply_duration_seconds"))
+
+
+def etcd_counters(etcd: str) -> dict:
+    """etcd's durations (sum and count each), its snapshots, CPU seconds and database size."""
+    out = {}
+    for key, metric in ETCD_DURATIONS:
+        out[f"{key}_s"], out[f"{key}_n"] = _sum(etcd, metric + "_sum"), _sum(etcd, metric + "_count")
+    out["etcd_snapshots"] = _value(etcd, "etcd_debugging_snap_save_total_duration_seconds_count")
+    out["etcd_cpu"] = _value(etcd, "process_cpu_seconds_total")
+    out["etcd_db"] = _value(etcd, "etcd_mvcc_db_total_size_in_bytes")
+    return out
+
+
 def counters(cluster: LocalCluster) -> dict:
     broker = _scrape(cluster.members[0].admin_url)
     etcd = _scrape(cluster.etcd_url)
@@ -135,11 +159,15 @@ def counters(cluster: LocalCluster) -> dict:
             "etcd_fsyncs": _value(etcd, "etcd_disk_wal_fsync_duration_seconds_count"),
             "etcd_txns": _value(etcd, "etcd_mvcc_txn_total"),
             "etcd_writes": _value(etcd, "etcd_server_proposals_committed_total"),
-            "rss": _value(broker, "process_resident_memory_bytes")}
+            "rss": _value(broker, "process_resident_memory_bytes"), **etcd_counters(etcd)}
+
+
+#: Sampled values that are levels or running sums, not counts to turn into rates.
+NOT_RATES = ("t", "rss", "etcd_db", *(f"{key}_{part}" for key, _ in ETCD_DURATIONS for part in "sn"))
 
 
 def rates(before: dict, after: dict, seconds: float) -> dict:
-    return {f"{k}_per_s": round((after[k] - before[k]) / seconds, 1) for k in before if k not in ("t", "rss")}
+    return {f"{k}_per_s": round((after[k] - before[k]) / seconds, 1) for k in before if k not in NOT_RATES}
 
 
 def create_namespace(cluster: LocalCluster, namespace: str, profile: str) -> None:

@@ -34,6 +34,11 @@ from magnetar.perf.series import bucket_index
 #: Counters read by the bench's sampler, as rates per second in each window.
 RATES = (("puts", "PUT/s"), ("gets", "GET/s"), ("txns", "txn/s"), ("etcd_txns", "etcdtx/s"),
          ("etcd_writes", "etcdwr/s"))
+#: etcd's own mean time per operation in each window (ms): the sampled
+#: running ``<key>_s`` (seconds) over ``<key>_n`` (operations), so that a
+#: phase whose commit transactions slow down says whether etcd's disk
+#: (WAL fsync, backend commit) or its apply grew.
+MEANS = (("etcd_fsync", "fsync"), ("etcd_backend", "bkcommit"), ("etcd_apply", "apply"))
 
 
 def annotate(windows: list[dict], t0: float, width: float, samples: list | None = None,
@@ -51,6 +56,16 @@ def annotate(windows: list[dict], t0: float, width: float, samples: list | None 
                 for key, _ in RATES:
                     if key in a and key in b:
                         w[f"{key}_per_s"] = round((b[key] - a[key]) / (tb - ta), 1)
+                for key, _ in MEANS:
+                    ops = b.get(f"{key}_n", 0) - a.get(f"{key}_n", 0)
+                    if ops > 0:
+                        w[f"{key}_ms"] = round(1000 * (b[f"{key}_s"] - a[f"{key}_s"]) / ops, 2)
+                if "etcd_cpu" in a and "etcd_cpu" in b:
+                    w["etcd_cpu"] = round(100 * (b["etcd_cpu"] - a["etcd_cpu"]) / (tb - ta))
+                if "etcd_snapshots" in a and "etcd_snapshots" in b:
+                    w["etcd_snapshots"] = int(b["etcd_snapshots"] - a["etcd_snapshots"])
+            if inside and inside[-1][1].get("etcd_db"):
+                w["etcd_db_mb"] = round(inside[-1][1]["etcd_db"] / (1 << 20))
             if inside and inside[-1][1].get("rss"):
                 w["rss_mb"] = round(inside[-1][1]["rss"] / (1 << 20))
         if machine is not None:
@@ -86,6 +101,8 @@ def table(windows: list[dict]) -> list[str]:
 
     head = (f"{'t s':>5} {'sent/s':>7} {'p50':>6} {'p99':>7} {'max':>7} {'>100':>5} | "
             + " ".join(f"{label:>8}" for _, label in RATES)
+            + " | " + " ".join(f"{label:>8}" for _, label in MEANS)
+            + f" {'etcdCPU':>7} {'snap':>4} {'dbMB':>5}"
             + f" | {'rss MB':>6} {'lag':>6} {'seals':>5} {'cmpct':>5} {'brkCPU':>6} {'loop':>4} {'rqwait':>6} {'busy':>4} {'steal':>5} {'host':>4}")
     lines = [head]
     for i, w in enumerate(windows):
@@ -94,6 +111,8 @@ def table(windows: list[dict]) -> list[str]:
             f"{w['t']:>5.0f} {w['sent'] / width:>7.0f} {cell(w['p50_ms'], 6)} {cell(w['p99_ms'], 7)} "
             f"{cell(w['max_ms'], 7)} {w.get('over_100', 0):>5} | "
             + " ".join(cell(w.get(f"{key}_per_s"), 8) for key, _ in RATES)
+            + " | " + " ".join(cell(w.get(f"{key}_ms"), 8, 2) for key, _ in MEANS)
+            + f" {cell(w.get('etcd_cpu'), 7, 0)} {w.get('etcd_snapshots', '-'):>4} {cell(w.get('etcd_db_mb'), 5, 0)}"
             + f" | {cell(w.get('rss_mb'), 6, 0)} {cell(w.get('lag_ms'), 6)} {w.get('seals', '-'):>5} "
               f"{w.get('compactions', '-'):>5} {cell(w.get('broker_cpu'), 6, 0)} {cell(w.get('loop_cpu'), 4, 0)} "
               f"{cell(w.get('rq_wait'), 6, 0)} {cell(w.get('machine_busy'), 4, 0)} {cell(w.get('steal'), 5, 0)} "

@@ -78,3 +78,27 @@ def test_the_host_s_reference_is_the_fastest_window_that_sent():
             return {"steal": 0, "host_us": 2000 if begin < 60 else 1000}
     send_windows.annotate(windows, 0.0, 60.0, machine=Probe())
     assert [w["host"] for w in windows] == [100, 200]
+
+
+def test_each_window_has_etcd_s_mean_time_per_operation_its_cpu_and_snapshots():
+    t0 = 100.0
+    log = SeriesLog()
+    for at in (t0 + 1, t0 + 61):
+        log.add_sent(1, at)
+        log.add_sample(at, 1000)
+    windows = buckets(log, t0, 60.0)
+
+    def sample(t, fsync_s, fsyncs, cpu, snaps):
+        return (t, {"etcd_fsync_s": fsync_s, "etcd_fsync_n": fsyncs, "etcd_cpu": cpu, "etcd_snapshots": snaps,
+                    "etcd_db": 3 << 20})
+
+    samples = [sample(t0 + 1, 0.0, 0, 0.0, 0), sample(t0 + 51, 1.0, 1000, 10.0, 0),  # 1 ms a fsync, 20 % of a core
+               sample(t0 + 61, 1.0, 1000, 10.0, 0), sample(t0 + 111, 5.0, 1500, 40.0, 1)]  # 8 ms, 60 %, a snapshot
+    send_windows.annotate(windows, t0, 60.0, samples)
+    first, second = windows
+    assert (first["etcd_fsync_ms"], second["etcd_fsync_ms"]) == (1.0, 8.0)
+    assert (first["etcd_cpu"], second["etcd_cpu"]) == (20, 60)
+    assert (first["etcd_snapshots"], second["etcd_snapshots"], second["etcd_db_mb"]) == (0, 1, 3)
+    assert "etcd_apply_ms" not in first  # no apply counted: no mean, printed "-"
+    head, _, row = send_windows.table(windows)
+    assert "fsync" in head and "8.00" in row
