@@ -124,24 +124,29 @@ def _value(text: str, name: str) -> float:
     return float(found.group(1)) if found else 0.0
 
 
-def _sum(text: str, name: str) -> float:
-    """Every series of ``name`` added up (a histogram's ``_sum`` or ``_count`` over its labels)."""
-    return sum(float(v) for v in re.findall(rf"^{re.escape(name)}(?:\{{[^}}]*\}})? (\S+)$", text, re.M))
+def _sum(text: str, name: str, having: str = "") -> float:
+    """Every series of ``name`` added up (a histogram's ``_sum`` or ``_count``
+    over its labels); with ``having`` (``grpc_method="Txn"``), only those whose labels hold it."""
+    return sum(float(v) for labels, v in re.findall(rf"^{re.escape(name)}(\{{[^}}]*\}})? (\S+)$", text, re.M)
+               if having in labels)
 
 
 #: etcd's own time per operation, as (key, metric) pairs of running sums
 #: and counts: per window, each ``<key>_s`` over its ``<key>_n`` is the mean
 #: (bench/send_windows.py ``MEANS``).
-ETCD_DURATIONS = (("etcd_fsync", "etcd_disk_wal_fsync_duration_seconds"),
-                  ("etcd_backend", "etcd_disk_backend_commit_duration_seconds"),
-                  ("etcd_apply", "etcd_server_apply_duration_seconds"))
+ETCD_DURATIONS = (("etcd_fsync", "etcd_disk_wal_fsync_duration_seconds", ""),
+                  ("etcd_backend", "etcd_disk_backend_commit_duration_seconds", ""),
+                  ("etcd_apply", "etcd_server_apply_duration_seconds", ""),
+                  # A Txn from its arrival to its answer, raft and apply included:
+                  # only with etcd's extensive metrics (``--broker-env ETCD_METRICS=extensive``).
+                  ("etcd_served", "grpc_server_handling_seconds", 'grpc_method="Txn"'))
 
 
 def etcd_counters(etcd: str) -> dict:
     """etcd's durations (sum and count each), its snapshots, CPU seconds and database size."""
     out = {}
-    for key, metric in ETCD_DURATIONS:
-        out[f"{key}_s"], out[f"{key}_n"] = _sum(etcd, metric + "_sum"), _sum(etcd, metric + "_count")
+    for key, metric, having in ETCD_DURATIONS:
+        out[f"{key}_s"], out[f"{key}_n"] = _sum(etcd, metric + "_sum", having), _sum(etcd, metric + "_count", having)
     out["etcd_snapshots"] = _value(etcd, "etcd_debugging_snap_save_total_duration_seconds_count")
     out["etcd_cpu"] = _value(etcd, "process_cpu_seconds_total")
     out["etcd_db"] = _value(etcd, "etcd_mvcc_db_total_size_in_bytes")
@@ -163,7 +168,7 @@ def counters(cluster: LocalCluster) -> dict:
 
 
 #: Sampled values that are levels or running sums, not counts to turn into rates.
-NOT_RATES = ("t", "rss", "etcd_db", *(f"{key}_{part}" for key, _ in ETCD_DURATIONS for part in "sn"))
+NOT_RATES = ("t", "rss", "etcd_db", *(f"{key}_{part}" for key, _, _ in ETCD_DURATIONS for part in "sn"))
 
 
 def rates(before: dict, after: dict, seconds: float) -> dict:

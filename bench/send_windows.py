@@ -37,8 +37,9 @@ RATES = (("puts", "PUT/s"), ("gets", "GET/s"), ("txns", "txn/s"), ("etcd_txns", 
 #: etcd's own mean time per operation in each window (ms): the sampled
 #: running ``<key>_s`` (seconds) over ``<key>_n`` (operations), so that a
 #: phase whose commit transactions slow down says whether etcd's disk
-#: (WAL fsync, backend commit) or its apply grew.
-MEANS = (("etcd_fsync", "fsync"), ("etcd_backend", "bkcommit"), ("etcd_apply", "apply"))
+#: (WAL fsync, backend commit), its apply, or a Txn's whole time in etcd
+#: (arrival to answer: with etcd's extensive metrics only) grew.
+MEANS = (("etcd_fsync", "fsync"), ("etcd_backend", "bkcommit"), ("etcd_apply", "apply"), ("etcd_served", "etcdTxn"))
 
 
 def annotate(windows: list[dict], t0: float, width: float, samples: list | None = None,
