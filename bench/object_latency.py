@@ -164,6 +164,7 @@ def counters(cluster: LocalCluster) -> dict:
             "etcd_fsyncs": _value(etcd, "etcd_disk_wal_fsync_duration_seconds_count"),
             "etcd_txns": _value(etcd, "etcd_mvcc_txn_total"),
             "etcd_writes": _value(etcd, "etcd_server_proposals_committed_total"),
+            "etcd_reads": _sum(etcd, "grpc_server_handled_total", 'grpc_method="Range"'),
             "rss": _value(broker, "process_resident_memory_bytes"), **etcd_counters(etcd)}
 
 

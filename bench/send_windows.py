@@ -11,7 +11,8 @@ Per window, on the bench's clock (``time.monotonic()``):
   seconds): PUTs/s, GETs/s, the committer's transactions/s, etcd's
   transactions/s (``etcd_mvcc_txn_total``: every broker's, reads included)
   and writes/s (``etcd_server_proposals_committed_total``: every change,
-  rollovers' and compactions' too), between the first and last reading
+  rollovers' and compactions' too), its Range calls/s (``grpc_server_handled_total``
+  of ``Range``: reads outside a transaction), between the first and last reading
   inside the window; the broker's RSS at the window's last reading;
 - ``--broker-timeline``'s records: the event loop's worst lag, the seals
   and compactions that ended in it;
@@ -33,7 +34,7 @@ from magnetar.perf.series import bucket_index
 
 #: Counters read by the bench's sampler, as rates per second in each window.
 RATES = (("puts", "PUT/s"), ("gets", "GET/s"), ("txns", "txn/s"), ("etcd_txns", "etcdtx/s"),
-         ("etcd_writes", "etcdwr/s"))
+         ("etcd_writes", "etcdwr/s"), ("etcd_reads", "etcdrd/s"))
 #: etcd's own mean time per operation in each window (ms): the sampled
 #: running ``<key>_s`` (seconds) over ``<key>_n`` (operations), so that a
 #: phase whose commit transactions slow down says whether etcd's disk

@@ -826,7 +826,8 @@ class EtcdMetadataStore(MetadataStore):
                         else:
                             kind = EventType.MODIFIED
                         self._watch_from[i] = kv.mod_revision + 1
-                        self._watches.dispatch(loop, [Notification(kind, name)], revision=kv.mod_revision)
+                        version = None if kind is EventType.DELETED else kv.version - 1
+                        self._watches.dispatch(loop, [Notification(kind, name, version)], revision=kv.mod_revision)
             except grpc.aio.AioRpcError as exc:
                 if _no_leader(exc) and opened:
                     log.warning("etcd ended the store's watch: its member lost its raft leader (cut from its "

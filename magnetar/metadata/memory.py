@@ -90,7 +90,7 @@ class MemoryMetadataStore(MetadataStore):
             self._owner[key] = session.id
         else:
             self._owner.pop(key, None)
-        self._notify(EventType.CREATED if current is None else EventType.MODIFIED, key)
+        self._notify(EventType.CREATED if current is None else EventType.MODIFIED, key, version)
         return version
 
     async def delete(self, key, expected_version=None) -> None:
@@ -124,7 +124,7 @@ class MemoryMetadataStore(MetadataStore):
                 version = 0 if current is None else current.version + 1
                 self._data[w.key] = Record(w.key, bytes(w.value), version, False)
                 self._owner.pop(w.key, None)
-                self._notify(EventType.CREATED if current is None else EventType.MODIFIED, w.key)
+                self._notify(EventType.CREATED if current is None else EventType.MODIFIED, w.key, version)
                 found.append(version)
             else:
                 if current is not None:
@@ -149,8 +149,8 @@ class MemoryMetadataStore(MetadataStore):
     def watch(self, prefix, callback) -> Watch:
         return self._watches.add(prefix, callback)
 
-    def _notify(self, type_: EventType, key: str) -> None:
-        self._watches.dispatch(asyncio.get_running_loop(), [Notification(type_, key)])
+    def _notify(self, type_: EventType, key: str, version: int | None = None) -> None:
+        self._watches.dispatch(asyncio.get_running_loop(), [Notification(type_, key, version)])
 
     async def create_session(self, ttl_s: float = 10.0) -> MetadataSession:
         if not ttl_s > 0:

@@ -309,7 +309,7 @@ class SqliteMetadataStore(MetadataStore):
             (key, value, version, session_id),
         )
         event = EventType.CREATED if current is None else EventType.MODIFIED
-        return version, [Notification(event, key)]
+        return version, [Notification(event, key, version)]
 
     async def delete(self, key, expected_version=None) -> None:
         check_key(key)
@@ -345,7 +345,7 @@ class SqliteMetadataStore(MetadataStore):
                 version = current + 1
                 conn.execute("INSERT OR REPLACE INTO kv (key, value, version, session) VALUES (?, ?, ?, NULL)",
                              (w.key, bytes(w.value), version))
-                notes.append(Notification(EventType.CREATED if current == -1 else EventType.MODIFIED, w.key))
+                notes.append(Notification(EventType.CREATED if current == -1 else EventType.MODIFIED, w.key, version))
                 versions.append(version)
             else:
                 if current != -1:

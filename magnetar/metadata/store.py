@@ -70,7 +70,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 
@@ -117,6 +117,11 @@ class EventType(enum.Enum):
 class Notification:
     type: EventType
     key: str
+    #: The key's version after the change (numbered as ``Record.version``);
+    #: None for a deletion. Left out of equality: a notification names
+    #: the change, the version lets a writer tell its own write's echo
+    #: from someone else's (``ledger_record.ManagedLedgerRecord.watch``).
+    version: int | None = field(default=None, compare=False)
 
 
 class Watch:

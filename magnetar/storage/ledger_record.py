@@ -78,6 +78,10 @@ class ManagedLedgerRecord:
         self.highest_id = 0
         self.lock = asyncio.Lock()
         self._watch = None
+        #: The highest version a notification named (-1: none yet), and
+        #: whether one was a deletion: what :meth:`heard_unknown_change` weighs.
+        self._heard_version = -1
+        self._heard_deletion = False
 
     async def load(self) -> tuple[list[LedgerMeta], dict[str, str]]:
         """The ledgers and properties stored (none for a new managed ledger);
@@ -167,14 +171,39 @@ class ManagedLedgerRecord:
         return record is None or record.version != self.version
 
     def watch(self, on_change: Callable[[], None]) -> None:
-        """Call ``on_change()`` when the record is written (by anyone)."""
+        """Call ``on_change()`` when the record is written or deleted by
+        someone else. A write's notification naming a version at or below
+        the one this instance last wrote or read is known already (its own
+        write coming back, or one it read since: this instance's version
+        moves only by reading the record or by a compare-and-set on the
+        version it held), so it is left out: each would cost the caller a
+        read of the record (two per rollover). One that comes before its
+        write's answer, or a deletion (no version: a key deleted and
+        written again restarts its versions), is passed on: the caller's
+        check reads the record, as before."""
         key = self.key
 
         def notified(notification) -> None:
-            if notification.key == key:
-                on_change()
+            if notification.key != key:
+                return
+            version = notification.version
+            if version is None:
+                self._heard_deletion = True
+            elif version <= self.version:
+                return
+            else:
+                self._heard_version = max(self._heard_version, version)
+            on_change()
 
         self._watch = self.store.watch(key, notified)
+
+    def heard_unknown_change(self) -> bool:
+        """Whether the watch told of a write this instance does not know
+        (a version above the one it holds) or of a deletion. False when
+        every notification so far named a version at or below it: an own
+        write whose notification came before its answer. Caller holds
+        :attr:`lock` (no save under way: the version is final)."""
+        return self._heard_deletion or self._heard_version > self.version
 
     def stop_watching(self) -> None:
         if self._watch is not None:

@@ -353,7 +353,9 @@ class ManagedLedger:
         after each write) is ``_fenced_on_disk``."""
         try:
             async with self._record.lock:
-                if not await self._record.changed_elsewhere():
+                # The notification may be our own save's, come before its
+                # answer: known by now, with no read.
+                if not self._record.heard_unknown_change() or not await self._record.changed_elsewhere():
                     return
                 if self._appends.state not in (OPEN, CLOSING):
                     return

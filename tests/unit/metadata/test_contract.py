@@ -7,9 +7,11 @@ import pytest
 
 from magnetar.metadata import (
     BadVersion,
+    Compare,
     EventType,
     KeyNotFound,
     Notification,
+    Put,
     Record,
     SessionExpired,
 )
@@ -242,6 +244,18 @@ async def test_watch_create_modify_delete_under_prefix(store, recorder):
         Notification(EventType.CREATED, "/w"),
         Notification(EventType.CREATED, "/w/deep/er"),
     ]
+
+
+async def test_a_notification_names_the_version_the_write_gave_the_key(store, recorder):
+    seen = recorder()
+    store.watch("/w", seen)
+    created = await store.put("/w/x", b"1")
+    modified = await store.put("/w/x", b"2", created)
+    (in_txn,) = await store.transaction([Compare("/w/x", modified)], [Put("/w/x", b"3")])
+    await store.delete("/w/x")
+    notes = [await seen.next() for _ in range(4)]
+    assert [n.version for n in notes] == [created, modified, in_txn, None]  # a deletion names none
+    assert len({created, modified, in_txn}) == 3
 
 
 async def test_watch_ignores_keys_outside_prefix(store, recorder):
