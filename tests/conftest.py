@@ -67,3 +67,22 @@ def seaweed(tmp_path_factory):
     its own (``seaweed.store_url(prefix)``)."""
     with running_seaweed(tmp_path_factory.mktemp("objectstore"), bucket="magnetar-tests") as server:
         yield server
+
+
+@pytest.fixture(params=["memory", "etcd"])
+async def memory_or_etcd_store(request):
+    """A metadata store of each kind a broker runs on: in memory, and on
+    the session's real etcd (``etcd_server``) under a prefix of its own."""
+    import time
+
+    from magnetar.metadata import EtcdMetadataStore, MemoryMetadataStore
+
+    if request.param == "memory":
+        store = MemoryMetadataStore()
+    else:
+        url = request.getfixturevalue("etcd_server").store_url(f"store-{os.getpid()}-{time.monotonic_ns()}")
+        store = await EtcdMetadataStore.open(url)
+    try:
+        yield store
+    finally:
+        await store.close()

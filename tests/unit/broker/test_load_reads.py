@@ -8,15 +8,11 @@ topic loads is still applied to it."""
 from __future__ import annotations
 
 import asyncio
-import os
-import time
-
-import pytest
 
 from magnetar.broker.namespaces import resources
 from magnetar.broker.subscriptions import cursor_ops
 from magnetar.broker.topic_name import parse
-from magnetar.metadata import EtcdMetadataStore, MemoryMetadataStore, MetadataError
+from magnetar.metadata import MemoryMetadataStore, MetadataError
 
 from magnetar_harness.read_tap import ReadTap
 from tests.helpers import wait_until
@@ -31,25 +27,12 @@ def _policy_reads(store: ReadTap) -> list[str]:
     return [k for k in store.read_keys if k.startswith((resources.POLICIES, resources.TOPIC_POLICIES))]
 
 
-@pytest.fixture(params=["memory", "etcd"])
-async def inner_store(request):
-    if request.param == "memory":
-        inner = MemoryMetadataStore()
-    else:
-        url = request.getfixturevalue("etcd_server").store_url(f"load-reads-{os.getpid()}-{time.monotonic_ns()}")
-        inner = await EtcdMetadataStore.open(url)
-    try:
-        yield inner
-    finally:
-        await inner.close()
-
-
-async def test_loading_a_namespace_s_topics_at_once_reads_its_policies_a_few_times(tmp_path, inner_store):
+async def test_loading_a_namespace_s_topics_at_once_reads_its_policies_a_few_times(tmp_path, memory_or_etcd_store):
     """A restart's burst: every topic stored with data, cursors and its
     dedup snapshot. Before: 4 policy reads per topic (the load's 2, then 2
     for deduplication), the managed ledger's record twice (whether it
     exists, then the open's), and a listing plus a read per cursor."""
-    store = ReadTap(inner_store)
+    store = ReadTap(memory_or_etcd_store)
     service = await make_service(tmp_path, store)
     await resources.create_namespace(store, "public/a", {"max_producers_per_topic": 9})
     names = [parse(f"persistent://public/a/t{i}") for i in range(TOPICS)]

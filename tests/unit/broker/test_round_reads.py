@@ -8,11 +8,8 @@ the ones read one topic at a time."""
 from __future__ import annotations
 
 import logging
-import os
 import time
 from types import SimpleNamespace
-
-import pytest
 
 from magnetar.broker.namespaces import policy_keys, resources
 from magnetar.broker.namespaces.applied import applied_by_namespace, applied_policies
@@ -22,7 +19,7 @@ from magnetar.broker.policies.inactive import InactiveTopics
 from magnetar.broker.subscriptions import cursor_ops
 from magnetar.broker.topic_name import parse
 from magnetar.broker.topics.stats_sampling import sample_all
-from magnetar.metadata import EtcdMetadataStore, MemoryMetadataStore, MetadataStore
+from magnetar.metadata import MemoryMetadataStore, MetadataStore
 
 from magnetar_harness.read_tap import ReadTap
 from tests.helpers import wait_until
@@ -55,26 +52,13 @@ async def test_an_expiry_round_reads_by_namespace_not_by_topic():
     assert store.reads == 2 * len(NAMESPACES), store.read_keys
 
 
-@pytest.fixture(params=["memory", "etcd"])
-async def inner_store(request):
-    if request.param == "memory":
-        inner = MemoryMetadataStore()
-    else:
-        url = request.getfixturevalue("etcd_server").store_url(f"round-reads-{os.getpid()}-{time.monotonic_ns()}")
-        inner = await EtcdMetadataStore.open(url)
-    try:
-        yield inner
-    finally:
-        await inner.close()
-
-
-async def test_the_policies_read_by_namespace_are_those_read_topic_by_topic(monkeypatch, inner_store):
+async def test_the_policies_read_by_namespace_are_those_read_topic_by_topic(monkeypatch, memory_or_etcd_store):
     """Own policies win (a partition's are its partitioned topic's, names
     with characters quoted in keys too), a namespace without its record gets
     the defaults; both ways of reading topic documents (a read each for few
     topics, pages of range reads for many) agree with :func:`applied_policies`,
     on etcd too (its range reads by page)."""
-    store = ReadTap(inner_store)
+    store = ReadTap(memory_or_etcd_store)
     await _namespaces(store)
     names = _names(30) + [parse("persistent://public/a/p-partition-0"), parse("persistent://public/a/p-partition-1"),
                           parse("persistent://public/b/odd:name=x"), parse("persistent://public/gone/t0")]

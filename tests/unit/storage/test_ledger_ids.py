@@ -6,12 +6,10 @@ unique across allocators on one store (memory and real etcd)."""
 from __future__ import annotations
 
 import asyncio
-import os
-import time
 
 import pytest
 
-from magnetar.metadata import EtcdMetadataStore, MemoryMetadataStore, MetadataError
+from magnetar.metadata import MemoryMetadataStore, MetadataError
 from magnetar.storage import StorageError
 from magnetar.storage.ledger_ids import LedgerIds
 from magnetar.storage.ledger_meta import LEDGER_ID_COUNTER
@@ -26,21 +24,8 @@ class Clock:
         return self.now
 
 
-@pytest.fixture(params=["memory", "etcd"])
-async def inner_store(request):
-    if request.param == "memory":
-        inner = MemoryMetadataStore()
-    else:
-        url = request.getfixturevalue("etcd_server").store_url(f"ledger-ids-{os.getpid()}-{time.monotonic_ns()}")
-        inner = await EtcdMetadataStore.open(url)
-    try:
-        yield inner
-    finally:
-        await inner.close()
-
-
-async def test_blocks_double_while_used_up_fast_and_hand_out_ids_without_increments(inner_store):
-    store = ReadTap(inner_store)
+async def test_blocks_double_while_used_up_fast_and_hand_out_ids_without_increments(memory_or_etcd_store):
+    store = ReadTap(memory_or_etcd_store)
     clock = Clock()
     ids = LedgerIds(store, clock=clock)
     got = [await ids.next() for _ in range(1 + 2 + 4 + 8 + 16 + 32 + 64 + 128 + 256 * 3)]
@@ -51,9 +36,9 @@ async def test_blocks_double_while_used_up_fast_and_hand_out_ids_without_increme
     assert ids.reservations == 11
 
 
-async def test_a_quiet_broker_keeps_its_blocks_small(inner_store):
+async def test_a_quiet_broker_keeps_its_blocks_small(memory_or_etcd_store):
     clock = Clock()
-    ids = LedgerIds(inner_store, clock=clock)
+    ids = LedgerIds(memory_or_etcd_store, clock=clock)
     for _ in range(1 + 2 + 4):
         await ids.next()
         clock.now += 0.1  # used up within a second: grows
@@ -64,19 +49,19 @@ async def test_a_quiet_broker_keeps_its_blocks_small(inner_store):
     assert ids.block <= 2
 
 
-async def test_concurrent_callers_share_one_increment_in_flight(inner_store):
-    store = ReadTap(inner_store)
+async def test_concurrent_callers_share_one_increment_in_flight(memory_or_etcd_store):
+    store = ReadTap(memory_or_etcd_store)
     ids = LedgerIds(store, first_block=64)
     got = await asyncio.gather(*(ids.next() for _ in range(50)))
     assert sorted(got) == list(range(1, 51))
     assert ids.reservations == 1  # before: 50 increments, serialized on etcd
 
 
-async def test_a_burst_of_callers_is_served_in_order_in_blocks_sized_to_it(inner_store):
+async def test_a_burst_of_callers_is_served_in_order_in_blocks_sized_to_it(memory_or_etcd_store):
     """The rollovers of a many-topic sending ask for thousands of ids at
     once: blocks are sized to the queue (4 increments for 1,000 callers,
     not 1, 2, 4, ... 256: 11), and ids go out in the callers' order."""
-    store = ReadTap(inner_store)
+    store = ReadTap(memory_or_etcd_store)
     ids = LedgerIds(store)
     got = await asyncio.gather(*(ids.next() for _ in range(1000)))
     assert got == list(range(1, 1001))
@@ -84,8 +69,8 @@ async def test_a_burst_of_callers_is_served_in_order_in_blocks_sized_to_it(inner
     assert [c[2] for c in store.writes if c[0] == "increment"] == [256, 256, 256, 232]  # the last: the rest
 
 
-async def test_a_failed_increment_fails_its_waiters_and_the_next_call_retries(inner_store):
-    store = ReadTap(inner_store)
+async def test_a_failed_increment_fails_its_waiters_and_the_next_call_retries(memory_or_etcd_store):
+    store = ReadTap(memory_or_etcd_store)
     ids = LedgerIds(store, first_block=4)
     store.failing_writes = LEDGER_ID_COUNTER
     results = await asyncio.gather(*(ids.next() for _ in range(3)), return_exceptions=True)
@@ -96,10 +81,10 @@ async def test_a_failed_increment_fails_its_waiters_and_the_next_call_retries(in
     assert [await ids.next() for _ in range(3)] == [2, 3, 4]
 
 
-async def test_ids_above_what_the_managed_ledger_names_drop_a_block_left_behind(inner_store):
+async def test_ids_above_what_the_managed_ledger_names_drop_a_block_left_behind(memory_or_etcd_store):
     """Two brokers' blocks interleave: a topic moved from the one with the
     newer block must still get a greater id (positions are ordered by ledger id)."""
-    a, b = LedgerIds(inner_store, first_block=16), LedgerIds(inner_store, first_block=16)
+    a, b = LedgerIds(memory_or_etcd_store, first_block=16), LedgerIds(memory_or_etcd_store, first_block=16)
     assert await a.next() == 1  # a holds 1..16
     moved = await b.next()  # b holds 17..32: a topic's ledger there, then the topic moves to a
     assert moved == 17
@@ -107,15 +92,15 @@ async def test_ids_above_what_the_managed_ledger_names_drop_a_block_left_behind(
     assert await a.next() > moved  # the dropped block's ids are never handed out
 
 
-async def test_a_counter_behind_the_ids_in_use_is_moved_past_them(inner_store):
-    ids = LedgerIds(inner_store, first_block=4)
+async def test_a_counter_behind_the_ids_in_use_is_moved_past_them(memory_or_etcd_store):
+    ids = LedgerIds(memory_or_etcd_store, first_block=4)
     first = await ids.next(above=1000)
     assert first == 1001
     assert [await ids.next() for _ in range(3)] == [1002, 1003, 1004]
 
 
-async def test_two_allocators_on_one_store_never_hand_out_the_same_id(inner_store):
-    a, b = LedgerIds(inner_store), LedgerIds(inner_store)
+async def test_two_allocators_on_one_store_never_hand_out_the_same_id(memory_or_etcd_store):
+    a, b = LedgerIds(memory_or_etcd_store), LedgerIds(memory_or_etcd_store)
 
     async def take(ids: LedgerIds, n: int) -> list[int]:
         got = []
@@ -129,8 +114,8 @@ async def test_two_allocators_on_one_store_never_hand_out_the_same_id(inner_stor
     assert len(set(got_a) | set(got_b)) == 600
 
 
-async def test_a_caller_cancelled_does_not_cancel_the_increment_others_wait_on(inner_store):
-    ids = LedgerIds(inner_store, first_block=8)
+async def test_a_caller_cancelled_does_not_cancel_the_increment_others_wait_on(memory_or_etcd_store):
+    ids = LedgerIds(memory_or_etcd_store, first_block=8)
     first = asyncio.ensure_future(ids.next())
     second = asyncio.ensure_future(ids.next())
     await asyncio.sleep(0)

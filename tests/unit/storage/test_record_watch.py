@@ -9,28 +9,13 @@ Over the in-memory store and a real etcd.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 
 import pytest
 
-from magnetar.metadata import EtcdMetadataStore, MemoryMetadataStore
 from magnetar.storage import ManagedLedgerFactory, StorageConfig
 from magnetar.storage.errors import ManagedLedgerFencedError
 from magnetar.storage.ledger_record import ManagedLedgerRecord
-
-
-@pytest.fixture(params=["memory", "etcd"])
-async def store(request):
-    if request.param == "memory":
-        s = await MemoryMetadataStore.open()
-    else:
-        url = request.getfixturevalue("etcd_server").store_url(f"record-watch-{os.getpid()}-{time.monotonic_ns()}")
-        s = await EtcdMetadataStore.open(url)
-    try:
-        yield s
-    finally:
-        await s.close()
 
 
 async def _until(condition, timeout: float = 10.0) -> None:
@@ -40,7 +25,9 @@ async def _until(condition, timeout: float = 10.0) -> None:
         await asyncio.sleep(0.01)
 
 
-async def test_rollovers_read_no_record_back_and_a_takeover_still_fences(store, tmp_path, monkeypatch):
+async def test_rollovers_read_no_record_back_and_a_takeover_still_fences(memory_or_etcd_store, tmp_path,
+                                                                         monkeypatch):
+    store = memory_or_etcd_store
     reads = []
     real = ManagedLedgerRecord.changed_elsewhere
 
