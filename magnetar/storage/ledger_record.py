@@ -180,7 +180,8 @@ class ManagedLedgerRecord:
         read of the record (two per rollover). One that comes before its
         write's answer, or a deletion (no version: a key deleted and
         written again restarts its versions), is passed on: the caller's
-        check reads the record, as before."""
+        check weighs it under :attr:`lock` (:meth:`heard_unknown_change`)
+        and reads the record only if it is still unknown then."""
         key = self.key
 
         def notified(notification) -> None:
