@@ -36,6 +36,15 @@ def test_a_window_without_records_prints_dashes():
     assert " - " in send_windows.table(windows)[1]
 
 
+def _two_windows(t0: float) -> list[dict]:
+    """Two 60 s windows from ``t0``, one message sent and answered in 1 ms in each."""
+    log = SeriesLog()
+    for at in (t0 + 1, t0 + 61):
+        log.add_sent(1, at)
+        log.add_sample(at, 1000)
+    return buckets(log, t0, 60.0)
+
+
 class _Machine:
     """A Machine's readings as `between` gives them: a slower host in the second window."""
 
@@ -45,11 +54,7 @@ class _Machine:
 
 def test_each_window_has_the_host_s_speed_against_the_fastest_and_its_steal():
     t0 = 100.0
-    log = SeriesLog()
-    for at in (t0 + 1, t0 + 61):
-        log.add_sent(1, at)
-        log.add_sample(at, 1000)
-    windows = buckets(log, t0, 60.0)
+    windows = _two_windows(t0)
     send_windows.annotate(windows, t0, 60.0, machine=_Machine())
     assert [w["host"] for w in windows] == [100, 75]  # 1,500 µs a unit against 2,000: 75 % of the speed
     assert [w["steal"] for w in windows] == [0, 12]
@@ -82,11 +87,7 @@ def test_the_host_s_reference_is_the_fastest_window_that_sent():
 
 def test_each_window_has_etcd_s_mean_time_per_operation_its_cpu_and_snapshots():
     t0 = 100.0
-    log = SeriesLog()
-    for at in (t0 + 1, t0 + 61):
-        log.add_sent(1, at)
-        log.add_sample(at, 1000)
-    windows = buckets(log, t0, 60.0)
+    windows = _two_windows(t0)
 
     def sample(t, fsync_s, fsyncs, cpu, snaps):
         return (t, {"etcd_fsync_s": fsync_s, "etcd_fsync_n": fsyncs, "etcd_cpu": cpu, "etcd_snapshots": snaps,
