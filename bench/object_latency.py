@@ -158,8 +158,7 @@ def counters(cluster: LocalCluster) -> dict:
     etcd = _scrape(cluster.etcd_url)
     return {"t": time.monotonic(), "puts": _value(broker, "magnetar_object_puts_total"),
             "txns": _value(broker, "magnetar_object_commit_transactions_total"),
-            "broker_fsyncs": sum(float(v) for v in re.findall(r"^magnetar_file_fsyncs_total\{[^}]*\} (\S+)$",
-                                                               broker, re.M)),
+            "broker_fsyncs": _sum(broker, "magnetar_file_fsyncs_total"),
             "gets": _value(broker, "magnetar_object_gets_total"),
             "etcd_fsyncs": _value(etcd, "etcd_disk_wal_fsync_duration_seconds_count"),
             "etcd_txns": _value(etcd, "etcd_mvcc_txn_total"),
