@@ -66,7 +66,8 @@ from .index import (
     ledger_record, read_sections, write_in_chunks,
 )
 from .ledger_index import decode_index, marker_index
-from .writer_fence import WriterFence, fence_ledger
+from .fence_batches import FenceBatches
+from .writer_fence import WriterFence
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +157,8 @@ class ObjectBackend:
                                        gets=self.gets, budget=self.committer.budget, records=self.records)
         self._collect_interval_s = collect_interval_s
         self._collector: asyncio.Task | None = None
+        #: Fences of format-2 ledgers, gathered per writer (a takeover asks for many at once).
+        self.fences = FenceBatches(store, self._fenced_record)
 
     # ---------------------------------------------------------------- writes
 
@@ -268,7 +271,7 @@ class ObjectBackend:
                 check_ledger_record(key, record.value)  # a newer layout is not ours to fence
                 layout, doc = ledger_layout(record.value)
                 if layout == 2:  # its writer's fence names it too, in the same transaction
-                    await fence_ledger(self.store, key, str(doc["writer"]), self._fenced_record)
+                    await self.fences.fence(key, str(doc["writer"]))
                     return
                 try:
                     await self.store.put(key, ledger_record("fenced", self.committer.session), record.version)
@@ -460,7 +463,7 @@ class ObjectBackend:
                 if layout == 2 and not (ours and not held_elsewhere):
                     # Another writer (or ours, without its handle here) may hold it:
                     # fenced like a takeover, so no receipt of it follows the deletion.
-                    await fence_ledger(self.store, base, str(doc["writer"]), self._fenced_record)
+                    await self.fences.fence(base, str(doc["writer"]))
             marker = await self.store.get(compacted_key(ledger_id))
             indexed = marker_index(marker.value) if marker is not None else None
             chunk_names = await self.store.children(f"{base}/c")
@@ -532,6 +535,7 @@ class ObjectBackend:
         and the writer fences' sessions (their ledgers take no more commits).
         A compaction under way stops; it is redone when the ledger is next opened."""
         self._stop_background()
+        await self.fences.close()
         try:
             await self.committer.close()
         finally:

@@ -30,18 +30,23 @@ its commit records is left (the collector deletes it then:
 :mod:`.commit_records`).
 
 Failure modes: ``MetadataError`` from the store; ``TransactionFailed`` only
-inside :func:`fence_ledger`'s own retries.
+inside :func:`fence_ledgers`' own retries.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
+from typing import Callable, Sequence
 
 from ...metadata.store import (
-    BadVersion, Compare, Delete, KeyNotFound, MetadataSession, MetadataStore, Put, TransactionFailed,
+    MAX_TRANSACTION_OPS, BadVersion, Compare, Delete, KeyNotFound, MetadataSession, MetadataStore, Put,
+    TransactionFailed,
 )
 
 WRITERS = "/object-writers"
+#: Ledgers fenced per transaction: a compare and a write each, and the writer key's.
+FENCES_PER_TRANSACTION = MAX_TRANSACTION_OPS - 1
 
 
 def writer_key(writer: str) -> str:
@@ -103,28 +108,47 @@ class WriterFence:
 
 async def fence_ledger(store: MetadataStore, ledger: str, writer: str, new_record) -> bool:
     """Fence the format-2 ledger whose record is at ``ledger`` and whose
-    writer is ``writer``: in one transaction, the ledger record becomes
-    ``new_record(old value)`` (or is deleted if that is None) and the writer
-    key names the ledger's id in ``fenced``. Retries until it holds;
-    False if the ledger record does not exist. MetadataError from the store."""
-    ledger_id = int(ledger.rsplit("/", 1)[-1])
+    writer is ``writer``: :func:`fence_ledgers` for one. False if the
+    ledger record does not exist. MetadataError from the store."""
+    return bool(await fence_ledgers(store, [ledger], writer, new_record))
+
+
+async def fence_ledgers(store: MetadataStore, ledgers: Sequence[str], writer: str,
+                        new_record: Callable[[bytes], "bytes | None"]) -> set[str]:
+    """Fence the format-2 ledgers whose records are at ``ledgers`` (distinct
+    keys), all of writer ``writer``: in each transaction, up to
+    :data:`FENCES_PER_TRANSACTION` ledger records become ``new_record(old
+    value)`` (or are deleted if that is None) and the writer key names their
+    ids in ``fenced``. Each transaction is retried until it holds (a ledger
+    record or the writer key changed meanwhile). Returns the keys whose
+    record existed; the others had nothing to fence. MetadataError from the
+    store. Fences asked for at once are gathered into it by
+    :class:`~.fence_batches.FenceBatches` (why: that module's docstring)."""
+    fenced: set[str] = set()
+    for i in range(0, len(ledgers), FENCES_PER_TRANSACTION):
+        fenced |= await _fence_some(store, ledgers[i:i + FENCES_PER_TRANSACTION], writer, new_record)
+    return fenced
+
+
+async def _fence_some(store: MetadataStore, ledgers: Sequence[str], writer: str, new_record) -> set[str]:
     wkey = writer_key(writer)
     while True:
-        record = await store.get(ledger)
-        if record is None:
-            return False
+        records = await asyncio.gather(*(store.get(key) for key in ledgers))
+        present = [(key, record) for key, record in zip(ledgers, records) if record is not None]
+        if not present:
+            return set()
         wrecord = await store.get(wkey)
-        compares = [Compare(ledger, record.version), Compare(wkey, wrecord.version if wrecord else -1)]
-        value = new_record(record.value)
+        compares = [Compare(key, record.version) for key, record in present]
+        compares.append(Compare(wkey, wrecord.version if wrecord else -1))
         writes: list = []
         if wrecord is not None:  # gone: its writer's session ended and it never commits again
-            writes.append(Put(wkey, fenced_value(fenced_of(wrecord.value) | {ledger_id})))
-        if value is None:
-            writes.append(Delete(ledger))
-        else:
-            writes.append(Put(ledger, value))
+            ids = {int(key.rsplit("/", 1)[-1]) for key, _ in present}
+            writes.append(Put(wkey, fenced_value(fenced_of(wrecord.value) | ids)))
+        for key, record in present:
+            value = new_record(record.value)
+            writes.append(Delete(key) if value is None else Put(key, value))
         try:
             await store.transaction(compares, writes)
-            return True
+            return {key for key, _ in present}
         except (TransactionFailed, BadVersion, KeyNotFound):
             continue  # the writer committed nothing meanwhile, or someone else fenced: read again
