@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from magnetar.processes import child
+from magnetar_harness.waiting import wait_for
 
 #: Eight threads spinning (as a Go server's runtime threads may), and a line once they run.
 SPINNERS = ("import threading, sys\n"
@@ -42,7 +43,10 @@ def test_pause_returns_once_every_thread_is_stopped_and_resume_lets_them_run(tmp
             server.pause()
             assert set(thread_states(server.process.pid)) == {"T"}
             server.resume()
-            assert "R" in thread_states(server.process.pid) or "S" in thread_states(server.process.pid)
+            # SIGCONT too is delivered as each thread is next scheduled: wait
+            # until none is stopped (running, sleeping, or in the kernel: D).
+            wait_for(lambda: not {"T", "t"} & set(thread_states(server.process.pid)), 10,
+                     what="every thread running again")
         assert not server.running
 
 
