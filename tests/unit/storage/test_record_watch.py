@@ -44,6 +44,9 @@ async def test_rollovers_read_no_record_back_and_a_takeover_still_fences(memory_
     for i in range(12):
         await ml.append(b"e%d" % i)
     await _until(lambda: len(ml.ledgers) >= 5)  # rollovers: two record writes each, their echoes on the watch
+    # The last rollover and the next ledger's preparation write the record in the background: wait until
+    # both are over, or "another owner's write" below races our own and loses its compare-and-set.
+    await _until(lambda: ml._appends._rollover_task is None and ml._roller._prepare_task is None)
     # Another key's write after ours: once its notification is here, ours were delivered too.
     seen = []
     store.watch("/marker", lambda note: seen.append(note))
