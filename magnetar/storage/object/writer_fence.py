@@ -25,9 +25,15 @@ commit, and a writer whose ``alive`` key is gone (a zombie after its
 session) never commits again (:attr:`WriterFence.dead`).
 
 ``fenced`` grows by one id per ledger of this writer fenced or deleted by
-someone else; the key lives until its writer's session ended and none of
-its commit records is left (the collector deletes it then:
-:mod:`.commit_records`).
+someone else, and is rewritten whole by every fence; so the writer prunes
+it: once it has read :data:`PRUNE_AT` ids or more there, it keeps them in
+memory (it refuses them for the rest of its life: ``WriterFence.fenced``
+never shrinks) and empties the key with a compare-and-set on the version
+it read (:meth:`WriterFence.refresh`). Nothing else reads the list, and a
+fence landing meanwhile fails the prune's compare (its id stays; the
+next refresh reads it), so no fenced ledger is ever forgotten. The key
+lives until its writer's session ended and none of its commit records is
+left (the collector deletes it then: :mod:`.commit_records`).
 
 Failure modes: ``MetadataError`` from the store; ``TransactionFailed`` only
 inside :func:`fence_ledgers`' own retries.
@@ -47,6 +53,10 @@ from ...metadata.store import (
 WRITERS = "/object-writers"
 #: Ledgers fenced per transaction: a compare and a write each, and the writer key's.
 FENCES_PER_TRANSACTION = MAX_TRANSACTION_OPS - 1
+#: A writer that reads this many fenced ids in its key empties it (module
+#: docstring): ~7 KB rewritten per fence at most, and one prune per this
+#: many fences (each prune fails the compare of commits and fences in flight once).
+PRUNE_AT = 1000
 
 
 def writer_key(writer: str) -> str:
@@ -73,6 +83,7 @@ class WriterFence:
         self.writer = writer or uuid.uuid4().hex
         self.version: int | None = None  # of the writer key
         self.alive_version: int | None = None
+        #: Every ledger id its key ever named: refused for good (the key itself is pruned).
         self.fenced: set[int] = set()
         self.dead = False  # its session ended or its key is gone: it never commits again
         #: The next commit record's number (records of ledgers created later have higher ones).
@@ -91,15 +102,24 @@ class WriterFence:
     def compares(self) -> list[Compare]:
         return [Compare(writer_key(self.writer), self.version), Compare(alive_key(self.writer), self.alive_version)]
 
-    async def refresh(self, store: MetadataStore) -> None:
-        """Read the writer's keys again after a failed compare (MetadataError)."""
+    async def refresh(self, store: MetadataStore, prune_at: int = PRUNE_AT) -> None:
+        """Read the writer's keys again after a failed compare: the ids
+        fenced join :attr:`fenced`; ``prune_at`` of them or more empty the
+        key (module docstring). MetadataError from the store."""
         record = await store.get(writer_key(self.writer))
         alive = await store.get(alive_key(self.writer))
         if record is None or alive is None or alive.version != self.alive_version:
             self.dead = True
             return
-        self.fenced = fenced_of(record.value)
+        named = fenced_of(record.value)
+        # A new set, not updated in place: a commit may hold the one it tested.
+        self.fenced = self.fenced | named
         self.version = record.version
+        if len(named) >= prune_at:
+            try:
+                self.version = await store.put(writer_key(self.writer), fenced_value([]), record.version)
+            except (BadVersion, KeyNotFound):
+                pass  # fenced again meanwhile (the next refresh reads it), or collected (dead: seen next)
 
     def take_seq(self) -> int:
         seq, self.next_seq = self.next_seq, self.next_seq + 1
