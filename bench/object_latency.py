@@ -616,7 +616,7 @@ def cold_read(storage: str, args, log, root: str | None = None, tree: str = "thi
     ledgers get an index object (layout 3) and are read from the commit
     objects; a few topics at the max rate get large sections, kept by the
     writer and compacted into chunks. ``root``: a checkout whose broker runs it (None: this tree's)."""
-    config = "[storage]\n" if storage == "object" else None
+    config = "[storage]\n" + "".join(f"{line}\n" for line in args.cold_storage) if storage == "object" else None
     with tempfile.TemporaryDirectory(prefix=f"magnetar-cold-{storage}-") as tmp:
         cluster = LocalCluster(Path(tmp) / "c", brokers=1, storage=storage, session_ttl=60.0,
                                broker_config=config, root=root).start(timeout=180)
@@ -683,6 +683,10 @@ def main() -> None:
     parser.add_argument("--cold-one", type=int, default=0, metavar="K",
                         help="with --cold-read: read K of the written topics alone, one after another (each "
                              "its own consumer, nothing else read meanwhile), instead of all of them together")
+    parser.add_argument("--cold-storage", action="append", default=[], metavar="LINE",
+                        help="with --cold-read: a line of the object broker's [storage] table, e.g. "
+                             "'object_spill_max_bytes = 0' (its sealed ledgers then get index objects, as after "
+                             "a takeover); repeatable")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--configs", default="interval,profiles")
     parser.add_argument("--json")

@@ -8,7 +8,6 @@ Over the in-memory store and a real etcd.
 """
 from __future__ import annotations
 
-from magnetar.storage.object import writer_fence
 from magnetar.storage.object.commit_records import encode_row, record_rows
 from magnetar.storage.object.index import ledger_key, ledger_layout, ledger_record
 from magnetar.storage.object.writer_fence import WriterFence, fence_ledgers, fenced_of, writer_key
