@@ -9,6 +9,11 @@ throwaway venv, or put its site-packages on PYTHONPATH).
     .venv/bin/python bench/object_store_clients.py [--requests 300] [--rounds 2]
 
 The rounds alternate the clients so that background load hits both alike.
+
+``--gets-at-once N[,N...]``: instead, the store's ranged-GET rate through
+magnetar's store with N GETs under way at once (a cold reader's read-ahead
+of a ledger whose entries each sit in another commit object): the ceiling
+such a read cannot pass, whatever the broker does.
 """
 from __future__ import annotations
 
@@ -70,11 +75,40 @@ async def bench_aiobotocore(endpoint: str, bucket: str, n: int, tag: str) -> tup
     return puts, gets
 
 
+async def get_rate(url: str, n: int, at_once: list[int], sizes: list[int], tag: str) -> None:
+    async with open_object_store(url) as store:
+        data = os.urandom(max(sizes))
+        for i in range(n):
+            await store.put(f"rate/{tag}/{i}", data)
+        for size in sizes:
+            for k in at_once:
+                slots = asyncio.Semaphore(k)
+
+                async def one(i: int) -> None:
+                    async with slots:
+                        await store.get(f"rate/{tag}/{i}", 0, size)
+
+                t = time.perf_counter()
+                await asyncio.gather(*(one(i) for i in range(n)))
+                print(f"ranged GETs of {size:,} bytes, {k} at once: {n / (time.perf_counter() - t):,.0f} a second "
+                      f"({n} objects)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--gets-at-once", metavar="N[,N...]",
+                        help="measure the ranged-GET rate with N GETs under way (see the docstring)")
+    parser.add_argument("--get-sizes", default="130,20000", metavar="BYTES[,...]")
     args = parser.parse_args()
+    if args.gets_at_once:
+        with tempfile.TemporaryDirectory() as work, SeaweedServer(work, bucket="bench") as server:
+            for round_ in range(args.rounds):
+                asyncio.run(get_rate(server.store_url(), args.requests,
+                                     [int(k) for k in args.gets_at_once.split(",")],
+                                     [int(b) for b in args.get_sizes.split(",")], str(round_)))
+        return
     try:
         import aiobotocore  # noqa: F401
         clients = ["obstore", "aiobotocore"]
