@@ -16,7 +16,8 @@ fenced (True) or found absent (False), as :func:`.writer_fence.fence_ledger`
 does; no batch waits for a timer (the first fence of a writer goes at once).
 Failure modes: the store's ``MetadataError`` reaches every fence of the batch
 it failed; later batches go on. A caller cancelled while it waits leaves the
-fence to happen; :meth:`close` cancels what has not started.
+fence to happen (and its error, if any, unheard and unlogged);
+:meth:`close` cancels what has not started.
 """
 from __future__ import annotations
 
@@ -41,6 +42,9 @@ class FenceBatches:
     async def fence(self, ledger: str, writer: str) -> bool:
         """Fence the ledger whose record is at ``ledger``, written by ``writer``."""
         done = asyncio.get_running_loop().create_future()
+        # Its asker may be gone (cancelled: the shield below): a batch's
+        # error is then nobody's to hear, and asyncio would log it as lost.
+        done.add_done_callback(_observed)
         self._waiting.setdefault(writer, {}).setdefault(ledger, []).append(done)
         if writer not in self._running:
             self._running[writer] = asyncio.ensure_future(self._drain(writer))
@@ -77,6 +81,11 @@ class FenceBatches:
         for waiting in self._waiting.values():
             _cancel(waiting)
         self._waiting.clear()
+
+
+def _observed(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _cancel(waiting: dict[str, list[asyncio.Future]]) -> None:

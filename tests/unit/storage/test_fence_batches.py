@@ -103,3 +103,42 @@ async def test_a_failed_batch_tells_its_askers_and_the_next_one_goes(memory_or_e
     assert await fences.fence(keys[1], WRITER) is True
     assert writer_fence.fenced_of((await store.get(writer_fence.writer_key(WRITER))).value) == {2}
     await fences.close()
+
+
+async def test_an_asker_gone_before_its_batch_fails_leaves_no_lost_error_logged(memory_or_etcd_store, monkeypatch):
+    import gc
+
+    from magnetar.metadata.store import MetadataError
+
+    store = memory_or_etcd_store
+    keys = await ledgers_of_one_writer(store, 1)
+    release = asyncio.Event()
+
+    async def fails_later(*args, **kwargs):
+        await release.wait()
+        raise MetadataError("etcd is away")
+
+    monkeypatch.setattr(store, "transaction", fails_later)
+    logged = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: logged.append(context.get("message")))
+    try:
+        fences = FenceBatches(store, fenced_record)
+        asker = asyncio.create_task(fences.fence(keys[0], WRITER))
+        await asyncio.sleep(0)  # its batch is in flight
+        asker.cancel()
+        await asyncio.gather(asker, return_exceptions=True)
+        release.set()
+        for _ in range(1000):  # the batch ends (its error goes to the cancelled asker's future)
+            if not fences._running:
+                break
+            await asyncio.sleep(0.01)
+        assert not fences._running
+        del asker
+        gc.collect()
+        await asyncio.sleep(0)
+        # without the callback: "Future exception was never retrieved"
+        assert not [m for m in logged if m and "never retrieved" in m], logged
+    finally:
+        loop.set_exception_handler(None)
+    await fences.close()
