@@ -15,6 +15,8 @@ number of ledgers it carries (bench/object_commit_metadata.py measures it).
   are read page by page; the recoveries of many ledgers of one writer that
   come together (a takeover) share one read, and a recovery only ever joins
   a read that has not begun yet (so it sees every commit before its fence).
+  A dead writer's records are final: read once for every wave of its
+  takeover (:mod:`.final_records`).
 - **Release** (:func:`sweep_records`, run by the collector): a record whose
   ledgers are all compacted or deleted is deleted; one that keeps at most
   half its sections is rewritten without the others (consolidated), so
@@ -50,6 +52,8 @@ from ...metadata.store import (
     MAX_TRANSACTION_BYTES, BadVersion, Compare, Delete, KeyNotFound, MetadataStore, Put, Record,
     TransactionFailed,
 )
+from . import final_records
+from .final_records import FinalRecords
 from .index import ROOT, Section, commit_object_time_ms, ledger_key, new_section
 from .writer_fence import WRITERS, WriterFence, alive_key, writer_key
 
@@ -157,6 +161,10 @@ class RecordScans:
     def __init__(self, store: MetadataStore) -> None:
         self.store = store
         self._next: dict[str, _Scan] = {}  # writer -> the scan not begun yet
+        #: Dead writers' records decoded once for all their recoveries (:mod:`.final_records`).
+        self._final: dict[str, FinalRecords] = {}
+        self._too_many: set[str] = set()  # dead writers whose records passed final_records.MAX_SECTIONS
+        self.reads = 0  # scans that read the store
 
     async def sections(self, writer: str, since: int, ledger_id: int) -> list[Section]:
         """The sections of ``ledger_id`` in ``writer``'s records numbered
@@ -174,7 +182,24 @@ class RecordScans:
         if self._next.get(writer) is scan:
             del self._next[writer]  # begun: later recoveries start the next one
         wanted = dict(scan.wanted)
-        return await read_records(self.store, writer, min(wanted.values()), set(wanted))
+        since = min(wanted.values())
+        for other in [w for w, final in self._final.items() if final.stale()]:
+            del self._final[other]
+        final = self._final.get(writer)
+        if final is not None and final.serves(since, wanted):
+            return final.take(wanted)
+        self.reads += 1
+        # A takeover's wave (more than a load or a compaction asks for) of a dead writer: keep all of it.
+        if len(wanted) > MARKED_LEDGERS and writer not in self._too_many \
+                and await self.store.get(alive_key(writer)) is None:
+            try:
+                found = await read_records(self.store, writer, since, None, final_records.MAX_SECTIONS)
+            except TooManySections:
+                self._too_many.add(writer)
+            else:
+                final = self._final[writer] = FinalRecords(since, found)
+                return final.take(wanted)
+        return await read_records(self.store, writer, since, set(wanted))
 
 
 class _Scan:
@@ -183,9 +208,15 @@ class _Scan:
         self.task: asyncio.Task | None = None
 
 
-async def read_records(store: MetadataStore, writer: str, since: int, ledgers: set[int]) -> dict[int, list[Section]]:
-    """The sections of ``ledgers`` in ``writer``'s records from ``since`` on,
-    read a page of records per request (MetadataError).
+class TooManySections(Exception):
+    """:func:`read_records` of every ledger found more than its bound."""
+
+
+async def read_records(store: MetadataStore, writer: str, since: int, ledgers: "set[int] | None",
+                       max_sections: int | None = None) -> dict[int, list[Section]]:
+    """The sections of ``ledgers`` (None: of every ledger named) in
+    ``writer``'s records from ``since`` on, read a page of records per
+    request (MetadataError; ``TooManySections`` past ``max_sections`` in all).
 
     A page is ``SCAN_PAGE`` records at first, then as many as ``PAGE_BYTES``
     holds at the largest record seen so far, at most ``MAX_SCAN_PAGE`` (a
@@ -195,7 +226,8 @@ async def read_records(store: MetadataStore, writer: str, since: int, ledgers: s
     base = f"{COMMITS}/{writer}"
     found: dict[int, list[Section]] = {}
     start, limit, largest = f"{since:012d}", SCAN_PAGE, 1
-    markers = _markers(ledgers)
+    markers = None if ledgers is None else _markers(ledgers)
+    kept = 0
     while True:
         page = await store.children_records(base, start, limit)
         for record in page:
@@ -204,8 +236,13 @@ async def read_records(store: MetadataStore, writer: str, since: int, ledgers: s
                 continue
             if markers is not None and not any(m in record.value for m in markers):
                 continue
-            for lid, section in decode_record(record.value)[1]:
-                if lid in ledgers:
+            rows = decode_record(record.value)[1]
+            if ledgers is None:
+                kept += len(rows)
+                if max_sections is not None and kept > max_sections:
+                    raise TooManySections(f"writer {writer}: more than {max_sections} sections in its records")
+            for lid, section in rows:
+                if ledgers is None or lid in ledgers:
                     found.setdefault(lid, []).append(section)
         if len(page) < limit:
             return found
