@@ -608,7 +608,7 @@ def cold_read(storage: str, args, log, root: str | None = None, tree: str = "thi
     """``--cold-topics`` topics written together (``--cold-messages`` in all,
     100 bytes, batching off as the Python client's default, at ``--cold-rate``
     msg/s in all or the client's max rate), unloaded (their next owner's
-    caches are empty), then read from the earliest by one consumer each:
+    caches are empty; ``--cold-restart``: the broker restarted cleanly instead), then read from the earliest by one consumer each:
     entries/s and MB/s, and (object) the GETs it took and how the ledgers
     were compacted. Many topics at a modest rate (``--cold-topics 1000
     --cold-rate 10000``: ~one entry per section, a section of each topic in
@@ -629,10 +629,16 @@ def cold_read(storage: str, args, log, root: str | None = None, tree: str = "thi
             time.sleep(2)
             # --cold-one: the topics read alone, their entries and ledgers (read before they are unloaded)
             alone = topics_alone(cluster, spec, args.cold_one) if args.cold_one else []
-            for name in spec.topic_names():
-                url = cluster.members[0].admin_url + f"/admin/v2/persistent/public/default/{name}/unload"
-                urllib.request.urlopen(urllib.request.Request(url, method="PUT", data=b""), timeout=60).read()
-            layout = compacted(cluster, args.cold_topics)  # a ledger per topic at least
+            if args.cold_restart:
+                # A rolling restart's step: SIGTERM, then the same broker again (its caches and
+                # spill empty). What the closing broker compacted is all there is till a read.
+                cluster.restart_member(0)
+                layout = ledger_objects(cluster)
+            else:
+                for name in spec.topic_names():
+                    url = cluster.members[0].admin_url + f"/admin/v2/persistent/public/default/{name}/unload"
+                    urllib.request.urlopen(urllib.request.Request(url, method="PUT", data=b""), timeout=60).read()
+                layout = compacted(cluster, args.cold_topics)  # a ledger per topic at least
             if args.cold_one:
                 ones = read_alone(cluster, spec, alone, log, storage, tree)
                 return {"storage": storage, "tree": tree, "topics": args.cold_topics, "messages": produced,
@@ -687,6 +693,9 @@ def main() -> None:
                         help="with --cold-read: a line of the object broker's [storage] table, e.g. "
                              "'object_spill_max_bytes = 0' (its sealed ledgers then get index objects, as after "
                              "a takeover); repeatable")
+    parser.add_argument("--cold-restart", action="store_true",
+                        help="with --cold-read: restart the broker cleanly (SIGTERM, as a rolling restart does) "
+                             "instead of unloading the topics, before the read")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--configs", default="interval,profiles")
     parser.add_argument("--json")

@@ -133,6 +133,13 @@ class StorageConfig:
         GiB by default, about 15 minutes of 10,000 topics at 20,000 msg/s of
         100-byte entries. 0: keep 16 MiB in memory instead (most ledgers of
         many topics are then compacted from the store or indexed).
+    object_close_compact_s: seconds a clean shutdown lets the compactions
+        of the ledgers it sealed finish (from the bytes it kept: a PUT each,
+        and the whole PUT budget is theirs then), 10 by default; 0: none.
+        Only the closing broker has those bytes: a ledger it leaves
+        uncompacted is compacted by whoever opens it next, from the store
+        (at small sections an index object, whose lone cold read costs a
+        GET per section; docs/object-storage.md, "A clean shutdown").
     max_open_ledger_files: segment files open at once (``handles.py``): the
         least recently used idle ones are closed and opened again on use, so
         open files stay bounded whatever the number of topics. 0 (the
@@ -162,6 +169,7 @@ class StorageConfig:
     object_sections_per_ledger: int = 1000
     object_collect_interval_s: float = 300.0
     object_spill_max_bytes: int = 2 * 1024 * 1024 * 1024
+    object_close_compact_s: float = 10.0
     max_open_ledger_files: int = 0
     journal: bool = True
     journal_checkpoint_interval_ms: int = 10_000
@@ -197,6 +205,7 @@ class StorageConfig:
             raise ValueError(f"object_sections_per_ledger must be an integer from {MIN_SECTIONS_PER_LEDGER} "
                              f"to {MAX_SECTIONS_PER_LEDGER}; got {sections!r}")
         _non_negative(self, "object_spill_max_bytes")
+        _non_negative(self, "object_close_compact_s")
         _positive(self, "object_collect_interval_s")
         if self.object_storage_profile not in STORAGE_PROFILES:
             raise ValueError(f"object_storage_profile must be one of {', '.join(STORAGE_PROFILES)}; "

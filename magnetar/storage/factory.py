@@ -339,5 +339,6 @@ async def open_factory(data_dir: Path, store: MetadataStore, config: StorageConf
                             session_ttl_s=session_ttl_s, sections_per_ledger=config.object_sections_per_ledger,
                             spill_dir=Path(own_dir or data_dir) / SPILL_DIR,
                             spill_max_bytes=config.object_spill_max_bytes,
-                            collect_interval_s=config.object_collect_interval_s)
+                            collect_interval_s=config.object_collect_interval_s,
+                            close_compact_s=config.object_close_compact_s)
     return ManagedLedgerFactory(data_dir, store, config, backend=backend, cache_budget=budget)

@@ -67,6 +67,12 @@ class CompactionRounds:
             self.rounds += 1
             self._start(waiting)
 
+    def flush(self) -> None:
+        """Start the round waiting now (the backend is closing)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._go()
+
     def stop(self) -> None:
         """Compact none of those waiting (the backend closes: each is
         compacted when next sealed or opened)."""

@@ -24,9 +24,13 @@ compaction it starts is told the decision:
 
 A ledger compacted already, empty, or whose compaction is running or
 waiting is left alone. :meth:`Compactions.discard` (a deletion) takes it out
-of its round and cancels its compaction; :meth:`Compactions.stop` (the
-backend closes) cancels them all: each is compacted when next sealed or
-opened. Failure modes: a compaction that fails (``StorageError``: the
+of its round and cancels its compaction. A clean close first lets them
+finish for a while (:meth:`Compactions.drain`: a broker shutting down seals
+every ledger it writes, and only it has their bytes; a ledger left
+uncompacted is compacted by whoever opens it next, from the store: at
+small sections an index object, whose lone cold read costs a GET per
+section), then :meth:`Compactions.stop` cancels the rest: each is compacted
+when next sealed or opened. Failure modes: a compaction that fails (``StorageError``: the
 stores) is logged and left for the next seal or open; nothing is lost, as
 readers switch to the compacted form only at the marker.
 """
@@ -202,6 +206,26 @@ class Compactions:
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+
+    async def drain(self, timeout_s: float) -> int:
+        """Let the compactions running, and the round waiting, finish for
+        at most ``timeout_s`` (the backend closes cleanly: no commit needs
+        the PUT budget any more, so they get all of it). Returns how many
+        are left unfinished (for :meth:`stop`). Never raises: a compaction
+        that fails is counted in ``failed`` as ever."""
+        if timeout_s <= 0:
+            return len(self.running) + len(self.rounds)
+        self.budget.share_all()
+        self.rounds.flush()  # its ledgers read the store now, rather than never
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while self.running:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                break
+            # A snapshot: a compaction that falls back to a round joins ``rounds``, flushed below.
+            await asyncio.wait(list(self.running.values()), timeout=left)
+            self.rounds.flush()
+        return len(self.running) + len(self.rounds)
 
     def stop(self) -> None:
         """Cancel every compaction, running or waiting (the backend closes)."""

@@ -17,6 +17,8 @@ compaction polled the bucket itself: after a burst of 10,000 rollovers,
 committer, one poller among them, hardly ever got one: receipts stalled
 for as long as the chunk PUTs took the whole budget. Now the committer
 competes with one background taker, which gets no more than its share.
+A closing broker commits nothing more: :meth:`PutBudget.share_all` then
+gives the background takers the whole rate (its compactions' last PUTs).
 """
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ class PutBudget:
         #: Background takers: their own bucket (their share), and their line (one waits at a time).
         self._background: PutBudget | None = None
         self._line: asyncio.Lock | None = None
+        self._share = BACKGROUND_SHARE
 
     def set_rate(self, rate: float) -> None:
         """Change the rate (:mod:`.budget_pacer`). Tokens gathered so far
@@ -53,7 +56,7 @@ class PutBudget:
         self.burst = max(1.0, self._burst_per_rate * rate)
         self._tokens = min(self._tokens, self.burst)
         if self._background is not None:
-            self._background.set_rate(rate * BACKGROUND_SHARE)
+            self._background.set_rate(rate * self._share)
 
     @property
     def limited(self) -> bool:
@@ -92,10 +95,15 @@ class PutBudget:
         if not self.limited:
             return
         if self._line is None:
-            share = self.rate * BACKGROUND_SHARE
-            self._background = PutBudget(share, burst=1, clock=self._clock)
+            self._background = PutBudget(self.rate * self._share, burst=1, clock=self._clock)
             self._line = asyncio.Lock()  # fair: woken one at a time, in order
         async with self._line:
             await self._background.acquire()
             await self.acquire(counted=False)  # /metrics counts the commits' waits
 
+    def share_all(self) -> None:
+        """Background PUTs may take the whole rate from now on (nothing
+        else will: the broker is closing). The bill's bound stays."""
+        self._share = 1.0
+        if self._background is not None:
+            self._background.set_rate(self.rate)

@@ -86,3 +86,32 @@ def test_background_puts_wait_in_line_within_their_share_and_leave_the_commits_m
     assert background <= share * 1.0 + 2  # its own bucket: ~40 a second (+ one of burst)
     assert commits >= 200 - share - 10 and commits + background <= 200 + 20 + 2  # the bound holds
     assert wakes[0] < 2000  # one background taker polls at a time (before: ~2,000 per token)
+
+
+def test_a_closing_broker_gives_its_background_puts_the_whole_rate():
+    """``share_all`` (a clean close: no commit will come): background takers
+    get the budget's whole rate, not their share; the bill's bound stays."""
+    async def taken_in(budget: PutBudget, seconds: float) -> int:
+        taken = [0]
+
+        async def compaction() -> None:
+            await budget.acquire_background()
+            taken[0] += 1
+        tasks = [asyncio.ensure_future(compaction()) for _ in range(500)]
+        await asyncio.sleep(seconds)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return taken[0]
+
+    async def run() -> tuple[int, int]:
+        shared = PutBudget(100)
+        before = await taken_in(shared, 0.5)
+        closing = PutBudget(100)
+        await closing.acquire_background()  # its line exists: share_all must reach it too
+        closing.share_all()
+        return before, await taken_in(closing, 0.5)
+
+    before, after = asyncio.run(run())
+    assert before <= 100 * 0.2 * 0.5 + 2  # ~10 in 0.5 s within their share
+    assert 30 <= after <= 100 * 0.5 + 10 + 5  # ~50 in 0.5 s (+ the burst): all of it, never more
