@@ -20,7 +20,12 @@ compaction it starts is told the decision:
   sealed in it (each commit object read by one GET for all); a ledger
   opened from the store starts ``OPENED_COMPACT_AFTER_S`` after its load
   (loads that come together share the lockstep), its sections *pending*
-  meanwhile (:mod:`.pending_sections`).
+  meanwhile (:mod:`.pending_sections`). An opened ledger to be indexed,
+  unfenced, whose writer is another broker, alive, waits (up to
+  ``OPENED_WRITER_WAIT_S``, asking again every ``WRITER_RETRY_S``): that
+  writer may be chunking it from its kept bytes (a move, a clean close,
+  :mod:`.live_writers`). If the writer's marker lands first, the opener
+  reads its chunks from then on.
 
 A ledger compacted already, empty, or whose compaction is running or
 waiting is left alone. :meth:`Compactions.discard` (a deletion) takes it out
@@ -39,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from typing import Awaitable, Callable
 
 from ...formats import raise_format
 from ...metadata.store import MetadataError, MetadataStore
@@ -46,8 +52,9 @@ from ...objectstore.store import ObjectStore
 from ..errors import StorageError
 from .commit_records import RecordScans
 from .compaction_rounds import CompactionRounds
-from .compactor import compact_ledger
+from .compactor import WriterMayCompact, compact_ledger
 from .kept_sections import KeptBytes, SectionKeeper
+from .live_writers import LiveWriters
 from .ledger_index import small_sections
 from .marker_batches import MarkerBatches
 from .object_ledger import ObjectLedger
@@ -80,6 +87,13 @@ OPENED_COMPACT_AFTER_S = 1.0
 #: broker's heap reached 1.9-2.8 GB as the sending ended). The budget
 #: paces PUTs by rate, so a few compactions in hand keep it busy.
 KEPT_AT_ONCE = 16
+#: How long an opened ledger waits for its live writer's compaction, at
+#: most, before it is indexed anyway (a clean close waits 10 s by default;
+#: a live writer's compactions from kept bytes come within seconds of the
+#: seal, unless rollovers queue them behind the PUT budget), and how often
+#: it asks again meanwhile.
+OPENED_WRITER_WAIT_S = 30.0
+WRITER_RETRY_S = 1.0
 
 
 class Compactions:
@@ -89,8 +103,15 @@ class Compactions:
     transactions of indexed ledgers."""
 
     def __init__(self, store: MetadataStore, objects: ObjectStore, *, layout: int, kept: SectionKeeper,
-                 pending: PendingSections, gets: RangeGets, budget: PutBudget, records: RecordScans) -> None:
+                 pending: PendingSections, gets: RangeGets, budget: PutBudget, records: RecordScans,
+                 live_writers: LiveWriters | None = None,
+                 load: "Callable[[int], Awaitable[tuple[list, bool]]] | None" = None) -> None:
         self.store, self.objects, self.layout = store, objects, layout
+        #: Other brokers' writers alive (None: an opened ledger never waits for its writer).
+        self.live_writers = live_writers
+        #: The backend's read of a ledger's sections as they are now, and whether compacted
+        #: (an opened ledger its writer compacted meanwhile reads its chunks from then on).
+        self.load = load
         self.kept, self.pending, self.budget, self.records = kept, pending, budget, records
         self._lockstep = Lockstep(gets)
         #: Held while a compaction from kept bytes has them (:data:`KEPT_AT_ONCE`).
@@ -153,11 +174,26 @@ class Compactions:
 
     async def _compact(self, ledger: ObjectLedger, lockstep: "_Taking | None", kept: KeptBytes | None,
                        indexed: bool) -> None:
+        loop = asyncio.get_running_loop()
+        opened = ledger.epoch is None
         try:
             # seals (loads) that come together join the same lockstep
-            await asyncio.sleep(COMPACT_AFTER_S if ledger.epoch is not None else OPENED_COMPACT_AFTER_S)
-            async with self._holding if kept is not None else contextlib.nullcontext():
-                chunks = await self._compact_now(ledger, lockstep, kept, indexed)
+            await asyncio.sleep(COMPACT_AFTER_S if not opened else OPENED_COMPACT_AFTER_S)
+            # An opened ledger to index waits while its writer may be chunking it (module docstring).
+            waits_until = loop.time() + OPENED_WRITER_WAIT_S if opened and indexed else None
+            while True:
+                try:
+                    async with self._holding if kept is not None else contextlib.nullcontext():
+                        chunks = await self._compact_now(
+                            ledger, lockstep, kept, indexed,
+                            waits_until is not None and loop.time() < waits_until)
+                    break
+                except WriterMayCompact:
+                    await asyncio.sleep(WRITER_RETRY_S)
+            if not chunks and opened and not ledger.compacted and self.load is not None:
+                sections, compacted = await self.load(ledger.ledger_id)  # compacted elsewhere meanwhile?
+                if compacted:
+                    chunks = sections
         except StorageError as exc:
             self.failed += 1
             log.warning("%s (it is compacted when next sealed or opened)", exc)
@@ -166,7 +202,7 @@ class Compactions:
             ledger.use(chunks, compacted=True)
 
     async def _compact_now(self, ledger: ObjectLedger, lockstep: "_Taking | None", kept: KeptBytes | None,
-                           indexed: bool) -> list:
+                           indexed: bool, wait_for_writer: bool = False) -> list:
         """The compaction proper: its chunks, or [] (not compacted now)."""
         parts = None
         if kept is not None:
@@ -193,10 +229,19 @@ class Compactions:
                                       kept=parts, epoch=ledger.epoch if ledger.sealed_whole else None,
                                       scans=self.records, indexed=indexed,
                                       markers=self.markers if indexed or parts is not None else None,
-                                      layout=(1 if ledger.writer is None else 2) if ledger.sealed_whole else None)
+                                      layout=(1 if ledger.writer is None else 2) if ledger.sealed_whole else None,
+                                      writer_compacting=self._writer_compacting if wait_for_writer else None)
         if chunks:
             self.compacted["kept" if parts is not None else "indexed" if indexed else "store"] += 1
         return chunks
+
+    async def _writer_compacting(self, writer: str) -> bool:
+        if self.live_writers is None:
+            return False
+        try:
+            return await self.live_writers.compacting(writer)
+        except MetadataError as exc:
+            raise StorageError(f"asking whether writer {writer} is alive failed: {exc}") from exc
 
     async def discard(self, ledger_id: int) -> None:
         """Compact ``ledger_id`` no more (it is being deleted): out of its

@@ -49,7 +49,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Sequence
+from typing import Awaitable, Callable, Sequence
 
 from ...metadata.store import Compare, Delete, MetadataError, MetadataStore, Put, TransactionFailed
 from ...objectstore.store import ObjectNotFound, ObjectStore, ObjectStoreError
@@ -71,12 +71,18 @@ CHUNK_BYTES = 4 * 1024 * 1024
 COLLECT_AFTER_S = 600.0
 
 
+class WriterMayCompact(Exception):
+    """:func:`compact_ledger` left an opened ledger alone: its writer is
+    alive and may be chunking it from its kept bytes (:mod:`.live_writers`)."""
+
+
 async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: int,
                          sections: "Sequence[Section]", lockstep: Lockstep | None = None,
                          budget: PutBudget | None = None, *, kept: "Sequence[bytes] | None" = None,
                          epoch: int | None = None, scans: RecordScans | None = None,
                          indexed: bool = False, markers: "MarkerBatches | None" = None,
-                         layout: int | None = None) -> list[Section]:
+                         layout: int | None = None,
+                         writer_compacting: "Callable[[str], Awaitable[bool]] | None" = None) -> list[Section]:
     """Rewrite the sealed ledger's ``sections`` (contiguous, as committed)
     into chunks; return the chunks' sections (``[]``, changing nothing in
     the index, if the ledger was deleted or fenced meanwhile: every write
@@ -116,6 +122,11 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
     compacted elsewhere meanwhile) does it read, and go on as the reads
     decide (fenced: compacted from the index and the store).
 
+    ``writer_compacting`` (with ``indexed``, a ledger opened from the
+    store): asked with the ledger's format-2 writer once the marker is
+    found absent and the record unfenced; True raises
+    :class:`WriterMayCompact`, nothing written.
+
     ``sections``: a list, or the ledger's own
     :class:`~.section_columns.SectionColumns` (read by column: a
     compaction from ``kept`` makes no section object per section).
@@ -153,6 +164,10 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
             if kept is not None and (not trusted or len(kept) != len(sections)):
                 kept = None  # fenced since, or not all of it
             layout, doc = ledger_layout(record.value)
+            # Not once fenced: its writer's own compaction then fails its compare.
+            if indexed and writer_compacting is not None and layout == 2 and doc.get("state") != "fenced" \
+                    and await writer_compacting(str(doc["writer"])):
+                raise WriterMayCompact(ledger_id)
             if not trusted and sections != contiguous(await _recorded(store, ledger_id, layout, doc, scans)):
                 log.info("ledger %d: the index changed since it was read: not compacted from the old one", ledger_id)
                 return []

@@ -48,6 +48,7 @@ from ..errors import CorruptLedgerError, StorageError
 from ..framing import HEADER_SIZE, parse_frames
 from .profiles import check_profile, gather_s
 from .put_budget import PutBudget
+from .live_writers import LiveWriters
 from .budget_pacer import BudgetPacer
 from .range_gets import RangeGets
 from .pending_sections import PendingSections
@@ -158,7 +159,8 @@ class ObjectBackend:
         self._epochs: dict[int, int] = {}  # ledgers this backend writes -> their epoch
         #: The sealed ledgers' compactions: when, how, running.
         self.compactions = Compactions(store, objects, layout=layout, kept=self.kept, pending=self.pending,
-                                       gets=self.gets, budget=self.committer.budget, records=self.records)
+                                       gets=self.gets, budget=self.committer.budget, records=self.records,
+                                       live_writers=LiveWriters(store, self._own_writer), load=self._load_sections)
         self._collect_interval_s = collect_interval_s
         self._collector: asyncio.Task | None = None
         #: Fences of format-2 ledgers, gathered per writer (a takeover asks for many at once).
@@ -205,6 +207,9 @@ class ObjectBackend:
         ledger.kept = self.kept
         self.set_profile(ledger, None)
         return ledger
+
+    def _own_writer(self) -> str | None:
+        return self._writer.writer if self._writer is not None else None
 
     async def _current_writer(self) -> WriterFence:
         """The writer fence of the format-2 ledgers created now: a new one

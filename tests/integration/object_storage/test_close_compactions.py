@@ -13,6 +13,7 @@ import time
 from magnetar.objectstore.s3 import open_object_store
 from magnetar.storage.object.object_backend import ObjectBackend
 
+from ...helpers import wait_until
 from .test_compaction_spill import append_together, entry, marker, reads_back
 
 
@@ -63,3 +64,48 @@ async def test_without_a_wait_a_close_leaves_them_to_the_next_opener(tmp_path, e
     lids = await sealed_ledgers(backend, 700, ledgers=10, commits=3)
     await backend.close()
     assert [await marker(etcd_store, lid) for lid in lids] == [None] * len(lids)
+
+
+async def test_a_ledger_opened_elsewhere_waits_for_its_live_writers_chunks(tmp_path, etcd_store, objects_url):
+    """The next owner opens the ledgers (a reader) while their writer is
+    still chunking them, held back by its PUT budget: it does not index them
+    a second later (the first marker would win, an index object), it waits
+    while the writer is alive, and once the writer's close has chunked them
+    its handles read the chunks."""
+    writer = closing_backend(tmp_path, etcd_store, objects_url, close_compact_s=30, put_budget_per_s=2)
+    lids = await sealed_ledgers(writer, 800, ledgers=4, commits=3)
+    reader = ObjectBackend(etcd_store, open_object_store(objects_url), collect_interval_s=None, layout=3)
+    try:
+        handles = [await reader.open_sealed(lid, 3) for lid in lids]
+        # The writer's background share (0.4 PUTs/s) chunks one of them in the opener's first
+        # second or so; before, the opener indexed the others then.
+        await wait_until(lambda: marker(etcd_store, lids[0]), what="the writer's first chunked", timeout=15)
+        await writer.close()  # the whole budget: 2 a second
+        for lid in lids:
+            doc = await marker(etcd_store, lid)
+            assert doc is not None and "index" not in doc, f"ledger {lid}: {doc}"
+        await wait_until(lambda: all(h.compacted for h in handles), what="the opener reads the writer's chunks",
+                         timeout=15)
+        assert all(key.startswith("ledgers/") for h in handles for key in h.sections.keys)
+        got = await reader.read(handles[2], 0, 2, None)
+        assert got == [entry(lids[2], k, 300) for k in range(3)]
+    finally:
+        await reader.close()
+
+
+async def test_a_dead_writers_ledgers_are_indexed_by_their_opener_without_waiting(tmp_path, etcd_store, objects_url):
+    """A writer gone without compacting (here a close that does not wait):
+    its ledgers' opener indexes them a second after the load, as before."""
+    writer = closing_backend(tmp_path, etcd_store, objects_url, close_compact_s=0, put_budget_per_s=2)
+    lids = await sealed_ledgers(writer, 900, ledgers=3, commits=3)
+    await writer.close()
+    reader = ObjectBackend(etcd_store, open_object_store(objects_url), collect_interval_s=None, layout=3)
+    try:
+        began = time.monotonic()
+        [await reader.open_sealed(lid, 3) for lid in lids]
+        for lid in lids:
+            await wait_until(lambda lid=lid: marker(etcd_store, lid), what="indexed", timeout=15)
+            assert "index" in await marker(etcd_store, lid)
+        assert time.monotonic() - began < 10  # not the 30 s a live writer gets
+    finally:
+        await reader.close()
