@@ -117,6 +117,7 @@ class Compactions:
         #: Held while a compaction from kept bytes has them (:data:`KEPT_AT_ONCE`).
         self._holding = asyncio.Semaphore(KEPT_AT_ONCE)
         self.running: dict[int, asyncio.Task] = {}
+        self._opened: set[int] = set()  # of those, ledgers opened from the store (not sealed here)
         #: Sealed ledgers waiting to be compacted from the store together.
         self.rounds = CompactionRounds(self._round)
         self.markers = MarkerBatches(store)
@@ -163,11 +164,14 @@ class Compactions:
             lockstep = _Taking(lockstep, self.pending, ledger.ledger_id)
         task = asyncio.get_running_loop().create_task(self._compact(ledger, lockstep, kept, indexed))
         self.running[ledger.ledger_id] = task
+        if ledger.epoch is None:
+            self._opened.add(ledger.ledger_id)
         task.add_done_callback(lambda done: self._ended(ledger.ledger_id, lockstep, done))
 
     def _ended(self, ledger_id: int, lockstep: "_Taking | None", task: asyncio.Task) -> None:
         if self.running.get(ledger_id) is task:  # not a later compaction of it (a round after a fallback)
             del self.running[ledger_id]
+            self._opened.discard(ledger_id)
             self.pending.drop(ledger_id)
         if lockstep is not None:
             lockstep.leave()  # here, not in the task: one cancelled before it began ran no ``finally``
@@ -253,24 +257,29 @@ class Compactions:
             await asyncio.gather(task, return_exceptions=True)
 
     async def drain(self, timeout_s: float) -> int:
-        """Let the compactions running, and the round waiting, finish for
-        at most ``timeout_s`` (the backend closes cleanly: no commit needs
-        the PUT budget any more, so they get all of it). Returns how many
+        """Let the compactions of the ledgers sealed here, running or in the
+        round waiting, finish for at most ``timeout_s`` (the backend closes
+        cleanly: no commit needs the PUT budget any more, so they get all
+        of it). Ledgers opened from the store are not waited for: whoever
+        opens them next does as well. Returns how many of those sealed here
         are left unfinished (for :meth:`stop`). Never raises: a compaction
         that fails is counted in ``failed`` as ever."""
+        def sealed_here() -> list[asyncio.Task]:
+            return [task for lid, task in self.running.items() if lid not in self._opened]
+
         if timeout_s <= 0:
-            return len(self.running) + len(self.rounds)
+            return len(sealed_here()) + len(self.rounds)
         self.budget.share_all()
         self.rounds.flush()  # its ledgers read the store now, rather than never
         deadline = asyncio.get_running_loop().time() + timeout_s
-        while self.running:
+        while tasks := sealed_here():
             left = deadline - asyncio.get_running_loop().time()
             if left <= 0:
                 break
             # A snapshot: a compaction that falls back to a round joins ``rounds``, flushed below.
-            await asyncio.wait(list(self.running.values()), timeout=left)
+            await asyncio.wait(tasks, timeout=left)
             self.rounds.flush()
-        return len(self.running) + len(self.rounds)
+        return len(sealed_here()) + len(self.rounds)
 
     def stop(self) -> None:
         """Cancel every compaction, running or waiting (the backend closes)."""

@@ -548,13 +548,14 @@ class ObjectBackend:
         ledger it leaves uncompacted is compacted by whoever opens it next,
         from the store. What is left then stops; it is redone when the
         ledger is next opened."""
-        if self.close_compact_s > 0 and (self.compactions.running or len(self.compactions.rounds)):
+        if self.close_compact_s > 0:
             began = time.monotonic()
-            before = dict(self.compactions.compacted)
+            before = sum(self.compactions.compacted.values())
             left = await self.compactions.drain(self.close_compact_s)
-            done = sum(self.compactions.compacted.values()) - sum(before.values())
-            log.info("closing: compacted %d sealed ledgers in %.1f s, %d left to their next opener",
-                     done, time.monotonic() - began, left)
+            done = sum(self.compactions.compacted.values()) - before
+            if done or left:
+                log.info("closing: compacted %d sealed ledgers in %.1f s, %d left to their next opener",
+                         done, time.monotonic() - began, left)
         self._stop_background()
         await self.fences.close()
         try:

@@ -109,3 +109,19 @@ async def test_a_dead_writers_ledgers_are_indexed_by_their_opener_without_waitin
         assert time.monotonic() - began < 10  # not the 30 s a live writer gets
     finally:
         await reader.close()
+
+
+async def test_a_close_does_not_wait_for_ledgers_it_only_opened(tmp_path, etcd_store, objects_url):
+    """The opener waits for the live writer; its own close does not wait for
+    that (nothing of those ledgers is its to chunk)."""
+    writer = closing_backend(tmp_path, etcd_store, objects_url, close_compact_s=0, put_budget_per_s=0.5)
+    lids = await sealed_ledgers(writer, 950, ledgers=3, commits=2)
+    reader = closing_backend(tmp_path / "reader", etcd_store, objects_url, close_compact_s=30)
+    try:
+        [await reader.open_sealed(lid, 2) for lid in lids]
+        await wait_until(lambda: len(reader.compactions.running) == 3, what="the opener's compactions begun")
+        began = time.monotonic()
+        await reader.close()
+        assert time.monotonic() - began < 10, "the close waited for compactions of ledgers it only opened"
+    finally:
+        await writer.close()
