@@ -632,8 +632,13 @@ def cold_read(storage: str, args, log, root: str | None = None, tree: str = "thi
             if args.cold_restart:
                 # A rolling restart's step: SIGTERM, then the same broker again (its caches and
                 # spill empty). What the closing broker compacted is all there is till a read.
+                began = time.monotonic()
                 cluster.restart_member(0)
                 layout = ledger_objects(cluster)
+                if layout:
+                    log(f"  clean restart [{storage}, {tree}]: {time.monotonic() - began:.1f} s from SIGTERM to "
+                        f"serving again; then chunk objects {layout['chunks']:,}, index objects "
+                        f"{layout['indexed']:,}")
             else:
                 for name in spec.topic_names():
                     url = cluster.members[0].admin_url + f"/admin/v2/persistent/public/default/{name}/unload"
