@@ -119,6 +119,12 @@ class BudgetPacer:
         self._at, self._waited, self._began, self._seen = now, waited, 0, seen
         self.budget.set_rate(self._next_rate(begun, mean))
 
+    def stop(self) -> None:
+        """The configured rate again, and no more steps (the broker is
+        closing: its last PUTs are compactions, and no commit competes)."""
+        self.active = False
+        self.budget.set_rate(self.ceiling)
+
     def _next_rate(self, begun: float, mean: float | None) -> float:
         rate = self.budget.rate
         if self.pressure <= LOW_PRESSURE or not (self.searching or self.pressure >= HIGH_PRESSURE):

@@ -549,6 +549,8 @@ class ObjectBackend:
         from the store. What is left then stops; it is redone when the
         ledger is next opened."""
         if self.close_compact_s > 0:
+            if self.committer.pacer is not None:  # lowered while the loop was short of cores: no commit now
+                self.committer.pacer.stop()
             began = time.monotonic()
             before = sum(self.compactions.compacted.values())
             left = await self.compactions.drain(self.close_compact_s)

@@ -94,6 +94,19 @@ def test_where_commits_cost_everything_it_goes_to_the_floor_and_back_once_the_lo
     assert budget.rate == 250 and not pacer.searching
 
 
+def test_a_closing_broker_gets_its_configured_rate_back_and_the_pacer_steps_no_more():
+    """Its last PUTs are compactions (``ObjectBackend.close``): a rate the
+    busy loop had lowered would make them the floor's."""
+    budget, pacer, loop = paced(latency=lambda rate: rate / 1000)
+    for _ in range(30):
+        loop.run(pacer, 1, pressure=0.4)
+    assert budget.rate <= 25 / STEP
+    pacer.stop()
+    assert budget.rate == 250
+    loop.run(pacer, 5, pressure=0.4, commits=50)
+    assert budget.rate == 250
+
+
 def test_a_loop_that_waits_a_little_keeps_the_rate():
     budget, pacer, loop = paced()
     for _ in range(10):
