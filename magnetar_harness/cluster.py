@@ -111,14 +111,14 @@ class LocalCluster:
         """Ask ``cluster up`` to start its exited brokers again (SIGHUP, as docs/cluster.md says)."""
         self.proc.send_signal(signal.SIGHUP)
 
-    def restart_member(self, index: int = 0, timeout: float = 120.0) -> Member:
-        """Stop member ``index`` cleanly (SIGTERM) and have ``cluster up``
-        start it again on the same ports and files (SIGHUP); its new
-        :class:`Member` once it printed its line again. Its caches start
-        empty. AssertionError with the output if it does not exit or start
-        within ``timeout``."""
+    def restart_member(self, index: int = 0, timeout: float = 120.0, sig: int = signal.SIGTERM) -> Member:
+        """Stop member ``index`` cleanly (SIGTERM; ``sig=signal.SIGKILL``: a
+        crash) and have ``cluster up`` start it again on the same ports and
+        files (SIGHUP); its new :class:`Member` once it printed its line
+        again. Its caches start empty. AssertionError with the output if it
+        does not exit or start within ``timeout``."""
         old = next(m for m in self.members if m.index == index)
-        os.kill(old.pid, signal.SIGTERM)
+        os.kill(old.pid, sig)
         deadline = time.monotonic() + timeout
         said = f"(pid {old.pid}) exited"
         while not any(said in line for line in self.output):

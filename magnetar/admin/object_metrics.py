@@ -10,7 +10,8 @@ for it, then one metadata transaction per 128 ledgers in it, so
 ``magnetar_object_gets_total`` counts the ranged GETs of reads and compactions
 (``magnetar_object_chunk_gets_total``: those of compacted chunk objects).
 ``magnetar_object_compactions_total{source}`` counts the sealed ledgers
-compacted (from kept bytes, into an index object, or from the store),
+compacted (from kept bytes, into an index object, from the store, or,
+opened from the store, from local copies of its commit objects),
 ``magnetar_object_compactions_pending`` those waiting (a level that grows
 while compactions fall behind the rollovers) and
 ``magnetar_object_kept_bytes`` the commit bytes kept for them.
@@ -78,8 +79,9 @@ class ObjectStorageCollector:
         compacted = CounterMetricFamily("magnetar_object_compactions",
                                         "Sealed ledgers compacted, by where their bytes came from: kept (this "
                                         "writer's commits, no GET), indexed (an index object, no data moved), "
-                                        "store (chunks from GETs)", labels=["source"])
-        for source in ("kept", "indexed", "store"):
+                                        "store (chunks from GETs), copied (opened from the store: chunks from local "
+                                        "copies of its commit objects)", labels=["source"])
+        for source in ("kept", "indexed", "store", "copied"):
             compacted.add_metric([source], counters.get(f"compacted_{source}", 0))
         yield compacted
         yield CounterMetricFamily("magnetar_object_compactions_failed",

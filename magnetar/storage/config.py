@@ -133,6 +133,14 @@ class StorageConfig:
         GiB by default, about 15 minutes of 10,000 topics at 20,000 msg/s of
         100-byte entries. 0: keep 16 MiB in memory instead (most ledgers of
         many topics are then compacted from the store or indexed).
+    object_copies_max_bytes: bytes of commit objects a broker copies to
+        local disk (``<data dir>/object-copies/``, emptied at start; a cache,
+        never synced) so that the ledgers it opens from the store (a
+        takeover's recoveries, a load after a move) are compacted into
+        chunks, each commit object read by one GET for all of them, not
+        indexed (a lone cold read of an indexed ledger costs a GET per
+        section; docs/object-storage.md, "A takeover's ledgers"): 2 GiB by
+        default. 0: index them, as before.
     object_close_compact_s: seconds a clean shutdown lets the compactions
         of the ledgers it sealed finish (from the bytes it kept: a PUT each,
         and the whole PUT budget is theirs then), 10 by default; 0: none.
@@ -169,6 +177,7 @@ class StorageConfig:
     object_sections_per_ledger: int = 1000
     object_collect_interval_s: float = 300.0
     object_spill_max_bytes: int = 2 * 1024 * 1024 * 1024
+    object_copies_max_bytes: int = 2 * 1024 * 1024 * 1024
     object_close_compact_s: float = 10.0
     max_open_ledger_files: int = 0
     journal: bool = True
@@ -205,6 +214,7 @@ class StorageConfig:
             raise ValueError(f"object_sections_per_ledger must be an integer from {MIN_SECTIONS_PER_LEDGER} "
                              f"to {MAX_SECTIONS_PER_LEDGER}; got {sections!r}")
         _non_negative(self, "object_spill_max_bytes")
+        _non_negative(self, "object_copies_max_bytes")
         _non_negative(self, "object_close_compact_s")
         _positive(self, "object_collect_interval_s")
         if self.object_storage_profile not in STORAGE_PROFILES:

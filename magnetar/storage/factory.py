@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 CLOSE_CONCURRENCY = 64
 #: Under a broker's data directory: the object backend's spill (its commit objects kept for compaction).
 SPILL_DIR = "object-spill"
+#: Under it too: its copies of commit objects, for the compaction of the ledgers it opens from the store.
+COPIES_DIR = "object-copies"
 #: How long an open waits for a close of the same managed ledger already under way.
 CLOSING_WAIT_S = 5.0
 
@@ -314,7 +316,8 @@ async def open_factory(data_dir: Path, store: MetadataStore, config: StorageConf
     would, :mod:`.object.writer_fence`). ``own_dir``: the broker's own data
     directory (None: ``data_dir``), never shared with another broker: an
     object backend keeps its spill under it (``SPILL_DIR``, emptied at
-    start; ``config.object_spill_max_bytes``, 0: none).
+    start; ``config.object_spill_max_bytes``, 0: none) and its copies of
+    commit objects (``COPIES_DIR``, the same; ``config.object_copies_max_bytes``).
 
     A new backend is one more branch here (``config.backend`` names it).
     """
@@ -340,5 +343,7 @@ async def open_factory(data_dir: Path, store: MetadataStore, config: StorageConf
                             spill_dir=Path(own_dir or data_dir) / SPILL_DIR,
                             spill_max_bytes=config.object_spill_max_bytes,
                             collect_interval_s=config.object_collect_interval_s,
-                            close_compact_s=config.object_close_compact_s)
+                            close_compact_s=config.object_close_compact_s,
+                            copies_dir=Path(own_dir or data_dir) / COPIES_DIR,
+                            copies_max_bytes=config.object_copies_max_bytes)
     return ManagedLedgerFactory(data_dir, store, config, backend=backend, cache_budget=budget)

@@ -15,6 +15,12 @@ compaction it starts is told the decision:
   reads nothing, so it waits for no round, and its marker goes in a
   transaction shared with the markers of others indexed about then
   (:mod:`.marker_batches`);
+- **copied** (with a :class:`~.commit_copies.CommitCopies`): a ledger
+  opened from the store that would be indexed is chunked instead, from
+  local copies of its commit objects, each GET once for every ledger this
+  broker opened (a takeover's waves): its lone cold read is then a GET per
+  chunk, not per section. At most ``KEPT_AT_ONCE`` hold their bytes at
+  once (the copying holds none);
 - **from the store**: its writer's go to the next round
   (:mod:`.compaction_rounds`), compacted in one lockstep with the others
   sealed in it (each commit object read by one GET for all); a ledger
@@ -50,6 +56,7 @@ from ...formats import raise_format
 from ...metadata.store import MetadataError, MetadataStore
 from ...objectstore.store import ObjectStore
 from ..errors import StorageError
+from .commit_copies import CommitCopies
 from .commit_records import RecordScans
 from .compaction_rounds import CompactionRounds
 from .compactor import WriterMayCompact, compact_ledger
@@ -105,8 +112,11 @@ class Compactions:
     def __init__(self, store: MetadataStore, objects: ObjectStore, *, layout: int, kept: SectionKeeper,
                  pending: PendingSections, gets: RangeGets, budget: PutBudget, records: RecordScans,
                  live_writers: LiveWriters | None = None,
-                 load: "Callable[[int], Awaitable[tuple[list, bool]]] | None" = None) -> None:
+                 load: "Callable[[int], Awaitable[tuple[list, bool]]] | None" = None,
+                 copies: CommitCopies | None = None) -> None:
         self.store, self.objects, self.layout = store, objects, layout
+        #: Local copies of commit objects (None: opened ledgers of small sections are indexed).
+        self.copies = copies
         #: Other brokers' writers alive (None: an opened ledger never waits for its writer).
         self.live_writers = live_writers
         #: The backend's read of a ledger's sections as they are now, and whether compacted
@@ -124,9 +134,10 @@ class Compactions:
         self._indexed_format = False  # the data set's object_layout says 3 (raised by us, once)
         #: Ledgers compacted, by where their bytes came from: ``kept`` (this
         #: writer's, no GET), ``indexed`` (an index object, no data moved),
-        #: ``store`` (chunks from GETs); ``failed``: compactions that raised
+        #: ``store`` (chunks from GETs), ``copied`` (chunks from local copies of
+        #: the commit objects: ledgers opened from the store); ``failed``: compactions that raised
         #: (left for the next seal or open). At /metrics.
-        self.compacted = {"kept": 0, "indexed": 0, "store": 0}
+        self.compacted = {"kept": 0, "indexed": 0, "store": 0, "copied": 0}
         self.failed = 0
 
     def later(self, ledger: ObjectLedger) -> None:
@@ -145,6 +156,9 @@ class Compactions:
         if ledger.epoch is not None and not indexed:
             self.rounds.add(ledger)
             return
+        if indexed and ledger.epoch is None and self.copies is not None:
+            self._start(ledger, None, False, copied=True)
+            return
         self._start(ledger, None, indexed)
 
     def _indexed(self, ledger: ObjectLedger) -> bool:
@@ -156,9 +170,12 @@ class Compactions:
             if not ledger.compacted and ledger.ledger_id not in self.running:
                 self._start(ledger, None, False)  # a round holds only ledgers not indexed
 
-    def _start(self, ledger: ObjectLedger, kept: KeptBytes | None, indexed: bool) -> None:
+    def _start(self, ledger: ObjectLedger, kept: KeptBytes | None, indexed: bool, *, copied: bool = False) -> None:
+        lockstep: "_Taking | _Copied | None"
         lockstep = None if kept is not None or indexed else self._lockstep
-        if lockstep is not None:
+        if copied:
+            lockstep = _Copied(self.copies, self._holding)
+        elif lockstep is not None:
             lockstep.join()  # now: ledgers sealed together are all members before any of them fetches
             self.pending.add(ledger.ledger_id, ledger.sections)
             lockstep = _Taking(lockstep, self.pending, ledger.ledger_id)
@@ -168,7 +185,7 @@ class Compactions:
             self._opened.add(ledger.ledger_id)
         task.add_done_callback(lambda done: self._ended(ledger.ledger_id, lockstep, done))
 
-    def _ended(self, ledger_id: int, lockstep: "_Taking | None", task: asyncio.Task) -> None:
+    def _ended(self, ledger_id: int, lockstep: "_Taking | _Copied | None", task: asyncio.Task) -> None:
         if self.running.get(ledger_id) is task:  # not a later compaction of it (a round after a fallback)
             del self.running[ledger_id]
             self._opened.discard(ledger_id)
@@ -176,15 +193,16 @@ class Compactions:
         if lockstep is not None:
             lockstep.leave()  # here, not in the task: one cancelled before it began ran no ``finally``
 
-    async def _compact(self, ledger: ObjectLedger, lockstep: "_Taking | None", kept: KeptBytes | None,
+    async def _compact(self, ledger: ObjectLedger, lockstep: "_Taking | _Copied | None", kept: KeptBytes | None,
                        indexed: bool) -> None:
         loop = asyncio.get_running_loop()
         opened = ledger.epoch is None
+        copied = isinstance(lockstep, _Copied)
         try:
             # seals (loads) that come together join the same lockstep
             await asyncio.sleep(COMPACT_AFTER_S if not opened else OPENED_COMPACT_AFTER_S)
-            # An opened ledger to index waits while its writer may be chunking it (module docstring).
-            waits_until = loop.time() + OPENED_WRITER_WAIT_S if opened and indexed else None
+            # An opened ledger to index (or copy) waits while its writer may be chunking it (module docstring).
+            waits_until = loop.time() + OPENED_WRITER_WAIT_S if opened and (indexed or copied) else None
             while True:
                 try:
                     async with self._holding if kept is not None else contextlib.nullcontext():
@@ -205,7 +223,7 @@ class Compactions:
         if chunks:
             ledger.use(chunks, compacted=True)
 
-    async def _compact_now(self, ledger: ObjectLedger, lockstep: "_Taking | None", kept: KeptBytes | None,
+    async def _compact_now(self, ledger: ObjectLedger, lockstep: "_Taking | _Copied | None", kept: KeptBytes | None,
                            indexed: bool, wait_for_writer: bool = False) -> list:
         """The compaction proper: its chunks, or [] (not compacted now)."""
         parts = None
@@ -236,7 +254,9 @@ class Compactions:
                                       layout=(1 if ledger.writer is None else 2) if ledger.sealed_whole else None,
                                       writer_compacting=self._writer_compacting if wait_for_writer else None)
         if chunks:
-            self.compacted["kept" if parts is not None else "indexed" if indexed else "store"] += 1
+            source = ("kept" if parts is not None else "indexed" if indexed
+                      else "copied" if isinstance(lockstep, _Copied) else "store")
+            self.compacted[source] += 1
         return chunks
 
     async def _writer_compacting(self, writer: str) -> bool:
@@ -313,3 +333,27 @@ class _Taking:
 
     def leave(self) -> None:
         self.lockstep.leave()
+
+
+class _Copied:
+    """The commit copies as one opened ledger's compaction uses them:
+    its objects copied holding no bytes, then, before its ranges are read,
+    one of the ``holding`` places (``KEPT_AT_ONCE``: a compaction holds its
+    chunk from the read to its PUT, and a wave of 256 of them at 4 MiB
+    each would be a gigabyte), kept until it ends (:meth:`leave`)."""
+
+    def __init__(self, copies: CommitCopies, holding: asyncio.Semaphore) -> None:
+        self.copies, self.holding = copies, holding
+        self._held = False
+
+    async def fetch(self, ranges: list[tuple[str, int, int]]) -> list[bytes]:
+        await self.copies.copy(key for key, _, _ in ranges)
+        if not self._held:
+            await self.holding.acquire()
+            self._held = True
+        return await self.copies.fetch(ranges)
+
+    def leave(self) -> None:
+        if self._held:
+            self._held = False
+            self.holding.release()

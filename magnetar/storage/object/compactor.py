@@ -99,7 +99,9 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
     With ``lockstep`` (the caller joined it, and leaves it after), its
     reads go with those of the other compactions running beside it (each
     commit object they share read by one GET); else each section is its
-    own ranged GET. With ``budget`` (the broker's PUT budget), each chunk
+    own ranged GET. Anything with that ``fetch`` will do: the local copies
+    of the commit objects (:mod:`.commit_copies`) chunk a ledger opened
+    from the store without a GET per wave of them. With ``budget`` (the broker's PUT budget), each chunk
     PUT takes a token first (``acquire_background``: in line, within a
     share of the rate), so compactions share the bill's bound and commits
     keep most of it.
@@ -122,8 +124,8 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
     compacted elsewhere meanwhile) does it read, and go on as the reads
     decide (fenced: compacted from the index and the store).
 
-    ``writer_compacting`` (with ``indexed``, a ledger opened from the
-    store): asked with the ledger's format-2 writer once the marker is
+    ``writer_compacting`` (a ledger opened from the store, to be indexed
+    or chunked from copies): asked with its format-2 writer once the marker is
     found absent and the record unfenced; True raises
     :class:`WriterMayCompact`, nothing written.
 
@@ -165,7 +167,7 @@ async def compact_ledger(store: MetadataStore, objects: ObjectStore, ledger_id: 
                 kept = None  # fenced since, or not all of it
             layout, doc = ledger_layout(record.value)
             # Not once fenced: its writer's own compaction then fails its compare.
-            if indexed and writer_compacting is not None and layout == 2 and doc.get("state") != "fenced" \
+            if writer_compacting is not None and layout == 2 and doc.get("state") != "fenced" \
                     and await writer_compacting(str(doc["writer"])):
                 raise WriterMayCompact(ledger_id)
             if not trusted and sections != contiguous(await _recorded(store, ledger_id, layout, doc, scans)):

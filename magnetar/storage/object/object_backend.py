@@ -54,6 +54,7 @@ from .range_gets import RangeGets
 from .pending_sections import PendingSections
 from .read_windows import Pending, ReadWindows, WINDOW_SECTIONS
 from .section_cache import SectionCache
+from .commit_copies import CommitCopies
 from .commit import Committer
 from . import object_ledger
 from .object_ledger import ObjectLedger, draw_max_sections
@@ -111,7 +112,10 @@ class ObjectBackend:
     ``spill_dir`` (with ``spill_max_bytes`` > 0): where the writer keeps
     its commit objects for its ledgers' compaction (:mod:`.spilled_sections`:
     every ledger sealed whole compacted into chunks from them; emptied
-    now); None: in memory, 16 MiB (:mod:`.kept_sections`).
+    now); None: in memory, 16 MiB (:mod:`.kept_sections`). ``copies_dir``
+    (with ``copies_max_bytes`` > 0): where commit objects are copied for
+    the compaction of the ledgers it opens from the store (:mod:`.commit_copies`:
+    chunked, not indexed; emptied now); None: those are indexed.
     """
 
     def __init__(self, store: MetadataStore, objects: ObjectStore, *, commit_interval_ms: float = 20,
@@ -122,7 +126,7 @@ class ObjectBackend:
                  put_budget_floor_per_s: float | None = None, layout: int = LAYOUT_FORMAT,
                  session_ttl_s: float = 10.0, sections_per_ledger: int | None = None,
                  rng: random.Random | None = None, spill_dir=None, spill_max_bytes: int = 0,
-                 close_compact_s: float = 0.0) -> None:
+                 close_compact_s: float = 0.0, copies_dir=None, copies_max_bytes: int = 0) -> None:
         if layout not in (1, 2, INDEXED_LAYOUT):
             raise ValueError(f"object layout format must be 1, 2 or 3; got {layout!r}")
         self.layout = layout
@@ -160,7 +164,9 @@ class ObjectBackend:
         #: The sealed ledgers' compactions: when, how, running.
         self.compactions = Compactions(store, objects, layout=layout, kept=self.kept, pending=self.pending,
                                        gets=self.gets, budget=self.committer.budget, records=self.records,
-                                       live_writers=LiveWriters(store, self._own_writer), load=self._load_sections)
+                                       live_writers=LiveWriters(store, self._own_writer), load=self._load_sections,
+                                       copies=(CommitCopies(objects, copies_dir, copies_max_bytes)
+                                               if copies_dir is not None and copies_max_bytes > 0 else None))
         self._collect_interval_s = collect_interval_s
         self._collector: asyncio.Task | None = None
         #: Fences of format-2 ledgers, gathered per writer (a takeover asks for many at once).
@@ -513,12 +519,12 @@ class ObjectBackend:
     def stats(self) -> BackendStats:
         """Counters ``puts`` (objects written), ``transactions`` (metadata
         transactions that committed them, retries included), ``commits``,
-        ``gets`` (ranged GETs of reads and compactions; ``chunk_gets`` of
-        them of compacted chunk objects), ``budget_wait_s``
+        ``gets`` (ranged GETs of reads and compactions, the copies' of
+        commit objects among them; ``chunk_gets`` of them of compacted chunk objects), ``budget_wait_s``
         (time commits waited for the PUT budget), ``core_wait_s`` (the
         loop's wait for a core, as the budget's pacer read it: 0 without
         one); ``compacted_kept``,
-        ``compacted_indexed``, ``compacted_store`` and ``compactions_failed``
+        ``compacted_indexed``, ``compacted_store``, ``compacted_copied`` and ``compactions_failed``
         (:class:`~.compactions.Compactions`); and three levels, not counters:
         ``put_budget_rate`` (the PUT budget's rate now, 0: none),
         ``compactions_pending`` (sealed ledgers whose compaction is running
@@ -529,7 +535,8 @@ class ObjectBackend:
         return BackendStats("object", {"puts": c.puts, "transactions": c.transactions, "commits": c.commits,
                                        "chained": c.chained, "chain_resends": c.chain_resends,
                                        "chain_retries": c.chain_retries,
-                                       "gets": self.gets.gets, "chunk_gets": self.gets.chunk_gets,
+                                       "gets": self.gets.gets + (compactions.copies.gets if compactions.copies else 0),
+                                       "chunk_gets": self.gets.chunk_gets,
                                        "budget_wait_s": c.budget.waited_s,
                                        "core_wait_s": c.pacer.core_wait_s if c.pacer is not None else 0,
                                        "put_budget_rate": c.budget.rate if c.budget.limited else 0,
@@ -571,6 +578,8 @@ class ObjectBackend:
 
             self.cache.clear()
             self.kept.clear()
+            if self.compactions.copies is not None:
+                self.compactions.copies.clear()
             self.gets.forget()
             await self.objects.close()
 
