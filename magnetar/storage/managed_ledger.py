@@ -106,6 +106,7 @@ class ManagedLedger:
         #: Ledgers a previous owner prepared and never recorded, deleted by this open's recovery.
         self.swept_at_open: list[int] = []
         self._owner_check: asyncio.Task | None = None
+        self._closing: asyncio.Task | None = None  # the close, once begun (see :meth:`close`)
         #: Its ledgers, oldest first, and the positions in them.
         self._ledgers = LedgerList()
         self._cache = TailCache(config.read_cache_bytes, cache_budget)
@@ -470,15 +471,27 @@ class ManagedLedger:
         cursors stay open and keep persisting acknowledgements (a topic moving
         to another broker takes the acks its clients send until they are told
         where it went) until :meth:`close_cursors`.
+
+        A close once begun finishes even if its caller is cancelled (an
+        unload cut short by the broker's stop): it runs as a task of its own
+        that every caller waits for. Cancelled half way, the managed ledger
+        stayed ``closing`` for good, and the broker's own close of it at
+        stop waited forever.
         """
+        if self._closing is None:
+            appends = self._appends
+            if appends.state is CLOSED:
+                return
+            # Here, not in the task: appends are refused from the call on.
+            clean = appends.state is OPEN
+            if clean:
+                appends.state = CLOSING
+            self._closing = self._loop.create_task(self._close(clean, keep_cursors))
+            self._closing.add_done_callback(_retrieved)
+        await asyncio.shield(self._closing)
+
+    async def _close(self, clean: bool, keep_cursors: bool) -> None:
         appends = self._appends
-        if appends.state in (CLOSED, CLOSING):
-            while appends.state is CLOSING:
-                await appends.wait_closed()
-            return
-        clean = appends.state is OPEN
-        if clean:
-            appends.state = CLOSING
         try:
             await appends.drain()
         except Exception:
@@ -517,3 +530,10 @@ class ManagedLedger:
         self._roller.stop()
         self._trimmer.abandon()
         self._appends.close_handles()
+
+
+def _retrieved(task: asyncio.Task) -> None:
+    """A close's error reaches whoever awaits it; if its callers were all
+    cancelled, it is not also logged as never retrieved."""
+    if not task.cancelled():
+        task.exception()

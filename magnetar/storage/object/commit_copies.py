@@ -112,7 +112,7 @@ class CommitCopies:
             flight = self._copying.get(key)
             if flight is None:
                 # A future and a place in the queue, not a task: a takeover's first wave asks
-                # for ~50,000 objects at once, and a task each held ~100 MB while they waited.
+                # for tens of thousands of objects at once, most of them waiting a while.
                 flight = self._copying[key] = loop.create_future()
                 self._queue.append(key)
             waits.append(flight)
@@ -149,7 +149,9 @@ class CommitCopies:
             segment = self._segments[next(reversed(self._segments))] if self._segments else None
             if segment is None or segment.gone or (segment.size and segment.size + len(blob) > self.segment_bytes):
                 segment = self._roll()
-            os.pwrite(segment.fd, blob, segment.size)  # at an explicit offset: a short write can't shift the next
+            # At an explicit offset: a short write can't shift the next.
+            if os.pwrite(segment.fd, blob, segment.size) != len(blob):
+                raise OSError(f"short write to copy segment {segment.number}")
         except OSError as exc:
             if not self._failing:
                 log.warning("commit copies %s: %s (objects are read from the store meanwhile)", self.directory, exc)

@@ -377,6 +377,25 @@ async def test_close_completes_pending_appends(factories):
     assert await read_all(ml2) == [payload(i) for i in range(100)]
 
 
+async def test_a_close_whose_caller_is_cancelled_still_finishes(factories):
+    """An unload cut short by the broker's stop cancels its close half way:
+    the close goes on, and the broker's own close of it at stop returns
+    (it waited forever on a managed ledger left ``closing``)."""
+    ml = await factories().open("t")
+    futures = [ml.append(payload(i)) for i in range(50)]
+    first = asyncio.get_running_loop().create_task(ml.close())
+    for _ in range(10):  # till the close waits for the appends' sync (a thread: many loop passes)
+        await asyncio.sleep(0)
+        if ml.state == "closing":
+            break
+    assert ml.state == "closing"
+    first.cancel()
+    await asyncio.wait_for(ml.close(), 10)
+    assert ml.state == "closed"
+    assert all(f.done() and not f.exception() for f in futures)
+    assert await read_all(await factories().open("t")) == [payload(i) for i in range(50)]
+
+
 async def test_a_cursor_on_an_empty_ledger_dropped_at_close_still_sees_the_next_owners_entries(factories):
     """Ledger ids come from per-broker blocks, so the next owner's block may
     lie below an id the managed ledger named. Its close dropped its empty
