@@ -578,11 +578,6 @@ class AppendPath:
             self.wake_idle()
             await fut
 
-    async def wait_closed(self) -> None:
-        fut = self._loop.create_future()
-        self._idle_waiters.append(fut)
-        await fut
-
     async def seal_current(self) -> None:
         meta = self.current_meta
         sealed = await self._roller.seal(meta, self.current)
